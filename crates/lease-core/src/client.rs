@@ -1,0 +1,520 @@
+//! The lease client: acquires leases from one store and keeps them renewed.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::decision::{self, AcquireStep, Known, Policy, SkewBound};
+use crate::driver::{self, Command, DriverCtx};
+use crate::lease::{HeldState, LeaseShared};
+use crate::{
+    Capabilities, CasOutcome, CasStore, ClockSource, Current, Error, FencingToken, Grade, HolderId, Lease, LeaseName,
+    Linearizable, Result, Stored, SystemWallClock, Ttl, Version, WallClock,
+};
+
+/// Options of a [`LeaseClient`]; `Default` is right for most uses.
+#[derive(Clone)]
+pub struct ClientConfig {
+    /// Prefix of this client's holder ids (default: `pid-<pid>`). Each grant's holder id
+    /// is `<label>#<unique>`. At most 100 bytes of the characters [`HolderId`] allows.
+    pub label: Option<String>,
+    /// Safety margin in thousandths of the TTL (see [`Policy::margin_permille`]).
+    pub margin_permille: u32,
+    /// Opt-in bounded wall-clock skew rule for observation stores ([`SkewBound`]).
+    pub skew_bound: Option<SkewBound>,
+    /// The wall clock (replace it to test skew).
+    pub wall_clock: Arc<dyn WallClock>,
+    /// How many renewals the driver keeps in flight at once.
+    pub max_renewals_in_flight: usize,
+    /// The longest single wait between acquire attempts in [`LeaseClient::acquire`].
+    pub max_acquire_backoff: Duration,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        Self {
+            label: None,
+            margin_permille: Policy::DEFAULT_MARGIN_PERMILLE,
+            skew_bound: None,
+            wall_clock: Arc::new(SystemWallClock),
+            max_renewals_in_flight: 256,
+            max_acquire_backoff: Duration::from_secs(5),
+        }
+    }
+}
+
+impl fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientConfig")
+            .field("label", &self.label)
+            .field("margin_permille", &self.margin_permille)
+            .field("skew_bound", &self.skew_bound)
+            .field("max_renewals_in_flight", &self.max_renewals_in_flight)
+            .field("max_acquire_backoff", &self.max_acquire_backoff)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The result of one acquire attempt.
+#[derive(Debug)]
+pub enum AcquireOutcome {
+    /// The lease is ours.
+    Granted(Lease),
+    /// Someone else holds it.
+    Held {
+        /// The current holder.
+        holder: Option<HolderId>,
+        /// Its token.
+        token: FencingToken,
+        /// When another attempt may succeed.
+        retry_after: Duration,
+    },
+}
+
+impl AcquireOutcome {
+    /// The lease, if granted.
+    pub fn granted(self) -> Option<Lease> {
+        match self {
+            Self::Granted(l) => Some(l),
+            Self::Held { .. } => None,
+        }
+    }
+}
+
+use crate::seen::{Seen, SeenCache};
+
+struct Inner {
+    store: Arc<dyn CasStore>,
+    caps: Capabilities,
+    policy: Policy,
+    label: String,
+    config: ClientConfig,
+    next_id: AtomicU64,
+    client_seq: u64,
+    seen: Arc<SeenCache>,
+    driver: OnceLock<mpsc::UnboundedSender<Command>>,
+    closed: CancellationToken,
+}
+
+/// Hands out leases on one store and renews them all from one driver task.
+///
+/// Cheap to clone (an `Arc`). Create one per process and store.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use std::time::Duration;
+/// use lease_core::{AcquireOutcome, LeaseClient, MemoryStore};
+///
+/// let store = MemoryStore::new();
+/// let a = LeaseClient::new(store.clone());
+/// let b = LeaseClient::new(store);
+/// let lease = a.acquire("reconcile:2026-11-30", Duration::from_secs(30)).await?;
+/// // b is refused while a holds it, and learns who holds it and for how long.
+/// match b.try_acquire("reconcile:2026-11-30", Duration::from_secs(30)).await? {
+///     AcquireOutcome::Held { token, .. } => assert_eq!(token, lease.token()),
+///     AcquireOutcome::Granted(_) => unreachable!(),
+/// }
+/// # Ok::<(), lease_core::Error>(()) }).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct LeaseClient {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for LeaseClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeaseClient")
+            .field("store", &self.inner.store)
+            .field("label", &self.inner.label)
+            .field("policy", &self.inner.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+static CLIENT_SEQ: AtomicU64 = AtomicU64::new(0);
+
+impl LeaseClient {
+    /// A client for correctness leases on a linearizable store, with default options.
+    ///
+    /// Efficiency-only stores (Redis) do not implement [`Linearizable`], so this does
+    /// not compile with them; use [`LeaseClient::efficiency_only`] by name.
+    pub fn new<S: Linearizable>(store: S) -> Self {
+        Self::build(Arc::new(store), ClientConfig::default()).unwrap_or_else(|_| unreachable_default())
+    }
+
+    /// A client for correctness leases with options.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an invalid label or margin.
+    pub fn with_config<S: Linearizable>(store: S, config: ClientConfig) -> Result<Self> {
+        Self::build(Arc::new(store), config)
+    }
+
+    /// A client on any store, for **efficiency** leases: they avoid duplicate work but
+    /// can be lost or reissued by the store (see [`Grade::EfficiencyOnly`]). The tokens
+    /// still fence writes, but a store that loses its counter can stall a resource.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an invalid label or margin.
+    pub fn efficiency_only<S: CasStore>(store: S, config: ClientConfig) -> Result<Self> {
+        Self::build(Arc::new(store), config)
+    }
+
+    /// A client on a type-erased store. Refuses an efficiency-only store (use
+    /// [`LeaseClient::efficiency_only`] for those).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an efficiency-only store, an invalid label or margin.
+    pub fn from_dyn(store: Arc<dyn CasStore>, config: ClientConfig) -> Result<Self> {
+        if store.capabilities().grade != Grade::Linearizable {
+            return Err(Error::invalid(
+                "store",
+                "is efficiency-only; use LeaseClient::efficiency_only to accept that",
+            ));
+        }
+        Self::build(store, config)
+    }
+
+    fn build(store: Arc<dyn CasStore>, config: ClientConfig) -> Result<Self> {
+        let caps = store.capabilities();
+        let label = match &config.label {
+            Some(l) => {
+                if l.len() > 100 {
+                    return Err(Error::invalid("client label", "longer than 100 bytes"));
+                }
+                HolderId::new(l)?;
+                l.clone()
+            }
+            None => format!("pid-{}", std::process::id()),
+        };
+        if config.margin_permille >= 500 {
+            return Err(Error::invalid("margin_permille", "must be below 500 (half the TTL)"));
+        }
+        if config.max_renewals_in_flight == 0 {
+            return Err(Error::invalid("max_renewals_in_flight", "must be at least 1"));
+        }
+        let policy = Policy {
+            clock: caps.clock,
+            margin_permille: config.margin_permille,
+            skew: config.skew_bound,
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                store,
+                caps,
+                policy,
+                label,
+                config,
+                next_id: AtomicU64::new(1),
+                client_seq: CLIENT_SEQ.fetch_add(1, Ordering::Relaxed),
+                seen: Arc::new(SeenCache::default()),
+                driver: OnceLock::new(),
+                closed: CancellationToken::new(),
+            }),
+        })
+    }
+
+    /// The store's capabilities.
+    pub fn capabilities(&self) -> Capabilities {
+        self.inner.caps
+    }
+
+    /// The rules this client applies.
+    pub fn policy(&self) -> Policy {
+        self.inner.policy
+    }
+
+    /// The store this client uses.
+    pub fn store(&self) -> &Arc<dyn CasStore> {
+        &self.inner.store
+    }
+
+    /// One attempt to acquire `name` for `ttl`: at most one write for a free, released
+    /// or (on store-clock stores) expired lease; at most two for a takeover.
+    ///
+    /// Dropping the returned future at any point never leaves a lease held with nobody
+    /// renewing it: the attempt runs to completion on its own and releases a grant
+    /// nobody is waiting for.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a bad name or TTL; store errors otherwise. Losing the
+    /// race is `Ok(AcquireOutcome::Held { .. })`.
+    pub async fn try_acquire(&self, name: impl AsRef<str>, ttl: Duration) -> Result<AcquireOutcome> {
+        let name = LeaseName::new(name)?;
+        let ttl = Ttl::new(ttl)?;
+        let driver = self.driver()?;
+        let (tx, rx) = oneshot::channel();
+        let inner = self.inner.clone();
+        tokio::spawn(async move {
+            let result = attempt(&inner, &driver, name, ttl).await;
+            // If nobody waits any more, the grant inside is dropped, which releases it.
+            let _ = tx.send(result);
+        });
+        rx.await.map_err(|_| Error::Shutdown)?
+    }
+
+    /// Acquires `name`, waiting as long as it takes (cancel by dropping the future).
+    ///
+    /// Waits on the store's notification where it has one, otherwise with jittered
+    /// backoff until the holder's lease can have run out.
+    ///
+    /// # Errors
+    /// As [`LeaseClient::try_acquire`], except that store unavailability is retried.
+    pub async fn acquire(&self, name: impl AsRef<str>, ttl: Duration) -> Result<Lease> {
+        self.acquire_inner(name.as_ref(), ttl, None).await
+    }
+
+    /// Acquires `name`, giving up with [`Error::Timeout`] after `timeout`.
+    ///
+    /// # Errors
+    /// As [`LeaseClient::acquire`], plus [`Error::Timeout`].
+    pub async fn acquire_timeout(&self, name: impl AsRef<str>, ttl: Duration, timeout: Duration) -> Result<Lease> {
+        self.acquire_inner(name.as_ref(), ttl, Some(Instant::now() + timeout))
+            .await
+    }
+
+    async fn acquire_inner(&self, name: &str, ttl: Duration, deadline: Option<Instant>) -> Result<Lease> {
+        let lease_name = LeaseName::new(name)?;
+        let mut failures = 0u32;
+        loop {
+            let wait = match self.try_acquire(name, ttl).await {
+                Ok(AcquireOutcome::Granted(lease)) => return Ok(lease),
+                Ok(AcquireOutcome::Held { retry_after, .. }) => {
+                    failures = 0;
+                    crate::backoff::jittered(retry_after.min(self.inner.config.max_acquire_backoff))
+                }
+                Err(e) if e.is_retryable() || e.is_indeterminate() => {
+                    failures += 1;
+                    tracing::debug!(lease = name, error = %e, "acquire attempt failed; backing off");
+                    crate::backoff::exponential(
+                        failures,
+                        Duration::from_millis(10),
+                        self.inner.config.max_acquire_backoff,
+                    )
+                }
+                Err(e) => return Err(e),
+            };
+            let wait = match deadline {
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(Error::Timeout { name: name.to_owned() });
+                    }
+                    wait.min(left)
+                }
+                None => wait,
+            };
+            if self.inner.caps.notifies_waiters {
+                let seen = self.seen_version(&lease_name);
+                self.inner
+                    .store
+                    .wait_for_change(&lease_name, seen.as_ref(), wait)
+                    .await?;
+            } else {
+                tokio::time::sleep(wait).await;
+            }
+        }
+    }
+
+    fn seen_version(&self, name: &LeaseName) -> Option<Version> {
+        match self.inner.seen.get(name) {
+            Some(Seen::Present { stored, .. }) => Some(stored.version.clone()),
+            _ => None,
+        }
+    }
+
+    fn driver(&self) -> Result<mpsc::UnboundedSender<Command>> {
+        if let Some(tx) = self.inner.driver.get() {
+            return Ok(tx.clone());
+        }
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| Error::invalid("runtime", "LeaseClient must be used inside a Tokio runtime"))?;
+        let tx = self.inner.driver.get_or_init(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let ctx = DriverCtx {
+                store: self.inner.store.clone(),
+                policy: self.inner.policy,
+                wall: self.inner.config.wall_clock.clone(),
+                seen: self.inner.seen.clone(),
+                max_in_flight: self.inner.config.max_renewals_in_flight,
+            };
+            runtime.spawn(driver::run(ctx, rx));
+            tx
+        });
+        Ok(tx.clone())
+    }
+}
+
+fn unreachable_default() -> LeaseClient {
+    // The default config is always valid; `build` cannot fail on it.
+    unreachable!("default ClientConfig is valid")
+}
+
+impl Inner {
+    fn remember(&self, name: &LeaseName, current: Option<&Stored>, at: Instant) {
+        self.seen.remember(name, current, at);
+    }
+
+    fn known(&self, name: &LeaseName) -> Option<Seen> {
+        self.seen.get(name)
+    }
+
+    fn holder_id(&self) -> Result<HolderId> {
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let client = self.client_seq;
+        let nonce: u32 = rand::random();
+        HolderId::new(format!("{}#{client:x}.{n:x}.{nonce:08x}", self.label))
+    }
+}
+
+/// One acquire attempt: at most three writes (the third only when a write's outcome
+/// was unknown and a read showed it applied).
+async fn attempt(
+    inner: &Arc<Inner>,
+    driver: &mpsc::UnboundedSender<Command>,
+    name: LeaseName,
+    ttl: Ttl,
+) -> Result<AcquireOutcome> {
+    let span = tracing::debug_span!("acquire", lease = %name);
+    let _enter = span.enter();
+    let me = inner.holder_id()?;
+    let store = &inner.store;
+    // Whether this attempt has heard from the store yet: a "held" verdict is only ever
+    // given on a fresh answer, never on what an earlier attempt cached.
+    let mut fresh = false;
+    for _ in 0..4 {
+        let known = if inner.caps.clock == ClockSource::Store && !fresh {
+            // Claimable lets the store judge; the cache could only be staler.
+            None
+        } else {
+            inner.known(&name)
+        };
+        let now = Instant::now();
+        let k = match &known {
+            None => Known::Nothing,
+            Some(Seen::Absent) => Known::Absent,
+            Some(Seen::Present { stored, first_seen }) => Known::Present {
+                stored,
+                first_seen: first_seen.into_std(),
+            },
+        };
+        let step = decision::acquire(
+            &inner.policy,
+            &me,
+            ttl,
+            now.into_std(),
+            inner.config.wall_clock.now_ms(),
+            k,
+        );
+        let (expect, record) = match step {
+            AcquireStep::Wait { .. } if !fresh => {
+                let current = store.read(&name).await?;
+                inner.remember(&name, current.as_ref(), Instant::now());
+                fresh = true;
+                continue;
+            }
+            AcquireStep::Wait {
+                holder,
+                token,
+                retry_after,
+            } => {
+                return Ok(AcquireOutcome::Held {
+                    holder,
+                    token,
+                    retry_after,
+                });
+            }
+            AcquireStep::Write { expect, record } => (expect, record),
+        };
+        let takeover = matches!(&known, Some(Seen::Present { stored, .. }) if stored.record.holder.is_some());
+        metrics::counter!(crate::observe::ACQUIRE_ATTEMPTS).increment(1);
+        let sent_at = Instant::now();
+        let outcome = match store.write(&name, &expect, &record).await {
+            Ok(o) => o,
+            Err(e) if e.is_indeterminate() => {
+                // The write may have applied: look, and if the record names us, the next
+                // round confirms it with a write on its version.
+                let current = store.read(&name).await?;
+                inner.remember(&name, current.as_ref(), Instant::now());
+                fresh = true;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        fresh = true;
+        match outcome {
+            CasOutcome::Written(stored) => {
+                if stored.record.holder.as_ref() != Some(&me) {
+                    return Err(Error::corrupt(
+                        name.as_str(),
+                        "store returned a record not naming the writer",
+                    ));
+                }
+                inner.remember(&name, Some(&stored), sent_at);
+                metrics::counter!(crate::observe::GRANTS).increment(1);
+                if takeover {
+                    metrics::counter!(crate::observe::TAKEOVERS).increment(1);
+                }
+                metrics::gauge!(crate::observe::HELD).increment(1.0);
+                tracing::debug!(token = %stored.record.token, "granted");
+                let shared = Arc::new(LeaseShared {
+                    id: inner.next_id.fetch_add(1, Ordering::Relaxed),
+                    name: name.clone(),
+                    holder: me,
+                    token: stored.record.token,
+                    ttl,
+                    lost: inner.closed.child_token(),
+                    cause: OnceLock::new(),
+                    state: Mutex::new(HeldState {
+                        valid_until: Instant::from_std(inner.policy.valid_until(sent_at.into_std(), ttl)),
+                        version: stored.version,
+                        record: stored.record,
+                    }),
+                });
+                driver
+                    .send(Command::Register(shared.clone()))
+                    .map_err(|_| Error::Shutdown)?;
+                return Ok(AcquireOutcome::Granted(Lease {
+                    shared,
+                    driver: driver.clone(),
+                    released: false,
+                }));
+            }
+            CasOutcome::Conflict(current) => {
+                let current = match current {
+                    Current::Present(s) => Some(s),
+                    Current::Absent => None,
+                    Current::Unknown => store.read(&name).await?,
+                };
+                // Decide again on what the conflict showed (top of the loop): a takeover
+                // of an expired or vacant lease costs this one extra write.
+                inner.remember(&name, current.as_ref(), Instant::now());
+            }
+        }
+    }
+    // Three writes lost to three different records: heavy contention.
+    match inner.known(&name) {
+        Some(Seen::Present { stored, .. }) => Ok(AcquireOutcome::Held {
+            holder: stored.record.holder.clone(),
+            token: stored.record.token,
+            retry_after: Duration::from_millis(10),
+        }),
+        _ => Ok(AcquireOutcome::Held {
+            holder: None,
+            token: FencingToken::ZERO,
+            retry_after: Duration::from_millis(10),
+        }),
+    }
+}
+
+impl ClockSource {
+    /// True when the store keeps time itself.
+    pub fn is_store(self) -> bool {
+        matches!(self, Self::Store)
+    }
+}

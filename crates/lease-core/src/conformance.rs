@@ -1,0 +1,665 @@
+//! The conformance suite every store runs against its real server (feature
+//! `conformance`).
+//!
+//! Each case is a plain `async fn(&dyn Fixture)` that panics with a clear message when
+//! the store breaks the [`CasStore`] contract or the lease semantics built on it. Store
+//! crates generate one test per case with [`conformance_tests!`](crate::conformance_tests):
+//!
+//! ```text
+//! lease_core::conformance_tests!(my_fixture().await);
+//! ```
+//!
+//! Cases use fresh, unique lease names, so they share one server without a reset.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+
+use crate::testing::{CountingStore, FaultPlan, FaultStore};
+use crate::{
+    AcquireOutcome, CasOutcome, CasStore, ClientConfig, ClockSource, Current, DeleteOutcome, Error, FencingToken,
+    HolderId, LeaseClient, LeaseName, LeaseRecord, LossCause, Precondition, Ttl, Version,
+};
+
+/// What the suite needs from a store crate's test.
+#[async_trait]
+pub trait Fixture: Send + Sync {
+    /// A store connected to the server under test (may be the same one every call).
+    async fn store(&self) -> Arc<dyn CasStore>;
+
+    /// Puts something under `name` that is not a valid lease record, the way a foreign
+    /// or buggy writer could (garbage bytes, a wrong type, an out-of-range column).
+    async fn corrupt(&self, name: &LeaseName);
+}
+
+/// Every case's name, in the order [`run_all`] runs them.
+pub const CASES: &[&str] = &[
+    "create_is_exclusive",
+    "stale_version_conflicts",
+    "update_missing_conflicts",
+    "delete_checks_version",
+    "concurrent_cas_increments_are_exact",
+    "token_sequence_acquire_release_takeover",
+    "holder_is_refused_while_held",
+    "expired_lease_is_taken_over_with_next_token",
+    "non_holder_cannot_renew_or_release",
+    "corrupt_record_is_an_error_never_a_grant",
+    "loss_signal_fires_before_deadline_when_store_hangs",
+    "round_trips_per_operation",
+    "acquire_waits_for_release",
+];
+
+/// Runs every case in turn.
+pub async fn run_all(f: &dyn Fixture) {
+    create_is_exclusive(f).await;
+    stale_version_conflicts(f).await;
+    update_missing_conflicts(f).await;
+    delete_checks_version(f).await;
+    concurrent_cas_increments_are_exact(f).await;
+    token_sequence_acquire_release_takeover(f).await;
+    holder_is_refused_while_held(f).await;
+    expired_lease_is_taken_over_with_next_token(f).await;
+    non_holder_cannot_renew_or_release(f).await;
+    corrupt_record_is_an_error_never_a_grant(f).await;
+    loss_signal_fires_before_deadline_when_store_hangs(f).await;
+    round_trips_per_operation(f).await;
+    acquire_waits_for_release(f).await;
+}
+
+/// Generates one `#[tokio::test]` per conformance case, each building its fixture with
+/// the given expression (which may `.await`).
+#[macro_export]
+macro_rules! conformance_tests {
+    ($fixture:expr) => {
+        $crate::conformance_tests!(@cases $fixture;
+            create_is_exclusive, stale_version_conflicts, update_missing_conflicts,
+            delete_checks_version, concurrent_cas_increments_are_exact,
+            token_sequence_acquire_release_takeover, holder_is_refused_while_held,
+            expired_lease_is_taken_over_with_next_token, non_holder_cannot_renew_or_release,
+            corrupt_record_is_an_error_never_a_grant, loss_signal_fires_before_deadline_when_store_hangs,
+            round_trips_per_operation, acquire_waits_for_release);
+    };
+    (@cases $fixture:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let fixture = $fixture;
+                $crate::conformance::$case(&fixture).await;
+            }
+        )*
+    };
+}
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// A lease name no other case or run uses.
+pub fn unique_name(case: &str) -> LeaseName {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let n = SEQ.fetch_add(1, Ordering::Relaxed);
+    LeaseName::new(format!("conformance/{case}/{}-{nanos:x}-{n}", std::process::id()))
+        .unwrap_or_else(|e| panic!("unique name: {e}"))
+}
+
+fn holder(s: &str) -> HolderId {
+    HolderId::new(s).unwrap_or_else(|e| panic!("holder: {e}"))
+}
+
+fn ttl(ms: u64) -> Ttl {
+    Ttl::from_millis(ms).unwrap_or_else(|e| panic!("ttl: {e}"))
+}
+
+fn rec(h: &str, token: u64, ttl_ms: u64) -> LeaseRecord {
+    LeaseRecord::held(holder(h), FencingToken::new(token), ttl(ttl_ms))
+}
+
+fn client(store: Arc<dyn CasStore>) -> LeaseClient {
+    LeaseClient::efficiency_only(store, ClientConfig::default()).unwrap_or_else(|e| panic!("client: {e}"))
+}
+
+/// The first write of a name: `Claimable` on store-clock stores, `Absent` otherwise.
+fn create_precondition(store: &dyn CasStore) -> Precondition {
+    match store.capabilities().clock {
+        ClockSource::Store => Precondition::Claimable,
+        _ => Precondition::Absent,
+    }
+}
+
+fn written(o: CasOutcome, what: &str) -> crate::Stored {
+    match o {
+        CasOutcome::Written(s) => s,
+        CasOutcome::Conflict(c) => panic!("{what}: expected the write to apply, got conflict {c:?}"),
+    }
+}
+
+fn granted(o: AcquireOutcome, what: &str) -> crate::Lease {
+    match o {
+        AcquireOutcome::Granted(l) => l,
+        AcquireOutcome::Held { holder, token, .. } => {
+            panic!("{what}: expected a grant, but {holder:?} holds it with token {token}")
+        }
+    }
+}
+
+async fn poll_until<F: FnMut() -> bool>(what: &str, timeout: Duration, mut cond: F) {
+    let deadline = Instant::now() + timeout;
+    while !cond() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Of many concurrent creates of one name, exactly one applies.
+pub async fn create_is_exclusive(f: &dyn Fixture) {
+    let store = f.store().await;
+    let name = unique_name("create_is_exclusive");
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let store = store.clone();
+        let name = name.clone();
+        tasks.push(tokio::spawn(async move {
+            store
+                .write(&name, &Precondition::Absent, &rec(&format!("w{i}"), 1, 5_000))
+                .await
+        }));
+    }
+    let mut wins = 0;
+    for t in tasks {
+        match t.await.unwrap_or_else(|e| panic!("task: {e}")) {
+            Ok(CasOutcome::Written(_)) => wins += 1,
+            Ok(CasOutcome::Conflict(Current::Present(s))) => assert!(s.record.holder.is_some()),
+            Ok(CasOutcome::Conflict(_)) => {}
+            Err(e) => panic!("create failed: {e}"),
+        }
+    }
+    assert_eq!(wins, 1, "exactly one of 8 concurrent creates must win");
+}
+
+/// A write on a version that has since changed conflicts, and reports the current one.
+pub async fn stale_version_conflicts(f: &dyn Fixture) {
+    let store = f.store().await;
+    let name = unique_name("stale_version_conflicts");
+    let v1 = written(
+        store
+            .write(&name, &Precondition::Absent, &rec("a", 1, 5_000))
+            .await
+            .expect("create"),
+        "create",
+    );
+    assert_eq!(v1.record.token, FencingToken::new(1));
+    let v2 = written(
+        store
+            .write(&name, &Precondition::Version(v1.version.clone()), &rec("a", 1, 6_000))
+            .await
+            .expect("update"),
+        "update on current version",
+    );
+    assert_ne!(v1.version, v2.version, "a write must produce a new version");
+    let read = store.read(&name).await.expect("read").expect("record present");
+    assert_eq!(read.version, v2.version);
+    assert_eq!(read.record.ttl, ttl(6_000));
+    match store
+        .write(&name, &Precondition::Version(v1.version), &rec("b", 2, 5_000))
+        .await
+        .expect("stale write")
+    {
+        CasOutcome::Written(_) => panic!("a write on a stale version applied"),
+        CasOutcome::Conflict(Current::Present(s)) => {
+            assert_eq!(s.version, v2.version, "conflict must report the current record");
+            assert_eq!(s.record.holder, Some(holder("a")));
+        }
+        CasOutcome::Conflict(c) => assert!(
+            !store.capabilities().conflict_returns_current,
+            "store says conflicts return the current record, but returned {c:?}"
+        ),
+    }
+    let still = store.read(&name).await.expect("read").expect("present");
+    assert_eq!(
+        still.record.holder,
+        Some(holder("a")),
+        "a conflicting write changed the record"
+    );
+}
+
+/// Updating a name that has no record conflicts.
+pub async fn update_missing_conflicts(f: &dyn Fixture) {
+    let store = f.store().await;
+    let name = unique_name("update_missing_conflicts");
+    let bogus = Version::new("1");
+    match store
+        .write(&name, &Precondition::Version(bogus.clone()), &rec("a", 1, 5_000))
+        .await
+        .expect("write")
+    {
+        CasOutcome::Written(_) => panic!("an update of a missing record applied"),
+        CasOutcome::Conflict(Current::Present(s)) => panic!("missing record reported present: {s:?}"),
+        CasOutcome::Conflict(_) => {}
+    }
+    assert!(
+        store.read(&name).await.expect("read").is_none(),
+        "a refused update created a record"
+    );
+    match store.delete(&name, &bogus).await.expect("delete") {
+        DeleteOutcome::Deleted => panic!("deleting a missing record reported success"),
+        DeleteOutcome::Conflict(_) => {}
+    }
+}
+
+/// Delete applies only on the current version; versions are not reused after it.
+pub async fn delete_checks_version(f: &dyn Fixture) {
+    let store = f.store().await;
+    let name = unique_name("delete_checks_version");
+    let v1 = written(
+        store
+            .write(&name, &Precondition::Absent, &rec("a", 1, 5_000))
+            .await
+            .expect("create"),
+        "create",
+    );
+    let v2 = written(
+        store
+            .write(&name, &Precondition::Version(v1.version.clone()), &rec("a", 1, 5_000))
+            .await
+            .expect("update"),
+        "update",
+    );
+    assert!(matches!(
+        store.delete(&name, &v1.version).await.expect("stale delete"),
+        DeleteOutcome::Conflict(_)
+    ));
+    assert!(
+        store.read(&name).await.expect("read").is_some(),
+        "a stale delete removed the record"
+    );
+    assert_eq!(
+        store.delete(&name, &v2.version).await.expect("delete"),
+        DeleteOutcome::Deleted
+    );
+    assert!(store.read(&name).await.expect("read").is_none());
+    let v3 = written(
+        store
+            .write(&name, &Precondition::Absent, &rec("b", 5, 5_000))
+            .await
+            .expect("recreate"),
+        "recreate",
+    );
+    assert_ne!(v3.version, v1.version, "version reused after delete");
+    assert_ne!(v3.version, v2.version, "version reused after delete");
+    assert!(
+        matches!(
+            store
+                .write(&name, &Precondition::Version(v2.version), &rec("c", 6, 5_000))
+                .await
+                .expect("write"),
+            CasOutcome::Conflict(_)
+        ),
+        "a version from before the delete matched the recreated record"
+    );
+}
+
+/// 5 tasks × 10 compare-and-swap increments end at exactly 50.
+pub async fn concurrent_cas_increments_are_exact(f: &dyn Fixture) {
+    const TASKS: u64 = 5;
+    const INCREMENTS: u64 = 10;
+    let store = f.store().await;
+    let name = unique_name("concurrent_cas_increments");
+    written(
+        store
+            .write(&name, &Precondition::Absent, &rec("counter", 1, 60_000))
+            .await
+            .expect("create"),
+        "create",
+    );
+    let mut tasks = Vec::new();
+    for _ in 0..TASKS {
+        let store = store.clone();
+        let name = name.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut done = 0;
+            let mut conflicts = 0u64;
+            while done < INCREMENTS {
+                let cur = store.read(&name).await.expect("read").expect("present");
+                let next = rec("counter", cur.record.token.get() + 1, 60_000);
+                match store
+                    .write(&name, &Precondition::Version(cur.version), &next)
+                    .await
+                    .expect("cas")
+                {
+                    CasOutcome::Written(_) => done += 1,
+                    CasOutcome::Conflict(_) => conflicts += 1,
+                }
+                assert!(conflicts < 10_000, "livelock");
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap_or_else(|e| panic!("task: {e}"));
+    }
+    let end = store.read(&name).await.expect("read").expect("present");
+    assert_eq!(
+        end.record.token.get(),
+        1 + TASKS * INCREMENTS,
+        "lost or duplicated compare-and-swap increments"
+    );
+}
+
+/// Grants count 1, 2, 3 across acquire / release / acquire by another client, and a
+/// renewal keeps the token.
+pub async fn token_sequence_acquire_release_takeover(f: &dyn Fixture) {
+    let store = f.store().await;
+    let name = unique_name("token_sequence");
+    let a = client(store.clone());
+    let b = client(store.clone());
+    let la = granted(
+        a.try_acquire(&name, Duration::from_millis(600))
+            .await
+            .expect("a acquire"),
+        "a first grant",
+    );
+    assert_eq!(
+        la.token(),
+        FencingToken::new(1),
+        "first grant of a name carries token 1"
+    );
+    let first_deadline = la.valid_until();
+    poll_until("a renewal", Duration::from_secs(5), || {
+        la.valid_until() > first_deadline
+    })
+    .await;
+    let rec_now = store.read(&name).await.expect("read").expect("present");
+    assert_eq!(rec_now.record.token, FencingToken::new(1), "renewal changed the token");
+    la.release().await.expect("release");
+    let read = store.read(&name).await.expect("read");
+    if let Some(s) = &read {
+        assert!(
+            s.record.holder.is_none() || s.remaining == Some(Duration::ZERO),
+            "released record still held: {s:?}"
+        );
+    }
+    let lb = granted(
+        b.try_acquire(&name, Duration::from_secs(5)).await.expect("b acquire"),
+        "b after release",
+    );
+    assert_eq!(
+        lb.token(),
+        FencingToken::new(2),
+        "grant after a release takes the next token"
+    );
+    lb.release().await.expect("release b");
+    let la2 = granted(
+        a.try_acquire(&name, Duration::from_secs(5)).await.expect("a again"),
+        "a again",
+    );
+    assert_eq!(la2.token(), FencingToken::new(3));
+    la2.release().await.expect("release");
+}
+
+/// While one client holds a lease, another's attempt is refused with the holder,
+/// token and a wait, and changes nothing.
+pub async fn holder_is_refused_while_held(f: &dyn Fixture) {
+    let store = f.store().await;
+    let name = unique_name("holder_is_refused");
+    let a = client(store.clone());
+    let b = client(store.clone());
+    let la = granted(a.try_acquire(&name, Duration::from_secs(10)).await.expect("a"), "a");
+    let before = store.read(&name).await.expect("read").expect("present");
+    match b.try_acquire(&name, Duration::from_secs(10)).await.expect("b") {
+        AcquireOutcome::Granted(_) => panic!("two holders at once"),
+        AcquireOutcome::Held {
+            holder,
+            token,
+            retry_after,
+        } => {
+            assert_eq!(holder.as_ref(), Some(la.holder()));
+            assert_eq!(token, la.token());
+            assert!(
+                retry_after > Duration::ZERO && retry_after <= Duration::from_secs(11),
+                "retry_after {retry_after:?}"
+            );
+        }
+    }
+    let after = store.read(&name).await.expect("read").expect("present");
+    assert_eq!(before.record, after.record, "a refused attempt changed the record");
+    assert!(la.is_valid());
+    la.release().await.expect("release");
+}
+
+/// A holder that stops renewing loses its lease (signal first), and a challenger takes
+/// it over with the next token — never before the holder's validity ended.
+pub async fn expired_lease_is_taken_over_with_next_token(f: &dyn Fixture) {
+    let store = f.store().await;
+    let name = unique_name("expired_takeover");
+    let frozen = FaultStore::new(store.clone(), 1);
+    let a = client(Arc::new(frozen.clone()));
+    let b = client(store.clone());
+    let la = granted(a.try_acquire(&name, Duration::from_millis(500)).await.expect("a"), "a");
+    frozen.set_plan(FaultPlan::hang());
+    let a_valid_until = la.valid_until();
+    let lb = b
+        .acquire_timeout(&name, Duration::from_secs(5), Duration::from_secs(10))
+        .await
+        .expect("b takes over");
+    let granted_at = Instant::now();
+    assert!(
+        granted_at >= a_valid_until,
+        "takeover {:?} before the holder's validity ended",
+        a_valid_until - granted_at
+    );
+    assert_eq!(lb.token(), la.token().next(), "takeover takes the next token");
+    let cause = tokio::time::timeout(Duration::from_secs(1), la.lost())
+        .await
+        .expect("loss signal fired");
+    assert!(
+        matches!(
+            cause,
+            LossCause::OutcomeUnknown | LossCause::StoreUnreachable | LossCause::Expired
+        ),
+        "{cause:?}"
+    );
+    assert!(!la.is_valid());
+    lb.release().await.expect("release");
+}
+
+/// After a takeover, the old holder's renewal and release writes conflict and leave the
+/// new holder's record alone.
+pub async fn non_holder_cannot_renew_or_release(f: &dyn Fixture) {
+    let store = f.store().await;
+    let name = unique_name("non_holder");
+    let pre = create_precondition(&*store);
+    let a_rec = rec("old-holder", 1, 200);
+    let a = written(store.write(&name, &Precondition::Absent, &a_rec).await.expect("a"), "a");
+    // The new holder takes over on a version it read.
+    let b_rec = rec("new-holder", 2, 10_000);
+    let b = written(
+        store
+            .write(&name, &Precondition::Version(a.version.clone()), &b_rec)
+            .await
+            .expect("b"),
+        "b",
+    );
+    let _ = pre;
+    match store.renew(&name, &a.version, &a_rec).await.expect("stale renew") {
+        CasOutcome::Written(_) => panic!("a non-holder renewed the lease"),
+        CasOutcome::Conflict(_) => {}
+    }
+    match store
+        .write(&name, &Precondition::Version(a.version.clone()), &a_rec.vacated())
+        .await
+        .expect("stale release")
+    {
+        CasOutcome::Written(_) => panic!("a non-holder released the lease"),
+        CasOutcome::Conflict(_) => {}
+    }
+    let now = store.read(&name).await.expect("read").expect("present");
+    assert_eq!(now.version, b.version, "the new holder's record was touched");
+    assert_eq!(now.record.holder, Some(holder("new-holder")));
+    assert_eq!(now.record.token, FencingToken::new(2));
+}
+
+/// A record that is not a lease record is a typed error for reads and acquires, and is
+/// never granted or overwritten.
+pub async fn corrupt_record_is_an_error_never_a_grant(f: &dyn Fixture) {
+    let store = f.store().await;
+    let name = unique_name("corrupt");
+    f.corrupt(&name).await;
+    match store.read(&name).await {
+        Err(Error::CorruptRecord { .. }) => {}
+        other => panic!("reading a corrupt record gave {other:?}, not CorruptRecord"),
+    }
+    let c = client(store.clone());
+    match c.try_acquire(&name, Duration::from_secs(5)).await {
+        Err(Error::CorruptRecord { .. }) => {}
+        Ok(AcquireOutcome::Granted(l)) => panic!("a corrupt record was granted: {l:?}"),
+        other => panic!("acquiring a corrupt record gave {other:?}, not CorruptRecord"),
+    }
+    assert!(
+        matches!(store.read(&name).await, Err(Error::CorruptRecord { .. })),
+        "the corrupt record was overwritten"
+    );
+}
+
+/// When the store stops answering, the loss signal fires no later than the validity
+/// deadline (plus scheduling slack).
+pub async fn loss_signal_fires_before_deadline_when_store_hangs(f: &dyn Fixture) {
+    let store = f.store().await;
+    let name = unique_name("loss_signal");
+    let faulty = FaultStore::new(store, 2);
+    let c = client(Arc::new(faulty.clone()));
+    let lease = granted(
+        c.try_acquire(&name, Duration::from_millis(400)).await.expect("acquire"),
+        "acquire",
+    );
+    faulty.set_plan(FaultPlan::hang());
+    let deadline = lease.valid_until();
+    let cause = tokio::time::timeout(Duration::from_secs(3), lease.lost())
+        .await
+        .expect("loss signal never fired");
+    let fired = Instant::now();
+    assert!(
+        fired <= deadline + Duration::from_millis(50),
+        "loss signal fired {:?} after the safe deadline",
+        fired - deadline
+    );
+    assert!(
+        matches!(cause, LossCause::OutcomeUnknown | LossCause::StoreUnreachable),
+        "{cause:?}"
+    );
+    assert!(!lease.is_valid());
+}
+
+/// Acquire of a free lease, a renewal and a release are one round trip each; a
+/// takeover costs at most two.
+pub async fn round_trips_per_operation(f: &dyn Fixture) {
+    let store = f.store().await;
+    let counting = CountingStore::new(store.clone());
+    let c = client(Arc::new(counting.clone()));
+    let name = unique_name("round_trips");
+
+    let lease = granted(
+        c.try_acquire(&name, Duration::from_millis(600)).await.expect("acquire"),
+        "acquire",
+    );
+    assert_eq!(
+        counting.counts().round_trips(),
+        1,
+        "acquire of a free lease: {:?}",
+        counting.counts()
+    );
+    counting.reset();
+    let first = lease.valid_until();
+    poll_until("one renewal landed", Duration::from_secs(5), || {
+        lease.valid_until() > first
+    })
+    .await;
+    let n = counting.counts();
+    assert_eq!((n.renews, n.round_trips()), (1, 1), "one renewal: {n:?}");
+    counting.reset();
+    lease.release().await.expect("release");
+    assert_eq!(counting.counts().round_trips(), 1, "release: {:?}", counting.counts());
+
+    // Re-acquire after our own release: one write (the client knows the vacant record).
+    counting.reset();
+    let again = granted(
+        c.try_acquire(&name, Duration::from_millis(300)).await.expect("again"),
+        "again",
+    );
+    assert_eq!(
+        counting.counts().round_trips(),
+        1,
+        "re-acquire after release: {:?}",
+        counting.counts()
+    );
+
+    // Takeover of an expired lease held by a frozen holder.
+    let frozen_name = unique_name("round_trips_takeover");
+    let frozen = FaultStore::new(store.clone(), 3);
+    let holder_client = client(Arc::new(frozen.clone()));
+    let held = granted(
+        holder_client
+            .try_acquire(&frozen_name, Duration::from_millis(300))
+            .await
+            .expect("h"),
+        "holder",
+    );
+    frozen.set_plan(FaultPlan::hang());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        counting.reset();
+        match c
+            .try_acquire(&frozen_name, Duration::from_secs(5))
+            .await
+            .expect("takeover attempt")
+        {
+            AcquireOutcome::Granted(l) => {
+                let n = counting.counts();
+                assert!(n.round_trips() <= 2, "takeover took {n:?}");
+                assert_eq!(l.token(), held.token().next());
+                l.release().await.expect("release");
+                break;
+            }
+            AcquireOutcome::Held { retry_after, .. } => {
+                assert!(
+                    counting.counts().round_trips() <= 2,
+                    "refused attempt took {:?}",
+                    counting.counts()
+                );
+                assert!(Instant::now() < deadline, "never took over");
+                tokio::time::sleep(retry_after.min(Duration::from_millis(200))).await;
+            }
+        }
+    }
+    drop(again);
+}
+
+/// A waiter blocked in `acquire` gets the lease soon after the holder releases it.
+pub async fn acquire_waits_for_release(f: &dyn Fixture) {
+    let store = f.store().await;
+    let name = unique_name("acquire_waits");
+    let a = client(store.clone());
+    let b = client(store.clone());
+    let la = granted(a.try_acquire(&name, Duration::from_secs(30)).await.expect("a"), "a");
+    let waiter = {
+        let name = name.clone();
+        tokio::spawn(async move {
+            b.acquire_timeout(&name, Duration::from_secs(30), Duration::from_secs(20))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiter.is_finished(), "the waiter was granted a held lease");
+    let released_at = Instant::now();
+    la.release().await.expect("release");
+    let lb = waiter.await.expect("task").expect("waiter granted");
+    assert_eq!(lb.token(), FencingToken::new(2));
+    let handoff = released_at.elapsed();
+    assert!(handoff < Duration::from_secs(10), "handoff took {handoff:?}");
+    lb.release().await.expect("release");
+}

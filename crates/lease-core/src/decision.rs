@@ -1,0 +1,253 @@
+//! The lease decision: a pure function of what was read, what is asked and the time.
+//!
+//! No I/O, no async, no clock reads: the caller passes the monotonic `now` (and, only
+//! for the opt-in [`SkewBound`] rule, its wall-clock reading). The [`crate::LeaseClient`]
+//! performs what these functions return; tests drive them directly with made-up times.
+//!
+//! # How expiry is judged (DESIGN rule 2)
+//! - [`ClockSource::Store`]: the store reports the time left on its own clock
+//!   ([`Stored::remaining`]) and evaluates [`Precondition::Claimable`] itself.
+//! - [`ClockSource::Observation`]: a challenger may take over only after it has seen the
+//!   *same version* unchanged for the record's TTL plus the safety margin, measured on
+//!   its own monotonic clock from the moment it first saw that version.
+//! - Wall clocks of two machines are compared only under an explicit [`SkewBound`].
+//!
+//! # How long a holder may trust its lease (DESIGN rule 3)
+//! A grant or renewal *sent* at monotonic `t` is trusted until
+//! `t + ttl - margin` ([`Policy::valid_until`]), never from when the reply arrived.
+//! Every way a challenger can judge expiry starts its count at or after the moment the
+//! store applied the write, which is after `t`; the margin absorbs clock *rate* drift.
+
+use std::time::{Duration, Instant};
+
+use crate::{ClockSource, FencingToken, HolderId, LeaseRecord, Precondition, Stored, Ttl};
+
+/// An explicit bound on how far any two participants' wall clocks may disagree.
+///
+/// Opting in lets a challenger on an observation store take over a lease whose holder's
+/// wall-clock expiry, plus this bound, is in the past, without first watching it for a
+/// whole TTL (for callers that try once, like scheduled jobs). If real clocks disagree by
+/// more than the bound, two holders can overlap: the fence still protects the resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SkewBound(pub Duration);
+
+/// The rules a client applies; the same for every lease it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// Where expiry is judged (from the store's [`crate::Capabilities`]).
+    pub clock: ClockSource,
+    /// The safety margin, in thousandths of the TTL, taken off the holder's validity
+    /// and added to a challenger's observation window (clock-rate drift, scheduling).
+    pub margin_permille: u32,
+    /// Opt-in wall-clock rule for observation stores.
+    pub skew: Option<SkewBound>,
+}
+
+impl Policy {
+    /// The default margin: 5% of the TTL.
+    pub const DEFAULT_MARGIN_PERMILLE: u32 = 50;
+
+    /// A policy for a store with the given clock, default margin, no skew rule.
+    pub fn new(clock: ClockSource) -> Self {
+        Self {
+            clock,
+            margin_permille: Self::DEFAULT_MARGIN_PERMILLE,
+            skew: None,
+        }
+    }
+
+    /// The safety margin for a TTL (at least 1 ms).
+    pub fn margin(&self, ttl: Ttl) -> Duration {
+        (ttl.get() * self.margin_permille / 1000).max(Duration::from_millis(1))
+    }
+
+    /// Until when a grant or renewal sent at `sent_at` for `ttl` may be trusted.
+    pub fn valid_until(&self, sent_at: Instant, ttl: Ttl) -> Instant {
+        sent_at + ttl.get().saturating_sub(self.margin(ttl))
+    }
+
+    /// How long a challenger on an observation store must see one version unchanged
+    /// before it may take over a lease with this TTL.
+    pub fn observation_window(&self, ttl: Ttl) -> Duration {
+        ttl.get() + self.margin(ttl)
+    }
+
+    /// When to renew a lease granted (or last renewed) at `sent_at`: a third of the TTL.
+    pub fn renew_at(&self, sent_at: Instant, ttl: Ttl) -> Instant {
+        sent_at + ttl.get() / 3
+    }
+}
+
+/// What this client knows of the record before deciding.
+#[derive(Debug, Clone, Copy)]
+pub enum Known<'a> {
+    /// Nothing yet (no read, no earlier conflict).
+    Nothing,
+    /// The store said no record exists.
+    Absent,
+    /// This record, which this client has seen unchanged since `first_seen` (monotonic).
+    Present {
+        /// The record and its version.
+        stored: &'a Stored,
+        /// When this client first saw this exact version.
+        first_seen: Instant,
+    },
+}
+
+/// What an acquire attempt should do next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AcquireStep {
+    /// Send this conditional write; if it applies, the lease is granted with the token
+    /// of the record the store returns.
+    Write {
+        /// The write's precondition.
+        expect: Precondition,
+        /// The record to write.
+        record: LeaseRecord,
+    },
+    /// Someone else holds it: retry no sooner than `retry_after`.
+    Wait {
+        /// The current holder.
+        holder: Option<HolderId>,
+        /// The current token.
+        token: FencingToken,
+        /// When a retry may succeed (the holder's remaining time, or the rest of the
+        /// observation window).
+        retry_after: Duration,
+    },
+}
+
+/// Decides an acquire attempt by `me` for `ttl`.
+///
+/// `wall_now_ms` is read only under [`Policy::skew`]; it is also written into the
+/// record (for other clients that opted into the skew rule).
+pub fn acquire(
+    policy: &Policy,
+    me: &HolderId,
+    ttl: Ttl,
+    now: Instant,
+    wall_now_ms: u64,
+    known: Known<'_>,
+) -> AcquireStep {
+    let fresh = |token: FencingToken| LeaseRecord {
+        holder: Some(me.clone()),
+        token,
+        ttl,
+        wall_expires_at_ms: Some(wall_now_ms.saturating_add(ttl.as_millis())),
+    };
+    let claim_or = |expect: Precondition| match policy.clock {
+        ClockSource::Store => Precondition::Claimable,
+        _ => expect,
+    };
+    match known {
+        Known::Nothing | Known::Absent => AcquireStep::Write {
+            expect: claim_or(Precondition::Absent),
+            record: fresh(FencingToken::FIRST),
+        },
+        Known::Present { stored, first_seen } => {
+            let rec = &stored.record;
+            let version = || Precondition::Version(stored.version.clone());
+            match &rec.holder {
+                // Our own record: an earlier write whose outcome was unknown applied.
+                // Confirm it with a renewal on its version (same token); the grant's
+                // validity then counts from this write.
+                Some(h) if h == me => AcquireStep::Write {
+                    expect: version(),
+                    record: fresh(rec.token),
+                },
+                None => AcquireStep::Write {
+                    expect: claim_or(version()),
+                    record: fresh(rec.token.next()),
+                },
+                Some(other) => {
+                    let wait = |retry_after: Duration| AcquireStep::Wait {
+                        holder: Some(other.clone()),
+                        token: rec.token,
+                        retry_after,
+                    };
+                    match policy.clock {
+                        ClockSource::Store => {
+                            // A store-clock read always reports `remaining`; if one did
+                            // not, assume the whole TTL is left (never "free").
+                            let remaining = stored.remaining.unwrap_or(rec.ttl.get());
+                            if remaining.is_zero() {
+                                AcquireStep::Write {
+                                    expect: Precondition::Claimable,
+                                    record: fresh(rec.token.next()),
+                                }
+                            } else {
+                                wait(remaining)
+                            }
+                        }
+                        _ => {
+                            if let (Some(SkewBound(skew)), Some(exp)) = (policy.skew, rec.wall_expires_at_ms) {
+                                let skew_ms = u64::try_from(skew.as_millis()).unwrap_or(u64::MAX);
+                                if wall_now_ms > exp.saturating_add(skew_ms) {
+                                    return AcquireStep::Write {
+                                        expect: version(),
+                                        record: fresh(rec.token.next()),
+                                    };
+                                }
+                            }
+                            let window = policy.observation_window(rec.ttl);
+                            let watched = now.saturating_duration_since(first_seen);
+                            if watched >= window {
+                                AcquireStep::Write {
+                                    expect: version(),
+                                    record: fresh(rec.token.next()),
+                                }
+                            } else {
+                                wait(window - watched)
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The record a renewal writes: same holder, same token, fresh TTL.
+pub fn renewal(held: &LeaseRecord, ttl: Ttl, wall_now_ms: u64) -> LeaseRecord {
+    LeaseRecord {
+        holder: held.holder.clone(),
+        token: held.token,
+        ttl,
+        wall_expires_at_ms: Some(wall_now_ms.saturating_add(ttl.as_millis())),
+    }
+}
+
+/// How a holder reads a conflict on its renewal or release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConflictVerdict {
+    /// The record is still ours with our token under a newer version (an earlier
+    /// attempt whose outcome was unknown applied): retry on that version.
+    StillOurs(Stored),
+    /// Someone else was granted the lease.
+    TakenOver {
+        /// The new holder (`None`: released by someone acting for us).
+        holder: Option<HolderId>,
+        /// Its token.
+        token: FencingToken,
+    },
+    /// The record is gone or vacant: our lease ended without a successor yet.
+    Gone,
+    /// The store did not say what is there now; read it.
+    Unknown,
+}
+
+/// Judges a conflict on a write by the holder `me` of `token`.
+pub fn judge_conflict(me: &HolderId, token: FencingToken, current: &crate::Current) -> ConflictVerdict {
+    match current {
+        crate::Current::Unknown => ConflictVerdict::Unknown,
+        crate::Current::Absent => ConflictVerdict::Gone,
+        crate::Current::Present(s) => match &s.record.holder {
+            Some(h) if h == me && s.record.token == token => ConflictVerdict::StillOurs(s.clone()),
+            None if s.record.token == token => ConflictVerdict::Gone,
+            holder => ConflictVerdict::TakenOver {
+                holder: holder.clone(),
+                token: s.record.token,
+            },
+        },
+    }
+}

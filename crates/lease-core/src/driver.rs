@@ -1,0 +1,330 @@
+//! The renewal driver: one task per client renews every lease the client holds.
+//!
+//! Leases sit in one ordered schedule keyed by their next wake-up (renewal due, or
+//! validity deadline while a renewal is in flight). The driver sleeps until the
+//! earliest, renews what is due with bounded concurrency, and ends leases whose
+//! deadline passed with no successful renewal. Holding 10,000 leases costs 10,000
+//! schedule entries, not 10,000 tasks or timers.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::stream::{FuturesUnordered, StreamExt};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use crate::decision::{self, ConflictVerdict, Policy};
+use crate::lease::{HeldState, LeaseShared};
+use crate::{
+    CasOutcome, CasStore, Current, Error, LeaseRecord, LossCause, Precondition, Result, Stored, Version, WallClock,
+};
+
+/// Messages from guards and the client to the driver.
+pub(crate) enum Command {
+    /// Start renewing this lease.
+    Register(Arc<LeaseShared>),
+    /// Release it (from `Lease::release` with a reply, or from `Drop` without).
+    Release {
+        lease: Arc<LeaseShared>,
+        reply: Option<oneshot::Sender<Result<()>>>,
+    },
+}
+
+/// What the driver needs from its client.
+pub(crate) struct DriverCtx {
+    pub(crate) store: Arc<dyn CasStore>,
+    pub(crate) policy: Policy,
+    pub(crate) wall: Arc<dyn WallClock>,
+    pub(crate) seen: Arc<crate::seen::SeenCache>,
+    pub(crate) max_in_flight: usize,
+}
+
+struct Entry {
+    shared: Arc<LeaseShared>,
+    renew_at: Instant,
+    wake: Instant,
+    in_flight: bool,
+    attempt: u32,
+    last_error: Option<LossCause>,
+}
+
+enum Done {
+    Renewal {
+        shared: Arc<LeaseShared>,
+        sent_at: Instant,
+        result: RenewResult,
+    },
+    Release,
+}
+
+enum RenewResult {
+    Renewed(Stored),
+    Lost(LossCause),
+    Failed(Error),
+}
+
+/// Runs until every sender (client and guards) is gone and no work is in flight.
+pub(crate) async fn run(ctx: DriverCtx, mut rx: mpsc::UnboundedReceiver<Command>) {
+    let ctx = Arc::new(ctx);
+    let mut leases: HashMap<u64, Entry> = HashMap::new();
+    let mut schedule: BTreeSet<(Instant, u64)> = BTreeSet::new();
+    let mut work: FuturesUnordered<BoxFuture<'static, Done>> = FuturesUnordered::new();
+    let mut renewals_in_flight = 0usize;
+    let mut open = true;
+
+    loop {
+        if !open && leases.is_empty() && work.is_empty() {
+            break;
+        }
+        let next_wake = schedule.first().map(|(t, _)| *t);
+        tokio::select! {
+            cmd = rx.recv(), if open => match cmd {
+                None => open = false,
+                Some(Command::Register(shared)) => {
+                    let st = shared.state();
+                    let renew_at = renew_time(&ctx.policy, &shared, &st);
+                    let wake = renew_at.min(st.valid_until);
+                    schedule.insert((wake, shared.id));
+                    leases.insert(shared.id, Entry { shared, renew_at, wake, in_flight: false, attempt: 0, last_error: None });
+                }
+                Some(Command::Release { lease, reply }) => {
+                    if let Some(e) = leases.remove(&lease.id) {
+                        schedule.remove(&(e.wake, e.shared.id));
+                    }
+                    let taken = matches!(lease.cause.get(), Some(LossCause::TakenOver { .. }));
+                    lease.end(LossCause::Released);
+                    if taken {
+                        if let Some(r) = reply { let _ = r.send(Ok(())); }
+                    } else {
+                        let st = lease.state();
+                        work.push(Box::pin(release(ctx.clone(), lease, st.version, st.record, reply)));
+                    }
+                }
+            },
+            Some(done) = work.next(), if !work.is_empty() => match done {
+                Done::Release => {}
+                Done::Renewal { shared, sent_at, result } => {
+                    renewals_in_flight -= 1;
+                    on_renewal(&ctx, &mut leases, &mut schedule, &mut work, shared, sent_at, result);
+                }
+            },
+            () = sleep_until_opt(next_wake), if next_wake.is_some() => {
+                let now = Instant::now();
+                while let Some(&(t, id)) = schedule.first() {
+                    if t > now { break; }
+                    schedule.remove(&(t, id));
+                    let Some(e) = leases.get_mut(&id) else { continue };
+                    let st = e.shared.state();
+                    if e.shared.lost.is_cancelled() {
+                        leases.remove(&id);
+                        continue;
+                    }
+                    if now >= st.valid_until {
+                        // A renewal still unanswered at the deadline may or may not have applied.
+                        let cause = if e.in_flight { LossCause::OutcomeUnknown } else { e.last_error.clone().unwrap_or(LossCause::Expired) };
+                        e.shared.end(cause);
+                        leases.remove(&id);
+                        continue;
+                    }
+                    if !e.in_flight && now >= e.renew_at {
+                        if renewals_in_flight < ctx.max_in_flight {
+                            e.in_flight = true;
+                            renewals_in_flight += 1;
+                            work.push(Box::pin(renew(ctx.clone(), e.shared.clone())));
+                            e.wake = st.valid_until;
+                        } else {
+                            e.wake = (now + Duration::from_millis(1)).min(st.valid_until);
+                        }
+                    } else {
+                        e.wake = if e.in_flight { st.valid_until } else { e.renew_at.min(st.valid_until) };
+                    }
+                    schedule.insert((e.wake, id));
+                }
+            }
+        }
+    }
+}
+
+async fn sleep_until_opt(t: Option<Instant>) {
+    if let Some(t) = t {
+        tokio::time::sleep_until(t).await;
+    }
+}
+
+fn renew_time(policy: &Policy, shared: &LeaseShared, st: &HeldState) -> Instant {
+    // valid_until = sent_at + ttl - margin, so sent_at is recoverable.
+    let sent_at = st.valid_until - shared.ttl.get().saturating_sub(policy.margin(shared.ttl));
+    Instant::from_std(policy.renew_at(sent_at.into_std(), shared.ttl))
+}
+
+fn on_renewal(
+    ctx: &Arc<DriverCtx>,
+    leases: &mut HashMap<u64, Entry>,
+    schedule: &mut BTreeSet<(Instant, u64)>,
+    work: &mut FuturesUnordered<BoxFuture<'static, Done>>,
+    shared: Arc<LeaseShared>,
+    sent_at: Instant,
+    result: RenewResult,
+) {
+    let id = shared.id;
+    let Some(e) = leases.get_mut(&id) else {
+        // The lease ended (deadline passed, or released) while this renewal was in
+        // flight. If it landed, the store still names us: give it back.
+        if let RenewResult::Renewed(s) = result {
+            work.push(Box::pin(release(ctx.clone(), shared, s.version, s.record, None)));
+        }
+        return;
+    };
+    schedule.remove(&(e.wake, id));
+    e.in_flight = false;
+    let now = Instant::now();
+    match result {
+        RenewResult::Renewed(s) => {
+            let old = e.shared.state();
+            let valid_until = Instant::from_std(ctx.policy.valid_until(sent_at.into_std(), e.shared.ttl));
+            metrics::counter!(crate::observe::RENEWALS).increment(1);
+            metrics::histogram!(crate::observe::RENEWAL_SLACK)
+                .record(old.valid_until.saturating_duration_since(now).as_secs_f64());
+            e.shared.set_state(HeldState {
+                version: s.version,
+                record: s.record,
+                valid_until,
+            });
+            e.renew_at = Instant::from_std(ctx.policy.renew_at(sent_at.into_std(), e.shared.ttl));
+            e.attempt = 0;
+            e.last_error = None;
+        }
+        RenewResult::Lost(cause) => {
+            e.shared.end(cause);
+            leases.remove(&id);
+            return;
+        }
+        RenewResult::Failed(err) => {
+            let cause = if err.is_retryable() {
+                LossCause::StoreUnreachable
+            } else if err.is_indeterminate() {
+                LossCause::OutcomeUnknown
+            } else {
+                e.shared.end(LossCause::StoreError(err.to_string()));
+                leases.remove(&id);
+                return;
+            };
+            tracing::debug!(lease = %e.shared.name, error = %err, "renewal failed; retrying");
+            e.last_error = Some(cause);
+            e.attempt += 1;
+            let pause = crate::backoff::exponential(e.attempt, e.shared.ttl.get() / 20, e.shared.ttl.get() / 6);
+            e.renew_at = now + pause;
+        }
+    }
+    let st = e.shared.state();
+    e.wake = e.renew_at.min(st.valid_until);
+    schedule.insert((e.wake, id));
+}
+
+async fn renew(ctx: Arc<DriverCtx>, shared: Arc<LeaseShared>) -> Done {
+    let mut st = shared.state();
+    let mut sent_at = Instant::now();
+    let mut result = RenewResult::Failed(Error::Shutdown);
+    // A conflict that shows the lease still ours under a newer version (an earlier
+    // renewal whose outcome was unknown applied) is retried on that version.
+    for _ in 0..3 {
+        let record = decision::renewal(&st.record, shared.ttl, ctx.wall.now_ms());
+        sent_at = Instant::now();
+        let outcome = ctx.store.renew(&shared.name, &st.version, &record).await;
+        result = match outcome {
+            Ok(CasOutcome::Written(s)) => RenewResult::Renewed(s),
+            Ok(CasOutcome::Conflict(current)) => match judge(&ctx, &shared, current).await {
+                Ok(ConflictVerdict::StillOurs(s)) => {
+                    st.version = s.version;
+                    st.record = s.record;
+                    continue;
+                }
+                Ok(ConflictVerdict::TakenOver { holder, token }) => {
+                    RenewResult::Lost(LossCause::TakenOver { holder, token })
+                }
+                Ok(ConflictVerdict::Gone | ConflictVerdict::Unknown) => RenewResult::Lost(LossCause::Expired),
+                Err(e) => RenewResult::Failed(e),
+            },
+            Err(e) => RenewResult::Failed(e),
+        };
+        break;
+    }
+    Done::Renewal {
+        shared,
+        sent_at,
+        result,
+    }
+}
+
+/// Reads the current record when a conflict did not carry it, then judges it.
+async fn judge(ctx: &DriverCtx, shared: &LeaseShared, current: Current) -> Result<ConflictVerdict> {
+    let current = match current {
+        Current::Unknown => match ctx.store.read(&shared.name).await? {
+            Some(s) => Current::Present(s),
+            None => Current::Absent,
+        },
+        c => c,
+    };
+    Ok(decision::judge_conflict(&shared.holder, shared.token, &current))
+}
+
+async fn release(
+    ctx: Arc<DriverCtx>,
+    shared: Arc<LeaseShared>,
+    version: Version,
+    record: LeaseRecord,
+    reply: Option<oneshot::Sender<Result<()>>>,
+) -> Done {
+    let result = release_write(&ctx, &shared, version, record).await;
+    if let Err(e) = &result {
+        tracing::warn!(lease = %shared.name, error = %e, "release failed; the lease will expire on its own");
+    }
+    if let Some(r) = reply {
+        let _ = r.send(result);
+    }
+    Done::Release
+}
+
+async fn release_write(
+    ctx: &DriverCtx,
+    shared: &LeaseShared,
+    mut version: Version,
+    mut record: LeaseRecord,
+) -> Result<()> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let outcome = ctx
+            .store
+            .write(&shared.name, &Precondition::Version(version.clone()), &record.vacated())
+            .await;
+        match outcome {
+            Ok(CasOutcome::Written(vacant)) => {
+                // The next acquire of this name by this client can then write directly.
+                ctx.seen.remember(&shared.name, Some(&vacant), Instant::now());
+                return Ok(());
+            }
+            Ok(CasOutcome::Conflict(current)) => match judge(ctx, shared, current).await? {
+                ConflictVerdict::StillOurs(s) if attempt < 4 => {
+                    version = s.version;
+                    record = s.record;
+                }
+                // Not ours any more (or never was): nothing to release.
+                _ => return Ok(()),
+            },
+            // Retrying the same conditional write is safe: if the first applied, the
+            // retry conflicts with a vacant record carrying our token.
+            Err(e) if (e.is_retryable() || e.is_indeterminate()) && attempt < 4 => {
+                tokio::time::sleep(crate::backoff::exponential(
+                    attempt,
+                    Duration::from_millis(20),
+                    Duration::from_millis(500),
+                ))
+                .await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}

@@ -1,0 +1,384 @@
+//! Fenced writes for SQL resources: the guard on the token is part of the statement.
+//!
+//! The protected row keeps the highest token that has written it (its high-water mark,
+//! one per resource, DESIGN rule 5). A write carries the writer's token and applies
+//! only if the row's mark is not newer:
+//!
+//! - [`FenceMode::NotOlder`] (default): `last_token <= :token`. One tenure may write many
+//!   times with its one token; a stale holder (older token) is refused.
+//! - [`FenceMode::Newer`]: `last_token < :token`, for resources written once per grant.
+//!
+//! Zero rows affected is the refused outcome ([`check_rows`] turns it into
+//! [`Error::FenceRejected`]). No database driver here: store crates and users run the
+//! statement with the parameters bound in [`FencedStatement::params`] order.
+//!
+//! ```
+//! use lease_core::fence::{Dialect, FencedUpdate, Param};
+//! let stmt = FencedUpdate::new("accounts", "last_token")?
+//!     .set("balance")?
+//!     .key("id")?
+//!     .build(Dialect::Postgres)?;
+//! assert_eq!(
+//!     stmt.sql,
+//!     r#"UPDATE "accounts" SET "balance" = $1, "last_token" = $2 WHERE "id" = $3 AND "last_token" <= $2"#
+//! );
+//! assert_eq!(stmt.params, vec![Param::Value("balance".into()), Param::Token, Param::Key("id".into())]);
+//!
+//! let sqlite = FencedUpdate::new("accounts", "last_token")?.set("balance")?.key("id")?.strict().build(Dialect::Sqlite)?;
+//! assert_eq!(
+//!     sqlite.sql,
+//!     r#"UPDATE "accounts" SET "balance" = ?, "last_token" = ? WHERE "id" = ? AND "last_token" < ?"#
+//! );
+//! assert_eq!(sqlite.params.len(), 4);
+//! # Ok::<(), lease_core::Error>(())
+//! ```
+
+use std::fmt::Write as _;
+
+use crate::{Error, FencingToken, Result};
+
+/// Which placeholder and quoting style to generate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Dialect {
+    /// `$1, $2, …`, identifiers in `"…"`; a parameter used twice is bound once.
+    Postgres,
+    /// `?`, identifiers in `"…"`; every placeholder is bound in order.
+    Sqlite,
+    /// `?`, identifiers in backticks. No insert-or-update form.
+    MySql,
+}
+
+/// The guard's comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FenceMode {
+    /// `last_token <= :token`: many writes per tenure.
+    #[default]
+    NotOlder,
+    /// `last_token < :token`: one write per grant.
+    Newer,
+}
+
+impl FenceMode {
+    fn op(self) -> &'static str {
+        match self {
+            Self::NotOlder => "<=",
+            Self::Newer => "<",
+        }
+    }
+}
+
+/// What to bind at each placeholder, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Param {
+    /// The new value of this column (or the amount to add, for [`FencedUpdate::add`]).
+    Value(String),
+    /// The writer's fencing token (as a signed 64-bit integer: [`FencingToken::to_i64`]).
+    Token,
+    /// The value of this key column, identifying the row.
+    Key(String),
+}
+
+/// A generated statement and its parameter order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FencedStatement {
+    /// The SQL text.
+    pub sql: String,
+    /// What to bind, placeholder by placeholder.
+    pub params: Vec<Param>,
+}
+
+/// A validated SQL identifier (optionally `schema.name` for tables).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ident(Vec<String>);
+
+impl Ident {
+    /// The longest identifier part accepted (Postgres truncates at 63 bytes).
+    pub const MAX_LEN: usize = 63;
+
+    /// A column name: a letter or `_`, then letters, digits or `_`; 1 to 63 bytes.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for anything else (no quoting tricks get through).
+    pub fn column(s: &str) -> Result<Self> {
+        Ok(Self(vec![part(s)?]))
+    }
+
+    /// A table name, optionally qualified by a schema (`schema.table`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] as [`Ident::column`], per part.
+    pub fn table(s: &str) -> Result<Self> {
+        let parts: Vec<&str> = s.split('.').collect();
+        if parts.len() > 2 {
+            return Err(Error::invalid("sql identifier", format!("{s:?} has more than one '.'")));
+        }
+        Ok(Self(parts.into_iter().map(part).collect::<Result<_>>()?))
+    }
+
+    /// The unqualified last part.
+    pub fn name(&self) -> &str {
+        self.0.last().map_or("", String::as_str)
+    }
+
+    /// The identifier quoted for `dialect`.
+    pub fn quoted(&self, dialect: Dialect) -> String {
+        let q = if dialect == Dialect::MySql { '`' } else { '"' };
+        self.0
+            .iter()
+            .map(|p| format!("{q}{p}{q}"))
+            .collect::<Vec<_>>()
+            .join(".")
+    }
+}
+
+fn part(s: &str) -> Result<String> {
+    let mut chars = s.chars();
+    let ok_first = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    if !ok_first || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(Error::invalid(
+            "sql identifier",
+            format!("{s:?} must be a letter or '_' followed by letters, digits or '_'"),
+        ));
+    }
+    if s.len() > Ident::MAX_LEN {
+        return Err(Error::invalid(
+            "sql identifier",
+            format!("{s:?} is longer than {} bytes", Ident::MAX_LEN),
+        ));
+    }
+    Ok(s.to_owned())
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum SetOp {
+    Assign,
+    Add,
+}
+
+/// Builds a fenced `UPDATE` (or insert-or-fenced-update) on a user's table.
+#[derive(Debug, Clone)]
+pub struct FencedUpdate {
+    table: Ident,
+    token: Ident,
+    set: Vec<(Ident, SetOp)>,
+    keys: Vec<Ident>,
+    mode: FenceMode,
+}
+
+impl FencedUpdate {
+    /// A fenced write to `table` whose high-water mark is kept in `token_column`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an invalid identifier.
+    pub fn new(table: &str, token_column: &str) -> Result<Self> {
+        Ok(Self {
+            table: Ident::table(table)?,
+            token: Ident::column(token_column)?,
+            set: Vec::new(),
+            keys: Vec::new(),
+            mode: FenceMode::NotOlder,
+        })
+    }
+
+    /// Assigns a new value to `column`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an invalid or repeated column.
+    pub fn set(mut self, column: &str) -> Result<Self> {
+        let c = self.fresh_column(column)?;
+        self.set.push((c, SetOp::Assign));
+        Ok(self)
+    }
+
+    /// Adds a bound amount to `column` (`"col" = "col" + $n`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an invalid or repeated column.
+    pub fn add(mut self, column: &str) -> Result<Self> {
+        let c = self.fresh_column(column)?;
+        self.set.push((c, SetOp::Add));
+        Ok(self)
+    }
+
+    /// Identifies the row by `column` (call again for a composite key).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an invalid or repeated column.
+    pub fn key(mut self, column: &str) -> Result<Self> {
+        let c = self.fresh_column(column)?;
+        self.keys.push(c);
+        Ok(self)
+    }
+
+    /// Uses the strict guard `last_token < :token` (one write per grant).
+    #[must_use]
+    pub fn strict(mut self) -> Self {
+        self.mode = FenceMode::Newer;
+        self
+    }
+
+    /// Uses the given guard mode.
+    #[must_use]
+    pub fn mode(mut self, mode: FenceMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    fn fresh_column(&self, column: &str) -> Result<Ident> {
+        let c = Ident::column(column)?;
+        let taken = c.name() == self.token.name()
+            || self.set.iter().any(|(s, _)| s.name() == c.name())
+            || self.keys.iter().any(|k| k.name() == c.name());
+        if taken {
+            return Err(Error::invalid(
+                "sql identifier",
+                format!("column {column:?} is used twice"),
+            ));
+        }
+        Ok(c)
+    }
+
+    fn check(&self) -> Result<()> {
+        if self.keys.is_empty() {
+            return Err(Error::invalid("fenced write", "needs at least one key column"));
+        }
+        Ok(())
+    }
+
+    /// `UPDATE … SET …, token = :token WHERE keys AND token <op> :token`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] without a key column.
+    pub fn build(&self, dialect: Dialect) -> Result<FencedStatement> {
+        self.check()?;
+        let mut p = Placeholders::new(dialect);
+        let mut sql = format!("UPDATE {} SET ", self.table.quoted(dialect));
+        for (col, op) in &self.set {
+            let q = col.quoted(dialect);
+            let ph = p.push(Param::Value(col.name().to_owned()));
+            match op {
+                SetOp::Assign => write!(sql, "{q} = {ph}, "),
+                SetOp::Add => write!(sql, "{q} = {q} + {ph}, "),
+            }
+            .ok();
+        }
+        let tok = self.token.quoted(dialect);
+        let ph = p.token();
+        write!(sql, "{tok} = {ph} WHERE ").ok();
+        for k in &self.keys {
+            let ph = p.push(Param::Key(k.name().to_owned()));
+            write!(sql, "{} = {ph} AND ", k.quoted(dialect)).ok();
+        }
+        let ph = p.token();
+        write!(sql, "{tok} {} {ph}", self.mode.op()).ok();
+        Ok(FencedStatement { sql, params: p.params })
+    }
+
+    /// Insert the row if it does not exist, otherwise the fenced update:
+    /// `INSERT … ON CONFLICT (keys) DO UPDATE SET … WHERE t.token <op> excluded.token`.
+    /// Postgres and SQLite only. `add` columns insert the bound amount.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] without a key column or for [`Dialect::MySql`].
+    pub fn build_upsert(&self, dialect: Dialect) -> Result<FencedStatement> {
+        self.check()?;
+        if dialect == Dialect::MySql {
+            return Err(Error::invalid(
+                "fenced write",
+                "insert-or-update is generated for Postgres and SQLite only",
+            ));
+        }
+        let mut p = Placeholders::new(dialect);
+        let table = self.table.quoted(dialect);
+        let tok = self.token.quoted(dialect);
+        let mut cols = Vec::new();
+        let mut vals = Vec::new();
+        for k in &self.keys {
+            cols.push(k.quoted(dialect));
+            vals.push(p.push(Param::Key(k.name().to_owned())));
+        }
+        for (c, _) in &self.set {
+            cols.push(c.quoted(dialect));
+            vals.push(p.push(Param::Value(c.name().to_owned())));
+        }
+        cols.push(tok.clone());
+        vals.push(p.token());
+        let keys: Vec<String> = self.keys.iter().map(|k| k.quoted(dialect)).collect();
+        let mut sets: Vec<String> = self
+            .set
+            .iter()
+            .map(|(c, op)| {
+                let q = c.quoted(dialect);
+                match op {
+                    SetOp::Assign => format!("{q} = excluded.{q}"),
+                    SetOp::Add => format!("{q} = {table}.{q} + excluded.{q}"),
+                }
+            })
+            .collect();
+        sets.push(format!("{tok} = excluded.{tok}"));
+        let sql = format!(
+            "INSERT INTO {table} ({}) VALUES ({}) ON CONFLICT ({}) DO UPDATE SET {} WHERE {table}.{tok} {} excluded.{tok}",
+            cols.join(", "),
+            vals.join(", "),
+            keys.join(", "),
+            sets.join(", "),
+            self.mode.op()
+        );
+        Ok(FencedStatement { sql, params: p.params })
+    }
+}
+
+struct Placeholders {
+    dialect: Dialect,
+    params: Vec<Param>,
+    token_at: Option<usize>,
+}
+
+impl Placeholders {
+    fn new(dialect: Dialect) -> Self {
+        Self {
+            dialect,
+            params: Vec::new(),
+            token_at: None,
+        }
+    }
+
+    fn push(&mut self, p: Param) -> String {
+        self.params.push(p);
+        match self.dialect {
+            Dialect::Postgres => format!("${}", self.params.len()),
+            _ => "?".to_owned(),
+        }
+    }
+
+    fn token(&mut self) -> String {
+        match (self.dialect, self.token_at) {
+            (Dialect::Postgres, Some(i)) => format!("${i}"),
+            _ => {
+                let ph = self.push(Param::Token);
+                self.token_at = Some(self.params.len());
+                ph
+            }
+        }
+    }
+}
+
+/// Turns a fenced write's rows-affected count into its outcome: zero rows means the
+/// resource has seen a newer token (or the row does not exist, for a plain update).
+///
+/// ```
+/// use lease_core::{fence::check_rows, Error, FencingToken};
+/// assert!(check_rows(1, FencingToken::new(3)).is_ok());
+/// assert!(matches!(check_rows(0, FencingToken::new(3)), Err(Error::FenceRejected { .. })));
+/// ```
+///
+/// # Errors
+/// [`Error::FenceRejected`] for zero rows.
+pub fn check_rows(rows_affected: u64, token: FencingToken) -> Result<()> {
+    if rows_affected == 0 {
+        metrics::counter!(crate::observe::FENCE_REJECTIONS).increment(1);
+        return Err(Error::FenceRejected { token });
+    }
+    Ok(())
+}

@@ -1,0 +1,230 @@
+//! The lease guard a client hands out, and why a lease ends.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::driver::Command;
+use crate::{Error, FencingToken, HolderId, LeaseName, LeaseRecord, Result, Ttl, Version};
+
+/// Why a lease ended for its holder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LossCause {
+    /// No renewal succeeded before the validity deadline, and the store answered
+    /// (a renewal conflicted with the lease gone or vacant).
+    Expired,
+    /// Another holder was granted the lease.
+    TakenOver {
+        /// The new holder, if known.
+        holder: Option<HolderId>,
+        /// The new holder's token.
+        token: FencingToken,
+    },
+    /// The store did not answer renewals before the validity deadline.
+    StoreUnreachable,
+    /// Renewals were sent but their outcome stayed unknown until the deadline.
+    OutcomeUnknown,
+    /// The store reported an error no retry can fix (corrupt record, misconfiguration).
+    StoreError(String),
+    /// The holder released it (or dropped the guard).
+    Released,
+}
+
+impl LossCause {
+    /// A short label, used as the `cause` metric label.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Expired => "expired",
+            Self::TakenOver { .. } => "taken_over",
+            Self::StoreUnreachable => "store_unreachable",
+            Self::OutcomeUnknown => "outcome_unknown",
+            Self::StoreError(_) => "store_error",
+            Self::Released => "released",
+        }
+    }
+}
+
+impl fmt::Display for LossCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::TakenOver { holder: Some(h), token } => write!(f, "taken over by {h} with token {token}"),
+            Self::StoreError(e) => write!(f, "store error: {e}"),
+            other => f.write_str(other.label()),
+        }
+    }
+}
+
+/// What the driver tracks of a held lease; shared with its guard.
+#[derive(Debug)]
+pub(crate) struct LeaseShared {
+    pub(crate) id: u64,
+    pub(crate) name: LeaseName,
+    pub(crate) holder: HolderId,
+    pub(crate) token: FencingToken,
+    pub(crate) ttl: Ttl,
+    pub(crate) lost: CancellationToken,
+    pub(crate) cause: OnceLock<LossCause>,
+    pub(crate) state: Mutex<HeldState>,
+}
+
+/// The mutable part: changes on every renewal.
+#[derive(Debug, Clone)]
+pub(crate) struct HeldState {
+    pub(crate) version: Version,
+    pub(crate) record: LeaseRecord,
+    pub(crate) valid_until: Instant,
+}
+
+impl LeaseShared {
+    pub(crate) fn state(&self) -> HeldState {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn set_state(&self, s: HeldState) {
+        *self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = s;
+    }
+
+    /// Ends the lease for its holder: records the cause (first one wins) and fires the
+    /// loss signal. Returns true if this call ended it.
+    pub(crate) fn end(&self, cause: LossCause) -> bool {
+        let first = self.cause.set(cause.clone()).is_ok();
+        if first {
+            if cause != LossCause::Released {
+                tracing::warn!(lease = %self.name, token = %self.token, %cause, "lease lost");
+            }
+            metrics::counter!(crate::observe::LOSSES, "cause" => cause.label()).increment(1);
+            metrics::gauge!(crate::observe::HELD).decrement(1.0);
+        }
+        self.lost.cancel();
+        first
+    }
+}
+
+/// A held lease: exclusive ownership of a name until it is released or lost.
+///
+/// The client's renewal driver renews it at about a third of its TTL. Check
+/// [`Lease::is_valid`] before starting work, carry [`Lease::token`] on every protected
+/// write, and stop when [`Lease::lost`] completes. Dropping the guard releases the
+/// lease in the background; [`Lease::release`] does it and waits.
+///
+/// ```
+/// # tokio_test_block_on(async {
+/// use std::time::Duration;
+/// use lease_core::{AcquireOutcome, LeaseClient, MemoryStore};
+/// let client = LeaseClient::new(MemoryStore::new());
+/// let lease = client.acquire("jobs/payout", Duration::from_secs(10)).await?;
+/// assert_eq!(lease.token().get(), 1);
+/// assert!(lease.is_valid());
+/// lease.release().await?;
+/// // Released leases keep their token sequence: the next grant gets 2.
+/// let AcquireOutcome::Granted(next) = client.try_acquire("jobs/payout", Duration::from_secs(10)).await? else { unreachable!() };
+/// assert_eq!(next.token().get(), 2);
+/// # Ok::<(), lease_core::Error>(()) }).unwrap();
+/// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f) }
+/// ```
+pub struct Lease {
+    pub(crate) shared: Arc<LeaseShared>,
+    pub(crate) driver: mpsc::UnboundedSender<Command>,
+    pub(crate) released: bool,
+}
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("name", &self.shared.name)
+            .field("holder", &self.shared.holder)
+            .field("token", &self.shared.token)
+            .field("lost", &self.shared.cause.get())
+            .finish()
+    }
+}
+
+impl Lease {
+    /// The lease name.
+    pub fn name(&self) -> &LeaseName {
+        &self.shared.name
+    }
+
+    /// The fencing token of this grant: carry it on every protected write.
+    pub fn token(&self) -> FencingToken {
+        self.shared.token
+    }
+
+    /// This grant's holder id (unique per grant).
+    pub fn holder(&self) -> &HolderId {
+        &self.shared.holder
+    }
+
+    /// The TTL it is held (and renewed) for.
+    pub fn ttl(&self) -> Duration {
+        self.shared.ttl.get()
+    }
+
+    /// Until when the holder may trust the lease, measured from when the last
+    /// successful renewal was *sent* (DESIGN rule 3).
+    pub fn valid_until(&self) -> Instant {
+        self.shared.state().valid_until
+    }
+
+    /// True if the lease has not been lost and its validity deadline is ahead.
+    /// A `true` answer can be stale by the time work runs: the fence decides.
+    pub fn is_valid(&self) -> bool {
+        !self.shared.lost.is_cancelled() && Instant::now() < self.valid_until()
+    }
+
+    /// Completes when the lease is lost (or released), with the cause. Fires no later
+    /// than [`Lease::valid_until`] if no renewal succeeds.
+    pub async fn lost(&self) -> LossCause {
+        self.shared.lost.cancelled().await;
+        self.loss_cause().unwrap_or(LossCause::Expired)
+    }
+
+    /// The cause, once the lease has ended.
+    pub fn loss_cause(&self) -> Option<LossCause> {
+        self.shared.cause.get().cloned()
+    }
+
+    /// A cancellation token cancelled when the lease is lost: hand it to work that must
+    /// stop then. Cancelling it yourself does not release the lease.
+    pub fn cancellation(&self) -> CancellationToken {
+        self.shared.lost.child_token()
+    }
+
+    /// Releases the lease and waits for the store's answer. Owner-checked and
+    /// idempotent: if the lease was already lost, nothing is written and this is `Ok`.
+    ///
+    /// # Errors
+    /// A store error if the release write failed; the lease then expires on its own.
+    pub async fn release(mut self) -> Result<()> {
+        self.released = true;
+        let (tx, rx) = oneshot::channel();
+        self.driver
+            .send(Command::Release {
+                lease: self.shared.clone(),
+                reply: Some(tx),
+            })
+            .map_err(|_| Error::Shutdown)?;
+        rx.await.map_err(|_| Error::Shutdown)?
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if !self.released {
+            // Never blocks: the driver performs the release.
+            let _ = self.driver.send(Command::Release {
+                lease: self.shared.clone(),
+                reply: None,
+            });
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! The lease record as stores keep it, its opaque version, and its portable encoding.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, FencingToken, HolderId, LeaseName, Result, Ttl};
+
+/// What a store keeps under a lease name.
+///
+/// The token lives here and changes only inside the conditional write that changes the
+/// holder (DESIGN rule 1). A released lease is not deleted: it becomes *vacant*
+/// (`holder: None`) and keeps its token, so the next grant continues the sequence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRecord {
+    /// The current holder, or `None` when the lease was released.
+    pub holder: Option<HolderId>,
+    /// The fencing token of the current (or last) grant.
+    pub token: FencingToken,
+    /// The TTL of the last grant or renewal.
+    pub ttl: Ttl,
+    /// The holder's wall-clock expiry in Unix milliseconds, written for challengers
+    /// that opted into a bounded-skew rule ([`crate::SkewBound`]). Never read otherwise.
+    pub wall_expires_at_ms: Option<u64>,
+}
+
+impl LeaseRecord {
+    /// A record held by `holder` with `token` for `ttl`.
+    pub fn held(holder: HolderId, token: FencingToken, ttl: Ttl) -> Self {
+        Self {
+            holder: Some(holder),
+            token,
+            ttl,
+            wall_expires_at_ms: None,
+        }
+    }
+
+    /// This record released: no holder, same token.
+    #[must_use]
+    pub fn vacated(&self) -> Self {
+        Self {
+            holder: None,
+            token: self.token,
+            ttl: self.ttl,
+            wall_expires_at_ms: None,
+        }
+    }
+
+    /// True when nobody holds it.
+    pub fn is_vacant(&self) -> bool {
+        self.holder.is_none()
+    }
+}
+
+/// A store's opaque version of a record: an S3 ETag, an etcd mod_revision, a SQL or
+/// DynamoDB version column. Only compared for equality; a store never reuses one for a
+/// different content of the same name.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Version(Arc<str>);
+
+impl Version {
+    /// Wraps a store's version string.
+    pub fn new(v: impl Into<Arc<str>>) -> Self {
+        Self(v.into())
+    }
+
+    /// The version as the store gave it.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Version({})", self.0)
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<u64> for Version {
+    fn from(v: u64) -> Self {
+        Self::new(v.to_string())
+    }
+}
+
+/// A record as read from (or written to) a store, with its version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    /// The record.
+    pub record: LeaseRecord,
+    /// Its version.
+    pub version: Version,
+    /// For stores with a clock ([`crate::ClockSource::Store`]): the time left of the
+    /// record's TTL as judged by the store's own clock when it answered (zero when it
+    /// has run out). `None` for stores judged by observation.
+    pub remaining: Option<Duration>,
+}
+
+/// The portable encoding of a [`LeaseRecord`] for stores that keep a blob
+/// (S3 objects, etcd values, Redis strings): compact JSON with a format number.
+///
+/// Decoding is strict: anything that is not exactly a valid record is
+/// [`Error::CorruptRecord`], never a free lease.
+///
+/// ```
+/// use lease_core::{record_codec, FencingToken, HolderId, LeaseName, LeaseRecord, Ttl};
+/// let name = LeaseName::new("jobs/a").unwrap();
+/// let rec = LeaseRecord::held(HolderId::new("w1").unwrap(), FencingToken::new(7), Ttl::from_millis(500).unwrap());
+/// let bytes = record_codec::encode(&rec);
+/// assert_eq!(record_codec::decode(&name, &bytes).unwrap(), rec);
+/// assert!(record_codec::decode(&name, b"{\"nonsense\":1}").is_err());
+/// ```
+pub mod record_codec {
+    use super::*;
+
+    /// The format number written in every record.
+    pub const FORMAT: u32 = 1;
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Wire<'a> {
+        f: u32,
+        #[serde(borrow)]
+        holder: Option<std::borrow::Cow<'a, str>>,
+        token: u64,
+        ttl_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        wall_exp_ms: Option<u64>,
+    }
+
+    /// Encodes a record.
+    pub fn encode(record: &LeaseRecord) -> Vec<u8> {
+        let wire = Wire {
+            f: FORMAT,
+            holder: record.holder.as_ref().map(|h| h.as_str().into()),
+            token: record.token.get(),
+            ttl_ms: record.ttl.as_millis(),
+            wall_exp_ms: record.wall_expires_at_ms,
+        };
+        serde_json::to_vec(&wire).unwrap_or_default()
+    }
+
+    /// Decodes a record kept under `name`.
+    ///
+    /// # Errors
+    /// [`Error::CorruptRecord`] for anything that is not a valid record.
+    pub fn decode(name: &LeaseName, bytes: &[u8]) -> Result<LeaseRecord> {
+        let wire: Wire<'_> = serde_json::from_slice(bytes)
+            .map_err(|e| Error::corrupt(name.as_str(), format!("not a lease record: {e}")))?;
+        if wire.f != FORMAT {
+            return Err(Error::corrupt(
+                name.as_str(),
+                format!("unknown record format {}", wire.f),
+            ));
+        }
+        from_parts(name, wire.holder.as_deref(), wire.token, wire.ttl_ms, wire.wall_exp_ms)
+    }
+
+    /// Builds a record from column values (for stores that keep one column per field),
+    /// with the same validation as [`decode`].
+    ///
+    /// # Errors
+    /// [`Error::CorruptRecord`] for an invalid holder, a zero token or an invalid TTL.
+    pub fn from_parts(
+        name: &LeaseName,
+        holder: Option<&str>,
+        token: u64,
+        ttl_ms: u64,
+        wall_expires_at_ms: Option<u64>,
+    ) -> Result<LeaseRecord> {
+        let holder = holder
+            .map(HolderId::new)
+            .transpose()
+            .map_err(|e| Error::corrupt(name.as_str(), format!("bad holder: {e}")))?;
+        if token == 0 {
+            return Err(Error::corrupt(name.as_str(), "token 0 is never issued"));
+        }
+        let ttl = Ttl::from_millis(ttl_ms).map_err(|e| Error::corrupt(name.as_str(), format!("bad ttl: {e}")))?;
+        Ok(LeaseRecord {
+            holder,
+            token: FencingToken::new(token),
+            ttl,
+            wall_expires_at_ms,
+        })
+    }
+}

@@ -1,0 +1,63 @@
+//! What a client last saw under each lease name, and since when.
+//!
+//! Observation stores judge expiry by how long one version stayed unchanged, so the
+//! client remembers when it first saw each version. The cache only ever makes a
+//! challenger wait longer when it forgets, so it may be cleared at any time.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use tokio::time::Instant;
+
+use crate::{LeaseName, Stored};
+
+/// The most names remembered before the cache is cleared.
+const MAX_ENTRIES: usize = 16_384;
+
+/// One name's last known state.
+#[derive(Debug, Clone)]
+pub(crate) enum Seen {
+    /// No record existed.
+    Absent,
+    /// This record, unchanged since `first_seen`.
+    Present { stored: Stored, first_seen: Instant },
+}
+
+/// The per-client cache, shared with the renewal driver (which records releases).
+#[derive(Debug, Default)]
+pub(crate) struct SeenCache {
+    map: Mutex<HashMap<LeaseName, Seen>>,
+}
+
+impl SeenCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<LeaseName, Seen>> {
+        self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records what a store answer showed at `at` (when the answer arrived).
+    pub(crate) fn remember(&self, name: &LeaseName, current: Option<&Stored>, at: Instant) {
+        let mut seen = self.lock();
+        if seen.len() >= MAX_ENTRIES && !seen.contains_key(name) {
+            seen.clear();
+        }
+        let entry = match current {
+            None => Seen::Absent,
+            Some(s) => match seen.get(name) {
+                Some(Seen::Present { stored, first_seen }) if stored.version == s.version => Seen::Present {
+                    stored: s.clone(),
+                    first_seen: *first_seen,
+                },
+                _ => Seen::Present {
+                    stored: s.clone(),
+                    first_seen: at,
+                },
+            },
+        };
+        seen.insert(name.clone(), entry);
+    }
+
+    /// The last known state of `name`.
+    pub(crate) fn get(&self, name: &LeaseName) -> Option<Seen> {
+        self.lock().get(name).cloned()
+    }
+}

@@ -1,0 +1,175 @@
+//! The compare-and-swap store contract every backend implements.
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::{LeaseName, LeaseRecord, Result, Stored, Version};
+
+/// Where expiry is judged (DESIGN rule 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClockSource {
+    /// The store keeps time itself (SQL `now()`, Redis `PX`, an etcd lease): reads report
+    /// [`Stored::remaining`] and the store evaluates [`Precondition::Claimable`].
+    Store,
+    /// The store has no clock the client may compare with (S3, DynamoDB): a challenger
+    /// takes over only after it has seen the same version unchanged for the full TTL on
+    /// its own monotonic clock.
+    Observation,
+}
+
+/// What a lease on this store may be trusted for (DESIGN rule 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Grade {
+    /// Every write is linearizable: fit for correctness locks (tokens guarding money).
+    Linearizable,
+    /// Writes can be lost (asynchronous replication, restarts without persistence):
+    /// fit for efficiency locks (avoid duplicate work), not for correctness.
+    EfficiencyOnly,
+}
+
+/// What a store offers; read by the Lease handle to pick its strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Where expiry is judged.
+    pub clock: ClockSource,
+    /// The store's guarantee grade.
+    pub grade: Grade,
+    /// Whether a conflict reports the current record in the same round trip.
+    pub conflict_returns_current: bool,
+    /// Whether [`CasStore::wait_for_change`] is a real push (watch, notify) rather than
+    /// a sleep.
+    pub notifies_waiters: bool,
+}
+
+/// The condition under which [`CasStore::write`] applies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Precondition {
+    /// Only if no record exists under the name.
+    Absent,
+    /// Only if the record's version is exactly this.
+    Version(Version),
+    /// Only on stores with [`ClockSource::Store`]: if no record exists, or it is vacant,
+    /// or its TTL has run out on the store's clock. The store then issues the token
+    /// itself, strictly greater than any it issued for the name before (the record's
+    /// own token is ignored), in the same atomic write.
+    Claimable,
+}
+
+/// What the store knows of the current record after a conflict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Current {
+    /// No record exists.
+    Absent,
+    /// This record exists.
+    Present(Stored),
+    /// The store did not say (it cannot return the record in the same round trip).
+    Unknown,
+}
+
+/// The result of a conditional write or delete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CasOutcome {
+    /// The write applied; this is the record as now stored (with the token the store
+    /// issued, for [`Precondition::Claimable`]).
+    Written(Stored),
+    /// The precondition did not hold; nothing changed.
+    Conflict(Current),
+}
+
+/// The result of a conditional delete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeleteOutcome {
+    /// The record was deleted.
+    Deleted,
+    /// The version did not match (or the record was gone); nothing changed.
+    Conflict(Current),
+}
+
+/// A store of lease records with compare-and-swap writes.
+///
+/// Implementations are thin: they read a record with its version and write one only if
+/// a [`Precondition`] holds, atomically. All lease logic (who may take, renew, release;
+/// which token) lives in [`crate::decision`] and the [`crate::LeaseClient`].
+///
+/// # Contract
+/// - Each method is **one round trip** to the store (the conformance suite counts them).
+/// - A write that loses its precondition is `Ok(CasOutcome::Conflict(..))`, never an
+///   error; stores that can return the current record in the same round trip do, and
+///   say so in [`Capabilities::conflict_returns_current`].
+/// - Versions are never reused for a name, even across delete and re-create.
+/// - A record that cannot be decoded is [`crate::Error::CorruptRecord`], never absent.
+/// - Errors distinguish "did not apply" ([`crate::Error::Unavailable`]) from "may have
+///   applied" ([`crate::Error::Indeterminate`]).
+/// - Stores with [`ClockSource::Store`] fill [`Stored::remaining`] and support
+///   [`Precondition::Claimable`]; others return `InvalidInput` for it.
+#[async_trait]
+pub trait CasStore: Send + Sync + fmt::Debug + 'static {
+    /// What this store offers.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Reads the record under `name`, or `None` if there is none.
+    async fn read(&self, name: &LeaseName) -> Result<Option<Stored>>;
+
+    /// Writes `record` under `name` if `expect` holds.
+    async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome>;
+
+    /// Deletes the record under `name` if its version is `version`.
+    ///
+    /// The Lease handle never deletes (a release keeps the token in a vacant record);
+    /// this is for administration and tests.
+    async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome>;
+
+    /// Renews a held lease: by default a conditional write on the holder's version.
+    /// Stores whose liveness is kept another way (an etcd session lease) may override
+    /// it, and must then keep its meaning: `Written` only if the lease is still this
+    /// holder's with this token.
+    async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
+        self.write(name, &Precondition::Version(version.clone()), record).await
+    }
+
+    /// Waits until the record under `name` may have changed from `seen` (`None`: from
+    /// absent), or `max_wait` passed. Spurious returns are allowed. Stores with
+    /// [`Capabilities::notifies_waiters`] push; the default sleeps for `max_wait`.
+    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
+        let _ = (name, seen);
+        tokio::time::sleep(max_wait).await;
+        Ok(())
+    }
+}
+
+/// Marks a store whose writes are linearizable, fit for correctness leases
+/// ([`crate::LeaseClient::new`]). Efficiency-only stores (Redis) do not implement it:
+/// using them for a correctness lease does not compile; they are used through
+/// [`crate::LeaseClient::efficiency_only`] by name.
+pub trait Linearizable: CasStore {}
+
+#[async_trait]
+impl<S: CasStore + ?Sized> CasStore for std::sync::Arc<S> {
+    fn capabilities(&self) -> Capabilities {
+        (**self).capabilities()
+    }
+    async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {
+        (**self).read(name).await
+    }
+    async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
+        (**self).write(name, expect, record).await
+    }
+    async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        (**self).delete(name, version).await
+    }
+    async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
+        (**self).renew(name, version, record).await
+    }
+    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
+        (**self).wait_for_change(name, seen, max_wait).await
+    }
+}
+
+impl<S: Linearizable + ?Sized> Linearizable for std::sync::Arc<S> {}
+
+#[cfg(test)]
+fn _object_safe(_: std::sync::Arc<dyn CasStore>) {}

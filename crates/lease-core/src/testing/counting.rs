@@ -1,0 +1,126 @@
+//! A store wrapper that counts calls (each store call is one round trip).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::{
+    Capabilities, CasOutcome, CasStore, DeleteOutcome, LeaseName, LeaseRecord, Precondition, Result, Stored, Version,
+};
+
+/// Calls made through a [`CountingStore`], by method.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallCounts {
+    /// `read` calls.
+    pub reads: u64,
+    /// `write` calls.
+    pub writes: u64,
+    /// `renew` calls.
+    pub renews: u64,
+    /// `delete` calls.
+    pub deletes: u64,
+    /// `wait_for_change` calls.
+    pub waits: u64,
+}
+
+impl CallCounts {
+    /// Round trips: every call but waits.
+    pub fn round_trips(&self) -> u64 {
+        self.reads + self.writes + self.renews + self.deletes
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    reads: AtomicU64,
+    writes: AtomicU64,
+    renews: AtomicU64,
+    deletes: AtomicU64,
+    waits: AtomicU64,
+}
+
+/// Wraps a store and counts its calls.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use std::time::Duration;
+/// use lease_core::{LeaseClient, MemoryStore, testing::CountingStore};
+/// let store = CountingStore::new(MemoryStore::new());
+/// let client = LeaseClient::new(store.clone());
+/// let lease = client.acquire("a", Duration::from_secs(5)).await?;
+/// assert_eq!(store.counts().round_trips(), 1);
+/// lease.release().await?;
+/// assert_eq!(store.counts().writes, 2);
+/// # Ok::<(), lease_core::Error>(()) }).unwrap();
+/// ```
+#[derive(Debug, Clone)]
+pub struct CountingStore<S> {
+    inner: S,
+    counters: Arc<Counters>,
+}
+
+impl<S: CasStore> CountingStore<S> {
+    /// Wraps `inner`.
+    pub fn new(inner: S) -> Self {
+        Self {
+            inner,
+            counters: Arc::default(),
+        }
+    }
+
+    /// The counts so far.
+    pub fn counts(&self) -> CallCounts {
+        let c = &self.counters;
+        CallCounts {
+            reads: c.reads.load(Ordering::SeqCst),
+            writes: c.writes.load(Ordering::SeqCst),
+            renews: c.renews.load(Ordering::SeqCst),
+            deletes: c.deletes.load(Ordering::SeqCst),
+            waits: c.waits.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Sets every count back to zero.
+    pub fn reset(&self) {
+        let c = &self.counters;
+        for a in [&c.reads, &c.writes, &c.renews, &c.deletes, &c.waits] {
+            a.store(0, Ordering::SeqCst);
+        }
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+}
+
+#[async_trait]
+impl<S: CasStore> CasStore for CountingStore<S> {
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {
+        self.counters.reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.read(name).await
+    }
+    async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
+        self.counters.writes.fetch_add(1, Ordering::SeqCst);
+        self.inner.write(name, expect, record).await
+    }
+    async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        self.counters.deletes.fetch_add(1, Ordering::SeqCst);
+        self.inner.delete(name, version).await
+    }
+    async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
+        self.counters.renews.fetch_add(1, Ordering::SeqCst);
+        self.inner.renew(name, version, record).await
+    }
+    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
+        self.counters.waits.fetch_add(1, Ordering::SeqCst);
+        self.inner.wait_for_change(name, seen, max_wait).await
+    }
+}
+
+impl<S: crate::Linearizable> crate::Linearizable for CountingStore<S> {}

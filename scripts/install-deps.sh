@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what the stores and the build need, if missing: Debian packages (etcd,
+# Redis, protoc for etcd-client, Postgres, SQLite) and moto (S3 + DynamoDB emulator)
+# in a venv under ~/.cache. Idempotent and quiet when everything is there.
+set -euo pipefail
+
+need_apt=()
+command -v etcd >/dev/null || need_apt+=(etcd-server)
+command -v etcdctl >/dev/null || need_apt+=(etcd-client)
+command -v redis-server >/dev/null || need_apt+=(redis-server)
+command -v protoc >/dev/null || need_apt+=(protobuf-compiler)
+[ -f /usr/include/google/protobuf/descriptor.proto ] || need_apt+=(libprotobuf-dev)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+command -v python3 >/dev/null || need_apt+=(python3 python3-venv)
+
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "install-deps: apt-get install ${need_apt[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+VENV="${LEASEHOLD_VENV:-$HOME/.cache/leasehold-venv}"
+if [ ! -x "$VENV/bin/moto_server" ]; then
+  echo "install-deps: moto[server] into $VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q 'moto[server]>=5,<6'
+fi

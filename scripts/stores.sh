@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# Starts and stops the real stores the tests and benchmarks use, each on a loopback
+# port of its own with its data under $LEASEHOLD_STORES_DIR (so a store already running
+# on a standard port never matters).
+#
+#   scripts/stores.sh start [postgres redis etcd etcd-cluster moto ...]   (default: all)
+#   scripts/stores.sh stop  [...]
+#   scripts/stores.sh restart NAME
+#   scripts/stores.sh env            # prints the LEASEHOLD_* variables tests read
+#
+# Every start waits until the store answers, with a deadline, and fails loudly.
+set -euo pipefail
+
+DIR="${LEASEHOLD_STORES_DIR:-/tmp/leasehold-stores}"
+PG_PORT="${LEASEHOLD_PG_PORT:-55432}"
+REDIS_PORT="${LEASEHOLD_REDIS_PORT:-56379}"
+ETCD_PORT="${LEASEHOLD_ETCD_PORT:-52379}"
+ETCD_PEER_PORT=$((ETCD_PORT + 1))
+ETCD_CLUSTER_BASE="${LEASEHOLD_ETCD_CLUSTER_BASE:-52400}"   # clients 52400..2, peers 52410..2
+MOTO_PORT="${LEASEHOLD_MOTO_PORT:-55000}"
+VENV="${LEASEHOLD_VENV:-$HOME/.cache/leasehold-venv}"
+ALL=(postgres redis etcd etcd-cluster moto)
+
+log() { echo "stores: $*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+wait_for() { # what seconds command...
+  local what=$1 secs=$2; shift 2
+  local deadline=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    [ $SECONDS -lt $deadline ] || die "$what not ready after ${secs}s"
+    sleep 0.1
+  done
+}
+
+pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+stop_pidfile() { # pidfile
+  local f=$1
+  if pid_alive "$f"; then
+    local pid; pid=$(cat "$f")
+    kill -CONT "$pid" 2>/dev/null || true
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$f"
+}
+
+pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1; }
+
+start_postgres() {
+  local bin; bin=$(pg_bin); [ -n "$bin" ] || die "postgres binaries not found (run scripts/install-deps.sh)"
+  local d="$DIR/postgres"
+  if "$bin/pg_isready" -h 127.0.0.1 -p "$PG_PORT" -q 2>/dev/null; then log "postgres already up on $PG_PORT"; return; fi
+  mkdir -p "$d"; chmod 755 "$DIR"; chown postgres:postgres "$d" 2>/dev/null || true
+  if [ ! -f "$d/data/PG_VERSION" ]; then
+    rm -rf "$d/data"
+    runuser -u postgres -- "$bin/initdb" -D "$d/data" -U postgres --auth=trust -E UTF8 >"$d/initdb.log" 2>&1 \
+      || { cat "$d/initdb.log" >&2; die "initdb failed"; }
+  fi
+  # Durable settings on purpose: fsync and synchronous_commit stay on.
+  runuser -u postgres -- "$bin/pg_ctl" -D "$d/data" -l "$d/postgres.log" -w -t 30 \
+    -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $d -c fsync=on -c synchronous_commit=on -c max_connections=200" start >/dev/null \
+    || { tail -20 "$d/postgres.log" >&2; die "postgres failed to start"; }
+  wait_for postgres 30 "$bin/pg_isready" -h 127.0.0.1 -p "$PG_PORT" -q
+  log "postgres up on 127.0.0.1:$PG_PORT"
+}
+
+stop_postgres() {
+  local bin; bin=$(pg_bin)
+  local d="$DIR/postgres"
+  if [ -f "$d/data/postmaster.pid" ]; then
+    runuser -u postgres -- "$bin/pg_ctl" -D "$d/data" -m immediate -w stop >/dev/null 2>&1 || true
+  fi
+}
+
+start_redis() {
+  local d="$DIR/redis"; mkdir -p "$d"
+  if pid_alive "$d/redis.pid"; then log "redis already up on $REDIS_PORT"; return; fi
+  redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --daemonize yes --dir "$d" --pidfile "$d/redis.pid" \
+    --logfile "$d/redis.log" --save '' --appendonly no --notify-keyspace-events KEA >/dev/null
+  wait_for redis 20 redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping
+  log "redis up on 127.0.0.1:$REDIS_PORT"
+}
+
+stop_redis() { stop_pidfile "$DIR/redis/redis.pid"; }
+
+etcd_healthy() { ETCDCTL_API=3 etcdctl --endpoints="$1" --dial-timeout=1s endpoint health; }
+
+start_etcd() {
+  local d="$DIR/etcd"; mkdir -p "$d"
+  if pid_alive "$d/etcd.pid"; then log "etcd already up on $ETCD_PORT"; return; fi
+  nohup etcd --name s1 --data-dir "$d/data" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster "s1=http://127.0.0.1:$ETCD_PEER_PORT" >"$d/etcd.log" 2>&1 &
+  echo $! >"$d/etcd.pid"
+  wait_for etcd 30 etcd_healthy "http://127.0.0.1:$ETCD_PORT"
+  log "etcd up on 127.0.0.1:$ETCD_PORT"
+}
+
+stop_etcd() { stop_pidfile "$DIR/etcd/etcd.pid"; }
+
+etcd_cluster_initial() {
+  local s="" i
+  for i in 0 1 2; do s+="m$i=http://127.0.0.1:$((ETCD_CLUSTER_BASE + 10 + i)),"; done
+  echo "${s%,}"
+}
+
+# One member of the three-member cluster; also used to restart a killed member.
+start_etcd_member() { # index
+  local i=$1 d="$DIR/etcd-cluster/m$1"; mkdir -p "$d"
+  if pid_alive "$d/etcd.pid"; then return; fi
+  local c=$((ETCD_CLUSTER_BASE + i)) p=$((ETCD_CLUSTER_BASE + 10 + i)) state=new
+  [ -d "$d/data/member" ] && state=existing
+  nohup etcd --name "m$i" --data-dir "$d/data" \
+    --listen-client-urls "http://127.0.0.1:$c" --advertise-client-urls "http://127.0.0.1:$c" \
+    --listen-peer-urls "http://127.0.0.1:$p" --initial-advertise-peer-urls "http://127.0.0.1:$p" \
+    --initial-cluster "$(etcd_cluster_initial)" --initial-cluster-state "$state" \
+    --initial-cluster-token leasehold-test --heartbeat-interval 100 --election-timeout 1000 >>"$d/etcd.log" 2>&1 &
+  echo $! >"$d/etcd.pid"
+}
+
+start_etcd-cluster() {
+  local i
+  for i in 0 1 2; do start_etcd_member "$i"; done
+  for i in 0 1 2; do wait_for "etcd member m$i" 30 etcd_healthy "http://127.0.0.1:$((ETCD_CLUSTER_BASE + i))"; done
+  log "etcd cluster up on 127.0.0.1:$ETCD_CLUSTER_BASE-$((ETCD_CLUSTER_BASE + 2))"
+}
+
+stop_etcd-cluster() { local i; for i in 0 1 2; do stop_pidfile "$DIR/etcd-cluster/m$i/etcd.pid"; done; }
+
+moto_ready() { curl -sf "http://127.0.0.1:$MOTO_PORT/moto-api/" -o /dev/null || python3 -c "import urllib.request;urllib.request.urlopen('http://127.0.0.1:$MOTO_PORT/moto-api/',timeout=1)"; }
+
+start_moto() {
+  local d="$DIR/moto"; mkdir -p "$d"
+  if pid_alive "$d/moto.pid"; then log "moto already up on $MOTO_PORT"; return; fi
+  [ -x "$VENV/bin/moto_server" ] || die "moto_server not found in $VENV (run scripts/install-deps.sh)"
+  nohup "$VENV/bin/moto_server" -H 127.0.0.1 -p "$MOTO_PORT" >"$d/moto.log" 2>&1 &
+  echo $! >"$d/moto.pid"
+  wait_for moto 60 moto_ready
+  log "moto (S3 + DynamoDB) up on 127.0.0.1:$MOTO_PORT"
+}
+
+stop_moto() { stop_pidfile "$DIR/moto/moto.pid"; }
+
+print_env() {
+  cat <<ENV
+export LEASEHOLD_STORES_DIR=$DIR
+export LEASEHOLD_STORES_SCRIPT=$(cd "$(dirname "$0")" && pwd)/stores.sh
+export LEASEHOLD_PG_URL=postgres://postgres@127.0.0.1:$PG_PORT/postgres
+export LEASEHOLD_REDIS_URL=redis://127.0.0.1:$REDIS_PORT/
+export LEASEHOLD_ETCD_ENDPOINTS=http://127.0.0.1:$ETCD_PORT
+export LEASEHOLD_ETCD_CLUSTER_ENDPOINTS=http://127.0.0.1:$ETCD_CLUSTER_BASE,http://127.0.0.1:$((ETCD_CLUSTER_BASE + 1)),http://127.0.0.1:$((ETCD_CLUSTER_BASE + 2))
+export LEASEHOLD_MOTO_ENDPOINT=http://127.0.0.1:$MOTO_PORT
+ENV
+}
+
+cmd=${1:-}; shift || true
+names=("$@"); [ ${#names[@]} -gt 0 ] || names=("${ALL[@]}")
+mkdir -p "$DIR"
+case "$cmd" in
+  start) for n in "${names[@]}"; do "start_$n"; done ;;
+  stop) for n in "${names[@]}"; do "stop_$n"; done ;;
+  restart) for n in "${names[@]}"; do "stop_$n"; "start_$n"; done ;;
+  start-etcd-member) start_etcd_member "${names[0]}" ;;
+  env) print_env ;;
+  *) die "usage: $0 start|stop|restart|env [${ALL[*]}]" ;;
+esac
