@@ -2,6 +2,7 @@
 
 mod counting;
 mod faults;
+pub mod process;
 
 pub use counting::{CallCounts, CountingStore};
 pub use faults::{FaultPlan, FaultStore};
