@@ -71,7 +71,7 @@ impl FenceMode {
 /// What to bind at each placeholder, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Param {
-    /// The new value of this column (or the amount to add, for [`FencedUpdate::add`]).
+    /// The new value of this column (or the amount to add, for [`FencedUpdate::increment`]).
     Value(String),
     /// The writer's fencing token (as a signed 64-bit integer: [`FencingToken::to_i64`]).
     Token,
@@ -195,7 +195,7 @@ impl FencedUpdate {
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for an invalid or repeated column.
-    pub fn add(mut self, column: &str) -> Result<Self> {
+    pub fn increment(mut self, column: &str) -> Result<Self> {
         let c = self.fresh_column(column)?;
         self.set.push((c, SetOp::Add));
         Ok(self)
@@ -277,7 +277,7 @@ impl FencedUpdate {
 
     /// Insert the row if it does not exist, otherwise the fenced update:
     /// `INSERT … ON CONFLICT (keys) DO UPDATE SET … WHERE t.token <op> excluded.token`.
-    /// Postgres and SQLite only. `add` columns insert the bound amount.
+    /// Postgres and SQLite only. `increment` columns insert the bound amount.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] without a key column or for [`Dialect::MySql`].

@@ -63,6 +63,7 @@ pub struct FaultStore<S> {
     inner: S,
     plan: Arc<Mutex<FaultPlan>>,
     rng: Arc<Mutex<StdRng>>,
+    injected: Arc<std::sync::atomic::AtomicU64>,
 }
 
 enum Fate {
@@ -78,7 +79,13 @@ impl<S: CasStore> FaultStore<S> {
             inner,
             plan: Arc::new(Mutex::new(FaultPlan::none())),
             rng: Arc::new(Mutex::new(StdRng::seed_from_u64(seed))),
+            injected: Arc::default(),
         }
+    }
+
+    /// How many calls failed by injection so far (hangs and delays not counted).
+    pub fn injected(&self) -> u64 {
+        self.injected.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Replaces the plan (takes effect on the next call).
@@ -116,12 +123,16 @@ impl<S: CasStore> FaultStore<S> {
     async fn run<T>(&self, call: impl std::future::Future<Output = Result<T>>) -> Result<T> {
         match self.fate().await {
             Fate::Normal => call.await,
-            Fate::FailBefore => Err(Error::Unavailable {
-                message: "injected: failed before send".into(),
-                source: None,
-            }),
+            Fate::FailBefore => {
+                self.injected.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Err(Error::Unavailable {
+                    message: "injected: failed before send".into(),
+                    source: None,
+                })
+            }
             Fate::ApplyThenFail => {
                 let _ = call.await;
+                self.injected.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 Err(Error::Indeterminate {
                     message: "injected: reply lost after the call applied".into(),
                     source: None,

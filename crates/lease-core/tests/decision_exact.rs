@@ -1,0 +1,346 @@
+//! Exact outcomes of the pure lease decision, with made-up times.
+#![allow(missing_docs)]
+
+use std::time::{Duration, Instant};
+
+use lease_core::decision::{self, AcquireStep, ConflictVerdict, Known, Policy, SkewBound};
+use lease_core::{ClockSource, Current, FencingToken, HolderId, LeaseRecord, Precondition, Stored, Ttl, Version};
+
+fn me() -> HolderId {
+    HolderId::new("me#1").expect("valid test input")
+}
+fn other() -> HolderId {
+    HolderId::new("other#1").expect("valid test input")
+}
+fn ttl_s(s: u64) -> Ttl {
+    Ttl::new(Duration::from_secs(s)).expect("valid test input")
+}
+fn stored(holder: Option<HolderId>, token: u64, remaining: Option<Duration>) -> Stored {
+    Stored {
+        record: LeaseRecord {
+            holder,
+            token: FencingToken::new(token),
+            ttl: ttl_s(10),
+            wall_expires_at_ms: Some(1_000_000),
+        },
+        version: Version::new("v7"),
+        remaining,
+    }
+}
+const WALL: u64 = 5_000_000;
+
+fn write(step: AcquireStep) -> (Precondition, LeaseRecord) {
+    match step {
+        AcquireStep::Write { expect, record } => (expect, record),
+        other => panic!("expected a write, got {other:?}"),
+    }
+}
+
+#[test]
+fn store_clock_first_attempt_is_a_claimable_write_with_token_one() {
+    let p = Policy::new(ClockSource::Store);
+    let (expect, rec) = write(decision::acquire(
+        &p,
+        &me(),
+        ttl_s(30),
+        Instant::now(),
+        WALL,
+        Known::Nothing,
+    ));
+    assert_eq!(expect, Precondition::Claimable);
+    assert_eq!(rec.holder, Some(me()));
+    assert_eq!(rec.token, FencingToken::FIRST);
+    assert_eq!(rec.ttl, ttl_s(30));
+    assert_eq!(rec.wall_expires_at_ms, Some(WALL + 30_000));
+}
+
+#[test]
+fn observation_first_attempt_is_a_create() {
+    let p = Policy::new(ClockSource::Observation);
+    let (expect, rec) = write(decision::acquire(
+        &p,
+        &me(),
+        ttl_s(30),
+        Instant::now(),
+        WALL,
+        Known::Absent,
+    ));
+    assert_eq!(expect, Precondition::Absent);
+    assert_eq!(rec.token, FencingToken::FIRST);
+}
+
+#[test]
+fn store_clock_live_holder_means_wait_for_its_remaining_time() {
+    let p = Policy::new(ClockSource::Store);
+    let s = stored(Some(other()), 4, Some(Duration::from_millis(2_500)));
+    let now = Instant::now();
+    let step = decision::acquire(
+        &p,
+        &me(),
+        ttl_s(30),
+        now,
+        WALL,
+        Known::Present {
+            stored: &s,
+            first_seen: now,
+        },
+    );
+    assert_eq!(
+        step,
+        AcquireStep::Wait {
+            holder: Some(other()),
+            token: FencingToken::new(4),
+            retry_after: Duration::from_millis(2_500)
+        }
+    );
+}
+
+#[test]
+fn store_clock_expired_holder_is_claimed_with_the_next_token() {
+    let p = Policy::new(ClockSource::Store);
+    let s = stored(Some(other()), 4, Some(Duration::ZERO));
+    let now = Instant::now();
+    let (expect, rec) = write(decision::acquire(
+        &p,
+        &me(),
+        ttl_s(30),
+        now,
+        WALL,
+        Known::Present {
+            stored: &s,
+            first_seen: now,
+        },
+    ));
+    assert_eq!(expect, Precondition::Claimable);
+    assert_eq!(rec.token, FencingToken::new(5));
+}
+
+#[test]
+fn store_clock_record_without_remaining_is_never_free() {
+    let p = Policy::new(ClockSource::Store);
+    let s = stored(Some(other()), 4, None);
+    let now = Instant::now();
+    let step = decision::acquire(
+        &p,
+        &me(),
+        ttl_s(30),
+        now,
+        WALL,
+        Known::Present {
+            stored: &s,
+            first_seen: now,
+        },
+    );
+    assert!(matches!(step, AcquireStep::Wait { retry_after, .. } if retry_after == Duration::from_secs(10)));
+}
+
+#[test]
+fn vacant_record_is_taken_at_once_with_the_next_token() {
+    let now = Instant::now();
+    let s = stored(None, 9, None);
+    let p = Policy::new(ClockSource::Observation);
+    let (expect, rec) = write(decision::acquire(
+        &p,
+        &me(),
+        ttl_s(30),
+        now,
+        WALL,
+        Known::Present {
+            stored: &s,
+            first_seen: now,
+        },
+    ));
+    assert_eq!(expect, Precondition::Version(Version::new("v7")));
+    assert_eq!(rec.token, FencingToken::new(10));
+    let p = Policy::new(ClockSource::Store);
+    let (expect, _) = write(decision::acquire(
+        &p,
+        &me(),
+        ttl_s(30),
+        now,
+        WALL,
+        Known::Present {
+            stored: &s,
+            first_seen: now,
+        },
+    ));
+    assert_eq!(expect, Precondition::Claimable);
+}
+
+#[test]
+fn observation_waits_the_full_window_from_first_sight() {
+    let p = Policy::new(ClockSource::Observation);
+    let s = stored(Some(other()), 4, None);
+    let seen = Instant::now();
+    let window = p.observation_window(ttl_s(10));
+    assert_eq!(window, Duration::from_millis(10_500), "ttl 10 s + 5% margin");
+
+    let step = decision::acquire(
+        &p,
+        &me(),
+        ttl_s(30),
+        seen,
+        WALL,
+        Known::Present {
+            stored: &s,
+            first_seen: seen,
+        },
+    );
+    assert!(matches!(step, AcquireStep::Wait { retry_after, .. } if retry_after == window));
+
+    let almost = seen + window - Duration::from_millis(1);
+    let step = decision::acquire(
+        &p,
+        &me(),
+        ttl_s(30),
+        almost,
+        WALL,
+        Known::Present {
+            stored: &s,
+            first_seen: seen,
+        },
+    );
+    assert!(matches!(step, AcquireStep::Wait { retry_after, .. } if retry_after == Duration::from_millis(1)));
+
+    let (expect, rec) = write(decision::acquire(
+        &p,
+        &me(),
+        ttl_s(30),
+        seen + window,
+        WALL,
+        Known::Present {
+            stored: &s,
+            first_seen: seen,
+        },
+    ));
+    assert_eq!(expect, Precondition::Version(Version::new("v7")));
+    assert_eq!(rec.token, FencingToken::new(5));
+}
+
+#[test]
+fn wall_clock_is_ignored_without_an_explicit_skew_bound() {
+    // The holder's wall-clock expiry is an hour in the past by our clock: without a
+    // skew bound that means nothing, and we wait the observation window.
+    let p = Policy::new(ClockSource::Observation);
+    let s = stored(Some(other()), 4, None);
+    let now = Instant::now();
+    let step = decision::acquire(
+        &p,
+        &me(),
+        ttl_s(30),
+        now,
+        1_000_000 + 3_600_000,
+        Known::Present {
+            stored: &s,
+            first_seen: now,
+        },
+    );
+    assert!(matches!(step, AcquireStep::Wait { .. }));
+}
+
+#[test]
+fn skew_bound_allows_takeover_only_past_expiry_plus_bound() {
+    let mut p = Policy::new(ClockSource::Observation);
+    p.skew = Some(SkewBound(Duration::from_secs(60)));
+    let s = stored(Some(other()), 4, None); // wall expiry 1_000_000 ms
+    let now = Instant::now();
+    let at = |wall| {
+        decision::acquire(
+            &p,
+            &me(),
+            ttl_s(30),
+            now,
+            wall,
+            Known::Present {
+                stored: &s,
+                first_seen: now,
+            },
+        )
+    };
+    assert!(
+        matches!(at(1_000_000 + 60_000), AcquireStep::Wait { .. }),
+        "exactly at the bound: not yet"
+    );
+    let (expect, rec) = write(at(1_000_000 + 60_001));
+    assert_eq!(expect, Precondition::Version(Version::new("v7")));
+    assert_eq!(rec.token, FencingToken::new(5));
+}
+
+#[test]
+fn our_own_record_is_confirmed_on_its_version_keeping_the_token() {
+    let p = Policy::new(ClockSource::Store);
+    let s = stored(Some(me()), 4, Some(Duration::from_secs(3)));
+    let now = Instant::now();
+    let (expect, rec) = write(decision::acquire(
+        &p,
+        &me(),
+        ttl_s(30),
+        now,
+        WALL,
+        Known::Present {
+            stored: &s,
+            first_seen: now,
+        },
+    ));
+    assert_eq!(expect, Precondition::Version(Version::new("v7")));
+    assert_eq!(rec.token, FencingToken::new(4));
+}
+
+#[test]
+fn validity_counts_from_when_the_request_was_sent() {
+    let p = Policy::new(ClockSource::Store);
+    let sent = Instant::now();
+    assert_eq!(p.valid_until(sent, ttl_s(30)), sent + Duration::from_millis(28_500));
+    assert_eq!(p.renew_at(sent, ttl_s(30)), sent + Duration::from_secs(10));
+    assert_eq!(
+        p.margin(Ttl::from_millis(10).expect("valid test input")),
+        Duration::from_millis(1),
+        "margin is at least 1 ms"
+    );
+}
+
+#[test]
+fn renewal_keeps_holder_and_token() {
+    let held = LeaseRecord::held(me(), FencingToken::new(12), ttl_s(5));
+    let r = decision::renewal(&held, ttl_s(7), WALL);
+    assert_eq!(
+        (r.holder, r.token, r.ttl, r.wall_expires_at_ms),
+        (Some(me()), FencingToken::new(12), ttl_s(7), Some(WALL + 7_000))
+    );
+}
+
+#[test]
+fn conflicts_are_judged_by_holder_and_token() {
+    let t = FencingToken::new(4);
+    let mine = stored(Some(me()), 4, None);
+    assert_eq!(
+        decision::judge_conflict(&me(), t, &Current::Present(mine.clone())),
+        ConflictVerdict::StillOurs(mine)
+    );
+    let theirs = stored(Some(other()), 5, None);
+    assert_eq!(
+        decision::judge_conflict(&me(), t, &Current::Present(theirs)),
+        ConflictVerdict::TakenOver {
+            holder: Some(other()),
+            token: FencingToken::new(5)
+        }
+    );
+    // Our holder id with another token is a different grant: not ours.
+    let old_self = stored(Some(me()), 3, None);
+    assert!(matches!(
+        decision::judge_conflict(&me(), t, &Current::Present(old_self)),
+        ConflictVerdict::TakenOver { .. }
+    ));
+    assert_eq!(
+        decision::judge_conflict(&me(), t, &Current::Present(stored(None, 4, None))),
+        ConflictVerdict::Gone
+    );
+    assert_eq!(
+        decision::judge_conflict(&me(), t, &Current::Absent),
+        ConflictVerdict::Gone
+    );
+    assert_eq!(
+        decision::judge_conflict(&me(), t, &Current::Unknown),
+        ConflictVerdict::Unknown
+    );
+}

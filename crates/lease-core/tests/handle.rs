@@ -1,0 +1,217 @@
+//! The Lease handle: one renewal driver for many leases, drop safety, unknown outcomes.
+#![cfg(feature = "testing")]
+#![allow(missing_docs)]
+
+use std::time::Duration;
+
+use lease_core::testing::{CountingStore, FaultPlan, FaultStore, process::poll_async};
+use lease_core::{AcquireOutcome, CasStore, Error, LeaseClient, LeaseName, LossCause, MemoryStore};
+use tokio::time::Instant;
+
+async fn vacant(store: &MemoryStore, name: &str) -> bool {
+    let name = LeaseName::new(name).expect("name");
+    matches!(store.read(&name).await, Ok(Some(s)) if s.record.holder.is_none())
+}
+
+#[tokio::test(start_paused = true)]
+async fn ten_thousand_leases_are_renewed_by_one_driver_task() {
+    let store = CountingStore::new(MemoryStore::new());
+    let client = LeaseClient::new(store.clone());
+    let ttl = Duration::from_secs(30);
+    let mut leases = Vec::with_capacity(10_000);
+    for i in 0..10_000 {
+        let l = client
+            .try_acquire(format!("bulk/{i}"), ttl)
+            .await
+            .expect("acquire")
+            .granted()
+            .expect("granted");
+        leases.push(l);
+    }
+    assert_eq!(store.counts().writes, 10_000);
+    // Attempts finished; what is left is the test itself and one driver.
+    let alive = tokio::runtime::Handle::current().metrics().num_alive_tasks();
+    assert!(
+        alive <= 1,
+        "{alive} tasks alive besides the test while holding 10,000 leases"
+    );
+    store.reset();
+    // Renewal every ttl/3 = 10 s: in 25 s, exactly two rounds.
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    let n = store.counts();
+    assert_eq!(n.renews, 20_000, "{n:?}");
+    assert_eq!(n.round_trips(), 20_000, "{n:?}");
+    assert!(leases.iter().all(|l| l.is_valid() && l.token().get() == 1));
+    let alive = tokio::runtime::Handle::current().metrics().num_alive_tasks();
+    assert!(alive <= 1, "{alive} tasks alive while renewing");
+}
+
+#[tokio::test(start_paused = true)]
+async fn loss_fires_exactly_at_the_deadline_when_the_store_hangs() {
+    let store = FaultStore::new(MemoryStore::new(), 9);
+    let client = LeaseClient::new(store.clone());
+    let lease = client.acquire("hang", Duration::from_secs(9)).await.expect("acquire");
+    let deadline = lease.valid_until();
+    assert_eq!(
+        deadline - Instant::now(),
+        Duration::from_millis(8_550),
+        "9 s - 5% margin, from the send"
+    );
+    store.set_plan(FaultPlan::hang());
+    let cause = lease.lost().await;
+    assert_eq!(Instant::now(), deadline, "loss must fire at the deadline, not later");
+    assert_eq!(store.injected(), 0, "a hang is not an injected failure");
+    assert_eq!(cause, LossCause::OutcomeUnknown, "a renewal was in flight, unanswered");
+    assert!(!lease.is_valid());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_that_refuses_every_call_ends_the_lease_as_unreachable() {
+    let store = FaultStore::new(MemoryStore::new(), 9);
+    let client = LeaseClient::new(store.clone());
+    let lease = client.acquire("down", Duration::from_secs(3)).await.expect("acquire");
+    let deadline = lease.valid_until();
+    store.set_plan(FaultPlan::down());
+    let cause = lease.lost().await;
+    assert!(Instant::now() <= deadline);
+    assert_eq!(cause, LossCause::StoreUnreachable);
+}
+
+#[tokio::test(start_paused = true)]
+async fn renewals_whose_outcome_is_unknown_are_retried_not_read_as_loss() {
+    let store = FaultStore::new(MemoryStore::new(), 42);
+    let client = LeaseClient::new(store.clone());
+    let lease = client.acquire("flaky", Duration::from_secs(3)).await.expect("acquire");
+    // 30% of all calls apply but lose their reply.
+    store.set_plan(FaultPlan {
+        apply_then_fail: 0.3,
+        ..FaultPlan::none()
+    });
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(store.injected() >= 5, "only {} faults injected", store.injected());
+    assert!(
+        lease.is_valid(),
+        "lease lost after {} injected faults: {:?}",
+        store.injected(),
+        lease.loss_cause()
+    );
+    let name = LeaseName::new("flaky").expect("name");
+    store.set_plan(FaultPlan::none());
+    let rec = store.read(&name).await.expect("read").expect("present");
+    assert_eq!(
+        rec.record.token,
+        lease.token(),
+        "an unknown-outcome renewal changed the token"
+    );
+    assert_eq!(rec.record.holder.as_ref(), Some(lease.holder()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_guard_releases_in_the_background() {
+    let store = MemoryStore::new();
+    let client = LeaseClient::new(store.clone());
+    let lease = client
+        .acquire("dropped", Duration::from_secs(60))
+        .await
+        .expect("acquire");
+    drop(lease);
+    assert!(
+        poll_async(Duration::from_secs(1), || vacant(&store, "dropped")).await,
+        "not released after drop"
+    );
+    let next = client
+        .try_acquire("dropped", Duration::from_secs(60))
+        .await
+        .expect("again")
+        .granted()
+        .expect("free");
+    assert_eq!(next.token().get(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_an_acquire_mid_write_never_leaves_an_unrenewed_lease() {
+    let mem = MemoryStore::new();
+    let slow = FaultStore::new(mem.clone(), 1);
+    slow.set_plan(FaultPlan {
+        delay: Some(Duration::from_millis(100)),
+        ..FaultPlan::none()
+    });
+    let client = LeaseClient::new(slow.clone());
+    // Drop the future while its write is in flight (at 50 ms of a 100 ms call).
+    let attempt = client.try_acquire("abandoned", Duration::from_secs(60));
+    assert!(tokio::time::timeout(Duration::from_millis(50), attempt).await.is_err());
+    // The write lands at 100 ms; nobody waits for the grant, so it is released.
+    assert!(
+        poll_async(Duration::from_secs(2), || vacant(&mem, "abandoned")).await,
+        "an abandoned grant was left held"
+    );
+    // The same for the waiting `acquire` loop, dropped while it waits for a holder.
+    let holder = client.acquire("busy", Duration::from_secs(60)).await.expect("holder");
+    let waiting = client.acquire("busy", Duration::from_secs(60));
+    assert!(tokio::time::timeout(Duration::from_millis(500), waiting).await.is_err());
+    holder.release().await.expect("release");
+    assert!(
+        poll_async(Duration::from_secs(2), || vacant(&mem, "busy")).await,
+        "the dropped waiter took the lease"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_acquire_whose_write_outcome_was_unknown_adopts_its_own_grant() {
+    let mem = MemoryStore::new();
+    let store = FaultStore::new(mem.clone(), 3);
+    let client = LeaseClient::new(store.clone());
+    // The first write applies but its reply is lost; the client reads, sees itself,
+    // and confirms on the record's version with the same token.
+    store.set_plan(FaultPlan {
+        apply_then_fail: 1.0,
+        ..FaultPlan::none()
+    });
+    let name = "unknown-outcome";
+    let first = client.try_acquire(name, Duration::from_secs(10));
+    let clear = async {
+        // Let the first write (and its lost reply) happen, then heal the store.
+        tokio::task::yield_now().await;
+        store.set_plan(FaultPlan::none());
+    };
+    let (outcome, ()) = tokio::join!(first, clear);
+    match outcome {
+        Ok(AcquireOutcome::Granted(l)) => assert_eq!(l.token().get(), 1),
+        Err(Error::Indeterminate { .. }) => {
+            // The read also hit the fault: nothing was granted to anyone else, and the
+            // record names an abandoned holder that expires on its own.
+        }
+        other => panic!("unexpected: {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn acquire_gives_up_at_its_deadline() {
+    let client = LeaseClient::new(MemoryStore::new());
+    let _held = client.acquire("taken", Duration::from_secs(60)).await.expect("holder");
+    let started = Instant::now();
+    let err = client
+        .acquire_timeout("taken", Duration::from_secs(60), Duration::from_secs(3))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
+    assert_eq!(Instant::now() - started, Duration::from_secs(3));
+}
+
+#[tokio::test]
+async fn bad_input_is_a_typed_error_and_changes_nothing() {
+    let store = CountingStore::new(MemoryStore::new());
+    let client = LeaseClient::new(store.clone());
+    for (name, ttl) in [
+        ("", Duration::from_secs(1)),
+        ("a//b", Duration::from_secs(1)),
+        ("../x", Duration::from_secs(1)),
+        ("ok", Duration::ZERO),
+        ("ok", Duration::from_secs(8 * 86_400)),
+        ("ok", Duration::from_micros(10_500)),
+    ] {
+        let err = client.try_acquire(name, ttl).await.unwrap_err();
+        assert!(matches!(err, Error::InvalidInput { .. }), "{name:?} {ttl:?}: {err:?}");
+    }
+    assert_eq!(store.counts().round_trips(), 0, "invalid input reached the store");
+}
