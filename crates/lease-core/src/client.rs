@@ -431,7 +431,9 @@ async fn attempt(
             }
             AcquireStep::Write { expect, record } => (expect, record),
         };
-        let takeover = matches!(&known, Some(Seen::Present { stored, .. }) if stored.record.holder.is_some());
+        // A takeover, for the metric: the last record this client saw was someone's.
+        let takeover = matches!(inner.known(&name), Some(Seen::Present { stored, .. })
+            if stored.record.holder.as_ref().is_some_and(|h| h != &me));
         metrics::counter!(crate::observe::ACQUIRE_ATTEMPTS).increment(1);
         let sent_at = Instant::now();
         let outcome = match store.write(&name, &expect, &record).await {
