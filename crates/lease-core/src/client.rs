@@ -33,6 +33,9 @@ pub struct ClientConfig {
     pub max_renewals_in_flight: usize,
     /// The longest single wait between acquire attempts in [`LeaseClient::acquire`].
     pub max_acquire_backoff: Duration,
+    /// Seeds the client's jitter and holder-id nonces (for simulations that must replay
+    /// exactly). `None`: seeded from the OS.
+    pub rng_seed: Option<u64>,
 }
 
 impl Default for ClientConfig {
@@ -44,6 +47,7 @@ impl Default for ClientConfig {
             wall_clock: Arc::new(SystemWallClock),
             max_renewals_in_flight: 256,
             max_acquire_backoff: Duration::from_secs(5),
+            rng_seed: None,
         }
     }
 }
@@ -97,6 +101,7 @@ struct Inner {
     next_id: AtomicU64,
     client_seq: u64,
     seen: Arc<SeenCache>,
+    jitter: Arc<crate::backoff::Jitter>,
     driver: OnceLock<mpsc::UnboundedSender<Command>>,
     closed: CancellationToken,
 }
@@ -198,6 +203,7 @@ impl LeaseClient {
         if config.max_renewals_in_flight == 0 {
             return Err(Error::invalid("max_renewals_in_flight", "must be at least 1"));
         }
+        let rng_seed = config.rng_seed;
         let policy = Policy {
             clock: caps.clock,
             margin_permille: config.margin_permille,
@@ -213,6 +219,7 @@ impl LeaseClient {
                 next_id: AtomicU64::new(1),
                 client_seq: CLIENT_SEQ.fetch_add(1, Ordering::Relaxed),
                 seen: Arc::new(SeenCache::default()),
+                jitter: Arc::new(crate::backoff::Jitter::new(rng_seed)),
                 driver: OnceLock::new(),
                 closed: CancellationToken::new(),
             }),
@@ -286,12 +293,14 @@ impl LeaseClient {
                 Ok(AcquireOutcome::Granted(lease)) => return Ok(lease),
                 Ok(AcquireOutcome::Held { retry_after, .. }) => {
                     failures = 0;
-                    crate::backoff::jittered(retry_after.min(self.inner.config.max_acquire_backoff))
+                    self.inner
+                        .jitter
+                        .jittered(retry_after.min(self.inner.config.max_acquire_backoff))
                 }
                 Err(e) if e.is_retryable() || e.is_indeterminate() => {
                     failures += 1;
                     tracing::debug!(lease = name, error = %e, "acquire attempt failed; backing off");
-                    crate::backoff::exponential(
+                    self.inner.jitter.exponential(
                         failures,
                         Duration::from_millis(10),
                         self.inner.config.max_acquire_backoff,
@@ -341,6 +350,7 @@ impl LeaseClient {
                 policy: self.inner.policy,
                 wall: self.inner.config.wall_clock.clone(),
                 seen: self.inner.seen.clone(),
+                jitter: self.inner.jitter.clone(),
                 max_in_flight: self.inner.config.max_renewals_in_flight,
             };
             runtime.spawn(driver::run(ctx, rx));
@@ -367,7 +377,7 @@ impl Inner {
     fn holder_id(&self) -> Result<HolderId> {
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         let client = self.client_seq;
-        let nonce: u32 = rand::random();
+        let nonce = self.jitter.nonce();
         HolderId::new(format!("{}#{client:x}.{n:x}.{nonce:08x}", self.label))
     }
 }

@@ -38,6 +38,7 @@ pub(crate) struct DriverCtx {
     pub(crate) policy: Policy,
     pub(crate) wall: Arc<dyn WallClock>,
     pub(crate) seen: Arc<crate::seen::SeenCache>,
+    pub(crate) jitter: Arc<crate::backoff::Jitter>,
     pub(crate) max_in_flight: usize,
 }
 
@@ -80,6 +81,8 @@ pub(crate) async fn run(ctx: DriverCtx, mut rx: mpsc::UnboundedReceiver<Command>
         }
         let next_wake = schedule.first().map(|(t, _)| *t);
         tokio::select! {
+            // Biased: a fixed polling order keeps seeded simulations exactly replayable.
+            biased;
             cmd = rx.recv(), if open => match cmd {
                 None => open = false,
                 Some(Command::Register(shared)) => {
@@ -214,7 +217,9 @@ fn on_renewal(
             tracing::debug!(lease = %e.shared.name, error = %err, "renewal failed; retrying");
             e.last_error = Some(cause);
             e.attempt += 1;
-            let pause = crate::backoff::exponential(e.attempt, e.shared.ttl.get() / 20, e.shared.ttl.get() / 6);
+            let pause = ctx
+                .jitter
+                .exponential(e.attempt, e.shared.ttl.get() / 20, e.shared.ttl.get() / 6);
             e.renew_at = now + pause;
         }
     }
@@ -317,7 +322,7 @@ async fn release_write(
             // Retrying the same conditional write is safe: if the first applied, the
             // retry conflicts with a vacant record carrying our token.
             Err(e) if (e.is_retryable() || e.is_indeterminate()) && attempt < 4 => {
-                tokio::time::sleep(crate::backoff::exponential(
+                tokio::time::sleep(ctx.jitter.exponential(
                     attempt,
                     Duration::from_millis(20),
                     Duration::from_millis(500),
