@@ -1,1 +1,3 @@
+//! Placeholder: the payout demo replaces it.
+
 fn main() {}
