@@ -1,0 +1,164 @@
+//! Options of a [`crate::RedisStore`] and the key layout they produce.
+
+use std::fmt;
+use std::time::Duration;
+
+use lease_core::{Error, LeaseName, Result};
+
+/// Options of a [`crate::RedisStore`]; `Default` is right for most uses.
+#[derive(Clone)]
+pub struct RedisConfig {
+    /// Prepended to every key and channel the store uses (default `"leasehold:"`), so
+    /// several applications can share one Redis. At most [`RedisConfig::MAX_PREFIX_LEN`]
+    /// bytes, without `{` or `}` (the lease name is the key's hash tag).
+    pub key_prefix: String,
+    /// A client for a dedicated pub/sub connection. With it, a release publishes on the
+    /// lease's channel and [`lease_core::CasStore::wait_for_change`] wakes waiters at once
+    /// ([`lease_core::Capabilities::notifies_waiters`] is then true); without it waiters
+    /// poll with jittered backoff. [`crate::RedisStore::connect`] fills it in.
+    pub notify_client: Option<redis::Client>,
+    /// Upper bound on one script call, on top of the connection's own response timeout
+    /// (default 5 s). A write that runs out of time is
+    /// [`Error::Indeterminate`](lease_core::Error::Indeterminate).
+    pub call_timeout: Option<Duration>,
+}
+
+impl RedisConfig {
+    /// The longest key prefix accepted, in bytes.
+    pub const MAX_PREFIX_LEN: usize = 100;
+
+    /// The default key prefix.
+    pub const DEFAULT_PREFIX: &'static str = "leasehold:";
+
+    /// The default bound on one script call.
+    pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+    /// This config with another key prefix.
+    #[must_use]
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+
+    /// This config with a pub/sub client for waiters.
+    #[must_use]
+    pub fn with_notify_client(mut self, client: redis::Client) -> Self {
+        self.notify_client = Some(client);
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.key_prefix.len() > Self::MAX_PREFIX_LEN {
+            return Err(Error::invalid(
+                "redis key prefix",
+                format!("longer than {} bytes", Self::MAX_PREFIX_LEN),
+            ));
+        }
+        if self.key_prefix.contains(['{', '}']) {
+            return Err(Error::invalid(
+                "redis key prefix",
+                "must not contain '{' or '}' (the lease name is the hash tag)",
+            ));
+        }
+        if self.call_timeout.is_some_and(|d| d.is_zero()) {
+            return Err(Error::invalid("call_timeout", "must be above zero"));
+        }
+        Ok(())
+    }
+}
+
+impl Default for RedisConfig {
+    fn default() -> Self {
+        Self {
+            key_prefix: Self::DEFAULT_PREFIX.to_owned(),
+            notify_client: None,
+            call_timeout: Some(Self::DEFAULT_CALL_TIMEOUT),
+        }
+    }
+}
+
+impl fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisConfig")
+            .field("key_prefix", &self.key_prefix)
+            .field("notify", &self.notify_client.is_some())
+            .field("call_timeout", &self.call_timeout)
+            .finish()
+    }
+}
+
+/// Where the store keeps a lease name's data (`P` is the key prefix, `N` the name):
+///
+/// | key / channel   | type    | expiry             | holds                                   |
+/// |-----------------|---------|--------------------|-----------------------------------------|
+/// | `P{N}`          | hash    | `PX` = the TTL     | the record: `h` holder (`""` = vacant), `t` token, `ttl` ms, `w` wall expiry ms (optional), `v` version |
+/// | `P{N}:meta`     | hash    | none (persistent)  | `f` the highest token issued, `n` the write counter, `e` the epoch (server time when created) |
+/// | `P{N}:released` | channel | —                  | a message (the new version) on each release or delete |
+///
+/// Versions are `e:n`: the write counter never goes back while the meta hash lives, and
+/// a recreated meta hash (after a restart without persistence) gets a new epoch, so a
+/// version is never reused. The name in braces is the Redis Cluster hash tag: both keys
+/// of a name live in one slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyLayout {
+    prefix: String,
+}
+
+impl KeyLayout {
+    /// The layout under `prefix` (validated by [`crate::RedisStore::with_config`]).
+    pub(crate) fn new(prefix: &str) -> Self {
+        Self {
+            prefix: prefix.to_owned(),
+        }
+    }
+
+    /// The key prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The key of the lease record of `name`.
+    pub fn record(&self, name: &LeaseName) -> String {
+        format!("{}{{{}}}", self.prefix, name.as_str())
+    }
+
+    /// The key of the persistent counters (token, version) of `name`.
+    pub fn meta(&self, name: &LeaseName) -> String {
+        format!("{}{{{}}}:meta", self.prefix, name.as_str())
+    }
+
+    /// The pub/sub channel announcing releases of `name`.
+    pub fn channel(&self, name: &LeaseName) -> String {
+        format!("{}{{{}}}:released", self.prefix, name.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_of_different_names_never_collide() {
+        let k = KeyLayout::new("p:");
+        let a = LeaseName::new("a").expect("name");
+        let a_meta = LeaseName::new("a:meta").expect("name");
+        assert_eq!(k.record(&a), "p:{a}");
+        assert_eq!(k.meta(&a), "p:{a}:meta");
+        assert_eq!(k.channel(&a), "p:{a}:released");
+        assert_ne!(k.record(&a_meta), k.meta(&a));
+        assert_ne!(k.meta(&a_meta), k.meta(&a));
+    }
+
+    #[test]
+    fn prefix_rules() {
+        assert!(RedisConfig::default().validate().is_ok());
+        assert!(RedisConfig::default().with_prefix("").validate().is_ok());
+        assert!(RedisConfig::default().with_prefix("a{b").validate().is_err());
+        assert!(RedisConfig::default().with_prefix("x".repeat(101)).validate().is_err());
+        let zero = RedisConfig {
+            call_timeout: Some(Duration::ZERO),
+            ..RedisConfig::default()
+        };
+        assert!(zero.validate().is_err());
+    }
+}

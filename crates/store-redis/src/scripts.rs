@@ -1,0 +1,261 @@
+//! The Lua scripts: every store operation is one `EVALSHA` of one of these.
+//!
+//! Numbers stay decimal strings inside the scripts: Redis hands integers to Lua as
+//! doubles, which lose precision above 2^53 and print in exponent form above 10^14, so
+//! tokens are compared by length then lexically ([`PRELUDE`]'s `gt`) and counters are
+//! read back with `HGET` after `HINCRBY`. Every script validates everything it reads
+//! before its first write, so it either applies whole or changes nothing; the `#!lua`
+//! shebang makes Redis 7 refuse a writing script up front when it is out of memory
+//! rather than fail it half way.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+/// Helpers shared by the lease scripts.
+const PRELUDE: &str = r#"
+local I64MAX = '9223372036854775807'
+local function is_uint(s, maxlen)
+  return type(s) == 'string' and #s <= maxlen and string.match(s, '^[1-9]%d*$') ~= nil
+end
+local function is_count(s)
+  return type(s) == 'string' and (s == '0' or (is_uint(s, 19) and (#s < 19 or s <= I64MAX)))
+end
+local function is_token(s)
+  return is_uint(s, 19) and (#s < 19 or s <= I64MAX)
+end
+local function gt(a, b)
+  if #a ~= #b then return #a > #b end
+  return a > b
+end
+local function load_rec(k)
+  local ty = redis.call('TYPE', k).ok
+  if ty == 'none' then return 'absent' end
+  if ty ~= 'hash' then return 'corrupt', 'the key holds a ' .. ty .. ', not a lease record hash' end
+  local all = redis.call('HGETALL', k)
+  local r = {}
+  for i = 1, #all, 2 do
+    local f = all[i]
+    if f ~= 'h' and f ~= 't' and f ~= 'ttl' and f ~= 'w' and f ~= 'v' then
+      return 'corrupt', 'unknown field ' .. f
+    end
+    r[f] = all[i + 1]
+  end
+  if r.h == nil or (r.h ~= '' and (#r.h > 128 or string.match(r.h, '^[%w%-_%.:/@=#]+$') == nil)) then
+    return 'corrupt', 'bad holder'
+  end
+  if not is_token(r.t) then return 'corrupt', 'bad token' end
+  if not is_uint(r.ttl, 9) then return 'corrupt', 'bad ttl' end
+  if r.w ~= nil and not is_count(r.w) then return 'corrupt', 'bad wall-clock expiry' end
+  if r.v == nil or string.match(r.v, '^%d+:[1-9]%d*$') == nil then return 'corrupt', 'bad version' end
+  local pttl = redis.call('PTTL', k)
+  if pttl < 0 then return 'corrupt', 'the record has no expiry' end
+  r.pttl = pttl
+  return 'ok', r
+end
+local function load_meta(k)
+  local ty = redis.call('TYPE', k).ok
+  if ty == 'none' then return 'absent' end
+  if ty ~= 'hash' then return 'corrupt', 'the counter key holds a ' .. ty .. ', not a hash' end
+  if redis.call('HLEN', k) ~= 3 then return 'corrupt', 'the counter hash has unknown fields' end
+  local m = redis.call('HMGET', k, 'e', 'f', 'n')
+  if type(m[1]) ~= 'string' or string.match(m[1], '^%d+$') == nil then return 'corrupt', 'bad counter epoch' end
+  if not is_count(m[2]) then return 'corrupt', 'bad token counter' end
+  if not is_count(m[3]) then return 'corrupt', 'bad version counter' end
+  if redis.call('PTTL', k) ~= -1 then return 'corrupt', 'the counter hash has an expiry' end
+  return 'ok', { e = m[1], f = m[2], n = m[3] }
+end
+local function init_meta(k)
+  local t = redis.call('TIME')
+  local e = t[1] .. string.format('%06d', tonumber(t[2]))
+  redis.call('HSET', k, 'e', e, 'f', '0', 'n', '0')
+  return { e = e, f = '0', n = '0' }
+end
+local function reply(status, r)
+  return { status, r.h, r.t, r.ttl, r.w or '', r.v, r.pttl }
+end
+"#;
+
+/// `read`: KEYS = record. Reply: `{'absent'}`, `{'corrupt', why}` or
+/// `{'ok', holder, token, ttl, wall, version, pttl}`.
+const READ: &str = r#"
+local st, r = load_rec(KEYS[1])
+if st == 'ok' then return reply('ok', r) end
+if st == 'corrupt' then return { 'corrupt', r } end
+return { 'absent' }
+"#;
+
+/// `write` and `renew`: KEYS = record, meta. ARGV = mode (`absent`, `version`,
+/// `claim`, `renew`), expected version, holder (`""` = vacant), token, ttl ms, wall
+/// expiry ms (`""` = none), channel.
+///
+/// Reply: `{'written', record…}`, `{'conflict', record…}`, `{'conflict_absent'}`,
+/// `{'corrupt', why}` or `{'exhausted'}` (the token counter is at 2^63 - 1).
+const WRITE: &str = r#"
+local mode, expect, holder, token, ttl, wall, chan = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local st, cur = load_rec(KEYS[1])
+if st == 'corrupt' then return { 'corrupt', cur } end
+local mst, meta = load_meta(KEYS[2])
+if mst == 'corrupt' then return { 'corrupt', meta } end
+local applies
+if mode == 'absent' then
+  applies = st == 'absent'
+elseif mode == 'version' then
+  applies = st == 'ok' and cur.v == expect
+elseif mode == 'renew' then
+  applies = st == 'ok' and cur.v == expect and holder ~= '' and cur.h == holder and cur.t == token
+elseif mode == 'claim' then
+  applies = st == 'absent' or cur.h == ''
+else
+  return redis.error_reply('leasehold: unknown write mode')
+end
+if not applies then
+  if st == 'absent' then return { 'conflict_absent' } end
+  return reply('conflict', cur)
+end
+if mode == 'claim' then
+  local high = '0'
+  if mst == 'ok' then high = meta.f end
+  if st == 'ok' and gt(cur.t, high) then high = cur.t end
+  if high == I64MAX then return { 'exhausted' } end
+end
+if mst == 'absent' then meta = init_meta(KEYS[2]) end
+if mode == 'claim' then
+  if st == 'ok' and gt(cur.t, meta.f) then redis.call('HSET', KEYS[2], 'f', cur.t) end
+  redis.call('HINCRBY', KEYS[2], 'f', 1)
+  token = redis.call('HGET', KEYS[2], 'f')
+elseif gt(token, meta.f) then
+  redis.call('HSET', KEYS[2], 'f', token)
+end
+redis.call('HINCRBY', KEYS[2], 'n', 1)
+local v = meta.e .. ':' .. redis.call('HGET', KEYS[2], 'n')
+redis.call('DEL', KEYS[1])
+if wall == '' then
+  redis.call('HSET', KEYS[1], 'h', holder, 't', token, 'ttl', ttl, 'v', v)
+else
+  redis.call('HSET', KEYS[1], 'h', holder, 't', token, 'ttl', ttl, 'v', v, 'w', wall)
+end
+redis.call('PEXPIRE', KEYS[1], ttl)
+if holder == '' then redis.call('PUBLISH', chan, v) end
+return { 'written', holder, token, ttl, wall, v, redis.call('PTTL', KEYS[1]) }
+"#;
+
+/// `delete`: KEYS = record. ARGV = version, channel. Reply: `{'deleted'}`,
+/// `{'conflict', record…}`, `{'conflict_absent'}` or `{'corrupt', why}`.
+const DELETE: &str = r#"
+local st, cur = load_rec(KEYS[1])
+if st == 'corrupt' then return { 'corrupt', cur } end
+if st == 'absent' then return { 'conflict_absent' } end
+if cur.v ~= ARGV[1] then return reply('conflict', cur) end
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', ARGV[2], 'deleted')
+return { 'deleted' }
+"#;
+
+/// `seed_fence_counter`: KEYS = record, meta. ARGV = the minimum. Raises the token
+/// counter to at least the minimum and the current record's token. Reply:
+/// `{'seeded', counter}` or `{'corrupt', why}`.
+const SEED: &str = r#"
+local st, cur = load_rec(KEYS[1])
+if st == 'corrupt' then return { 'corrupt', cur } end
+local mst, meta = load_meta(KEYS[2])
+if mst == 'corrupt' then return { 'corrupt', meta } end
+if mst == 'absent' then meta = init_meta(KEYS[2]) end
+local high = meta.f
+if gt(ARGV[1], high) then high = ARGV[1] end
+if st == 'ok' and gt(cur.t, high) then high = cur.t end
+if high ~= meta.f then redis.call('HSET', KEYS[2], 'f', high) end
+return { 'seeded', high }
+"#;
+
+/// Fenced write on a user's hash: KEYS = resource. ARGV = token, mode (`le` or `lt`),
+/// mark field, then (op, field, value) triples with op `set`, `incr` or `del`.
+///
+/// Reply: `{'ok', previous mark, new value of each incr field…}`,
+/// `{'rejected', mark}`, `{'corrupt', why}`.
+const FENCE: &str = r#"#!lua
+local k, token, mode, mark_field = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
+local function is_mark(s)
+  return s == '0' or (#s <= 19 and string.match(s, '^[1-9]%d*$') ~= nil and (#s < 19 or s <= '9223372036854775807'))
+end
+local function gt(a, b)
+  if #a ~= #b then return #a > #b end
+  return a > b
+end
+local ty = redis.call('TYPE', k).ok
+if ty ~= 'none' and ty ~= 'hash' then return { 'corrupt', 'the key holds a ' .. ty .. ', not a hash' } end
+local mark = redis.call('HGET', k, mark_field)
+if mark then
+  if not is_mark(mark) then return { 'corrupt', 'the high-water mark is not a token' } end
+  local refused
+  if mode == 'lt' then refused = not gt(token, mark) else refused = gt(mark, token) end
+  if refused then return { 'rejected', mark } end
+else
+  mark = '0'
+end
+for i = 4, #ARGV, 3 do
+  if ARGV[i] == 'incr' then
+    local v = redis.call('HGET', k, ARGV[i + 1])
+    local digits = v and string.match(v, '^%-?([1-9]%d*)$')
+    if v and v ~= '0' and not (digits and #digits <= 18) then
+      return { 'corrupt', 'field ' .. ARGV[i + 1] .. ' is not an integer of at most 18 digits' }
+    end
+  end
+end
+local out = { 'ok', mark }
+for i = 4, #ARGV, 3 do
+  local op, f, v = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  if op == 'set' then
+    redis.call('HSET', k, f, v)
+  elseif op == 'incr' then
+    redis.call('HINCRBY', k, f, v)
+    out[#out + 1] = redis.call('HGET', k, f)
+  else
+    redis.call('HDEL', k, f)
+  end
+end
+redis.call('HSET', k, mark_field, token)
+return out
+"#;
+
+/// Reads a resource's high-water mark: KEYS = resource, ARGV = mark field.
+/// Reply: `{'mark', mark}` (`'0'` if none) or `{'corrupt', why}`.
+const MARK: &str = r#"#!lua flags=no-writes
+local ty = redis.call('TYPE', KEYS[1]).ok
+if ty ~= 'none' and ty ~= 'hash' then return { 'corrupt', 'the key holds a ' .. ty .. ', not a hash' } end
+local mark = redis.call('HGET', KEYS[1], ARGV[1])
+if not mark then return { 'mark', '0' } end
+if mark ~= '0' and (string.match(mark, '^[1-9]%d*$') == nil or #mark > 19 or (#mark == 19 and mark > '9223372036854775807')) then
+  return { 'corrupt', 'the high-water mark is not a token' }
+end
+return { 'mark', mark }
+"#;
+
+fn lease_script(shebang: &str, body: &str) -> Script {
+    Script::new(&format!("{shebang}\n{PRELUDE}{body}"))
+}
+
+/// The `read` script (declared read-only: it runs on replicas and when out of memory).
+pub(crate) static READ_SCRIPT: LazyLock<Script> = LazyLock::new(|| lease_script("#!lua flags=no-writes", READ));
+/// The `write` / `renew` script.
+pub(crate) static WRITE_SCRIPT: LazyLock<Script> = LazyLock::new(|| lease_script("#!lua", WRITE));
+/// The `delete` script.
+pub(crate) static DELETE_SCRIPT: LazyLock<Script> = LazyLock::new(|| lease_script("#!lua", DELETE));
+/// The `seed_fence_counter` script.
+pub(crate) static SEED_SCRIPT: LazyLock<Script> = LazyLock::new(|| lease_script("#!lua", SEED));
+/// The fenced-write script.
+pub(crate) static FENCE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(FENCE));
+/// The high-water-mark read script.
+pub(crate) static MARK_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(MARK));
+
+/// Every script, for preloading with `SCRIPT LOAD`.
+pub(crate) fn all() -> [&'static Script; 6] {
+    [
+        &READ_SCRIPT,
+        &WRITE_SCRIPT,
+        &DELETE_SCRIPT,
+        &SEED_SCRIPT,
+        &FENCE_SCRIPT,
+        &MARK_SCRIPT,
+    ]
+}

@@ -1,0 +1,339 @@
+//! [`RedisStore`]: the [`CasStore`] contract as one Lua script call per operation.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lease_core::{
+    Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Error, FencingToken, Grade, LeaseName,
+    LeaseRecord, Precondition, Result, Stored, Version,
+};
+use redis::ScriptInvocation;
+use redis::aio::{ConnectionLike, ConnectionManager};
+
+use crate::config::{KeyLayout, RedisConfig};
+use crate::error::{self, Effect};
+use crate::fence::{FencedOutcome, FencedWrite};
+use crate::notify::Notifier;
+use crate::reply::Reply;
+use crate::scripts::{self, DELETE_SCRIPT, READ_SCRIPT, SEED_SCRIPT, WRITE_SCRIPT};
+
+/// Lease records in Redis, each operation one `EVALSHA` (see the [crate docs](crate)).
+///
+/// Generic over the async connection the caller supplies: a
+/// [`ConnectionManager`] (reconnects by itself; the default) or a
+/// [`redis::aio::MultiplexedConnection`], with the caller's TLS, auth, database and
+/// timeouts. Cheap to clone: clones share the connection and the pub/sub waiter.
+///
+/// **Efficiency-only:** it implements [`CasStore`] but not
+/// [`lease_core::Linearizable`]; use it through
+/// [`LeaseClient::efficiency_only`](lease_core::LeaseClient::efficiency_only).
+pub struct RedisStore<C = ConnectionManager> {
+    conn: C,
+    keys: KeyLayout,
+    call_timeout: Option<Duration>,
+    notifier: Option<Arc<Notifier>>,
+}
+
+impl<C: Clone> Clone for RedisStore<C> {
+    fn clone(&self) -> Self {
+        Self {
+            conn: self.conn.clone(),
+            keys: self.keys.clone(),
+            call_timeout: self.call_timeout,
+            notifier: self.notifier.clone(),
+        }
+    }
+}
+
+impl<C> fmt::Debug for RedisStore<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.keys.prefix())
+            .field("call_timeout", &self.call_timeout)
+            .field("notifies_waiters", &self.notifier.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore<ConnectionManager> {
+    /// Connects a [`ConnectionManager`] through `client`, loads the scripts, and uses
+    /// `client` for the pub/sub waiter too (unless `config.notify_client` names
+    /// another).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a bad config; [`Error::Unavailable`] /
+    /// [`Error::Misconfigured`] if Redis cannot be reached or refuses the scripts.
+    pub async fn connect(client: redis::Client, mut config: RedisConfig) -> Result<Self> {
+        config.validate()?;
+        let conn = ConnectionManager::new(client.clone())
+            .await
+            .map_err(|e| error::from_redis(e, Effect::Read, "connect"))?;
+        if config.notify_client.is_none() {
+            config.notify_client = Some(client);
+        }
+        let store = Self::with_config(conn, config)?;
+        store.load_scripts().await?;
+        Ok(store)
+    }
+}
+
+impl<C> RedisStore<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// A store over `conn` with the default [`RedisConfig`] (no pub/sub waiter).
+    pub fn new(conn: C) -> Self {
+        Self {
+            conn,
+            keys: KeyLayout::new(RedisConfig::DEFAULT_PREFIX),
+            call_timeout: Some(RedisConfig::DEFAULT_CALL_TIMEOUT),
+            notifier: None,
+        }
+    }
+
+    /// A store over `conn` with `config`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a bad key prefix or timeout.
+    pub fn with_config(conn: C, config: RedisConfig) -> Result<Self> {
+        config.validate()?;
+        Ok(Self {
+            conn,
+            keys: KeyLayout::new(&config.key_prefix),
+            call_timeout: config.call_timeout,
+            notifier: config.notify_client.map(|c| Arc::new(Notifier::new(c))),
+        })
+    }
+
+    /// Where this store keeps each name's keys.
+    pub fn keys(&self) -> &KeyLayout {
+        &self.keys
+    }
+
+    /// The connection (a clone shares it), for the caller's own commands.
+    pub fn connection(&self) -> C {
+        self.conn.clone()
+    }
+
+    /// Loads every script into the server's script cache (`SCRIPT LOAD`), so that the
+    /// first call of each costs one round trip. Optional: a script missing from the
+    /// cache (a restart, `SCRIPT FLUSH`, a failover) is loaded on demand.
+    ///
+    /// # Errors
+    /// Transport errors as for reads; [`Error::Misconfigured`] if `SCRIPT` is denied.
+    pub async fn load_scripts(&self) -> Result<()> {
+        for script in scripts::all() {
+            let mut conn = self.conn.clone();
+            with_timeout(
+                self.call_timeout,
+                Effect::Read,
+                "SCRIPT LOAD",
+                script.load_async(&mut conn),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Raises the token counter of `name` to at least `min` (and to the current
+    /// record's token), so the next grant's token is above it; returns the counter.
+    ///
+    /// This is the way out of the stall after Redis lost the counter (a restart
+    /// without persistence, a failover): read the high-water mark of the resources the
+    /// lease protects ([`crate::read_high_water`]) and seed the counter with it before
+    /// the next grant.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] above `i64::MAX`; [`Error::CorruptRecord`] for a
+    /// corrupt record or counter; transport errors as for writes.
+    pub async fn seed_fence_counter(&self, name: &LeaseName, min: FencingToken) -> Result<FencingToken> {
+        min.to_i64()?;
+        let mut inv = SEED_SCRIPT.prepare_invoke();
+        inv.key(self.keys.record(name)).key(self.keys.meta(name)).arg(min.get());
+        let what = format!("seed of {name}");
+        let reply = self.call(&inv, Effect::Write, &what).await?;
+        match reply.status.as_str() {
+            "seeded" => {
+                let s = reply.text(0)?;
+                s.parse::<u64>()
+                    .map(FencingToken::new)
+                    .map_err(|_| Error::corrupt(name.as_str(), format!("bad token counter {s:?}")))
+            }
+            "corrupt" => Err(reply.corrupt(name.as_str())),
+            other => Err(error::bad_reply(Effect::Write, &what, format!("status {other:?}"))),
+        }
+    }
+
+    /// Applies a fenced write through this store's connection (see [`FencedWrite`]).
+    ///
+    /// # Errors
+    /// As [`FencedWrite::apply`].
+    pub async fn fenced_write(&self, write: &FencedWrite, token: FencingToken) -> Result<FencedOutcome> {
+        let mut conn = self.conn.clone();
+        write.apply_with_timeout(&mut conn, token, self.call_timeout).await
+    }
+
+    async fn call(&self, inv: &ScriptInvocation<'_>, effect: Effect, what: &str) -> Result<Reply> {
+        let mut conn = self.conn.clone();
+        invoke(&mut conn, self.call_timeout, inv, effect, what).await
+    }
+
+    /// The record's version now (`None`: no record), for waiters. Errors count as "no
+    /// change seen".
+    async fn changed_from(&self, name: &LeaseName, seen: Option<&Version>) -> bool {
+        let mut conn = self.conn.clone();
+        let cmd = redis::cmd("HGET").arg(self.keys.record(name)).arg("v").clone();
+        let now: redis::RedisResult<Option<String>> = cmd.query_async(&mut conn).await;
+        match now {
+            Ok(now) => now.as_deref() != seen.map(Version::as_str),
+            Err(_) => false,
+        }
+    }
+}
+
+/// Runs one script invocation (an `EVALSHA`, reloading the script once on `NOSCRIPT`)
+/// with an optional time bound, and splits its reply.
+pub(crate) async fn invoke<C>(
+    conn: &mut C,
+    timeout: Option<Duration>,
+    inv: &ScriptInvocation<'_>,
+    effect: Effect,
+    what: &str,
+) -> Result<Reply>
+where
+    C: ConnectionLike + Send,
+{
+    let value = with_timeout(timeout, effect, what, inv.invoke_async::<redis::Value>(conn)).await?;
+    Reply::parse(value, effect, what)
+}
+
+async fn with_timeout<T>(
+    timeout: Option<Duration>,
+    effect: Effect,
+    what: &str,
+    call: impl Future<Output = redis::RedisResult<T>>,
+) -> Result<T> {
+    let result = match timeout {
+        Some(d) => match tokio::time::timeout(d, call).await {
+            Ok(r) => r,
+            Err(_) => return Err(error::timed_out(effect, what, d)),
+        },
+        None => call.await,
+    };
+    result.map_err(|e| error::from_redis(e, effect, what))
+}
+
+/// The script's write mode for a precondition.
+fn mode(expect: &Precondition) -> (&'static str, &str) {
+    match expect {
+        Precondition::Absent => ("absent", ""),
+        Precondition::Version(v) => ("version", v.as_str()),
+        Precondition::Claimable => ("claim", ""),
+    }
+}
+
+impl<C> RedisStore<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    async fn write_mode(&self, name: &LeaseName, mode: &str, expect: &str, record: &LeaseRecord) -> Result<CasOutcome> {
+        // Tokens are signed 64-bit integers in Redis.
+        record.token.to_i64()?;
+        if record.token == FencingToken::ZERO && mode != "claim" {
+            return Err(Error::invalid("fencing token", "0 is never issued"));
+        }
+        let mut inv = WRITE_SCRIPT.prepare_invoke();
+        inv.key(self.keys.record(name))
+            .key(self.keys.meta(name))
+            .arg(mode)
+            .arg(expect)
+            .arg(record.holder.as_ref().map_or("", |h| h.as_str()))
+            .arg(record.token.get().max(1))
+            .arg(record.ttl.as_millis())
+            .arg(record.wall_expires_at_ms.map(|w| w.to_string()).unwrap_or_default())
+            .arg(self.keys.channel(name));
+        let what = format!("write of {name}");
+        let reply = self.call(&inv, Effect::Write, &what).await?;
+        match reply.status.as_str() {
+            "written" => Ok(CasOutcome::Written(reply.stored(name)?)),
+            "conflict" => Ok(CasOutcome::Conflict(Current::Present(reply.stored(name)?))),
+            "conflict_absent" => Ok(CasOutcome::Conflict(Current::Absent)),
+            "corrupt" => Err(reply.corrupt(name.as_str())),
+            "exhausted" => Err(Error::corrupt(
+                name.as_str(),
+                "the token counter is at its maximum (2^63 - 1)",
+            )),
+            other => Err(error::bad_reply(Effect::Write, &what, format!("status {other:?}"))),
+        }
+    }
+}
+
+#[async_trait]
+impl<C> CasStore for RedisStore<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            clock: ClockSource::Store,
+            grade: Grade::EfficiencyOnly,
+            conflict_returns_current: true,
+            notifies_waiters: self.notifier.is_some(),
+        }
+    }
+
+    async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {
+        let mut inv = READ_SCRIPT.prepare_invoke();
+        inv.key(self.keys.record(name));
+        let what = format!("read of {name}");
+        let reply = self.call(&inv, Effect::Read, &what).await?;
+        match reply.status.as_str() {
+            "ok" => Ok(Some(reply.stored(name)?)),
+            "absent" => Ok(None),
+            "corrupt" => Err(reply.corrupt(name.as_str())),
+            other => Err(error::bad_reply(Effect::Read, &what, format!("status {other:?}"))),
+        }
+    }
+
+    async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
+        let (mode, version) = mode(expect);
+        self.write_mode(name, mode, version, record).await
+    }
+
+    async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        let mut inv = DELETE_SCRIPT.prepare_invoke();
+        inv.key(self.keys.record(name))
+            .arg(version.as_str())
+            .arg(self.keys.channel(name));
+        let what = format!("delete of {name}");
+        let reply = self.call(&inv, Effect::Write, &what).await?;
+        match reply.status.as_str() {
+            "deleted" => Ok(DeleteOutcome::Deleted),
+            "conflict" => Ok(DeleteOutcome::Conflict(Current::Present(reply.stored(name)?))),
+            "conflict_absent" => Ok(DeleteOutcome::Conflict(Current::Absent)),
+            "corrupt" => Err(reply.corrupt(name.as_str())),
+            other => Err(error::bad_reply(Effect::Write, &what, format!("status {other:?}"))),
+        }
+    }
+
+    /// Renews only if the record still has `version` **and** names this holder with
+    /// this token (so even a version reused by a server that lost its data cannot
+    /// renew someone else's lease).
+    async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
+        let mode = if record.holder.is_some() { "renew" } else { "version" };
+        self.write_mode(name, mode, version.as_str(), record).await
+    }
+
+    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
+        match &self.notifier {
+            Some(n) => {
+                n.wait(&self.keys.channel(name), max_wait, self.changed_from(name, seen))
+                    .await;
+            }
+            None => tokio::time::sleep(max_wait).await,
+        }
+        Ok(())
+    }
+}

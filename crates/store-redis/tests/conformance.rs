@@ -1,0 +1,68 @@
+//! The lease-core conformance suite against the shared Redis: once over a
+//! `ConnectionManager` with the pub/sub waiter, once over a bare
+//! `MultiplexedConnection` that polls.
+
+mod support;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use lease_core::conformance::Fixture;
+use lease_core::{CasStore, LeaseName};
+use redis::aio::ConnectionLike;
+use store_redis::{RedisConfig, RedisStore};
+
+struct Fx<C> {
+    store: RedisStore<C>,
+}
+
+#[async_trait]
+impl<C> Fixture for Fx<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    async fn store(&self) -> Arc<dyn CasStore> {
+        Arc::new(self.store.clone())
+    }
+
+    /// A string where the record hash belongs: what a foreign `SET` would leave.
+    async fn corrupt(&self, name: &LeaseName) {
+        let mut conn = support::admin(&support::shared_url()).await;
+        let _: () = redis::cmd("SET")
+            .arg(self.store.keys().record(name))
+            .arg("not a lease record")
+            .arg("EX")
+            .arg(600)
+            .query_async(&mut conn)
+            .await
+            .expect("SET a corrupt record");
+    }
+}
+
+async fn with_pubsub() -> Fx<redis::aio::ConnectionManager> {
+    Fx {
+        store: support::shared_store("conformance").await,
+    }
+}
+
+async fn multiplexed_polling() -> Fx<redis::aio::MultiplexedConnection> {
+    let url = support::shared_url();
+    let conn = support::admin(&url).await;
+    let config = RedisConfig::default().with_prefix(support::unique_prefix("conformance-mux"));
+    let store = RedisStore::with_config(conn, config).expect("config");
+    assert!(!store.capabilities().notifies_waiters);
+    Fx { store }
+}
+
+/// `RedisStore::connect`: a `ConnectionManager`, scripts preloaded, releases pushed to
+/// waiters over pub/sub.
+mod connection_manager_pubsub {
+    use super::*;
+    lease_core::conformance_tests!(with_pubsub().await);
+}
+
+/// A caller's `MultiplexedConnection`, no pub/sub client: waiters back off.
+mod multiplexed_connection_polling {
+    use super::*;
+    lease_core::conformance_tests!(multiplexed_polling().await);
+}

@@ -1,0 +1,139 @@
+//! Round trips counted at the server: `MONITOR` on a dedicated Redis shows every
+//! request a client sent (script-internal commands excluded), so each lease operation's
+//! requests are counted exactly.
+
+mod support;
+
+use std::time::Duration;
+
+use lease_core::testing::process::{poll, poll_async};
+use lease_core::{AcquireOutcome, CasStore, ClientConfig, FencingToken, LeaseClient, LeaseName};
+use store_redis::{FencedWrite, RedisConfig, RedisStore};
+use support::{OwnRedis, Persistence, Wire};
+
+fn one_evalsha() -> Vec<String> {
+    vec!["evalsha".to_owned()]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_renew_release_are_one_command_each_at_the_server() {
+    let redis = OwnRedis::start(56502, Persistence::None).await;
+    let url = redis.url();
+    let mut wire = Wire::start(&url).await;
+    // No pub/sub client: waiting must not add commands to the count.
+    let conn = redis::aio::ConnectionManager::new(support::client(&url))
+        .await
+        .expect("connect");
+    let store = RedisStore::with_config(conn, RedisConfig::default()).expect("config");
+    store.load_scripts().await.expect("load scripts");
+    let leases = LeaseClient::efficiency_only(store.clone(), ClientConfig::default()).expect("client");
+    let name = LeaseName::new("jobs/compaction").expect("name");
+
+    // Acquire of a free lease.
+    wire.requests().await;
+    let lease = match leases
+        .try_acquire(&name, Duration::from_millis(600))
+        .await
+        .expect("acquire")
+    {
+        AcquireOutcome::Granted(l) => l,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(wire.requests().await, one_evalsha(), "acquire");
+
+    // One renewal (the driver renews every third of the TTL, 200 ms here): wait for a
+    // renewal to land, start counting, and count until the next one lands.
+    let granted_until = lease.valid_until();
+    assert!(
+        poll(Duration::from_secs(5), || lease.valid_until() > granted_until).await,
+        "no renewal"
+    );
+    wire.requests().await;
+    let first = lease.valid_until();
+    assert!(
+        poll(Duration::from_secs(5), || lease.valid_until() > first).await,
+        "no second renewal"
+    );
+    assert_eq!(wire.requests().await, one_evalsha(), "renewal");
+
+    // Release.
+    wire.requests().await;
+    lease.release().await.expect("release");
+    assert_eq!(wire.requests().await, one_evalsha(), "release");
+
+    // Re-acquire after release, a read, a refused attempt, a fenced write.
+    wire.requests().await;
+    let again = match leases.try_acquire(&name, Duration::from_secs(30)).await.expect("again") {
+        AcquireOutcome::Granted(l) => l,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(wire.requests().await, one_evalsha(), "re-acquire");
+    assert_eq!(again.token(), FencingToken::new(2));
+
+    wire.requests().await;
+    store.read(&name).await.expect("read").expect("present");
+    assert_eq!(wire.requests().await, one_evalsha(), "read");
+
+    let other = LeaseClient::efficiency_only(store.clone(), ClientConfig::default()).expect("client");
+    wire.requests().await;
+    match other
+        .try_acquire(&name, Duration::from_secs(30))
+        .await
+        .expect("refused")
+    {
+        AcquireOutcome::Held { token, .. } => assert_eq!(token, again.token()),
+        AcquireOutcome::Granted(l) => panic!("two holders: {l:?}"),
+    }
+    assert_eq!(
+        wire.requests().await,
+        one_evalsha(),
+        "a refused attempt learns the holder from the conflict reply"
+    );
+
+    wire.requests().await;
+    store
+        .fenced_write(&FencedWrite::new("resource").incr("n", 1), again.token())
+        .await
+        .expect("fenced write");
+    assert_eq!(wire.requests().await, one_evalsha(), "fenced write");
+    again.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_of_an_expired_lease_is_one_command() {
+    let redis = OwnRedis::start(56503, Persistence::None).await;
+    let url = redis.url();
+    let mut wire = Wire::start(&url).await;
+    let conn = support::admin(&url).await;
+    let store = RedisStore::with_config(conn, RedisConfig::default()).expect("config");
+    store.load_scripts().await.expect("load");
+    let name = LeaseName::new("expired").expect("name");
+    // A holder that never renews: its record simply expires on the server.
+    let rec = lease_core::LeaseRecord::held(
+        lease_core::HolderId::new("gone").expect("holder"),
+        FencingToken::new(1),
+        lease_core::Ttl::from_millis(50).expect("ttl"),
+    );
+    store
+        .write(&name, &lease_core::Precondition::Claimable, &rec)
+        .await
+        .expect("write");
+    let gone = poll_async(Duration::from_secs(5), || async {
+        matches!(store.read(&name).await, Ok(None))
+    })
+    .await;
+    assert!(gone, "the record never expired");
+    let leases = LeaseClient::efficiency_only(store.clone(), ClientConfig::default()).expect("client");
+    wire.requests().await;
+    let l = match leases
+        .try_acquire(&name, Duration::from_secs(5))
+        .await
+        .expect("takeover")
+    {
+        AcquireOutcome::Granted(l) => l,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(wire.requests().await, one_evalsha(), "takeover of an expired lease");
+    assert_eq!(l.token(), FencingToken::new(2), "the takeover takes the next token");
+    l.release().await.expect("release");
+}

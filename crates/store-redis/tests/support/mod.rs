@@ -1,0 +1,394 @@
+//! Shared pieces of this crate's tests: the shared server from the environment, a
+//! dedicated `redis-server` a test may kill and restart, and a TCP proxy that drops
+//! connections at chosen moments.
+#![allow(dead_code, missing_docs, unreachable_pub)]
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lease_core::testing::process::poll_async;
+use redis::aio::MultiplexedConnection;
+use store_redis::{RedisConfig, RedisStore};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+/// An environment variable the test cannot run without.
+pub fn env(var: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| {
+        panic!("{var} is not set: start the stores with `scripts/stores.sh start redis` and `eval \"$(scripts/stores.sh env)\"`")
+    })
+}
+
+/// The shared Redis (never flushed or restarted by these tests).
+pub fn shared_url() -> String {
+    env("LEASEHOLD_REDIS_URL")
+}
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// A key prefix no other test or run uses.
+pub fn unique_prefix(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let n = SEQ.fetch_add(1, Ordering::Relaxed);
+    format!("lhtest:{tag}:{}-{nanos:x}-{n}:", std::process::id())
+}
+
+pub fn client(url: &str) -> redis::Client {
+    redis::Client::open(url).unwrap_or_else(|e| panic!("redis url {url}: {e}"))
+}
+
+/// A plain connection for the test's own commands.
+pub async fn admin(url: &str) -> MultiplexedConnection {
+    client(url)
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap_or_else(|e| panic!("cannot reach Redis at {url}: {e}"))
+}
+
+/// A store on the shared server under a fresh prefix, with the pub/sub waiter.
+pub async fn shared_store(tag: &str) -> RedisStore {
+    let url = shared_url();
+    RedisStore::connect(client(&url), RedisConfig::default().with_prefix(unique_prefix(tag)))
+        .await
+        .unwrap_or_else(|e| panic!("cannot reach Redis at {url}: {e}"))
+}
+
+pub async fn hgetall(conn: &mut MultiplexedConnection, key: &str) -> HashMap<String, String> {
+    redis::cmd("HGETALL")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .unwrap_or_else(|e| panic!("HGETALL {key}: {e}"))
+}
+
+/// The commands clients send to a (dedicated) server, seen through `MONITOR`: one
+/// line per request on the wire. Commands a script runs inside the server appear as
+/// `[db lua]` lines and are not requests, so they are left out.
+pub struct Wire {
+    lines: Arc<Mutex<Vec<String>>>,
+    admin: MultiplexedConnection,
+    marks: u64,
+    task: JoinHandle<()>,
+}
+
+impl Wire {
+    pub async fn start(url: &str) -> Self {
+        let monitor = client(url).get_async_monitor().await.expect("MONITOR");
+        let lines: Arc<Mutex<Vec<String>>> = Arc::default();
+        let sink = lines.clone();
+        let task = tokio::spawn(async move {
+            use futures::StreamExt;
+            let mut stream = monitor.into_on_message::<String>();
+            while let Some(line) = stream.next().await {
+                sink.lock().expect("lines").push(line);
+            }
+        });
+        Self {
+            lines,
+            admin: admin(url).await,
+            marks: 0,
+            task,
+        }
+    }
+
+    /// The requests since the previous call, by command name (`evalsha`,
+    /// `script|load`, ...), in order.
+    pub async fn requests(&mut self) -> Vec<String> {
+        self.marks += 1;
+        let marker = format!("leasehold-wire-mark-{}", self.marks);
+        let _: String = redis::cmd("ECHO")
+            .arg(&marker)
+            .query_async(&mut self.admin)
+            .await
+            .expect("ECHO");
+        let seen = poll_async(Duration::from_secs(5), || {
+            let lines = self.lines.clone();
+            let marker = marker.clone();
+            async move { lines.lock().expect("lines").iter().any(|l| l.contains(&marker)) }
+        })
+        .await;
+        assert!(seen, "MONITOR never showed the marker");
+        let mut lines = self.lines.lock().expect("lines");
+        let at = lines.iter().position(|l| l.contains(&marker)).expect("marker");
+        let taken: Vec<String> = lines.drain(..=at).collect();
+        drop(lines);
+        taken[..taken.len() - 1]
+            .iter()
+            .filter(|l| !l.contains(" lua]"))
+            .filter(|l| !l.contains("leasehold-wire-mark-"))
+            .map(|l| command_name(l))
+            .collect()
+    }
+}
+
+impl Drop for Wire {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// `1700000000.1 [0 127.0.0.1:5] "SCRIPT" "LOAD" ...` -> `script|load`.
+fn command_name(line: &str) -> String {
+    let mut words = line.split('"').skip(1).step_by(2).map(str::to_ascii_lowercase);
+    let first = words.next().unwrap_or_default();
+    match first.as_str() {
+        "script" | "config" | "client" => format!("{first}|{}", words.next().unwrap_or_default()),
+        _ => first,
+    }
+}
+
+/// How a dedicated server keeps its data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Persistence {
+    /// `--save '' --appendonly no`: a restart loses everything.
+    None,
+    /// `--appendonly yes --appendfsync always`: every write is on disk before its reply.
+    AofAlways,
+}
+
+/// A `redis-server` of this test alone, on a port of the range 56500-56509, with its
+/// data under `$LEASEHOLD_STORES_DIR/store-redis/`. Killed when dropped.
+pub struct OwnRedis {
+    pub port: u16,
+    dir: PathBuf,
+    persistence: Persistence,
+    child: Option<Child>,
+}
+
+impl OwnRedis {
+    pub async fn start(port: u16, persistence: Persistence) -> Self {
+        assert!(
+            (56500..=56509).contains(&port),
+            "port {port} is outside this crate's range"
+        );
+        let dir = PathBuf::from(env("LEASEHOLD_STORES_DIR"))
+            .join("store-redis")
+            .join(format!("port-{port}"));
+        // A fresh data dir: nothing from an earlier run may be loaded.
+        stop_leftover(&dir);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+        let mut me = Self {
+            port,
+            dir,
+            persistence,
+            child: None,
+        };
+        me.spawn().await;
+        me
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Starts the server and waits for PING. The port range lies inside the kernel's
+    /// ephemeral range, so another program's outgoing connection can hold the port
+    /// for a while: a start that fails with "Address already in use" is retried until
+    /// the deadline.
+    async fn spawn(&mut self) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        let log = self.dir.join("redis.log");
+        loop {
+            let log_len = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+            let mut child = self
+                .command()
+                .spawn()
+                .unwrap_or_else(|e| panic!("redis-server: {e} (is it installed?)"));
+            loop {
+                if let Ok(Some(status)) = child.try_wait() {
+                    let text = std::fs::read(&log).unwrap_or_default();
+                    let new = String::from_utf8_lossy(text.get(usize::try_from(log_len).unwrap_or(0)..).unwrap_or(&[]))
+                        .into_owned();
+                    assert!(
+                        new.contains("Address already in use") && tokio::time::Instant::now() < deadline,
+                        "redis-server on port {} exited with {status}: {new}",
+                        self.port
+                    );
+                    break;
+                }
+                if self.ping().await {
+                    self.child = Some(child);
+                    return;
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("redis-server on port {} did not answer PING within 20 s", self.port);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn command(&self) -> Command {
+        let mut cmd = Command::new("redis-server");
+        cmd.args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+            .arg("--dir")
+            .arg(&self.dir)
+            .arg("--pidfile")
+            .arg(self.dir.join("redis.pid"))
+            .arg("--logfile")
+            .arg(self.dir.join("redis.log"))
+            .args(["--save", ""]);
+        match self.persistence {
+            Persistence::None => cmd.args(["--appendonly", "no"]),
+            Persistence::AofAlways => cmd.args(["--appendonly", "yes", "--appendfsync", "always"]),
+        };
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        cmd
+    }
+
+    async fn ping(&self) -> bool {
+        let Ok(mut c) = client(&self.url()).get_multiplexed_async_connection().await else {
+            return false;
+        };
+        redis::cmd("PING").query_async::<String>(&mut c).await.is_ok()
+    }
+
+    /// SIGKILL: the server dies without a chance to save anything.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port and data dir.
+    pub async fn restart_after_kill(&mut self) {
+        assert!(self.child.is_none(), "kill the server first");
+        self.spawn().await;
+    }
+}
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Stops a server an earlier, aborted run of this test left on the same data dir.
+fn stop_leftover(dir: &std::path::Path) {
+    let Ok(pid) = std::fs::read_to_string(dir.join("redis.pid")) else {
+        return;
+    };
+    let Ok(pid) = pid.trim().parse::<u32>() else { return };
+    let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    if cmdline.contains("redis-server") {
+        let _ = lease_core::testing::process::kill9(pid);
+    }
+}
+
+/// What the proxy does with traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProxyMode {
+    /// Forward both ways.
+    Forward,
+    /// Forward requests to the server, then close both sides instead of forwarding the
+    /// server's reply: the request applied, the client never learns it.
+    DropReply,
+}
+
+/// A TCP proxy in front of a Redis server.
+pub struct Proxy {
+    pub port: u16,
+    mode: Arc<Mutex<ProxyMode>>,
+    tasks: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    accept: JoinHandle<()>,
+}
+
+impl Proxy {
+    pub async fn start(upstream_port: u16) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
+        let port = listener.local_addr().expect("addr").port();
+        let mode = Arc::new(Mutex::new(ProxyMode::Forward));
+        let tasks: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let accept = {
+            let mode = mode.clone();
+            let tasks = tasks.clone();
+            tokio::spawn(async move {
+                while let Ok((down, _)) = listener.accept().await {
+                    let Ok(up) = TcpStream::connect(("127.0.0.1", upstream_port)).await else {
+                        continue;
+                    };
+                    let t = tokio::spawn(pump(down, up, mode.clone()));
+                    tasks.lock().expect("tasks").push(t);
+                }
+            })
+        };
+        Self {
+            port,
+            mode,
+            tasks,
+            accept,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn set_mode(&self, mode: ProxyMode) {
+        *self.mode.lock().expect("mode") = mode;
+    }
+
+    /// Stops listening (new connections are refused) and cuts every connection.
+    pub fn close(&self) {
+        self.accept.abort();
+        for t in self.tasks.lock().expect("tasks").drain(..) {
+            t.abort();
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+async fn pump(down: TcpStream, up: TcpStream, mode: Arc<Mutex<ProxyMode>>) {
+    let (mut down_r, mut down_w) = down.into_split();
+    let (mut up_r, mut up_w) = up.into_split();
+    let requests = async {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            let n = match down_r.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            if up_w.write_all(&buf[..n]).await.is_err() {
+                return;
+            }
+        }
+    };
+    let replies = async {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            let n = match up_r.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            if *mode.lock().expect("mode") == ProxyMode::DropReply {
+                return;
+            }
+            if down_w.write_all(&buf[..n]).await.is_err() {
+                return;
+            }
+        }
+    };
+    // Whichever direction ends first ends the connection (both halves are dropped).
+    tokio::select! {
+        () = requests => {}
+        () = replies => {}
+    }
+}
