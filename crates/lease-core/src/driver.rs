@@ -231,7 +231,12 @@ fn on_renewal(
 async fn renew(ctx: Arc<DriverCtx>, shared: Arc<LeaseShared>) -> Done {
     let mut st = shared.state();
     let mut sent_at = Instant::now();
-    let mut result = RenewResult::Failed(Error::Shutdown);
+    // If every try finds a newer version of our own record, report an unknown outcome:
+    // the driver retries with backoff until the deadline.
+    let mut result = RenewResult::Failed(Error::Indeterminate {
+        message: "renewal kept finding newer versions of our own record".into(),
+        source: None,
+    });
     // A conflict that shows the lease still ours under a newer version (an earlier
     // renewal whose outcome was unknown applied) is retried on that version.
     for _ in 0..3 {

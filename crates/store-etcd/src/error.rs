@@ -1,0 +1,260 @@
+//! etcd client errors mapped to [`lease_core::Error`] kinds, through named constants.
+//!
+//! The one question that matters for a lease is whether a failed **write** may have been
+//! applied. etcd answers it in three ways:
+//!
+//! - The connection was never made (connection refused, unreachable address): the
+//!   request was not sent → [`Error::Unavailable`].
+//! - etcd refused the request before proposing it to Raft (`no leader`, `too many
+//!   requests`, an expired lease): → [`Error::Unavailable`].
+//! - The request was sent and the answer is a timeout, a lost connection, a leader change
+//!   or anything unrecognised: the proposal may have been committed →
+//!   [`Error::Indeterminate`].
+//!
+//! A **read** changes nothing, so every transient failure of a read is
+//! [`Error::Unavailable`] (retrying is safe).
+
+use std::time::Duration;
+
+use lease_core::Error;
+
+/// gRPC status codes (from the gRPC specification), as etcd returns them.
+pub(crate) mod grpc {
+    pub(crate) const CANCELLED: i32 = 1;
+    pub(crate) const UNKNOWN: i32 = 2;
+    pub(crate) const INVALID_ARGUMENT: i32 = 3;
+    pub(crate) const DEADLINE_EXCEEDED: i32 = 4;
+    pub(crate) const NOT_FOUND: i32 = 5;
+    pub(crate) const PERMISSION_DENIED: i32 = 7;
+    pub(crate) const RESOURCE_EXHAUSTED: i32 = 8;
+    pub(crate) const FAILED_PRECONDITION: i32 = 9;
+    pub(crate) const OUT_OF_RANGE: i32 = 11;
+    pub(crate) const UNIMPLEMENTED: i32 = 12;
+    pub(crate) const UNAVAILABLE: i32 = 14;
+    pub(crate) const UNAUTHENTICATED: i32 = 16;
+}
+
+/// etcd server error messages (`api/v3rpc/rpctypes`) whose meaning is "not applied".
+pub(crate) mod etcd {
+    /// No leader: with or without `require_leader`, the request was not proposed.
+    pub(crate) const NO_LEADER: &str = "etcdserver: no leader";
+    /// The server is not yet able to serve this API.
+    pub(crate) const NOT_CAPABLE: &str = "etcdserver: not capable";
+    /// Rate limited before proposing.
+    pub(crate) const TOO_MANY_REQUESTS: &str = "etcdserver: too many requests";
+    /// The session lease a put referred to has expired or was revoked; the whole
+    /// transaction was rejected.
+    pub(crate) const LEASE_NOT_FOUND: &str = "etcdserver: requested lease not found";
+    /// The keyspace quota is exhausted (NOSPACE alarm): an operator must act.
+    pub(crate) const NO_SPACE: &str = "etcdserver: mvcc: database space exceeded";
+}
+
+/// The message tonic gives a request whose connection could not be made.
+pub(crate) const TONIC_CONNECT_ERROR: &str = "tcp connect error";
+
+/// Whether the failed operation could have changed anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    /// A range read, a watch, a keep-alive: retrying is always safe.
+    Read,
+    /// A transaction that writes, a lease grant.
+    Write,
+}
+
+/// The kind an error maps to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Unavailable,
+    Indeterminate,
+    Misconfigured,
+    InvalidInput,
+}
+
+/// Classifies a gRPC status by its code and message.
+pub(crate) fn classify_status(code: i32, message: &str, connect_failed: bool, op: Op) -> Kind {
+    let maybe_applied = match op {
+        Op::Write => Kind::Indeterminate,
+        Op::Read => Kind::Unavailable,
+    };
+    if connect_failed {
+        return Kind::Unavailable;
+    }
+    match code {
+        grpc::UNAVAILABLE => {
+            if [etcd::NO_LEADER, etcd::NOT_CAPABLE, etcd::TOO_MANY_REQUESTS].contains(&message)
+                || message == TONIC_CONNECT_ERROR
+            {
+                Kind::Unavailable
+            } else {
+                // Server-side timeouts, leader changes, connections lost mid-request.
+                maybe_applied
+            }
+        }
+        grpc::PERMISSION_DENIED | grpc::UNAUTHENTICATED | grpc::UNIMPLEMENTED => Kind::Misconfigured,
+        grpc::RESOURCE_EXHAUSTED if message == etcd::NO_SPACE => Kind::Misconfigured,
+        grpc::RESOURCE_EXHAUSTED => Kind::Unavailable,
+        grpc::NOT_FOUND if message == etcd::LEASE_NOT_FOUND => Kind::Unavailable,
+        grpc::INVALID_ARGUMENT => Kind::InvalidInput,
+        grpc::FAILED_PRECONDITION | grpc::OUT_OF_RANGE => Kind::Unavailable,
+        grpc::CANCELLED | grpc::UNKNOWN | grpc::DEADLINE_EXCEEDED => maybe_applied,
+        _ => maybe_applied,
+    }
+}
+
+/// True when the error says the session lease a write referred to no longer exists.
+pub(crate) fn is_lease_not_found(e: &etcd_client::Error) -> bool {
+    match e {
+        etcd_client::Error::GRpcStatus(s) => s.code() as i32 == grpc::NOT_FOUND && s.message() == etcd::LEASE_NOT_FOUND,
+        etcd_client::Error::LeaseKeepAliveError(m) => m.contains("lease not found"),
+        _ => false,
+    }
+}
+
+/// True when a connection could not be made at all (the request was never sent).
+fn connect_failed(status: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source = status.source();
+    while let Some(e) = source {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind as K;
+            if matches!(
+                io.kind(),
+                K::ConnectionRefused | K::AddrNotAvailable | K::HostUnreachable | K::NetworkUnreachable
+            ) {
+                return true;
+            }
+        }
+        source = e.source();
+    }
+    false
+}
+
+/// Maps an etcd client error for operation `what` of kind `op`.
+pub(crate) fn map(what: &str, op: Op, e: etcd_client::Error) -> Error {
+    use etcd_client::Error as E;
+    let kind = match &e {
+        E::GRpcStatus(s) => classify_status(s.code() as i32, s.message(), connect_failed(s), op),
+        E::TransportError(_) => Kind::Unavailable,
+        // The request could not be queued on the stream: it did not go out.
+        E::WatchError(_) | E::LeaseKeepAliveError(_) => Kind::Unavailable,
+        E::InvalidArgs(_) | E::InvalidUri(_) | E::InvalidMetadataValue(_) => Kind::Misconfigured,
+        E::EndpointError(_) | E::EndpointsNotManaged => Kind::Misconfigured,
+        _ => match op {
+            Op::Write => Kind::Indeterminate,
+            Op::Read => Kind::Unavailable,
+        },
+    };
+    build(kind, format!("etcd {what}"), e)
+}
+
+/// The error for a request of kind `op` that got no answer within `timeout`.
+pub(crate) fn timed_out(what: &str, op: Op, timeout: Duration) -> Error {
+    let source = std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no answer within {timeout:?}"));
+    match op {
+        Op::Write => Error::indeterminate(format!("etcd {what}: sent, no answer within {timeout:?}"), source),
+        Op::Read => Error::unavailable(format!("etcd {what}: no answer within {timeout:?}"), source),
+    }
+}
+
+fn build(kind: Kind, message: String, e: etcd_client::Error) -> Error {
+    match kind {
+        Kind::Unavailable => Error::unavailable(message, e),
+        Kind::Indeterminate => Error::indeterminate(message, e),
+        Kind::Misconfigured => Error::misconfigured(message, e),
+        Kind::InvalidInput => Error::invalid("etcd request", format!("{message}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_applied_is_unavailable() {
+        for m in [
+            etcd::NO_LEADER,
+            etcd::NOT_CAPABLE,
+            etcd::TOO_MANY_REQUESTS,
+            TONIC_CONNECT_ERROR,
+        ] {
+            assert_eq!(
+                classify_status(grpc::UNAVAILABLE, m, false, Op::Write),
+                Kind::Unavailable,
+                "{m}"
+            );
+        }
+        assert_eq!(
+            classify_status(grpc::UNAVAILABLE, "anything", true, Op::Write),
+            Kind::Unavailable
+        );
+        assert_eq!(
+            classify_status(grpc::NOT_FOUND, etcd::LEASE_NOT_FOUND, false, Op::Write),
+            Kind::Unavailable
+        );
+    }
+
+    #[test]
+    fn sent_without_answer_is_indeterminate_for_writes_only() {
+        for (code, m) in [
+            (grpc::UNAVAILABLE, "etcdserver: request timed out"),
+            (grpc::UNAVAILABLE, "etcdserver: leader changed"),
+            (grpc::UNAVAILABLE, "error reading a body from connection"),
+            (grpc::DEADLINE_EXCEEDED, "timeout expired"),
+            (grpc::CANCELLED, "operation was canceled"),
+            (grpc::UNKNOWN, "h2 protocol error"),
+        ] {
+            assert_eq!(classify_status(code, m, false, Op::Write), Kind::Indeterminate, "{m}");
+            assert_eq!(classify_status(code, m, false, Op::Read), Kind::Unavailable, "{m}");
+        }
+    }
+
+    #[test]
+    fn operator_problems_are_misconfigured() {
+        assert_eq!(
+            classify_status(
+                grpc::PERMISSION_DENIED,
+                "etcdserver: permission denied",
+                false,
+                Op::Read
+            ),
+            Kind::Misconfigured
+        );
+        assert_eq!(
+            classify_status(
+                grpc::UNAUTHENTICATED,
+                "etcdserver: invalid auth token",
+                false,
+                Op::Write
+            ),
+            Kind::Misconfigured
+        );
+        assert_eq!(
+            classify_status(grpc::RESOURCE_EXHAUSTED, etcd::NO_SPACE, false, Op::Write),
+            Kind::Misconfigured
+        );
+        assert_eq!(
+            classify_status(
+                grpc::INVALID_ARGUMENT,
+                "etcdserver: request is too large",
+                false,
+                Op::Write
+            ),
+            Kind::InvalidInput
+        );
+    }
+
+    #[test]
+    fn timeouts() {
+        assert!(timed_out("txn", Op::Write, Duration::from_secs(1)).is_indeterminate());
+        assert!(timed_out("get", Op::Read, Duration::from_secs(1)).is_retryable());
+    }
+
+    #[test]
+    fn client_side_errors() {
+        let e = map("txn", Op::Write, etcd_client::Error::InvalidArgs("bad".into()));
+        assert!(matches!(e, Error::Misconfigured { .. }), "{e:?}");
+        let e = map("txn", Op::Write, etcd_client::Error::Internal("boom".into()));
+        assert!(e.is_indeterminate(), "{e:?}");
+        let e = map("get", Op::Read, etcd_client::Error::Internal("boom".into()));
+        assert!(e.is_retryable(), "{e:?}");
+    }
+}

@@ -1,0 +1,109 @@
+//! Fenced writes inside etcd: the user's operations in a transaction guarded by a
+//! compare on the lease record (the mitigation Jepsen recommended for etcd locks).
+
+use etcd_client::{Compare, CompareOp, Txn, TxnOp, TxnResponse};
+use lease_core::{Error, FencingToken, Lease, LeaseName, Result};
+
+use crate::error::Op;
+use crate::store::EtcdStore;
+
+/// The guard of one tenure: the lease record's key and the mod revision it had when the
+/// lease was granted, with the grant's fencing token.
+///
+/// Take it once, right after the grant ([`EtcdStore::fence`]), and use it for every
+/// write of the tenure, like the token: re-taking it later could pick up a newer grant.
+/// The record's revision changes exactly when the tenure ends (release, expiry, takeover:
+/// renewals do not rewrite it), so a transaction comparing it applies only while the
+/// tenure is still current, on etcd itself, in the same atomic step as the write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdFence {
+    name: LeaseName,
+    key: Vec<u8>,
+    revision: i64,
+    token: FencingToken,
+}
+
+impl EtcdFence {
+    /// A guard from its parts (for writers that learned them another way).
+    pub fn new(name: LeaseName, key: Vec<u8>, revision: i64, token: FencingToken) -> Self {
+        Self {
+            name,
+            key,
+            revision,
+            token,
+        }
+    }
+
+    /// The lease name.
+    pub fn name(&self) -> &LeaseName {
+        &self.name
+    }
+
+    /// The grant's fencing token, for writes outside etcd.
+    pub fn token(&self) -> FencingToken {
+        self.token
+    }
+
+    /// The lease record's mod revision during this tenure.
+    pub fn revision(&self) -> i64 {
+        self.revision
+    }
+
+    /// The lease record's key.
+    pub fn lease_key(&self) -> &[u8] {
+        &self.key
+    }
+
+    /// The compare to put in your own transaction: the lease record still has this
+    /// tenure's revision.
+    pub fn compare(&self) -> Compare {
+        Compare::mod_revision(self.key.clone(), CompareOp::Equal, self.revision)
+    }
+}
+
+impl EtcdStore {
+    /// The guard of `lease`, a lease granted through this store (by a
+    /// [`lease_core::LeaseClient`] over it).
+    ///
+    /// # Errors
+    /// [`Error::FenceRejected`] if this store no longer holds that grant (released,
+    /// expired, taken over, or never granted through this store).
+    pub fn fence(&self, lease: &Lease) -> Result<EtcdFence> {
+        let held = self.inner.held_version(lease.name(), lease.holder(), lease.token());
+        match held {
+            Some(revision) => Ok(EtcdFence::new(
+                lease.name().clone(),
+                self.record_key(lease.name()),
+                revision,
+                lease.token(),
+            )),
+            None => Err(Error::FenceRejected { token: lease.token() }),
+        }
+    }
+
+    /// Runs `ops` in one transaction that applies only if `fence`'s tenure is still
+    /// current (the lease record still has its revision). One round trip.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: store_etcd::EtcdStore, lease: lease_core::Lease) -> lease_core::Result<()> {
+    /// use etcd_client::TxnOp;
+    /// let fence = store.fence(&lease)?;
+    /// store.fenced_txn(&fence, [TxnOp::put("ledger/balance", "42", None)]).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::FenceRejected`] when the tenure is over: nothing was written, the caller
+    /// has lost the lease and must stop. [`Error::Indeterminate`] when no answer came
+    /// (the writes may have applied); [`Error::Unavailable`] when it was not sent.
+    pub async fn fenced_txn(&self, fence: &EtcdFence, ops: impl Into<Vec<TxnOp>>) -> Result<TxnResponse> {
+        let txn = Txn::new().when([fence.compare()]).and_then(ops);
+        let resp = self
+            .inner
+            .send_txn(txn)
+            .await
+            .map_err(|f| self.inner.failure("fenced transaction", Op::Write, f))?;
+        lease_core::fence::check_rows(u64::from(resp.succeeded()), fence.token())?;
+        Ok(resp)
+    }
+}

@@ -1,0 +1,726 @@
+//! [`EtcdStore`]: the [`CasStore`] over an etcd client.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse};
+use lease_core::{
+    Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Error, FencingToken, Grade, LeaseName,
+    LeaseRecord, Linearizable, Precondition, Result, Stored, Ttl, Version, record_codec,
+};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::config::EtcdConfig;
+use crate::error::{self, Op};
+use crate::keys::{Keys, encode_fence};
+use crate::session::{self, Cover, Session};
+use crate::state::{Claim, Decoded, Held, Reap, RecordCmp, RecordKv, Snapshot, State, decode, version_of};
+use crate::stats::{EtcdStats, Stats};
+use crate::watch::{self, WaitHub};
+
+/// Pause before retrying an expiry delete that failed.
+const REAP_RETRY: Duration = Duration::from_millis(250);
+/// The longest the expiry task sleeps without checking that its store still exists.
+const REAPER_IDLE: Duration = Duration::from_secs(1);
+
+/// Lease records in etcd: linearizable, expiry on etcd's clock through session leases,
+/// conflicts answered with the current record, waiters woken by a watch.
+///
+/// Cheap to clone (an `Arc`); clones share sessions, caches and counters. Background
+/// tasks (session keep-alives, expiry of abandoned records, watches) start on first use
+/// on the current Tokio runtime and stop when the last clone is dropped. See the crate
+/// docs for the protocol, the keys, and the cost of each operation.
+#[derive(Clone)]
+pub struct EtcdStore {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) client: etcd_client::Client,
+    pub(crate) config: EtcdConfig,
+    pub(crate) stats: Stats,
+    pub(crate) hub: WaitHub,
+    state: Mutex<State>,
+    sessions: tokio::sync::Mutex<HashMap<u64, Arc<Session>>>,
+    reaper_kick: Arc<Notify>,
+    reaper_started: std::sync::OnceLock<()>,
+    me: Weak<Inner>,
+}
+
+impl fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("prefix", &self.inner.config.prefix())
+            .field("request_timeout", &self.inner.config.request_timeout())
+            .field("stats", &self.inner.stats.snapshot())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a request got no usable answer.
+pub(crate) enum Failure {
+    Timeout,
+    Etcd(etcd_client::Error),
+}
+
+impl EtcdStore {
+    /// A store over `client` with default options (keys under `leasehold/`).
+    pub fn new(client: etcd_client::Client) -> Self {
+        Self::with_config(client, EtcdConfig::default())
+    }
+
+    /// A store over `client` with `config`.
+    pub fn with_config(client: etcd_client::Client, config: EtcdConfig) -> Self {
+        Self {
+            inner: Arc::new_cyclic(|me| Inner {
+                client,
+                config,
+                stats: Stats::default(),
+                hub: WaitHub::default(),
+                state: Mutex::new(State::default()),
+                sessions: tokio::sync::Mutex::new(HashMap::new()),
+                reaper_kick: Arc::new(Notify::new()),
+                reaper_started: std::sync::OnceLock::new(),
+                me: me.clone(),
+            }),
+        }
+    }
+
+    /// The etcd client this store uses.
+    pub fn client(&self) -> &etcd_client::Client {
+        &self.inner.client
+    }
+
+    /// The options this store was built with.
+    pub fn config(&self) -> &EtcdConfig {
+        &self.inner.config
+    }
+
+    /// The key holding `name`'s lease record.
+    pub fn record_key(&self, name: &LeaseName) -> Vec<u8> {
+        self.inner.keys(name).record
+    }
+
+    /// The key holding `name`'s fence counter (the highest token issued).
+    pub fn fence_key(&self, name: &LeaseName) -> Vec<u8> {
+        self.inner.keys(name).fence
+    }
+
+    /// The requests this store has sent so far.
+    pub fn stats(&self) -> EtcdStats {
+        self.inner.stats.snapshot()
+    }
+}
+
+impl Inner {
+    pub(crate) fn keys(&self, name: &LeaseName) -> Keys {
+        Keys::new(self.config.prefix(), name)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(crate) async fn send_txn(&self, txn: Txn) -> std::result::Result<TxnResponse, Failure> {
+        self.stats.txn();
+        let mut kv = self.client.kv_client();
+        match tokio::time::timeout(self.config.request_timeout(), kv.txn(txn)).await {
+            Err(_) => Err(Failure::Timeout),
+            Ok(r) => r.map_err(Failure::Etcd),
+        }
+    }
+
+    pub(crate) fn failure(&self, what: &str, op: Op, f: Failure) -> Error {
+        match f {
+            Failure::Timeout => error::timed_out(what, op, self.config.request_timeout()),
+            Failure::Etcd(e) => error::map(what, op, e),
+        }
+    }
+
+    /// Reads both keys of `name` in one range request.
+    async fn read_snapshot(&self, name: &LeaseName) -> Result<(Keys, Snapshot)> {
+        let keys = self.keys(name);
+        self.stats.range();
+        let mut kv = self.client.kv_client();
+        let opts = GetOptions::new().with_range(keys.range_end.clone());
+        let resp =
+            match tokio::time::timeout(self.config.request_timeout(), kv.get(keys.record.clone(), Some(opts))).await {
+                Err(_) => return Err(error::timed_out("range read", Op::Read, self.config.request_timeout())),
+                Ok(Err(e)) => return Err(error::map("range read", Op::Read, e)),
+                Ok(Ok(r)) => r,
+            };
+        let rev = resp.header().map_or(0, |h| h.revision());
+        let snap = Snapshot::from_kvs(&keys, rev, resp.kvs());
+        Ok((keys, snap))
+    }
+
+    /// Reads the record key's state for a new watch: `(mod revision or absent, revision)`.
+    pub(crate) async fn read_state(&self, name: &LeaseName) -> Result<(Option<i64>, i64)> {
+        let (_, snap) = self.read_snapshot(name).await?;
+        let d = decode(name, &snap);
+        self.lock().observe(name, &snap, &d);
+        Ok((snap.record.as_ref().map(|r| r.version), snap.rev))
+    }
+
+    /// The record key's state as this store last saw it: `(mod revision or absent, revision)`.
+    pub(crate) fn last_seen(&self, name: &LeaseName) -> Option<(Option<i64>, i64)> {
+        let st = self.lock();
+        st.known(name).map(|k| {
+            let v = match &k.record {
+                crate::state::RecordSeen::Absent => None,
+                crate::state::RecordSeen::Present { version, .. } => Some(*version),
+            };
+            (v, k.rev)
+        })
+    }
+
+    pub(crate) fn observe_event(&self, name: &LeaseName, rev: i64, kv: Option<&RecordKv>) {
+        self.lock().observe_event(name, rev, kv);
+    }
+
+    /// The revision of the record this store holds for `name` on behalf of `holder`
+    /// with `token`, if it still holds it and it has not expired.
+    pub(crate) fn held_version(
+        &self,
+        name: &LeaseName,
+        holder: &lease_core::HolderId,
+        token: FencingToken,
+    ) -> Option<i64> {
+        let st = self.lock();
+        let h = st.held(name)?;
+        let ours = h.record.holder.as_ref() == Some(holder) && h.record.token == token;
+        if ours && !h.expired(Instant::now()) {
+            h.version
+        } else {
+            None
+        }
+    }
+
+    pub(crate) fn session_gone(&self, session: i64) {
+        self.lock().session_gone(session);
+    }
+
+    /// The live session for records of `ttl`, granting one if needed (one round trip).
+    async fn session_for(&self, ttl: Ttl) -> Result<Arc<Session>> {
+        let class = session::class_of(ttl.get());
+        let mut sessions = self.sessions.lock().await;
+        if let Some(s) = sessions.get(&class) {
+            if !s.is_dead() {
+                return Ok(s.clone());
+            }
+        }
+        let secs = i64::try_from(class).map_err(|_| Error::invalid("ttl", "too long for an etcd lease"))?;
+        self.stats.lease_grant();
+        let sent = Instant::now();
+        let mut lease = self.client.lease_client();
+        // A grant that failed or timed out leaves at most an unused lease that expires on
+        // its own; the record write it was for was not sent, so this is `Unavailable`.
+        let resp = match tokio::time::timeout(self.config.request_timeout(), lease.grant(secs, None)).await {
+            Err(_) => return Err(error::timed_out("lease grant", Op::Read, self.config.request_timeout())),
+            Ok(Err(e)) => return Err(error::map("lease grant", Op::Read, e)),
+            Ok(Ok(r)) => r,
+        };
+        let granted = u64::try_from(resp.ttl()).unwrap_or(0);
+        if granted < class {
+            return Err(Error::Unavailable {
+                message: format!(
+                    "etcd granted a session lease of {}s for a {class}s class: {}",
+                    resp.ttl(),
+                    resp.error()
+                ),
+                source: None,
+            });
+        }
+        let s = Arc::new(Session::new(resp.id(), Duration::from_secs(granted), sent));
+        tokio::spawn(session::keep_alive(self.me.clone(), s.clone()));
+        sessions.insert(class, s.clone());
+        tracing::debug!(session = s.id, ttl_s = granted, "granted an etcd session lease");
+        Ok(s)
+    }
+
+    fn start_reaper(&self) {
+        if self.reaper_started.set(()).is_ok() {
+            tokio::spawn(reaper(self.me.clone(), self.reaper_kick.clone()));
+        }
+    }
+
+    fn hold(&self, name: &LeaseName, held: Held) {
+        self.lock().hold(name, held);
+        self.start_reaper();
+        self.reaper_kick.notify_one();
+    }
+
+    /// The current record as a conflict reports it, from an else-branch snapshot.
+    fn current_of(&self, name: &LeaseName, d: &Decoded) -> Result<Current> {
+        match &d.record {
+            None => Ok(Current::Absent),
+            Some((_, _, Err(e))) => Err(clone_corrupt(name, e)),
+            Some((version, _, Ok(r))) => {
+                let st = self.lock();
+                Ok(Current::Present(st.stored(name, *version, r.clone(), Instant::now())))
+            }
+        }
+    }
+
+    /// Whether a claim would apply to what `d` shows (absent, vacant, or held by this
+    /// store and expired).
+    fn claimable(&self, name: &LeaseName, d: &Decoded) -> Result<bool> {
+        d.fence.as_ref().map_err(|e| clone_corrupt(name, e))?;
+        Ok(match &d.record {
+            None => true,
+            Some((_, _, Err(e))) => return Err(clone_corrupt(name, e)),
+            Some((version, _, Ok(r))) => r.is_vacant() || self.lock().own_expired(name, *version, Instant::now()),
+        })
+    }
+
+    async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
+        let call = Instant::now();
+        let claim = matches!(expect, Precondition::Claimable);
+        if !claim && record.token == FencingToken::ZERO {
+            return Err(Error::invalid("fencing token", "token 0 is never issued"));
+        }
+        let expected_version = match expect {
+            Precondition::Version(v) => Some(parse_version(v)?),
+            _ => None,
+        };
+        let keys = self.keys(name);
+        let mut session = match record.holder {
+            Some(_) => Some(self.session_for(record.ttl).await?),
+            None => None,
+        };
+        if let Some(s) = &session {
+            if !s.covers(call, record.ttl.get()) {
+                // The grant's validity counts from `call`: a keep-alive sent now, in
+                // parallel with the Txn, proves the session outlives it (see below).
+                s.request(call);
+            }
+        }
+        let mut claims_left = 2;
+        let mut lease_retry = true;
+        loop {
+            let (txn, to_write) = match expect {
+                Precondition::Claimable => {
+                    let c = self.lock().claim(name, call);
+                    let mut r = record.clone();
+                    r.token = c.token;
+                    (claim_txn(&keys, &c, &r, session.as_deref()), r)
+                }
+                Precondition::Absent => (
+                    explicit_txn(
+                        &keys,
+                        Compare::create_revision(keys.record.clone(), CompareOp::Equal, 0),
+                        record,
+                        session.as_deref(),
+                    ),
+                    record.clone(),
+                ),
+                Precondition::Version(_) => (
+                    explicit_txn(
+                        &keys,
+                        Compare::mod_revision(keys.record.clone(), CompareOp::Equal, expected_version.unwrap_or(0)),
+                        record,
+                        session.as_deref(),
+                    ),
+                    record.clone(),
+                ),
+            };
+            let bytes = record_codec::encode(&to_write);
+            match self.send_txn(txn).await {
+                Ok(resp) if resp.succeeded() => {
+                    let rev = header_revision(&resp)?;
+                    let remaining = {
+                        let mut st = self.lock();
+                        st.wrote(name, rev, &to_write, claim);
+                        if session.is_none() {
+                            st.unhold(name);
+                        }
+                        if to_write.is_vacant() {
+                            Duration::ZERO
+                        } else {
+                            to_write.ttl.get()
+                        }
+                    };
+                    if let Some(s) = &session {
+                        self.hold(
+                            name,
+                            Held {
+                                version: Some(rev),
+                                bytes,
+                                record: to_write.clone(),
+                                session: s.clone(),
+                                deadline: call + to_write.ttl.get(),
+                                rev,
+                                reaping: false,
+                            },
+                        );
+                        // The holder will trust the grant until `call + ttl - margin`: the
+                        // session must live on etcd at least that long (DESIGN rule 3).
+                        match s.cover(call, to_write.ttl.get(), self.config.request_timeout()).await {
+                            Cover::Covered => {}
+                            Cover::Dead => {
+                                return Err(Error::Indeterminate {
+                                    message: "etcd applied the write, but its session lease has expired since".into(),
+                                    source: None,
+                                });
+                            }
+                            Cover::Failed(why) => {
+                                return Err(Error::Indeterminate {
+                                    message: format!(
+                                        "etcd applied the write, but no keep-alive proved its session outlives the TTL: {why}"
+                                    ),
+                                    source: None,
+                                });
+                            }
+                        }
+                    }
+                    return Ok(CasOutcome::Written(Stored {
+                        record: to_write,
+                        version: version_of(rev),
+                        remaining: Some(remaining),
+                    }));
+                }
+                Ok(resp) => {
+                    let snap = else_snapshot(&keys, &resp);
+                    let d = decode(name, &snap);
+                    self.lock().observe(name, &snap, &d);
+                    claims_left -= 1;
+                    if claim && claims_left > 0 && self.claimable(name, &d)? {
+                        // What this store remembered was stale; the answer is fresh.
+                        continue;
+                    }
+                    if claim {
+                        // A corrupt fence counter must fail the claim loudly.
+                        d.fence.as_ref().map_err(|e| clone_corrupt(name, e))?;
+                    }
+                    return Ok(CasOutcome::Conflict(self.current_of(name, &d)?));
+                }
+                Err(Failure::Etcd(e)) if lease_retry && session.is_some() && error::is_lease_not_found(&e) => {
+                    // The session expired under us; etcd rejected the whole transaction.
+                    lease_retry = false;
+                    if let Some(s) = &session {
+                        s.mark_dead();
+                        self.session_gone(s.id);
+                    }
+                    session = Some(self.session_for(record.ttl).await?);
+                }
+                Err(f) => {
+                    let e = self.failure("transaction", Op::Write, f);
+                    if e.is_indeterminate() {
+                        let mut st = self.lock();
+                        st.forget(name);
+                        drop(st);
+                        if let Some(s) = &session {
+                            // If it applied, the record is on our session: expire it on time.
+                            self.hold(
+                                name,
+                                Held {
+                                    version: None,
+                                    bytes,
+                                    record: to_write,
+                                    session: s.clone(),
+                                    deadline: call + record.ttl.get(),
+                                    rev: 0,
+                                    reaping: false,
+                                },
+                            );
+                        }
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
+        let call = Instant::now();
+        let v = parse_version(version)?;
+        let held = self.lock().held(name).cloned();
+        let Some(h) = held else {
+            // Not a record this store keeps alive: renew it the ordinary way (a Txn).
+            return self.write(name, &Precondition::Version(version.clone()), record).await;
+        };
+        match h.version {
+            Some(hv) if hv == v => {}
+            Some(hv) => {
+                let st = self.lock();
+                return Ok(CasOutcome::Conflict(Current::Present(st.stored(
+                    name,
+                    hv,
+                    h.record.clone(),
+                    call,
+                ))));
+            }
+            None => return Ok(CasOutcome::Conflict(Current::Unknown)),
+        }
+        if h.record.holder != record.holder || h.record.token != record.token {
+            let st = self.lock();
+            return Ok(CasOutcome::Conflict(Current::Present(st.stored(
+                name,
+                v,
+                h.record.clone(),
+                call,
+            ))));
+        }
+        if h.expired(call) {
+            // Its holder let it run out; the expiry delete is due or in flight.
+            return Ok(CasOutcome::Conflict(Current::Absent));
+        }
+        if record.ttl.get() > h.session.ttl {
+            // A longer TTL needs a longer session: move the record with a Txn.
+            return self.write(name, &Precondition::Version(version.clone()), record).await;
+        }
+        match h
+            .session
+            .cover(call, record.ttl.get(), self.config.request_timeout())
+            .await
+        {
+            Cover::Covered => {}
+            Cover::Dead => return Ok(CasOutcome::Conflict(Current::Absent)),
+            Cover::Failed(why) => {
+                return Err(Error::Unavailable {
+                    message: format!("etcd session keep-alive failed: {why}"),
+                    source: None,
+                });
+            }
+        }
+        let extended = self.lock().extend(name, v, call, call + record.ttl.get());
+        if !extended {
+            return Ok(CasOutcome::Conflict(Current::Absent));
+        }
+        self.reaper_kick.notify_one();
+        Ok(CasOutcome::Written(Stored {
+            record: h.record,
+            version: version.clone(),
+            remaining: Some(record.ttl.get()),
+        }))
+    }
+
+    async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        let v = parse_version(version)?;
+        let keys = self.keys(name);
+        let txn = Txn::new()
+            .when([Compare::mod_revision(keys.record.clone(), CompareOp::Equal, v)])
+            .and_then([TxnOp::delete(keys.record.clone(), None)])
+            .or_else([range_op(&keys)]);
+        match self.send_txn(txn).await {
+            Ok(resp) if resp.succeeded() => {
+                let rev = header_revision(&resp)?;
+                let mut st = self.lock();
+                st.deleted(name, rev);
+                st.unhold(name);
+                Ok(DeleteOutcome::Deleted)
+            }
+            Ok(resp) => {
+                let snap = else_snapshot(&keys, &resp);
+                let d = decode(name, &snap);
+                self.lock().observe(name, &snap, &d);
+                Ok(DeleteOutcome::Conflict(self.current_of(name, &d)?))
+            }
+            Err(f) => {
+                let e = self.failure("delete", Op::Write, f);
+                if e.is_indeterminate() {
+                    self.lock().forget(name);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {
+        let (_, snap) = self.read_snapshot(name).await?;
+        let d = decode(name, &snap);
+        self.lock().observe(name, &snap, &d);
+        match self.current_of(name, &d)? {
+            Current::Present(s) => Ok(Some(s)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Deletes a held record whose holder stopped renewing it.
+    async fn reap(&self, reap: &Reap) {
+        let keys = self.keys(&reap.name);
+        let guard = match reap.version {
+            Some(v) => vec![Compare::mod_revision(keys.record.clone(), CompareOp::Equal, v)],
+            None => vec![
+                Compare::value(keys.record.clone(), CompareOp::Equal, reap.bytes.clone()),
+                Compare::lease(keys.record.clone(), CompareOp::Equal, reap.session),
+            ],
+        };
+        let txn = Txn::new()
+            .when(guard)
+            .and_then([TxnOp::delete(keys.record.clone(), None)]);
+        self.stats.expiry_delete();
+        let done = match self.send_txn(txn).await {
+            Ok(resp) => {
+                if resp.succeeded() {
+                    tracing::debug!(lease = %reap.name, "deleted a held record its holder stopped renewing");
+                }
+                Some(resp.header().map_or(0, |h| h.revision()))
+            }
+            Err(f) => {
+                let e = self.failure("expiry delete", Op::Write, f);
+                tracing::debug!(lease = %reap.name, error = %e, "expiry delete failed; retrying");
+                None
+            }
+        };
+        self.lock().reaped(reap, done, Instant::now() + REAP_RETRY);
+    }
+}
+
+/// Deletes held records whose holders stopped renewing them, at their deadlines.
+async fn reaper(inner: Weak<Inner>, kick: Arc<Notify>) {
+    loop {
+        let next = {
+            let Some(store) = inner.upgrade() else { return };
+            let (due, next) = store.lock().take_due(Instant::now());
+            for r in &due {
+                store.reap(r).await;
+            }
+            if due.is_empty() { next } else { Some(Instant::now()) }
+        };
+        // Wake at least every second to notice that the store was dropped.
+        let wake = next.map_or(REAPER_IDLE, |t| {
+            t.saturating_duration_since(Instant::now()).min(REAPER_IDLE)
+        });
+        tokio::select! {
+            () = tokio::time::sleep(wake) => {}
+            () = kick.notified() => {}
+        }
+    }
+}
+
+fn clone_corrupt(name: &LeaseName, e: &Error) -> Error {
+    match e {
+        Error::CorruptRecord { name, reason } => Error::corrupt(name.clone(), reason.clone()),
+        other => Error::corrupt(name.as_str(), other.to_string()),
+    }
+}
+
+fn parse_version(v: &Version) -> Result<i64> {
+    match v.as_str().parse::<i64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(Error::invalid(
+            "version",
+            format!("{:?} is not an etcd mod revision (a positive integer)", v.as_str()),
+        )),
+    }
+}
+
+fn header_revision(resp: &TxnResponse) -> Result<i64> {
+    resp.header().map(|h| h.revision()).ok_or_else(|| Error::Indeterminate {
+        message: "etcd answered a transaction without a header".to_owned(),
+        source: None,
+    })
+}
+
+fn range_op(keys: &Keys) -> TxnOp {
+    TxnOp::get(
+        keys.record.clone(),
+        Some(GetOptions::new().with_range(keys.range_end.clone())),
+    )
+}
+
+fn put_record(keys: &Keys, record: &LeaseRecord, session: Option<&Session>) -> TxnOp {
+    let opts = session.map(|s| PutOptions::new().with_lease(s.id));
+    TxnOp::put(keys.record.clone(), record_codec::encode(record), opts)
+}
+
+/// Raises the fence counter to at least `token` (creating it if absent), in a nested
+/// transaction so that explicit-token writes keep "the counter is the highest token".
+fn raise_fence(keys: &Keys, token: FencingToken) -> TxnOp {
+    let enc = encode_fence(token);
+    let if_lower = Txn::new()
+        .when([Compare::value(keys.fence.clone(), CompareOp::Less, enc.clone())])
+        .and_then([TxnOp::put(keys.fence.clone(), enc.clone(), None)]);
+    TxnOp::txn(
+        Txn::new()
+            .when([Compare::create_revision(keys.fence.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(keys.fence.clone(), enc, None)])
+            .or_else([TxnOp::txn(if_lower)]),
+    )
+}
+
+/// An `Absent` or `Version` write: the caller's record and token, the counter raised.
+fn explicit_txn(keys: &Keys, guard: Compare, record: &LeaseRecord, session: Option<&Session>) -> Txn {
+    Txn::new()
+        .when([guard])
+        .and_then([put_record(keys, record, session), raise_fence(keys, record.token)])
+        .or_else([range_op(keys)])
+}
+
+/// A claim: the record as predicted (absent, or this vacant / expired version) and the
+/// counter as predicted; the new record carries counter + 1, written with the counter.
+fn claim_txn(keys: &Keys, c: &Claim, record: &LeaseRecord, session: Option<&Session>) -> Txn {
+    let record_cmp = match c.record {
+        RecordCmp::Absent => Compare::create_revision(keys.record.clone(), CompareOp::Equal, 0),
+        RecordCmp::At(v) => Compare::mod_revision(keys.record.clone(), CompareOp::Equal, v),
+    };
+    let fence_cmp = match c.fence {
+        None => Compare::create_revision(keys.fence.clone(), CompareOp::Equal, 0),
+        Some(f) => Compare::value(keys.fence.clone(), CompareOp::Equal, encode_fence(FencingToken::new(f))),
+    };
+    Txn::new()
+        .when([record_cmp, fence_cmp])
+        .and_then([
+            put_record(keys, record, session),
+            TxnOp::put(keys.fence.clone(), encode_fence(c.token), None),
+        ])
+        .or_else([range_op(keys)])
+}
+
+/// The snapshot an else branch's range read returned.
+fn else_snapshot(keys: &Keys, resp: &TxnResponse) -> Snapshot {
+    let rev = resp.header().map_or(0, |h| h.revision());
+    for r in resp.op_responses() {
+        if let TxnOpResponse::Get(g) = r {
+            return Snapshot::from_kvs(keys, rev, g.kvs());
+        }
+    }
+    Snapshot::from_kvs(keys, rev, &[])
+}
+
+#[async_trait]
+impl CasStore for EtcdStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            clock: ClockSource::Store,
+            grade: Grade::Linearizable,
+            conflict_returns_current: true,
+            notifies_waiters: true,
+        }
+    }
+
+    async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {
+        self.inner.read(name).await
+    }
+
+    async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
+        self.inner.write(name, expect, record).await
+    }
+
+    async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        self.inner.delete(name, version).await
+    }
+
+    async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
+        self.inner.renew(name, version, record).await
+    }
+
+    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
+        let seen = match seen {
+            None => None,
+            Some(v) => match parse_version(v) {
+                Ok(v) => Some(v),
+                // Not one of ours: it has certainly changed from the caller's view.
+                Err(_) => return Ok(()),
+            },
+        };
+        watch::wait(&self.inner, name, seen, max_wait).await
+    }
+}
+
+impl Linearizable for EtcdStore {}

@@ -1,0 +1,240 @@
+//! Waiting for a lease without a thundering herd.
+//!
+//! All waiters of one name in one store share one etcd watch on the record key. Each
+//! change wakes **one** waiter (the longest waiting whose last seen version differs from
+//! the new one): a release wakes one acquirer, whose grant (a change) wakes the next,
+//! which finds it held and waits again. Fifty waiters cost one watch and O(1) requests
+//! per change, not fifty. A waiter also returns when its `max_wait` runs out, so a
+//! wake-up lost to a cancelled waiter only delays the others.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use etcd_client::{EventType, WatchOptions};
+use lease_core::{LeaseName, Result};
+use tokio::sync::oneshot;
+
+use crate::state::RecordKv;
+use crate::store::Inner;
+
+/// How long a watch with no waiters stays open (in case they come back).
+const IDLE_CLOSE: Duration = Duration::from_secs(2);
+/// Pause before reopening a watch that failed.
+const REOPEN_PAUSE: Duration = Duration::from_millis(200);
+
+/// The key's state as the watch knows it: `Some(None)` absent, `Some(Some(v))` present
+/// at mod revision `v`, `None` not known yet.
+type Current = Option<Option<i64>>;
+
+struct Waiter {
+    id: u64,
+    seen: Option<i64>,
+    wake: oneshot::Sender<()>,
+}
+
+#[derive(Default)]
+struct WatchState {
+    current: Current,
+    /// The revision `current` was seen at; the watch resumes after it.
+    rev: i64,
+    waiters: VecDeque<Waiter>,
+    running: bool,
+}
+
+#[derive(Default)]
+pub(crate) struct NameWatch {
+    state: Mutex<WatchState>,
+}
+
+impl NameWatch {
+    fn lock(&self) -> std::sync::MutexGuard<'_, WatchState> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The per-store registry of watched names.
+#[derive(Default)]
+pub(crate) struct WaitHub {
+    names: Mutex<HashMap<LeaseName, Arc<NameWatch>>>,
+    next_id: AtomicU64,
+}
+
+impl std::fmt::Debug for WaitHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.names.lock().map(|m| m.len()).unwrap_or(0);
+        f.debug_struct("WaitHub").field("watched_names", &n).finish()
+    }
+}
+
+impl WaitHub {
+    fn entry(&self, name: &LeaseName) -> Arc<NameWatch> {
+        self.names
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(name.clone())
+            .or_default()
+            .clone()
+    }
+
+    fn remove_if(&self, name: &LeaseName, nw: &Arc<NameWatch>) {
+        let mut names = self.names.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if names.get(name).is_some_and(|e| Arc::ptr_eq(e, nw)) {
+            names.remove(name);
+        }
+    }
+}
+
+/// Waits until `name`'s record may have changed from `seen` (`None`: absent), or
+/// `max_wait` passed.
+pub(crate) async fn wait(inner: &Arc<Inner>, name: &LeaseName, seen: Option<i64>, max_wait: Duration) -> Result<()> {
+    let nw = inner.hub.entry(name);
+    let id = inner.hub.next_id.fetch_add(1, Ordering::Relaxed);
+    let (tx, rx) = oneshot::channel();
+    let spawn = {
+        let mut st = nw.lock();
+        if let Some(cur) = st.current {
+            if cur != seen {
+                // It changed before we started waiting.
+                return Ok(());
+            }
+        }
+        st.waiters.push_back(Waiter { id, seen, wake: tx });
+        !std::mem::replace(&mut st.running, true)
+    };
+    if spawn {
+        tokio::spawn(run(Arc::downgrade(inner), name.clone(), nw.clone()));
+    }
+    if tokio::time::timeout(max_wait, rx).await.is_err() {
+        nw.lock().waiters.retain(|w| w.id != id);
+    }
+    Ok(())
+}
+
+/// Wakes the longest-waiting waiter that has not seen the current state.
+fn wake_one(st: &mut WatchState) {
+    let Some(cur) = st.current else { return };
+    while let Some(i) = st.waiters.iter().position(|w| w.seen != cur) {
+        if let Some(w) = st.waiters.remove(i) {
+            if w.wake.send(()).is_ok() {
+                return;
+            }
+        }
+    }
+}
+
+/// One name's watch: runs while it has waiters.
+async fn run(inner: Weak<Inner>, name: LeaseName, nw: Arc<NameWatch>) {
+    let mut idle_since: Option<tokio::time::Instant> = None;
+    let mut fresh_read = false;
+    'reopen: loop {
+        let Some(store) = inner.upgrade() else {
+            nw.lock().running = false;
+            return;
+        };
+        let keys = store.keys(&name);
+        // Where to start: the state this store last saw, or a fresh read.
+        let start = {
+            let st = nw.lock();
+            st.current.map(|c| (c, st.rev))
+        };
+        let start = match (start, fresh_read) {
+            (Some(s), false) => Some(s),
+            (None, false) if store.last_seen(&name).is_some() => store.last_seen(&name),
+            _ => store.read_state(&name).await.ok(),
+        };
+        fresh_read = false;
+        let Some((current, rev)) = start else {
+            drop(store);
+            tokio::time::sleep(REOPEN_PAUSE).await;
+            continue;
+        };
+        {
+            let mut st = nw.lock();
+            if st.current.is_none() || st.rev <= rev {
+                st.current = Some(current);
+                st.rev = rev;
+            }
+            wake_one(&mut st);
+        }
+        let from = nw.lock().rev + 1;
+        let mut client = store.client.watch_client();
+        store.stats.watch();
+        drop(store);
+        let opened = client
+            .watch(keys.record.clone(), Some(WatchOptions::new().with_start_revision(from)))
+            .await;
+        let mut stream = match opened {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!(lease = %name, error = %e, "watch failed to open");
+                tokio::time::sleep(REOPEN_PAUSE).await;
+                continue;
+            }
+        };
+        loop {
+            let msg = tokio::select! {
+                m = stream.message() => m,
+                () = tokio::time::sleep(IDLE_CLOSE / 2) => {
+                    let mut st = nw.lock();
+                    if st.waiters.is_empty() {
+                        let since = *idle_since.get_or_insert_with(tokio::time::Instant::now);
+                        if since.elapsed() >= IDLE_CLOSE {
+                            st.running = false;
+                            drop(st);
+                            if let Some(store) = inner.upgrade() {
+                                store.hub.remove_if(&name, &nw);
+                            }
+                            return;
+                        }
+                    } else {
+                        idle_since = None;
+                    }
+                    continue;
+                }
+            };
+            match msg {
+                Ok(Some(resp)) => {
+                    if resp.canceled() {
+                        // Compacted past our revision, or refused: start over from a read.
+                        nw.lock().current = None;
+                        fresh_read = true;
+                        tokio::time::sleep(REOPEN_PAUSE).await;
+                        continue 'reopen;
+                    }
+                    let mut last = None;
+                    for ev in resp.events() {
+                        let Some(kv) = ev.kv() else { continue };
+                        let (rev, state, rkv) = match ev.event_type() {
+                            EventType::Put => (
+                                kv.mod_revision(),
+                                Some(kv.mod_revision()),
+                                Some(RecordKv {
+                                    version: kv.mod_revision(),
+                                    lease: kv.lease(),
+                                    bytes: kv.value().to_vec(),
+                                }),
+                            ),
+                            EventType::Delete => (kv.mod_revision(), None, None),
+                        };
+                        if let Some(store) = inner.upgrade() {
+                            store.observe_event(&name, rev, rkv.as_ref());
+                        }
+                        last = Some((state, rev));
+                    }
+                    if let Some((state, rev)) = last {
+                        let mut st = nw.lock();
+                        st.current = Some(state);
+                        st.rev = rev;
+                        wake_one(&mut st);
+                    }
+                }
+                Ok(None) | Err(_) => {
+                    tokio::time::sleep(REOPEN_PAUSE).await;
+                    continue 'reopen;
+                }
+            }
+        }
+    }
+}

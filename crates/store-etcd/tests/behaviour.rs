@@ -1,0 +1,572 @@
+//! The etcd store's own promises, against the shared single-member etcd: round trips per
+//! operation, no thundering herd, session leases, fenced transactions, and typed errors
+//! for bad input and faults.
+#![allow(missing_docs)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::proxy::Proxy;
+use etcd_client::{Client, ConnectOptions, TxnOp};
+use lease_core::testing::CountingStore;
+use lease_core::testing::process::poll;
+use lease_core::{
+    CasOutcome, CasStore, ClientConfig, Error, FencingToken, HolderId, Lease, LeaseClient, LeaseName, LeaseRecord,
+    LossCause, Precondition, Ttl, Version,
+};
+use store_etcd::{EtcdConfig, EtcdStats, EtcdStore};
+use tokio::time::Instant;
+
+fn name(s: &str) -> LeaseName {
+    LeaseName::new(s).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn held(holder: &str, token: u64, ttl_ms: u64) -> LeaseRecord {
+    LeaseRecord::held(
+        HolderId::new(holder).unwrap_or_else(|e| panic!("{e}")),
+        FencingToken::new(token),
+        Ttl::from_millis(ttl_ms).unwrap_or_else(|e| panic!("{e}")),
+    )
+}
+
+async fn raw_get(c: &Client, key: Vec<u8>) -> Option<etcd_client::KeyValue> {
+    let mut c = c.clone();
+    let r = c.get(key, None).await.unwrap_or_else(|e| panic!("get: {e}"));
+    r.kvs().first().cloned()
+}
+
+async fn wait_for_renewals(lease: &Lease, n: usize) {
+    for i in 0..n {
+        let before = lease.valid_until();
+        assert!(
+            poll(Duration::from_secs(5), || lease.valid_until() > before).await,
+            "renewal {i} never landed"
+        );
+    }
+}
+
+/// Acquire of a free lease and release are one Txn each; renewals cost no Txn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn round_trips_per_operation() {
+    let store = common::store("round-trips").await;
+    let counting = CountingStore::new(store.clone());
+    let client = LeaseClient::new(counting.clone());
+    let a = name("jobs/a");
+    let b = name("jobs/b");
+    let ttl = Duration::from_millis(1500);
+
+    let s0 = store.stats();
+    let la = client.acquire(a.as_str(), ttl).await.expect("acquire a");
+    let first = store.stats().since(&s0);
+    assert_eq!(
+        (first.txns, first.ranges, first.lease_grants),
+        (1, 0, 1),
+        "first acquire (also grants the session): {first:?}"
+    );
+
+    let s1 = store.stats();
+    let lb = client.acquire(b.as_str(), ttl).await.expect("acquire b");
+    let second = store.stats().since(&s1);
+    assert_eq!(
+        (second.txns, second.ranges, second.lease_grants),
+        (1, 0, 0),
+        "acquire of a free lease: {second:?}"
+    );
+
+    let s2 = store.stats();
+    counting.reset();
+    wait_for_renewals(&la, 4).await;
+    let renewals = store.stats().since(&s2);
+    let calls = counting.counts();
+    assert!(calls.renews >= 4, "{calls:?}");
+    assert_eq!(
+        (renewals.txns, renewals.ranges),
+        (0, 0),
+        "renewals sent a Txn or a read: {renewals:?}"
+    );
+    assert!(
+        renewals.keepalives <= calls.renews + 2,
+        "keep-alives are shared, not one per lease per renewal: {renewals:?} for {calls:?}"
+    );
+
+    let s3 = store.stats();
+    la.release().await.expect("release");
+    let release = store.stats().since(&s3);
+    assert_eq!((release.txns, release.ranges), (1, 0), "release: {release:?}");
+
+    let s4 = store.stats();
+    let la2 = client.acquire(a.as_str(), ttl).await.expect("re-acquire");
+    let again = store.stats().since(&s4);
+    assert_eq!(
+        (again.txns, again.ranges),
+        (1, 0),
+        "re-acquire of a released lease: {again:?}"
+    );
+    assert_eq!(la2.token(), FencingToken::new(2));
+
+    // A store that has never seen the name guesses "absent": one extra Txn, no read.
+    la2.release().await.expect("release");
+    let cold = EtcdStore::with_config(store.client().clone(), store.config().clone());
+    let cold_client = LeaseClient::new(cold.clone());
+    let c0 = cold.stats();
+    let la3 = cold_client.acquire(a.as_str(), ttl).await.expect("cold acquire");
+    let cold_cost = cold.stats().since(&c0);
+    assert_eq!(la3.token(), FencingToken::new(3));
+    assert_eq!(
+        (cold_cost.txns, cold_cost.ranges),
+        (2, 0),
+        "cold-cache acquire: {cold_cost:?}"
+    );
+
+    println!(
+        "round trips: first acquire {first:?}\n  acquire {second:?}\n  {} renewals {renewals:?}\n  release {release:?}\n  re-acquire {again:?}\n  cold-cache acquire of a released name {cold_cost:?}",
+        calls.renews
+    );
+    la3.release().await.expect("release");
+    lb.release().await.expect("release b");
+    common::cleanup(&store).await;
+}
+
+/// Fifty waiters, one release: O(1) store requests, not fifty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_waiters_one_release_is_not_a_thundering_herd() {
+    const WAITERS: usize = 50;
+    let store = common::store("herd").await;
+    let counting = CountingStore::new(store.clone());
+    let n = name("herd");
+    let ttl = Duration::from_secs(30);
+    let holder = LeaseClient::new(store.clone());
+    let lease = holder.acquire(n.as_str(), ttl).await.expect("holder");
+
+    let config = ClientConfig {
+        max_acquire_backoff: Duration::from_secs(60),
+        ..ClientConfig::default()
+    };
+    let mut waiters = Vec::new();
+    for _ in 0..WAITERS {
+        let c = LeaseClient::with_config(counting.clone(), config.clone()).expect("client");
+        let n = n.clone();
+        waiters.push(tokio::spawn(async move {
+            c.acquire_timeout(n.as_str(), ttl, Duration::from_secs(60)).await
+        }));
+    }
+    assert!(
+        poll(Duration::from_secs(10), || counting.counts().waits >= WAITERS as u64).await,
+        "waiters never parked: {:?}",
+        counting.counts()
+    );
+    let parked = counting.counts();
+    assert_eq!(
+        parked.reads + parked.writes,
+        WAITERS as u64,
+        "one attempt each before waiting: {parked:?}"
+    );
+    counting.reset();
+    let s0 = store.stats();
+
+    lease.release().await.expect("release");
+    assert!(
+        poll(Duration::from_secs(10), || waiters
+            .iter()
+            .filter(|w| w.is_finished())
+            .count()
+            == 1)
+        .await,
+        "no waiter was granted the released lease"
+    );
+    // The grant is a change too: it wakes one more waiter, which finds it held.
+    let settled = poll(Duration::from_secs(3), || counting.counts().writes >= 2).await;
+    // Measurement window: a herd would show up within milliseconds of the release.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let calls = counting.counts();
+    let sent = store.stats().since(&s0);
+    println!("50 waiters, one release: store calls {calls:?}; etcd requests {sent:?}");
+    assert!(settled, "the grant did not wake a second waiter: {calls:?}");
+    assert_eq!(
+        waiters.iter().filter(|w| w.is_finished()).count(),
+        1,
+        "more than one waiter returned"
+    );
+    assert!(calls.reads <= 2, "reads after one release: {calls:?}");
+    assert!(calls.writes <= 3, "writes after one release: {calls:?}");
+    assert!(
+        sent.ranges <= 2 && sent.txns <= 4,
+        "etcd requests after one release: {sent:?}"
+    );
+
+    let mut winner = None;
+    for w in waiters {
+        if w.is_finished() {
+            winner = Some(w.await.expect("task").expect("granted"));
+        } else {
+            w.abort();
+        }
+    }
+    let winner = winner.expect("a winner");
+    assert_eq!(winner.token(), FencingToken::new(2));
+    winner.release().await.expect("release");
+    common::cleanup(&store).await;
+}
+
+/// Held records carry the session lease, vacant ones none; the fence counter survives
+/// the record's deletion when the session ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_leases_and_the_fence_counter() {
+    let store = common::store("sessions").await;
+    let raw = store.client().clone();
+    let n = name("svc/leader");
+    let a = LeaseClient::new(store.clone());
+    let la = a.acquire(n.as_str(), Duration::from_secs(2)).await.expect("acquire");
+    let kv = raw_get(&raw, store.record_key(&n)).await.expect("record present");
+    assert_ne!(kv.lease(), 0, "a held record must be attached to a session lease");
+    let fence = store.fence(&la).expect("fence");
+    store
+        .fenced_txn(
+            &fence,
+            [TxnOp::put(format!("{}data", store.config().prefix()), "1", None)],
+        )
+        .await
+        .expect("fenced write while held");
+
+    // The session ends (as when the holder process dies): etcd deletes the record.
+    let mut admin = raw.clone();
+    admin.lease_revoke(kv.lease()).await.expect("revoke");
+    assert!(
+        raw_get(&raw, store.record_key(&n)).await.is_none(),
+        "record survived its session"
+    );
+    let cause = tokio::time::timeout(Duration::from_secs(3), la.lost())
+        .await
+        .expect("the holder learns its session is gone");
+    assert!(matches!(cause, LossCause::Expired), "{cause:?}");
+    match store
+        .fenced_txn(
+            &fence,
+            [TxnOp::put(format!("{}data", store.config().prefix()), "stale", None)],
+        )
+        .await
+    {
+        Err(Error::FenceRejected { token }) => assert_eq!(token, FencingToken::new(1)),
+        other => panic!("a write of an ended tenure was not refused: {other:?}"),
+    }
+
+    // Another store takes it with the next token: the counter outlived the record.
+    let other = EtcdStore::with_config(raw.clone(), store.config().clone());
+    let b = LeaseClient::new(other.clone());
+    let lb = b
+        .acquire(n.as_str(), Duration::from_secs(2))
+        .await
+        .expect("acquire after expiry");
+    assert_eq!(lb.token(), FencingToken::new(2));
+    let f = raw_get(&raw, other.fence_key(&n)).await.expect("fence key");
+    assert_eq!(f.value(), b"00000000000000000002");
+    assert_eq!(f.lease(), 0, "the fence counter must not expire");
+    lb.release().await.expect("release");
+    let vacant = raw_get(&raw, store.record_key(&n))
+        .await
+        .expect("vacant record persists");
+    assert_eq!(vacant.lease(), 0, "a vacant record must not be attached to a lease");
+    let read = other.read(&n).await.expect("read").expect("present");
+    assert!(read.record.is_vacant());
+    assert_eq!(read.record.token, FencingToken::new(2));
+    assert_eq!(read.remaining, Some(Duration::ZERO));
+    common::cleanup(&store).await;
+}
+
+/// A held record whose holder stops renewing is deleted at its TTL, not at the end of
+/// the session (which lives on for the process's other records).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_record_expires_at_its_ttl() {
+    let store = common::store("abandoned").await;
+    let n = name("abandoned");
+    let written_at = Instant::now();
+    let s = match store
+        .write(&n, &Precondition::Absent, &held("h", 1, 400))
+        .await
+        .expect("write")
+    {
+        CasOutcome::Written(s) => s,
+        CasOutcome::Conflict(c) => panic!("conflict {c:?}"),
+    };
+    assert_eq!(s.remaining, Some(Duration::from_millis(400)));
+    let read = store.read(&n).await.expect("read").expect("present");
+    assert!(
+        read.remaining
+            .is_some_and(|r| r > Duration::ZERO && r <= Duration::from_millis(400))
+    );
+    assert!(
+        lease_core::testing::process::poll_async(Duration::from_secs(3), || async {
+            matches!(store.read(&n).await, Ok(None))
+        })
+        .await,
+        "the abandoned record was never deleted"
+    );
+    let gone_after = written_at.elapsed();
+    assert!(
+        gone_after >= Duration::from_millis(400),
+        "deleted before its TTL: {gone_after:?}"
+    );
+    assert!(store.stats().expiry_deletes >= 1);
+    // The next claim continues the token sequence.
+    let again = match store
+        .write(&n, &Precondition::Claimable, &held("h2", 1, 400))
+        .await
+        .expect("claim")
+    {
+        CasOutcome::Written(s) => s,
+        CasOutcome::Conflict(c) => panic!("conflict {c:?}"),
+    };
+    assert_eq!(again.record.token, FencingToken::new(2));
+    common::cleanup(&store).await;
+}
+
+/// Fenced transactions apply while the tenure lasts and are refused after it, even if
+/// the old holder does not know yet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_transactions_follow_the_tenure() {
+    let store = common::store("fenced").await;
+    let raw = store.client().clone();
+    let n = name("ledger");
+    let data = format!("{}ledger/balance", store.config().prefix()).into_bytes();
+    let a = LeaseClient::new(store.clone());
+    let la = a.acquire(n.as_str(), Duration::from_secs(5)).await.expect("a");
+    let fa = store.fence(&la).expect("fence a");
+    assert_eq!(fa.token(), la.token());
+    for v in ["1", "2"] {
+        store
+            .fenced_txn(&fa, [TxnOp::put(data.clone(), v, None)])
+            .await
+            .expect("fenced write while held");
+    }
+    la.release().await.expect("release");
+    match store
+        .fenced_txn(&fa, [TxnOp::put(data.clone(), "after-release", None)])
+        .await
+    {
+        Err(Error::FenceRejected { .. }) => {}
+        other => panic!("a write after release applied: {other:?}"),
+    }
+    let b = LeaseClient::new(store.clone());
+    let lb = b.acquire(n.as_str(), Duration::from_secs(5)).await.expect("b");
+    let fb = store.fence(&lb).expect("fence b");
+    store
+        .fenced_txn(&fb, [TxnOp::put(data.clone(), "3", None)])
+        .await
+        .expect("b writes");
+    match store.fenced_txn(&fa, [TxnOp::put(data.clone(), "stale", None)]).await {
+        Err(Error::FenceRejected { token }) => assert_eq!(token, FencingToken::new(1)),
+        other => panic!("a stale tenure's write applied: {other:?}"),
+    }
+    assert_eq!(
+        raw_get(&raw, data.clone()).await.map(|kv| kv.value().to_vec()),
+        Some(b"3".to_vec())
+    );
+    lb.release().await.expect("release");
+    common::cleanup(&store).await;
+}
+
+/// etcd unreachable: every operation is `Unavailable` (nothing sent), nothing granted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_etcd_is_unavailable() {
+    // Nothing listens on this port of the crate's range.
+    let client = Client::connect(
+        ["http://127.0.0.1:52599"],
+        Some(ConnectOptions::new().with_connect_timeout(Duration::from_secs(1))),
+    )
+    .await
+    .expect("a client connects lazily");
+    let store = EtcdStore::with_config(client, EtcdConfig::new(common::unique_prefix("down")).expect("config"));
+    let n = name("down");
+    let read = store.read(&n).await;
+    assert!(matches!(read, Err(Error::Unavailable { .. })), "read: {read:?}");
+    let vacant = LeaseRecord {
+        holder: None,
+        ..held("x", 1, 1000)
+    };
+    let write = store.write(&n, &Precondition::Absent, &vacant).await;
+    assert!(matches!(write, Err(Error::Unavailable { .. })), "write: {write:?}");
+    let claim = store.write(&n, &Precondition::Claimable, &held("x", 1, 1000)).await;
+    assert!(matches!(claim, Err(Error::Unavailable { .. })), "claim: {claim:?}");
+    let c = LeaseClient::new(store.clone());
+    match c.try_acquire(n.as_str(), Duration::from_secs(1)).await {
+        Err(e) => assert!(e.is_retryable(), "{e:?}"),
+        Ok(o) => panic!("acquire with etcd down gave {o:?}"),
+    }
+}
+
+/// A request sent but unanswered is `Indeterminate`, and it may indeed have applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_times_out_after_sending_is_indeterminate() {
+    let direct = common::connect(&common::endpoints()).await;
+    let upstream = common::endpoints()[0].trim_start_matches("http://").to_owned();
+    let proxy = Proxy::start(&upstream).await;
+    let via_proxy = Client::connect([proxy.endpoint()], None)
+        .await
+        .expect("connect via proxy");
+    let config = EtcdConfig::new(common::unique_prefix("indeterminate"))
+        .and_then(|c| c.with_request_timeout(Duration::from_millis(500)))
+        .expect("config");
+    let store = EtcdStore::with_config(via_proxy, config);
+    // Warm up: the connection and the session exist before the fault.
+    let warm = store
+        .write(&name("warm"), &Precondition::Absent, &held("w", 1, 5_000))
+        .await
+        .expect("warm-up write");
+    assert!(matches!(warm, CasOutcome::Written(_)));
+
+    proxy.drop_replies(true);
+    let n = name("lost-reply");
+    let sent_at = Instant::now();
+    let e = store
+        .write(&n, &Precondition::Absent, &held("me", 1, 5_000))
+        .await
+        .expect_err("no reply can arrive");
+    assert!(e.is_indeterminate(), "{e:?}");
+    assert!(sent_at.elapsed() < Duration::from_secs(3), "the timeout did not fire");
+    // It did apply: the fence exists for exactly this.
+    let kv = raw_get(&direct, store.record_key(&n))
+        .await
+        .expect("the unanswered write applied");
+    assert!(String::from_utf8_lossy(kv.value()).contains("\"me\""));
+    // A fenced write in the same state is indeterminate too, never a silent success.
+    let c = LeaseClient::new(store.clone());
+    match c.try_acquire("other", Duration::from_secs(5)).await {
+        Err(e) => assert!(e.is_indeterminate() || e.is_retryable(), "{e:?}"),
+        Ok(o) => panic!("acquire without answers gave {o:?}"),
+    }
+    proxy.drop_replies(false);
+    let cleanup = EtcdStore::with_config(direct, store.config().clone());
+    common::cleanup(&cleanup).await;
+}
+
+/// Garbage in the record or the fence counter is `CorruptRecord`, never a grant, and is
+/// left in place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_is_corrupt_never_free() {
+    let store = common::store("garbage").await;
+    let mut raw = store.client().clone();
+    let c = LeaseClient::new(store.clone());
+
+    let n = name("bad-record");
+    raw.put(store.record_key(&n), "{\"f\":1,\"holder\":null}", None)
+        .await
+        .expect("put");
+    assert!(matches!(store.read(&n).await, Err(Error::CorruptRecord { .. })));
+    assert!(matches!(
+        store.write(&n, &Precondition::Claimable, &held("x", 1, 1000)).await,
+        Err(Error::CorruptRecord { .. })
+    ));
+    assert!(matches!(
+        c.try_acquire(n.as_str(), Duration::from_secs(1)).await,
+        Err(Error::CorruptRecord { .. })
+    ));
+
+    let f = name("bad-fence");
+    raw.put(store.fence_key(&f), "seven", None).await.expect("put");
+    match store.write(&f, &Precondition::Claimable, &held("x", 1, 1000)).await {
+        Err(Error::CorruptRecord { reason, .. }) => assert!(reason.contains("fence"), "{reason}"),
+        other => panic!("a claim over a corrupt fence counter gave {other:?}"),
+    }
+    assert!(matches!(
+        c.try_acquire(f.as_str(), Duration::from_secs(1)).await,
+        Err(Error::CorruptRecord { .. })
+    ));
+    assert!(store.read(&f).await.expect("read").is_none(), "nothing was granted");
+    let kv = raw_get(&raw, store.fence_key(&f)).await.expect("fence kept");
+    assert_eq!(kv.value(), b"seven");
+    common::cleanup(&store).await;
+}
+
+/// Bad input is refused before anything is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_refused_before_sending() {
+    let store = common::store("input").await;
+    let n = name("input");
+    let before = store.stats();
+    let bad_version = store
+        .write(
+            &n,
+            &Precondition::Version(Version::new("etag-abc")),
+            &held("x", 1, 1000),
+        )
+        .await;
+    assert!(
+        matches!(bad_version, Err(Error::InvalidInput { .. })),
+        "{bad_version:?}"
+    );
+    let zero = store.write(&n, &Precondition::Absent, &held("x", 0, 1000)).await;
+    assert!(matches!(zero, Err(Error::InvalidInput { .. })), "{zero:?}");
+    let delete = store.delete(&n, &Version::new("-3")).await;
+    assert!(matches!(delete, Err(Error::InvalidInput { .. })), "{delete:?}");
+    assert_eq!(store.stats().since(&before), EtcdStats::default(), "something was sent");
+    assert!(EtcdConfig::new("").is_err());
+    assert!(EtcdConfig::new("white space/").is_err());
+    let c = LeaseClient::new(store.clone());
+    assert!(matches!(
+        c.try_acquire("../escape", Duration::from_secs(1)).await,
+        Err(Error::InvalidInput { .. })
+    ));
+    assert!(matches!(
+        c.try_acquire("ok", Duration::from_micros(1500)).await,
+        Err(Error::InvalidInput { .. })
+    ));
+}
+
+/// `renew` answers from the session, truthfully: a record replaced through this store,
+/// a different holder or token, or an expired record is refused without a request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renew_is_truthful_without_a_transaction() {
+    let store = common::store("renew").await;
+    let n = name("renew");
+    let a = match store
+        .write(&n, &Precondition::Absent, &held("a", 1, 1500))
+        .await
+        .expect("a")
+    {
+        CasOutcome::Written(s) => s,
+        CasOutcome::Conflict(c) => panic!("{c:?}"),
+    };
+    let s0 = store.stats();
+    match store.renew(&n, &a.version, &a.record).await.expect("renew") {
+        CasOutcome::Written(s) => assert_eq!(s.version, a.version, "renewal rewrote the record"),
+        CasOutcome::Conflict(c) => panic!("renewal refused: {c:?}"),
+    }
+    let other_holder = held("b", 1, 1500);
+    assert!(matches!(
+        store.renew(&n, &a.version, &other_holder).await.expect("renew"),
+        CasOutcome::Conflict(_)
+    ));
+    let other_token = held("a", 2, 1500);
+    assert!(matches!(
+        store.renew(&n, &a.version, &other_token).await.expect("renew"),
+        CasOutcome::Conflict(_)
+    ));
+    assert_eq!(store.stats().since(&s0).txns, 0);
+    // Replaced through this store: the conflict names the new record.
+    let b = match store
+        .write(&n, &Precondition::Version(a.version.clone()), &held("b", 2, 1500))
+        .await
+        .expect("b")
+    {
+        CasOutcome::Written(s) => s,
+        CasOutcome::Conflict(c) => panic!("{c:?}"),
+    };
+    match store.renew(&n, &a.version, &a.record).await.expect("stale renew") {
+        CasOutcome::Conflict(lease_core::Current::Present(s)) => assert_eq!(s.version, b.version),
+        other => panic!("{other:?}"),
+    }
+    // Left to expire: refused once its TTL has passed (the store deleted it).
+    assert!(
+        lease_core::testing::process::poll_async(Duration::from_secs(5), || async {
+            matches!(store.read(&n).await, Ok(None))
+        })
+        .await,
+        "never expired"
+    );
+    assert!(matches!(
+        store.renew(&n, &b.version, &b.record).await.expect("late renew"),
+        CasOutcome::Conflict(_)
+    ));
+    common::cleanup(&store).await;
+}

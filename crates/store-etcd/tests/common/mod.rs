@@ -1,0 +1,59 @@
+//! Shared pieces of this crate's tests: connection settings from the environment,
+//! unique key prefixes, clean-up.
+#![allow(dead_code, unreachable_pub)]
+
+pub mod proxy;
+pub mod worker;
+
+use std::time::Duration;
+
+use etcd_client::{Client, ConnectOptions, DeleteOptions};
+use store_etcd::{EtcdConfig, EtcdStore};
+
+/// Reads a required environment variable or fails the test with a clear message.
+pub fn env(var: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| {
+        panic!("{var} is not set: start the stores with `scripts/stores.sh start etcd` and `eval \"$(scripts/stores.sh env)\"`")
+    })
+}
+
+/// The single-member etcd the tests share.
+pub fn endpoints() -> Vec<String> {
+    env("LEASEHOLD_ETCD_ENDPOINTS").split(',').map(str::to_owned).collect()
+}
+
+/// A client of `endpoints`, checked to answer.
+pub async fn connect(endpoints: &[String]) -> Client {
+    let opts = ConnectOptions::new().with_connect_timeout(Duration::from_secs(2));
+    let mut c = Client::connect(endpoints, Some(opts))
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to etcd at {endpoints:?}: {e}"));
+    c.status()
+        .await
+        .unwrap_or_else(|e| panic!("etcd at {endpoints:?} does not answer: {e}"));
+    c
+}
+
+/// A key prefix no other test or run uses.
+pub fn unique_prefix(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("lh-test/store-etcd/{tag}/{}-{nanos:x}/", std::process::id())
+}
+
+/// A store on the shared etcd under a fresh prefix.
+pub async fn store(tag: &str) -> EtcdStore {
+    let client = connect(&endpoints()).await;
+    let config = EtcdConfig::new(unique_prefix(tag)).unwrap_or_else(|e| panic!("config: {e}"));
+    EtcdStore::with_config(client, config)
+}
+
+/// Deletes every key under the store's prefix (only this test's keys).
+pub async fn cleanup(store: &EtcdStore) {
+    let mut c = store.client().clone();
+    let _ = c
+        .delete(store.config().prefix(), Some(DeleteOptions::new().with_prefix()))
+        .await;
+}
