@@ -137,7 +137,9 @@ start_moto() {
   local d="$DIR/moto"; mkdir -p "$d"
   if pid_alive "$d/moto.pid"; then log "moto already up on $MOTO_PORT"; return; fi
   [ -x "$VENV/bin/moto_server" ] || die "moto_server not found in $VENV (run scripts/install-deps.sh)"
-  nohup "$VENV/bin/moto_server" -H 127.0.0.1 -p "$MOTO_PORT" >"$d/moto.log" 2>&1 &
+  # One request at a time: moto's own server applies racing conditional writes
+  # non-atomically (see moto_serial.py).
+  nohup "$VENV/bin/python" "$(dirname "$0")/moto_serial.py" 127.0.0.1 "$MOTO_PORT" >"$d/moto.log" 2>&1 &
   echo $! >"$d/moto.pid"
   wait_for moto 60 moto_ready
   log "moto (S3 + DynamoDB) up on 127.0.0.1:$MOTO_PORT"

@@ -543,8 +543,10 @@ pub async fn loss_signal_fires_before_deadline_when_store_hangs(f: &dyn Fixture)
         .await
         .expect("loss signal never fired");
     let fired = Instant::now();
+    // Real time on a loaded machine: allow timer lateness. The exact bound (fires at the
+    // deadline, not a tick later) is asserted with paused time in lease-core's own tests.
     assert!(
-        fired <= deadline + Duration::from_millis(50),
+        fired <= deadline + Duration::from_millis(250),
         "loss signal fired {:?} after the safe deadline",
         fired - deadline
     );
@@ -597,6 +599,8 @@ pub async fn round_trips_per_operation(f: &dyn Fixture) {
         "re-acquire after release: {:?}",
         counting.counts()
     );
+    // Released before counting the takeover, so its renewals are not counted there.
+    again.release().await.expect("release again");
 
     // Takeover of an expired lease held by a frozen holder.
     let frozen_name = unique_name("round_trips_takeover");
@@ -636,7 +640,6 @@ pub async fn round_trips_per_operation(f: &dyn Fixture) {
             }
         }
     }
-    drop(again);
 }
 
 /// A waiter blocked in `acquire` gets the lease soon after the holder releases it.

@@ -1,0 +1,288 @@
+//! A lease record as a DynamoDB item, and the one UpdateItem that writes it.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use lease_core::{Error, LeaseName, LeaseRecord, Precondition, Result, Stored, Version, record_codec};
+
+use crate::config::{
+    ATTR_FENCE, ATTR_FORMAT, ATTR_HOLDER, ATTR_TTL_MS, ATTR_VERSION, ATTR_WALL_EXPIRES_AT_MS, ITEM_FORMAT,
+};
+
+/// A DynamoDB item.
+pub(crate) type Item = HashMap<String, AttributeValue>;
+
+/// A fresh version: 128 random bits. A counter would restart after a delete and reuse
+/// versions; a random string never repeats in practice.
+pub(crate) fn new_version() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+/// Reads a lease item. Anything that is not exactly a lease item written by this crate
+/// (missing or mistyped attribute, unknown format, invalid holder, token or TTL) is
+/// [`Error::CorruptRecord`], never an absent or free lease.
+pub(crate) fn decode(name: &LeaseName, item: &Item) -> Result<Stored> {
+    let format = number(name, item, ATTR_FORMAT)?.ok_or_else(|| missing(name, ATTR_FORMAT))?;
+    if format != u64::from(ITEM_FORMAT) {
+        return Err(Error::corrupt(name.as_str(), format!("unknown item format {format}")));
+    }
+    let version = string(name, item, ATTR_VERSION)?.ok_or_else(|| missing(name, ATTR_VERSION))?;
+    if version.is_empty() {
+        return Err(Error::corrupt(name.as_str(), "empty version"));
+    }
+    let holder = string(name, item, ATTR_HOLDER)?;
+    let token = number(name, item, ATTR_FENCE)?.ok_or_else(|| missing(name, ATTR_FENCE))?;
+    let ttl_ms = number(name, item, ATTR_TTL_MS)?.ok_or_else(|| missing(name, ATTR_TTL_MS))?;
+    let wall = number(name, item, ATTR_WALL_EXPIRES_AT_MS)?;
+    let record = record_codec::from_parts(name, holder, token, ttl_ms, wall)?;
+    Ok(Stored {
+        record,
+        version: Version::new(version),
+        remaining: None,
+    })
+}
+
+fn missing(name: &LeaseName, attr: &str) -> Error {
+    Error::corrupt(name.as_str(), format!("attribute {attr:?} is missing"))
+}
+
+fn string<'a>(name: &LeaseName, item: &'a Item, attr: &str) -> Result<Option<&'a str>> {
+    match item.get(attr) {
+        None => Ok(None),
+        Some(AttributeValue::S(s)) => Ok(Some(s)),
+        Some(other) => Err(Error::corrupt(
+            name.as_str(),
+            format!("attribute {attr:?} is not a string: {other:?}"),
+        )),
+    }
+}
+
+fn number(name: &LeaseName, item: &Item, attr: &str) -> Result<Option<u64>> {
+    match item.get(attr) {
+        None => Ok(None),
+        Some(AttributeValue::N(n)) => n.parse::<u64>().map(Some).map_err(|_| {
+            Error::corrupt(
+                name.as_str(),
+                format!("attribute {attr:?} is not a whole number: {n:?}"),
+            )
+        }),
+        Some(other) => Err(Error::corrupt(
+            name.as_str(),
+            format!("attribute {attr:?} is not a number: {other:?}"),
+        )),
+    }
+}
+
+/// The expressions of a lease write.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct LeaseUpdate {
+    pub(crate) update_expression: String,
+    pub(crate) condition_expression: String,
+    pub(crate) names: HashMap<String, String>,
+    pub(crate) values: HashMap<String, AttributeValue>,
+}
+
+/// The UpdateItem that writes `record` if `expect` holds: `SET` every attribute (the
+/// token as given, a fresh version), `REMOVE` the holder of a vacant record and an
+/// absent wall-clock expiry.
+///
+/// # Errors
+/// [`Error::InvalidInput`] for [`Precondition::Claimable`], which needs a store clock.
+pub(crate) fn lease_update(
+    key_attribute: &str,
+    expect: &Precondition,
+    record: &LeaseRecord,
+    version: &str,
+) -> Result<LeaseUpdate> {
+    let mut names: HashMap<String, String> = [
+        ("#h", ATTR_HOLDER),
+        ("#f", ATTR_FENCE),
+        ("#t", ATTR_TTL_MS),
+        ("#w", ATTR_WALL_EXPIRES_AT_MS),
+        ("#v", ATTR_VERSION),
+        ("#fmt", ATTR_FORMAT),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let mut values: HashMap<String, AttributeValue> = HashMap::new();
+    let n = |v: u64| AttributeValue::N(v.to_string());
+    values.insert(":f".into(), n(record.token.get()));
+    values.insert(":t".into(), n(record.ttl.as_millis()));
+    values.insert(":v".into(), AttributeValue::S(version.to_owned()));
+    values.insert(":fmt".into(), n(u64::from(ITEM_FORMAT)));
+    let mut set = vec!["#f = :f", "#t = :t", "#v = :v", "#fmt = :fmt"];
+    let mut remove = Vec::new();
+    match &record.holder {
+        Some(h) => {
+            values.insert(":h".into(), AttributeValue::S(h.as_str().to_owned()));
+            set.push("#h = :h");
+        }
+        None => remove.push("#h"),
+    }
+    match record.wall_expires_at_ms {
+        Some(w) => {
+            values.insert(":w".into(), n(w));
+            set.push("#w = :w");
+        }
+        None => remove.push("#w"),
+    }
+    let mut update_expression = format!("SET {}", set.join(", "));
+    if !remove.is_empty() {
+        update_expression.push_str(" REMOVE ");
+        update_expression.push_str(&remove.join(", "));
+    }
+    let condition_expression = match expect {
+        Precondition::Absent => {
+            names.insert("#k".into(), key_attribute.to_owned());
+            "attribute_not_exists(#k)".to_owned()
+        }
+        Precondition::Version(v) => {
+            values.insert(":expect".into(), AttributeValue::S(v.as_str().to_owned()));
+            "#v = :expect".to_owned()
+        }
+        Precondition::Claimable => {
+            return Err(Error::invalid(
+                "precondition",
+                "Claimable needs a store with its own clock; DynamoDB leases expire by observation",
+            ));
+        }
+    };
+    Ok(LeaseUpdate {
+        update_expression,
+        condition_expression,
+        names,
+        values,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use lease_core::{FencingToken, HolderId, Ttl};
+
+    use super::*;
+
+    fn name() -> LeaseName {
+        LeaseName::new("jobs/a").expect("name")
+    }
+
+    fn rec() -> LeaseRecord {
+        LeaseRecord {
+            holder: Some(HolderId::new("w1").expect("holder")),
+            token: FencingToken::new(7),
+            ttl: Ttl::from_millis(1500).expect("ttl"),
+            wall_expires_at_ms: Some(1_700_000_000_000),
+        }
+    }
+
+    /// The item DynamoDB would hold after `lease_update` applied.
+    fn applied(u: &LeaseUpdate) -> Item {
+        let mut item = Item::new();
+        let (set, remove) = match u.update_expression.split_once(" REMOVE ") {
+            Some((s, r)) => (s, Some(r)),
+            None => (u.update_expression.as_str(), None),
+        };
+        for part in set.trim_start_matches("SET ").split(", ") {
+            let (n, v) = part.split_once(" = ").expect("assignment");
+            item.insert(u.names[n].clone(), u.values[v].clone());
+        }
+        if let Some(r) = remove {
+            for n in r.split(", ") {
+                item.remove(&u.names[n]);
+            }
+        }
+        item
+    }
+
+    #[test]
+    fn held_record_round_trips() {
+        let u = lease_update("lease", &Precondition::Absent, &rec(), "v1").expect("update");
+        assert_eq!(u.condition_expression, "attribute_not_exists(#k)");
+        assert_eq!(u.names["#k"], "lease");
+        assert!(!u.update_expression.contains("REMOVE"));
+        let stored = decode(&name(), &applied(&u)).expect("decode");
+        assert_eq!(stored.record, rec());
+        assert_eq!(stored.version.as_str(), "v1");
+        assert_eq!(stored.remaining, None);
+    }
+
+    #[test]
+    fn vacant_record_removes_holder_and_wall_expiry() {
+        let vacant = rec().vacated();
+        let u = lease_update("lease", &Precondition::Version(Version::new("v1")), &vacant, "v2").expect("update");
+        assert_eq!(u.condition_expression, "#v = :expect");
+        assert_eq!(u.values[":expect"], AttributeValue::S("v1".into()));
+        assert!(
+            u.update_expression.ends_with("REMOVE #h, #w"),
+            "{}",
+            u.update_expression
+        );
+        assert!(!u.names.contains_key("#k"), "unused names are a ValidationException");
+        let stored = decode(&name(), &applied(&u)).expect("decode");
+        assert_eq!(stored.record, vacant);
+    }
+
+    #[test]
+    fn every_name_and_value_is_used() {
+        for expect in [Precondition::Absent, Precondition::Version(Version::new("x"))] {
+            for r in [rec(), rec().vacated()] {
+                let u = lease_update("k", &expect, &r, "v").expect("update");
+                let text = format!("{} {}", u.update_expression, u.condition_expression);
+                for n in u.names.keys() {
+                    assert!(text.contains(n.as_str()), "unused name {n} in {text}");
+                }
+                for v in u.values.keys() {
+                    assert!(text.contains(v.as_str()), "unused value {v} in {text}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn claimable_is_refused() {
+        assert!(matches!(
+            lease_update("lease", &Precondition::Claimable, &rec(), "v"),
+            Err(Error::InvalidInput { .. })
+        ));
+    }
+
+    #[test]
+    fn corrupt_items_are_errors() {
+        let good = applied(&lease_update("lease", &Precondition::Absent, &rec(), "v1").expect("update"));
+        let mut cases: Vec<Item> = Vec::new();
+        for attr in [ATTR_FORMAT, ATTR_VERSION, ATTR_FENCE, ATTR_TTL_MS] {
+            let mut i = good.clone();
+            i.remove(attr);
+            cases.push(i);
+        }
+        let with = |attr: &str, v: AttributeValue| {
+            let mut i = good.clone();
+            i.insert(attr.to_owned(), v);
+            i
+        };
+        cases.push(with(ATTR_FORMAT, AttributeValue::N("2".into())));
+        cases.push(with(ATTR_FENCE, AttributeValue::S("7".into())));
+        cases.push(with(ATTR_FENCE, AttributeValue::N("0".into())));
+        cases.push(with(ATTR_FENCE, AttributeValue::N("-3".into())));
+        cases.push(with(ATTR_FENCE, AttributeValue::N("1.5".into())));
+        cases.push(with(ATTR_TTL_MS, AttributeValue::N("0".into())));
+        cases.push(with(ATTR_HOLDER, AttributeValue::N("1".into())));
+        cases.push(with(ATTR_HOLDER, AttributeValue::S("has space".into())));
+        cases.push(with(ATTR_VERSION, AttributeValue::S(String::new())));
+        cases.push(with(ATTR_WALL_EXPIRES_AT_MS, AttributeValue::Bool(true)));
+        for (i, item) in cases.iter().enumerate() {
+            assert!(
+                matches!(decode(&name(), item), Err(Error::CorruptRecord { .. })),
+                "case {i}: {item:?}"
+            );
+        }
+        assert!(decode(&name(), &good).is_ok());
+    }
+
+    #[test]
+    fn versions_are_fresh() {
+        let a = new_version();
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, new_version());
+    }
+}

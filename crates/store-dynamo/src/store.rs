@@ -1,0 +1,312 @@
+//! [`DynamoStore`]: the [`CasStore`] over a DynamoDB table.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::retry::RetryConfig;
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ReturnValue,
+    ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TableStatus,
+};
+use lease_core::{
+    Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Error, Grade, LeaseName, LeaseRecord,
+    Linearizable, Precondition, Result, Stored, Version,
+};
+use tokio::time::Instant;
+
+use crate::config::{ATTR_VERSION, DynamoConfig};
+use crate::error::{Op, is_conditional_check_failed, map_sdk_error, service_code};
+use crate::item::{self, Item};
+
+/// How long [`DynamoStore::create_table`] waits for a new table to become `ACTIVE`.
+pub const TABLE_ACTIVE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The error code of CreateTable on a table that exists.
+const RESOURCE_IN_USE: &str = "ResourceInUseException";
+
+/// Lease records in a DynamoDB table: one item per lease name, written with one
+/// conditional `UpdateItem` per operation. See the [crate docs](crate) for the protocol,
+/// its guarantee and its cost.
+///
+/// Cheap to clone (the SDK client is an `Arc` inside).
+#[derive(Debug, Clone)]
+pub struct DynamoStore {
+    client: Client,
+    config: Arc<DynamoConfig>,
+}
+
+impl DynamoStore {
+    /// Leases in `table` (partition key [`crate::DEFAULT_KEY_ATTRIBUTE`]) through
+    /// `client`, which carries the caller's region, credentials, endpoint and timeouts.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an invalid table name. Nothing is sent: call
+    /// [`DynamoStore::create_table`] or [`DynamoStore::verify_table`] to check the table.
+    pub fn new(client: Client, table: impl Into<String>) -> Result<Self> {
+        Ok(Self::with_config(client, DynamoConfig::new(table)?))
+    }
+
+    /// Leases as `config` says.
+    pub fn with_config(client: Client, config: DynamoConfig) -> Self {
+        Self {
+            client,
+            config: Arc::new(config),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &DynamoConfig {
+        &self.config
+    }
+
+    /// The SDK client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn table(&self) -> &str {
+        self.config.table().as_str()
+    }
+
+    fn key(&self, name: &LeaseName) -> AttributeValue {
+        AttributeValue::S(name.as_str().to_owned())
+    }
+
+    /// Creates the lease table if it does not exist (on-demand billing, the string
+    /// partition key), waits until it is `ACTIVE`, and checks its key schema.
+    /// Idempotent: on an existing table it only waits and checks.
+    ///
+    /// Needs `dynamodb:CreateTable` and `dynamodb:DescribeTable`.
+    ///
+    /// # Errors
+    /// [`Error::Misconfigured`] if the table exists with another key schema or the
+    /// caller lacks permission; [`Error::Unavailable`] if it is not `ACTIVE` within
+    /// [`TABLE_ACTIVE_TIMEOUT`]; store errors otherwise.
+    pub async fn create_table(&self) -> Result<()> {
+        let key = self.config.key();
+        let build = |e: aws_sdk_dynamodb::error::BuildError| Error::invalid("table definition", e.to_string());
+        let created = self
+            .client
+            .create_table()
+            .table_name(self.table())
+            .billing_mode(BillingMode::PayPerRequest)
+            .attribute_definitions(
+                AttributeDefinition::builder()
+                    .attribute_name(key)
+                    .attribute_type(ScalarAttributeType::S)
+                    .build()
+                    .map_err(build)?,
+            )
+            .key_schema(
+                KeySchemaElement::builder()
+                    .attribute_name(key)
+                    .key_type(KeyType::Hash)
+                    .build()
+                    .map_err(build)?,
+            )
+            .send()
+            .await;
+        match created {
+            Ok(_) => tracing::info!(table = self.table(), "created lease table"),
+            Err(e) if service_code(&e) == Some(RESOURCE_IN_USE) => {}
+            Err(e) => return Err(map_sdk_error("CreateTable", self.table(), Op::Write, e)),
+        }
+        let deadline = Instant::now() + TABLE_ACTIVE_TIMEOUT;
+        loop {
+            match self.verify_table().await {
+                Err(Error::Unavailable { .. }) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Checks that the table exists, is usable, and has the expected key: exactly one
+    /// partition key, named as configured, of type string.
+    ///
+    /// Needs `dynamodb:DescribeTable`.
+    ///
+    /// # Errors
+    /// [`Error::Misconfigured`] for a missing table, a wrong key schema or missing
+    /// permission; [`Error::Unavailable`] while the table is still being created.
+    pub async fn verify_table(&self) -> Result<()> {
+        let out = self
+            .client
+            .describe_table()
+            .table_name(self.table())
+            .send()
+            .await
+            .map_err(|e| map_sdk_error("DescribeTable", self.table(), Op::Read, e))?;
+        let wrong = |why: String| Error::Misconfigured {
+            message: format!("table {}: {why}", self.table()),
+            source: None,
+        };
+        let Some(t) = out.table() else {
+            return Err(wrong("DescribeTable returned no description".into()));
+        };
+        let key = self.config.key();
+        let schema = t.key_schema();
+        let hash_only =
+            schema.len() == 1 && schema[0].attribute_name() == key && schema[0].key_type() == &KeyType::Hash;
+        if !hash_only {
+            return Err(wrong(format!(
+                "key schema {schema:?} is not one partition key named {key:?}"
+            )));
+        }
+        let string_key = t
+            .attribute_definitions()
+            .iter()
+            .any(|d| d.attribute_name() == key && d.attribute_type() == &ScalarAttributeType::S);
+        if !string_key {
+            return Err(wrong(format!("partition key {key:?} is not a string (S) attribute")));
+        }
+        match t.table_status() {
+            Some(TableStatus::Active | TableStatus::Updating) | None => Ok(()),
+            Some(TableStatus::Creating) => Err(Error::Unavailable {
+                message: format!("table {} is still being created", self.table()),
+                source: None,
+            }),
+            Some(other) => Err(wrong(format!("table status is {other:?}"))),
+        }
+    }
+
+    fn current_from(&self, expect: Option<&Precondition>, name: &LeaseName, old: Option<&Item>) -> Result<Current> {
+        if !self.config.returns_current() {
+            return Ok(Current::Unknown);
+        }
+        Ok(match (old, expect) {
+            (Some(item), _) => Current::Present(item::decode(name, item)?),
+            // An `Absent` write fails only on an existing item: the server did not
+            // return it (an emulator without ReturnValuesOnConditionCheckFailure).
+            (None, Some(Precondition::Absent)) => Current::Unknown,
+            (None, _) => Current::Absent,
+        })
+    }
+
+    fn on_conflict(&self) -> Option<ReturnValuesOnConditionCheckFailure> {
+        self.config
+            .returns_current()
+            .then_some(ReturnValuesOnConditionCheckFailure::AllOld)
+    }
+}
+
+/// Sends each request once: the SDK's own retries would turn "sent, outcome unknown"
+/// into a second attempt whose failure hides the first. The lease client retries
+/// instead, knowing what a retry means.
+pub(crate) fn single_attempt() -> aws_sdk_dynamodb::config::Builder {
+    aws_sdk_dynamodb::config::Builder::default().retry_config(RetryConfig::disabled())
+}
+
+#[async_trait]
+impl CasStore for DynamoStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            clock: ClockSource::Observation,
+            grade: Grade::Linearizable,
+            conflict_returns_current: self.config.returns_current(),
+            notifies_waiters: false,
+        }
+    }
+
+    async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(self.table())
+            .key(self.config.key(), self.key(name))
+            .consistent_read(true)
+            .customize()
+            .config_override(single_attempt())
+            .send()
+            .await
+            .map_err(|e| map_sdk_error("GetItem", self.table(), Op::Read, e))?;
+        out.item().map(|item| item::decode(name, item)).transpose()
+    }
+
+    async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
+        let version = item::new_version();
+        let u = item::lease_update(self.config.key(), expect, record, &version)?;
+        let sent = self
+            .client
+            .update_item()
+            .table_name(self.table())
+            .key(self.config.key(), self.key(name))
+            .update_expression(u.update_expression)
+            .condition_expression(u.condition_expression)
+            .set_expression_attribute_names(Some(u.names))
+            .set_expression_attribute_values(Some(u.values))
+            .return_values(ReturnValue::AllNew)
+            .set_return_values_on_condition_check_failure(self.on_conflict())
+            .customize()
+            .config_override(single_attempt())
+            .send()
+            .await;
+        match sent {
+            Ok(out) => {
+                let stored = match out.attributes() {
+                    Some(item) => item::decode(name, item)?,
+                    None => {
+                        return Err(Error::corrupt(
+                            name.as_str(),
+                            "UpdateItem with ReturnValues=ALL_NEW returned no item",
+                        ));
+                    }
+                };
+                if stored.version.as_str() != version || stored.record.token != record.token {
+                    return Err(Error::corrupt(
+                        name.as_str(),
+                        "UpdateItem returned an item other than the one written",
+                    ));
+                }
+                Ok(CasOutcome::Written(stored))
+            }
+            Err(e) if is_conditional_check_failed(&e) => {
+                let old = match e.into_service_error() {
+                    UpdateItemError::ConditionalCheckFailedException(c) => c.item,
+                    _ => None,
+                };
+                let current = self.current_from(Some(expect), name, old.as_ref())?;
+                tracing::debug!(lease = %name, ?expect, "lease write conflicted");
+                Ok(CasOutcome::Conflict(current))
+            }
+            Err(e) => Err(map_sdk_error("UpdateItem", self.table(), Op::Write, e)),
+        }
+    }
+
+    async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        let sent = self
+            .client
+            .delete_item()
+            .table_name(self.table())
+            .key(self.config.key(), self.key(name))
+            .condition_expression("#v = :expect")
+            .expression_attribute_names("#v", ATTR_VERSION)
+            .expression_attribute_values(":expect", AttributeValue::S(version.as_str().to_owned()))
+            .set_return_values_on_condition_check_failure(self.on_conflict())
+            .customize()
+            .config_override(single_attempt())
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(DeleteOutcome::Deleted),
+            Err(e) if is_conditional_check_failed(&e) => {
+                let old = match e.into_service_error() {
+                    DeleteItemError::ConditionalCheckFailedException(c) => c.item,
+                    _ => None,
+                };
+                Ok(DeleteOutcome::Conflict(self.current_from(None, name, old.as_ref())?))
+            }
+            Err(e) => Err(map_sdk_error("DeleteItem", self.table(), Op::Write, e)),
+        }
+    }
+}
+
+impl Linearizable for DynamoStore {}
+
+#[cfg(test)]
+fn _object_safe(_: Arc<dyn CasStore>) {}

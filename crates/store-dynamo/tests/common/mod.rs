@@ -1,0 +1,171 @@
+//! Shared test setup: an SDK client for the moto server the project's script started,
+//! unique tables, and a counter of the HTTP requests the SDK actually sends.
+#![allow(dead_code, unreachable_pub, missing_docs)]
+
+mod serial;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
+use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
+use aws_sdk_dynamodb::config::{BehaviorVersion, ConfigBag, Credentials, Intercept, Region, RuntimeComponents};
+use aws_sdk_dynamodb::error::BoxError;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+};
+use store_dynamo::DynamoStore;
+
+/// The moto endpoint (`scripts/stores.sh start moto`; `eval "$(scripts/stores.sh env)"`).
+pub fn endpoint() -> String {
+    std::env::var("LEASEHOLD_MOTO_ENDPOINT").unwrap_or_else(|_| {
+        panic!(
+            "LEASEHOLD_MOTO_ENDPOINT is not set: run `scripts/stores.sh start moto` and \
+             `eval \"$(scripts/stores.sh env)\"` first"
+        )
+    })
+}
+
+/// Counts the HTTP requests the SDK hands to its HTTP client (one per attempt).
+#[derive(Debug, Clone, Default)]
+pub struct HttpCounter(Arc<AtomicU64>);
+
+impl HttpCounter {
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+    pub fn reset(&self) {
+        self.0.store(0, Ordering::SeqCst);
+    }
+}
+
+impl Intercept for HttpCounter {
+    fn name(&self) -> &'static str {
+        "HttpCounter"
+    }
+
+    fn read_before_transmit(
+        &self,
+        _context: &BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// Timeouts for tests: an unreachable endpoint fails in about a second, a hung
+/// request in two.
+pub fn timeouts() -> TimeoutConfig {
+    TimeoutConfig::builder()
+        .connect_timeout(Duration::from_secs(1))
+        .operation_attempt_timeout(Duration::from_secs(2))
+        .operation_timeout(Duration::from_secs(3))
+        .build()
+}
+
+/// A client for `endpoint` with static dummy credentials, a fixed region and explicit
+/// timeouts: nothing is read from the environment or instance metadata.
+pub fn client_for(endpoint: &str, counter: Option<&HttpCounter>) -> Client {
+    let mut b = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new(
+            "leasehold-test",
+            "leasehold-test",
+            None,
+            None,
+            "static",
+        ))
+        .endpoint_url(endpoint)
+        .timeout_config(timeouts());
+    if let Some(c) = counter {
+        b = b.interceptor(c.clone());
+    }
+    Client::from_conf(b.build())
+}
+
+/// A client for the moto server, through this process's forwarder that hands moto one
+/// request at a time (see `serial.rs` for why).
+pub fn client(counter: Option<&HttpCounter>) -> Client {
+    client_for(&serial::serialized(&endpoint()), counter)
+}
+
+/// A table name no other run uses.
+pub fn unique_table(purpose: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("leasehold-dynamo-{purpose}-{}-{nanos:x}", std::process::id())
+}
+
+/// A lease store on `table`, creating the table (idempotently) first.
+pub async fn lease_store(client: Client, table: &str) -> DynamoStore {
+    let store = DynamoStore::new(client, table).expect("table name");
+    store
+        .create_table()
+        .await
+        .unwrap_or_else(|e| panic!("create lease table {table} on {}: {e}", endpoint()));
+    store
+}
+
+/// Creates a plain table with a string partition key `id` (a protected resource).
+pub async fn create_resource_table(client: &Client, table: &str) {
+    client
+        .create_table()
+        .table_name(table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("id")
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .expect("attribute definition"),
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("id")
+                .key_type(KeyType::Hash)
+                .build()
+                .expect("key schema"),
+        )
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("create table {table}: {e:?}"));
+}
+
+/// Deletes a table this test created.
+pub async fn delete_table(client: &Client, table: &str) {
+    client
+        .delete_table()
+        .table_name(table)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("delete table {table}: {e:?}"));
+}
+
+/// Reads an item with a strongly consistent read.
+pub async fn get_item(client: &Client, table: &str, key: (&str, &str)) -> Option<HashMap<String, AttributeValue>> {
+    client
+        .get_item()
+        .table_name(table)
+        .key(key.0, AttributeValue::S(key.1.to_owned()))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("get item from {table}: {e:?}"))
+        .item
+}
+
+pub fn s(v: &str) -> AttributeValue {
+    AttributeValue::S(v.to_owned())
+}
+
+pub fn n(v: u64) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}

@@ -1,0 +1,235 @@
+//! Requests per operation, counted twice: calls into the store (CountingStore) and HTTP
+//! requests the SDK actually sends (an interceptor). Acquire of a free lease, renewal
+//! and release are one request each; a takeover is at most two; a conflict carries the
+//! current item in the same request.
+#![allow(missing_docs)]
+
+mod common;
+
+use std::time::Duration;
+
+use lease_core::testing::{CountingStore, FaultPlan, FaultStore};
+use lease_core::{
+    AcquireOutcome, CasOutcome, CasStore, ClientConfig, Current, FencingToken, HolderId, LeaseClient, LeaseName,
+    LeaseRecord, Precondition, SkewBound, Ttl,
+};
+use store_dynamo::DynamoStore;
+use tokio::time::Instant;
+
+const TTL: Duration = Duration::from_millis(600);
+
+struct Counted {
+    http: common::HttpCounter,
+    calls: CountingStore<DynamoStore>,
+}
+
+impl Counted {
+    fn new(table: &str) -> Self {
+        let http = common::HttpCounter::default();
+        let store = DynamoStore::new(common::client(Some(&http)), table).expect("store");
+        Self {
+            http,
+            calls: CountingStore::new(store),
+        }
+    }
+
+    fn reset(&self) {
+        self.http.reset();
+        self.calls.reset();
+    }
+
+    /// (HTTP requests, store round trips) since the last reset.
+    fn counts(&self) -> (u64, u64) {
+        (self.http.get(), self.calls.counts().round_trips())
+    }
+}
+
+fn unique(case: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("requests/{case}/{}-{nanos:x}", std::process::id())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_renew_release_are_one_request_each() {
+    let table = common::unique_table("requests");
+    let admin = common::client(None);
+    common::lease_store(admin.clone(), &table).await;
+    let c = Counted::new(&table);
+    let client = LeaseClient::with_config(c.calls.clone(), ClientConfig::default()).expect("client");
+    let name = unique("basic");
+
+    c.reset();
+    let lease = client
+        .try_acquire(&name, TTL)
+        .await
+        .expect("acquire")
+        .granted()
+        .expect("free lease granted");
+    let acquire = c.counts();
+    assert_eq!(acquire, (1, 1), "acquire of a free lease: (http, calls)");
+
+    c.reset();
+    let first = lease.valid_until();
+    assert!(
+        lease_core::testing::process::poll(Duration::from_secs(5), || lease.valid_until() > first).await,
+        "no renewal landed"
+    );
+    let renew = c.counts();
+    assert_eq!(renew, (1, 1), "one renewal: (http, calls)");
+
+    c.reset();
+    lease.release().await.expect("release");
+    let release = c.counts();
+    assert_eq!(release, (1, 1), "release: (http, calls)");
+
+    // The vacant record keeps its token: the next grant takes the next one, in one
+    // request (the client remembers the vacant record it wrote).
+    c.reset();
+    let again = client
+        .try_acquire(&name, TTL)
+        .await
+        .expect("again")
+        .granted()
+        .expect("granted again");
+    assert_eq!(again.token(), FencingToken::new(2));
+    let reacquire = c.counts();
+    assert_eq!(reacquire, (1, 1), "re-acquire after release");
+    eprintln!(
+        "requests (http, store calls): acquire {acquire:?}, renew {renew:?}, release {release:?}, re-acquire {reacquire:?}"
+    );
+    again.release().await.expect("release");
+    common::delete_table(&admin, &table).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflict_returns_the_current_item_in_the_same_request() {
+    let table = common::unique_table("requests-conflict");
+    let admin = common::client(None);
+    common::lease_store(admin.clone(), &table).await;
+    let c = Counted::new(&table);
+    let name = LeaseName::new(unique("conflict")).expect("name");
+    let held = LeaseRecord::held(
+        HolderId::new("holder").expect("holder"),
+        FencingToken::new(4),
+        Ttl::new(TTL).expect("ttl"),
+    );
+    let CasOutcome::Written(first) = c
+        .calls
+        .write(&name, &Precondition::Absent, &held)
+        .await
+        .expect("create")
+    else {
+        panic!("create conflicted")
+    };
+    c.reset();
+    let challenger = LeaseRecord::held(
+        HolderId::new("challenger").expect("holder"),
+        FencingToken::new(5),
+        Ttl::new(TTL).expect("ttl"),
+    );
+    match c
+        .calls
+        .write(&name, &Precondition::Absent, &challenger)
+        .await
+        .expect("write")
+    {
+        CasOutcome::Conflict(Current::Present(s)) => {
+            assert_eq!(s, first, "the conflict must report the stored item exactly");
+        }
+        other => panic!("expected a conflict with the current item, got {other:?}"),
+    }
+    assert_eq!(c.counts(), (1, 1), "a conflict with its current item: one request");
+    common::delete_table(&admin, &table).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn takeover_is_at_most_two_requests() {
+    let table = common::unique_table("requests-takeover");
+    let admin = common::client(None);
+    common::lease_store(admin.clone(), &table).await;
+    let name = unique("takeover");
+
+    // The holder renews through a store that will stop answering (a frozen holder).
+    let holder_store = DynamoStore::new(common::client(None), &table).expect("store");
+    let frozen = FaultStore::new(holder_store, 7);
+    let holder = LeaseClient::new(frozen.clone());
+    let held = holder
+        .try_acquire(&name, TTL)
+        .await
+        .expect("holder acquire")
+        .granted()
+        .expect("holder granted");
+    frozen.set_plan(FaultPlan::hang());
+    let holder_valid_until = held.valid_until();
+
+    let c = Counted::new(&table);
+    let challenger = LeaseClient::with_config(c.calls.clone(), ClientConfig::default()).expect("client");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut attempts = Vec::new();
+    let lease = loop {
+        c.reset();
+        let outcome = challenger.try_acquire(&name, TTL).await.expect("attempt");
+        let counts = c.counts();
+        attempts.push(counts);
+        assert!(counts.0 <= 2 && counts.1 <= 2, "an attempt took {counts:?}");
+        match outcome {
+            AcquireOutcome::Granted(l) => break l,
+            AcquireOutcome::Held { retry_after, .. } => {
+                assert!(Instant::now() < deadline, "never took over");
+                tokio::time::sleep(retry_after.min(Duration::from_millis(200))).await;
+            }
+        }
+    };
+    assert!(
+        Instant::now() >= holder_valid_until,
+        "took over before the holder's validity ended"
+    );
+    assert_eq!(lease.token(), held.token().next());
+    eprintln!("takeover attempts (http, store calls): {attempts:?}");
+    lease.release().await.expect("release");
+    drop(held);
+    common::delete_table(&admin, &table).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skew_bound_one_shot_takeover_is_two_requests() {
+    let table = common::unique_table("requests-oneshot");
+    let admin = common::client(None);
+    common::lease_store(admin.clone(), &table).await;
+    let name = unique("oneshot");
+    let holder_store = DynamoStore::new(common::client(None), &table).expect("store");
+    let frozen = FaultStore::new(holder_store, 9);
+    let held = LeaseClient::new(frozen.clone())
+        .try_acquire(&name, TTL)
+        .await
+        .expect("holder acquire")
+        .granted()
+        .expect("granted");
+    frozen.set_plan(FaultPlan::hang());
+    // Clocks agree here; the bound says they may disagree by up to one TTL. A one-shot
+    // caller (a fresh client, as a cron-started job has) may take over once the
+    // holder's wall-clock expiry plus the bound is past: 2 TTLs after its last write.
+    tokio::time::sleep(TTL * 2 + Duration::from_millis(200)).await;
+    let c = Counted::new(&table);
+    let config = ClientConfig {
+        skew_bound: Some(SkewBound(TTL)),
+        ..ClientConfig::default()
+    };
+    let one_shot = LeaseClient::with_config(c.calls.clone(), config).expect("client");
+    let lease = one_shot
+        .try_acquire(&name, TTL)
+        .await
+        .expect("one shot")
+        .granted()
+        .expect("a one-shot caller with a skew bound takes over a dead lease");
+    let counts = c.counts();
+    assert_eq!(counts, (2, 2), "one-shot takeover: read + write");
+    assert_eq!(lease.token(), held.token().next());
+    eprintln!("one-shot takeover with SkewBound (http, store calls): {counts:?}");
+    lease.release().await.expect("release");
+    drop(held);
+    common::delete_table(&admin, &table).await;
+}
