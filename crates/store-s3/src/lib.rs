@@ -1,1 +1,208 @@
-//! Placeholder.
+//! # store-s3
+//!
+//! Leases and fencing tokens on Amazon S3 (or an S3-compatible server) through
+//! conditional writes, with no other service to run: [`S3Store`] implements
+//! [`lease_core::CasStore`], and [`FencedManifest`] fences commits of data kept in the
+//! bucket itself.
+//!
+//! ```no_run
+//! # async fn demo() -> lease_core::Result<()> {
+//! use std::time::Duration;
+//! use lease_core::LeaseClient;
+//! use store_s3::{Commit, S3Store, S3StoreConfig};
+//!
+//! // On AWS: aws_sdk_s3::Client::new(&aws_config::load_defaults(BehaviorVersion::latest()).await)
+//! let client = store_s3::local_client("http://127.0.0.1:55000");
+//! let store = S3Store::new(client, S3StoreConfig::new("my-bucket", "leases")?);
+//! store.verify().await?; // bucket, permissions, conditional writes enforced
+//!
+//! let leases = LeaseClient::new(store.clone());
+//! let lease = leases.acquire("compactor/orders", Duration::from_secs(15)).await?;
+//!
+//! // The data lives in the bucket; the commit is a fenced swap of its manifest.
+//! let manifest = store.manifest("tables/orders/_manifest")?;
+//! let base = manifest.fence(lease.token()).await?; // older holders are refused from now on
+//! // ... write data/v0042.parquet under a new key, then:
+//! match manifest.commit(lease.token(), Some(&base), b"data/v0042.parquet".to_vec()).await {
+//!     Ok(Commit::Committed(_)) => {}
+//!     Ok(Commit::Conflict(_)) => { /* same tenure raced: rebase, retry */ }
+//!     Err(lease_core::Error::FenceRejected { .. }) => { /* lost the lease: stop */ }
+//!     Err(e) => return Err(e),
+//! }
+//! lease.release().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! ## Guarantee: linearizable ([`lease_core::Grade::Linearizable`])
+//! S3 has been strongly consistent for every GET and PUT since December 2020: a read
+//! returns the latest acknowledged write. Its conditional writes are atomic per key:
+//! `If-None-Match: *` (August 2024) creates an object only if none exists, and
+//! `If-Match: <etag>` (November 2024) replaces it only if its ETag is still the one
+//! given; of concurrent conditional writes on one ETag at most one applies, the others
+//! get `412 Precondition Failed` (or `409 ConditionalRequestConflict` while another is
+//! in flight, which the store re-sends with backoff). A lease record is one object,
+//! `<prefix>/<lease name>`; its version is the object's ETag. Each method of the store is
+//! one request:
+//!
+//! | operation | S3 request |
+//! |---|---|
+//! | acquire of a free (absent) lease | PutObject `If-None-Match: *` |
+//! | acquire after a release, renewal, release | PutObject `If-Match: <etag>` |
+//! | takeover of an expired lease | PutObject `If-Match` on the ETag watched for the TTL |
+//! | first look at a held lease | PutObject (412) + GetObject |
+//! | administrative delete | DeleteObject `If-Match: <etag>` |
+//!
+//! S3's ETag of a single-part upload is the MD5 of the body, so writing the same bytes
+//! twice would reuse a version (and a renewal could look like no change to a challenger
+//! watching the ETag). Every write therefore ends the JSON record with a random 128-bit
+//! nonce spelled in JSON whitespace: the object is still one JSON document that
+//! [`lease_core::record_codec`] decodes, and ETags never repeat (collision odds 2^-128).
+//! A failed condition is an empty 412, so a conflict cannot carry the current record
+//! ([`lease_core::Capabilities::conflict_returns_current`] is `false`): the client reads
+//! it with one GetObject.
+//!
+//! ## Clock: observation ([`lease_core::ClockSource::Observation`])
+//! No decision compares two machines' clocks. A challenger takes over only after it has
+//! seen the same ETag unchanged for the record's TTL plus the safety margin (5% by
+//! default) on its own monotonic clock; the holder trusts its lease until its renewal's
+//! *send* time plus the TTL minus the margin. So a takeover needs one full TTL of
+//! watching: at least two requests spread over a TTL (look, then swap).
+//!
+//! Callers that try once (a scheduled job) can opt into an explicit wall-clock skew
+//! bound instead, [`lease_core::ClientConfig::skew_bound`]: each record carries its
+//! holder's wall-clock expiry, and a challenger takes over once its own wall clock is
+//! past that expiry plus the bound. If real clocks disagree by more than the bound, two
+//! holders can overlap; the fence still protects the data.
+//!
+//! **Why not S3's own clock.** An object's `Last-Modified` against the `Date` header of
+//! the answer that reports it would give "time since the last write" on the server's
+//! clock without watching. It is not used, because it is not sound on S3's published
+//! guarantees: the two timestamps are taken by different hosts of a distributed service
+//! whose clock agreement AWS does not bound (comparing them is comparing two machines'
+//! clocks, DESIGN rule 2), both have one-second resolution, and S3 does not say which
+//! instant of a request (receipt, or the moment it applied) `Last-Modified` records.
+//! Besides, [`lease_core::Precondition::Claimable`] (the store judging expiry inside the
+//! write) cannot be expressed as an S3 condition, so a server-clock mode would still need
+//! a read before every takeover. The store therefore reports no
+//! [`lease_core::Stored::remaining`] and refuses `Claimable` with
+//! [`lease_core::Error::InvalidInput`].
+//!
+//! ## Fenced commits on data in the bucket
+//! A lease only limits who *starts*. [`FencedManifest`] makes the commit itself the fence:
+//! a manifest object carries the token of the writer that committed it, and a commit is a
+//! PutObject with `If-Match` on the ETag of the manifest the writer based its work on
+//! (`If-None-Match: *` for the first), sent only if that manifest's token is not newer
+//! than the writer's. The token check is on exactly the content the ETag names, so check
+//! and write are one atomic step. A holder that froze past its lease fails on the ETag or
+//! the token with [`lease_core::Error::FenceRejected`]. A new holder should call
+//! [`FencedManifest::fence`] right after its grant to raise the mark at once.
+//!
+//! ## Cost and rates
+//! A held lease is renewed every third of its TTL, one PutObject each:
+//! `259 200 / TTL-in-seconds` PUTs per day per lease. At S3 Standard's $0.005 per 1,000
+//! PUTs (us-east-1):
+//!
+//! | TTL | renewal every | PUTs per day | per month |
+//! |---|---|---|---|
+//! | 5 s | 1.7 s | 51 840 | about $7.80 |
+//! | 15 s | 5 s | 17 280 | about $2.60 |
+//! | 30 s | 10 s | 8 640 | about $1.30 |
+//! | 60 s | 20 s | 4 320 | about $0.65 |
+//!
+//! A waiting challenger adds one or two requests per TTL. AWS publishes request rates
+//! per partitioned prefix (at least 3,500 PUT/DELETE and 5,500 GET per second) and no
+//! figure for one key; concurrent conditional writes on one key may be answered
+//! `409 ConditionalRequestConflict` (re-sent by the store). One lease is one key written `3 / TTL` times per second by its holder, so
+//! the per-key rate is never the limit: latency is. S3 PUTs take tens of milliseconds,
+//! with tails of hundreds of milliseconds and throttling (`503 SlowDown`, retried by the
+//! client). A renewal sent at a third of the TTL must land before the TTL minus the
+//! margin, retry included, so keep [`S3StoreConfig::request_timeout`] at most about a
+//! quarter of the TTL, and the TTL at **5 s or more** (10–60 s is typical). Shorter TTLs
+//! work on a local emulator (the tests use 0.2–1 s) but not reliably on S3. Per-request
+//! locks belong in etcd or the database.
+//!
+//! ## Setup
+//! - A bucket (general purpose; any region). Use an unversioned bucket, or a lifecycle
+//!   rule that expires noncurrent versions under the prefix: with versioning every
+//!   renewal keeps a new version.
+//! - A prefix of the store's own: every object under it is read as a lease record, and
+//!   anything else found there is [`lease_core::Error::CorruptRecord`], never a free lease.
+//! - IAM, for the lease prefix (add `s3:DeleteObject` for [`S3Store::verify`] and
+//!   administrative deletes; manifests need Get/Put on their keys):
+//!
+//! ```text
+//! { "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
+//!   "Resource": "arn:aws:s3:::BUCKET/PREFIX/*" },
+//! { "Effect": "Allow", "Action": "s3:ListBucket", "Resource": "arn:aws:s3:::BUCKET",
+//!   "Condition": { "StringLike": { "s3:prefix": "PREFIX/*" } } }
+//! ```
+//!
+//!   `s3:ListBucket` matters: without it S3 answers a GET of a missing key with 403
+//!   instead of 404, which the store must report as [`lease_core::Error::Misconfigured`].
+//!   A bucket policy with the `s3:if-none-match` / `s3:if-match` condition keys can
+//!   require every PutObject under the prefix to be conditional.
+//! - Requests must be signed with SigV4 (S3 accepts conditional writes only so signed;
+//!   the SDK signs whenever the client has a credentials provider, and sends unsigned
+//!   requests, refused with 403, when it has none). S3 refuses requests from a machine
+//!   whose clock is more than 15 minutes off (403 `RequestTimeTooSkewed`, reported as
+//!   misconfiguration): a condition for talking to S3 at all, not something the lease
+//!   logic relies on.
+//! - The store switches the SDK's retries off for its writes (a retried conditional PUT
+//!   whose first attempt applied would come back 412 and look like a conflict), lets
+//!   the SDK retry a GetObject on transient failures (three attempts, short backoff:
+//!   reads change nothing), and bounds each call by [`S3StoreConfig::request_timeout`],
+//!   whatever retry and timeout settings the client was built with.
+//!
+//! ## Errors
+//! | S3 answer / SDK failure | result |
+//! |---|---|
+//! | 412 `PreconditionFailed` | `Conflict(Current::Unknown)` (nothing changed) |
+//! | 404 `NoSuchKey` on `If-Match` | `Conflict(Current::Absent)` |
+//! | 409 `ConditionalRequestConflict` / `OperationAborted` | re-sent after a jittered backoff ([`S3StoreConfig::conflict_retries`]), then [`lease_core::Error::Unavailable`] |
+//! | 503 `SlowDown`, 400 `RequestTimeout`, any failure before the request left (connection refused, DNS, connect timeout, a failing credentials provider) | [`lease_core::Error::Unavailable`] (not applied; retry is safe) |
+//! | 404 `NoSuchBucket` (or a 404 without `NoSuchKey`), 401/403 (`AccessDenied`, `InvalidAccessKeyId`, `SignatureDoesNotMatch`, `RequestTimeTooSkewed`), 3xx, 501, other 4xx | [`lease_core::Error::Misconfigured`] |
+//! | other 5xx, a lost connection or a timeout after the request left, an unreadable answer | writes: [`lease_core::Error::Indeterminate`] (may have applied); reads: retried, then [`lease_core::Error::Unavailable`] |
+//! | an object under the prefix that is not a lease record (or over [`MAX_RECORD_BYTES`]) | [`lease_core::Error::CorruptRecord`] |
+//!
+//! Whether a request left is recorded, not guessed: an interceptor on every request
+//! notes when the SDK hands it to the HTTP connector.
+//!
+//! ## Where moto (the test emulator) differs from S3
+//! The tests run against `moto_server` (moto 5.2) with path-style addressing and dummy
+//! credentials. Checked there: `If-None-Match: *` and `If-Match` answer 412 on conflict,
+//! `If-Match` on a missing key 404 `NoSuchKey`, conditional DeleteObject is enforced
+//! (404 `NoSuchKey` on a missing key), ETags are body MD5s as on S3. Differences:
+//! - **moto's conditional PUT is not atomic under concurrency.** It checks `If-Match` /
+//!   `If-None-Match` and then stores the object in a separate step, with no lock, in a
+//!   threaded server: two racing PUTs on one ETag can both succeed (the conformance
+//!   suite's 5 × 10 compare-and-swap increments lost one in 6 of 40 runs on a plain
+//!   `moto_server`). S3 applies conditional writes atomically. The tests that race
+//!   writers on one key therefore run on a moto of their own whose requests are
+//!   serialized (one lock around moto's request handler); the others use the shared one.
+//! - moto can answer a GetObject racing an overwrite of the same key with a 500 (it
+//!   closes the old object's buffer under the reader). The store retries reads on
+//!   transient 5xx anyway, as S3 recommends.
+//! - moto never answers `409 ConditionalRequestConflict` and never throttles
+//!   (`503 SlowDown`): the tests replay those answers through a scripted HTTP client, so
+//!   the SDK parses them as it would S3's, and unit tests cover the rest of the mapping.
+//! - moto checks neither credentials nor IAM unless started with
+//!   `INITIAL_NO_AUTH_ACTION_COUNT`; the access-denied test starts its own moto that way.
+//! - moto keeps objects in memory (no durability) and answers in about a millisecond,
+//!   which is why sub-second TTLs work in the tests and not on S3.
+//! - `Last-Modified` and `Date` come from one host clock on moto, so a server-clock
+//!   scheme would look sound there while S3 gives no such promise.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod body;
+mod bucket;
+mod config;
+mod error;
+mod manifest;
+mod store;
+
+pub use config::{
+    DEFAULT_CONFLICT_BACKOFF, DEFAULT_CONFLICT_RETRIES, DEFAULT_REQUEST_TIMEOUT, MAX_KEY_LEN, MAX_PREFIX_LEN,
+    S3StoreConfig, local_client,
+};
+pub use manifest::{Commit, FencedManifest, MAX_MANIFEST_BYTES, Manifest};
+pub use store::{MAX_RECORD_BYTES, S3Store};

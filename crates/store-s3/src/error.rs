@@ -1,0 +1,357 @@
+//! S3 answers and SDK failures, mapped to the library's error kinds through named
+//! constants.
+//!
+//! | S3 / SDK | meaning here |
+//! |---|---|
+//! | 412 `PreconditionFailed` | the condition did not hold: a conflict, nothing changed |
+//! | 404 `NoSuchKey` | no object (on `If-Match`: a conflict with an absent record) |
+//! | 409 `ConditionalRequestConflict`, `OperationAborted` | another conditional write on the key was in flight; not applied, re-sent with backoff |
+//! | 503 `SlowDown` | throttled before applying: [`Error::Unavailable`] |
+//! | 400 `RequestTimeout` | the request body was not received: [`Error::Unavailable`] |
+//! | 404 `NoSuchBucket` (or a 404 without `NoSuchKey`), 401, 403 (`AccessDenied`, `InvalidAccessKeyId`, `SignatureDoesNotMatch`, `RequestTimeTooSkewed`, …), 3xx redirects, 501 and other 4xx | [`Error::Misconfigured`] |
+//! | other 5xx, an unreadable answer, a timeout or a lost connection after the request went out | a write: [`Error::Indeterminate`]; a read: [`Error::Unavailable`] |
+//! | a request that never went out (connection refused, DNS failure, connect timeout, a failing credentials provider) | [`Error::Unavailable`] |
+//!
+//! "Went out" is known, not guessed: every request carries an interceptor that records
+//! when the SDK hands it to the HTTP connector; a failure before that point is certainly
+//! not applied. After it, only a refused connection, a DNS failure or a connect timeout
+//! found in the error's source chain proves the request was not sent; anything else
+//! counts as "may have applied".
+
+use std::error::Error as StdError;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use aws_sdk_s3::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
+use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
+use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
+use aws_smithy_runtime_api::client::result::ConnectorError;
+use lease_core::{BoxError, Error};
+
+/// S3 error codes the store reacts to.
+pub(crate) mod code {
+    /// A conditional header did not hold (412).
+    pub(crate) const PRECONDITION_FAILED: &str = "PreconditionFailed";
+    /// No object under the key (404).
+    pub(crate) const NO_SUCH_KEY: &str = "NoSuchKey";
+    /// The bucket does not exist (404).
+    pub(crate) const NO_SUCH_BUCKET: &str = "NoSuchBucket";
+    /// Another conditional write on the same key is in flight (409): re-send.
+    pub(crate) const CONDITIONAL_REQUEST_CONFLICT: &str = "ConditionalRequestConflict";
+    /// A conflicting operation is in progress (409): re-send.
+    pub(crate) const OPERATION_ABORTED: &str = "OperationAborted";
+    /// Throttled (503): not applied.
+    pub(crate) const SLOW_DOWN: &str = "SlowDown";
+    /// The server gave up waiting for the request body (400): not applied.
+    pub(crate) const REQUEST_TIMEOUT: &str = "RequestTimeout";
+    /// Permission missing (403).
+    pub(crate) const ACCESS_DENIED: &str = "AccessDenied";
+}
+
+/// HTTP statuses the store reacts to.
+pub(crate) mod status {
+    /// 412 Precondition Failed.
+    pub(crate) const PRECONDITION_FAILED: u16 = 412;
+    /// 404 Not Found.
+    pub(crate) const NOT_FOUND: u16 = 404;
+    /// 409 Conflict.
+    pub(crate) const CONFLICT: u16 = 409;
+    /// 400 Bad Request.
+    pub(crate) const BAD_REQUEST: u16 = 400;
+    /// 503 Service Unavailable.
+    pub(crate) const SERVICE_UNAVAILABLE: u16 = 503;
+}
+
+/// Whether an operation changes the bucket: a write whose answer was lost may have
+/// applied, a read never changes anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    /// GetObject.
+    Read,
+    /// PutObject, DeleteObject.
+    Write,
+}
+
+/// What an S3 failure means to the store.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// 412: the condition did not hold; nothing changed.
+    PreconditionFailed,
+    /// 404 `NoSuchKey`: there is no object under the key.
+    NoSuchKey,
+    /// 409: another conditional write was in flight; this one was not applied.
+    ConcurrentWrite(Error),
+    /// Everything else, as the library's error.
+    Other(Error),
+}
+
+/// Records whether the SDK handed a request to the HTTP connector.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SentFlag(Arc<AtomicBool>);
+
+impl SentFlag {
+    /// Whether the request reached the connector.
+    pub(crate) fn was_sent(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+impl Intercept for SentFlag {
+    fn name(&self) -> &'static str {
+        "leasehold-sent-flag"
+    }
+
+    fn read_before_transmit(
+        &self,
+        _context: &BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
+        self.0.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// Classifies a failed S3 call. `what` names the call for messages
+/// (`"PutObject leases/a"`); `sent` says whether the request reached the connector.
+pub(crate) fn classify<E>(err: SdkError<E, HttpResponse>, op: Op, sent: bool, what: &str) -> Failure
+where
+    E: ProvideErrorMetadata + StdError + Send + Sync + 'static,
+{
+    let kind = kind_of(&err, op, sent);
+    let describe = |class: &str| format!("{what}: {class}: {}", summary(&err));
+    match kind {
+        Kind::PreconditionFailed => Failure::PreconditionFailed,
+        Kind::NoSuchKey => Failure::NoSuchKey,
+        Kind::ConcurrentWrite => {
+            let message = describe("another conditional write on the key was in flight");
+            Failure::ConcurrentWrite(Error::unavailable(message, boxed(err)))
+        }
+        Kind::NotApplied(class) => Failure::Other(Error::unavailable(describe(class), boxed(err))),
+        Kind::MaybeApplied(class) => Failure::Other(Error::indeterminate(describe(class), boxed(err))),
+        Kind::Misconfigured(class) => Failure::Other(Error::misconfigured(describe(class), boxed(err))),
+    }
+}
+
+fn boxed<E>(err: SdkError<E, HttpResponse>) -> BoxError
+where
+    E: StdError + Send + Sync + 'static,
+{
+    Box::new(err)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    PreconditionFailed,
+    NoSuchKey,
+    ConcurrentWrite,
+    NotApplied(&'static str),
+    MaybeApplied(&'static str),
+    Misconfigured(&'static str),
+}
+
+fn kind_of<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>, op: Op, sent: bool) -> Kind {
+    let lost = |class: &'static str| match op {
+        Op::Write => Kind::MaybeApplied(class),
+        Op::Read => Kind::NotApplied(class),
+    };
+    match err {
+        SdkError::ServiceError(ctx) => service_kind(ctx.raw().status().as_u16(), ctx.err().code(), op),
+        SdkError::ConstructionFailure(_) => Kind::Misconfigured("the request could not be built"),
+        SdkError::DispatchFailure(d) => {
+            if !sent {
+                Kind::NotApplied("failed before the request was sent")
+            } else if d.is_user() {
+                Kind::Misconfigured("the HTTP client refused the request")
+            } else if d.as_connector_error().is_some_and(never_sent) {
+                Kind::NotApplied("could not connect")
+            } else {
+                lost("the connection failed after the request was sent")
+            }
+        }
+        SdkError::TimeoutError(_) if !sent => Kind::NotApplied("timed out before the request was sent"),
+        SdkError::TimeoutError(_) => lost("timed out waiting for the answer"),
+        SdkError::ResponseError(_) => lost("the answer could not be read"),
+        _ => lost("unrecognised SDK failure"),
+    }
+}
+
+fn service_kind(status: u16, code: Option<&str>, op: Op) -> Kind {
+    use self::code as c;
+    use self::status as s;
+    match (status, code) {
+        (s::PRECONDITION_FAILED, _) | (_, Some(c::PRECONDITION_FAILED)) => Kind::PreconditionFailed,
+        (s::NOT_FOUND, Some(c::NO_SUCH_KEY)) => Kind::NoSuchKey,
+        (s::NOT_FOUND, Some(c::NO_SUCH_BUCKET)) => Kind::Misconfigured("the bucket does not exist"),
+        (s::NOT_FOUND, _) => Kind::Misconfigured("404 without NoSuchKey (wrong endpoint or bucket?)"),
+        (s::CONFLICT, Some(c::CONDITIONAL_REQUEST_CONFLICT | c::OPERATION_ABORTED)) => Kind::ConcurrentWrite,
+        (s::CONFLICT, _) => Kind::NotApplied("refused with 409"),
+        (s::SERVICE_UNAVAILABLE, Some(c::SLOW_DOWN)) => Kind::NotApplied("throttled (SlowDown)"),
+        (s::BAD_REQUEST, Some(c::REQUEST_TIMEOUT)) => Kind::NotApplied("the server timed out reading the request"),
+        (401 | 403, Some(c::ACCESS_DENIED)) => Kind::Misconfigured("access denied (check the IAM policy)"),
+        (401 | 403, _) => Kind::Misconfigured("refused: credentials, signature or clock"),
+        (300..=399, _) => Kind::Misconfigured("redirected (wrong region or endpoint?)"),
+        (501, _) => Kind::Misconfigured("not implemented by the server (no conditional writes?)"),
+        (400..=499, _) => Kind::Misconfigured("refused as invalid"),
+        _ => match op {
+            Op::Write => Kind::MaybeApplied("server error after the request was received"),
+            Op::Read => Kind::NotApplied("server error"),
+        },
+    }
+}
+
+/// True when the connector's error proves the request never left this machine: the
+/// connection was refused or unreachable, the name did not resolve, or connecting
+/// timed out.
+fn never_sent(err: &ConnectorError) -> bool {
+    let mut next: Option<&(dyn StdError + 'static)> = Some(err);
+    while let Some(e) = next {
+        let refused = e.downcast_ref::<std::io::Error>().is_some_and(|io| {
+            matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionRefused
+                    | std::io::ErrorKind::AddrNotAvailable
+                    | std::io::ErrorKind::NetworkUnreachable
+                    | std::io::ErrorKind::HostUnreachable
+            )
+        });
+        if refused {
+            return true;
+        }
+        if e.downcast_ref::<aws_smithy_runtime_api::client::dns::ResolveDnsError>()
+            .is_some()
+        {
+            return true;
+        }
+        // aws-smithy-http-client's connect timeout reads "HTTP connect timeout occurred
+        // after …"; if that wording changes, the failure counts as "may have applied".
+        if e.to_string().contains("connect timeout") {
+            return true;
+        }
+        next = e.source();
+    }
+    false
+}
+
+/// Status, code and message of a failure, for error messages.
+fn summary<E: ProvideErrorMetadata + StdError + 'static>(err: &SdkError<E, HttpResponse>) -> String {
+    match err {
+        SdkError::ServiceError(ctx) => format!(
+            "HTTP {} {} ({})",
+            ctx.raw().status().as_u16(),
+            ctx.err().code().unwrap_or("no error code"),
+            ctx.err().message().unwrap_or("no message")
+        ),
+        other => {
+            let mut s = other.to_string();
+            let mut next = StdError::source(other);
+            while let Some(e) = next {
+                s.push_str(": ");
+                s.push_str(&e.to_string());
+                next = e.source();
+            }
+            s
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use aws_sdk_s3::operation::put_object::PutObjectError;
+    use aws_smithy_runtime_api::http::StatusCode;
+    use aws_smithy_types::body::SdkBody;
+    use aws_smithy_types::error::ErrorMetadata;
+
+    use super::*;
+
+    fn service(status: u16, code: &str) -> SdkError<PutObjectError, HttpResponse> {
+        let err = PutObjectError::generic(ErrorMetadata::builder().code(code).message("test").build());
+        let status = StatusCode::try_from(status).expect("status");
+        SdkError::service_error(err, HttpResponse::new(status, SdkBody::empty()))
+    }
+
+    fn class(err: SdkError<PutObjectError, HttpResponse>, op: Op, sent: bool) -> &'static str {
+        match classify(err, op, sent, "PutObject k") {
+            Failure::PreconditionFailed => "conflict",
+            Failure::NoSuchKey => "absent",
+            Failure::ConcurrentWrite(e) => {
+                assert!(e.is_retryable(), "{e}");
+                "retry"
+            }
+            Failure::Other(Error::Unavailable { .. }) => "unavailable",
+            Failure::Other(Error::Indeterminate { .. }) => "indeterminate",
+            Failure::Other(Error::Misconfigured { .. }) => "misconfigured",
+            Failure::Other(e) => panic!("unexpected {e:?}"),
+        }
+    }
+
+    #[test]
+    fn service_errors() {
+        let cases = [
+            (412, "PreconditionFailed", "conflict"),
+            (404, "NoSuchKey", "absent"),
+            (404, "NoSuchBucket", "misconfigured"),
+            (404, "", "misconfigured"),
+            (409, "ConditionalRequestConflict", "retry"),
+            (409, "OperationAborted", "retry"),
+            (409, "SomethingElse", "unavailable"),
+            (503, "SlowDown", "unavailable"),
+            (400, "RequestTimeout", "unavailable"),
+            (403, "AccessDenied", "misconfigured"),
+            (403, "InvalidAccessKeyId", "misconfigured"),
+            (403, "RequestTimeTooSkewed", "misconfigured"),
+            (301, "PermanentRedirect", "misconfigured"),
+            (501, "NotImplemented", "misconfigured"),
+            (400, "InvalidArgument", "misconfigured"),
+            (500, "InternalError", "indeterminate"),
+            (503, "ServiceUnavailable", "indeterminate"),
+        ];
+        for (status, code, want) in cases {
+            assert_eq!(class(service(status, code), Op::Write, true), want, "{status} {code}");
+        }
+        assert_eq!(class(service(500, "InternalError"), Op::Read, true), "unavailable");
+    }
+
+    #[test]
+    fn transport_errors() {
+        let refused = || {
+            SdkError::dispatch_failure(ConnectorError::io(Box::new(std::io::Error::from(
+                std::io::ErrorKind::ConnectionRefused,
+            ))))
+        };
+        let reset = || {
+            SdkError::dispatch_failure(ConnectorError::io(Box::new(std::io::Error::from(
+                std::io::ErrorKind::ConnectionReset,
+            ))))
+        };
+        assert_eq!(class(refused(), Op::Write, true), "unavailable");
+        assert_eq!(class(reset(), Op::Write, true), "indeterminate");
+        assert_eq!(class(reset(), Op::Write, false), "unavailable");
+        assert_eq!(class(reset(), Op::Read, true), "unavailable");
+        assert_eq!(class(SdkError::timeout_error("slow"), Op::Write, true), "indeterminate");
+        assert_eq!(class(SdkError::timeout_error("slow"), Op::Write, false), "unavailable");
+        assert_eq!(class(SdkError::timeout_error("slow"), Op::Read, true), "unavailable");
+        assert_eq!(
+            class(SdkError::construction_failure("bad"), Op::Write, false),
+            "misconfigured"
+        );
+        let connect_timeout =
+            SdkError::dispatch_failure(ConnectorError::timeout("HTTP connect timeout occurred after 1s".into()));
+        assert_eq!(class(connect_timeout, Op::Write, true), "unavailable");
+        let read_timeout =
+            SdkError::dispatch_failure(ConnectorError::timeout("HTTP read timeout occurred after 1s".into()));
+        assert_eq!(class(read_timeout, Op::Write, true), "indeterminate");
+    }
+
+    #[test]
+    fn messages_name_the_call_and_the_code() {
+        match classify(service(403, "AccessDenied"), Op::Write, true, "PutObject leases/a") {
+            Failure::Other(e) => {
+                let s = e.to_string();
+                assert!(s.contains("PutObject leases/a") && s.contains("AccessDenied"), "{s}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

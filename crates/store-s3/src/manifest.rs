@@ -1,0 +1,349 @@
+//! Fenced commits for data kept in object storage: a manifest (pointer) object that
+//! carries the fencing token, replaced only by a conditional PUT.
+//!
+//! This is how lakehouse table formats commit: the data (files, snapshots) is written
+//! under new, unique keys, where it harms nobody; the *commit* is the replacement of one
+//! small manifest that says which data is current. Here the manifest also carries the
+//! token of the writer that committed it, its high-water mark (DESIGN rule 5), and a
+//! commit is accepted only if
+//!
+//! 1. the manifest is still exactly the one the writer based its work on (`If-Match` on
+//!    its ETag; `If-None-Match: *` for the first commit), and
+//! 2. the writer's token is not older than the token in that manifest.
+//!
+//! Check 2 is made on the base manifest the writer read, and check 1 makes S3 apply the
+//! PUT only if that base is still current, so the pair is atomic: no read-then-compare
+//! window. A holder that froze past its lease and wakes up fails on the ETag (the new
+//! holder committed, or raised the fence with [`FencedManifest::fence`]) or on the token.
+//!
+//! The object's body is a header line `leasehold-manifest/1 token=<n>` and a newline,
+//! then the caller's bytes, untouched. Never delete a manifest: it holds the
+//! high-water mark, and a stale holder could re-create it.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::Rng;
+
+use lease_core::{Error, FencingToken, Result, Version};
+
+use crate::bucket::{Bucket, Cond, Found, Written};
+use crate::config::{MAX_KEY_LEN, validate_key_path};
+
+/// The largest manifest read back (header included); bigger objects are
+/// [`Error::CorruptRecord`].
+pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+
+/// The first bytes of every manifest, before the token.
+const HEADER: &[u8] = b"leasehold-manifest/1 token=";
+
+/// How many conflicting commits [`FencedManifest::update`] retries through.
+const MAX_UPDATE_ATTEMPTS: u32 = 64;
+
+/// The longest random pause between two rounds of [`FencedManifest::update`].
+const MAX_UPDATE_BACKOFF: Duration = Duration::from_millis(50);
+
+/// The content type of manifest objects.
+const MANIFEST_CONTENT_TYPE: &str = "application/octet-stream";
+
+/// A committed manifest, as read or as just written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    /// The token of the writer that committed it: the resource's high-water mark.
+    pub token: FencingToken,
+    /// The caller's bytes (a pointer to the current data, or small data itself).
+    pub data: Vec<u8>,
+    /// The object's ETag, the base of the next commit.
+    pub version: Version,
+}
+
+/// The outcome of [`FencedManifest::commit`] when the writer's token is not stale.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Commit {
+    /// The manifest now holds the new data with the writer's token.
+    Committed(Manifest),
+    /// The manifest changed since the base was read (by a writer with the same or an
+    /// older token); nothing was written. Rebase on this one (`None`: it was deleted) and
+    /// commit again.
+    Conflict(Option<Manifest>),
+}
+
+/// A manifest object whose replacement is fenced by lease tokens.
+///
+/// ```no_run
+/// # async fn demo(store: store_s3::S3Store, lease: lease_core::Lease) -> lease_core::Result<()> {
+/// use store_s3::Commit;
+/// let manifest = store.manifest("tables/orders/_manifest")?;
+/// // After a grant: raise the fence, so every older holder's commit is refused from now on.
+/// let mut base = manifest.fence(lease.token()).await?;
+/// // Write the data under a new key (not shown), then point the manifest at it.
+/// match manifest.commit(lease.token(), Some(&base), b"data/v0042.parquet".to_vec()).await? {
+///     Commit::Committed(m) => base = m,
+///     Commit::Conflict(_) => { /* same tenure raced: rebase and retry */ }
+/// }
+/// // A stale holder gets Err(Error::FenceRejected { .. }) and must stop.
+/// # let _ = base; Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct FencedManifest {
+    bucket: Arc<Bucket>,
+    key: String,
+}
+
+impl fmt::Debug for FencedManifest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FencedManifest")
+            .field("bucket", &self.bucket.config().bucket())
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FencedManifest {
+    /// The manifest at `key` in the bucket of `config`, sent with `client` and the
+    /// request options of `config` (the prefix of `config` is not used).
+    ///
+    /// The key follows the prefix rules of [`crate::S3StoreConfig::new`] (lease-name
+    /// characters, no empty, `.` or `..` segments), up to 1024 bytes.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an invalid key.
+    pub fn new(client: aws_sdk_s3::Client, config: crate::S3StoreConfig, key: &str) -> Result<Self> {
+        Self::from_bucket(Arc::new(Bucket::new(client, config)), key)
+    }
+
+    pub(crate) fn from_bucket(bucket: Arc<Bucket>, key: &str) -> Result<Self> {
+        validate_key_path("manifest key", key, MAX_KEY_LEN)?;
+        Ok(Self {
+            bucket,
+            key: key.to_owned(),
+        })
+    }
+
+    /// The object key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Reads the manifest (`None` before the first commit). One GetObject.
+    ///
+    /// # Errors
+    /// [`Error::CorruptRecord`] for an object that is not a manifest; store errors.
+    pub async fn read(&self) -> Result<Option<Manifest>> {
+        match self.bucket.get(&self.key, MAX_MANIFEST_BYTES).await? {
+            Found::Missing => Ok(None),
+            Found::TooLarge { len } => Err(Error::corrupt(
+                &self.key,
+                format!("{len} bytes or more, larger than {MAX_MANIFEST_BYTES}"),
+            )),
+            Found::Object { body, etag } => {
+                let (token, data) = decode(&self.key, &body)?;
+                Ok(Some(Manifest {
+                    token,
+                    data,
+                    version: Version::new(etag),
+                }))
+            }
+        }
+    }
+
+    /// Commits `data` with `token` on top of `base` (the manifest the work was based on,
+    /// `None` for the first commit): one conditional PutObject, plus one GetObject when
+    /// the condition fails (to tell a stale writer from a concurrent one).
+    ///
+    /// # Errors
+    /// - [`Error::FenceRejected`] if `base` or the manifest that replaced it carries a
+    ///   newer token: the caller has lost its lease and must stop (never retried).
+    /// - [`Error::InvalidInput`] for token 0 (never issued).
+    /// - [`Error::Indeterminate`] if the answer was lost: the commit may have applied.
+    /// - other store errors.
+    pub async fn commit(
+        &self,
+        token: FencingToken,
+        base: Option<&Manifest>,
+        data: impl Into<Vec<u8>>,
+    ) -> Result<Commit> {
+        if token == FencingToken::ZERO {
+            return Err(Error::invalid("fencing token", "0 is never issued"));
+        }
+        if base.is_some_and(|b| b.token > token) {
+            return Err(rejected(token));
+        }
+        let data = data.into();
+        let cond = match base {
+            Some(b) => Cond::Match(b.version.as_str()),
+            None => Cond::Absent,
+        };
+        match self
+            .bucket
+            .put(&self.key, encode(token, &data), cond, MANIFEST_CONTENT_TYPE)
+            .await?
+        {
+            Written::Applied(etag) => Ok(Commit::Committed(Manifest {
+                token,
+                data,
+                version: Version::new(etag),
+            })),
+            Written::PreconditionFailed | Written::NoSuchKey => match self.read().await? {
+                Some(current) if current.token > token => Err(rejected(token)),
+                current => Ok(Commit::Conflict(current)),
+            },
+        }
+    }
+
+    /// Reads the manifest, computes the new data from it with `f` and commits it with
+    /// `token`, again on every conflict with a writer of the same or an older token (at
+    /// most 64 rounds, after a random pause growing to 50 ms, so that concurrent writers
+    /// do not retry in step). Two requests without contention.
+    ///
+    /// # Errors
+    /// As [`FencedManifest::commit`]; [`Error::Unavailable`] after 64 conflicting rounds.
+    pub async fn update<F>(&self, token: FencingToken, mut f: F) -> Result<Manifest>
+    where
+        F: FnMut(Option<&Manifest>) -> Vec<u8> + Send,
+    {
+        let mut base = self.read().await?;
+        for round in 0..MAX_UPDATE_ATTEMPTS {
+            let data = f(base.as_ref());
+            match self.commit(token, base.as_ref(), data).await? {
+                Commit::Committed(m) => return Ok(m),
+                Commit::Conflict(current) => base = current,
+            }
+            let ceiling = Duration::from_millis(1 << round.min(6)).min(MAX_UPDATE_BACKOFF);
+            let pause = ceiling.mul_f64(rand::rng().random_range(0.0..1.0));
+            tokio::time::sleep(pause).await;
+        }
+        Err(Error::Unavailable {
+            message: format!(
+                "manifest {}: {MAX_UPDATE_ATTEMPTS} commits in a row lost to others",
+                self.key
+            ),
+            source: None,
+        })
+    }
+
+    /// Raises the manifest's high-water mark to `token`, keeping its data (an empty
+    /// manifest is created if there is none). A new holder calls this right after its
+    /// grant: from then on every commit by an older holder is refused, even one based
+    /// on a manifest it read before.
+    ///
+    /// # Errors
+    /// As [`FencedManifest::update`].
+    pub async fn fence(&self, token: FencingToken) -> Result<Manifest> {
+        self.update(token, |current| current.map(|m| m.data.clone()).unwrap_or_default())
+            .await
+    }
+}
+
+fn rejected(token: FencingToken) -> Error {
+    metrics::counter!(lease_core::observe::FENCE_REJECTIONS).increment(1);
+    Error::FenceRejected { token }
+}
+
+fn encode(token: FencingToken, data: &[u8]) -> Vec<u8> {
+    let digits = token.get().to_string();
+    let mut body = Vec::with_capacity(HEADER.len() + digits.len() + 1 + data.len());
+    body.extend_from_slice(HEADER);
+    body.extend_from_slice(digits.as_bytes());
+    body.push(b'\n');
+    body.extend_from_slice(data);
+    body
+}
+
+fn decode(key: &str, body: &[u8]) -> Result<(FencingToken, Vec<u8>)> {
+    let corrupt = |why: &str| Error::corrupt(key, format!("not a leasehold manifest: {why}"));
+    let rest = body.strip_prefix(HEADER).ok_or_else(|| corrupt("missing header"))?;
+    let end = rest
+        .iter()
+        .position(|b| *b == b'\n')
+        .ok_or_else(|| corrupt("unterminated header"))?;
+    let digits = &rest[..end];
+    if digits.is_empty() || digits.len() > 20 || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(corrupt("bad token"));
+    }
+    let token: u64 = std::str::from_utf8(digits)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| corrupt("bad token"))?;
+    if token == 0 {
+        return Err(corrupt("token 0 is never issued"));
+    }
+    Ok((FencingToken::new(token), rest[end + 1..].to_vec()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        for data in [&b""[..], b"data/v1.parquet", b"\n\x00binary\nlines\n"] {
+            let body = encode(FencingToken::new(42), data);
+            assert_eq!(
+                decode("k", &body).expect("decode"),
+                (FencingToken::new(42), data.to_vec())
+            );
+        }
+        assert!(encode(FencingToken::new(7), b"x").starts_with(b"leasehold-manifest/1 token=7\nx"));
+    }
+
+    #[test]
+    fn garbage_is_corrupt() {
+        for bad in [
+            &b""[..],
+            b"hello",
+            b"leasehold-manifest/1 token=",
+            b"leasehold-manifest/1 token=\n",
+            b"leasehold-manifest/1 token=0\n",
+            b"leasehold-manifest/1 token=-1\n",
+            b"leasehold-manifest/1 token=1x\n",
+            b"leasehold-manifest/1 token=99999999999999999999\n",
+            b"leasehold-manifest/2 token=1\n",
+        ] {
+            assert!(
+                matches!(decode("k", bad), Err(Error::CorruptRecord { .. })),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn keys_are_validated() {
+        let store = crate::S3Store::new(
+            crate::local_client("http://127.0.0.1:9"),
+            crate::S3StoreConfig::new("bucket-1", "leases").expect("config"),
+        );
+        assert!(store.manifest("tables/orders/_manifest").is_ok());
+        for bad in ["", "/abs", "a/../b", "a b", "a//b", &"k".repeat(1025)] {
+            assert!(
+                matches!(store.manifest(bad), Err(Error::InvalidInput { .. })),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn stale_base_is_refused_before_sending() {
+        let store = crate::S3Store::new(
+            crate::local_client("http://127.0.0.1:9"),
+            crate::S3StoreConfig::new("bucket-1", "leases").expect("config"),
+        );
+        let m = store.manifest("m").expect("manifest");
+        let base = Manifest {
+            token: FencingToken::new(5),
+            data: vec![],
+            version: Version::new("\"x\""),
+        };
+        // Nothing listens on port 9: a request would fail with Unavailable, not this.
+        match m.commit(FencingToken::new(4), Some(&base), b"x".to_vec()).await {
+            Err(Error::FenceRejected { token }) => assert_eq!(token, FencingToken::new(4)),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            m.commit(FencingToken::ZERO, None, b"x".to_vec()).await,
+            Err(Error::InvalidInput { .. })
+        ));
+    }
+}

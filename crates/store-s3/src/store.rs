@@ -1,0 +1,254 @@
+//! [`S3Store`]: lease records as S3 objects, compare-and-swap on the ETag.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use lease_core::{
+    Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Error, Grade, LeaseName, LeaseRecord,
+    Linearizable, Precondition, Result, Stored, Version,
+};
+
+use crate::bucket::{Bucket, Cond, Found, Written};
+use crate::{FencedManifest, S3StoreConfig, body};
+
+/// The largest object the store reads as a lease record; anything bigger under the
+/// prefix is [`Error::CorruptRecord`] without being downloaded.
+pub const MAX_RECORD_BYTES: u64 = 4096;
+
+/// The content type of lease-record objects.
+const RECORD_CONTENT_TYPE: &str = "application/json";
+
+/// Lease records kept as S3 objects under `<prefix>/<lease name>`.
+///
+/// Every method is one request (plus re-sends after `409 ConditionalRequestConflict`,
+/// which S3 did not apply): `read` is a GetObject, `write` a PutObject with
+/// `If-None-Match: *` ([`Precondition::Absent`]) or `If-Match: <etag>`
+/// ([`Precondition::Version`]), `delete` a DeleteObject with `If-Match: <etag>`. The
+/// version is the object's ETag as S3 returns it (quotes included). S3 answers a failed
+/// condition with an empty 412, so conflicts report [`Current::Unknown`] (the client then
+/// reads), except a 404 on `If-Match`, which is [`Current::Absent`].
+///
+/// Expiry is judged by observation ([`ClockSource::Observation`]); see the crate docs.
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct S3Store {
+    bucket: Arc<Bucket>,
+}
+
+impl fmt::Debug for S3Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("S3Store")
+            .field("bucket", &self.bucket.config().bucket())
+            .field("prefix", &self.bucket.config().prefix())
+            .finish_non_exhaustive()
+    }
+}
+
+impl S3Store {
+    /// A store over `client` (built by the caller: credentials, region, endpoint) keeping
+    /// its records as `config` says. No request is sent; [`S3Store::verify`] checks the
+    /// setup.
+    pub fn new(client: aws_sdk_s3::Client, config: S3StoreConfig) -> Self {
+        Self {
+            bucket: Arc::new(Bucket::new(client, config)),
+        }
+    }
+
+    /// Where the records are kept.
+    pub fn config(&self) -> &S3StoreConfig {
+        self.bucket.config()
+    }
+
+    /// The client the store sends with.
+    pub fn client(&self) -> &aws_sdk_s3::Client {
+        self.bucket.client()
+    }
+
+    /// The object key of a lease name.
+    pub fn key_for(&self, name: &LeaseName) -> String {
+        self.config().key_for(name)
+    }
+
+    /// A fenced manifest in the same bucket, with the same client and request options
+    /// (`key` is a full object key, outside the lease prefix or not).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an invalid key (see [`FencedManifest::new`]).
+    pub fn manifest(&self, key: &str) -> Result<FencedManifest> {
+        FencedManifest::from_bucket(self.bucket.clone(), key)
+    }
+
+    /// Checks that the bucket exists, the credentials may read and write under the
+    /// prefix, and the server enforces conditional writes (an S3-compatible server that
+    /// ignored `If-None-Match` or `If-Match` would let two holders in at once).
+    ///
+    /// Six requests on a probe object `<prefix>/~probe-<random>` (a key no lease name
+    /// maps to), which it deletes again: create, create again (must be refused), replace
+    /// on a wrong ETag (must be refused), read back (must be the first write), delete on a
+    /// wrong ETag (must be refused), delete. Needs `s3:DeleteObject` besides the lease
+    /// permissions. Run it once at startup, not per lease.
+    ///
+    /// # Errors
+    /// [`Error::Misconfigured`] naming what is wrong; store errors as for any call.
+    pub async fn verify(&self) -> Result<()> {
+        let key = format!("{}/~probe-{:032x}", self.config().prefix(), rand::random::<u128>());
+        let bad = |what: String| Error::Misconfigured {
+            message: what,
+            source: None,
+        };
+        let b = &self.bucket;
+        let etag = match b.put(&key, b"probe-1".to_vec(), Cond::Absent, "text/plain").await? {
+            Written::Applied(etag) => etag,
+            other => return Err(bad(format!("creating the probe {key} failed: {other:?}"))),
+        };
+        let outcome = b.put(&key, b"probe-2".to_vec(), Cond::Absent, "text/plain").await?;
+        if outcome != Written::PreconditionFailed {
+            return Err(bad(format!(
+                "the server ignored If-None-Match: * on {key} ({outcome:?}): unsafe for leases"
+            )));
+        }
+        let wrong = "\"00000000000000000000000000000000\"";
+        let outcome = b
+            .put(&key, b"probe-3".to_vec(), Cond::Match(wrong), "text/plain")
+            .await?;
+        if outcome != Written::PreconditionFailed {
+            return Err(bad(format!(
+                "the server ignored If-Match on PutObject {key} ({outcome:?}): unsafe for leases"
+            )));
+        }
+        match b.get(&key, 64).await? {
+            Found::Object { body, etag: read } if body == b"probe-1" && read == etag => {}
+            other => {
+                return Err(bad(format!(
+                    "reading the probe {key} back did not return the first write: {other:?}"
+                )));
+            }
+        }
+        let outcome = b.delete(&key, wrong).await?;
+        if outcome != Written::PreconditionFailed {
+            return Err(bad(format!(
+                "the server ignored If-Match on DeleteObject {key} ({outcome:?})"
+            )));
+        }
+        match b.delete(&key, &etag).await? {
+            Written::Applied(_) => Ok(()),
+            other => Err(bad(format!("deleting the probe {key} failed: {other:?}"))),
+        }
+    }
+}
+
+#[async_trait]
+impl CasStore for S3Store {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            clock: ClockSource::Observation,
+            grade: Grade::Linearizable,
+            conflict_returns_current: false,
+            notifies_waiters: false,
+        }
+    }
+
+    async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {
+        let key = self.key_for(name);
+        match self.bucket.get(&key, MAX_RECORD_BYTES).await? {
+            Found::Missing => Ok(None),
+            Found::TooLarge { len } => Err(Error::corrupt(
+                name.as_str(),
+                format!("object {key} is {len} bytes or more, larger than any lease record"),
+            )),
+            Found::Object { body, etag } => Ok(Some(Stored {
+                record: body::decode(name, &body)?,
+                version: Version::new(etag),
+                remaining: None,
+            })),
+        }
+    }
+
+    async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
+        let cond = match expect {
+            Precondition::Absent => Cond::Absent,
+            Precondition::Version(v) => Cond::Match(v.as_str()),
+            Precondition::Claimable => {
+                return Err(Error::invalid(
+                    "precondition",
+                    "Claimable needs a store with its own clock; S3 leases expire by observation",
+                ));
+            }
+        };
+        let key = self.key_for(name);
+        match self
+            .bucket
+            .put(&key, body::encode(record), cond, RECORD_CONTENT_TYPE)
+            .await?
+        {
+            Written::Applied(etag) => Ok(CasOutcome::Written(Stored {
+                record: record.clone(),
+                version: Version::new(etag),
+                remaining: None,
+            })),
+            Written::PreconditionFailed => Ok(CasOutcome::Conflict(Current::Unknown)),
+            Written::NoSuchKey => match cond {
+                Cond::Match(_) => Ok(CasOutcome::Conflict(Current::Absent)),
+                Cond::Absent => Err(Error::Misconfigured {
+                    message: format!("PutObject {key}: NoSuchKey on If-None-Match: * (not S3 behaviour)"),
+                    source: None,
+                }),
+            },
+        }
+    }
+
+    async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        let key = self.key_for(name);
+        match self.bucket.delete(&key, version.as_str()).await? {
+            Written::Applied(_) => Ok(DeleteOutcome::Deleted),
+            Written::PreconditionFailed => Ok(DeleteOutcome::Conflict(Current::Unknown)),
+            Written::NoSuchKey => Ok(DeleteOutcome::Conflict(Current::Absent)),
+        }
+    }
+}
+
+/// S3 conditional writes are strongly consistent and atomic per key.
+impl Linearizable for S3Store {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> S3Store {
+        // Never contacted: port 9 (discard) on loopback is not listened on.
+        S3Store::new(
+            crate::local_client("http://127.0.0.1:9"),
+            S3StoreConfig::new("bucket-1", "leases").expect("config"),
+        )
+    }
+
+    #[test]
+    fn capabilities_are_observation_without_current_on_conflict() {
+        let caps = store().capabilities();
+        assert_eq!(caps.clock, ClockSource::Observation);
+        assert_eq!(caps.grade, Grade::Linearizable);
+        assert!(!caps.conflict_returns_current);
+        assert!(!caps.notifies_waiters);
+    }
+
+    #[tokio::test]
+    async fn claimable_is_invalid_input_and_sends_nothing() {
+        let name = LeaseName::new("a").expect("name");
+        let rec = LeaseRecord::held(
+            lease_core::HolderId::new("w").expect("holder"),
+            lease_core::FencingToken::FIRST,
+            lease_core::Ttl::from_millis(1000).expect("ttl"),
+        );
+        match store().write(&name, &Precondition::Claimable, &rec).await {
+            Err(Error::InvalidInput { .. }) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn keys_are_prefix_slash_name() {
+        let name = LeaseName::new("jobs/nightly:2026-11-30").expect("name");
+        assert_eq!(store().key_for(&name), "leases/jobs/nightly:2026-11-30");
+    }
+}

@@ -1,0 +1,344 @@
+//! Shared pieces of the store-s3 integration tests: the moto endpoint, unique buckets,
+//! an SDK interceptor that counts real HTTP requests, and a scripted HTTP client that
+//! answers like S3 does in cases moto never produces (409, 503 SlowDown).
+#![allow(dead_code, unreachable_pub, missing_docs)]
+
+use std::collections::{HashMap, VecDeque};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use aws_sdk_s3::Client;
+use aws_sdk_s3::config::timeout::TimeoutConfig;
+use aws_sdk_s3::config::{BehaviorVersion, ConfigBag, Credentials, Intercept, Region, RuntimeComponents};
+use aws_smithy_runtime_api::client::http::{
+    HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpConnector,
+};
+use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
+use aws_smithy_runtime_api::client::orchestrator::{HttpRequest, HttpResponse};
+use aws_smithy_runtime_api::client::result::ConnectorError;
+use aws_smithy_runtime_api::http::StatusCode;
+use aws_smithy_types::body::SdkBody;
+
+/// The shared moto server (`scripts/stores.sh start moto`).
+pub fn endpoint() -> String {
+    std::env::var("LEASEHOLD_MOTO_ENDPOINT").unwrap_or_else(|_| {
+        panic!(
+            "LEASEHOLD_MOTO_ENDPOINT is not set: run `scripts/stores.sh start moto` and \
+             `eval \"$(scripts/stores.sh env)\"` first"
+        )
+    })
+}
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// A bucket name no other test or run uses (the shared moto is never reset).
+pub fn unique_bucket(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let n = SEQ.fetch_add(1, Ordering::Relaxed);
+    let name = format!(
+        "lh-s3-{tag}-{:x}-{:x}-{n}",
+        std::process::id(),
+        nanos & 0xffff_ffff_ffff
+    );
+    assert!(name.len() <= 63, "bucket name too long: {name}");
+    name
+}
+
+/// Creates `bucket`, failing the test with a clear message if the server is down.
+pub async fn create_bucket(client: &Client, bucket: &str) {
+    if let Err(e) = client.create_bucket().bucket(bucket).send().await {
+        panic!(
+            "creating bucket {bucket} at {}: {} (is moto running? `scripts/stores.sh start moto`)",
+            endpoint(),
+            aws_smithy_types::error::display::DisplayErrorContext(&e)
+        );
+    }
+}
+
+/// A client as `store_s3::local_client` builds it, plus the given interceptor and
+/// HTTP client.
+pub fn client_with(endpoint: &str, counter: Option<RequestCounter>, http: Option<ScriptedHttp>) -> Client {
+    let mut b = aws_sdk_s3::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("leasehold", "leasehold", None, None, "test"))
+        .endpoint_url(endpoint)
+        .force_path_style(true)
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(2))
+                .operation_timeout(Duration::from_secs(10))
+                .build(),
+        );
+    if let Some(c) = counter {
+        b = b.interceptor(c);
+    }
+    if let Some(h) = http {
+        b = b.http_client(h);
+    }
+    Client::from_conf(b.build())
+}
+
+/// Counts the HTTP requests the SDK hands to its connector, by method.
+#[derive(Debug, Clone, Default)]
+pub struct RequestCounter(Arc<Mutex<HashMap<String, u64>>>);
+
+impl RequestCounter {
+    pub fn get(&self, method: &str) -> u64 {
+        self.0.lock().expect("lock").get(method).copied().unwrap_or(0)
+    }
+    pub fn total(&self) -> u64 {
+        self.0.lock().expect("lock").values().sum()
+    }
+    pub fn reset(&self) {
+        self.0.lock().expect("lock").clear();
+    }
+    pub fn snapshot(&self) -> HashMap<String, u64> {
+        self.0.lock().expect("lock").clone()
+    }
+}
+
+impl Intercept for RequestCounter {
+    fn name(&self) -> &'static str {
+        "test-request-counter"
+    }
+    fn read_before_transmit(
+        &self,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
+        _rc: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
+        *self
+            .0
+            .lock()
+            .expect("lock")
+            .entry(context.request().method().to_owned())
+            .or_insert(0) += 1;
+        Ok(())
+    }
+}
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// An S3 error document with this status and code.
+    Error(u16, &'static str),
+    /// 200 with this ETag (a PUT's answer).
+    PutOk(&'static str),
+    /// 204 (a DELETE's answer).
+    NoContent,
+}
+
+/// What the scripted client saw of one request.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    pub uri: String,
+    pub if_match: Option<String>,
+    pub if_none_match: Option<String>,
+}
+
+/// An HTTP client that answers from a script, like S3 would, and records each request.
+/// A request beyond the script gets a connector error, which fails the test's expectations.
+#[derive(Debug, Clone, Default)]
+pub struct ScriptedHttp {
+    replies: Arc<Mutex<VecDeque<Reply>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl ScriptedHttp {
+    pub fn new(replies: impl IntoIterator<Item = Reply>) -> Self {
+        Self {
+            replies: Arc::new(Mutex::new(replies.into_iter().collect())),
+            seen: Arc::default(),
+        }
+    }
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().expect("lock").clone()
+    }
+    pub fn remaining(&self) -> usize {
+        self.replies.lock().expect("lock").len()
+    }
+}
+
+impl HttpClient for ScriptedHttp {
+    fn http_connector(
+        &self,
+        _settings: &HttpConnectorSettings,
+        _components: &RuntimeComponents,
+    ) -> SharedHttpConnector {
+        SharedHttpConnector::new(self.clone())
+    }
+}
+
+impl HttpConnector for ScriptedHttp {
+    fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
+        self.seen.lock().expect("lock").push(Seen {
+            method: request.method().to_owned(),
+            uri: request.uri().to_owned(),
+            if_match: request.headers().get("if-match").map(str::to_owned),
+            if_none_match: request.headers().get("if-none-match").map(str::to_owned),
+        });
+        let Some(reply) = self.replies.lock().expect("lock").pop_front() else {
+            return HttpConnectorFuture::ready(Err(ConnectorError::other("script exhausted".into(), None)));
+        };
+        let status = |s: u16| StatusCode::try_from(s).expect("status");
+        let response = match reply {
+            Reply::Error(code, name) => {
+                let xml = format!(
+                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{name}</Code>\
+                     <Message>scripted {name}</Message><RequestId>test</RequestId></Error>"
+                );
+                let mut r = HttpResponse::new(status(code), SdkBody::from(xml));
+                r.headers_mut().insert("content-type", "application/xml");
+                r
+            }
+            Reply::PutOk(etag) => {
+                let mut r = HttpResponse::new(status(200), SdkBody::empty());
+                r.headers_mut().insert("etag", etag);
+                r
+            }
+            Reply::NoContent => HttpResponse::new(status(204), SdkBody::empty()),
+        };
+        HttpConnectorFuture::ready(Ok(response))
+    }
+}
+
+/// Polls `cond` every 5 ms until it holds, panicking with `what` after `timeout`.
+pub async fn wait_until(what: &str, timeout: Duration, cond: impl FnMut() -> bool) {
+    assert!(
+        lease_core::testing::process::poll(timeout, cond).await,
+        "timed out after {timeout:?} waiting for: {what}"
+    );
+}
+
+/// moto's request handler behind one lock, so each request runs alone, and a watchdog
+/// that ends the server when the process that started it (the test binary) is gone.
+///
+/// Why: moto's conditional PUT is check-then-act without a lock
+/// (`moto/s3/responses.py`, `put_object`), so under its threaded server two `If-Match`
+/// PUTs on the same ETag can both succeed (seen: 6 of 40 runs of the conformance
+/// suite's 5 x 10 CAS increments lost one on the shared moto). S3 never does that; the
+/// tests that race writers on one key run against this serialized moto instead.
+const SERIALIZED_MOTO: &str = r#"
+import os, sys, threading, time
+from werkzeug.serving import run_simple
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+port = int(sys.argv[1])
+parent = os.getppid()
+def watchdog():
+    while os.getppid() == parent:
+        time.sleep(0.1)
+    os._exit(0)
+threading.Thread(target=watchdog, daemon=True).start()
+os.environ["MOTO_PORT"] = str(port)
+inner = DomainDispatcherApplication(create_backend_app)
+lock = threading.Lock()
+def app(environ, start_response):
+    with lock:
+        return list(inner(environ, start_response))
+run_simple("127.0.0.1", port, app, threaded=True, request_handler=MotoRequestHandler)
+"#;
+
+/// The venv that holds moto (`scripts/install-deps.sh`).
+pub fn venv() -> String {
+    std::env::var("LEASEHOLD_VENV")
+        .unwrap_or_else(|_| format!("{}/.cache/leasehold-venv", std::env::var("HOME").expect("HOME")))
+}
+
+/// Where this crate's own servers keep their logs.
+pub fn own_dir() -> String {
+    let dir = std::env::var("LEASEHOLD_STORES_DIR").unwrap_or_else(|_| "/tmp/leasehold-stores".into());
+    let dir = format!("{dir}/store-s3");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {dir}: {e}"));
+    dir
+}
+
+/// Waits until something accepts connections on `port` (std only: works from any runtime).
+fn wait_listening(port: u16, child: &mut Child, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("{what} on port {port} exited at start: {status} (see {}/)", own_dir());
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} on port {port} not listening after 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// This test binary's serialized moto on `port` (one of 55200-55209), started on first
+/// use and ended by its watchdog when the test binary exits. Returns its endpoint.
+pub fn serialized_moto(port: u16) -> String {
+    static STARTED: OnceLock<Mutex<HashMap<u16, String>>> = OnceLock::new();
+    let started = STARTED.get_or_init(Mutex::default);
+    let mut started = started.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(endpoint) = started.get(&port) {
+        return endpoint.clone();
+    }
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "port {port} is already in use; a server left from an earlier run? (stop it by its pid)"
+    );
+    let python = format!("{}/bin/python", venv());
+    let log = std::fs::File::create(format!("{}/moto-serialized-{port}.log", own_dir())).expect("log file");
+    let mut child = Command::new(&python)
+        .args(["-c", SERIALIZED_MOTO, &port.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {python}: {e} (run scripts/install-deps.sh)"));
+    wait_listening(port, &mut child, "serialized moto");
+    // The watchdog ends it with this process; the handle is deliberately not waited on.
+    std::mem::forget(child);
+    let endpoint = format!("http://127.0.0.1:{port}");
+    started.insert(port, endpoint.clone());
+    endpoint
+}
+
+/// A moto of a test's own (threaded, as `moto_server`), stopped when dropped.
+pub struct OwnMoto {
+    child: Child,
+    pub endpoint: String,
+}
+
+impl Drop for OwnMoto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `moto_server` on `port` with extra environment variables.
+pub fn own_moto(port: u16, env: &[(&str, &str)]) -> OwnMoto {
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "port {port} is already in use; a server left from an earlier run? (stop it by its pid)"
+    );
+    let bin = format!("{}/bin/moto_server", venv());
+    let log = std::fs::File::create(format!("{}/moto-{port}.log", own_dir())).expect("log file");
+    let mut child = Command::new(&bin)
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {bin}: {e} (run scripts/install-deps.sh)"));
+    wait_listening(port, &mut child, "moto_server");
+    OwnMoto {
+        child,
+        endpoint: format!("http://127.0.0.1:{port}"),
+    }
+}

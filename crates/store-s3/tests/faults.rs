@@ -1,0 +1,283 @@
+//! S3 answers moto never gives (409 ConditionalRequestConflict, 503 SlowDown, 500), replayed
+//! through a scripted HTTP client so the SDK parses them exactly as it parses S3's; and
+//! real network faults on the way to moto (the reply lost after the write applied, a
+//! server that never answers), through small TCP proxies.
+#![allow(missing_docs)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Reply, ScriptedHttp, client_with, create_bucket, endpoint, unique_bucket};
+use lease_core::{
+    CasOutcome, CasStore, Current, DeleteOutcome, Error, FencingToken, HolderId, LeaseName, LeaseRecord, Precondition,
+    Ttl, Version,
+};
+use store_s3::{S3Store, S3StoreConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+fn rec(holder: &str, token: u64) -> LeaseRecord {
+    LeaseRecord::held(
+        HolderId::new(holder).expect("holder"),
+        FencingToken::new(token),
+        Ttl::from_millis(5_000).expect("ttl"),
+    )
+}
+
+fn name() -> LeaseName {
+    LeaseName::new("jobs/fault").expect("name")
+}
+
+/// A store whose HTTP is the script (the endpoint is never dialled).
+fn scripted(replies: Vec<Reply>, retries: u32) -> (S3Store, ScriptedHttp) {
+    let http = ScriptedHttp::new(replies);
+    let client = client_with("http://127.0.0.1:9", None, Some(http.clone()));
+    let config = S3StoreConfig::new("bucket-1", "leases")
+        .expect("config")
+        .conflict_retries(retries, Duration::from_millis(2));
+    (S3Store::new(client, config), http)
+}
+
+#[tokio::test]
+async fn conflict_409_is_resent_with_the_same_condition_then_applies() {
+    let (store, http) = scripted(
+        vec![
+            Reply::Error(409, "ConditionalRequestConflict"),
+            Reply::Error(409, "ConditionalRequestConflict"),
+            Reply::PutOk("\"etag-3\""),
+        ],
+        4,
+    );
+    let v = Version::new("\"etag-1\"");
+    match store
+        .write(&name(), &Precondition::Version(v), &rec("a", 1))
+        .await
+        .expect("write")
+    {
+        CasOutcome::Written(s) => assert_eq!(s.version.as_str(), "\"etag-3\""),
+        other => panic!("{other:?}"),
+    }
+    let seen = http.seen();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    for s in &seen {
+        assert_eq!((s.method.as_str(), s.if_match.as_deref()), ("PUT", Some("\"etag-1\"")));
+        assert!(s.uri.contains("/bucket-1/leases/jobs/fault?"), "{}", s.uri);
+    }
+}
+
+#[tokio::test]
+async fn conflict_409_then_412_is_a_conflict() {
+    let (store, http) = scripted(
+        vec![
+            Reply::Error(409, "ConditionalRequestConflict"),
+            Reply::Error(412, "PreconditionFailed"),
+        ],
+        4,
+    );
+    let out = store
+        .write(&name(), &Precondition::Absent, &rec("a", 1))
+        .await
+        .expect("write");
+    assert_eq!(out, CasOutcome::Conflict(Current::Unknown));
+    assert!(
+        http.seen().iter().all(|s| s.if_none_match.as_deref() == Some("*")),
+        "{:?}",
+        http.seen()
+    );
+}
+
+#[tokio::test]
+async fn persistent_409_gives_up_as_unavailable_after_the_bound() {
+    let (store, http) = scripted(vec![Reply::Error(409, "ConditionalRequestConflict"); 10], 2);
+    match store.write(&name(), &Precondition::Absent, &rec("a", 1)).await {
+        Err(e @ Error::Unavailable { .. }) => assert!(e.to_string().contains("409"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(http.seen().len(), 3, "one send and two re-sends");
+}
+
+#[tokio::test]
+async fn slow_down_503_is_unavailable_without_sdk_retries() {
+    let (store, http) = scripted(vec![Reply::Error(503, "SlowDown"); 4], 4);
+    assert!(matches!(
+        store.write(&name(), &Precondition::Absent, &rec("a", 1)).await,
+        Err(Error::Unavailable { .. })
+    ));
+    // The SDK's standard retry mode would have retried a 503 on the write.
+    assert_eq!(http.seen().len(), 1);
+    // A read changes nothing: it is retried (three attempts in all) before giving up.
+    assert!(matches!(store.read(&name()).await, Err(Error::Unavailable { .. })));
+    assert_eq!(http.seen().len(), 4);
+}
+
+#[tokio::test]
+async fn internal_error_is_indeterminate_for_writes_unavailable_for_reads() {
+    let (store, http) = scripted(vec![Reply::Error(500, "InternalError"); 4], 4);
+    assert!(matches!(
+        store.write(&name(), &Precondition::Absent, &rec("a", 1)).await,
+        Err(Error::Indeterminate { .. })
+    ));
+    assert_eq!(http.seen().len(), 1, "a write is never re-sent after a 500");
+    assert!(matches!(store.read(&name()).await, Err(Error::Unavailable { .. })));
+    assert_eq!(http.seen().len(), 4, "a read is retried after a 500");
+}
+
+#[tokio::test]
+async fn a_read_recovers_from_one_transient_500() {
+    let (store, http) = scripted(
+        vec![Reply::Error(500, "InternalError"), Reply::Error(404, "NoSuchKey")],
+        4,
+    );
+    assert_eq!(store.read(&name()).await.expect("read"), None);
+    assert_eq!(http.seen().len(), 2);
+}
+
+#[tokio::test]
+async fn access_denied_and_missing_bucket_are_misconfigured() {
+    let (store, _) = scripted(
+        vec![
+            Reply::Error(403, "AccessDenied"),
+            Reply::Error(403, "AccessDenied"),
+            Reply::Error(404, "NoSuchBucket"),
+            Reply::Error(301, "PermanentRedirect"),
+        ],
+        4,
+    );
+    assert!(matches!(
+        store.write(&name(), &Precondition::Absent, &rec("a", 1)).await,
+        Err(Error::Misconfigured { .. })
+    ));
+    assert!(matches!(store.read(&name()).await, Err(Error::Misconfigured { .. })));
+    assert!(matches!(store.read(&name()).await, Err(Error::Misconfigured { .. })));
+    assert!(matches!(store.read(&name()).await, Err(Error::Misconfigured { .. })));
+}
+
+#[tokio::test]
+async fn conditional_delete_outcomes() {
+    let (store, http) = scripted(
+        vec![
+            Reply::Error(412, "PreconditionFailed"),
+            Reply::Error(404, "NoSuchKey"),
+            Reply::Error(409, "ConditionalRequestConflict"),
+            Reply::NoContent,
+        ],
+        4,
+    );
+    let v = Version::new("\"e\"");
+    assert_eq!(
+        store.delete(&name(), &v).await.expect("delete"),
+        DeleteOutcome::Conflict(Current::Unknown)
+    );
+    assert_eq!(
+        store.delete(&name(), &v).await.expect("delete"),
+        DeleteOutcome::Conflict(Current::Absent)
+    );
+    assert_eq!(store.delete(&name(), &v).await.expect("delete"), DeleteOutcome::Deleted);
+    assert!(
+        http.seen()
+            .iter()
+            .all(|s| s.method == "DELETE" && s.if_match.as_deref() == Some("\"e\""))
+    );
+    assert_eq!(http.remaining(), 0);
+}
+
+#[tokio::test]
+async fn manifest_commit_resends_after_409() {
+    let (store, http) = scripted(
+        vec![Reply::Error(409, "ConditionalRequestConflict"), Reply::PutOk("\"m1\"")],
+        4,
+    );
+    let m = store.manifest("tables/t/_manifest").expect("manifest");
+    match m
+        .commit(FencingToken::new(3), None, b"v1".to_vec())
+        .await
+        .expect("commit")
+    {
+        store_s3::Commit::Committed(c) => assert_eq!(c.version.as_str(), "\"m1\""),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(http.seen().len(), 2);
+}
+
+/// Accepts connections, forwards each request to `upstream`, and closes the client's
+/// connection as soon as the upstream answer starts, without passing it on: the write
+/// reached the server, its answer was lost.
+async fn reply_dropping_proxy(upstream: String) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            let upstream = upstream.clone();
+            tokio::spawn(async move {
+                let Ok(mut server) = TcpStream::connect(&upstream).await else {
+                    return;
+                };
+                let (mut cr, mut cw) = client.split();
+                let (mut sr, mut sw) = server.split();
+                let forward = tokio::io::copy(&mut cr, &mut sw);
+                let mut first = [0u8; 1];
+                tokio::select! {
+                    _ = forward => {}
+                    _ = sr.read(&mut first) => {}
+                }
+                let _ = cw.shutdown().await;
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// Accepts connections and reads forever, never answering.
+async fn silent_server() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                while matches!(conn.read(&mut buf).await, Ok(n) if n > 0) {}
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_reply_after_an_applied_write_is_indeterminate() {
+    let direct = store_s3::local_client(&endpoint());
+    let bucket = unique_bucket("lost");
+    create_bucket(&direct, &bucket).await;
+    let config = S3StoreConfig::new(&bucket, "leases").expect("config");
+    let truth = S3Store::new(direct, config.clone());
+
+    let upstream = endpoint().trim_start_matches("http://").to_owned();
+    let proxy = reply_dropping_proxy(upstream).await;
+    let store = S3Store::new(store_s3::local_client(&proxy), config);
+    match store.write(&name(), &Precondition::Absent, &rec("lost-reply", 1)).await {
+        Err(Error::Indeterminate { .. }) => {}
+        other => panic!("a write whose answer was lost gave {other:?}"),
+    }
+    // It did apply: that is why it must not be reported as "did not happen".
+    let now = truth.read(&name()).await.expect("read").expect("the write applied");
+    assert_eq!(now.record, rec("lost-reply", 1));
+    // A read whose answer is lost changed nothing: retry is safe.
+    assert!(matches!(store.read(&name()).await, Err(Error::Unavailable { .. })));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_server_times_out_indeterminate_for_writes() {
+    let endpoint = silent_server().await;
+    let config = S3StoreConfig::new("bucket-1", "leases")
+        .expect("config")
+        .request_timeout(Duration::from_millis(300))
+        .expect("timeout");
+    let store = S3Store::new(store_s3::local_client(&endpoint), config);
+    let started = tokio::time::Instant::now();
+    match store.write(&name(), &Precondition::Absent, &rec("a", 1)).await {
+        Err(Error::Indeterminate { .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(matches!(store.read(&name()).await, Err(Error::Unavailable { .. })));
+}

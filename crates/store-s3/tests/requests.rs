@@ -1,0 +1,170 @@
+//! Requests per operation, counted twice: store calls (lease-core's `CountingStore`) and
+//! real HTTP requests (an SDK interceptor on the client, so re-sends and SDK retries
+//! would show). Against moto at `LEASEHOLD_MOTO_ENDPOINT`.
+#![allow(missing_docs)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{RequestCounter, client_with, create_bucket, endpoint, unique_bucket, wait_until};
+use lease_core::testing::{CountingStore, FaultPlan, FaultStore};
+use lease_core::{AcquireOutcome, FencingToken, LeaseClient};
+use store_s3::{Commit, S3Store, S3StoreConfig};
+use tokio::time::Instant;
+
+fn counts(c: &RequestCounter) -> (u64, u64, u64) {
+    (c.get("GET"), c.get("PUT"), c.total())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_renew_release_takeover_request_counts() {
+    let http = RequestCounter::default();
+    let client = client_with(&endpoint(), Some(http.clone()), None);
+    let bucket = unique_bucket("req");
+    create_bucket(&client, &bucket).await;
+    let config = S3StoreConfig::new(&bucket, "leases").expect("config");
+    let calls = CountingStore::new(S3Store::new(client, config.clone()));
+    let leases = LeaseClient::new(calls.clone());
+    let name = "jobs/counted";
+
+    http.reset();
+    let lease = leases
+        .try_acquire(name, Duration::from_millis(900))
+        .await
+        .expect("acquire")
+        .granted()
+        .expect("free lease granted");
+    eprintln!(
+        "acquire of a free lease: store calls {:?}, HTTP {:?}",
+        calls.counts(),
+        http.snapshot()
+    );
+    assert_eq!(calls.counts().round_trips(), 1);
+    assert_eq!(counts(&http), (0, 1, 1), "acquire of a free lease is one PUT");
+
+    http.reset();
+    calls.reset();
+    let first = lease.valid_until();
+    wait_until("a renewal", Duration::from_secs(5), || lease.valid_until() > first).await;
+    eprintln!("renewal: store calls {:?}, HTTP {:?}", calls.counts(), http.snapshot());
+    assert_eq!((calls.counts().renews, calls.counts().round_trips()), (1, 1));
+    assert_eq!(counts(&http), (0, 1, 1), "a renewal is one PUT");
+
+    http.reset();
+    calls.reset();
+    lease.release().await.expect("release");
+    eprintln!("release: store calls {:?}, HTTP {:?}", calls.counts(), http.snapshot());
+    assert_eq!(calls.counts().round_trips(), 1);
+    assert_eq!(counts(&http), (0, 1, 1), "a release is one PUT");
+
+    http.reset();
+    let again = leases
+        .try_acquire(name, Duration::from_millis(900))
+        .await
+        .expect("again")
+        .granted()
+        .expect("granted after release");
+    assert_eq!(again.token(), FencingToken::new(2));
+    assert_eq!(counts(&http), (0, 1, 1), "acquire after a release is one PUT");
+    again.release().await.expect("release");
+
+    // Takeover from a holder (its own client and connection) that stopped renewing.
+    let holder_store = FaultStore::new(S3Store::new(store_s3::local_client(&endpoint()), config), 7);
+    let holder = LeaseClient::new(holder_store.clone());
+    let held = holder
+        .try_acquire("jobs/taken-over", Duration::from_millis(600))
+        .await
+        .expect("holder")
+        .granted()
+        .expect("holder granted");
+    holder_store.set_plan(FaultPlan::hang());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut per_attempt = Vec::new();
+    let taken = loop {
+        http.reset();
+        calls.reset();
+        let outcome = leases
+            .try_acquire("jobs/taken-over", Duration::from_secs(5))
+            .await
+            .expect("attempt");
+        per_attempt.push((calls.counts().round_trips(), http.snapshot()));
+        assert!(http.total() <= 2, "a takeover attempt sent {:?}", http.snapshot());
+        assert_eq!(
+            http.total(),
+            calls.counts().round_trips(),
+            "HTTP requests = store calls"
+        );
+        match outcome {
+            AcquireOutcome::Granted(l) => break l,
+            AcquireOutcome::Held { retry_after, .. } => {
+                assert!(Instant::now() < deadline, "never took over");
+                // Come back when the observation window has run out: the next attempt
+                // decides on what this one saw, without reading again.
+                tokio::time::sleep(retry_after + Duration::from_millis(20)).await;
+            }
+        }
+    };
+    eprintln!("takeover attempts (store calls, HTTP): {per_attempt:?}");
+    assert_eq!(taken.token(), held.token().next());
+    let total: u64 = per_attempt.iter().map(|(n, _)| n).sum();
+    assert_eq!(
+        (per_attempt.len(), total),
+        (2, 3),
+        "takeover: look (PUT 412 + GET), wait out the TTL, swap (PUT)"
+    );
+    taken.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manifest_and_verify_request_counts() {
+    let http = RequestCounter::default();
+    let client = client_with(&endpoint(), Some(http.clone()), None);
+    let bucket = unique_bucket("reqm");
+    create_bucket(&client, &bucket).await;
+    let store = S3Store::new(client, S3StoreConfig::new(&bucket, "leases").expect("config"));
+
+    http.reset();
+    store.verify().await.expect("verify");
+    eprintln!("verify: HTTP {:?}", http.snapshot());
+    assert_eq!((http.get("PUT"), http.get("GET"), http.get("DELETE")), (3, 1, 2));
+
+    let m = store.manifest("tables/t/_manifest").expect("manifest");
+    http.reset();
+    let Commit::Committed(first) = m
+        .commit(FencingToken::new(1), None, b"v1".to_vec())
+        .await
+        .expect("first")
+    else {
+        panic!("first commit conflicted")
+    };
+    assert_eq!(counts(&http), (0, 1, 1), "a commit is one PUT");
+
+    http.reset();
+    let Commit::Committed(_) = m
+        .commit(FencingToken::new(2), Some(&first), b"v2".to_vec())
+        .await
+        .expect("second")
+    else {
+        panic!("second commit conflicted")
+    };
+    assert_eq!(counts(&http), (0, 1, 1));
+
+    // A stale writer on the old base: its PUT is refused (412), one GET tells why.
+    http.reset();
+    match m.commit(FencingToken::new(1), Some(&first), b"stale".to_vec()).await {
+        Err(lease_core::Error::FenceRejected { .. }) => {}
+        other => panic!("stale commit: {other:?}"),
+    }
+    eprintln!("refused stale commit: HTTP {:?}", http.snapshot());
+    assert_eq!(counts(&http), (1, 1, 2));
+
+    http.reset();
+    let updated = m.update(FencingToken::new(2), |cur| {
+        let mut d = cur.map(|c| c.data.clone()).unwrap_or_default();
+        d.extend_from_slice(b"+");
+        d
+    });
+    assert_eq!(updated.await.expect("update").data, b"v2+");
+    assert_eq!(counts(&http), (1, 1, 2), "an uncontended update is GET + PUT");
+}
