@@ -1,0 +1,174 @@
+//! The callback style of Kubernetes client-go's `leaderelection` package, fenced.
+
+use std::fmt;
+use std::future::Future;
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use lease_core::{LossCause, Result};
+use tokio_util::sync::CancellationToken;
+
+use crate::{Election, Leader, LeaderContext};
+
+type Started = Box<dyn FnMut(LeaderContext) -> BoxFuture<'static, ()> + Send>;
+type Stopped = Box<dyn FnMut(LossCause) + Send>;
+type NewLeader = Box<dyn FnMut(Option<Leader>) + Send>;
+
+/// What [`Election::run`] calls: client-go's `OnStartedLeading`, `OnStoppedLeading`
+/// and `OnNewLeader`.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use std::time::Duration;
+/// use lease_core::{LeaseClient, MemoryStore};
+/// use lease_election::{Callbacks, Election};
+/// use tokio_util::sync::CancellationToken;
+///
+/// let election = Election::new(LeaseClient::new(MemoryStore::new()), "controller", Duration::from_secs(2))?;
+/// let shutdown = CancellationToken::new();
+/// let stop = shutdown.clone();
+/// let callbacks = Callbacks::new(move |ctx| {
+///     let stop = stop.clone();
+///     async move {
+///         // Lead until the context is cancelled; every write carries ctx.token().
+///         println!("leading with token {}", ctx.token());
+///         stop.cancel(); // (the example stops at once)
+///         ctx.cancelled().await;
+///     }
+/// })
+/// .on_stopped_leading(|cause| println!("stopped leading: {cause}"))
+/// .on_new_leader(|leader| println!("leader is now {leader:?}"));
+/// election.run(callbacks, shutdown).await?;
+/// # Ok::<(), lease_core::Error>(()) }).unwrap();
+/// ```
+pub struct Callbacks {
+    started: Started,
+    stopped: Stopped,
+    new_leader: Option<NewLeader>,
+}
+
+impl fmt::Debug for Callbacks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Callbacks")
+            .field("on_new_leader", &self.new_leader.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Callbacks {
+    /// Callbacks whose leader work is `on_started_leading`: it runs as a task each time
+    /// this candidate becomes leader, with a [`LeaderContext`] carrying the token and a
+    /// cancellation that fires when the tenure ends. It must return soon after the
+    /// cancellation fires; returning earlier resigns leadership.
+    pub fn new<F, Fut>(mut on_started_leading: F) -> Self
+    where
+        F: FnMut(LeaderContext) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        Self {
+            started: Box::new(move |ctx| Box::pin(on_started_leading(ctx))),
+            stopped: Box::new(|_| {}),
+            new_leader: None,
+        }
+    }
+
+    /// Called when a tenure ends, after its context was cancelled, with the cause
+    /// ([`LossCause::Released`] for a resignation or shutdown).
+    #[must_use]
+    pub fn on_stopped_leading(mut self, f: impl FnMut(LossCause) + Send + 'static) -> Self {
+        self.stopped = Box::new(f);
+        self
+    }
+
+    /// Called with each change of leader seen by [`Election::observe`] (including this
+    /// candidate's own tenures), `None` while nobody leads.
+    #[must_use]
+    pub fn on_new_leader(mut self, f: impl FnMut(Option<Leader>) + Send + 'static) -> Self {
+        self.new_leader = Some(Box::new(f));
+        self
+    }
+}
+
+impl Election {
+    /// Campaigns, leads and campaigns again until `shutdown` is cancelled, calling
+    /// `callbacks` (the client-go `RunOrDie` loop, with `ReleaseOnCancel`).
+    ///
+    /// Each tenure ends when the lease is lost, when the started-leading work returns,
+    /// or at shutdown; in every case the work's context is cancelled first, then
+    /// `on_stopped_leading` is called, then the work is given
+    /// [`crate::ElectionConfig::stop_grace`] to return before its task is aborted. At
+    /// shutdown (and when the work returns) the lease is released so another candidate
+    /// takes over at once.
+    ///
+    /// # Errors
+    /// A store error retrying cannot fix (a misconfigured store, a corrupt record).
+    pub async fn run(&self, mut callbacks: Callbacks, shutdown: CancellationToken) -> Result<()> {
+        let running = CancellationToken::new();
+        let _stop_observer = running.clone().drop_guard();
+        if let Some(mut on_new) = callbacks.new_leader.take() {
+            let stream = self.observe();
+            let name = self.name().clone();
+            tokio::spawn(async move {
+                let mut stream = std::pin::pin!(stream);
+                loop {
+                    tokio::select! {
+                        () = running.cancelled() => break,
+                        item = stream.next() => match item {
+                            Some(Ok(leader)) => on_new(leader),
+                            Some(Err(e)) => {
+                                tracing::warn!(election = %name, error = %e, "observing the leader failed");
+                                break;
+                            }
+                            None => break,
+                        },
+                    }
+                }
+            });
+        }
+        loop {
+            let leadership = tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                won = self.campaign() => won?,
+            };
+            tracing::info!(election = %self.name(), token = %leadership.token(), "started leading");
+            let mut work = tokio::spawn((callbacks.started)(leadership.context()));
+            let mut work_done = false;
+            let cause = tokio::select! {
+                biased;
+                cause = leadership.lost() => Some(cause),
+                () = shutdown.cancelled() => None,
+                _ = &mut work => { work_done = true; None }
+            };
+            // The work may have returned because the loss cancelled its context.
+            let cause = match cause.or_else(|| leadership.loss_cause()) {
+                Some(cause) => {
+                    drop(leadership);
+                    cause
+                }
+                None => {
+                    // Cancels the context before the release is sent; a store that does
+                    // not answer must not hold up the loop (the lease then expires).
+                    match tokio::time::timeout(self.config().ttl, leadership.resign()).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => {
+                            tracing::warn!(election = %self.name(), error = %e, "resign failed; the lease will expire");
+                        }
+                        Err(_) => {
+                            tracing::warn!(election = %self.name(), "resign timed out; the lease will expire");
+                        }
+                    }
+                    LossCause::Released
+                }
+            };
+            tracing::info!(election = %self.name(), %cause, "stopped leading");
+            (callbacks.stopped)(cause);
+            if !work_done && tokio::time::timeout(self.config().stop_grace, &mut work).await.is_err() {
+                tracing::warn!(election = %self.name(), "leader work ignored its cancellation; aborting it");
+                work.abort();
+            }
+            if shutdown.is_cancelled() {
+                return Ok(());
+            }
+        }
+    }
+}

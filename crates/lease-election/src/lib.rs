@@ -1,0 +1,74 @@
+//! # lease-election
+//!
+//! Leader election on [`lease_core`] leases, on any store that implements
+//! [`lease_core::CasStore`]: etcd, Postgres, SQLite, DynamoDB, S3, Redis (efficiency
+//! only) or the in-process [`lease_core::MemoryStore`].
+//!
+//! - [`Election::campaign`] waits until this candidate leads and returns a
+//!   [`Leadership`]: the fencing token of the tenure, a loss signal and a
+//!   cancellation token. [`Leadership::resign`] steps down.
+//! - [`Election::observe`] is a stream of who leads (holder and token), changes only.
+//! - [`Election::run`] with [`Callbacks`] is the client-go style: started leading (with
+//!   a context carrying the token and a cancellation), stopped leading, new leader.
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use std::time::Duration;
+//! use lease_core::{LeaseClient, MemoryStore};
+//! use lease_election::Election;
+//!
+//! let election = Election::new(LeaseClient::new(MemoryStore::new()), "compactor", Duration::from_secs(10))?;
+//! let leadership = election.campaign().await?;
+//! let token = leadership.token(); // carry it on every write the leader makes
+//! tokio::select! {
+//!     _ = async { /* lead, writing with `token` */ } => {}
+//!     cause = leadership.lost() => eprintln!("lost leadership: {cause}"), // stop
+//! }
+//! leadership.resign().await?;
+//! # let _ = token;
+//! # Ok::<(), lease_core::Error>(()) }).unwrap();
+//! ```
+//!
+//! ## The guarantee
+//! Unlike client-go's `leaderelection` (which documents that it does not guarantee a
+//! single acting leader) each tenure carries a [`lease_core::FencingToken`], strictly
+//! greater than every earlier tenure's: writes guarded by it (`lease_core::fence`) refuse
+//! a deposed leader that woke up from a pause. The guarantee grade is the store's
+//! (linearizable stores for correctness; Redis for efficiency only), and so is the
+//! clock source: expiry is judged on the store's clock where it has one, otherwise by
+//! observing one record version unchanged for the TTL plus the margin.
+//!
+//! ## Losing leadership cancels the context before a successor can be granted
+//! `lease-core`'s rule 3: a renewal sent at monotonic time `t` keeps the lease valid for
+//! its holder until `t + ttl - margin`, and the loss signal (hence the leader context's
+//! cancellation, a child of it) fires at that deadline if no later renewal landed.
+//! A challenger is granted only when the store judges the lease expired, which is at
+//! the earliest `apply + ttl` on the store's clock, where `apply >= t` is when the
+//! store applied that renewal (or, on stores without a clock, after watching one
+//! version unchanged for `ttl + margin` from a moment after `apply`). So the holder's
+//! context is cancelled at least `margin` (5% of the TTL by default, which absorbs
+//! clock-rate drift) before any successor can hold the lease. Resigning cancels the
+//! context before the release write is sent. The test
+//! `loss_cancels_context_before_successor_is_granted` checks this with paused time
+//! and a store that stops answering the leader.
+//!
+//! What the margin cannot cover is a leader frozen *after* it checked its context and
+//! before its write reached the resource: that is what the token is for.
+//!
+//! ## Cost
+//! A campaign costs what `LeaseClient::acquire` costs (one round trip for a free
+//! lease, at most two for a takeover); a leader renews once per third of the TTL
+//! (one round trip); resigning is one write. [`Election::observe`] reads once per
+//! [`ElectionConfig::observe_interval`] (or waits on the store's push where it has one).
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod callbacks;
+mod config;
+mod election;
+mod leadership;
+mod observe;
+
+pub use callbacks::Callbacks;
+pub use config::ElectionConfig;
+pub use election::Election;
+pub use leadership::{Leader, LeaderContext, Leadership};

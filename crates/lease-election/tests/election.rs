@@ -1,0 +1,329 @@
+//! Leader election on `MemoryStore` with paused time: exact, instant, and able to fail.
+#![allow(missing_docs, clippy::unwrap_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use lease_core::testing::{FaultPlan, FaultStore};
+use lease_core::{FencingToken, LeaseClient, LossCause, MemoryStore};
+use lease_election::{Callbacks, Election, Leader};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+const TTL: Duration = Duration::from_secs(1);
+
+fn election(client: LeaseClient) -> Election {
+    Election::new(client, "it/leader", TTL).expect("election")
+}
+
+/// A protected resource that keeps the highest token it has seen and refuses older
+/// ones (the check a fenced SQL write makes in its WHERE clause).
+#[derive(Default)]
+struct Resource {
+    high: FencingToken,
+    accepted: Vec<(FencingToken, Instant)>,
+}
+
+impl Resource {
+    fn write(&mut self, token: FencingToken) -> bool {
+        if token < self.high {
+            return false;
+        }
+        self.high = token;
+        self.accepted.push((token, Instant::now()));
+        true
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn campaign_resign_and_next_leader_takes_the_next_token() {
+    let store = MemoryStore::new();
+    let a = election(LeaseClient::new(store.clone()));
+    let b = election(LeaseClient::new(store.clone()));
+    let la = a.campaign().await.expect("a leads");
+    assert_eq!(la.token(), FencingToken::new(1));
+    assert!(la.is_leader());
+    assert!(b.try_campaign().await.expect("b tries").is_none(), "two leaders");
+    assert_eq!(b.leader().await.expect("read"), Some(la.leader()));
+
+    let waiting = tokio::spawn(async move { b.campaign().await.map(|l| (Instant::now(), l)) });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!waiting.is_finished(), "b was granted while a leads and renews");
+    let ctx = la.context();
+    let resigned_at = Instant::now();
+    la.resign().await.expect("resign");
+    assert!(!ctx.is_leading(), "resign must cancel the leader context");
+    let (granted_at, lb) = waiting.await.expect("task").expect("b leads");
+    assert_eq!(lb.token(), FencingToken::new(2));
+    assert!(
+        granted_at - resigned_at < Duration::from_millis(50),
+        "handoff after resign took {:?}",
+        granted_at - resigned_at
+    );
+    assert_eq!(a.leader().await.expect("read"), Some(lb.leader()));
+    lb.resign().await.expect("resign b");
+    assert_eq!(a.leader().await.expect("read"), None);
+}
+
+/// The leader's store stops answering (a partition, a hung connection): its context
+/// is cancelled before the challenger is granted, by at least the margin, on a store
+/// with a clock and on one judged by observation. The challenger's writes then fence
+/// out the old leader's.
+#[tokio::test(start_paused = true)]
+async fn loss_cancels_context_before_successor_is_granted() {
+    for (label, mem) in [
+        ("store clock", MemoryStore::new()),
+        ("observation", MemoryStore::observation()),
+    ] {
+        let hung = FaultStore::new(mem.clone(), 7);
+        let a = election(LeaseClient::new(hung.clone()));
+        let b = election(LeaseClient::new(mem.clone()));
+        let resource = Arc::new(Mutex::new(Resource::default()));
+
+        let la = a.campaign().await.expect("a leads");
+        let ctx = la.context();
+        let cancelled_at = tokio::spawn({
+            let ctx = ctx.clone();
+            async move {
+                ctx.cancelled().await;
+                Instant::now()
+            }
+        });
+        // The leader writes every 10 ms while its context says it leads.
+        let writer = tokio::spawn({
+            let ctx = ctx.clone();
+            let resource = resource.clone();
+            async move {
+                let mut refused = 0;
+                while ctx.is_leading() {
+                    if !resource.lock().unwrap().write(ctx.token()) {
+                        refused += 1;
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                refused
+            }
+        });
+        let challenger = tokio::spawn(async move { b.campaign().await.map(|l| (Instant::now(), l)) });
+
+        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        assert!(la.is_leader(), "{label}: a lost while its store answered");
+        assert!(!challenger.is_finished(), "{label}: challenger granted while a renews");
+        hung.set_plan(FaultPlan::hang());
+
+        let (granted_at, lb) = challenger.await.expect("task").expect("b leads");
+        let cancelled_at = cancelled_at.await.expect("task");
+        let margin = TTL / 20;
+        assert!(
+            cancelled_at + margin <= granted_at,
+            "{label}: a's context cancelled at {:?}, b granted at {:?}: not a margin apart",
+            cancelled_at.elapsed(),
+            granted_at.elapsed()
+        );
+        assert!(
+            granted_at - cancelled_at < TTL,
+            "{label}: takeover took too long after the loss: {:?}",
+            granted_at - cancelled_at
+        );
+        assert_eq!(lb.token(), la.token().next(), "{label}");
+        assert!(matches!(
+            la.loss_cause(),
+            Some(LossCause::OutcomeUnknown | LossCause::StoreUnreachable)
+        ));
+        assert_eq!(
+            writer.await.expect("writer"),
+            0,
+            "{label}: the leader was refused while leading"
+        );
+
+        // Every write the old leader made happened before the successor was granted.
+        let last_a = resource
+            .lock()
+            .unwrap()
+            .accepted
+            .iter()
+            .filter(|(t, _)| *t == la.token())
+            .map(|(_, at)| *at)
+            .max()
+            .expect("a wrote");
+        assert!(last_a < granted_at, "{label}: old leader wrote after the takeover");
+        // The new leader writes; a stale write from the old one is refused by the fence.
+        assert!(resource.lock().unwrap().write(lb.token()));
+        assert!(
+            !resource.lock().unwrap().write(la.token()),
+            "{label}: stale token accepted"
+        );
+        lb.resign().await.expect("resign");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn observe_yields_changes_only() {
+    let store = MemoryStore::new();
+    let watcher = election(LeaseClient::new(store.clone()));
+    let a = election(LeaseClient::new(store.clone()));
+    let b = election(LeaseClient::new(store.clone()));
+    let seen: Arc<Mutex<Vec<Option<Leader>>>> = Arc::default();
+    let observer = tokio::spawn({
+        let seen = seen.clone();
+        let stream = watcher.observe();
+        async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(item) = stream.next().await {
+                seen.lock().unwrap().push(item.expect("observe"));
+            }
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let la = a.campaign().await.expect("a");
+    // Several renewals: none of them is a change of leader.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    la.resign().await.expect("resign");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let lb = b.campaign().await.expect("b");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Dropping the handle resigns in the background.
+    let b_leader = lb.leader();
+    drop(lb);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    observer.abort();
+
+    let seen = seen.lock().unwrap().clone();
+    let a_leader = Leader {
+        holder: la_holder(&seen, FencingToken::new(1)),
+        token: FencingToken::new(1),
+    };
+    assert_eq!(
+        seen,
+        vec![None, Some(a_leader), None, Some(b_leader), None],
+        "observed sequence"
+    );
+}
+
+fn la_holder(seen: &[Option<Leader>], token: FencingToken) -> lease_core::HolderId {
+    seen.iter()
+        .flatten()
+        .find(|l| l.token == token)
+        .map(|l| l.holder.clone())
+        .expect("leader with that token observed")
+}
+
+/// Without a store clock, an observer reports a frozen leader gone only after watching
+/// its record unchanged for the TTL plus the margin.
+#[tokio::test(start_paused = true)]
+async fn observe_without_a_clock_waits_a_full_window() {
+    let mem = MemoryStore::observation();
+    let hung = FaultStore::new(mem.clone(), 3);
+    let watcher = election(LeaseClient::new(mem.clone()));
+    let a = election(LeaseClient::new(hung.clone()));
+    let la = a.campaign().await.expect("a");
+    let mut stream = std::pin::pin!(watcher.observe());
+    assert_eq!(stream.next().await.expect("item").expect("ok"), Some(la.leader()));
+    hung.set_plan(FaultPlan::hang());
+    let frozen_at = Instant::now();
+    assert_eq!(stream.next().await.expect("item").expect("ok"), None);
+    let gone_after = frozen_at.elapsed();
+    assert!(
+        gone_after >= TTL + TTL / 20 && gone_after <= TTL + TTL / 2,
+        "reported gone after {gone_after:?}"
+    );
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Event {
+    Started(&'static str, u64),
+    Stopped(&'static str, String),
+    NewLeader(&'static str, Option<u64>),
+}
+
+/// client-go style: two candidates, the leader's store hangs, the other one takes
+/// over; callbacks arrive in order and the old leader's work stops first.
+#[tokio::test(start_paused = true)]
+async fn callbacks_follow_client_go_order() {
+    let mem = MemoryStore::new();
+    let hung = FaultStore::new(mem.clone(), 11);
+    let events: Arc<Mutex<Vec<(Instant, Event)>>> = Arc::default();
+    let shutdown = CancellationToken::new();
+
+    let mk = |who: &'static str| {
+        let ev = events.clone();
+        let ev2 = events.clone();
+        let ev3 = events.clone();
+        Callbacks::new(move |ctx| {
+            let ev = ev.clone();
+            async move {
+                ev.lock()
+                    .unwrap()
+                    .push((Instant::now(), Event::Started(who, ctx.token().get())));
+                ctx.cancelled().await;
+            }
+        })
+        .on_stopped_leading(move |cause| {
+            ev2.lock()
+                .unwrap()
+                .push((Instant::now(), Event::Stopped(who, cause.label().to_owned())))
+        })
+        .on_new_leader(move |l| {
+            ev3.lock()
+                .unwrap()
+                .push((Instant::now(), Event::NewLeader(who, l.map(|l| l.token.get()))))
+        })
+    };
+    let a = election(LeaseClient::new(hung.clone()));
+    let b = election(LeaseClient::new(mem.clone()));
+    let ra = tokio::spawn({
+        let cb = mk("a");
+        let s = shutdown.clone();
+        async move { a.run(cb, s).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let rb = tokio::spawn({
+        let cb = mk("b");
+        let s = shutdown.clone();
+        async move { b.run(cb, s).await }
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    hung.set_plan(FaultPlan::hang());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    shutdown.cancel();
+    rb.await.expect("task").expect("b run");
+    // a's run returns too: its campaign on the hung store is abandoned at shutdown.
+    tokio::time::timeout(Duration::from_secs(5), ra)
+        .await
+        .expect("a's run returns at shutdown")
+        .expect("task")
+        .expect("a run");
+
+    let ev = events.lock().unwrap();
+    let pos = |e: &Event| {
+        ev.iter()
+            .position(|(_, x)| x == e)
+            .unwrap_or_else(|| panic!("missing {e:?}: {ev:?}"))
+    };
+    let a_started = pos(&Event::Started("a", 1));
+    let a_stopped = ev
+        .iter()
+        .position(|(_, x)| matches!(x, Event::Stopped("a", c) if c == "outcome_unknown" || c == "store_unreachable"))
+        .unwrap_or_else(|| panic!("a never stopped: {ev:?}"));
+    let b_started = pos(&Event::Started("b", 2));
+    let b_stopped = pos(&Event::Stopped("b", "released".into()));
+    assert!(
+        a_started < a_stopped && a_stopped < b_started && b_started < b_stopped,
+        "{ev:?}"
+    );
+    assert!(ev[a_stopped].0 < ev[b_started].0, "a stopped after b started: {ev:?}");
+    // b observed a, then itself.
+    let b_saw: Vec<Option<u64>> = ev
+        .iter()
+        .filter_map(|(_, x)| match x {
+            Event::NewLeader("b", t) => Some(*t),
+            _ => None,
+        })
+        .collect();
+    let firsts: Vec<_> = b_saw.iter().copied().filter(Option::is_some).collect();
+    assert_eq!(firsts, vec![Some(1), Some(2)], "b's observations: {b_saw:?}");
+    for w in b_saw.windows(2) {
+        assert_ne!(w[0], w[1], "observation repeated: {b_saw:?}");
+    }
+}

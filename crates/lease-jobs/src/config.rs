@@ -1,0 +1,203 @@
+//! What a scheduled job is: its schedule, its locks and its policies.
+
+use std::time::Duration;
+
+use lease_core::{Error, LeaseName, Result, Ttl};
+
+use crate::{Schedule, Slot};
+
+/// What happens to a slot that nobody started on time.
+///
+/// A slot is *missed* when an instance first considers it more than
+/// [`JobSpec::grace`] after its fire time and finds no record of it at all (nobody
+/// started it): every instance was down, or busy, or the schedule was paused. A slot
+/// that *was* started but whose runner died is never missed: it is taken over and
+/// completed, whatever the policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MissedSlots {
+    /// Run every missed slot late, once each, oldest first, as far back as
+    /// [`JobSpec::catch_up`] (the default: no slot in the window is lost).
+    #[default]
+    RunLateOnce,
+    /// Run only the most recent missed slot, once; skip the older ones (like a
+    /// Kubernetes CronJob or anacron catching up after downtime).
+    RunLatestOnly,
+    /// Skip missed slots (like Spring's `@Scheduled`); only slots started within the
+    /// grace period run.
+    Skip,
+}
+
+/// How a scheduled job names its lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LockNaming {
+    /// One lease per slot, `<job>/<slot>` (the default): exactly once per slot.
+    #[default]
+    PerSlot,
+    /// One lease for the job, named exactly [`JobSpec::name`], as ShedLock does: the
+    /// lock keeps instances apart and `lock_at_least_for` keeps a late instance from
+    /// rerunning a fire time, but a fire time can still run twice if instances' clocks
+    /// differ by more than `lock_at_least_for`. Use it to share a lock with Java
+    /// ShedLock instances; missed slots are skipped.
+    JobName,
+}
+
+/// A scheduled singleton job.
+///
+/// ```
+/// use std::time::Duration;
+/// use lease_jobs::{JobSpec, MissedSlots, Schedule};
+/// let spec = JobSpec::new("nightly-payout", Schedule::cron("0 2 * * *")?, Duration::from_secs(60))
+///     .lock_at_least_for(Duration::from_secs(30))
+///     .missed(MissedSlots::RunLatestOnly)
+///     .catch_up(Duration::from_secs(6 * 3600));
+/// spec.validate()?;
+/// # Ok::<(), lease_core::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct JobSpec {
+    /// The job's name: its slots' leases are `<name>/<slot>` (or `<name>` with
+    /// [`LockNaming::JobName`]). Lease-name characters; at most 175 bytes.
+    pub name: String,
+    /// When it fires.
+    pub schedule: Schedule,
+    /// The lease TTL while a run goes on (renewed meanwhile): a runner that dies is
+    /// replaced about this long after its last renewal.
+    pub lock_at_most_for: Duration,
+    /// The lease stays taken at least this long after a run started, on the store's
+    /// clock (see [`crate::LockConfig::lock_at_least_for`]).
+    pub lock_at_least_for: Duration,
+    /// The missed-slot policy.
+    pub missed: MissedSlots,
+    /// How far back an instance looks for slots that are not done (at start-up and
+    /// after a pause); older slots nobody started are abandoned. Default: one hour.
+    pub catch_up: Duration,
+    /// How late a slot may first be tried before it counts as missed. Default:
+    /// `lock_at_most_for`.
+    pub grace: Duration,
+    /// How long a done slot's record stays, on the store's clock. Must exceed
+    /// `catch_up + grace + lock_at_most_for`, so no instance looks back at a slot
+    /// whose record is gone. Default: one day.
+    pub keep_done_for: Duration,
+    /// After a failed run, how long until the slot may be tried again. Default:
+    /// `lock_at_most_for`.
+    pub retry_failed_after: Duration,
+    /// Lease naming.
+    pub naming: LockNaming,
+}
+
+impl JobSpec {
+    /// The longest job name accepted (a slot lease name adds 25 bytes).
+    pub const MAX_NAME_LEN: usize = 175;
+
+    /// A job with default policies.
+    pub fn new(name: impl Into<String>, schedule: Schedule, lock_at_most_for: Duration) -> Self {
+        Self {
+            name: name.into(),
+            schedule,
+            lock_at_most_for,
+            lock_at_least_for: Duration::ZERO,
+            missed: MissedSlots::default(),
+            catch_up: Duration::from_secs(3600),
+            grace: lock_at_most_for,
+            keep_done_for: Duration::from_secs(86_400),
+            retry_failed_after: lock_at_most_for,
+            naming: LockNaming::default(),
+        }
+    }
+
+    /// Sets [`JobSpec::lock_at_least_for`].
+    #[must_use]
+    pub fn lock_at_least_for(mut self, d: Duration) -> Self {
+        self.lock_at_least_for = d;
+        self
+    }
+
+    /// Sets the missed-slot policy.
+    #[must_use]
+    pub fn missed(mut self, policy: MissedSlots) -> Self {
+        self.missed = policy;
+        self
+    }
+
+    /// Sets [`JobSpec::catch_up`].
+    #[must_use]
+    pub fn catch_up(mut self, d: Duration) -> Self {
+        self.catch_up = d;
+        self
+    }
+
+    /// Sets [`JobSpec::grace`].
+    #[must_use]
+    pub fn grace(mut self, d: Duration) -> Self {
+        self.grace = d;
+        self
+    }
+
+    /// Sets [`JobSpec::keep_done_for`].
+    #[must_use]
+    pub fn keep_done_for(mut self, d: Duration) -> Self {
+        self.keep_done_for = d;
+        self
+    }
+
+    /// Sets [`JobSpec::retry_failed_after`].
+    #[must_use]
+    pub fn retry_failed_after(mut self, d: Duration) -> Self {
+        self.retry_failed_after = d;
+        self
+    }
+
+    /// Sets the lease naming.
+    #[must_use]
+    pub fn naming(mut self, naming: LockNaming) -> Self {
+        self.naming = naming;
+        self
+    }
+
+    /// The lease name of `slot`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] if the job name makes an invalid lease name.
+    pub fn lease_name(&self, slot: Slot) -> Result<LeaseName> {
+        match self.naming {
+            LockNaming::PerSlot => LeaseName::new(format!("{}/{}", self.name, slot.key())),
+            LockNaming::JobName => LeaseName::new(&self.name),
+        }
+    }
+
+    /// Checks the values.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the first bad value.
+    pub fn validate(&self) -> Result<()> {
+        if self.name.len() > Self::MAX_NAME_LEN {
+            return Err(Error::invalid(
+                "job name",
+                format!("longer than {} bytes", Self::MAX_NAME_LEN),
+            ));
+        }
+        LeaseName::new(&self.name)?;
+        Ttl::new(self.lock_at_most_for)?;
+        for (what, d) in [
+            ("lock_at_least_for", self.lock_at_least_for),
+            ("retry_failed_after", self.retry_failed_after),
+            ("keep_done_for", self.keep_done_for),
+        ] {
+            if d > Ttl::MAX {
+                return Err(Error::invalid(what, "longer than 7 days"));
+            }
+        }
+        if self.naming == LockNaming::PerSlot {
+            let needed = self.catch_up + self.grace + self.lock_at_most_for;
+            if self.keep_done_for <= needed {
+                return Err(Error::invalid(
+                    "keep_done_for",
+                    format!(
+                        "must exceed catch_up + grace + lock_at_most_for ({needed:?}), or a done slot could be run again"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}

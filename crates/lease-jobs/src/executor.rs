@@ -1,0 +1,303 @@
+//! Running a job on one instance only: ShedLock's `LockingTaskExecutor`, fenced.
+
+use std::future::Future;
+use std::time::Duration;
+
+use lease_core::{
+    AcquireOutcome, Error, FencingToken, HolderId, Lease, LeaseClient, LeaseName, LossCause, Result, Ttl,
+};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::Slot;
+use crate::marker::{self, Finished, Marker};
+
+/// How long a run holds its lock: ShedLock's `LockConfiguration`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockConfig {
+    /// The lease name.
+    pub name: String,
+    /// The lease TTL: renewed while the job runs, so it bounds how long a crashed or
+    /// frozen runner blocks the job, not how long a job may run.
+    pub lock_at_most_for: Duration,
+    /// The lease stays taken, on the store's clock, at least this long after the run
+    /// started, even if the job finished sooner: instances whose schedules fire a
+    /// little later (clock skew, start-up) find it taken and skip.
+    pub lock_at_least_for: Duration,
+}
+
+impl LockConfig {
+    /// A lock on `name` held at most `lock_at_most_for` past the last renewal, and
+    /// released as soon as the job ends (`lock_at_least_for` zero).
+    pub fn new(name: impl Into<String>, lock_at_most_for: Duration) -> Self {
+        Self {
+            name: name.into(),
+            lock_at_most_for,
+            lock_at_least_for: Duration::ZERO,
+        }
+    }
+
+    /// Keeps the lock at least `d` after the start.
+    #[must_use]
+    pub fn lock_at_least_for(mut self, d: Duration) -> Self {
+        self.lock_at_least_for = d;
+        self
+    }
+
+    /// Checks the values.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a bad name or TTL, or `lock_at_least_for` above
+    /// [`Ttl::MAX`].
+    pub fn validate(&self) -> Result<()> {
+        LeaseName::new(&self.name)?;
+        Ttl::new(self.lock_at_most_for)?;
+        if self.lock_at_least_for > Ttl::MAX {
+            return Err(Error::invalid("lock_at_least_for", "longer than 7 days"));
+        }
+        Ok(())
+    }
+}
+
+/// What a job receives: the run's fencing token, a cancellation that fires when the
+/// lease is lost (or the scheduler shuts down), and the slot it runs for.
+#[derive(Debug, Clone)]
+pub struct JobContext {
+    name: LeaseName,
+    holder: HolderId,
+    token: FencingToken,
+    cancel: CancellationToken,
+    slot: Option<Slot>,
+    started: Instant,
+}
+
+impl JobContext {
+    pub(crate) fn new(lease: &Lease, slot: Option<Slot>, started: Instant) -> Self {
+        Self {
+            name: lease.name().clone(),
+            holder: lease.holder().clone(),
+            token: lease.token(),
+            cancel: lease.cancellation(),
+            slot,
+            started,
+        }
+    }
+
+    /// The lease name of this run (`<job>/<slot>` for scheduled slots).
+    pub fn name(&self) -> &LeaseName {
+        &self.name
+    }
+
+    /// This run's holder id.
+    pub fn holder(&self) -> &HolderId {
+        &self.holder
+    }
+
+    /// The fencing token: carry it on every write the job makes.
+    pub fn token(&self) -> FencingToken {
+        self.token
+    }
+
+    /// The slot this run is for (`None` for [`LockingExecutor::run`]).
+    pub fn slot(&self) -> Option<Slot> {
+        self.slot
+    }
+
+    /// When the run was granted its lease (monotonic).
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// The cancellation: fires when the lease is lost or the scheduler stops.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// Completes when the run must stop.
+    pub async fn cancelled(&self) {
+        self.cancel.cancelled().await;
+    }
+
+    /// True until the run must stop. A `true` answer can be stale by the time a write
+    /// lands: the fence decides.
+    pub fn is_valid(&self) -> bool {
+        !self.cancel.is_cancelled()
+    }
+}
+
+/// The result of [`LockingExecutor::run`].
+#[derive(Debug)]
+pub enum RunOutcome<T> {
+    /// The job ran here.
+    Ran(Ran<T>),
+    /// Another instance holds the lock (or kept it for its `lock_at_least_for`); the
+    /// job did not run.
+    Skipped {
+        /// The current holder (a marker holder id while a finished run keeps it).
+        holder: Option<HolderId>,
+        /// Its token.
+        token: FencingToken,
+        /// When the lock can be free again.
+        retry_after: Duration,
+    },
+}
+
+impl<T> RunOutcome<T> {
+    /// The run, if the job ran.
+    pub fn ran(self) -> Option<Ran<T>> {
+        match self {
+            Self::Ran(r) => Some(r),
+            Self::Skipped { .. } => None,
+        }
+    }
+}
+
+/// A job that ran.
+#[derive(Debug)]
+pub struct Ran<T> {
+    /// What the job returned.
+    pub output: T,
+    /// The token it ran with.
+    pub token: FencingToken,
+    /// Set if the lease was lost while the job ran: its writes after that moment were
+    /// refused by the fence (if they carried the token).
+    pub lost: Option<LossCause>,
+    /// Set if the lock was kept after the job for the rest of `lock_at_least_for`.
+    pub kept_for: Option<Duration>,
+}
+
+/// Runs jobs under a lock so that one instance runs them at a time.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use std::time::Duration;
+/// use lease_core::{LeaseClient, MemoryStore};
+/// use lease_jobs::{LockConfig, LockingExecutor, RunOutcome};
+///
+/// let store = MemoryStore::new();
+/// let a = LockingExecutor::new(LeaseClient::new(store.clone()));
+/// let b = LockingExecutor::new(LeaseClient::new(store));
+/// let lock = LockConfig::new("reports/daily", Duration::from_secs(30))
+///     .lock_at_least_for(Duration::from_secs(60));
+/// let ran = a.run(&lock, |ctx| async move { ctx.token() }).await?.ran().expect("ran");
+/// // The job took no time, but the lock stays taken for a minute after the start:
+/// assert!(matches!(b.run(&lock, |_| async {}).await?, RunOutcome::Skipped { .. }));
+/// # let _ = ran;
+/// # Ok::<(), lease_core::Error>(()) }).unwrap();
+/// ```
+#[derive(Debug, Clone)]
+pub struct LockingExecutor {
+    client: LeaseClient,
+}
+
+impl LockingExecutor {
+    /// An executor taking its locks through `client`.
+    pub fn new(client: LeaseClient) -> Self {
+        Self { client }
+    }
+
+    /// The client.
+    pub fn client(&self) -> &LeaseClient {
+        &self.client
+    }
+
+    /// Tries the lock once; if granted, runs `job` (renewing the lock meanwhile), then
+    /// keeps the lock for the rest of `lock_at_least_for` or releases it.
+    ///
+    /// Round trips: one to take a free lock (at most two for a takeover), one per
+    /// renewal while the job runs, then one to release, or two to keep the lock for
+    /// the rest of `lock_at_least_for` (a read for the version and the final write).
+    ///
+    /// # Errors
+    /// Invalid configuration, store errors while taking the lock, and store errors
+    /// retrying cannot fix while keeping it.
+    pub async fn run<F, Fut, T>(&self, config: &LockConfig, job: F) -> Result<RunOutcome<T>>
+    where
+        F: FnOnce(JobContext) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        config.validate()?;
+        let lease = match self.client.try_acquire(&config.name, config.lock_at_most_for).await? {
+            AcquireOutcome::Granted(lease) => lease,
+            AcquireOutcome::Held {
+                holder,
+                token,
+                retry_after,
+            } => {
+                return Ok(RunOutcome::Skipped {
+                    holder,
+                    token,
+                    retry_after,
+                });
+            }
+        };
+        // Measured after the grant's answer arrived, which is after the store applied
+        // it: keeping the lock until `started + lock_at_least_for` on this clock keeps
+        // it at least that long after the store's own start.
+        let started = Instant::now();
+        let token = lease.token();
+        let output = execute(&lease, None, started, None, job).await;
+        let (lost, kept_for) = self.end_run(lease, started, config.lock_at_least_for).await?;
+        Ok(RunOutcome::Ran(Ran {
+            output,
+            token,
+            lost,
+            kept_for,
+        }))
+    }
+
+    /// Ends a ShedLock-style run: keeps the name taken for the rest of `at_least`
+    /// (a final record), or releases it.
+    async fn end_run(
+        &self,
+        lease: Lease,
+        started: Instant,
+        at_least: Duration,
+    ) -> Result<(Option<LossCause>, Option<Duration>)> {
+        if let Some(cause) = lease.loss_cause() {
+            return Ok((Some(cause), None));
+        }
+        let rest = at_least.saturating_sub(started.elapsed());
+        if rest.is_zero() {
+            if let Err(e) = lease.release().await {
+                tracing::warn!(error = %e, "release failed; the lock expires on its own");
+            }
+            return Ok((None, None));
+        }
+        match marker::finish(&self.client, lease, Marker::Held, rest).await? {
+            Finished::Kept => Ok((None, Some(rest))),
+            Finished::NotOurs => Ok((Some(LossCause::Expired), None)),
+        }
+    }
+}
+
+/// Runs `job` with a context for `lease`; cancels the context if `stop` fires, and
+/// still waits for the job to return.
+pub(crate) async fn execute<F, Fut, T>(
+    lease: &Lease,
+    slot: Option<Slot>,
+    started: Instant,
+    stop: Option<&CancellationToken>,
+    job: F,
+) -> T
+where
+    F: FnOnce(JobContext) -> Fut,
+    Fut: Future<Output = T>,
+{
+    let ctx = JobContext::new(lease, slot, started);
+    let cancel = ctx.cancel.clone();
+    let fut = job(ctx);
+    let mut fut = std::pin::pin!(fut);
+    match stop {
+        Some(stop) => {
+            tokio::select! {
+                out = &mut fut => out,
+                () = stop.cancelled() => {
+                    cancel.cancel();
+                    fut.await
+                }
+            }
+        }
+        None => fut.await,
+    }
+}

@@ -1,0 +1,118 @@
+//! # lease-jobs
+//!
+//! Singleton scheduled jobs on [`lease_core`] leases, on any store that implements
+//! [`lease_core::CasStore`]: what ShedLock does for Spring's `@Scheduled`, fenced, and
+//! exactly once per schedule slot.
+//!
+//! - [`LockingExecutor::run`] runs a job on one instance at a time, with ShedLock's
+//!   `lock_at_most_for` (the lease TTL, renewed while the job runs) and
+//!   `lock_at_least_for` (the lease stays taken at least this long after the start).
+//!   The job receives a [`JobContext`]: the fencing token for its writes and a
+//!   cancellation that fires when the lease is lost.
+//! - [`Scheduler::run`] fires a job on a [`Schedule`] (cron expressions via the
+//!   `croner` crate, or fixed intervals aligned on the Unix epoch), each [`Slot`] on
+//!   one instance, once.
+//! - Feature `shedlock-postgres`: `shedlock::ShedlockStore`, a `CasStore` over ShedLock's
+//!   own `shedlock` table, so Rust instances and Java ShedLock instances exclude each
+//!   other.
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
+//! use std::time::Duration;
+//! use lease_core::{LeaseClient, MemoryStore};
+//! use lease_jobs::{JobSpec, Schedule, Scheduler, TokioWallClock};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! let spec = JobSpec::new("nightly-payout", Schedule::cron("0 2 * * *")?, Duration::from_secs(60));
+//! let scheduler = Scheduler::new(LeaseClient::new(MemoryStore::new()))
+//!     .with_wall_clock(TokioWallClock::starting_at(1_796_003_990_000)); // (a test clock)
+//! let shutdown = CancellationToken::new();
+//! # let stop = shutdown.clone();
+//! scheduler.run(spec, move |ctx| {
+//! #   let stop = stop.clone();
+//!     async move {
+//!         // In ONE transaction: the effect, fenced by ctx.token(), and the slot's row
+//!         // (`INSERT INTO payout_runs(slot) VALUES (ctx.slot())`, unique): see below.
+//!         println!("payout for {} with token {}", ctx.slot().unwrap(), ctx.token());
+//! #       stop.cancel();
+//!         Ok::<(), std::io::Error>(())
+//!     }
+//! }, shutdown).await?;
+//! # Ok::<(), lease_core::Error>(()) }).unwrap();
+//! ```
+//!
+//! ## Exactly once per slot, and where the truth lives
+//! Every slot has its own lease, `<job>/<slot>` (the slot is the fire time, RFC 3339
+//! UTC with milliseconds), so instances whose clocks or start times differ still name
+//! the same run the same way; which instance's clock says the slot is due only decides
+//! who tries first. Three records together make each slot run once:
+//!
+//! 1. **The slot lease** lets one instance at a time run the slot and gives the run a
+//!    fencing token. A runner that dies stops renewing; the lease expires on the
+//!    store's clock `lock_at_most_for` after its last renewal, and an instance that saw
+//!    the slot taken (they all keep it pending) takes it over and completes it.
+//! 2. **The done record**: a completed run rewrites its slot lease, in one conditional
+//!    write on its current version, into a record held by the marker `=done=<holder>`
+//!    (same token) with TTL [`JobSpec::keep_done_for`], never renewed and never
+//!    released. An instance that tries the slot later, whatever its clock, finds it
+//!    done and skips it. Instances look back only [`JobSpec::catch_up`], which must be
+//!    shorter than `keep_done_for` (checked), so nobody looks at a slot whose done
+//!    record is gone (plus clock skew: keep the difference above the worst skew).
+//! 3. **The job's own row** in the protected data: a lease record cannot say "done"
+//!    atomically with the job's effect. A runner can commit its effect and die before
+//!    writing the done record; its successor then runs the job again. So the job
+//!    writes its effect and a row keyed by the slot in **one transaction**, with the
+//!    token as fence (`INSERT INTO job_runs(job, slot, token) ... ON CONFLICT (job,
+//!    slot) DO UPDATE SET token = EXCLUDED.token WHERE job_runs.token <= EXCLUDED.token
+//!    AND NOT job_runs.done`): a second run of the slot finds the row done and
+//!    commits nothing; a stale runner's token is refused. That row is the truth; the
+//!    lease and the done record make the second run rare and cheap.
+//!
+//! The process test `slots_run_exactly_once_under_kill9` checks this with three
+//! instances killed and restarted at random, from the protected table's rows.
+//!
+//! ## lock_at_least_for
+//! When a run ends before `lock_at_least_for` has passed since its start, the lease is
+//! not released: the run rewrites it (one conditional write on its version) into a
+//! record held by the marker `=held=<holder>` whose TTL is the rest of
+//! `lock_at_least_for`. The store then keeps the name taken on its own clock (stores
+//! without a clock: challengers watch the record that long), and the process can exit
+//! at once; nothing renews it. The rest is measured from when the grant's answer
+//! arrived, which is after the store applied it, so the name stays taken at least
+//! `lock_at_least_for` after the store's own start of the run. A done slot's record
+//! (`keep_done_for`) covers it too. A failed slot is kept by `=failed=<holder>` for
+//! the longer of the rest and [`JobSpec::retry_failed_after`].
+//!
+//! ## Missed slots
+//! See [`MissedSlots`]: by default every slot nobody started is run late, once, as far
+//! back as `catch_up`; `RunLatestOnly` runs only the latest; `Skip` skips them. A slot
+//! that was started and whose runner died is always completed.
+//!
+//! ## Guarantee, clock, cost
+//! The guarantee grade and clock source are the store's (linearizable stores for
+//! correctness; Redis for efficiency only). Which slots are due is read from the wall
+//! clock (injectable: [`Scheduler::with_wall_clock`]); expiry is never judged on it.
+//! Per slot, on the instance that runs it: one round trip to take the slot, one per
+//! renewal while the job runs (every third of `lock_at_most_for`), two to write the
+//! done record; on every other instance one round trip to find it taken or done. Slot
+//! records stay in the store: SQL stores keep one row per slot; delete rows of slots
+//! older than `keep_done_for` at leisure.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod clock;
+mod config;
+mod executor;
+mod marker;
+mod schedule;
+mod scheduler;
+
+#[cfg(feature = "shedlock-postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "shedlock-postgres")))]
+pub mod shedlock;
+
+pub use clock::TokioWallClock;
+pub use config::{JobSpec, LockNaming, MissedSlots};
+pub use executor::{JobContext, LockConfig, LockingExecutor, Ran, RunOutcome};
+pub use marker::Marker;
+pub use schedule::{Schedule, Slot};
+pub use scheduler::{Scheduler, SlotEvent};

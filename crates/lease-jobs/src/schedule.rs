@@ -1,0 +1,262 @@
+//! Schedules (cron expressions, fixed intervals) and the slots they fire.
+
+use std::fmt;
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use croner::Cron;
+use croner::parser::CronParser;
+use lease_core::{Error, Result};
+
+/// One firing of a schedule: its fire time, in Unix milliseconds (UTC).
+///
+/// Every instance computes the same slots from the same schedule, whatever its start
+/// time, so a slot names one run of the job across the whole service.
+///
+/// ```
+/// use lease_jobs::Slot;
+/// let slot = Slot::from_unix_ms(1_796_005_200_250);
+/// assert_eq!(slot.key(), "2026-11-30T02:20:00.250Z");
+/// assert_eq!(slot.to_string(), slot.key());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Slot(u64);
+
+impl Slot {
+    /// The slot firing at `ms` milliseconds after the Unix epoch.
+    pub const fn from_unix_ms(ms: u64) -> Self {
+        Self(ms)
+    }
+
+    /// The fire time in Unix milliseconds.
+    pub const fn unix_ms(self) -> u64 {
+        self.0
+    }
+
+    /// The fire time as RFC 3339 UTC with milliseconds (`2026-11-30T02:00:00.000Z`):
+    /// the slot's part of its lease name.
+    pub fn key(self) -> String {
+        i64::try_from(self.0)
+            .ok()
+            .and_then(DateTime::<Utc>::from_timestamp_millis)
+            .map_or_else(
+                || format!("ms{}", self.0),
+                |t| t.to_rfc3339_opts(SecondsFormat::Millis, true),
+            )
+    }
+}
+
+impl fmt::Display for Slot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.key())
+    }
+}
+
+/// When a job fires.
+///
+/// ```
+/// use std::time::Duration;
+/// use lease_jobs::{Schedule, Slot};
+/// // Every day at 02:00 UTC (five fields: minute granularity; six: seconds first).
+/// let nightly = Schedule::cron("0 2 * * *")?;
+/// let after = Slot::from_unix_ms(1_796_005_200_000); // 2026-11-30T02:20:00Z
+/// assert_eq!(nightly.next_after(after.unix_ms()).map(|s| s.key()).as_deref(), Some("2026-12-01T02:00:00.000Z"));
+/// // Every 250 ms, aligned on the Unix epoch so all instances agree on the slots.
+/// let fast = Schedule::every(Duration::from_millis(250))?;
+/// assert_eq!(fast.next_after(1_000).map(Slot::unix_ms), Some(1_250));
+/// # Ok::<(), lease_core::Error>(())
+/// ```
+#[derive(Clone)]
+pub enum Schedule {
+    /// A cron expression, evaluated in UTC.
+    Cron {
+        /// The parsed expression.
+        cron: Box<Cron>,
+        /// The expression as given.
+        expr: String,
+    },
+    /// Every `interval`, at `k * interval + offset` since the Unix epoch.
+    Every {
+        /// The period, in milliseconds.
+        interval_ms: u64,
+        /// The shift of every fire time, in milliseconds (below the interval).
+        offset_ms: u64,
+    },
+}
+
+impl fmt::Debug for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Cron { expr, .. } => f.debug_tuple("Cron").field(expr).finish(),
+            Self::Every { interval_ms, offset_ms } => f
+                .debug_struct("Every")
+                .field("interval_ms", interval_ms)
+                .field("offset_ms", offset_ms)
+                .finish(),
+        }
+    }
+}
+
+impl Schedule {
+    /// A cron schedule, evaluated in UTC: five fields (`min hour dom month dow`), or six
+    /// with seconds first, plus the usual extensions (`L`, `W`, `#`, `@daily`...), as
+    /// parsed by the `croner` crate.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an expression croner rejects.
+    pub fn cron(expr: &str) -> Result<Self> {
+        let cron = CronParser::new()
+            .parse(expr)
+            .map_err(|e| Error::invalid("cron expression", format!("{expr:?}: {e}")))?;
+        Ok(Self::Cron {
+            cron: Box::new(cron),
+            expr: expr.to_owned(),
+        })
+    }
+
+    /// Every `interval` (whole milliseconds, at least 1 ms), aligned on the Unix epoch.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a zero or sub-millisecond interval.
+    pub fn every(interval: Duration) -> Result<Self> {
+        Self::every_with_offset(interval, Duration::ZERO)
+    }
+
+    /// Every `interval`, shifted by `offset` (below the interval): `every(1h)` with
+    /// offset 5 min fires at five past each hour.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a bad interval or an offset not below it.
+    pub fn every_with_offset(interval: Duration, offset: Duration) -> Result<Self> {
+        let interval_ms = whole_ms(interval, "interval")?;
+        if interval_ms == 0 {
+            return Err(Error::invalid("interval", "must be at least 1 ms"));
+        }
+        let offset_ms = whole_ms(offset, "offset")?;
+        if offset_ms >= interval_ms {
+            return Err(Error::invalid("offset", "must be below the interval"));
+        }
+        Ok(Self::Every { interval_ms, offset_ms })
+    }
+
+    /// The first slot strictly after `after_ms` (Unix ms), or `None` if there is none
+    /// (a cron expression that never fires again).
+    pub fn next_after(&self, after_ms: u64) -> Option<Slot> {
+        match self {
+            Self::Every { interval_ms, offset_ms } => {
+                let i = *interval_ms;
+                let k = if after_ms < *offset_ms {
+                    0
+                } else {
+                    (after_ms - offset_ms) / i + 1
+                };
+                k.checked_mul(i)?.checked_add(*offset_ms).map(Slot)
+            }
+            Self::Cron { cron, .. } => {
+                let t = DateTime::<Utc>::from_timestamp_millis(i64::try_from(after_ms).ok()?)?;
+                let next = cron.find_next_occurrence(&t, false).ok()?;
+                u64::try_from(next.timestamp_millis()).ok().map(Slot)
+            }
+        }
+    }
+
+    /// The slots in `(after_ms, until_ms]`, oldest first.
+    pub fn slots_between(&self, after_ms: u64, until_ms: u64) -> impl Iterator<Item = Slot> + '_ {
+        let mut cursor = after_ms;
+        std::iter::from_fn(move || {
+            let next = self.next_after(cursor)?;
+            if next.0 > until_ms {
+                return None;
+            }
+            cursor = next.0;
+            Some(next)
+        })
+    }
+
+    /// A short description for logs.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Cron { expr, .. } => format!("cron {expr:?} (UTC)"),
+            Self::Every { interval_ms, offset_ms } => format!("every {interval_ms} ms (offset {offset_ms} ms)"),
+        }
+    }
+}
+
+fn whole_ms(d: Duration, what: &'static str) -> Result<u64> {
+    if d.subsec_nanos() % 1_000_000 != 0 {
+        return Err(Error::invalid(what, "must be a whole number of milliseconds"));
+    }
+    u64::try_from(d.as_millis()).map_err(|_| Error::invalid(what, "too long"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(rfc: &str) -> u64 {
+        u64::try_from(DateTime::parse_from_rfc3339(rfc).expect("rfc3339").timestamp_millis()).expect("after epoch")
+    }
+
+    #[test]
+    fn interval_slots_are_aligned_whatever_the_start() {
+        let s = Schedule::every(Duration::from_millis(100)).expect("schedule");
+        assert_eq!(s.next_after(0), Some(Slot(100)));
+        assert_eq!(s.next_after(99), Some(Slot(100)));
+        assert_eq!(s.next_after(100), Some(Slot(200)));
+        let between: Vec<u64> = s.slots_between(150, 500).map(Slot::unix_ms).collect();
+        assert_eq!(between, vec![200, 300, 400, 500]);
+        let off = Schedule::every_with_offset(Duration::from_secs(60), Duration::from_secs(5)).expect("offset");
+        assert_eq!(off.next_after(0), Some(Slot(5_000)));
+        assert_eq!(off.next_after(5_000), Some(Slot(65_000)));
+        assert_eq!(off.next_after(4_999), Some(Slot(5_000)));
+    }
+
+    #[test]
+    fn cron_in_utc_with_and_without_seconds() {
+        let every2s = Schedule::cron("*/2 * * * * *").expect("six fields");
+        let t = ms("2026-11-30T09:00:00.500Z");
+        assert_eq!(every2s.next_after(t), Some(Slot(ms("2026-11-30T09:00:02Z"))));
+        let slots: Vec<String> = every2s
+            .slots_between(ms("2026-11-30T09:00:00Z"), ms("2026-11-30T09:00:06Z"))
+            .map(Slot::key)
+            .collect();
+        assert_eq!(
+            slots,
+            vec![
+                "2026-11-30T09:00:02.000Z",
+                "2026-11-30T09:00:04.000Z",
+                "2026-11-30T09:00:06.000Z"
+            ]
+        );
+        let nightly = Schedule::cron("30 2 * * *").expect("five fields");
+        assert_eq!(
+            nightly.next_after(ms("2026-11-30T02:30:00Z")).map(Slot::key).as_deref(),
+            Some("2026-12-01T02:30:00.000Z")
+        );
+        assert_eq!(
+            nightly
+                .next_after(ms("2026-11-30T02:29:59.999Z"))
+                .map(Slot::key)
+                .as_deref(),
+            Some("2026-11-30T02:30:00.000Z")
+        );
+    }
+
+    #[test]
+    fn bad_schedules_are_refused() {
+        assert!(Schedule::cron("61 * * * *").is_err());
+        assert!(Schedule::cron("not cron").is_err());
+        assert!(Schedule::every(Duration::ZERO).is_err());
+        assert!(Schedule::every(Duration::from_micros(1500)).is_err());
+        assert!(Schedule::every_with_offset(Duration::from_secs(1), Duration::from_secs(1)).is_err());
+    }
+
+    #[test]
+    fn slot_keys_are_valid_lease_name_parts() {
+        for ms in [0, 1, 999, 1_796_005_200_250, 253_402_300_799_999] {
+            let key = Slot(ms).key();
+            assert!(lease_core::LeaseName::new(format!("job/{key}")).is_ok(), "{key}");
+        }
+        assert_eq!(Slot(0).key(), "1970-01-01T00:00:00.000Z");
+    }
+}

@@ -1,0 +1,513 @@
+//! The scheduler: runs a job at each slot of its schedule, on one instance, once.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lease_core::{AcquireOutcome, FencingToken, HolderId, LeaseClient, LossCause, Result, SystemWallClock, WallClock};
+use rand::Rng;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::executor::execute;
+use crate::marker::{self, Finished, Marker};
+use crate::{JobContext, JobSpec, LockNaming, MissedSlots, Slot};
+
+/// The most slots one pass enumerates (a long catch-up window over a fast schedule is
+/// worked through over several passes).
+const MAX_SLOTS_PER_PASS: usize = 10_000;
+/// The longest sleep between passes, so a jump of the wall clock is noticed.
+const MAX_SLEEP: Duration = Duration::from_secs(60);
+
+/// What happened to a slot, reported to [`Scheduler::on_event`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SlotEvent {
+    /// The job ran here and completed; the slot is recorded as done.
+    Ran {
+        /// The slot.
+        slot: Slot,
+        /// The run's token.
+        token: FencingToken,
+        /// How late the run started after the fire time (wall clock).
+        late: Duration,
+    },
+    /// The job ran here and returned an error; the slot will be tried again after
+    /// [`JobSpec::retry_failed_after`].
+    Failed {
+        /// The slot.
+        slot: Slot,
+        /// The run's token.
+        token: FencingToken,
+        /// The error, as text.
+        error: String,
+    },
+    /// The lease was lost while the job ran (or before it was marked done); whoever
+    /// takes the slot over completes it.
+    Lost {
+        /// The slot.
+        slot: Slot,
+        /// Why.
+        cause: LossCause,
+    },
+    /// Another instance completed the slot.
+    DoneElsewhere {
+        /// The slot.
+        slot: Slot,
+    },
+    /// Another instance holds the slot (running it, or keeping it after a failure);
+    /// this instance looks again when that lease can have run out.
+    HeldElsewhere {
+        /// The slot.
+        slot: Slot,
+        /// The holder.
+        holder: Option<HolderId>,
+    },
+    /// Nobody started the slot within the grace period, and the missed-slot policy
+    /// skips it.
+    Missed {
+        /// The slot.
+        slot: Slot,
+    },
+    /// The slot fell out of the catch-up window without anyone starting it.
+    Abandoned {
+        /// The slot.
+        slot: Slot,
+    },
+}
+
+type EventSink = Arc<dyn Fn(&SlotEvent) + Send + Sync>;
+
+/// Runs scheduled jobs: each slot of the schedule on one instance, once.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
+/// use std::time::Duration;
+/// use lease_core::{LeaseClient, MemoryStore};
+/// use lease_jobs::{JobSpec, Schedule, Scheduler, TokioWallClock};
+/// use tokio_util::sync::CancellationToken;
+///
+/// let spec = JobSpec::new("compact", Schedule::every(Duration::from_secs(10))?, Duration::from_secs(5));
+/// let scheduler = Scheduler::new(LeaseClient::new(MemoryStore::new()))
+///     .with_wall_clock(TokioWallClock::starting_at(1_800_000_000_000));
+/// let shutdown = CancellationToken::new();
+/// let stop = shutdown.clone();
+/// scheduler
+///     .run(spec, move |ctx| {
+///         let stop = stop.clone();
+///         async move {
+///             // ctx.slot() is the fire time; ctx.token() fences the job's writes.
+///             println!("compacting for {:?} with token {}", ctx.slot(), ctx.token());
+///             stop.cancel();
+///             Ok::<(), std::io::Error>(())
+///         }
+///     }, shutdown)
+///     .await?;
+/// # Ok::<(), lease_core::Error>(()) }).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct Scheduler {
+    client: LeaseClient,
+    wall: Arc<dyn WallClock>,
+    events: Option<EventSink>,
+}
+
+impl fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scheduler")
+            .field("client", &self.client)
+            .field("wall", &self.wall)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    recheck_at: Instant,
+    /// Somebody started this slot (a record exists): never missed, never abandoned.
+    started: bool,
+    failures: u32,
+}
+
+impl Scheduler {
+    /// A scheduler taking its leases through `client`, reading the system wall clock
+    /// to know which slots are due.
+    pub fn new(client: LeaseClient) -> Self {
+        Self {
+            client,
+            wall: Arc::new(SystemWallClock),
+            events: None,
+        }
+    }
+
+    /// Reads `wall` instead of the system clock (tests, simulations of skew).
+    #[must_use]
+    pub fn with_wall_clock(mut self, wall: impl WallClock) -> Self {
+        self.wall = Arc::new(wall);
+        self
+    }
+
+    /// Calls `f` with every [`SlotEvent`] (for metrics and logs).
+    #[must_use]
+    pub fn on_event(mut self, f: impl Fn(&SlotEvent) + Send + Sync + 'static) -> Self {
+        self.events = Some(Arc::new(f));
+        self
+    }
+
+    /// The client.
+    pub fn client(&self) -> &LeaseClient {
+        &self.client
+    }
+
+    fn emit(&self, event: SlotEvent) {
+        tracing::debug!(?event, "slot event");
+        if let Some(f) = &self.events {
+            f(&event);
+        }
+    }
+
+    /// Runs `job` at every slot of `spec`'s schedule until `shutdown` is cancelled.
+    ///
+    /// With [`LockNaming::PerSlot`] (the default) each slot runs exactly once across
+    /// all instances, as long as the job records its effect together with its slot
+    /// (see the crate docs). A job returning `Err` is retried after
+    /// [`JobSpec::retry_failed_after`]. The job's context is cancelled when its lease
+    /// is lost or at shutdown; the scheduler still waits for the job to return.
+    ///
+    /// # Errors
+    /// An invalid spec, or a store error retrying cannot fix (misconfiguration, a
+    /// corrupt record). Transient store errors are retried.
+    pub async fn run<F, Fut, E>(&self, spec: JobSpec, job: F, shutdown: CancellationToken) -> Result<()>
+    where
+        F: FnMut(JobContext) -> Fut + Send,
+        Fut: Future<Output = std::result::Result<(), E>> + Send,
+        E: fmt::Display + Send,
+    {
+        spec.validate()?;
+        tracing::info!(job = %spec.name, schedule = %spec.schedule.describe(), "scheduler started");
+        match spec.naming {
+            LockNaming::PerSlot => self.run_slots(&spec, job, &shutdown).await,
+            LockNaming::JobName => self.run_job_lock(&spec, job, &shutdown).await,
+        }
+    }
+
+    async fn run_slots<F, Fut, E>(&self, spec: &JobSpec, mut job: F, shutdown: &CancellationToken) -> Result<()>
+    where
+        F: FnMut(JobContext) -> Fut + Send,
+        Fut: Future<Output = std::result::Result<(), E>> + Send,
+        E: fmt::Display + Send,
+    {
+        let catch_up_ms = millis(spec.catch_up);
+        let grace_ms = millis(spec.grace);
+        let mut frontier = self.wall.now_ms().saturating_sub(catch_up_ms);
+        let mut pending: BTreeMap<Slot, Pending> = BTreeMap::new();
+        loop {
+            if shutdown.is_cancelled() {
+                return Ok(());
+            }
+            let now_ms = self.wall.now_ms();
+            let mut enumerated = 0;
+            for slot in spec.schedule.slots_between(frontier, now_ms) {
+                pending.entry(slot).or_insert(Pending {
+                    recheck_at: Instant::now(),
+                    started: false,
+                    failures: 0,
+                });
+                frontier = slot.unix_ms();
+                enumerated += 1;
+                if enumerated >= MAX_SLOTS_PER_PASS {
+                    break;
+                }
+            }
+            if enumerated < MAX_SLOTS_PER_PASS {
+                frontier = frontier.max(now_ms);
+            }
+            let horizon = now_ms.saturating_sub(catch_up_ms);
+            let abandoned: Vec<Slot> = pending
+                .iter()
+                .filter(|(s, p)| s.unix_ms() < horizon && !p.started)
+                .map(|(s, _)| *s)
+                .collect();
+            for slot in abandoned {
+                pending.remove(&slot);
+                self.emit(SlotEvent::Abandoned { slot });
+            }
+            let now = Instant::now();
+            let due: Vec<Slot> = pending
+                .iter()
+                .filter(|(_, p)| p.recheck_at <= now)
+                .map(|(s, _)| *s)
+                .collect();
+            let due = self
+                .apply_missed_policy(spec, due, &mut pending, now_ms, grace_ms)
+                .await?;
+            for slot in due {
+                if shutdown.is_cancelled() {
+                    return Ok(());
+                }
+                self.attempt(spec, slot, &mut pending, &mut job, shutdown).await?;
+            }
+            let mut wake = Instant::now() + MAX_SLEEP;
+            if let Some(next) = spec.schedule.next_after(frontier) {
+                let until = next.unix_ms().saturating_sub(self.wall.now_ms()) + 1;
+                wake = wake.min(Instant::now() + Duration::from_millis(until));
+            }
+            if let Some(r) = pending.values().map(|p| p.recheck_at).min() {
+                wake = wake.min(r);
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                () = tokio::time::sleep_until(wake) => {}
+            }
+        }
+    }
+
+    /// Applies the missed-slot policy to the due slots: late slots nobody started are
+    /// skipped (all, or all but the latest) unless the policy runs them late.
+    async fn apply_missed_policy(
+        &self,
+        spec: &JobSpec,
+        due: Vec<Slot>,
+        pending: &mut BTreeMap<Slot, Pending>,
+        now_ms: u64,
+        grace_ms: u64,
+    ) -> Result<Vec<Slot>> {
+        if spec.missed == MissedSlots::RunLateOnce {
+            return Ok(due);
+        }
+        let mut run = Vec::new();
+        let mut unstarted = Vec::new();
+        for slot in due {
+            let started = pending.get(&slot).is_some_and(|p| p.started);
+            let late = now_ms.saturating_sub(slot.unix_ms()) > grace_ms;
+            if started || !late {
+                run.push(slot);
+                continue;
+            }
+            // One read tells whether anybody ever started it.
+            match self.client.store().read(&spec.lease_name(slot)?).await {
+                Ok(Some(_)) => {
+                    if let Some(p) = pending.get_mut(&slot) {
+                        p.started = true;
+                    }
+                    run.push(slot);
+                }
+                Ok(None) => unstarted.push(slot),
+                Err(e) if e.is_retryable() || e.is_indeterminate() => {
+                    self.back_off(spec, slot, pending, &e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if spec.missed == MissedSlots::RunLatestOnly {
+            if let Some(latest) = unstarted.pop() {
+                run.push(latest);
+            }
+        }
+        for slot in unstarted {
+            pending.remove(&slot);
+            self.emit(SlotEvent::Missed { slot });
+        }
+        run.sort_unstable();
+        Ok(run)
+    }
+
+    fn back_off(&self, spec: &JobSpec, slot: Slot, pending: &mut BTreeMap<Slot, Pending>, e: &lease_core::Error) {
+        tracing::debug!(job = %spec.name, %slot, error = %e, "store error; retrying the slot later");
+        if let Some(p) = pending.get_mut(&slot) {
+            p.failures = p.failures.saturating_add(1);
+            let cap = spec.lock_at_most_for.max(Duration::from_millis(20));
+            let base = Duration::from_millis(10)
+                .saturating_mul(1 << p.failures.min(10))
+                .min(cap);
+            p.recheck_at = Instant::now() + jitter(base);
+        }
+    }
+
+    /// One attempt at one slot.
+    async fn attempt<F, Fut, E>(
+        &self,
+        spec: &JobSpec,
+        slot: Slot,
+        pending: &mut BTreeMap<Slot, Pending>,
+        job: &mut F,
+        shutdown: &CancellationToken,
+    ) -> Result<()>
+    where
+        F: FnMut(JobContext) -> Fut + Send,
+        Fut: Future<Output = std::result::Result<(), E>> + Send,
+        E: fmt::Display + Send,
+    {
+        let name = spec.lease_name(slot)?;
+        let lease = match self.client.try_acquire(&name, spec.lock_at_most_for).await {
+            Ok(AcquireOutcome::Granted(lease)) => lease,
+            Ok(AcquireOutcome::Held {
+                holder, retry_after, ..
+            }) => {
+                if holder.as_ref().and_then(Marker::of) == Some(Marker::Done) {
+                    pending.remove(&slot);
+                    self.emit(SlotEvent::DoneElsewhere { slot });
+                } else if let Some(p) = pending.get_mut(&slot) {
+                    let first = !p.started;
+                    p.started = true;
+                    p.failures = 0;
+                    let wait = retry_after.min(spec.lock_at_most_for).max(Duration::from_millis(1));
+                    p.recheck_at = Instant::now() + jitter(wait);
+                    if first {
+                        self.emit(SlotEvent::HeldElsewhere { slot, holder });
+                    }
+                }
+                return Ok(());
+            }
+            Err(e) if e.is_retryable() || e.is_indeterminate() => {
+                self.back_off(spec, slot, pending, &e);
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        let started = Instant::now();
+        let late = Duration::from_millis(self.wall.now_ms().saturating_sub(slot.unix_ms()));
+        let token = lease.token();
+        let result = execute(&lease, Some(slot), started, Some(shutdown), job).await;
+        let recheck_later = |pending: &mut BTreeMap<Slot, Pending>, after: Duration| {
+            if let Some(p) = pending.get_mut(&slot) {
+                p.started = true;
+                p.recheck_at = Instant::now() + jitter(after.max(Duration::from_millis(1)));
+            }
+        };
+        if let Some(cause) = lease.loss_cause() {
+            drop(lease);
+            recheck_later(pending, spec.lock_at_most_for);
+            self.emit(SlotEvent::Lost { slot, cause });
+            return Ok(());
+        }
+        let rest = spec.lock_at_least_for.saturating_sub(started.elapsed());
+        let (marker, keep, event) = match result {
+            Ok(()) => (
+                Marker::Done,
+                spec.keep_done_for.max(rest),
+                SlotEvent::Ran { slot, token, late },
+            ),
+            Err(e) => (
+                Marker::Failed,
+                spec.retry_failed_after.max(rest),
+                SlotEvent::Failed {
+                    slot,
+                    token,
+                    error: e.to_string(),
+                },
+            ),
+        };
+        match marker::finish(&self.client, lease, marker, keep).await {
+            Ok(Finished::Kept) => {
+                if marker == Marker::Done {
+                    pending.remove(&slot);
+                } else {
+                    recheck_later(pending, keep);
+                }
+                self.emit(event);
+            }
+            Ok(Finished::NotOurs) => {
+                recheck_later(pending, spec.lock_at_most_for);
+                self.emit(SlotEvent::Lost {
+                    slot,
+                    cause: LossCause::Expired,
+                });
+            }
+            Err(e) if e.is_retryable() || e.is_indeterminate() => {
+                // The run's lease expires on its own; whoever takes the slot next finds
+                // the job's effect recorded (if it committed) and completes the slot.
+                recheck_later(pending, spec.lock_at_most_for);
+                self.emit(SlotEvent::Lost {
+                    slot,
+                    cause: LossCause::StoreUnreachable,
+                });
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    /// ShedLock-compatible mode: one lease named after the job, tried at each fire
+    /// time; missed fire times are skipped.
+    async fn run_job_lock<F, Fut, E>(&self, spec: &JobSpec, mut job: F, shutdown: &CancellationToken) -> Result<()>
+    where
+        F: FnMut(JobContext) -> Fut + Send,
+        Fut: Future<Output = std::result::Result<(), E>> + Send,
+        E: fmt::Display + Send,
+    {
+        let name = spec.lease_name(Slot::from_unix_ms(0))?;
+        let mut frontier = self.wall.now_ms();
+        loop {
+            if shutdown.is_cancelled() {
+                return Ok(());
+            }
+            let now_ms = self.wall.now_ms();
+            let latest = spec.schedule.slots_between(frontier, now_ms).last();
+            frontier = frontier.max(now_ms);
+            if let Some(slot) = latest {
+                match self.client.try_acquire(&name, spec.lock_at_most_for).await {
+                    Ok(AcquireOutcome::Granted(lease)) => {
+                        let started = Instant::now();
+                        let late = Duration::from_millis(self.wall.now_ms().saturating_sub(slot.unix_ms()));
+                        let token = lease.token();
+                        let result = execute(&lease, Some(slot), started, Some(shutdown), &mut job).await;
+                        let event = match (&result, lease.loss_cause()) {
+                            (_, Some(cause)) => SlotEvent::Lost { slot, cause },
+                            (Ok(()), None) => SlotEvent::Ran { slot, token, late },
+                            (Err(e), None) => SlotEvent::Failed {
+                                slot,
+                                token,
+                                error: e.to_string(),
+                            },
+                        };
+                        let rest = spec.lock_at_least_for.saturating_sub(started.elapsed());
+                        if lease.loss_cause().is_some() {
+                            drop(lease);
+                        } else if rest.is_zero() {
+                            if let Err(e) = lease.release().await {
+                                tracing::warn!(job = %spec.name, error = %e, "release failed; the lock expires");
+                            }
+                        } else {
+                            match marker::finish(&self.client, lease, Marker::Held, rest).await {
+                                Ok(_) => {}
+                                Err(e) if e.is_retryable() || e.is_indeterminate() => {
+                                    tracing::warn!(job = %spec.name, error = %e, "could not keep the lock");
+                                }
+                                Err(e) => return Err(e),
+                            }
+                        }
+                        self.emit(event);
+                    }
+                    Ok(AcquireOutcome::Held { holder, .. }) => {
+                        self.emit(SlotEvent::HeldElsewhere { slot, holder });
+                    }
+                    Err(e) if e.is_retryable() || e.is_indeterminate() => {
+                        tracing::warn!(job = %spec.name, %slot, error = %e, "store error; skipping this fire time");
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            let mut wake = Instant::now() + MAX_SLEEP;
+            if let Some(next) = spec.schedule.next_after(frontier) {
+                let until = next.unix_ms().saturating_sub(self.wall.now_ms()) + 1;
+                wake = wake.min(Instant::now() + Duration::from_millis(until));
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                () = tokio::time::sleep_until(wake) => {}
+            }
+        }
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// `d` stretched by a random 0–10%, so instances do not retry in step.
+fn jitter(d: Duration) -> Duration {
+    d + d.mul_f64(rand::rng().random_range(0.0..0.1))
+}

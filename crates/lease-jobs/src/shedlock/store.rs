@@ -1,0 +1,488 @@
+//! The `CasStore` over ShedLock's table.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lease_core::fence::{Dialect, Ident};
+use lease_core::{
+    Capabilities, CasOutcome, CasStore, ClientConfig, ClockSource, Current, DeleteOutcome, Error, FencingToken, Grade,
+    HolderId, LeaseClient, LeaseName, LeaseRecord, Precondition, Result, Stored, Ttl, Version, record_codec,
+};
+use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
+use sqlx::{AssertSqlSafe, Row};
+
+use super::ShedlockConfig;
+use super::error::{self, Op};
+use super::sql::{Shape, Statements};
+
+/// Leases kept in ShedLock's own `shedlock` table in Postgres, so Rust instances and
+/// Java ShedLock instances of one service exclude each other. See the module docs.
+#[derive(Clone)]
+pub struct ShedlockStore {
+    pool: PgPool,
+    sql: Statements,
+    fenced: bool,
+    name_len: usize,
+    timeout: Duration,
+    table: String,
+}
+
+impl fmt::Debug for ShedlockStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ShedlockStore")
+            .field("table", &self.table)
+            .field("fenced", &self.fenced)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One row as the statements return it.
+struct RawRow {
+    locked_by: Option<String>,
+    at_us: Option<i64>,
+    until_us: Option<i64>,
+    remaining_ms: Option<i64>,
+    fence: Option<i64>,
+}
+
+impl ShedlockStore {
+    /// Connects to `url` and opens the table.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] if Postgres cannot be reached; as [`ShedlockStore::open`].
+    pub async fn connect(url: &str, config: ShedlockConfig) -> Result<Self> {
+        let pool = PgPoolOptions::new()
+            .max_connections(8)
+            .acquire_timeout(config.timeout)
+            .connect(url)
+            .await
+            .map_err(|e| error::map(Op::Read, e))?;
+        Self::open(pool, config).await
+    }
+
+    /// Opens the table on an existing pool: checks that it exists with ShedLock's
+    /// columns, and whether it has the fence column.
+    ///
+    /// # Errors
+    /// [`Error::Misconfigured`] for a missing table or column or an unexpected column
+    /// type; [`Error::InvalidInput`] for a bad table or column name.
+    pub async fn open(pool: PgPool, config: ShedlockConfig) -> Result<Self> {
+        let ident = Ident::table(&config.table)?;
+        let fence_ident = Ident::column(&config.fence_column)?;
+        let (schema, table) = match config.table.split_once('.') {
+            Some((s, t)) => (Some(s.to_owned()), t.to_owned()),
+            None => (None, config.table.clone()),
+        };
+        let columns = tokio::time::timeout(
+            config.timeout,
+            sqlx::query(
+                "SELECT column_name::text, data_type::text, character_maximum_length::bigint \
+                 FROM information_schema.columns \
+                 WHERE table_schema = COALESCE($1, current_schema()) AND table_name = $2",
+            )
+            .bind(schema)
+            .bind(&table)
+            .fetch_all(&pool),
+        )
+        .await
+        .map_err(|_| error::timed_out(Op::Read))?
+        .map_err(|e| error::map(Op::Read, e))?;
+        let mut found = std::collections::HashMap::new();
+        for row in &columns {
+            let name: String = row.try_get(0).map_err(|e| error::map(Op::Read, e))?;
+            let ty: String = row.try_get(1).map_err(|e| error::map(Op::Read, e))?;
+            let len: Option<i64> = row.try_get(2).map_err(|e| error::map(Op::Read, e))?;
+            found.insert(name, (ty, len));
+        }
+        let misconfigured = |msg: String| Error::Misconfigured {
+            message: msg,
+            source: None,
+        };
+        if found.is_empty() {
+            return Err(misconfigured(format!(
+                "table {} does not exist (create it with ShedlockStore::create_table or ShedLock's DDL)",
+                config.table
+            )));
+        }
+        let ty = |c: &str| found.get(c).map(|(t, _)| t.as_str());
+        let mut tz = None;
+        for c in ["lock_until", "locked_at"] {
+            let this = match ty(c) {
+                Some("timestamp without time zone") => false,
+                Some("timestamp with time zone") => true,
+                other => {
+                    return Err(misconfigured(format!(
+                        "column {c} of {} must be a TIMESTAMP, found {other:?}",
+                        config.table
+                    )));
+                }
+            };
+            if tz.is_some_and(|t| t != this) {
+                return Err(misconfigured("lock_until and locked_at have different types".into()));
+            }
+            tz = Some(this);
+        }
+        for c in ["name", "locked_by"] {
+            if !matches!(ty(c), Some("character varying" | "text")) {
+                return Err(misconfigured(format!(
+                    "column {c} of {} must be VARCHAR or TEXT, found {:?}",
+                    config.table,
+                    ty(c)
+                )));
+            }
+        }
+        let fenced = match ty(&config.fence_column) {
+            None => false,
+            Some("bigint") => true,
+            Some(other) => {
+                return Err(misconfigured(format!(
+                    "fence column {} must be BIGINT, found {other}",
+                    config.fence_column
+                )));
+            }
+        };
+        let name_len = found
+            .get("name")
+            .and_then(|(_, l)| *l)
+            .and_then(|l| usize::try_from(l).ok())
+            .unwrap_or(lease_core::MAX_NAME_LEN);
+        let shape = Shape {
+            table: ident.quoted(Dialect::Postgres),
+            fence: fenced.then(|| fence_ident.quoted(Dialect::Postgres)),
+            tz: tz.unwrap_or(false),
+        };
+        Ok(Self {
+            pool,
+            sql: Statements::build(&shape),
+            fenced,
+            name_len,
+            timeout: config.timeout,
+            table: config.table,
+        })
+    }
+
+    /// Creates ShedLock's table (its recommended Postgres DDL) if it does not exist,
+    /// and adds the fence column if `fence` is set.
+    ///
+    /// # Errors
+    /// Postgres errors; [`Error::InvalidInput`] for a bad table name.
+    pub async fn create_table(pool: &PgPool, table: &str, fence: bool) -> Result<()> {
+        let t = Ident::table(table)?.quoted(Dialect::Postgres);
+        let ddl = format!(
+            "CREATE TABLE IF NOT EXISTS {t} (name VARCHAR(64) NOT NULL, lock_until TIMESTAMP NOT NULL, \
+             locked_at TIMESTAMP NOT NULL, locked_by VARCHAR(255) NOT NULL, PRIMARY KEY (name))"
+        );
+        sqlx::query(AssertSqlSafe(ddl))
+            .execute(pool)
+            .await
+            .map_err(|e| error::map(Op::Write, e))?;
+        if fence {
+            sqlx::query(AssertSqlSafe(format!(
+                "ALTER TABLE {t} ADD COLUMN IF NOT EXISTS fence BIGINT"
+            )))
+            .execute(pool)
+            .await
+            .map_err(|e| error::map(Op::Write, e))?;
+        }
+        Ok(())
+    }
+
+    /// Whether the table has the fence column (tokens kept there; linearizable grade).
+    pub fn is_fenced(&self) -> bool {
+        self.fenced
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// A lease client on this store: a correctness client if the table is fenced, an
+    /// efficiency-only client otherwise.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an invalid client configuration.
+    pub fn lease_client(self, config: ClientConfig) -> Result<LeaseClient> {
+        if self.fenced {
+            LeaseClient::from_dyn(Arc::new(self), config)
+        } else {
+            LeaseClient::efficiency_only(self, config)
+        }
+    }
+
+    fn check_name(&self, name: &LeaseName) -> Result<()> {
+        if name.as_str().len() > self.name_len {
+            return Err(Error::invalid(
+                "lease name",
+                format!("longer than the table's name column ({} characters)", self.name_len),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn timed<T>(&self, op: Op, f: impl Future<Output = std::result::Result<T, sqlx::Error>>) -> Result<T> {
+        match tokio::time::timeout(self.timeout, f).await {
+            Ok(r) => r.map_err(|e| error::map(op, e)),
+            Err(_) => Err(error::timed_out(op)),
+        }
+    }
+
+    fn raw(row: &PgRow) -> Result<RawRow> {
+        let get = |e| error::map(Op::Read, e);
+        Ok(RawRow {
+            locked_by: row.try_get("locked_by").map_err(get)?,
+            at_us: row.try_get("at_us").map_err(get)?,
+            until_us: row.try_get("until_us").map_err(get)?,
+            remaining_ms: row.try_get("remaining_ms").map_err(get)?,
+            fence: row.try_get("fence").map_err(get)?,
+        })
+    }
+
+    /// Decodes a row; anything that is not a lease (or a ShedLock lock) is corrupt.
+    fn decode(&self, name: &LeaseName, r: &RawRow) -> Result<Stored> {
+        let corrupt = |why: &str| Error::corrupt(name.as_str(), why);
+        let by = r.locked_by.as_deref().ok_or_else(|| corrupt("locked_by is NULL"))?;
+        let at = r.at_us.ok_or_else(|| corrupt("locked_at is NULL"))?;
+        let until = r.until_us.ok_or_else(|| corrupt("lock_until is NULL"))?;
+        let token = if self.fenced {
+            match r.fence {
+                // A row ShedLock created and no Rust instance ever held.
+                None => FencingToken::FIRST,
+                Some(f) if f > 0 => FencingToken::from_i64(f)?,
+                Some(f) => return Err(corrupt(&format!("fence {f} is not a token"))),
+            }
+        } else {
+            match u64::try_from(at) {
+                Ok(t) if t > 0 => FencingToken::new(t),
+                _ => return Err(corrupt("locked_at before 1970")),
+            }
+        };
+        let holder = match by {
+            "" => None,
+            s => Some(holder_of(s)),
+        };
+        let ttl_ms = u64::try_from(until.saturating_sub(at) / 1000).unwrap_or(0);
+        let ttl_ms = ttl_ms.clamp(millis(Ttl::MIN), millis(Ttl::MAX));
+        let record = record_codec::from_parts(name, holder.as_ref().map(HolderId::as_str), token.get(), ttl_ms, None)?;
+        let remaining = Duration::from_millis(r.remaining_ms.and_then(|m| u64::try_from(m).ok()).unwrap_or(0));
+        let fence = r.fence.map_or_else(|| "-".to_owned(), |f| f.to_string());
+        Ok(Stored {
+            record,
+            version: Version::new(format!("{at}:{until}:{fence}:{by}")),
+            remaining: Some(remaining),
+        })
+    }
+
+    fn outcome(&self, name: &LeaseName, rows: &[PgRow]) -> Result<(bool, Option<Stored>)> {
+        let Some(row) = rows.first() else {
+            return Ok((false, None));
+        };
+        let written: bool = row.try_get("written").map_err(|e| error::map(Op::Write, e))?;
+        let stored = self.decode(name, &Self::raw(row)?)?;
+        Ok((written, Some(stored)))
+    }
+}
+
+/// The parts of a version: `at_us:until_us:fence:locked_by`.
+struct VersionParts<'a> {
+    at: i64,
+    until: i64,
+    fence: Option<i64>,
+    by: &'a str,
+}
+
+fn parse_version(v: &Version) -> Option<VersionParts<'_>> {
+    let mut it = v.as_str().splitn(4, ':');
+    let at = it.next()?.parse().ok()?;
+    let until = it.next()?.parse().ok()?;
+    let fence = match it.next()? {
+        "-" => None,
+        f => Some(f.parse().ok()?),
+    };
+    let by = it.next()?;
+    Some(VersionParts { at, until, fence, by })
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A holder id for a `locked_by` value: itself when it is a valid holder id, else (a
+/// Java host name with characters holder ids do not allow, or a long one) a
+/// deterministic id built from it, which never equals a Rust holder's.
+fn holder_of(locked_by: &str) -> HolderId {
+    if let Ok(h) = HolderId::new(locked_by) {
+        return h;
+    }
+    let clean: String = locked_by
+        .chars()
+        .take(80)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    // FNV-1a, so the same foreign value always maps to the same id.
+    let hash = locked_by.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    HolderId::new(format!("shedlock:{clean}@{hash:016x}"))
+        .unwrap_or_else(|_| HolderId::new(format!("shedlock@{hash:016x}")).unwrap_or_else(|_| unreachable_holder()))
+}
+
+fn unreachable_holder() -> HolderId {
+    unreachable!("a fixed-format holder id is valid")
+}
+
+fn ttl_param(record: &LeaseRecord) -> Result<i64> {
+    if record.is_vacant() {
+        // A released lock: free at once, for Java instances too.
+        return Ok(0);
+    }
+    i64::try_from(record.ttl.as_millis()).map_err(|_| Error::invalid("ttl", "too long"))
+}
+
+fn by_param(record: &LeaseRecord) -> String {
+    record
+        .holder
+        .as_ref()
+        .map_or_else(String::new, |h| h.as_str().to_owned())
+}
+
+#[async_trait]
+impl CasStore for ShedlockStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            clock: ClockSource::Store,
+            grade: if self.fenced {
+                Grade::Linearizable
+            } else {
+                Grade::EfficiencyOnly
+            },
+            conflict_returns_current: true,
+            notifies_waiters: false,
+        }
+    }
+
+    async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {
+        self.check_name(name)?;
+        let row = self
+            .timed(
+                Op::Read,
+                sqlx::query(AssertSqlSafe(self.sql.read.clone()))
+                    .bind(name.as_str())
+                    .fetch_optional(&self.pool),
+            )
+            .await?;
+        row.map(|r| self.decode(name, &Self::raw(&r)?)).transpose()
+    }
+
+    async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
+        self.check_name(name)?;
+        let ttl = ttl_param(record)?;
+        let by = by_param(record);
+        let token = record.token.to_i64()?;
+        let rows = match expect {
+            Precondition::Absent => {
+                let q = sqlx::query(AssertSqlSafe(self.sql.create.clone()))
+                    .bind(name.as_str())
+                    .bind(ttl)
+                    .bind(&by);
+                let q = if self.fenced { q.bind(token) } else { q };
+                self.timed(Op::Write, q.fetch_all(&self.pool)).await?
+            }
+            Precondition::Claimable => {
+                if record.is_vacant() {
+                    return Err(Error::invalid("record", "a claim must name a holder"));
+                }
+                let q = sqlx::query(AssertSqlSafe(self.sql.claim.clone()))
+                    .bind(name.as_str())
+                    .bind(ttl)
+                    .bind(&by);
+                self.timed(Op::Write, q.fetch_all(&self.pool)).await?
+            }
+            Precondition::Version(v) => {
+                let Some(p) = parse_version(v) else {
+                    // Not a version this store ever issued: nothing can match it.
+                    return Ok(CasOutcome::Conflict(match self.read(name).await? {
+                        Some(s) => Current::Present(s),
+                        None => Current::Absent,
+                    }));
+                };
+                let q = sqlx::query(AssertSqlSafe(self.sql.update.clone()))
+                    .bind(name.as_str())
+                    .bind(ttl)
+                    .bind(&by)
+                    .bind(token)
+                    .bind(p.at)
+                    .bind(p.until)
+                    .bind(p.by);
+                let q = if self.fenced { q.bind(p.fence) } else { q };
+                self.timed(Op::Write, q.fetch_all(&self.pool)).await?
+            }
+        };
+        Ok(match self.outcome(name, &rows)? {
+            (true, Some(s)) => CasOutcome::Written(s),
+            (false, Some(s)) => CasOutcome::Conflict(Current::Present(s)),
+            // No row visible to the statement's snapshot: absent, or created by a
+            // transaction that committed while this one ran. Let the caller read.
+            (_, None) => CasOutcome::Conflict(Current::Unknown),
+        })
+    }
+
+    async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        self.check_name(name)?;
+        let Some(p) = parse_version(version) else {
+            return Ok(DeleteOutcome::Conflict(Current::Unknown));
+        };
+        let q = sqlx::query(AssertSqlSafe(self.sql.delete.clone()))
+            .bind(name.as_str())
+            .bind(p.at)
+            .bind(p.until)
+            .bind(p.by);
+        let q = if self.fenced { q.bind(p.fence) } else { q };
+        let rows = self.timed(Op::Write, q.fetch_all(&self.pool)).await?;
+        Ok(match self.outcome(name, &rows)? {
+            (true, _) => DeleteOutcome::Deleted,
+            (false, Some(s)) => DeleteOutcome::Conflict(Current::Present(s)),
+            (false, None) => DeleteOutcome::Conflict(Current::Unknown),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_round_trip_with_colons_in_the_holder() {
+        let v = Version::new("1700000000000000:1700000001000000:7:pid-1#a:b");
+        let p = parse_version(&v).expect("parses");
+        assert_eq!(
+            (p.at, p.until, p.fence, p.by),
+            (1_700_000_000_000_000, 1_700_000_001_000_000, Some(7), "pid-1#a:b")
+        );
+        let unfenced = Version::new("1:2:-:");
+        let p = parse_version(&unfenced).expect("parses");
+        assert_eq!((p.fence, p.by), (None, ""));
+        assert!(parse_version(&Version::new("garbage")).is_none());
+        assert!(parse_version(&Version::new("1:2:x:y")).is_none());
+    }
+
+    #[test]
+    fn foreign_holders_map_to_stable_valid_ids() {
+        assert_eq!(holder_of("host-1.example").as_str(), "host-1.example");
+        let odd = holder_of("my host (prod) ✓");
+        assert_eq!(odd, holder_of("my host (prod) ✓"));
+        assert_ne!(odd, holder_of("my host (prod) x"));
+        assert!(odd.as_str().starts_with("shedlock:my_host__prod"));
+        let long = holder_of(&"h".repeat(255));
+        assert!(long.as_str().len() <= lease_core::MAX_HOLDER_LEN);
+    }
+}

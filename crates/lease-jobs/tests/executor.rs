@@ -1,0 +1,189 @@
+//! `LockingExecutor` on `MemoryStore` with paused time: exclusion, lock_at_most_for,
+//! lock_at_least_for, loss and round trips.
+#![allow(missing_docs)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use lease_core::testing::{CountingStore, FaultPlan, FaultStore};
+use lease_core::{FencingToken, LeaseClient, LossCause, MemoryStore};
+use lease_jobs::{LockConfig, LockingExecutor, Marker, RunOutcome};
+use tokio::time::Instant;
+
+fn exec(store: impl lease_core::Linearizable) -> LockingExecutor {
+    LockingExecutor::new(LeaseClient::new(store))
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_instance_runs_at_a_time_and_the_lock_is_renewed_meanwhile() {
+    let store = MemoryStore::new();
+    let a = exec(store.clone());
+    let b = exec(store.clone());
+    // The job runs five times longer than lock_at_most_for: renewals keep it.
+    let lock = LockConfig::new("jobs/long", Duration::from_secs(1));
+    let running = Arc::new(AtomicU32::new(0));
+    let job = |running: Arc<AtomicU32>| {
+        move |ctx: lease_jobs::JobContext| async move {
+            assert_eq!(running.fetch_add(1, Ordering::SeqCst), 0, "two runs at once");
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            assert!(ctx.is_valid(), "lost the lock while the store answered");
+            running.fetch_sub(1, Ordering::SeqCst);
+            ctx.token()
+        }
+    };
+    let ra = tokio::spawn({
+        let (a, lock, running) = (a.clone(), lock.clone(), running.clone());
+        async move { a.run(&lock, job(running)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let mut skipped = 0;
+    for _ in 0..9 {
+        match b.run(&lock, job(running.clone())).await.expect("b") {
+            RunOutcome::Skipped { token, retry_after, .. } => {
+                assert_eq!(token, FencingToken::new(1));
+                assert!(retry_after <= Duration::from_secs(1));
+                skipped += 1;
+            }
+            RunOutcome::Ran(_) => panic!("b ran while a held the lock"),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(skipped, 9);
+    let ran = ra.await.expect("task").expect("a").ran().expect("a ran");
+    assert_eq!(ran.output, FencingToken::new(1));
+    assert!(ran.lost.is_none() && ran.kept_for.is_none());
+    // Released at once: the next run gets the lock with the next token.
+    let next = b.run(&lock, |ctx| async move { ctx.token() }).await.expect("b again");
+    assert_eq!(next.ran().expect("ran").output, FencingToken::new(2));
+}
+
+/// A job shorter than lock_at_least_for leaves the lock taken until start +
+/// lock_at_least_for, on a store with a clock and on one judged by observation, and
+/// when the job fails too.
+#[tokio::test(start_paused = true)]
+async fn lock_at_least_for_keeps_the_lock_after_a_short_job() {
+    for (label, store) in [
+        ("store clock", MemoryStore::new()),
+        ("observation", MemoryStore::observation()),
+    ] {
+        for fails in [false, true] {
+            let a = exec(store.clone());
+            let b = exec(store.clone());
+            let name = format!("jobs/at-least-{}-{fails}", label.replace(' ', "-"));
+            let lock = LockConfig::new(&name, Duration::from_secs(2)).lock_at_least_for(Duration::from_secs(5));
+            let started = Instant::now();
+            let ran = a
+                .run(&lock, |_| async move {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    if fails { Err("boom") } else { Ok(()) }
+                })
+                .await
+                .expect("a")
+                .ran()
+                .expect("a ran");
+            assert_eq!(ran.output.is_err(), fails);
+            let kept = ran.kept_for.expect("kept for the rest of lock_at_least_for");
+            assert!(
+                kept <= Duration::from_millis(4_900) && kept >= Duration::from_millis(4_800),
+                "{kept:?}"
+            );
+            // b polls every 250 ms until it gets the lock.
+            let granted_at = loop {
+                match b.run(&lock, |ctx| async move { ctx.token() }).await.expect("b") {
+                    RunOutcome::Ran(r) => {
+                        assert_eq!(r.output, FencingToken::new(2), "{label}");
+                        break Instant::now();
+                    }
+                    RunOutcome::Skipped { holder, .. } => {
+                        let marker = holder.as_ref().and_then(Marker::of);
+                        assert_eq!(marker, Some(Marker::Held), "{label}: held by {holder:?}");
+                        tokio::time::sleep(Duration::from_millis(250)).await;
+                    }
+                }
+            };
+            let after = granted_at - started;
+            assert!(
+                after >= Duration::from_secs(5),
+                "{label}: lock free {after:?} after the start"
+            );
+            assert!(
+                after <= Duration::from_secs(7),
+                "{label}: lock kept too long: {after:?}"
+            );
+        }
+    }
+}
+
+/// The runner's store stops answering mid-job: the job's cancellation fires before
+/// another instance is granted the lock, and the next token fences the old runner.
+#[tokio::test(start_paused = true)]
+async fn a_runner_that_loses_the_lock_is_cancelled_before_the_takeover() {
+    let mem = MemoryStore::new();
+    let hung = FaultStore::new(mem.clone(), 5);
+    let a = exec(hung.clone());
+    let b = exec(mem.clone());
+    let lock = LockConfig::new("jobs/frozen", Duration::from_secs(1));
+    let ra = tokio::spawn({
+        let hung = hung.clone();
+        let lock = lock.clone();
+        async move {
+            a.run(&lock, |ctx| async move {
+                tokio::time::sleep(Duration::from_millis(1_500)).await;
+                hung.set_plan(FaultPlan::hang());
+                ctx.cancelled().await;
+                Instant::now()
+            })
+            .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(1_600)).await;
+    let granted_at = loop {
+        match b.run(&lock, |ctx| async move { ctx.token() }).await.expect("b") {
+            RunOutcome::Ran(r) => {
+                assert_eq!(r.output, FencingToken::new(2));
+                break Instant::now();
+            }
+            RunOutcome::Skipped { retry_after, .. } => tokio::time::sleep(retry_after).await,
+        }
+    };
+    let ran = ra.await.expect("task").expect("a").ran().expect("a ran");
+    assert!(
+        ran.output + Duration::from_millis(50) <= granted_at,
+        "a's job cancelled at {:?}, b granted at {:?}",
+        ran.output,
+        granted_at
+    );
+    assert!(matches!(
+        ran.lost,
+        Some(LossCause::OutcomeUnknown | LossCause::StoreUnreachable)
+    ));
+}
+
+/// Round trips of one run: take the lock (1), release (1); with lock_at_least_for:
+/// take (1), read + final write (2), and the handle's release finds the final record
+/// and leaves it (1 write that conflicts).
+#[tokio::test(start_paused = true)]
+async fn round_trips_per_run() {
+    let store = CountingStore::new(MemoryStore::new());
+    let e = exec(store.clone());
+    let quick = LockConfig::new("jobs/rt", Duration::from_secs(10));
+    e.run(&quick, |_| async {}).await.expect("run").ran().expect("ran");
+    assert_eq!(store.counts().round_trips(), 2, "{:?}", store.counts());
+
+    store.reset();
+    let kept = LockConfig::new("jobs/rt2", Duration::from_secs(10)).lock_at_least_for(Duration::from_secs(60));
+    e.run(&kept, |_| async {}).await.expect("run").ran().expect("ran");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let n = store.counts();
+    assert_eq!((n.reads, n.writes, n.renews), (1, 3, 0), "{n:?}");
+    let rec = store
+        .read(&lease_core::LeaseName::new("jobs/rt2").expect("name"))
+        .await
+        .expect("read")
+        .expect("present");
+    assert_eq!(rec.record.holder.as_ref().and_then(Marker::of), Some(Marker::Held));
+    assert_eq!(rec.record.token, FencingToken::new(1));
+}
+
+use lease_core::CasStore as _;
