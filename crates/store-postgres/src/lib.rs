@@ -1,1 +1,103 @@
-//! Placeholder.
+//! # store-postgres
+//!
+//! Leases and fencing tokens in a Postgres table, over a [`sqlx::PgPool`] you build (your
+//! TLS, authentication, pool size), plus fenced writes on your own tables.
+//!
+//! ## Guarantee: linearizable on the primary
+//! Every lease operation is one statement on one row, decided under that row's lock by
+//! the server: the grant, its fencing token and the expiry are one atomic write
+//! ([`lease_core::Grade::Linearizable`], [`lease_core::Linearizable`]), fit for
+//! correctness locks.
+//!
+//! **The pool must reach the primary, never a read replica.** A replica applies the
+//! primary's changes later: a read there can show a lease as free (or as still held by
+//! a holder that has lost it), and its clock judges expiry on rows that are already
+//! out of date, so two processes could both conclude they may proceed. Writes on a hot
+//! standby fail, and [`PostgresStore::open`] refuses a standby outright
+//! ([`lease_core::Error::Misconfigured`]). A failover to an *asynchronously* replicated
+//! standby can lose the last acknowledged grants, and with them the token sequence
+//! (a token could be issued twice); if grants must survive failover, replicate
+//! synchronously (`synchronous_standby_names`, `synchronous_commit = on`).
+//!
+//! ## Clock: the server's
+//! Expiry is judged with the server's `now()` inside each statement
+//! ([`lease_core::ClockSource::Store`]): no client's clock is ever compared with
+//! another's. `now()` is the start of the statement's transaction (autocommit: when the
+//! server began the statement, after the client sent it), one instant for the expiry
+//! judgement, the new `expires_at` and the time left reported back. A forward step of the
+//! server clock expires leases early (the fence still protects the data); keep it
+//! slewed by NTP, not stepped.
+//!
+//! ## Setup
+//! One table ([`PostgresStore::create_schema`] creates it; the same SQL ships as
+//! `sql/leasehold_leases.sql` for your own migrations, or
+//! [`PostgresStore::schema_sql`] for another table name):
+//!
+//! ```sql
+#![doc = include_str!("../sql/leasehold_leases.sql")]
+//! ```
+//!
+//! The role needs `SELECT, INSERT, UPDATE` on it (rows are never deleted: a release
+//! clears `holder`, [`lease_core::CasStore::delete`] leaves a tombstone, so a name's
+//! tokens and versions never repeat). [`PostgresStore::open`] checks the columns, the
+//! primary key, the privileges and that the server is not a standby; a missing or wrong
+//! table is [`lease_core::Error::Misconfigured`], never a driver error. A name or holder
+//! longer than the table's columns is [`lease_core::Error::InvalidInput`], refused before
+//! sending. Set the pool's `acquire_timeout` (and, if you like, a `statement_timeout`)
+//! well below your TTLs: a lease's loss signal does not wait for the database.
+//!
+//! ## Cost per operation
+//! | operation | statements |
+//! |-----------|------------|
+//! | acquire a free, released or expired lease | 1 (`INSERT … ON CONFLICT … DO UPDATE … WHERE … RETURNING`) |
+//! | renew, release | 1 (`UPDATE … WHERE version = $v`) |
+//! | refused acquire | 1, and it returns the holder and its time left (same statement) |
+//! | read | 1 `SELECT`, time left computed by the server |
+//!
+//! Each is one round trip once sqlx has prepared the statement on a connection (the
+//! first use per connection adds a Parse/Describe exchange, not a statement). The exact
+//! statements are in [`sql_lease::statements`]; [`PostgresStore::statements`] shows them.
+//!
+//! ## Waiting
+//! A release (or delete) calls `pg_notify` in the same statement; each store keeps one
+//! `LISTEN` connection (opened with the pool's connect options, not taken from the pool)
+//! and wakes the waiters of that name, so a blocked [`lease_core::LeaseClient::acquire`]
+//! gets a released lease without polling ([`lease_core::Capabilities::notifies_waiters`]).
+//!
+//! ## Example
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use lease_core::LeaseClient;
+//! use lease_core::fence::{Dialect, FencedUpdate};
+//! use store_postgres::{FencedWrite, PostgresConfig, PostgresStore, execute_fenced};
+//!
+//! let pool = sqlx::PgPool::connect("postgres://app@db-primary/app").await?;
+//! let config = PostgresConfig::new();
+//! PostgresStore::create_schema(&pool, &config).await?; // or run sql/leasehold_leases.sql
+//! let store = PostgresStore::open(pool.clone(), config).await?;
+//! let client = LeaseClient::new(store);
+//!
+//! let lease = client.acquire("payouts:2026-11-30", Duration::from_secs(30)).await?;
+//! // The protected row keeps the highest token that wrote it (`last_token`, 0 at first).
+//! let pay = FencedUpdate::new("payouts", "last_token")?.set("status")?.key("id")?.build(Dialect::Postgres)?;
+//! let write = FencedWrite::new(&pay, lease.token()).value("status", "paid").key("id", 42_i64);
+//! match execute_fenced(&pool, &write).await {
+//!     Ok(_) => {}
+//!     Err(lease_core::Error::FenceRejected { .. }) => { /* a newer holder exists: stop */ }
+//!     Err(e) => return Err(e.into()),
+//! }
+//! lease.release().await?;
+//! # Ok(()) }
+//! ```
+
+mod config;
+mod error;
+mod fenced;
+mod notify;
+mod store;
+
+pub use config::PostgresConfig;
+pub use fenced::execute_fenced;
+pub use sql_lease::{ColumnLimits, FencedWrite, LeaseTable, SqlValue, Statements};
+pub use store::PostgresStore;

@@ -1,0 +1,152 @@
+//! The values a lease statement binds, validated before anything is sent.
+
+use lease_core::{Error, FencingToken, LeaseName, LeaseRecord, Precondition, Result, Version};
+use sqlx::query::Query;
+use sqlx::{Database, Encode, Type};
+
+use crate::ColumnLimits;
+use crate::row::version_arg;
+use crate::statements::{Arg, LeaseStatement, Statements};
+
+/// The values of one lease operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseArgs {
+    name: String,
+    holder: Option<String>,
+    token: i64,
+    ttl_ms: i64,
+    wall_ms: Option<i64>,
+    version: i64,
+    write_id: i64,
+}
+
+impl LeaseArgs {
+    fn base(name: &LeaseName, limits: &ColumnLimits, holder: Option<&str>) -> Result<Self> {
+        limits.check(name.as_str(), holder)?;
+        Ok(Self {
+            name: name.as_str().to_owned(),
+            holder: holder.map(str::to_owned),
+            token: 0,
+            ttl_ms: 0,
+            wall_ms: None,
+            version: -1,
+            write_id: fresh_write_id(),
+        })
+    }
+
+    /// For a read.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a name longer than the table's column.
+    pub fn read(name: &LeaseName, limits: &ColumnLimits) -> Result<Self> {
+        Self::base(name, limits, None)
+    }
+
+    /// For a conditional write of `record`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a name or holder longer than the table's columns, a
+    /// token of 0 (never issued) or above `i64::MAX`, a wall-clock expiry above `i64::MAX`.
+    pub fn write(name: &LeaseName, limits: &ColumnLimits, expect: &Precondition, record: &LeaseRecord) -> Result<Self> {
+        let mut a = Self::base(name, limits, record.holder.as_ref().map(|h| h.as_str()))?;
+        if record.token == FencingToken::ZERO && !matches!(expect, Precondition::Claimable) {
+            return Err(Error::invalid("fencing token", "0 is never issued"));
+        }
+        a.token = record.token.to_i64()?;
+        a.ttl_ms = i64::try_from(record.ttl.as_millis()).map_err(|_| Error::invalid("ttl", "out of range"))?;
+        a.wall_ms = record
+            .wall_expires_at_ms
+            .map(|w| i64::try_from(w).map_err(|_| Error::invalid("wall_expires_at_ms", "above i64::MAX")))
+            .transpose()?;
+        if let Precondition::Version(v) = expect {
+            a.version = version_arg(v);
+        }
+        Ok(a)
+    }
+
+    /// For a conditional delete.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a name longer than the table's column.
+    pub fn delete(name: &LeaseName, limits: &ColumnLimits, version: &Version) -> Result<Self> {
+        let mut a = Self::base(name, limits, None)?;
+        a.version = version_arg(version);
+        Ok(a)
+    }
+
+    /// Binds these values in `statement`'s order.
+    pub fn bind<'q, DB>(
+        &self,
+        statement: &LeaseStatement,
+        mut q: Query<'q, DB, <DB as Database>::Arguments>,
+    ) -> Query<'q, DB, <DB as Database>::Arguments>
+    where
+        DB: Database,
+        for<'a> i64: Encode<'a, DB> + Type<DB>,
+        for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
+        for<'a> String: Encode<'a, DB> + Type<DB>,
+        for<'a> Option<String>: Encode<'a, DB> + Type<DB>,
+    {
+        for arg in &statement.args {
+            q = match arg {
+                Arg::Name => q.bind(self.name.clone()),
+                Arg::Holder => q.bind(self.holder.clone()),
+                Arg::Token => q.bind(self.token),
+                Arg::TtlMs => q.bind(self.ttl_ms),
+                Arg::WallMs => q.bind(self.wall_ms),
+                Arg::Version => q.bind(self.version),
+                Arg::WriteId => q.bind(self.write_id),
+            };
+        }
+        q
+    }
+}
+
+/// The statement for a write with `expect`.
+pub fn write_statement<'s>(statements: &'s Statements, expect: &Precondition) -> &'s LeaseStatement {
+    match expect {
+        Precondition::Absent => &statements.write_absent,
+        Precondition::Version(_) => &statements.write_version,
+        Precondition::Claimable => &statements.write_claimable,
+    }
+}
+
+/// A random 63-bit id for one write (SQLite tells its own write from a conflict by it);
+/// 0 is never used, so a row that was never written by this crate cannot match.
+fn fresh_write_id() -> i64 {
+    i64::try_from(rand::random::<u64>() >> 1).unwrap_or(1).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lease_core::{HolderId, Ttl};
+
+    #[test]
+    fn bad_values_are_refused_before_sending() {
+        let name = LeaseName::new("a").expect("name");
+        let limits = ColumnLimits { name: 10, holder: 4 };
+        let rec = |h: &str, t: u64| {
+            LeaseRecord::held(
+                HolderId::new(h).expect("h"),
+                FencingToken::new(t),
+                Ttl::from_millis(100).expect("ttl"),
+            )
+        };
+        assert!(LeaseArgs::write(&name, &limits, &Precondition::Absent, &rec("w1", 1)).is_ok());
+        assert!(LeaseArgs::write(&name, &limits, &Precondition::Absent, &rec("w1", 0)).is_err());
+        assert!(LeaseArgs::write(&name, &limits, &Precondition::Absent, &rec("w1", u64::MAX)).is_err());
+        assert!(LeaseArgs::write(&name, &limits, &Precondition::Absent, &rec("long-holder", 1)).is_err());
+        let long = LeaseName::new("a".repeat(11)).expect("name");
+        assert!(LeaseArgs::read(&long, &limits).is_err());
+        // Claimable ignores the record's token: 0 is fine there.
+        assert!(LeaseArgs::write(&name, &limits, &Precondition::Claimable, &rec("w1", 0)).is_ok());
+    }
+
+    #[test]
+    fn write_ids_are_positive_and_differ() {
+        let ids: std::collections::HashSet<i64> = (0..1000).map(|_| fresh_write_id()).collect();
+        assert_eq!(ids.len(), 1000);
+        assert!(ids.iter().all(|i| *i > 0));
+    }
+}

@@ -1,0 +1,96 @@
+//! Driver errors → [`lease_core::Error`] kinds, for what every sqlx driver shares.
+//!
+//! Each store crate classifies its database's own error codes (SQLSTATE for Postgres,
+//! result codes for SQLite) into an [`ErrorClass`] through named constants; the rest
+//! (pool, I/O, protocol, decode errors) is classified here, by the phase the error
+//! happened in: nothing can have applied before a statement was sent.
+
+use lease_core::Error;
+
+/// When an error happened, which decides whether a write may have applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Getting a connection: nothing was sent.
+    Connect,
+    /// A statement that changes nothing (a read, a schema check).
+    Read,
+    /// A statement that may change rows (a lease write, a fenced write, a DDL).
+    Write,
+}
+
+/// What the caller should make of an error, before it becomes an [`Error`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// Did not apply; retrying is safe.
+    Unavailable,
+    /// May have applied.
+    Indeterminate,
+    /// The database is not set up for this (missing table, wrong type, a standby...).
+    Misconfigured,
+    /// The database refused the input.
+    InvalidInput,
+}
+
+/// Builds the [`Error`] for a class, keeping the driver error as its source.
+pub fn error_of(class: ErrorClass, context: &str, err: sqlx::Error) -> Error {
+    let message = format!("{context}: {err}");
+    match class {
+        ErrorClass::Unavailable => Error::unavailable(message, err),
+        ErrorClass::Indeterminate => Error::indeterminate(message, err),
+        ErrorClass::Misconfigured => Error::misconfigured(message, err),
+        ErrorClass::InvalidInput => Error::invalid("sql value", message),
+    }
+}
+
+/// The class of a non-database error.
+///
+/// Database errors (`sqlx::Error::Database`) are the store crate's to classify; this
+/// returns `None` for them.
+pub fn classify(err: &sqlx::Error, phase: Phase) -> Option<ErrorClass> {
+    use sqlx::Error as E;
+    let sent = |phase: Phase| match phase {
+        Phase::Write => ErrorClass::Indeterminate,
+        Phase::Connect | Phase::Read => ErrorClass::Unavailable,
+    };
+    Some(match err {
+        E::Database(_) => return None,
+        E::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => ErrorClass::Unavailable,
+        // A connection that broke while a statement was out: it may have run.
+        E::Io(_) | E::Protocol(_) | E::WorkerCrashed => sent(phase),
+        E::Tls(_) | E::PoolTimedOut | E::PoolClosed => ErrorClass::Unavailable,
+        E::Configuration(_)
+        | E::TypeNotFound { .. }
+        | E::ColumnIndexOutOfBounds { .. }
+        | E::ColumnNotFound(_)
+        | E::ColumnDecode { .. }
+        | E::Decode(_)
+        | E::RowNotFound => ErrorClass::Misconfigured,
+        E::Encode(_) | E::InvalidArgument(_) => ErrorClass::InvalidInput,
+        _ => sent(phase),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phase_decides_whether_io_may_have_applied() {
+        let io = || sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+        assert_eq!(classify(&io(), Phase::Write), Some(ErrorClass::Indeterminate));
+        assert_eq!(classify(&io(), Phase::Read), Some(ErrorClass::Unavailable));
+        assert_eq!(classify(&io(), Phase::Connect), Some(ErrorClass::Unavailable));
+        let refused = sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert_eq!(classify(&refused, Phase::Write), Some(ErrorClass::Unavailable));
+        assert_eq!(
+            classify(&sqlx::Error::PoolTimedOut, Phase::Write),
+            Some(ErrorClass::Unavailable)
+        );
+        assert_eq!(
+            classify(&sqlx::Error::ColumnNotFound("x".into()), Phase::Read),
+            Some(ErrorClass::Misconfigured)
+        );
+        assert!(error_of(ErrorClass::Indeterminate, "write", io()).is_indeterminate());
+        assert!(error_of(ErrorClass::Unavailable, "write", io()).is_retryable());
+    }
+}

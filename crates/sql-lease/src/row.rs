@@ -1,0 +1,258 @@
+//! Rows returned by the lease statements, and what they mean for each operation.
+
+use std::time::Duration;
+
+use lease_core::{
+    CasOutcome, Current, DeleteOutcome, Error, LeaseName, Precondition, Result, Stored, Version, record_codec,
+};
+use sqlx::{Database, Decode, Row, Type};
+
+/// One row of [`crate::statements::RESULT_COLUMNS`], as the driver decoded it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawRow {
+    /// The statement's write applied and this is the new row.
+    pub applied: bool,
+    /// (Postgres) the row is from a snapshot older than the write's check: not current.
+    pub stale: bool,
+    /// A tombstone left by a delete: the record does not exist.
+    pub deleted: bool,
+    /// The holder column.
+    pub holder: Option<String>,
+    /// The fence_token column.
+    pub fence_token: i64,
+    /// The version column.
+    pub version: i64,
+    /// The ttl_ms column.
+    pub ttl_ms: i64,
+    /// The wall_expires_at_ms column.
+    pub wall_expires_at_ms: Option<i64>,
+    /// Time left on the database clock, in ms (`None`: the expiry column is not a time).
+    pub remaining_ms: Option<i64>,
+}
+
+impl RawRow {
+    /// Decodes one row by column name.
+    ///
+    /// # Errors
+    /// The driver's decode error (a column of the wrong type): the store maps it to
+    /// [`Error::Misconfigured`] (Postgres: the column's type is wrong) or
+    /// [`Error::CorruptRecord`] (SQLite: a value of the wrong type in a row).
+    pub fn decode<R>(row: &R) -> std::result::Result<Self, sqlx::Error>
+    where
+        R: Row,
+        for<'c> &'c str: sqlx::ColumnIndex<R>,
+        for<'r> bool: Decode<'r, R::Database>,
+        bool: Type<R::Database>,
+        for<'r> i64: Decode<'r, R::Database>,
+        i64: Type<R::Database>,
+        for<'r> String: Decode<'r, R::Database>,
+        String: Type<R::Database>,
+        R::Database: Database,
+    {
+        Ok(Self {
+            applied: row.try_get("applied")?,
+            stale: row.try_get("stale")?,
+            deleted: row.try_get("deleted")?,
+            holder: row.try_get("holder")?,
+            fence_token: row.try_get("fence_token")?,
+            version: row.try_get("version")?,
+            ttl_ms: row.try_get("ttl_ms")?,
+            wall_expires_at_ms: row.try_get("wall_expires_at_ms")?,
+            remaining_ms: row.try_get("remaining_ms")?,
+        })
+    }
+
+    /// The record this row holds (not for tombstones).
+    ///
+    /// # Errors
+    /// [`Error::CorruptRecord`] for values that are not a valid record: a negative or zero
+    /// token, a bad holder, a TTL out of range, a negative wall-clock expiry, an expiry
+    /// that is not a time.
+    pub fn stored(&self, name: &LeaseName) -> Result<Stored> {
+        let corrupt = |what: &str, v: i64| Error::corrupt(name.as_str(), format!("{what} is {v}"));
+        let token = u64::try_from(self.fence_token).map_err(|_| corrupt("fence_token", self.fence_token))?;
+        let ttl = u64::try_from(self.ttl_ms).map_err(|_| corrupt("ttl_ms", self.ttl_ms))?;
+        let wall = self
+            .wall_expires_at_ms
+            .map(|w| u64::try_from(w).map_err(|_| corrupt("wall_expires_at_ms", w)))
+            .transpose()?;
+        let record = record_codec::from_parts(name, self.holder.as_deref(), token, ttl, wall)?;
+        let remaining = self
+            .remaining_ms
+            .ok_or_else(|| Error::corrupt(name.as_str(), "expiry is not a time"))?;
+        let remaining = Duration::from_millis(u64::try_from(remaining).unwrap_or(0));
+        Ok(Stored {
+            record,
+            version: Version::from(u64::try_from(self.version).map_err(|_| corrupt("version", self.version))?),
+            remaining: Some(remaining),
+        })
+    }
+}
+
+/// Parses a version this crate issued (a positive integer). Anything else matches no
+/// row: the statement still runs, so a conflict reports the current record.
+pub fn version_arg(v: &Version) -> i64 {
+    v.as_str().parse::<i64>().ok().filter(|v| *v > 0).unwrap_or(-1)
+}
+
+/// What the rows of a read mean.
+///
+/// # Errors
+/// [`Error::CorruptRecord`] for a row that is not a valid record.
+pub fn read_outcome(name: &LeaseName, rows: &[RawRow]) -> Result<Option<Stored>> {
+    match rows.first() {
+        None => Ok(None),
+        Some(r) if r.deleted => Ok(None),
+        Some(r) => r.stored(name).map(Some),
+    }
+}
+
+fn current(name: &LeaseName, row: &RawRow) -> Result<Current> {
+    if row.stale {
+        // Read in a snapshot older than the check that failed: not the current record.
+        return Ok(Current::Unknown);
+    }
+    if row.deleted {
+        return Ok(Current::Absent);
+    }
+    Ok(Current::Present(row.stored(name)?))
+}
+
+/// What the rows of a conditional write mean.
+///
+/// # Errors
+/// [`Error::CorruptRecord`] when the current (or written) row is not a valid record.
+pub fn write_outcome(name: &LeaseName, expect: &Precondition, rows: &[RawRow]) -> Result<CasOutcome> {
+    match rows.first() {
+        Some(r) if r.applied => Ok(CasOutcome::Written(r.stored(name)?)),
+        Some(r) => Ok(CasOutcome::Conflict(current(name, r)?)),
+        None => Ok(CasOutcome::Conflict(match expect {
+            // The update matched no row: there is none (in the statement's snapshot).
+            Precondition::Version(_) => Current::Absent,
+            // The insert hit a row the snapshot does not show: committed concurrently.
+            _ => Current::Unknown,
+        })),
+    }
+}
+
+/// What the rows of a conditional delete mean.
+///
+/// # Errors
+/// [`Error::CorruptRecord`] when the current row is not a valid record.
+pub fn delete_outcome(name: &LeaseName, rows: &[RawRow]) -> Result<DeleteOutcome> {
+    match rows.first() {
+        Some(r) if r.applied => Ok(DeleteOutcome::Deleted),
+        Some(r) => Ok(DeleteOutcome::Conflict(current(name, r)?)),
+        None => Ok(DeleteOutcome::Conflict(Current::Absent)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row() -> RawRow {
+        RawRow {
+            applied: false,
+            stale: false,
+            deleted: false,
+            holder: Some("w1".into()),
+            fence_token: 3,
+            version: 7,
+            ttl_ms: 1000,
+            wall_expires_at_ms: None,
+            remaining_ms: Some(250),
+        }
+    }
+
+    fn name() -> LeaseName {
+        LeaseName::new("a").expect("name")
+    }
+
+    #[test]
+    fn rows_decode_to_records() {
+        let s = row().stored(&name()).expect("valid");
+        assert_eq!(s.record.token.get(), 3);
+        assert_eq!(s.version.as_str(), "7");
+        assert_eq!(s.remaining, Some(Duration::from_millis(250)));
+    }
+
+    #[test]
+    fn corrupt_values_are_corrupt_records() {
+        let bad = [
+            RawRow {
+                fence_token: 0,
+                ..row()
+            },
+            RawRow {
+                fence_token: -4,
+                ..row()
+            },
+            RawRow {
+                holder: Some("bad holder".into()),
+                ..row()
+            },
+            RawRow {
+                holder: Some(String::new()),
+                ..row()
+            },
+            RawRow { ttl_ms: 0, ..row() },
+            RawRow { ttl_ms: -1, ..row() },
+            RawRow {
+                wall_expires_at_ms: Some(-1),
+                ..row()
+            },
+            RawRow {
+                remaining_ms: None,
+                ..row()
+            },
+        ];
+        for r in bad {
+            assert!(
+                matches!(
+                    read_outcome(&name(), std::slice::from_ref(&r)),
+                    Err(Error::CorruptRecord { .. })
+                ),
+                "{r:?} decoded"
+            );
+        }
+    }
+
+    #[test]
+    fn outcomes_follow_the_rows() {
+        let n = name();
+        assert_eq!(read_outcome(&n, &[]).expect("ok"), None);
+        assert_eq!(
+            read_outcome(&n, &[RawRow { deleted: true, ..row() }]).expect("ok"),
+            None
+        );
+        let applied = RawRow { applied: true, ..row() };
+        assert!(matches!(
+            write_outcome(&n, &Precondition::Claimable, &[applied]).expect("ok"),
+            CasOutcome::Written(_)
+        ));
+        assert!(matches!(
+            write_outcome(&n, &Precondition::Claimable, &[row()]).expect("ok"),
+            CasOutcome::Conflict(Current::Present(_))
+        ));
+        assert!(matches!(
+            write_outcome(&n, &Precondition::Claimable, &[RawRow { stale: true, ..row() }]).expect("ok"),
+            CasOutcome::Conflict(Current::Unknown)
+        ));
+        assert!(matches!(
+            write_outcome(&n, &Precondition::Absent, &[]).expect("ok"),
+            CasOutcome::Conflict(Current::Unknown)
+        ));
+        assert!(matches!(
+            write_outcome(&n, &Precondition::Version(Version::new("1")), &[]).expect("ok"),
+            CasOutcome::Conflict(Current::Absent)
+        ));
+        assert!(matches!(
+            delete_outcome(&n, &[RawRow { deleted: true, ..row() }]).expect("ok"),
+            DeleteOutcome::Conflict(Current::Absent)
+        ));
+        assert_eq!(version_arg(&Version::new("12")), 12);
+        assert_eq!(version_arg(&Version::new("etag-xyz")), -1);
+        assert_eq!(version_arg(&Version::new("0")), -1);
+    }
+}

@@ -1,0 +1,427 @@
+//! The lease table's definition per dialect, and the check that a live table matches it.
+//!
+//! One row per lease name. A release keeps the row (holder `NULL`, token kept); an
+//! administrative delete leaves a *tombstone* (`deleted`), so the name's token and
+//! version sequences continue if it is ever used again: neither is reused, even after
+//! delete and re-create. Nothing ever removes rows, so the role needs only `SELECT`,
+//! `INSERT` and `UPDATE` on the table.
+
+use std::fmt::Write as _;
+
+use lease_core::fence::Dialect;
+use lease_core::{Error, MAX_HOLDER_LEN, MAX_NAME_LEN, Result};
+
+use crate::LeaseTable;
+
+/// The column types the lease statements need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Text,
+    Int,
+    Timestamp,
+    Bool,
+}
+
+struct Column {
+    name: &'static str,
+    kind: Kind,
+    nullable: bool,
+}
+
+const fn col(name: &'static str, kind: Kind, nullable: bool) -> Column {
+    Column { name, kind, nullable }
+}
+
+const POSTGRES_COLUMNS: &[Column] = &[
+    col("name", Kind::Text, false),
+    col("holder", Kind::Text, true),
+    col("fence_token", Kind::Int, false),
+    col("version", Kind::Int, false),
+    col("ttl_ms", Kind::Int, false),
+    col("acquired_at", Kind::Timestamp, false),
+    col("expires_at", Kind::Timestamp, false),
+    col("wall_expires_at_ms", Kind::Int, true),
+    col("deleted", Kind::Bool, false),
+];
+
+const SQLITE_COLUMNS: &[Column] = &[
+    col("name", Kind::Text, false),
+    col("holder", Kind::Text, true),
+    col("fence_token", Kind::Int, false),
+    col("version", Kind::Int, false),
+    col("ttl_ms", Kind::Int, false),
+    col("acquired_at_ms", Kind::Int, false),
+    col("expires_at_ms", Kind::Int, false),
+    col("wall_expires_at_ms", Kind::Int, true),
+    col("deleted", Kind::Int, false),
+    col("write_id", Kind::Int, false),
+];
+
+fn columns(dialect: Dialect) -> Result<&'static [Column]> {
+    match dialect {
+        Dialect::Postgres => Ok(POSTGRES_COLUMNS),
+        Dialect::Sqlite => Ok(SQLITE_COLUMNS),
+        _ => Err(Error::invalid(
+            "sql dialect",
+            "only Postgres and SQLite keep lease tables",
+        )),
+    }
+}
+
+/// The `CREATE TABLE IF NOT EXISTS` statement for `table`: one statement, idempotent.
+///
+/// # Errors
+/// [`Error::InvalidInput`] for a dialect other than Postgres and SQLite.
+pub fn create_table(dialect: Dialect, table: &LeaseTable) -> Result<String> {
+    let t = table.quoted(dialect);
+    Ok(match dialect {
+        Dialect::Postgres => format!(
+            "CREATE TABLE IF NOT EXISTS {t} (
+    name               VARCHAR({MAX_NAME_LEN}) PRIMARY KEY,
+    holder             VARCHAR({MAX_HOLDER_LEN}),
+    fence_token        BIGINT NOT NULL,
+    version            BIGINT NOT NULL,
+    ttl_ms             BIGINT NOT NULL,
+    acquired_at        TIMESTAMPTZ NOT NULL,
+    expires_at         TIMESTAMPTZ NOT NULL,
+    wall_expires_at_ms BIGINT,
+    deleted            BOOLEAN NOT NULL DEFAULT FALSE
+)"
+        ),
+        Dialect::Sqlite => format!(
+            "CREATE TABLE IF NOT EXISTS {t} (
+    name               VARCHAR({MAX_NAME_LEN}) NOT NULL PRIMARY KEY,
+    holder             VARCHAR({MAX_HOLDER_LEN}),
+    fence_token        INTEGER NOT NULL,
+    version            INTEGER NOT NULL,
+    ttl_ms             INTEGER NOT NULL,
+    acquired_at_ms     INTEGER NOT NULL,
+    expires_at_ms      INTEGER NOT NULL,
+    wall_expires_at_ms INTEGER,
+    deleted            INTEGER NOT NULL DEFAULT 0,
+    write_id           INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID"
+        ),
+        _ => return columns(dialect).map(|_| String::new()),
+    })
+}
+
+/// The schema as a plain SQL file for users who run their own migrations: the same
+/// statement [`create_table`] returns, with a header saying what it is.
+///
+/// # Errors
+/// As [`create_table`].
+pub fn schema_sql(dialect: Dialect, table: &LeaseTable) -> Result<String> {
+    let mut out = String::new();
+    let (db, clock, access) = match dialect {
+        Dialect::Postgres => (
+            "Postgres",
+            "acquired_at / expires_at are the server's now() (timestamptz).",
+            "The role needs SELECT, INSERT and UPDATE on the table.",
+        ),
+        _ => (
+            "SQLite",
+            "acquired_at_ms / expires_at_ms are the host clock in Unix milliseconds.",
+            "Every leasing process needs write access to the database file and its directory.",
+        ),
+    };
+    writeln!(
+        out,
+        "-- leasehold lease table ({db}). Idempotent: safe to run more than once."
+    )
+    .ok();
+    writeln!(
+        out,
+        "-- One row per lease name; rows are never deleted (a release clears holder,"
+    )
+    .ok();
+    writeln!(
+        out,
+        "-- an administrative delete sets deleted), so tokens and versions never repeat."
+    )
+    .ok();
+    writeln!(out, "-- {clock}").ok();
+    writeln!(out, "-- {access}").ok();
+    out.push_str(&create_table(dialect, table)?);
+    out.push_str(";\n");
+    Ok(out)
+}
+
+/// One column of a live table, as the database describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnInfo {
+    /// Column name.
+    pub name: String,
+    /// Declared type (Postgres: `format_type` output; SQLite: the declared type).
+    pub decl_type: String,
+    /// Whether the column is `NOT NULL`.
+    pub not_null: bool,
+}
+
+/// The longest lease name and holder id the live table can hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ColumnLimits {
+    /// Longest lease name, in bytes (all valid names are ASCII).
+    pub name: usize,
+    /// Longest holder id, in bytes.
+    pub holder: usize,
+}
+
+impl Default for ColumnLimits {
+    fn default() -> Self {
+        Self {
+            name: MAX_NAME_LEN,
+            holder: MAX_HOLDER_LEN,
+        }
+    }
+}
+
+impl ColumnLimits {
+    /// Refuses a lease name or holder id the table cannot hold, before anything is sent.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the column and its limit.
+    pub fn check(&self, name: &str, holder: Option<&str>) -> Result<()> {
+        if name.len() > self.name {
+            return Err(Error::invalid(
+                "lease name",
+                format!(
+                    "{} bytes; the lease table's name column holds at most {}",
+                    name.len(),
+                    self.name
+                ),
+            ));
+        }
+        if let Some(h) = holder.filter(|h| h.len() > self.holder) {
+            return Err(Error::invalid(
+                "holder id",
+                format!(
+                    "{} bytes; the lease table's holder column holds at most {}",
+                    h.len(),
+                    self.holder
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn misconfigured(table: &LeaseTable, what: impl std::fmt::Display) -> Error {
+    Error::Misconfigured {
+        message: format!("lease table {}: {what}", table.display()),
+        source: None,
+    }
+}
+
+/// Checks a live table's columns against what the statements need, and reads the length
+/// limits of its name and holder columns. Extra columns are allowed (they must be
+/// nullable or have a default, or writes fail with [`Error::Misconfigured`]).
+///
+/// `name_is_unique_key`: whether `name` alone is the primary key (or a unique index):
+/// the statements' `ON CONFLICT (name)` needs it.
+///
+/// # Errors
+/// [`Error::Misconfigured`] for a missing table (no columns), a missing column, a column
+/// of the wrong type or nullability, or no unique key on `name`.
+pub fn check_columns(
+    dialect: Dialect,
+    table: &LeaseTable,
+    live: &[ColumnInfo],
+    name_is_unique_key: bool,
+) -> Result<ColumnLimits> {
+    let expected = columns(dialect)?;
+    if live.is_empty() {
+        return Err(misconfigured(
+            table,
+            "does not exist (create it with create_schema() or the shipped .sql file)",
+        ));
+    }
+    let mut limits = ColumnLimits::default();
+    for want in expected {
+        let Some(have) = live.iter().find(|c| c.name == want.name) else {
+            return Err(misconfigured(table, format!("has no column {:?}", want.name)));
+        };
+        let ty = have.decl_type.to_ascii_lowercase();
+        let (ok, len) = type_matches(dialect, want.kind, &ty);
+        if !ok {
+            return Err(misconfigured(
+                table,
+                format!(
+                    "column {:?} has type {:?}, expected {}",
+                    want.name,
+                    have.decl_type,
+                    kind_name(dialect, want.kind)
+                ),
+            ));
+        }
+        if have.not_null == want.nullable {
+            let rule = if want.nullable {
+                "must allow NULL"
+            } else {
+                "must be NOT NULL"
+            };
+            return Err(misconfigured(table, format!("column {:?} {rule}", want.name)));
+        }
+        match (want.name, len) {
+            ("name", Some(n)) => limits.name = n.min(MAX_NAME_LEN),
+            ("holder", Some(n)) => limits.holder = n.min(MAX_HOLDER_LEN),
+            _ => {}
+        }
+    }
+    if !name_is_unique_key {
+        return Err(misconfigured(table, "column \"name\" must be the primary key"));
+    }
+    if limits.name == 0 || limits.holder == 0 {
+        return Err(misconfigured(
+            table,
+            "name and holder columns must hold at least one character",
+        ));
+    }
+    Ok(limits)
+}
+
+fn kind_name(dialect: Dialect, kind: Kind) -> &'static str {
+    match (dialect, kind) {
+        (Dialect::Postgres, Kind::Text) => "text or varchar",
+        (Dialect::Postgres, Kind::Int) => "bigint",
+        (Dialect::Postgres, Kind::Timestamp) => "timestamptz",
+        (Dialect::Postgres, Kind::Bool) => "boolean",
+        (_, Kind::Text) => "a TEXT-affinity type (TEXT, VARCHAR(n))",
+        _ => "an INTEGER-affinity type (INTEGER, BIGINT)",
+    }
+}
+
+/// Whether a declared type (lower case) fits, and its length limit if it has one.
+fn type_matches(dialect: Dialect, kind: Kind, ty: &str) -> (bool, Option<usize>) {
+    match dialect {
+        Dialect::Postgres => match kind {
+            Kind::Text => {
+                if ty == "text" || ty == "character varying" {
+                    (true, None)
+                } else if let Some(n) = ty.strip_prefix("character varying(").and_then(|r| r.strip_suffix(')')) {
+                    n.parse::<usize>().map_or((false, None), |n| (true, Some(n)))
+                } else {
+                    (false, None)
+                }
+            }
+            Kind::Int => (ty == "bigint", None),
+            Kind::Timestamp => (ty == "timestamp with time zone", None),
+            Kind::Bool => (ty == "boolean", None),
+        },
+        _ => {
+            // SQLite's affinity rules (https://sqlite.org/datatype3.html, 3.1).
+            let int = ty.contains("int");
+            let text = !int && (ty.contains("char") || ty.contains("clob") || ty.contains("text"));
+            match kind {
+                Kind::Text => (text, declared_len(ty)),
+                _ => (int, None),
+            }
+        }
+    }
+}
+
+/// `varchar(200)` → 200.
+fn declared_len(ty: &str) -> Option<usize> {
+    let open = ty.find('(')?;
+    let inner = ty[open + 1..].strip_suffix(')')?;
+    inner.trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(name: &str, ty: &str, not_null: bool) -> ColumnInfo {
+        ColumnInfo {
+            name: name.into(),
+            decl_type: ty.into(),
+            not_null,
+        }
+    }
+
+    fn pg_ok() -> Vec<ColumnInfo> {
+        vec![
+            info("name", "character varying(200)", true),
+            info("holder", "character varying(128)", false),
+            info("fence_token", "bigint", true),
+            info("version", "bigint", true),
+            info("ttl_ms", "bigint", true),
+            info("acquired_at", "timestamp with time zone", true),
+            info("expires_at", "timestamp with time zone", true),
+            info("wall_expires_at_ms", "bigint", false),
+            info("deleted", "boolean", true),
+        ]
+    }
+
+    #[test]
+    fn a_matching_table_passes_with_its_limits() {
+        let t = LeaseTable::default();
+        let mut cols = pg_ok();
+        assert_eq!(
+            check_columns(Dialect::Postgres, &t, &cols, true).expect("ok"),
+            ColumnLimits::default()
+        );
+        cols[0] = info("name", "character varying(20)", true);
+        cols.push(info("extra", "text", false));
+        assert_eq!(check_columns(Dialect::Postgres, &t, &cols, true).expect("ok").name, 20);
+    }
+
+    #[test]
+    fn mismatches_are_misconfigured() {
+        let t = LeaseTable::default();
+        let mis = |cols: &[ColumnInfo], unique: bool| {
+            matches!(
+                check_columns(Dialect::Postgres, &t, cols, unique),
+                Err(Error::Misconfigured { .. })
+            )
+        };
+        assert!(mis(&[], true), "missing table");
+        assert!(mis(&pg_ok(), false), "no primary key");
+        let mut c = pg_ok();
+        c.retain(|c| c.name != "version");
+        assert!(mis(&c, true), "missing column");
+        let mut c = pg_ok();
+        c[2] = info("fence_token", "integer", true);
+        assert!(mis(&c, true), "wrong type");
+        let mut c = pg_ok();
+        c[1] = info("holder", "text", true);
+        assert!(mis(&c, true), "holder NOT NULL");
+    }
+
+    #[test]
+    fn sqlite_types_follow_affinity() {
+        let t = LeaseTable::default();
+        let cols = vec![
+            info("name", "VARCHAR(40)", true),
+            info("holder", "TEXT", false),
+            info("fence_token", "INTEGER", true),
+            info("version", "BIGINT", true),
+            info("ttl_ms", "INTEGER", true),
+            info("acquired_at_ms", "INTEGER", true),
+            info("expires_at_ms", "INTEGER", true),
+            info("wall_expires_at_ms", "INTEGER", false),
+            info("deleted", "INTEGER", true),
+            info("write_id", "INTEGER", true),
+        ];
+        let limits = check_columns(Dialect::Sqlite, &t, &cols, true).expect("ok");
+        assert_eq!(limits.name, 40);
+        assert_eq!(limits.holder, MAX_HOLDER_LEN);
+        let mut bad = cols.clone();
+        bad[2] = info("fence_token", "TEXT", true);
+        assert!(check_columns(Dialect::Sqlite, &t, &bad, true).is_err());
+    }
+
+    #[test]
+    fn limits_refuse_long_inputs() {
+        let l = ColumnLimits { name: 5, holder: 3 };
+        assert!(l.check("abcde", Some("abc")).is_ok());
+        assert!(matches!(
+            l.check("abcdef", None),
+            Err(Error::InvalidInput { what: "lease name", .. })
+        ));
+        assert!(matches!(
+            l.check("a", Some("abcd")),
+            Err(Error::InvalidInput { what: "holder id", .. })
+        ));
+    }
+}

@@ -1,0 +1,552 @@
+//! The lease statements, one per store operation, per dialect.
+//!
+//! Every operation is **one statement**, judged on the database's clock:
+//!
+//! | operation | statement |
+//! |-----------|-----------|
+//! | read | `SELECT … WHERE name = ?`, time left computed by the database |
+//! | write `Claimable` | `INSERT … ON CONFLICT (name) DO UPDATE … WHERE vacant OR expired`, token = old + 1 (1 when new) |
+//! | write `Absent` | `INSERT … ON CONFLICT (name) DO UPDATE … WHERE deleted` |
+//! | write `Version(v)` | `UPDATE … WHERE name = ? AND version = v` |
+//! | delete `v` | `UPDATE … SET deleted … WHERE name = ? AND version = v` (a tombstone) |
+//!
+//! A write that does not apply returns the current row **in the same statement**:
+//!
+//! - Postgres: the write is a data-modifying CTE; a `UNION ALL` branch reads the current
+//!   row when the CTE returned nothing. That branch sees the statement's snapshot, which
+//!   can predate a row a concurrent transaction committed while this statement waited for
+//!   its lock; the branch therefore also says whether the snapshot row would have
+//!   satisfied the precondition (`stale`), and such an answer is reported as
+//!   [`lease_core::Current::Unknown`] rather than as a current record. Otherwise the
+//!   snapshot row is a state the record had during the statement, on which the
+//!   precondition failed: a linearizable answer.
+//! - SQLite: the `ON CONFLICT DO UPDATE` (or `UPDATE`) always matches the row and sets
+//!   each column to `CASE WHEN <precondition> THEN <new> ELSE <old> END`, so `RETURNING`
+//!   yields the row either way; `applied` is whether the row now carries this write's
+//!   random `write_id`. SQLite runs one writer at a time, so the answer is exact.
+//!
+//! Postgres uses `now()`: the start of the statement's transaction, which in autocommit is
+//! when the server began this statement, after the client sent it (DESIGN rule 3 counts
+//! the holder's validity from before sending). One instant serves the expiry judgement,
+//! the new `expires_at` and the time left, so they agree with each other; a wait for a row
+//! lock only makes the takeover judgement conservative. `clock_timestamp()` would move
+//! within the statement. SQLite uses `julianday('now')`, the host clock, which SQLite keeps
+//! fixed within one statement step.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use lease_core::fence::Dialect;
+use lease_core::{Error, MAX_HOLDER_LEN, Result, Ttl};
+
+use crate::LeaseTable;
+
+/// A value a lease statement binds, in the order [`LeaseStatement::args`] lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arg {
+    /// The lease name (text).
+    Name,
+    /// The holder (text, `NULL` for a vacant record).
+    Holder,
+    /// The record's fencing token (bigint).
+    Token,
+    /// The TTL in milliseconds (bigint).
+    TtlMs,
+    /// The holder's wall-clock expiry in Unix ms (bigint, nullable).
+    WallMs,
+    /// The expected version (bigint).
+    Version,
+    /// This write's random id (bigint; SQLite only).
+    WriteId,
+}
+
+/// One statement's SQL text and its bind order.
+#[derive(Debug, Clone)]
+pub struct LeaseStatement {
+    /// The SQL text (one statement, no `;`).
+    pub sql: Arc<str>,
+    /// What to bind at each placeholder, in order.
+    pub args: Vec<Arg>,
+}
+
+/// The five lease statements of one table in one dialect.
+#[derive(Debug, Clone)]
+pub struct Statements {
+    /// Reads one record.
+    pub read: LeaseStatement,
+    /// Creates a record if none exists (or only a tombstone).
+    pub write_absent: LeaseStatement,
+    /// Writes on an exact version.
+    pub write_version: LeaseStatement,
+    /// Claims a missing, vacant, deleted or expired record and issues the next token.
+    pub write_claimable: LeaseStatement,
+    /// Turns the record into a tombstone if its version matches.
+    pub delete: LeaseStatement,
+}
+
+/// The columns every statement returns, in this order.
+pub const RESULT_COLUMNS: &[&str] = &[
+    "applied",
+    "stale",
+    "deleted",
+    "holder",
+    "fence_token",
+    "version",
+    "ttl_ms",
+    "wall_expires_at_ms",
+    "remaining_ms",
+];
+
+/// The characters a holder id may contain, as a regular-expression / GLOB class body
+/// (kept equal to `lease_core::HolderId`'s rule; a test checks every ASCII character).
+pub const HOLDER_CLASS: &str = "A-Za-z0-9_.:/@=#-";
+
+struct Placeholders {
+    dialect: Dialect,
+    args: Vec<Arg>,
+}
+
+impl Placeholders {
+    fn new(dialect: Dialect) -> Self {
+        Self {
+            dialect,
+            args: Vec::new(),
+        }
+    }
+
+    fn get(&mut self, a: Arg) -> String {
+        let n = match self.args.iter().position(|x| *x == a) {
+            Some(i) => i + 1,
+            None => {
+                self.args.push(a);
+                self.args.len()
+            }
+        };
+        match self.dialect {
+            Dialect::Postgres => format!("${n}"),
+            _ => format!("?{n}"),
+        }
+    }
+
+    fn finish(self, sql: String) -> LeaseStatement {
+        LeaseStatement {
+            sql: sql.into(),
+            args: self.args,
+        }
+    }
+}
+
+impl Statements {
+    /// The statements for `table` in `dialect`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a dialect other than Postgres and SQLite.
+    pub fn new(dialect: Dialect, table: &LeaseTable) -> Result<Self> {
+        match dialect {
+            Dialect::Postgres => Ok(Postgres::new(table).statements()),
+            Dialect::Sqlite => Ok(Sqlite::new(table).statements()),
+            _ => Err(Error::invalid(
+                "sql dialect",
+                "only Postgres and SQLite keep lease tables",
+            )),
+        }
+    }
+}
+
+const I64_MAX_MINUS_1: &str = "9223372036854775806";
+
+fn ttl_bounds() -> (u128, u128) {
+    (Ttl::MIN.as_millis(), Ttl::MAX.as_millis())
+}
+
+struct Postgres {
+    t: String,
+    channel: String,
+}
+
+impl Postgres {
+    fn new(table: &LeaseTable) -> Self {
+        Self {
+            t: table.quoted(Dialect::Postgres),
+            channel: table.channel(),
+        }
+    }
+
+    /// Whether the row under alias `a` is a valid record (decodes as one).
+    fn valid(a: &str) -> String {
+        let (min, max) = ttl_bounds();
+        format!(
+            "{a}.fence_token BETWEEN 1 AND {I64_MAX_MINUS_1} AND {a}.ttl_ms BETWEEN {min} AND {max} \
+             AND ({a}.holder IS NULL OR {a}.holder ~ '^[{HOLDER_CLASS}]{{1,{MAX_HOLDER_LEN}}}$') \
+             AND ({a}.wall_expires_at_ms IS NULL OR {a}.wall_expires_at_ms >= 0)"
+        )
+    }
+
+    fn claimable(a: &str) -> String {
+        format!(
+            "({a}.deleted OR {a}.holder IS NULL OR {a}.expires_at <= now()) AND {}",
+            Self::valid(a)
+        )
+    }
+
+    fn remaining(a: &str) -> String {
+        format!("GREATEST(0, CEIL(EXTRACT(EPOCH FROM ({a}.expires_at - now())) * 1000))::bigint")
+    }
+
+    fn row(a: &str) -> String {
+        format!(
+            "{a}.deleted, {a}.holder, {a}.fence_token, {a}.version, {a}.ttl_ms, {a}.wall_expires_at_ms, {} AS remaining_ms",
+            Self::remaining(a)
+        )
+    }
+
+    /// `WITH w AS (<write> RETURNING l.*)` + the applied row, or the current row.
+    fn with_current(&self, write: &str, stale: &str, p: &mut Placeholders) -> String {
+        let name = p.get(Arg::Name);
+        format!(
+            "WITH w AS ({write} RETURNING l.*) \
+             SELECT TRUE AS applied, FALSE AS stale, {applied_row}, \
+             CASE WHEN w.holder IS NULL OR w.deleted THEN pg_notify('{channel}', w.version::text || ' ' || w.name)::text END AS notified \
+             FROM w \
+             UNION ALL \
+             SELECT FALSE, {stale}, {current_row}, NULL::text FROM {t} c WHERE c.name = {name} AND NOT EXISTS (SELECT 1 FROM w)",
+            applied_row = Self::row("w"),
+            current_row = Self::row("c"),
+            channel = self.channel,
+            t = self.t,
+        )
+    }
+
+    fn statements(&self) -> Statements {
+        let t = &self.t;
+        let read = {
+            let mut p = Placeholders::new(Dialect::Postgres);
+            let name = p.get(Arg::Name);
+            let sql = format!(
+                "SELECT FALSE AS applied, FALSE AS stale, {} FROM {t} c WHERE c.name = {name}",
+                Self::row("c")
+            );
+            p.finish(sql)
+        };
+        let insert = |p: &mut Placeholders, token: &str, on_conflict: &str| {
+            let (name, holder, ttl, wall) = (
+                p.get(Arg::Name),
+                p.get(Arg::Holder),
+                p.get(Arg::TtlMs),
+                p.get(Arg::WallMs),
+            );
+            let token = if token == "arg" {
+                p.get(Arg::Token)
+            } else {
+                token.to_owned()
+            };
+            format!(
+                "INSERT INTO {t} AS l (name, holder, fence_token, version, ttl_ms, acquired_at, expires_at, wall_expires_at_ms, deleted) \
+                 VALUES ({name}, {holder}, {token}, 1, {ttl}, now(), now() + {ttl} * interval '1 millisecond', {wall}, FALSE) \
+                 ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, {on_conflict}, ttl_ms = EXCLUDED.ttl_ms, \
+                 acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at, \
+                 wall_expires_at_ms = EXCLUDED.wall_expires_at_ms, deleted = FALSE"
+            )
+        };
+        let write_claimable = {
+            let mut p = Placeholders::new(Dialect::Postgres);
+            let ins = insert(&mut p, "1", "fence_token = l.fence_token + 1, version = l.version + 1");
+            let write = format!("{ins} WHERE {}", Self::claimable("l"));
+            let sql = self.with_current(&write, &Self::claimable("c"), &mut p);
+            p.finish(sql)
+        };
+        let write_absent = {
+            let mut p = Placeholders::new(Dialect::Postgres);
+            let ins = insert(
+                &mut p,
+                "arg",
+                "fence_token = EXCLUDED.fence_token, version = l.version + 1",
+            );
+            let write = format!("{ins} WHERE l.deleted");
+            let sql = self.with_current(&write, "c.deleted", &mut p);
+            p.finish(sql)
+        };
+        let write_version = {
+            let mut p = Placeholders::new(Dialect::Postgres);
+            let (name, holder, token, ttl, wall, ver) = (
+                p.get(Arg::Name),
+                p.get(Arg::Holder),
+                p.get(Arg::Token),
+                p.get(Arg::TtlMs),
+                p.get(Arg::WallMs),
+                p.get(Arg::Version),
+            );
+            let write = format!(
+                "UPDATE {t} AS l SET holder = {holder}, fence_token = {token}, version = l.version + 1, ttl_ms = {ttl}, \
+                 acquired_at = CASE WHEN l.holder IS NOT DISTINCT FROM {holder} AND l.fence_token = {token} \
+                 THEN l.acquired_at ELSE now() END, \
+                 expires_at = now() + {ttl} * interval '1 millisecond', wall_expires_at_ms = {wall} \
+                 WHERE l.name = {name} AND l.version = {ver} AND NOT l.deleted"
+            );
+            let stale = format!("c.version = {ver} AND NOT c.deleted");
+            let sql = self.with_current(&write, &stale, &mut p);
+            p.finish(sql)
+        };
+        let delete = {
+            let mut p = Placeholders::new(Dialect::Postgres);
+            let (name, ver) = (p.get(Arg::Name), p.get(Arg::Version));
+            let write = format!(
+                "UPDATE {t} AS l SET deleted = TRUE, holder = NULL, version = l.version + 1 \
+                 WHERE l.name = {name} AND l.version = {ver} AND NOT l.deleted"
+            );
+            let stale = format!("c.version = {ver} AND NOT c.deleted");
+            let sql = self.with_current(&write, &stale, &mut p);
+            p.finish(sql)
+        };
+        Statements {
+            read,
+            write_absent,
+            write_version,
+            write_claimable,
+            delete,
+        }
+    }
+}
+
+/// The host clock in Unix milliseconds; SQLite keeps `'now'` fixed within one step.
+pub const SQLITE_NOW_MS: &str = "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
+
+struct Sqlite {
+    t: String,
+}
+
+/// The SQLite columns a write sets, in order.
+const SQLITE_SET: &[&str] = &[
+    "holder",
+    "fence_token",
+    "version",
+    "ttl_ms",
+    "acquired_at_ms",
+    "expires_at_ms",
+    "wall_expires_at_ms",
+    "deleted",
+    "write_id",
+];
+
+impl Sqlite {
+    fn new(table: &LeaseTable) -> Self {
+        Self {
+            t: table.quoted(Dialect::Sqlite),
+        }
+    }
+
+    fn valid() -> String {
+        let (min, max) = ttl_bounds();
+        format!(
+            "typeof(l.fence_token) = 'integer' AND l.fence_token BETWEEN 1 AND {I64_MAX_MINUS_1} \
+             AND typeof(l.ttl_ms) = 'integer' AND l.ttl_ms BETWEEN {min} AND {max} \
+             AND typeof(l.version) = 'integer' AND typeof(l.deleted) = 'integer' AND typeof(l.expires_at_ms) = 'integer' \
+             AND (l.holder IS NULL OR (typeof(l.holder) = 'text' AND length(l.holder) BETWEEN 1 AND {MAX_HOLDER_LEN} \
+             AND l.holder NOT GLOB '*[^{HOLDER_CLASS}]*')) \
+             AND (l.wall_expires_at_ms IS NULL OR (typeof(l.wall_expires_at_ms) = 'integer' AND l.wall_expires_at_ms >= 0))"
+        )
+    }
+
+    fn returning(write_id: &str) -> String {
+        format!(
+            "RETURNING write_id = {write_id} AS applied, 0 AS stale, deleted, holder, fence_token, version, ttl_ms, \
+             wall_expires_at_ms, CASE WHEN typeof(expires_at_ms) = 'integer' \
+             THEN max(expires_at_ms - {SQLITE_NOW_MS}, 0) END AS remaining_ms"
+        )
+    }
+
+    /// `col = CASE WHEN cond THEN new ELSE l.col END` for every column in `new`.
+    fn guarded_set(cond: &str, new: &[(&str, String)]) -> String {
+        let mut out = String::new();
+        for col in SQLITE_SET {
+            let Some((_, value)) = new.iter().find(|(c, _)| c == col) else {
+                continue;
+            };
+            if !out.is_empty() {
+                out.push_str(", ");
+            }
+            write!(out, "{col} = CASE WHEN {cond} THEN {value} ELSE l.{col} END").ok();
+        }
+        out
+    }
+
+    fn statements(&self) -> Statements {
+        let t = &self.t;
+        let now = SQLITE_NOW_MS;
+        let read = {
+            let mut p = Placeholders::new(Dialect::Sqlite);
+            let name = p.get(Arg::Name);
+            let sql = format!(
+                "SELECT 0 AS applied, 0 AS stale, deleted, holder, fence_token, version, ttl_ms, wall_expires_at_ms, \
+                 CASE WHEN typeof(expires_at_ms) = 'integer' THEN max(expires_at_ms - {now}, 0) END AS remaining_ms \
+                 FROM {t} WHERE name = {name}"
+            );
+            p.finish(sql)
+        };
+        // Every write replaces the same columns from `excluded` (inserts) or from the
+        // bound values (updates); only the token and version rules differ.
+        let upsert = |p: &mut Placeholders, token_value: &str, cond: &str, token_set: &str| {
+            let (name, holder, ttl, wall, wid) = (
+                p.get(Arg::Name),
+                p.get(Arg::Holder),
+                p.get(Arg::TtlMs),
+                p.get(Arg::WallMs),
+                p.get(Arg::WriteId),
+            );
+            let token = if token_value == "arg" {
+                p.get(Arg::Token)
+            } else {
+                token_value.to_owned()
+            };
+            let set = Self::guarded_set(
+                cond,
+                &[
+                    ("holder", "excluded.holder".into()),
+                    ("fence_token", token_set.into()),
+                    ("version", "l.version + 1".into()),
+                    ("ttl_ms", "excluded.ttl_ms".into()),
+                    ("acquired_at_ms", "excluded.acquired_at_ms".into()),
+                    ("expires_at_ms", "excluded.expires_at_ms".into()),
+                    ("wall_expires_at_ms", "excluded.wall_expires_at_ms".into()),
+                    ("deleted", "0".into()),
+                    ("write_id", "excluded.write_id".into()),
+                ],
+            );
+            format!(
+                "INSERT INTO {t} AS l (name, holder, fence_token, version, ttl_ms, acquired_at_ms, expires_at_ms, \
+                 wall_expires_at_ms, deleted, write_id) \
+                 VALUES ({name}, {holder}, {token}, 1, {ttl}, {now}, {now} + {ttl}, {wall}, 0, {wid}) \
+                 ON CONFLICT (name) DO UPDATE SET {set} {}",
+                Self::returning(&wid)
+            )
+        };
+        let write_claimable = {
+            let mut p = Placeholders::new(Dialect::Sqlite);
+            let cond = format!(
+                "((l.deleted <> 0 OR l.holder IS NULL OR l.expires_at_ms <= {now}) AND {})",
+                Self::valid()
+            );
+            let sql = upsert(&mut p, "1", &cond, "l.fence_token + 1");
+            p.finish(sql)
+        };
+        let write_absent = {
+            let mut p = Placeholders::new(Dialect::Sqlite);
+            let sql = upsert(&mut p, "arg", "(l.deleted <> 0)", "excluded.fence_token");
+            p.finish(sql)
+        };
+        let write_version = {
+            let mut p = Placeholders::new(Dialect::Sqlite);
+            let (name, holder, token, ttl, wall, ver, wid) = (
+                p.get(Arg::Name),
+                p.get(Arg::Holder),
+                p.get(Arg::Token),
+                p.get(Arg::TtlMs),
+                p.get(Arg::WallMs),
+                p.get(Arg::Version),
+                p.get(Arg::WriteId),
+            );
+            let cond = format!("(l.version = {ver} AND l.deleted = 0)");
+            let set = Self::guarded_set(
+                &cond,
+                &[
+                    ("holder", holder.clone()),
+                    ("fence_token", token.clone()),
+                    ("version", "l.version + 1".into()),
+                    ("ttl_ms", ttl.clone()),
+                    (
+                        "acquired_at_ms",
+                        format!(
+                            "CASE WHEN l.holder IS {holder} AND l.fence_token = {token} THEN l.acquired_at_ms ELSE {now} END"
+                        ),
+                    ),
+                    ("expires_at_ms", format!("{now} + {ttl}")),
+                    ("wall_expires_at_ms", wall),
+                    ("write_id", wid.clone()),
+                ],
+            );
+            let sql = format!(
+                "UPDATE {t} AS l SET {set} WHERE l.name = {name} {}",
+                Self::returning(&wid)
+            );
+            p.finish(sql)
+        };
+        let delete = {
+            let mut p = Placeholders::new(Dialect::Sqlite);
+            let (name, ver, wid) = (p.get(Arg::Name), p.get(Arg::Version), p.get(Arg::WriteId));
+            let cond = format!("(l.version = {ver} AND l.deleted = 0)");
+            let set = Self::guarded_set(
+                &cond,
+                &[
+                    ("holder", "NULL".into()),
+                    ("version", "l.version + 1".into()),
+                    ("deleted", "1".into()),
+                    ("write_id", wid.clone()),
+                ],
+            );
+            let sql = format!(
+                "UPDATE {t} AS l SET {set} WHERE l.name = {name} {}",
+                Self::returning(&wid)
+            );
+            p.finish(sql)
+        };
+        Statements {
+            read,
+            write_absent,
+            write_version,
+            write_claimable,
+            delete,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lease_core::HolderId;
+
+    fn all(s: &Statements) -> [&LeaseStatement; 5] {
+        [
+            &s.read,
+            &s.write_absent,
+            &s.write_version,
+            &s.write_claimable,
+            &s.delete,
+        ]
+    }
+
+    #[test]
+    fn every_statement_is_one_statement_with_contiguous_placeholders() {
+        let table = LeaseTable::new("ops.leases").expect("table");
+        for dialect in [Dialect::Postgres, Dialect::Sqlite] {
+            let s = Statements::new(dialect, &table).expect("statements");
+            for st in all(&s) {
+                assert!(!st.sql.contains(';'), "more than one statement: {}", st.sql);
+                let mark = if dialect == Dialect::Postgres { '$' } else { '?' };
+                for n in 1..=st.args.len() {
+                    assert!(
+                        st.sql.contains(&format!("{mark}{n}")),
+                        "placeholder {n} unused in {}",
+                        st.sql
+                    );
+                }
+                assert!(!st.sql.contains(&format!("{mark}{}", st.args.len() + 1)));
+                assert!(st.sql.contains(r#""ops"."leases""#));
+            }
+        }
+        assert!(Statements::new(Dialect::MySql, &table).is_err());
+    }
+
+    #[test]
+    fn holder_class_matches_lease_core() {
+        let class_ok = |c: char| c.is_ascii_alphanumeric() || "_.:/@=#-".contains(c);
+        for b in 0u8..128 {
+            let c = char::from(b);
+            assert_eq!(
+                HolderId::new(c.to_string()).is_ok(),
+                class_ok(c),
+                "holder rule differs for {c:?}"
+            );
+        }
+        assert_eq!(HOLDER_CLASS, "A-Za-z0-9_.:/@=#-");
+    }
+}

@@ -1,0 +1,153 @@
+//! Postgres errors → [`lease_core::Error`] kinds, through named SQLSTATE codes.
+
+use lease_core::Error;
+use sql_lease::errors::{ErrorClass, Phase, classify, error_of};
+
+/// SQLSTATE codes this crate gives a meaning to (Postgres appendix A).
+pub(crate) mod sqlstate {
+    /// `42P01` undefined_table: the lease table (or a user's table) does not exist.
+    pub(crate) const UNDEFINED_TABLE: &str = "42P01";
+    /// `42P07` duplicate_table: a concurrent `CREATE TABLE IF NOT EXISTS` won.
+    pub(crate) const DUPLICATE_TABLE: &str = "42P07";
+    /// `23505` unique_violation (also a concurrent `CREATE TABLE` racing on `pg_type`).
+    pub(crate) const UNIQUE_VIOLATION: &str = "23505";
+    /// `25006` read_only_sql_transaction: connected to a standby (read replica).
+    pub(crate) const READ_ONLY_SQL_TRANSACTION: &str = "25006";
+    /// `57014` query_canceled (statement_timeout, cancel request): rolled back.
+    pub(crate) const QUERY_CANCELED: &str = "57014";
+    /// `57P01` admin_shutdown: the backend was terminated, maybe while committing.
+    pub(crate) const ADMIN_SHUTDOWN: &str = "57P01";
+    /// `57P02` crash_shutdown.
+    pub(crate) const CRASH_SHUTDOWN: &str = "57P02";
+    /// `57P03` cannot_connect_now: the server is starting or stopping.
+    pub(crate) const CANNOT_CONNECT_NOW: &str = "57P03";
+    /// `57P04` database_dropped.
+    pub(crate) const DATABASE_DROPPED: &str = "57P04";
+
+    /// Class `08`: connection exception.
+    pub(crate) const CLASS_CONNECTION: &str = "08";
+    /// Class `22`: data exception (value too long, out of range).
+    pub(crate) const CLASS_DATA: &str = "22";
+    /// Class `23`: integrity constraint violation.
+    pub(crate) const CLASS_INTEGRITY: &str = "23";
+    /// Class `28`: invalid authorization.
+    pub(crate) const CLASS_AUTH: &str = "28";
+    /// Class `3D`: invalid catalog (database) name.
+    pub(crate) const CLASS_CATALOG: &str = "3D";
+    /// Class `3F`: invalid schema name.
+    pub(crate) const CLASS_SCHEMA: &str = "3F";
+    /// Class `40`: transaction rollback (serialization failure, deadlock): not applied.
+    pub(crate) const CLASS_ROLLBACK: &str = "40";
+    /// Class `42`: syntax error or access rule violation (missing table/column, type
+    /// mismatch, no privilege, no unique index for `ON CONFLICT`).
+    pub(crate) const CLASS_SYNTAX_OR_ACCESS: &str = "42";
+    /// Class `53`: insufficient resources (too many connections, disk full): not applied.
+    pub(crate) const CLASS_RESOURCES: &str = "53";
+    /// Class `54`: program limit exceeded.
+    pub(crate) const CLASS_LIMIT: &str = "54";
+    /// Class `55`: object not in prerequisite state (lock not available): not applied.
+    pub(crate) const CLASS_STATE: &str = "55";
+    /// Class `58`: system error (I/O error in the server).
+    pub(crate) const CLASS_SYSTEM: &str = "58";
+    /// Class `XX`: internal error.
+    pub(crate) const CLASS_INTERNAL: &str = "XX";
+}
+
+/// Whose statement failed: constraint violations mean a broken lease table, but bad
+/// input on a user's table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// The lease table.
+    Lease,
+    /// The user's table (a fenced write).
+    User,
+}
+
+/// The class of a Postgres error code.
+pub(crate) fn classify_code(code: &str, target: Target) -> ErrorClass {
+    use sqlstate::*;
+    match code {
+        READ_ONLY_SQL_TRANSACTION => return ErrorClass::Misconfigured,
+        QUERY_CANCELED | CANNOT_CONNECT_NOW => return ErrorClass::Unavailable,
+        ADMIN_SHUTDOWN | CRASH_SHUTDOWN => return ErrorClass::Indeterminate,
+        DATABASE_DROPPED => return ErrorClass::Misconfigured,
+        _ => {}
+    }
+    match code.get(..2).unwrap_or("") {
+        CLASS_CONNECTION | CLASS_ROLLBACK | CLASS_RESOURCES | CLASS_STATE => ErrorClass::Unavailable,
+        CLASS_DATA | CLASS_LIMIT => ErrorClass::InvalidInput,
+        CLASS_INTEGRITY => match target {
+            Target::Lease => ErrorClass::Misconfigured,
+            Target::User => ErrorClass::InvalidInput,
+        },
+        CLASS_AUTH | CLASS_CATALOG | CLASS_SCHEMA | CLASS_SYNTAX_OR_ACCESS => ErrorClass::Misconfigured,
+        CLASS_SYSTEM | CLASS_INTERNAL => ErrorClass::Indeterminate,
+        // Anything else is a refusal the operator must look at; retrying will not help.
+        _ => ErrorClass::Misconfigured,
+    }
+}
+
+/// The SQLSTATE of a database error, if it is one.
+pub(crate) fn code_of(err: &sqlx::Error) -> Option<String> {
+    match err {
+        sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
+        _ => None,
+    }
+}
+
+/// Maps a driver error from `phase` of an operation on `target`.
+pub(crate) fn map_error(err: sqlx::Error, phase: Phase, target: Target, context: &str) -> Error {
+    let class = match classify(&err, phase) {
+        Some(c) => c,
+        None => {
+            let code = code_of(&err).unwrap_or_default();
+            let class = classify_code(&code, target);
+            // A database error during connect (auth, no such database) never applied.
+            if phase == Phase::Connect && class == ErrorClass::Indeterminate {
+                ErrorClass::Unavailable
+            } else {
+                class
+            }
+        }
+    };
+    let context = match (code_of(&err).as_deref(), target) {
+        (Some(sqlstate::READ_ONLY_SQL_TRANSACTION), _) => {
+            format!("{context} (connected to a standby: leases need the primary)")
+        }
+        (Some(sqlstate::UNDEFINED_TABLE), Target::Lease) => {
+            format!("{context} (the lease table does not exist: run create_schema or the shipped .sql)")
+        }
+        _ => context.to_owned(),
+    };
+    error_of(class, &context, err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_map_to_kinds() {
+        use ErrorClass::*;
+        let cases = [
+            ("42P01", Target::Lease, Misconfigured),
+            ("42703", Target::Lease, Misconfigured),
+            ("42P10", Target::Lease, Misconfigured),
+            ("22001", Target::Lease, InvalidInput),
+            ("23505", Target::Lease, Misconfigured),
+            ("23505", Target::User, InvalidInput),
+            ("25006", Target::Lease, Misconfigured),
+            ("40001", Target::Lease, Unavailable),
+            ("40P01", Target::User, Unavailable),
+            ("53300", Target::Lease, Unavailable),
+            ("57014", Target::Lease, Unavailable),
+            ("57P01", Target::Lease, Indeterminate),
+            ("08006", Target::Lease, Unavailable),
+            ("28P01", Target::Lease, Misconfigured),
+            ("XX000", Target::Lease, Indeterminate),
+        ];
+        for (code, target, want) in cases {
+            assert_eq!(classify_code(code, target), want, "{code}");
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! The lease-core conformance suite against the real Postgres (`LEASEHOLD_PG_URL`),
+//! on a lease table of its own (created idempotently; every case uses fresh names).
+#![allow(missing_docs)]
+
+mod common;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use lease_core::conformance::Fixture;
+use lease_core::{CasStore, LeaseName};
+use sqlx::PgPool;
+use store_postgres::PostgresStore;
+
+struct Pg {
+    pool: PgPool,
+    store: PostgresStore,
+    table: String,
+}
+
+async fn fixture() -> Pg {
+    let pool = common::pool().await;
+    // One table, created idempotently by every case (cases use unique lease names).
+    let table = "leasehold_conformance".to_owned();
+    let store = common::store_on(&pool, &table).await;
+    Pg { pool, store, table }
+}
+
+#[async_trait]
+impl Fixture for Pg {
+    async fn store(&self) -> Arc<dyn CasStore> {
+        Arc::new(self.store.clone())
+    }
+
+    async fn corrupt(&self, name: &LeaseName) {
+        // A foreign writer's row: a negative token and a holder with a space, held for
+        // an hour (so it is not claimable by expiry either).
+        let sql = format!(
+            "INSERT INTO \"{}\" (name, holder, fence_token, version, ttl_ms, acquired_at, expires_at) \
+             VALUES ($1, 'not a holder', -3, 1, 3600000, now(), now() + interval '1 hour')",
+            self.table
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(name.as_str())
+            .execute(&self.pool)
+            .await
+            .expect("insert corrupt row");
+    }
+}
+
+lease_core::conformance_tests!(fixture().await);
+
+/// Beyond the suite: under contention the store issues each token exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_claims_issue_each_token_once() {
+    let f = fixture().await;
+    let name = lease_core::conformance::unique_name("claims");
+    sql_lease::testing::concurrent_claims_issue_each_token_once(Arc::new(f.store.clone()), &name, 6, 10).await;
+}

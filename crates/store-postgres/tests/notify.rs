@@ -1,0 +1,108 @@
+//! Waiting without polling: a release wakes a blocked acquire through LISTEN/NOTIFY at
+//! once, while renewals wake nobody.
+#![allow(missing_docs)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use lease_core::testing::CountingStore;
+use lease_core::testing::process::poll;
+use lease_core::{CasStore, ClientConfig, LeaseClient, LeaseName};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_a_blocked_acquire_at_once() {
+    let pool = common::pool().await;
+    let table = common::unique_table("lh_notify");
+    let store = common::store_on(&pool, &table).await;
+    assert!(store.capabilities().notifies_waiters);
+    // The waiter has its own store (its own LISTEN connection) and would otherwise sleep
+    // at least 20 s between attempts: only a notification can wake it sooner.
+    let waiter_store = CountingStore::new(common::store_on(&common::pool().await, &table).await);
+    let holder = LeaseClient::new(store.clone());
+    let config = ClientConfig {
+        max_acquire_backoff: Duration::from_secs(20),
+        ..ClientConfig::default()
+    };
+    let waiter = LeaseClient::with_config(waiter_store.clone(), config).expect("client");
+    let lease = holder
+        .acquire("notify/release", Duration::from_secs(30))
+        .await
+        .expect("hold");
+    let task = tokio::spawn(async move {
+        waiter
+            .acquire_timeout("notify/release", Duration::from_secs(30), Duration::from_secs(25))
+            .await
+    });
+    // The first wait returns at once (the listener just started); the second is a real
+    // wait on the notification.
+    assert!(
+        poll(Duration::from_secs(10), || waiter_store.counts().waits >= 2).await,
+        "the waiter never waited: {:?}",
+        waiter_store.counts()
+    );
+    let released = Instant::now();
+    lease.release().await.expect("release");
+    let granted = tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("the waiter was not woken")
+        .expect("task")
+        .expect("granted");
+    let handoff = released.elapsed();
+    assert!(
+        handoff < Duration::from_secs(2),
+        "handoff took {handoff:?}: not woken by the release"
+    );
+    assert_eq!(granted.token(), lease_core::FencingToken::new(2));
+    granted.release().await.expect("release");
+    common::exec(&pool, &format!("DROP TABLE \"{table}\"")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_wake_nobody_and_a_release_wakes_the_wait() {
+    let pool = common::pool().await;
+    let table = common::unique_table("lh_notify");
+    let store = common::store_on(&pool, &table).await;
+    let name = LeaseName::new("notify/renewals").expect("name");
+    let holder = LeaseClient::new(store.clone());
+    let lease = holder
+        .acquire(name.as_str(), Duration::from_millis(300))
+        .await
+        .expect("hold");
+    let seen = store.read(&name).await.expect("read").expect("present").version;
+    // Start the listener (its first wait returns at once, by design).
+    store
+        .wait_for_change(&name, Some(&seen), Duration::from_secs(1))
+        .await
+        .expect("wait");
+    // Renewals every 100 ms change the version but announce nothing.
+    let started = Instant::now();
+    store
+        .wait_for_change(&name, Some(&seen), Duration::from_millis(700))
+        .await
+        .expect("wait");
+    assert!(
+        started.elapsed() >= Duration::from_millis(650),
+        "woken after {:?} without a release",
+        started.elapsed()
+    );
+    let now = store.read(&name).await.expect("read").expect("present");
+    assert_ne!(now.version, seen, "the lease was renewed meanwhile");
+    // A release announces itself.
+    let releaser = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        lease.release().await
+    });
+    let started = Instant::now();
+    store
+        .wait_for_change(&name, Some(&now.version), Duration::from_secs(10))
+        .await
+        .expect("wait");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "the release did not wake the wait ({:?})",
+        started.elapsed()
+    );
+    releaser.await.expect("task").expect("release");
+    common::exec(&pool, &format!("DROP TABLE \"{table}\"")).await;
+}

@@ -1,0 +1,60 @@
+//! What a [`crate::SqliteStore`] needs to know besides its pool.
+
+use std::path::Path;
+use std::time::Duration;
+
+use lease_core::Result;
+use sql_lease::LeaseTable;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+
+/// How long a statement waits for another process's write lock before giving up with
+/// [`lease_core::Error::Unavailable`].
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Options of a [`crate::SqliteStore`].
+///
+/// ```
+/// use store_sqlite::SqliteConfig;
+/// let config = SqliteConfig::new().table("my_leases")?;
+/// assert_eq!(config.lease_table().name(), "my_leases");
+/// assert!(SqliteConfig::new().table("x'; --").is_err());
+/// # Ok::<(), lease_core::Error>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct SqliteConfig {
+    table: LeaseTable,
+}
+
+impl SqliteConfig {
+    /// The default: table `leasehold_leases` in the main database.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Uses `table` (`name`, or `schema.name` for an attached database).
+    ///
+    /// # Errors
+    /// [`lease_core::Error::InvalidInput`] for anything but plain identifiers.
+    pub fn table(mut self, table: &str) -> Result<Self> {
+        self.table = LeaseTable::new(table)?;
+        Ok(self)
+    }
+
+    /// The lease table.
+    pub fn lease_table(&self) -> &LeaseTable {
+        &self.table
+    }
+}
+
+/// Connect options for a lease database file shared by several processes: created if
+/// missing, WAL journal (readers never block the writer), `synchronous = FULL` (a
+/// granted lease survives power loss, so no token is issued twice after a reboot), and
+/// [`DEFAULT_BUSY_TIMEOUT`] to wait for another process's write.
+pub fn connect_options(path: impl AsRef<Path>) -> SqliteConnectOptions {
+    SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Full)
+        .busy_timeout(DEFAULT_BUSY_TIMEOUT)
+}

@@ -1,0 +1,120 @@
+//! SQLite errors → [`lease_core::Error`] kinds, through named result codes.
+
+use lease_core::Error;
+use sql_lease::errors::{ErrorClass, Phase, classify, error_of};
+
+/// SQLite primary result codes this crate gives a meaning to
+/// (<https://sqlite.org/rescode.html>; extended codes carry the primary in the low byte).
+pub(crate) mod code {
+    /// Generic error: a missing table or column, a syntax error.
+    pub(crate) const ERROR: i64 = 1;
+    /// Access permission denied.
+    pub(crate) const PERM: i64 = 3;
+    /// Interrupted before completing: rolled back.
+    pub(crate) const INTERRUPT: i64 = 9;
+    /// The database file is locked by another connection (after `busy_timeout`).
+    pub(crate) const BUSY: i64 = 5;
+    /// A table is locked (shared cache).
+    pub(crate) const LOCKED: i64 = 6;
+    /// Out of memory.
+    pub(crate) const NOMEM: i64 = 7;
+    /// Attempt to write a read-only database.
+    pub(crate) const READONLY: i64 = 8;
+    /// A disk I/O error: a commit may or may not have reached the file.
+    pub(crate) const IOERR: i64 = 10;
+    /// The database file is malformed.
+    pub(crate) const CORRUPT: i64 = 11;
+    /// The disk is full: the transaction was rolled back.
+    pub(crate) const FULL: i64 = 13;
+    /// The database file cannot be opened.
+    pub(crate) const CANTOPEN: i64 = 14;
+    /// A locking protocol error.
+    pub(crate) const PROTOCOL: i64 = 15;
+    /// The schema changed under a prepared statement.
+    pub(crate) const SCHEMA: i64 = 17;
+    /// A string or blob too large.
+    pub(crate) const TOOBIG: i64 = 18;
+    /// A constraint (CHECK, NOT NULL, UNIQUE) failed.
+    pub(crate) const CONSTRAINT: i64 = 19;
+    /// A datatype mismatch.
+    pub(crate) const MISMATCH: i64 = 20;
+    /// Authorization denied.
+    pub(crate) const AUTH: i64 = 23;
+    /// Not a database file.
+    pub(crate) const NOTADB: i64 = 26;
+}
+
+/// Whose statement failed: constraint failures mean a broken lease table, but bad input
+/// on a user's table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// The lease table.
+    Lease,
+    /// The user's table (a fenced write).
+    User,
+}
+
+/// The class of an (extended) SQLite result code.
+pub(crate) fn classify_code(extended: i64, phase: Phase, target: Target) -> ErrorClass {
+    use code::*;
+    match extended & 0xff {
+        BUSY | LOCKED | INTERRUPT | NOMEM | FULL | PROTOCOL | SCHEMA => ErrorClass::Unavailable,
+        IOERR => match phase {
+            Phase::Write => ErrorClass::Indeterminate,
+            _ => ErrorClass::Unavailable,
+        },
+        TOOBIG | MISMATCH => ErrorClass::InvalidInput,
+        CONSTRAINT => match target {
+            Target::Lease => ErrorClass::Misconfigured,
+            Target::User => ErrorClass::InvalidInput,
+        },
+        ERROR | PERM | READONLY | CORRUPT | CANTOPEN | AUTH | NOTADB => ErrorClass::Misconfigured,
+        // Anything else is a refusal the operator must look at; retrying will not help.
+        _ => ErrorClass::Misconfigured,
+    }
+}
+
+/// The extended result code of a database error, if it is one.
+pub(crate) fn code_of(err: &sqlx::Error) -> Option<i64> {
+    match err {
+        sqlx::Error::Database(db) => db.code().and_then(|c| c.parse().ok()),
+        _ => None,
+    }
+}
+
+/// Maps a driver error from `phase` of an operation on `target`.
+pub(crate) fn map_error(err: sqlx::Error, phase: Phase, target: Target, context: &str) -> Error {
+    let class =
+        classify(&err, phase).unwrap_or_else(|| classify_code(code_of(&err).unwrap_or(code::ERROR), phase, target));
+    let missing = matches!(&err, sqlx::Error::Database(db) if db.message().starts_with("no such table"));
+    let context = if missing && target == Target::Lease {
+        format!("{context} (the lease table does not exist: run create_schema or the shipped .sql)")
+    } else {
+        context.to_owned()
+    };
+    error_of(class, &context, err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_map_to_kinds() {
+        use ErrorClass::*;
+        let cases = [
+            (1, Phase::Write, Target::Lease, Misconfigured),
+            (5, Phase::Write, Target::Lease, Unavailable),
+            (517, Phase::Write, Target::Lease, Unavailable), // SQLITE_BUSY_SNAPSHOT
+            (10, Phase::Write, Target::Lease, Indeterminate),
+            (10, Phase::Read, Target::Lease, Unavailable),
+            (2067, Phase::Write, Target::User, InvalidInput), // SQLITE_CONSTRAINT_UNIQUE
+            (275, Phase::Write, Target::Lease, Misconfigured), // SQLITE_CONSTRAINT_CHECK
+            (8, Phase::Write, Target::Lease, Misconfigured),
+            (26, Phase::Read, Target::Lease, Misconfigured),
+        ];
+        for (c, phase, target, want) in cases {
+            assert_eq!(classify_code(c, phase, target), want, "{c}");
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! Acquire of a free lease, renew and release are one statement each, counted by the
+//! lease-core `CountingStore` (calls into the store) and by sqlx's own per-statement
+//! events (every statement the SQLite connection executed, below the store; SQLite has
+//! no server to ask). A refused acquire and a takeover are one statement too.
+#![allow(missing_docs)]
+
+mod common;
+
+use std::time::Duration;
+
+use lease_core::testing::process::poll;
+use lease_core::testing::{CountingStore, FaultPlan, FaultStore};
+use lease_core::{AcquireOutcome, LeaseClient};
+use sql_lease::testing::StatementLog;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_renew_release_are_one_statement_each() {
+    let log = StatementLog::install();
+    let db = common::db_path("statements");
+    let pool = common::pool(db.path()).await;
+    let table = "lh_count_statements";
+    let store = common::store_on(&pool, table).await;
+    let counting = CountingStore::new(store.clone());
+    let client = LeaseClient::new(counting.clone());
+    let rival = LeaseClient::new(store.clone());
+    let name = "count/one-statement";
+
+    // Acquire of a free lease.
+    let mark = log.mark();
+    let lease = client
+        .try_acquire(name, Duration::from_millis(900))
+        .await
+        .expect("acquire")
+        .granted()
+        .expect("a free lease is granted");
+    let ran = log.since(mark, table);
+    assert_eq!(
+        counting.counts().round_trips(),
+        1,
+        "store calls: {:?}",
+        counting.counts()
+    );
+    assert_eq!(ran.len(), 1, "statements sqlx ran: {ran:#?}");
+    assert!(ran[0].contains("INSERT INTO") && ran[0].contains("ON CONFLICT (name) DO UPDATE"));
+
+    // A refused acquire: one statement, and the answer names the holder and its time.
+    let mark = log.mark();
+    match rival.try_acquire(name, Duration::from_secs(5)).await.expect("rival") {
+        AcquireOutcome::Held {
+            holder,
+            token,
+            retry_after,
+        } => {
+            assert_eq!(holder.as_ref(), Some(lease.holder()));
+            assert_eq!(token, lease.token());
+            assert!(retry_after > Duration::ZERO && retry_after <= Duration::from_millis(900));
+        }
+        AcquireOutcome::Granted(_) => panic!("two holders"),
+    }
+    assert_eq!(log.since(mark, table).len(), 1, "refused acquire");
+
+    // One renewal.
+    let mark = log.mark();
+    counting.reset();
+    let first = lease.valid_until();
+    assert!(
+        poll(Duration::from_secs(5), || lease.valid_until() > first).await,
+        "no renewal"
+    );
+    let ran = log.since(mark, table);
+    let n = counting.counts();
+    assert_eq!((n.renews, n.round_trips()), (1, 1), "store calls: {n:?}");
+    assert_eq!(ran.len(), 1, "statements sqlx ran: {ran:#?}");
+
+    // Release.
+    let mark = log.mark();
+    counting.reset();
+    lease.release().await.expect("release");
+    assert_eq!(
+        counting.counts().round_trips(),
+        1,
+        "store calls: {:?}",
+        counting.counts()
+    );
+    assert_eq!(log.since(mark, table).len(), 1, "release");
+
+    // Takeover of an expired lease whose holder stopped answering.
+    let frozen = FaultStore::new(store.clone(), 7);
+    let holder_client = LeaseClient::new(frozen.clone());
+    let held = holder_client
+        .try_acquire("count/expired", Duration::from_millis(300))
+        .await
+        .expect("acquire")
+        .granted()
+        .expect("granted");
+    frozen.set_plan(FaultPlan::hang());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let taken = loop {
+        let mark = log.mark();
+        let granted = client
+            .try_acquire("count/expired", Duration::from_secs(5))
+            .await
+            .expect("takeover")
+            .granted();
+        assert_eq!(log.since(mark, table).len(), 1, "one statement per attempt");
+        if let Some(l) = granted {
+            break l;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never took over");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(taken.token(), held.token().next());
+    taken.release().await.expect("release");
+    println!(
+        "statements per operation (CountingStore / sqlx): acquire 1/1, refused 1, renew 1/1, release 1/1, takeover 1"
+    );
+    pool.close().await;
+}

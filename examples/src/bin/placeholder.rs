@@ -1,3 +1,0 @@
-//! Placeholder: the payout demo replaces it.
-
-fn main() {}

@@ -1,0 +1,383 @@
+//! A singleton scheduled job, exactly once per slot, as a real program.
+//!
+//! Run several copies with the same options: each slot of the schedule runs on one of
+//! them, once, even if copies are killed and restarted or their clocks disagree. The
+//! job's effect (a row in `<prefix>_job_effects`) and its slot's "done" row are
+//! written in one transaction fenced by the run's token, so a slot is never done twice
+//! (see the `lease-jobs` crate docs for why the truth lives there).
+//!
+//! ```text
+//! cargo run -p leasehold-examples --bin scheduled-job -- --every-ms 1000 --instance a &
+//! cargo run -p leasehold-examples --bin scheduled-job -- --every-ms 1000 --instance b
+//! ```
+//!
+//! Options (all optional):
+//! - `--store sqlite:PATH | postgres:URL | etcd:HOST:PORT[,...] | memory` where the
+//!   leases live (default: an SQLite file in the temp directory).
+//! - `--data sqlite:PATH | postgres:URL` where the job's tables live (default: the
+//!   store's database; required with etcd).
+//! - `--prefix NAME` (`demo`), `--job NAME` (`report`), `--instance ID`.
+//! - `--every-ms N` (1000) or `--cron EXPR` (UTC; six fields for seconds).
+//! - `--lock-ms N` lock_at_most_for (2000), `--at-least-ms N` lock_at_least_for (0),
+//!   `--catch-up-ms N` (60000), `--keep-done-ms N` (3600000), `--work-ms N` (20),
+//!   `--missed run-late|latest|skip` (run-late), `--run-for-ms N` (default: until killed).
+//!
+//! It prints `ready`, then one line per job run (`ran`, `already-done`) and per slot
+//! event (`event ...`).
+
+use std::error::Error;
+use std::io::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lease_core::{ClientConfig, FencingToken, LeaseClient};
+use lease_jobs::{JobContext, JobSpec, MissedSlots, Schedule, Scheduler, Slot};
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::sqlite::{SqlitePool, SqlitePoolOptions};
+use sqlx::{AssertSqlSafe, Row};
+use tokio_util::sync::CancellationToken;
+
+type BoxResult<T> = Result<T, Box<dyn Error + Send + Sync>>;
+
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+struct Args {
+    store: String,
+    data: Option<String>,
+    prefix: String,
+    job: String,
+    instance: String,
+    schedule: Schedule,
+    lock: Duration,
+    at_least: Duration,
+    catch_up: Duration,
+    keep_done: Duration,
+    work: Duration,
+    missed: MissedSlots,
+    run_for: Option<Duration>,
+}
+
+fn parse_args() -> BoxResult<Args> {
+    let default_db = std::env::temp_dir().join("leasehold-examples.db");
+    let mut a = Args {
+        store: format!("sqlite:{}", default_db.display()),
+        data: None,
+        prefix: "demo".into(),
+        job: "report".into(),
+        instance: format!("pid-{}", std::process::id()),
+        schedule: Schedule::every(Duration::from_secs(1))?,
+        lock: Duration::from_secs(2),
+        at_least: Duration::ZERO,
+        catch_up: Duration::from_secs(60),
+        keep_done: Duration::from_secs(3600),
+        work: Duration::from_millis(20),
+        missed: MissedSlots::RunLateOnce,
+        run_for: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        let ms = |v: String| -> BoxResult<Duration> { Ok(Duration::from_millis(v.parse()?)) };
+        match flag.as_str() {
+            "--store" => a.store = value()?,
+            "--data" => a.data = Some(value()?),
+            "--prefix" => a.prefix = value()?,
+            "--job" => a.job = value()?,
+            "--instance" => a.instance = value()?,
+            "--every-ms" => a.schedule = Schedule::every(ms(value()?)?)?,
+            "--cron" => a.schedule = Schedule::cron(&value()?)?,
+            "--lock-ms" => a.lock = ms(value()?)?,
+            "--at-least-ms" => a.at_least = ms(value()?)?,
+            "--catch-up-ms" => a.catch_up = ms(value()?)?,
+            "--keep-done-ms" => a.keep_done = ms(value()?)?,
+            "--work-ms" => a.work = ms(value()?)?,
+            "--missed" => {
+                a.missed = match value()?.as_str() {
+                    "run-late" => MissedSlots::RunLateOnce,
+                    "latest" => MissedSlots::RunLatestOnly,
+                    "skip" => MissedSlots::Skip,
+                    other => return Err(format!("--missed {other}: run-late, latest or skip").into()),
+                }
+            }
+            "--run-for-ms" => a.run_for = Some(ms(value()?)?),
+            "-h" | "--help" => {
+                println!("see the doc comment of examples/src/bin/scheduled-job.rs");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown option {other}").into()),
+        }
+    }
+    if !a.prefix.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err("--prefix: letters, digits and _ only".into());
+    }
+    Ok(a)
+}
+
+/// Retries start-up steps for a few seconds: copies starting together on one SQLite
+/// file can find it locked for a moment.
+async fn retry<T, F, Fut>(what: &str, mut f: F) -> BoxResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = BoxResult<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match f().await {
+            Ok(v) => return Ok(v),
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                eprintln!("{what}: {e}; retrying");
+                tokio::time::sleep(Duration::from_millis(50 + u64::from(std::process::id() % 50))).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Opens the lease store named by `--store`.
+async fn lease_client(spec: &str, prefix: &str, label: &str) -> BoxResult<LeaseClient> {
+    let config = ClientConfig {
+        label: Some(label.to_owned()),
+        ..ClientConfig::default()
+    };
+    if spec == "memory" {
+        return Ok(LeaseClient::with_config(lease_core::MemoryStore::new(), config)?);
+    }
+    if let Some(path) = spec.strip_prefix("sqlite:") {
+        let cfg = store_sqlite::SqliteConfig::new().table(&format!("{prefix}_leases"))?;
+        let store = store_sqlite::SqliteStore::open_file(path, cfg).await?;
+        return Ok(LeaseClient::with_config(store, config)?);
+    }
+    if spec.starts_with("postgres:") || spec.starts_with("postgresql:") {
+        let pool = PgPoolOptions::new().max_connections(4).connect(spec).await?;
+        let cfg = store_postgres::PostgresConfig::new().table(&format!("{prefix}_leases"))?;
+        store_postgres::PostgresStore::create_schema(&pool, &cfg).await?;
+        let store = store_postgres::PostgresStore::open(pool, cfg).await?;
+        return Ok(LeaseClient::with_config(store, config)?);
+    }
+    if let Some(eps) = spec.strip_prefix("etcd:") {
+        let endpoints: Vec<String> = eps
+            .split(',')
+            .map(|e| {
+                if e.contains("://") {
+                    e.to_owned()
+                } else {
+                    format!("http://{e}")
+                }
+            })
+            .collect();
+        let client = etcd_client::Client::connect(endpoints, None).await?;
+        let store = store_etcd::EtcdStore::with_config(client, store_etcd::EtcdConfig::new(format!("{prefix}/"))?);
+        return Ok(LeaseClient::with_config(store, config)?);
+    }
+    Err(format!("unknown --store {spec}").into())
+}
+
+/// The job's own tables: the slot rows (the truth about what is done), the effects,
+/// and every attempt (to show how often a body started for a slot already done).
+enum Data {
+    Pg(PgPool),
+    Lite(SqlitePool),
+}
+
+/// What one run of the job found.
+enum Outcome {
+    Ran,
+    AlreadyDone,
+}
+
+impl Data {
+    async fn open(store: &str, data: Option<&str>) -> BoxResult<Self> {
+        let spec = match data {
+            Some(d) => d.to_owned(),
+            None if store == "memory" => "sqlite::memory:".to_owned(),
+            None if store.starts_with("etcd:") => return Err("--data is required with an etcd store".into()),
+            None => store.to_owned(),
+        };
+        if spec.starts_with("postgres:") || spec.starts_with("postgresql:") {
+            return Ok(Self::Pg(PgPoolOptions::new().max_connections(4).connect(&spec).await?));
+        }
+        if let Some(path) = spec.strip_prefix("sqlite:") {
+            let opts = if path == ":memory:" {
+                sqlx::sqlite::SqliteConnectOptions::new().in_memory(true)
+            } else {
+                store_sqlite::connect_options(path)
+            };
+            let pool = SqlitePoolOptions::new().max_connections(1).connect_with(opts).await?;
+            return Ok(Self::Lite(pool));
+        }
+        Err(format!("unknown --data {spec}").into())
+    }
+
+    async fn setup(&self, p: &str) -> BoxResult<()> {
+        let (serial, big) = match self {
+            Self::Pg(_) => ("BIGSERIAL PRIMARY KEY", "BIGINT"),
+            Self::Lite(_) => ("INTEGER PRIMARY KEY AUTOINCREMENT", "INTEGER"),
+        };
+        let ddls = [
+            format!(
+                "CREATE TABLE IF NOT EXISTS {p}_job_slots (job TEXT NOT NULL, slot {big} NOT NULL, \
+                 token {big} NOT NULL, done BOOLEAN NOT NULL, PRIMARY KEY (job, slot))"
+            ),
+            format!(
+                "CREATE TABLE IF NOT EXISTS {p}_job_effects (id {serial}, job TEXT NOT NULL, slot {big} NOT NULL, \
+                 token {big} NOT NULL, instance TEXT NOT NULL)"
+            ),
+            format!(
+                "CREATE TABLE IF NOT EXISTS {p}_job_attempts (id {serial}, job TEXT NOT NULL, slot {big} NOT NULL, \
+                 token {big} NOT NULL, instance TEXT NOT NULL)"
+            ),
+        ];
+        for ddl in ddls {
+            let run = |ddl: String| async move {
+                match self {
+                    Self::Pg(pool) => sqlx::query(AssertSqlSafe(ddl)).execute(pool).await.map(|_| ()),
+                    Self::Lite(pool) => sqlx::query(AssertSqlSafe(ddl)).execute(pool).await.map(|_| ()),
+                }
+            };
+            // Several copies start at once: a concurrent CREATE may collide once.
+            if let Err(e) = run(ddl.clone()).await {
+                run(ddl).await.map_err(|_| e)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The job: in one transaction, take the slot's row with the run's token (refused
+    /// if the slot is done, or a newer token has it), write the effect, mark the slot
+    /// done. A stale runner's token is refused; a second run finds the slot done.
+    async fn run_slot(
+        &self,
+        p: &str,
+        job: &str,
+        slot: Slot,
+        token: FencingToken,
+        instance: &str,
+        work: Duration,
+    ) -> BoxResult<Outcome> {
+        let (slot_v, t) = (i64::try_from(slot.unix_ms())?, token.to_i64()?);
+        // Placeholders: $n for Postgres, ?n for SQLite.
+        let sql = |pg: String| match self {
+            Self::Pg(_) => pg,
+            Self::Lite(_) => pg.replace('$', "?"),
+        };
+        let attempt = sql(format!(
+            "INSERT INTO {p}_job_attempts (job, slot, token, instance) VALUES ($1, $2, $3, $4)"
+        ));
+        let claim = sql(format!(
+            "INSERT INTO {p}_job_slots (job, slot, token, done) VALUES ($1, $2, $3, false) \
+             ON CONFLICT (job, slot) DO UPDATE SET token = excluded.token \
+             WHERE {p}_job_slots.token <= excluded.token AND NOT {p}_job_slots.done"
+        ));
+        let effect = sql(format!(
+            "INSERT INTO {p}_job_effects (job, slot, token, instance) VALUES ($1, $2, $3, $4)"
+        ));
+        let done = sql(format!(
+            "UPDATE {p}_job_slots SET done = true WHERE job = $1 AND slot = $2 AND token = $3"
+        ));
+        let is_done = sql(format!("SELECT done FROM {p}_job_slots WHERE job = $1 AND slot = $2"));
+        macro_rules! body {
+            ($pool:expr) => {{
+                let pool = $pool;
+                sqlx::query(AssertSqlSafe(attempt))
+                    .bind(job)
+                    .bind(slot_v)
+                    .bind(t)
+                    .bind(instance)
+                    .execute(pool)
+                    .await?;
+                let mut tx = pool.begin().await?;
+                let n = sqlx::query(AssertSqlSafe(claim))
+                    .bind(job)
+                    .bind(slot_v)
+                    .bind(t)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                if n == 0 {
+                    drop(tx);
+                    let done: bool = sqlx::query(AssertSqlSafe(is_done))
+                        .bind(job)
+                        .bind(slot_v)
+                        .fetch_one(pool)
+                        .await?
+                        .try_get(0)?;
+                    return if done {
+                        Ok(Outcome::AlreadyDone)
+                    } else {
+                        Err(format!("fenced: token {token} is stale").into())
+                    };
+                }
+                sqlx::query(AssertSqlSafe(effect))
+                    .bind(job)
+                    .bind(slot_v)
+                    .bind(t)
+                    .bind(instance)
+                    .execute(&mut *tx)
+                    .await?;
+                tokio::time::sleep(work).await;
+                sqlx::query(AssertSqlSafe(done))
+                    .bind(job)
+                    .bind(slot_v)
+                    .bind(t)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(Outcome::Ran)
+            }};
+        }
+        match self {
+            Self::Pg(pool) => body!(pool),
+            Self::Lite(pool) => body!(pool),
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> BoxResult<()> {
+    let args = parse_args()?;
+    let client = retry("open the lease store", || {
+        lease_client(&args.store, &args.prefix, &args.instance)
+    })
+    .await?;
+    let data = Arc::new(retry("open the data", || Data::open(&args.store, args.data.as_deref())).await?);
+    retry("create the tables", || data.setup(&args.prefix)).await?;
+    let spec = JobSpec::new(&args.job, args.schedule.clone(), args.lock)
+        .lock_at_least_for(args.at_least)
+        .catch_up(args.catch_up)
+        .keep_done_for(args.keep_done)
+        .missed(args.missed);
+    let scheduler = Scheduler::new(client).on_event(|e| say(&format!("event {e:?}")));
+    let shutdown = CancellationToken::new();
+    if let Some(d) = args.run_for {
+        let s = shutdown.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(d).await;
+            s.cancel();
+        });
+    }
+    say(&format!("ready instance={} pid={}", args.instance, std::process::id()));
+    let (prefix, job, instance, work) = (args.prefix.clone(), args.job.clone(), args.instance.clone(), args.work);
+    scheduler
+        .run(
+            spec,
+            move |ctx: JobContext| {
+                let (data, prefix, job, instance) = (data.clone(), prefix.clone(), job.clone(), instance.clone());
+                async move {
+                    let slot = ctx.slot().ok_or("no slot")?;
+                    match data.run_slot(&prefix, &job, slot, ctx.token(), &instance, work).await? {
+                        Outcome::Ran => say(&format!("ran slot={slot} token={}", ctx.token())),
+                        Outcome::AlreadyDone => say(&format!("already-done slot={slot} token={}", ctx.token())),
+                    }
+                    Ok::<(), Box<dyn Error + Send + Sync>>(())
+                }
+            },
+            shutdown,
+        )
+        .await?;
+    say(&format!("exit instance={}", args.instance));
+    Ok(())
+}

@@ -1,0 +1,416 @@
+//! The payout demo's database: one lease table, the batch of payouts, and a log of
+//! payout attempts, on SQLite or Postgres; and the worker that pays the batch.
+//!
+//! Every payout is one fenced `UPDATE` of its row: the row keeps the highest token that
+//! has written it (`last_token`), and the guard `last_token <= :token` is part of the
+//! statement. A worker that takes the lease first raises the fence on the whole batch to
+//! its token (one fenced statement), so any later write by an older holder, to any
+//! payout of the batch, is refused by the database.
+
+use std::error::Error;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lease_core::fence::{Dialect, FencedUpdate};
+use lease_core::{CasStore, ClientConfig, LeaseClient};
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::sqlite::{SqlitePool, SqlitePoolOptions};
+use sqlx::{AssertSqlSafe, Connection, Row};
+use store_postgres::{PostgresConfig, PostgresStore};
+use store_sqlite::{SqliteConfig, SqliteStore};
+
+/// The demo's error type.
+pub(crate) type BoxResult<T> = Result<T, Box<dyn Error + Send + Sync>>;
+
+/// The payouts in the batch.
+pub(crate) const PAYOUTS: i64 = 20;
+/// The payout during whose (slow) bank call the first worker is frozen.
+pub(crate) const FREEZE_AT: i64 = 6;
+/// The lease's time to live.
+pub(crate) const TTL: Duration = Duration::from_millis(800);
+/// How long a bank call takes, and the slow one during which the holder is frozen.
+const BANK_CALL: Duration = Duration::from_millis(20);
+const SLOW_BANK_CALL: Duration = Duration::from_secs(2);
+
+/// The tables of one demo run.
+#[derive(Debug, Clone)]
+pub(crate) struct Tables {
+    /// The lease table.
+    pub(crate) leases: String,
+    /// The payouts.
+    pub(crate) payouts: String,
+    /// The attempts log: one row per payout write attempted, before it is sent.
+    pub(crate) attempts: String,
+}
+
+impl Tables {
+    /// The tables for run `suffix`.
+    pub(crate) fn new(suffix: &str) -> Self {
+        Self {
+            leases: format!("payout_leases_{suffix}"),
+            payouts: format!("payouts_{suffix}"),
+            attempts: format!("payout_attempts_{suffix}"),
+        }
+    }
+}
+
+/// A connection to the demo's database.
+#[derive(Clone)]
+pub(crate) enum Db {
+    /// Postgres.
+    Pg(PgPool),
+    /// A SQLite file.
+    Lite(SqlitePool, std::path::PathBuf),
+}
+
+/// A bound value of the demo's own statements.
+#[derive(Debug, Clone)]
+pub(crate) enum Val {
+    /// An integer.
+    I(i64),
+    /// Text.
+    T(String),
+}
+
+impl Db {
+    /// Connects to `store`: a `postgres://` URL, or a SQLite file path.
+    pub(crate) async fn connect(store: &str) -> BoxResult<Self> {
+        if store.starts_with("postgres://") || store.starts_with("postgresql://") {
+            let pool = PgPoolOptions::new()
+                .max_connections(4)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect(store)
+                .await?;
+            Ok(Self::Pg(pool))
+        } else {
+            let path = std::path::PathBuf::from(store.strip_prefix("sqlite:").unwrap_or(store));
+            let pool = SqlitePoolOptions::new()
+                .max_connections(4)
+                .connect_with(store_sqlite::connect_options(&path))
+                .await?;
+            Ok(Self::Lite(pool, path))
+        }
+    }
+
+    /// The dialect of the demo's statements.
+    pub(crate) fn dialect(&self) -> Dialect {
+        match self {
+            Self::Pg(_) => Dialect::Postgres,
+            Self::Lite(..) => Dialect::Sqlite,
+        }
+    }
+
+    /// Placeholder `n` in this dialect.
+    pub(crate) fn ph(&self, n: usize) -> String {
+        match self {
+            Self::Pg(_) => format!("${n}"),
+            Self::Lite(..) => format!("?{n}"),
+        }
+    }
+
+    /// Creates the lease table (if needed) and opens the lease store on it.
+    pub(crate) async fn lease_store(&self, table: &str) -> BoxResult<Arc<dyn CasStore>> {
+        Ok(match self {
+            Self::Pg(pool) => {
+                let config = PostgresConfig::new().table(table)?;
+                PostgresStore::create_schema(pool, &config).await?;
+                Arc::new(PostgresStore::open(pool.clone(), config).await?)
+            }
+            Self::Lite(pool, _) => {
+                let config = SqliteConfig::new().table(table)?;
+                SqliteStore::create_schema(pool, &config).await?;
+                Arc::new(SqliteStore::open(pool.clone(), config).await?)
+            }
+        })
+    }
+
+    /// Runs a statement; the rows affected.
+    pub(crate) async fn exec(&self, sql: &str, args: &[Val]) -> BoxResult<u64> {
+        macro_rules! run {
+            ($pool:expr) => {{
+                let mut q = sqlx::query(AssertSqlSafe(sql.to_owned()));
+                for a in args {
+                    q = match a {
+                        Val::I(v) => q.bind(*v),
+                        Val::T(v) => q.bind(v.clone()),
+                    };
+                }
+                q.execute($pool).await?.rows_affected()
+            }};
+        }
+        Ok(match self {
+            Self::Pg(pool) => run!(pool),
+            Self::Lite(pool, _) => run!(pool),
+        })
+    }
+
+    /// Runs a query whose columns are all integers.
+    pub(crate) async fn ints(&self, sql: &str, args: &[Val]) -> BoxResult<Vec<Vec<i64>>> {
+        macro_rules! run {
+            ($pool:expr) => {{
+                let mut q = sqlx::query(AssertSqlSafe(sql.to_owned()));
+                for a in args {
+                    q = match a {
+                        Val::I(v) => q.bind(*v),
+                        Val::T(v) => q.bind(v.clone()),
+                    };
+                }
+                let rows = q.fetch_all($pool).await?;
+                let mut out = Vec::with_capacity(rows.len());
+                for r in &rows {
+                    let mut cols = Vec::with_capacity(r.len());
+                    for i in 0..r.len() {
+                        cols.push(r.try_get::<Option<i64>, _>(i)?.unwrap_or(0));
+                    }
+                    out.push(cols);
+                }
+                out
+            }};
+        }
+        Ok(match self {
+            Self::Pg(pool) => run!(pool),
+            Self::Lite(pool, _) => run!(pool),
+        })
+    }
+
+    /// A fenced write: `Err(FenceRejected)` when the row has seen a newer token.
+    pub(crate) async fn fenced(&self, write: &store_sqlite::FencedWrite<'_>) -> lease_core::Result<u64> {
+        match self {
+            Self::Pg(pool) => store_postgres::execute_fenced(pool, write).await,
+            Self::Lite(pool, _) => store_sqlite::execute_fenced(pool, write).await,
+        }
+    }
+
+    /// Whether a write transaction could start right now (SQLite: no frozen process is
+    /// holding the file's write lock; Postgres: always).
+    pub(crate) async fn quiescent(&self) -> bool {
+        let Self::Lite(_, path) = self else {
+            return true;
+        };
+        let options = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(path)
+            .busy_timeout(Duration::ZERO);
+        let Ok(mut conn) = sqlx::SqliteConnection::connect_with(&options).await else {
+            return false;
+        };
+        let free = sqlx::query("BEGIN IMMEDIATE").execute(&mut conn).await.is_ok();
+        if free {
+            let _ = sqlx::query("ROLLBACK").execute(&mut conn).await;
+        }
+        let _ = conn.close().await;
+        free
+    }
+
+    /// Creates the batch: `PAYOUTS` pending payouts.
+    pub(crate) async fn create_batch(&self, t: &Tables) -> BoxResult<()> {
+        let serial = match self {
+            Self::Pg(_) => "BIGSERIAL PRIMARY KEY",
+            Self::Lite(..) => "INTEGER PRIMARY KEY AUTOINCREMENT",
+        };
+        self.exec(
+            &format!(
+                "CREATE TABLE {} (id BIGINT PRIMARY KEY, batch BIGINT NOT NULL, amount_cents BIGINT NOT NULL, \
+                 status TEXT NOT NULL DEFAULT 'pending', paid_by TEXT, paid_token BIGINT, \
+                 pay_count BIGINT NOT NULL DEFAULT 0, last_token BIGINT NOT NULL DEFAULT 0)",
+                t.payouts
+            ),
+            &[],
+        )
+        .await?;
+        self.exec(
+            &format!(
+                "CREATE TABLE {} (seq {serial}, worker TEXT NOT NULL, payout_id BIGINT NOT NULL, token BIGINT NOT NULL)",
+                t.attempts
+            ),
+            &[],
+        )
+        .await?;
+        let values: Vec<String> = (1..=PAYOUTS)
+            .map(|i| format!("({i}, 1, {})", 1_000 + (i * 7_919) % 50_000))
+            .collect();
+        self.exec(
+            &format!(
+                "INSERT INTO {} (id, batch, amount_cents) VALUES {}",
+                t.payouts,
+                values.join(", ")
+            ),
+            &[],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Drops the run's tables.
+    pub(crate) async fn drop_tables(&self, t: &Tables) {
+        for table in [&t.payouts, &t.attempts, &t.leases] {
+            let _ = self.exec(&format!("DROP TABLE IF EXISTS {table}"), &[]).await;
+        }
+    }
+}
+
+/// What the database says happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Summary {
+    /// Payout writes that applied (each increments its payout's `pay_count`).
+    pub(crate) payouts_applied: i64,
+    /// Attempts carrying a token older than their payout's fence whose write left no
+    /// effect (the payout was paid with another token, or not at all).
+    pub(crate) stale_writes_refused: i64,
+    /// Payouts paid more than once.
+    pub(crate) duplicate_payouts: i64,
+    /// Payouts never paid.
+    pub(crate) lost_payouts: i64,
+}
+
+impl Summary {
+    /// Reads the summary from the run's rows.
+    pub(crate) async fn read(db: &Db, t: &Tables) -> BoxResult<Self> {
+        let rows = db
+            .ints(
+                &format!(
+                    "SELECT CAST(COALESCE(SUM(pay_count), 0) AS BIGINT), \
+                     CAST(COALESCE(SUM(CASE WHEN pay_count > 1 THEN 1 ELSE 0 END), 0) AS BIGINT), \
+                     CAST(COALESCE(SUM(CASE WHEN pay_count = 0 THEN 1 ELSE 0 END), 0) AS BIGINT) FROM {}",
+                    t.payouts
+                ),
+                &[],
+            )
+            .await?;
+        let refused = db
+            .ints(
+                &format!(
+                    "SELECT COUNT(*) FROM {a} a JOIN {p} p ON p.id = a.payout_id \
+                     WHERE a.token < p.last_token AND (p.paid_token IS NULL OR p.paid_token <> a.token)",
+                    a = t.attempts,
+                    p = t.payouts
+                ),
+                &[],
+            )
+            .await?;
+        let r = rows.first().ok_or("no summary row")?;
+        Ok(Self {
+            payouts_applied: r[0],
+            duplicate_payouts: r[1],
+            lost_payouts: r[2],
+            stale_writes_refused: refused.first().and_then(|r| r.first()).copied().unwrap_or(0),
+        })
+    }
+
+    /// The one summary line.
+    pub(crate) fn line(&self) -> String {
+        format!(
+            "summary: payouts_applied={} stale_writes_refused={} duplicate_payouts={} lost_payouts={}",
+            self.payouts_applied, self.stale_writes_refused, self.duplicate_payouts, self.lost_payouts
+        )
+    }
+
+    /// Whether the run shows what the demo claims: nothing lost or duplicated, and the
+    /// stale holder's write refused.
+    pub(crate) fn ok(&self) -> bool {
+        self.duplicate_payouts == 0 && self.lost_payouts == 0 && self.stale_writes_refused > 0
+    }
+}
+
+/// The lease that guards the batch.
+pub(crate) fn lease_name(suffix: &str) -> String {
+    format!("payouts/batch-{suffix}")
+}
+
+/// A worker: takes the batch's lease, raises the fence, pays every pending payout with
+/// fenced writes, and stops at the first refusal. Prints one line per step for the
+/// parent (`lease`, `bank-call`, `paid`, `refused`, `done`).
+///
+/// `unfenced` drops the guard from the payout writes (to show what the fence prevents).
+pub(crate) async fn work(db: &Db, t: &Tables, suffix: &str, name: &str, unfenced: bool) -> BoxResult<()> {
+    let store = db.lease_store(&t.leases).await?;
+    let config = ClientConfig {
+        label: Some(name.to_owned()),
+        ..ClientConfig::default()
+    };
+    let client = LeaseClient::from_dyn(store, config)?;
+    let waited = std::time::Instant::now();
+    let lease = client
+        .acquire_timeout(lease_name(suffix), TTL, Duration::from_secs(20))
+        .await?;
+    let token = lease.token();
+    let d = db.dialect();
+    // A new holder first raises the fence on the whole batch to its token.
+    let raise = FencedUpdate::new(&t.payouts, "last_token")?.key("batch")?.build(d)?;
+    if !unfenced {
+        db.fenced(&store_sqlite::FencedWrite::new(&raise, token).key("batch", 1_i64))
+            .await?;
+    }
+    println!("lease {token} {}", waited.elapsed().as_millis());
+    let pending = db
+        .ints(
+            &format!(
+                "SELECT id, amount_cents FROM {} WHERE pay_count = 0 ORDER BY id",
+                t.payouts
+            ),
+            &[],
+        )
+        .await?;
+    let pay = FencedUpdate::new(&t.payouts, "last_token")?
+        .set("status")?
+        .set("paid_by")?
+        .set("paid_token")?
+        .increment("pay_count")?
+        .key("id")?
+        .build(d)?;
+    let log_attempt = format!(
+        "INSERT INTO {} (worker, payout_id, token) VALUES ({}, {}, {})",
+        t.attempts,
+        db.ph(1),
+        db.ph(2),
+        db.ph(3)
+    );
+    let unfenced_pay = format!(
+        "UPDATE {} SET status = 'paid', paid_by = {}, paid_token = {}, pay_count = pay_count + 1, last_token = {} WHERE id = {}",
+        t.payouts,
+        db.ph(1),
+        db.ph(2),
+        db.ph(2),
+        db.ph(3)
+    );
+    let tok = token.to_i64()?;
+    for row in pending {
+        let (id, cents) = (row[0], row[1]);
+        if !lease.is_valid() {
+            println!("lost-lease {id}");
+            break;
+        }
+        db.exec(&log_attempt, &[Val::T(name.to_owned()), Val::I(id), Val::I(tok)])
+            .await?;
+        println!("bank-call {id} {cents}");
+        // The bank call: the holder checked its lease above and now waits on the bank.
+        let slow = name == "alpha" && id == FREEZE_AT;
+        tokio::time::sleep(if slow { SLOW_BANK_CALL } else { BANK_CALL }).await;
+        let outcome = if unfenced {
+            db.exec(&unfenced_pay, &[Val::T(name.to_owned()), Val::I(tok), Val::I(id)])
+                .await
+                .map_err(|e| lease_core::Error::invalid("payout", e.to_string()))
+        } else {
+            let write = store_sqlite::FencedWrite::new(&pay, token)
+                .value("status", "paid")
+                .value("paid_by", name)
+                .value("paid_token", tok)
+                .value("pay_count", 1_i64)
+                .key("id", id);
+            db.fenced(&write).await
+        };
+        match outcome {
+            Ok(_) => println!("paid {id} {cents}"),
+            Err(lease_core::Error::FenceRejected { .. }) => {
+                println!("refused {id} {token}");
+                break;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if lease.is_valid() {
+        lease.release().await?;
+        println!("released");
+    }
+    println!("done");
+    Ok(())
+}
