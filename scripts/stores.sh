@@ -159,11 +159,22 @@ export LEASEHOLD_MOTO_ENDPOINT=http://127.0.0.1:$MOTO_PORT
 ENV
 }
 
+# The ports above sit inside Linux's ephemeral range (32768-60999): a client's outgoing
+# connection may take one as its source port and a store (or a test's own instance)
+# then fails to bind. Reserve the project's ranges so the kernel never hands them out.
+reserve_ports() {
+  local f=/proc/sys/net/ipv4/ip_local_reserved_ports want="52379-52699,55000-55699,56379-56599"
+  [ -w "$f" ] || { log "note: cannot reserve ports ($f not writable)"; return 0; }
+  local cur; cur=$(cat "$f")
+  case ",$cur," in *",$want,"*) return 0 ;; esac
+  echo "${cur:+$cur,}$want" >"$f" 2>/dev/null || log "note: could not reserve ports"
+}
+
 cmd=${1:-}; shift || true
 names=("$@"); [ ${#names[@]} -gt 0 ] || names=("${ALL[@]}")
 mkdir -p "$DIR"
 case "$cmd" in
-  start) for n in "${names[@]}"; do "start_$n"; done ;;
+  start) reserve_ports; for n in "${names[@]}"; do "start_$n"; done ;;
   stop) for n in "${names[@]}"; do "stop_$n"; done ;;
   restart) for n in "${names[@]}"; do "stop_$n"; "start_$n"; done ;;
   start-etcd-member) start_etcd_member "${names[0]}" ;;
