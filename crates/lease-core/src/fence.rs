@@ -82,6 +82,8 @@ pub enum Param {
 /// A generated statement and its parameter order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FencedStatement {
+    /// The dialect it was built for (its placeholder and quoting style).
+    pub dialect: Dialect,
     /// The SQL text.
     pub sql: String,
     /// What to bind, placeholder by placeholder.
@@ -272,7 +274,11 @@ impl FencedUpdate {
         }
         let ph = p.token();
         write!(sql, "{tok} {} {ph}", self.mode.op()).ok();
-        Ok(FencedStatement { sql, params: p.params })
+        Ok(FencedStatement {
+            dialect,
+            sql,
+            params: p.params,
+        })
     }
 
     /// Insert the row if it does not exist, otherwise the fenced update:
@@ -325,7 +331,11 @@ impl FencedUpdate {
             sets.join(", "),
             self.mode.op()
         );
-        Ok(FencedStatement { sql, params: p.params })
+        Ok(FencedStatement {
+            dialect,
+            sql,
+            params: p.params,
+        })
     }
 }
 

@@ -27,7 +27,7 @@ where
     E: Executor<'e, Database = Postgres>,
 {
     let statement = write.statement();
-    if !statement.params.is_empty() && !statement.sql.contains("$1") {
+    if statement.dialect != lease_core::fence::Dialect::Postgres {
         return Err(Error::invalid(
             "fenced write",
             "the statement was not built for Dialect::Postgres",

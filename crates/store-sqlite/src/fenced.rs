@@ -27,7 +27,7 @@ where
     E: Executor<'e, Database = Sqlite>,
 {
     let statement = write.statement();
-    if statement.sql.contains("$1") || (!statement.params.is_empty() && !statement.sql.contains('?')) {
+    if statement.dialect != lease_core::fence::Dialect::Sqlite {
         return Err(Error::invalid(
             "fenced write",
             "the statement was not built for Dialect::Sqlite",
