@@ -78,18 +78,29 @@ impl SqliteStore {
     /// # Errors
     /// [`Error::Misconfigured`] when the file cannot be opened or holds a wrong table.
     pub async fn open_file(path: impl AsRef<Path>, config: SqliteConfig) -> Result<Self> {
+        // Several processes opening one new file at once can be refused with SQLITE_BUSY
+        // without waiting (switching to WAL, or a read upgraded to a write in WAL mode
+        // ignores the busy timeout): retry those, within the busy timeout.
+        let deadline = tokio::time::Instant::now() + crate::config::DEFAULT_BUSY_TIMEOUT;
+        let mut pause = std::time::Duration::from_millis(5);
+        loop {
+            match Self::open_file_once(path.as_ref(), config.clone()).await {
+                Err(e) if e.is_retryable() && tokio::time::Instant::now() + pause < deadline => {
+                    tracing::debug!(error = %e, "sqlite file busy while opening; retrying");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(std::time::Duration::from_millis(200));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn open_file_once(path: &Path, config: SqliteConfig) -> Result<Self> {
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
-            .connect_with(connect_options(path.as_ref()))
+            .connect_with(connect_options(path))
             .await
-            .map_err(|e| {
-                map_error(
-                    e,
-                    Phase::Connect,
-                    Target::Lease,
-                    &format!("open {}", path.as_ref().display()),
-                )
-            })?;
+            .map_err(|e| map_error(e, Phase::Connect, Target::Lease, &format!("open {}", path.display())))?;
         Self::create_schema(&pool, &config).await?;
         Self::open(pool, config).await
     }
