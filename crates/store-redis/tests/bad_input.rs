@@ -353,6 +353,9 @@ async fn a_connection_dropped_after_sending_is_indeterminate_never_a_grant() {
     )
     .expect("store");
     let name = LeaseName::new("dropped/write").expect("name");
+    // The scripts must be in the server's cache: on a fresh server the first EVALSHA is
+    // answered NOSCRIPT without running, and dropping that reply proves nothing.
+    direct.load_scripts().await.expect("load scripts");
     proxy.set_mode(ProxyMode::DropReply);
     let w = via_proxy
         .write(&name, &Precondition::Claimable, &record("a", 1, 5_000))
