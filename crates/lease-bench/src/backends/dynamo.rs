@@ -1,0 +1,302 @@
+//! DynamoDB on moto: `store-dynamo` (one conditional `UpdateItem` per operation)
+//! against the bare conditional `UpdateItem` of a hand-written lock.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
+use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+};
+use lease_core::CasStore;
+use store_dynamo::DynamoStore;
+
+use super::{Backend, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env, ttl_ms};
+use crate::{Result, fail};
+
+const KEY: &str = "lock_key";
+
+/// moto's DynamoDB, with tables of this run.
+pub(crate) struct DynamoBackend {
+    endpoint: String,
+    lib_table: String,
+    raw_table: String,
+}
+
+/// A client for `endpoint` with static dummy credentials and explicit timeouts: nothing
+/// is read from the environment or instance metadata.
+pub(crate) fn client(endpoint: &str) -> Client {
+    let config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("lhbench", "lhbench", None, None, "static"))
+        .endpoint_url(endpoint)
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(2))
+                .operation_attempt_timeout(Duration::from_secs(10))
+                .operation_timeout(Duration::from_secs(10))
+                .build(),
+        )
+        .build();
+    Client::from_conf(config)
+}
+
+/// The moto version installed in the project's venv.
+pub(crate) fn moto_version() -> String {
+    let venv = std::env::var("LEASEHOLD_VENV").unwrap_or_else(|_| {
+        format!(
+            "{}/.cache/leasehold-venv",
+            std::env::var("HOME").unwrap_or_else(|_| "/root".into())
+        )
+    });
+    crate::machine::command_output(
+        &format!("{venv}/bin/python"),
+        &["-c", "import moto; print(moto.__version__)"],
+    )
+    .map_or_else(|| "moto (version unknown)".into(), |v| format!("moto {v}"))
+}
+
+impl DynamoBackend {
+    pub(crate) async fn open(tag: &str) -> Result<Self> {
+        let endpoint = env("LEASEHOLD_MOTO_ENDPOINT")?;
+        let lib_table = format!("lhbench-{tag}");
+        let raw_table = format!("lhbench-raw-{tag}");
+        let c = client(&endpoint);
+        DynamoStore::new(c.clone(), lib_table.as_str())?.create_table().await?;
+        c.create_table()
+            .table_name(&raw_table)
+            .billing_mode(BillingMode::PayPerRequest)
+            .attribute_definitions(
+                AttributeDefinition::builder()
+                    .attribute_name(KEY)
+                    .attribute_type(ScalarAttributeType::S)
+                    .build()?,
+            )
+            .key_schema(
+                KeySchemaElement::builder()
+                    .attribute_name(KEY)
+                    .key_type(KeyType::Hash)
+                    .build()?,
+            )
+            .send()
+            .await?;
+        Ok(Self {
+            endpoint,
+            lib_table,
+            raw_table,
+        })
+    }
+}
+
+#[async_trait]
+impl Backend for DynamoBackend {
+    fn kind(&self) -> StoreKind {
+        StoreKind::Dynamo
+    }
+
+    async fn store(&self) -> Result<Arc<dyn CasStore>> {
+        Ok(Arc::new(DynamoStore::new(
+            client(&self.endpoint),
+            self.lib_table.as_str(),
+        )?))
+    }
+
+    async fn floor(&self) -> Result<Box<dyn Floor>> {
+        Ok(Box::new(DynamoFloor {
+            client: client(&self.endpoint),
+            table: self.raw_table.clone(),
+        }))
+    }
+
+    async fn describe(&self) -> Result<StoreInfo> {
+        Ok(StoreInfo {
+            kind: StoreKind::Dynamo,
+            version: format!("{} (DynamoDB emulator, Python)", moto_version()),
+            settings: vec![
+                format!(
+                    "moto's server on {}, in memory, run by `scripts/moto_serial.py` (one request at a time: moto \
+                     alone applies racing conditional writes non-atomically); aws-sdk-dynamodb 1.x, static credentials",
+                    self.endpoint
+                ),
+                "an emulator's latency is Python's, not DynamoDB's: read the ratios, not the absolute times".into(),
+            ],
+            library_ops: OpTexts {
+                acquire: "one `UpdateItem` (`SET` the record with a fresh random version; condition `version = :seen` after a release, `attribute_not_exists(key)` for a new name; `ReturnValues ALL_NEW`, `ReturnValuesOnConditionCheckFailure ALL_OLD`)".into(),
+                renew: "one `UpdateItem` on `version = :v`".into(),
+                release: "one `UpdateItem` on `version = :v` (`REMOVE holder`, token kept)".into(),
+                takeover: "one `UpdateItem` on the version watched for TTL + margin (the watching read is not timed)".into(),
+            },
+            floor_ops: OpTexts {
+                acquire: "`UpdateItem SET holder, rvn` if `attribute_not_exists(key) OR attribute_not_exists(holder)`".into(),
+                renew: "`UpdateItem SET rvn, ttl_ms` if `rvn = :old`".into(),
+                release: "`UpdateItem REMOVE holder SET rvn` if `rvn = :old`".into(),
+                takeover: "`UpdateItem SET holder, rvn` if `rvn = :seen` (after watching it for the TTL, not timed)".into(),
+            },
+        })
+    }
+
+    async fn cleanup(&self) -> Result<()> {
+        // moto keeps tables in memory; deleting them is this run's own business.
+        let c = client(&self.endpoint);
+        for t in [&self.lib_table, &self.raw_table] {
+            c.delete_table().table_name(t).send().await?;
+        }
+        Ok(())
+    }
+}
+
+struct DynamoFloor {
+    client: Client,
+    table: String,
+}
+
+fn rvn() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+impl DynamoFloor {
+    /// One conditional `UpdateItem`; `Ok(None)` when the condition failed.
+    async fn update(
+        &self,
+        key: &str,
+        update: &str,
+        condition: &str,
+        values: HashMap<String, AttributeValue>,
+    ) -> Result<Option<()>> {
+        let mut req = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key(KEY, AttributeValue::S(key.to_owned()))
+            .update_expression(update)
+            .condition_expression(condition)
+            .expression_attribute_names("#k", KEY);
+        for (k, v) in values {
+            req = req.expression_attribute_values(k, v);
+        }
+        match req.send().await {
+            Ok(_) => Ok(Some(())),
+            Err(e) => {
+                if e.as_service_error().is_some_and(
+                    aws_sdk_dynamodb::operation::update_item::UpdateItemError::is_conditional_check_failed_exception,
+                ) {
+                    Ok(None)
+                } else {
+                    Err(e.into())
+                }
+            }
+        }
+    }
+
+    async fn take(
+        &self,
+        key: &str,
+        holder: &str,
+        ttl: Duration,
+        condition: &str,
+        seen: Option<&str>,
+    ) -> Result<Option<RawLock>> {
+        let version = rvn();
+        let mut values = HashMap::from([
+            (":h".to_owned(), AttributeValue::S(holder.to_owned())),
+            (":r".to_owned(), AttributeValue::S(version.clone())),
+            (":t".to_owned(), AttributeValue::N(ttl_ms(ttl).to_string())),
+        ]);
+        if let Some(s) = seen {
+            values.insert(":seen".into(), AttributeValue::S(s.to_owned()));
+        }
+        Ok(self
+            .update(key, "SET holder = :h, rvn = :r, ttl_ms = :t", condition, values)
+            .await?
+            .map(|()| RawLock {
+                key: key.to_owned(),
+                holder: holder.to_owned(),
+                version,
+            }))
+    }
+}
+
+#[async_trait]
+impl Floor for DynamoFloor {
+    async fn acquire(&self, key: &str, holder: &str, ttl: Duration) -> Result<RawLock> {
+        self.take(
+            key,
+            holder,
+            ttl,
+            "attribute_not_exists(#k) OR attribute_not_exists(holder)",
+            None,
+        )
+        .await?
+        .ok_or_else(|| fail(format!("dynamo floor: {key} is not free")))
+    }
+
+    async fn renew(&self, lock: &mut RawLock, ttl: Duration) -> Result<()> {
+        let new = rvn();
+        let values = HashMap::from([
+            (":old".to_owned(), AttributeValue::S(lock.version.clone())),
+            (":r".to_owned(), AttributeValue::S(new.clone())),
+            (":t".to_owned(), AttributeValue::N(ttl_ms(ttl).to_string())),
+        ]);
+        self.update(
+            &lock.key,
+            "SET rvn = :r, ttl_ms = :t",
+            "attribute_exists(#k) AND rvn = :old",
+            values,
+        )
+        .await?
+        .ok_or_else(|| fail(format!("dynamo floor: lost {}", lock.key)))?;
+        lock.version = new;
+        Ok(())
+    }
+
+    async fn release(&self, lock: RawLock) -> Result<()> {
+        let values = HashMap::from([
+            (":old".to_owned(), AttributeValue::S(lock.version.clone())),
+            (":r".to_owned(), AttributeValue::S(rvn())),
+        ]);
+        self.update(
+            &lock.key,
+            "REMOVE holder SET rvn = :r",
+            "attribute_exists(#k) AND rvn = :old",
+            values,
+        )
+        .await?
+        .ok_or_else(|| fail(format!("dynamo floor: lost {}", lock.key)))
+    }
+
+    async fn plant(&self, key: &str, ttl: Duration) -> Result<()> {
+        self.take(key, "raw-crashed", ttl, "attribute_not_exists(#k)", None)
+            .await?
+            .map(drop)
+            .ok_or_else(|| fail(format!("dynamo floor: cannot plant {key}")))
+    }
+
+    async fn observe(&self, key: &str) -> Result<Observed> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(KEY, AttributeValue::S(key.to_owned()))
+            .consistent_read(true)
+            .send()
+            .await?;
+        Ok(out
+            .item()
+            .and_then(|i| i.get("rvn"))
+            .and_then(|v| v.as_s().ok())
+            .cloned())
+    }
+
+    async fn takeover(&self, key: &str, seen: &Observed, holder: &str, ttl: Duration) -> Result<Option<RawLock>> {
+        let seen = seen
+            .as_deref()
+            .ok_or_else(|| fail(format!("dynamo floor: {key} was never observed")))?;
+        self.take(key, holder, ttl, "attribute_exists(#k) AND rvn = :seen", Some(seen))
+            .await
+    }
+}

@@ -1,0 +1,137 @@
+//! `MemoryStore`: the library's own cost with no network. Its floor is the store's own
+//! `CasStore` call, so the ratio is what the lease client adds around one store call.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lease_core::{
+    CasOutcome, CasStore, FencingToken, HolderId, LeaseName, LeaseRecord, MemoryStore, Precondition, Ttl,
+};
+
+use super::{Backend, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind};
+use crate::{Result, fail};
+
+/// The in-process store.
+#[derive(Debug)]
+pub(crate) struct MemoryBackend {
+    store: MemoryStore,
+}
+
+impl MemoryBackend {
+    pub(crate) fn new() -> Self {
+        Self {
+            store: MemoryStore::new(),
+        }
+    }
+}
+
+#[async_trait]
+impl Backend for MemoryBackend {
+    fn kind(&self) -> StoreKind {
+        StoreKind::Memory
+    }
+
+    async fn store(&self) -> Result<Arc<dyn CasStore>> {
+        Ok(Arc::new(self.store.clone()))
+    }
+
+    async fn floor(&self) -> Result<Box<dyn Floor>> {
+        Ok(Box::new(MemoryFloor {
+            store: self.store.clone(),
+        }))
+    }
+
+    async fn describe(&self) -> Result<StoreInfo> {
+        Ok(StoreInfo {
+            kind: StoreKind::Memory,
+            version: format!("lease-core {}", env!("CARGO_PKG_VERSION")),
+            settings: vec!["in process; records kept encoded, expiry on Tokio's clock".into()],
+            library_ops: OpTexts {
+                acquire: "`LeaseClient::try_acquire` (decision, one `write(Claimable)`, registration with the renewal driver)".into(),
+                renew: "`CasStore::renew` with the record the renewal driver builds".into(),
+                release: "`Lease::release` (message to the driver, one `write(Version)` of the vacant record, reply)".into(),
+                takeover: "`LeaseClient::try_acquire` on an expired lease (one `write(Claimable)`)".into(),
+            },
+            floor_ops: OpTexts {
+                acquire: "`MemoryStore::write(Claimable)` called directly".into(),
+                renew: "`MemoryStore::write(Version)` called directly".into(),
+                release: "`MemoryStore::write(Version)` of the vacant record, called directly".into(),
+                takeover: "`MemoryStore::write(Claimable)` on the expired record, called directly".into(),
+            },
+        })
+    }
+
+    async fn cleanup(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+struct MemoryFloor {
+    store: MemoryStore,
+}
+
+fn record(holder: &str, ttl: Duration) -> Result<LeaseRecord> {
+    Ok(LeaseRecord::held(
+        HolderId::new(holder)?,
+        FencingToken::FIRST,
+        Ttl::new(ttl)?,
+    ))
+}
+
+impl MemoryFloor {
+    async fn claim(&self, key: &str, holder: &str, ttl: Duration) -> Result<Option<RawLock>> {
+        let name = LeaseName::new(key)?;
+        match self
+            .store
+            .write(&name, &Precondition::Claimable, &record(holder, ttl)?)
+            .await?
+        {
+            CasOutcome::Written(s) => Ok(Some(RawLock {
+                key: key.to_owned(),
+                holder: holder.to_owned(),
+                version: s.version.as_str().to_owned(),
+            })),
+            CasOutcome::Conflict(_) => Ok(None),
+        }
+    }
+
+    async fn on_version(&self, lock: &RawLock, rec: LeaseRecord) -> Result<String> {
+        let name = LeaseName::new(&lock.key)?;
+        let expect = Precondition::Version(lease_core::Version::new(lock.version.as_str()));
+        match self.store.write(&name, &expect, &rec).await? {
+            CasOutcome::Written(s) => Ok(s.version.as_str().to_owned()),
+            CasOutcome::Conflict(_) => Err(fail(format!("memory floor: lost {}", lock.key))),
+        }
+    }
+}
+
+#[async_trait]
+impl Floor for MemoryFloor {
+    async fn acquire(&self, key: &str, holder: &str, ttl: Duration) -> Result<RawLock> {
+        self.claim(key, holder, ttl)
+            .await?
+            .ok_or_else(|| fail(format!("memory floor: {key} is not free")))
+    }
+
+    async fn renew(&self, lock: &mut RawLock, ttl: Duration) -> Result<()> {
+        lock.version = self.on_version(lock, record(&lock.holder, ttl)?).await?;
+        Ok(())
+    }
+
+    async fn release(&self, lock: RawLock) -> Result<()> {
+        let rec = record(&lock.holder, Duration::from_secs(1))?.vacated();
+        self.on_version(&lock, rec).await.map(drop)
+    }
+
+    async fn plant(&self, key: &str, ttl: Duration) -> Result<()> {
+        self.claim(key, "raw-crashed", ttl)
+            .await?
+            .map(drop)
+            .ok_or_else(|| fail(format!("memory floor: cannot plant {key}")))
+    }
+
+    async fn takeover(&self, key: &str, _seen: &Observed, holder: &str, ttl: Duration) -> Result<Option<RawLock>> {
+        self.claim(key, holder, ttl).await
+    }
+}

@@ -1,0 +1,214 @@
+//! The stores under test: each opens the library's store for its server and a
+//! *floor*, the bare operations a hand-written lock on the same server would send.
+
+mod dynamo;
+mod etcd;
+mod memory;
+mod postgres;
+mod redis;
+mod s3;
+mod sqlite;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lease_core::CasStore;
+
+use crate::{Result, fail};
+
+/// The stores the benchmarks know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StoreKind {
+    /// `lease_core::MemoryStore`, in process (the library's own cost, no network).
+    Memory,
+    /// `store-postgres`.
+    Postgres,
+    /// `store-sqlite`.
+    Sqlite,
+    /// `store-etcd`.
+    Etcd,
+    /// `store-dynamo` on moto.
+    Dynamo,
+    /// `store-s3` on moto.
+    S3,
+    /// `store-redis` (efficiency-only).
+    Redis,
+}
+
+impl StoreKind {
+    /// Every store, in report order.
+    pub const ALL: [StoreKind; 7] = [
+        StoreKind::Memory,
+        StoreKind::Postgres,
+        StoreKind::Sqlite,
+        StoreKind::Etcd,
+        StoreKind::Dynamo,
+        StoreKind::S3,
+        StoreKind::Redis,
+    ];
+
+    /// The name used in the report.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Memory => "MemoryStore",
+            Self::Postgres => "Postgres",
+            Self::Sqlite => "SQLite",
+            Self::Etcd => "etcd",
+            Self::Dynamo => "DynamoDB (moto)",
+            Self::S3 => "S3 (moto)",
+            Self::Redis => "Redis",
+        }
+    }
+
+    /// The name on the command line (`--stores`).
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::Memory => "memory",
+            Self::Postgres => "postgres",
+            Self::Sqlite => "sqlite",
+            Self::Etcd => "etcd",
+            Self::Dynamo => "dynamo",
+            Self::S3 => "s3",
+            Self::Redis => "redis",
+        }
+    }
+
+    /// Parses [`StoreKind::key`].
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.key() == s)
+    }
+
+    /// Served by the emulator (slower per request; fewer samples).
+    pub fn emulated(self) -> bool {
+        matches!(self, Self::Dynamo | Self::S3)
+    }
+
+    /// Part of the scale benchmark (issue: MemoryStore and Postgres).
+    pub fn scales(self) -> bool {
+        matches!(self, Self::Memory | Self::Postgres)
+    }
+}
+
+/// A lock taken by a floor, as the hand-written lock would keep it.
+#[derive(Debug, Clone)]
+pub struct RawLock {
+    /// The store key.
+    pub key: String,
+    /// The holder value written.
+    pub holder: String,
+    /// What the next conditional write must compare (ETag, version, revision, token).
+    pub version: String,
+}
+
+/// What a challenger learned of a planted lock before waiting for it to expire.
+pub type Observed = Option<String>;
+
+/// The bare operations of a hand-written lock: one request each, no library.
+#[async_trait]
+pub trait Floor: Send + Sync {
+    /// Takes a free lock (absent or released key).
+    async fn acquire(&self, key: &str, holder: &str, ttl: Duration) -> Result<RawLock>;
+    /// Extends a held lock.
+    async fn renew(&self, lock: &mut RawLock, ttl: Duration) -> Result<()>;
+    /// Gives a held lock back.
+    async fn release(&self, lock: RawLock) -> Result<()>;
+    /// Writes a lock held by a crashed holder that expires after `ttl` (not timed).
+    async fn plant(&self, key: &str, ttl: Duration) -> Result<()>;
+    /// What a challenger reads before waiting out the holder (not timed).
+    async fn observe(&self, key: &str) -> Result<Observed> {
+        let _ = key;
+        Ok(None)
+    }
+    /// Takes over an expired lock: `Ok(None)` when the store still shows it held (the
+    /// caller retries; only the successful attempt is timed).
+    async fn takeover(&self, key: &str, seen: &Observed, holder: &str, ttl: Duration) -> Result<Option<RawLock>>;
+}
+
+/// What the report says about one store.
+#[derive(Debug, Clone)]
+pub struct StoreInfo {
+    /// Which store.
+    pub kind: StoreKind,
+    /// Server version.
+    pub version: String,
+    /// Settings that matter for the figures (durability, pool sizes, ...).
+    pub settings: Vec<String>,
+    /// What the library sends per operation.
+    pub library_ops: OpTexts,
+    /// What the floor sends per operation.
+    pub floor_ops: OpTexts,
+}
+
+/// One line per operation.
+#[derive(Debug, Clone, Default)]
+pub struct OpTexts {
+    /// Acquire of a free lease.
+    pub acquire: String,
+    /// Renewal.
+    pub renew: String,
+    /// Release.
+    pub release: String,
+    /// Takeover of an expired lease.
+    pub takeover: String,
+}
+
+/// One store under test.
+#[async_trait]
+pub trait Backend: Send + Sync {
+    /// Which store.
+    fn kind(&self) -> StoreKind;
+    /// A new store instance (own connections) on this run's namespace; instances of
+    /// one backend see the same records.
+    async fn store(&self) -> Result<Arc<dyn CasStore>>;
+    /// The floor: bare operations on the same server.
+    async fn floor(&self) -> Result<Box<dyn Floor>>;
+    /// Version and settings, for the report.
+    async fn describe(&self) -> Result<StoreInfo>;
+    /// Removes what this run created (its own tables, keys, files).
+    async fn cleanup(&self) -> Result<()>;
+    /// The peer lock on the same server, compared with this store (table 3), if any.
+    async fn peer(&self, plan: &crate::Plan) -> Result<Option<crate::peers::PeerResult>> {
+        let _ = plan;
+        Ok(None)
+    }
+}
+
+/// Opens the backend of `kind` for the run tagged `tag`.
+///
+/// # Errors
+/// A missing `LEASEHOLD_*` variable or an unreachable store.
+pub async fn open(kind: StoreKind, tag: &str) -> Result<Box<dyn Backend>> {
+    Ok(match kind {
+        StoreKind::Memory => Box::new(memory::MemoryBackend::new()),
+        StoreKind::Postgres => Box::new(postgres::PostgresBackend::open(tag).await?),
+        StoreKind::Sqlite => Box::new(sqlite::SqliteBackend::open(tag).await?),
+        StoreKind::Etcd => Box::new(etcd::EtcdBackend::open(tag).await?),
+        StoreKind::Dynamo => Box::new(dynamo::DynamoBackend::open(tag).await?),
+        StoreKind::S3 => Box::new(s3::S3Backend::open(tag).await?),
+        StoreKind::Redis => Box::new(redis::RedisBackend::open(tag).await?),
+    })
+}
+
+/// A required environment variable (set by `eval "$(scripts/stores.sh env)"`).
+///
+/// # Errors
+/// When it is not set, naming the command that sets it.
+pub fn env(var: &str) -> Result<String> {
+    std::env::var(var).map_err(|_| {
+        fail(format!(
+            "{var} is not set: start the stores with `scripts/stores.sh start` and \
+             `eval \"$(scripts/stores.sh env)\"` (scripts/bench.sh does both)"
+        ))
+    })
+}
+
+/// TTL in whole milliseconds for the stores' own commands.
+pub(crate) fn ttl_ms(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A random holder value of a floor lock (as a hand-written lock would use).
+pub(crate) fn holder_value() -> String {
+    format!("raw-{:016x}", rand::random::<u64>())
+}

@@ -1,0 +1,267 @@
+//! Postgres: `store-postgres` (one CTE statement per operation) against the bare
+//! `INSERT … ON CONFLICT … RETURNING` lock, and against sqlx's `PgAdvisoryLock`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lease_core::{CasStore, ClientConfig};
+use sqlx::postgres::{PgAdvisoryLock, PgPool, PgPoolOptions};
+use sqlx::{AssertSqlSafe, Either, Row};
+use store_postgres::{PostgresConfig, PostgresStore};
+
+use super::{Backend, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env, ttl_ms};
+use crate::peers::{Cycle, LibraryCycle, PeerResult, compare};
+use crate::stats::time;
+use crate::{Plan, Result, client_for, fail};
+
+/// Connections per pool (the shared server allows 200 for every helper and test).
+const POOL_SIZE: u32 = 10;
+
+/// The shared Postgres, with tables of this run.
+pub(crate) struct PostgresBackend {
+    url: String,
+    lib_table: String,
+    raw_table: String,
+    admin: PgPool,
+}
+
+async fn pool(url: &str, size: u32) -> Result<PgPool> {
+    PgPoolOptions::new()
+        .max_connections(size)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect(url)
+        .await
+        .map_err(|e| fail(format!("cannot reach Postgres at {url}: {e}")))
+}
+
+impl PostgresBackend {
+    pub(crate) async fn open(tag: &str) -> Result<Self> {
+        let url = env("LEASEHOLD_PG_URL")?;
+        let admin = pool(&url, 2).await?;
+        let lib_table = format!("lhbench_{tag}");
+        let raw_table = format!("lhbench_raw_{tag}");
+        PostgresStore::create_schema(&admin, &PostgresConfig::new().table(&lib_table)?).await?;
+        let create = format!(
+            "CREATE TABLE {raw_table} (name TEXT PRIMARY KEY, holder TEXT, token BIGINT NOT NULL, \
+             expires_at TIMESTAMPTZ NOT NULL)"
+        );
+        sqlx::query(AssertSqlSafe(create)).execute(&admin).await?;
+        Ok(Self {
+            url,
+            lib_table,
+            raw_table,
+            admin,
+        })
+    }
+}
+
+#[async_trait]
+impl Backend for PostgresBackend {
+    fn kind(&self) -> StoreKind {
+        StoreKind::Postgres
+    }
+
+    async fn store(&self) -> Result<Arc<dyn CasStore>> {
+        let pool = pool(&self.url, POOL_SIZE).await?;
+        Ok(Arc::new(
+            PostgresStore::open(pool, PostgresConfig::new().table(&self.lib_table)?).await?,
+        ))
+    }
+
+    async fn floor(&self) -> Result<Box<dyn Floor>> {
+        let t = &self.raw_table;
+        Ok(Box::new(PostgresFloor {
+            pool: pool(&self.url, POOL_SIZE).await?,
+            acquire: format!(
+                "INSERT INTO {t} AS l (name, holder, token, expires_at) VALUES ($1, $2, 1, now() + $3 * interval '1 millisecond') \
+                 ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, token = l.token + 1, expires_at = EXCLUDED.expires_at \
+                 WHERE l.holder IS NULL OR l.expires_at <= now() RETURNING token"
+            ),
+            renew: format!(
+                "UPDATE {t} SET expires_at = now() + $3 * interval '1 millisecond' WHERE name = $1 AND holder = $2 AND token = $4"
+            ),
+            release: format!("UPDATE {t} SET holder = NULL WHERE name = $1 AND holder = $2 AND token = $3"),
+        }))
+    }
+
+    async fn describe(&self) -> Result<StoreInfo> {
+        let show = |what: &'static str| async move {
+            let row = sqlx::query(AssertSqlSafe(format!("SHOW {what}")))
+                .fetch_one(&self.admin)
+                .await?;
+            Ok::<String, crate::BenchError>(row.try_get::<String, _>(0)?)
+        };
+        let version: String = sqlx::query_scalar("SHOW server_version").fetch_one(&self.admin).await?;
+        Ok(StoreInfo {
+            kind: StoreKind::Postgres,
+            version: format!("PostgreSQL {version}"),
+            settings: vec![
+                format!(
+                    "fsync={}, synchronous_commit={}, wal_sync_method={}, shared_buffers={}: every lease write waits for its WAL flush",
+                    show("fsync").await?,
+                    show("synchronous_commit").await?,
+                    show("wal_sync_method").await?,
+                    show("shared_buffers").await?
+                ),
+                format!("loopback TCP; sqlx pools of {POOL_SIZE} connections (library, floor and peer each their own)"),
+                "store-postgres also keeps one `LISTEN` connection per store for waiters".into(),
+            ],
+            library_ops: OpTexts {
+                acquire: "one statement: `WITH w AS (INSERT … ON CONFLICT (name) DO UPDATE … WHERE claimable AND valid RETURNING …) SELECT … FROM w UNION ALL SELECT current row WHERE NOT EXISTS (w)`".into(),
+                renew: "one statement: the same CTE around `UPDATE … WHERE name = $1 AND version = $v`".into(),
+                release: "one statement: the `UPDATE` CTE writing the vacant record, with `pg_notify` to wake waiters".into(),
+                takeover: "the acquire statement on an expired row".into(),
+            },
+            floor_ops: OpTexts {
+                acquire: "`INSERT … ON CONFLICT (name) DO UPDATE SET holder, token + 1, expires_at WHERE holder IS NULL OR expires_at <= now() RETURNING token`".into(),
+                renew: "`UPDATE … SET expires_at WHERE name AND holder AND token`".into(),
+                release: "`UPDATE … SET holder = NULL WHERE name AND holder AND token`".into(),
+                takeover: "the acquire statement on an expired row".into(),
+            },
+        })
+    }
+
+    async fn cleanup(&self) -> Result<()> {
+        for t in [&self.lib_table, &self.raw_table] {
+            sqlx::query(AssertSqlSafe(format!("DROP TABLE IF EXISTS {t}")))
+                .execute(&self.admin)
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn peer(&self, plan: &Plan) -> Result<Option<PeerResult>> {
+        let lib = LibraryCycle::new(
+            client_for(self.store().await?, ClientConfig::default())?,
+            "peer/lib",
+            16,
+            plan.latency_ttl,
+        );
+        let peer = AdvisoryCycle {
+            pool: pool(&self.url, POOL_SIZE).await?,
+            locks: (0..16)
+                .map(|i| PgAdvisoryLock::new(format!("{}/peer/{i}", self.lib_table)))
+                .collect(),
+        };
+        let notes = vec![
+            "PgAdvisoryLock: take a pooled connection, `SELECT pg_try_advisory_lock($1)`, then `SELECT pg_advisory_unlock($1)` \
+             and return the connection. Nothing is written: no WAL, no fsync"
+                .into(),
+            "an advisory lock is a session lock: no TTL (it lasts while that one connection lives, so the holder must keep \
+             it open, one connection per held lock), no fencing token, nothing visible to other tools; the library writes a \
+             durable row with a token and an expiry"
+                .into(),
+        ];
+        Ok(Some(
+            compare(
+                plan,
+                StoreKind::Postgres,
+                "sqlx 0.9 `PgAdvisoryLock` (`try_acquire` / `release_now`)",
+                notes,
+                &lib,
+                &peer,
+            )
+            .await?,
+        ))
+    }
+}
+
+struct PostgresFloor {
+    pool: PgPool,
+    acquire: String,
+    renew: String,
+    release: String,
+}
+
+impl PostgresFloor {
+    async fn insert(&self, key: &str, holder: &str, ttl: Duration) -> Result<Option<RawLock>> {
+        let token: Option<i64> = sqlx::query_scalar(AssertSqlSafe(self.acquire.as_str()))
+            .bind(key)
+            .bind(holder)
+            .bind(ttl_ms(ttl))
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(token.map(|t| RawLock {
+            key: key.to_owned(),
+            holder: holder.to_owned(),
+            version: t.to_string(),
+        }))
+    }
+}
+
+#[async_trait]
+impl Floor for PostgresFloor {
+    async fn acquire(&self, key: &str, holder: &str, ttl: Duration) -> Result<RawLock> {
+        self.insert(key, holder, ttl)
+            .await?
+            .ok_or_else(|| fail(format!("postgres floor: {key} is not free")))
+    }
+
+    async fn renew(&self, lock: &mut RawLock, ttl: Duration) -> Result<()> {
+        let token: i64 = lock.version.parse()?;
+        let done = sqlx::query(AssertSqlSafe(self.renew.as_str()))
+            .bind(&lock.key)
+            .bind(&lock.holder)
+            .bind(ttl_ms(ttl))
+            .bind(token)
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 1 {
+            Ok(())
+        } else {
+            Err(fail(format!("postgres floor: lost {}", lock.key)))
+        }
+    }
+
+    async fn release(&self, lock: RawLock) -> Result<()> {
+        let token: i64 = lock.version.parse()?;
+        let done = sqlx::query(AssertSqlSafe(self.release.as_str()))
+            .bind(&lock.key)
+            .bind(&lock.holder)
+            .bind(token)
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 1 {
+            Ok(())
+        } else {
+            Err(fail(format!("postgres floor: lost {}", lock.key)))
+        }
+    }
+
+    async fn plant(&self, key: &str, ttl: Duration) -> Result<()> {
+        self.insert(key, "raw-crashed", ttl)
+            .await?
+            .map(drop)
+            .ok_or_else(|| fail(format!("postgres floor: cannot plant {key}")))
+    }
+
+    async fn takeover(&self, key: &str, _seen: &Observed, holder: &str, ttl: Duration) -> Result<Option<RawLock>> {
+        self.insert(key, holder, ttl).await
+    }
+}
+
+/// sqlx's advisory lock: a pooled connection, `pg_try_advisory_lock`, `pg_advisory_unlock`.
+struct AdvisoryCycle {
+    pool: PgPool,
+    locks: Vec<PgAdvisoryLock>,
+}
+
+#[async_trait]
+impl Cycle for AdvisoryCycle {
+    async fn cycle(&self, i: usize) -> Result<(Duration, Duration)> {
+        let lock = &self.locks[i % self.locks.len()];
+        let (acq, guard) = time(async {
+            let conn = self.pool.acquire().await?;
+            lock.try_acquire(conn).await
+        })
+        .await;
+        let guard = match guard? {
+            Either::Left(g) => g,
+            Either::Right(_) => return Err(fail("advisory lock was not free")),
+        };
+        let (rel, conn) = time(guard.release_now()).await;
+        drop(conn?);
+        Ok((acq, rel))
+    }
+}

@@ -1,0 +1,267 @@
+//! Redis: `store-redis` (one `EVALSHA` per operation) against the classic single-key
+//! lock (`SET NX PX`, compare-and-delete and compare-and-extend scripts).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lease_core::CasStore;
+use redis::AsyncCommands;
+use redis::aio::ConnectionManager;
+use store_redis::{RedisConfig, RedisStore};
+
+use super::{Backend, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env, ttl_ms};
+use crate::peers::{Cycle, LibraryCycle, PeerResult, compare};
+use crate::stats::time;
+use crate::{Plan, Result, client_for, fail};
+use lease_core::ClientConfig;
+
+/// Compare-and-delete: the release of the classic Redis lock (and of rslock).
+const UNLOCK: &str =
+    r"if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
+/// Compare-and-extend: the renewal of the classic Redis lock.
+const EXTEND: &str =
+    r"if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end";
+
+/// The shared Redis, under a prefix of this run.
+pub(crate) struct RedisBackend {
+    url: String,
+    client: redis::Client,
+    prefix: String,
+    admin: ConnectionManager,
+}
+
+impl RedisBackend {
+    pub(crate) async fn open(tag: &str) -> Result<Self> {
+        let url = env("LEASEHOLD_REDIS_URL")?;
+        let client = redis::Client::open(url.as_str()).map_err(|e| fail(format!("redis url {url}: {e}")))?;
+        let admin = ConnectionManager::new(client.clone())
+            .await
+            .map_err(|e| fail(format!("cannot reach Redis at {url}: {e}")))?;
+        Ok(Self {
+            url,
+            client,
+            prefix: format!("lhbench:{tag}:"),
+            admin,
+        })
+    }
+}
+
+#[async_trait]
+impl Backend for RedisBackend {
+    fn kind(&self) -> StoreKind {
+        StoreKind::Redis
+    }
+
+    async fn store(&self) -> Result<Arc<dyn CasStore>> {
+        let store = RedisStore::connect(self.client.clone(), RedisConfig::default().with_prefix(&self.prefix)).await?;
+        Ok(Arc::new(store))
+    }
+
+    async fn floor(&self) -> Result<Box<dyn Floor>> {
+        let conn = ConnectionManager::new(self.client.clone())
+            .await
+            .map_err(|e| fail(format!("redis: {e}")))?;
+        Ok(Box::new(RedisFloor {
+            conn,
+            prefix: format!("{}raw:", self.prefix),
+            unlock: redis::Script::new(UNLOCK),
+            extend: redis::Script::new(EXTEND),
+        }))
+    }
+
+    async fn describe(&self) -> Result<StoreInfo> {
+        let mut c = self.admin.clone();
+        let info: String = redis::cmd("INFO").arg("server").query_async(&mut c).await?;
+        let field = |k: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(k))
+                .map(|v| v.trim().to_owned())
+                .unwrap_or_default()
+        };
+        let config = |name: &'static str| {
+            let mut c = self.admin.clone();
+            async move {
+                let v: Vec<String> = redis::cmd("CONFIG").arg("GET").arg(name).query_async(&mut c).await?;
+                Ok::<_, redis::RedisError>(v.get(1).cloned().unwrap_or_default())
+            }
+        };
+        Ok(StoreInfo {
+            kind: StoreKind::Redis,
+            version: format!("Redis {}", field("redis_version:")),
+            settings: vec![
+                format!(
+                    "appendonly {}, save '{}' (no persistence: the efficiency-only setting of scripts/stores.sh)",
+                    config("appendonly").await?,
+                    config("save").await?
+                ),
+                format!("loopback TCP, {}", self.url),
+                "library and floor each on their own `ConnectionManager` (one multiplexed connection)".into(),
+            ],
+            library_ops: OpTexts {
+                acquire: "one `EVALSHA` of the write script (`claim`): checks the record and the counter hash, `HINCRBY`s the token, `HSET` + `PEXPIRE`".into(),
+                renew: "one `EVALSHA` (`renew`): checks version, holder and token, rewrites the hash, `PEXPIRE`".into(),
+                release: "one `EVALSHA` (`version`, vacant record): rewrite + `PUBLISH` on the release channel".into(),
+                takeover: "one `EVALSHA` (`claim`) on the expired (removed) record".into(),
+            },
+            floor_ops: OpTexts {
+                acquire: "`SET key holder NX PX ttl`".into(),
+                renew: "`EVALSHA` of `if GET == holder then PEXPIRE`".into(),
+                release: "`EVALSHA` of `if GET == holder then DEL` (as rslock)".into(),
+                takeover: "`SET key holder NX PX ttl` once Redis has expired the old key".into(),
+            },
+        })
+    }
+
+    async fn peer(&self, plan: &Plan) -> Result<Option<PeerResult>> {
+        let lib = LibraryCycle::new(
+            client_for(self.store().await?, ClientConfig::default())?,
+            "peer/lib",
+            16,
+            plan.latency_ttl,
+        );
+        let peer = RslockCycle {
+            manager: rslock::LockManager::from_clients(vec![self.client.clone()]),
+            keys: (0..16).map(|i| format!("{}peer:rslock:{i}", self.prefix)).collect(),
+            ttl: plan.latency_ttl,
+        };
+        let notes = vec![
+            "rslock acquire: `SET key random NX PX ttl` (one server: quorum 1), plus its clock-drift arithmetic; \
+             release: `EVALSHA` of compare-and-delete, errors ignored (best effort)"
+                .into(),
+            "rslock gives no fencing token and no renewal driver or loss signal; store-redis gives both, \
+             with the same efficiency-only guarantee"
+                .into(),
+        ];
+        Ok(Some(
+            compare(
+                plan,
+                StoreKind::Redis,
+                "rslock 0.10 (`LockManager::lock` / `unlock`)",
+                notes,
+                &lib,
+                &peer,
+            )
+            .await?,
+        ))
+    }
+
+    async fn cleanup(&self) -> Result<()> {
+        let mut c = self.admin.clone();
+        let pattern = format!("{}*", self.prefix);
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut c)
+                .await?;
+            if !keys.is_empty() {
+                let _: () = c.del(keys).await?;
+            }
+            if next == 0 {
+                return Ok(());
+            }
+            cursor = next;
+        }
+    }
+}
+
+struct RedisFloor {
+    conn: ConnectionManager,
+    prefix: String,
+    unlock: redis::Script,
+    extend: redis::Script,
+}
+
+impl RedisFloor {
+    async fn set_nx(&self, key: &str, holder: &str, ttl: Duration) -> Result<Option<RawLock>> {
+        let k = format!("{}{key}", self.prefix);
+        let mut c = self.conn.clone();
+        let ok: Option<String> = redis::cmd("SET")
+            .arg(&k)
+            .arg(holder)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl_ms(ttl))
+            .query_async(&mut c)
+            .await?;
+        Ok(ok.map(|_| RawLock {
+            key: k,
+            holder: holder.to_owned(),
+            version: String::new(),
+        }))
+    }
+}
+
+#[async_trait]
+impl Floor for RedisFloor {
+    async fn acquire(&self, key: &str, holder: &str, ttl: Duration) -> Result<RawLock> {
+        self.set_nx(key, holder, ttl)
+            .await?
+            .ok_or_else(|| fail(format!("redis floor: {key} is not free")))
+    }
+
+    async fn renew(&self, lock: &mut RawLock, ttl: Duration) -> Result<()> {
+        let mut c = self.conn.clone();
+        let n: i64 = self
+            .extend
+            .key(&lock.key)
+            .arg(&lock.holder)
+            .arg(ttl_ms(ttl))
+            .invoke_async(&mut c)
+            .await?;
+        if n == 1 {
+            Ok(())
+        } else {
+            Err(fail(format!("redis floor: lost {}", lock.key)))
+        }
+    }
+
+    async fn release(&self, lock: RawLock) -> Result<()> {
+        let mut c = self.conn.clone();
+        let n: i64 = self
+            .unlock
+            .key(&lock.key)
+            .arg(&lock.holder)
+            .invoke_async(&mut c)
+            .await?;
+        if n == 1 {
+            Ok(())
+        } else {
+            Err(fail(format!("redis floor: lost {}", lock.key)))
+        }
+    }
+
+    async fn plant(&self, key: &str, ttl: Duration) -> Result<()> {
+        self.set_nx(key, "raw-crashed", ttl)
+            .await?
+            .map(drop)
+            .ok_or_else(|| fail(format!("redis floor: cannot plant {key}")))
+    }
+
+    async fn takeover(&self, key: &str, _seen: &Observed, holder: &str, ttl: Duration) -> Result<Option<RawLock>> {
+        self.set_nx(key, holder, ttl).await
+    }
+}
+
+/// rslock's cycle: `lock` then `unlock` of a free key.
+struct RslockCycle {
+    manager: rslock::LockManager,
+    keys: Vec<String>,
+    ttl: Duration,
+}
+
+#[async_trait]
+impl Cycle for RslockCycle {
+    async fn cycle(&self, i: usize) -> Result<(Duration, Duration)> {
+        let key = &self.keys[i % self.keys.len()];
+        let (acq, lock) = time(self.manager.lock(key.as_str(), self.ttl)).await;
+        let lock = lock.map_err(|e| fail(format!("rslock: {key}: {e}")))?;
+        let (rel, ()) = time(self.manager.unlock(&lock)).await;
+        Ok((acq, rel))
+    }
+}

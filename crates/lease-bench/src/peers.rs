@@ -1,0 +1,129 @@
+//! Table 3: the library against the lock people use instead, on the same server, in
+//! the same run: `rslock` on Redis, etcd's lock RPC with an explicit lease, sqlx's
+//! `PgAdvisoryLock` on Postgres. One cycle = acquire a free lock, then release it;
+//! the library's and the peer's cycles alternate in a random order per pair.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lease_core::{AcquireOutcome, LeaseClient};
+
+use crate::stats::{Samples, Summary, time};
+use crate::{Backend, Plan, Result, StoreKind, fail};
+
+/// One side of a comparison.
+#[async_trait]
+pub trait Cycle: Send + Sync {
+    /// Acquires a free lock (the `i`-th of the run) and releases it: (acquire, release).
+    async fn cycle(&self, i: usize) -> Result<(Duration, Duration)>;
+}
+
+/// The library's side: `try_acquire` of a free lease, then `Lease::release`.
+#[derive(Debug)]
+pub struct LibraryCycle {
+    client: LeaseClient,
+    names: Vec<String>,
+    ttl: Duration,
+}
+
+impl LibraryCycle {
+    /// Cycles over `pool` names under `prefix` with leases of `ttl`.
+    pub fn new(client: LeaseClient, prefix: &str, pool: usize, ttl: Duration) -> Self {
+        Self {
+            client,
+            names: (0..pool.max(1)).map(|i| format!("{prefix}/{i}")).collect(),
+            ttl,
+        }
+    }
+}
+
+#[async_trait]
+impl Cycle for LibraryCycle {
+    async fn cycle(&self, i: usize) -> Result<(Duration, Duration)> {
+        let name = &self.names[i % self.names.len()];
+        let (acq, out) = time(self.client.try_acquire(name, self.ttl)).await;
+        let AcquireOutcome::Granted(lease) = out? else {
+            return Err(fail(format!("library: {name} was not free")));
+        };
+        let (rel, out) = time(lease.release()).await;
+        out?;
+        Ok((acq, rel))
+    }
+}
+
+/// The library against one peer.
+#[derive(Debug, Clone)]
+pub struct PeerResult {
+    /// The store both run on.
+    pub store: StoreKind,
+    /// The peer (crate, version, calls).
+    pub peer: String,
+    /// What the peer's cycle sends, and what it does not give.
+    pub notes: Vec<String>,
+    /// Library: acquire, release, whole cycle.
+    pub library: [Summary; 3],
+    /// Peer: acquire, release, whole cycle.
+    pub other: [Summary; 3],
+}
+
+/// Runs the peer comparison of `backend`, if its store has a peer.
+///
+/// # Errors
+/// A store or peer error, or a lock that was not free.
+pub async fn run(plan: &Plan, backend: &dyn Backend) -> Result<Option<PeerResult>> {
+    backend.peer(plan).await
+}
+
+/// Alternates `lib` and `peer` cycles (random order per pair) and summarizes them.
+///
+/// # Errors
+/// The first failing cycle.
+pub async fn compare(
+    plan: &Plan,
+    store: StoreKind,
+    peer_name: &str,
+    notes: Vec<String>,
+    lib: &dyn Cycle,
+    peer: &dyn Cycle,
+) -> Result<PeerResult> {
+    let n = plan.peer_cycles;
+    let mut l = [
+        Samples::with_capacity(n),
+        Samples::with_capacity(n),
+        Samples::with_capacity(n),
+    ];
+    let mut p = [
+        Samples::with_capacity(n),
+        Samples::with_capacity(n),
+        Samples::with_capacity(n),
+    ];
+    for i in 0..plan.warmup + n {
+        let lib_first = rand::random::<bool>();
+        let mut results = [None, None];
+        for side in 0..2 {
+            let is_lib = (side == 0) == lib_first;
+            let r = if is_lib {
+                lib.cycle(i).await?
+            } else {
+                peer.cycle(i).await?
+            };
+            results[usize::from(!is_lib)] = Some(r);
+        }
+        if i < plan.warmup {
+            continue;
+        }
+        for (samples, r) in [(&mut l, results[0]), (&mut p, results[1])] {
+            let (a, r) = r.ok_or_else(|| fail("a side did not run"))?;
+            samples[0].push(a);
+            samples[1].push(r);
+            samples[2].push(a + r);
+        }
+    }
+    Ok(PeerResult {
+        store,
+        peer: peer_name.to_owned(),
+        notes,
+        library: [l[0].summary(), l[1].summary(), l[2].summary()],
+        other: [p[0].summary(), p[1].summary(), p[2].summary()],
+    })
+}
