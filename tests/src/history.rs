@@ -1,4 +1,4 @@
-//! What a torture worker records, one JSON object per line, flushed as it happens (so a
+//! What torture workers and their controller record, one JSON object per line, flushed as it happens (so a
 //! worker killed with SIGKILL leaves its history up to the last completed line).
 
 use std::io::Write;
@@ -18,18 +18,31 @@ pub enum WriteOutcome {
     Unknown,
 }
 
-/// One event in a worker's history. Times are Unix milliseconds on the (one) machine.
+/// One event in a history. Times are Unix milliseconds on the (one) machine's system
+/// clock, never a worker's injected (skewed) clock.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "ev", rename_all = "snake_case")]
 pub enum Event {
+    /// The worker starts (or restarts) acquiring the lease: one `LeaseClient::acquire`
+    /// call, which makes attempts until it is granted.
+    Acquiring {
+        /// Worker number.
+        worker: u32,
+        /// When.
+        at_ms: u64,
+    },
     /// The worker was granted the lease.
     Granted {
-        /// Worker number.
+        /// Worker number (unique per worker process).
         worker: u32,
         /// Its token.
         token: u64,
-        /// When.
+        /// When (after the grant's reply arrived).
         at_ms: u64,
+        /// Until when the worker trusts the grant (its validity deadline, read before
+        /// `at_ms`'s clock reading, so never later than the truth).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        valid_until_ms: Option<u64>,
     },
     /// The worker is about to send a fenced write (after its validity check).
     WriteSent {
@@ -37,10 +50,13 @@ pub enum Event {
         worker: u32,
         /// The token it carries.
         token: u64,
-        /// The worker's write sequence number (unique per worker process run).
+        /// The worker's write sequence number (unique per worker process).
         seq: u64,
         /// When.
         at_ms: u64,
+        /// The validity deadline the worker saw at its check before this write.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        valid_until_ms: Option<u64>,
     },
     /// The fenced write's outcome.
     WriteDone {
@@ -55,6 +71,15 @@ pub enum Event {
         /// When.
         at_ms: u64,
     },
+    /// The worker is about to release its grant (recorded before the release is sent).
+    Releasing {
+        /// Worker number.
+        worker: u32,
+        /// Its token.
+        token: u64,
+        /// When.
+        at_ms: u64,
+    },
     /// The lease ended for the worker (released or lost).
     Ended {
         /// Worker number.
@@ -66,6 +91,50 @@ pub enum Event {
         /// When.
         at_ms: u64,
     },
+    /// The controller's observer read the lease record (recorded when it changed).
+    Observed {
+        /// The worker named as holder; `None` for a vacant (released) record.
+        holder: Option<u32>,
+        /// The record's token.
+        token: u64,
+        /// When the read was sent.
+        at_ms: u64,
+    },
+    /// A fault the controller injected.
+    Fault {
+        /// What (`pause`, `pause_window`, `kill9`, `store_restart`, `proxy_blackhole`, ...).
+        kind: String,
+        /// The worker it hit, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worker: Option<u32>,
+        /// The token that worker held, if known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        token: Option<u64>,
+        /// When it began.
+        at_ms: u64,
+        /// When it ended.
+        until_ms: u64,
+        /// True if the store lost its data (a Redis or moto restart): grants before and
+        /// after it are separate epochs, whose tokens the store may repeat.
+        #[serde(default)]
+        data_loss: bool,
+    },
+}
+
+impl Event {
+    /// When the event happened.
+    pub fn at_ms(&self) -> u64 {
+        match self {
+            Self::Acquiring { at_ms, .. }
+            | Self::Granted { at_ms, .. }
+            | Self::WriteSent { at_ms, .. }
+            | Self::WriteDone { at_ms, .. }
+            | Self::Releasing { at_ms, .. }
+            | Self::Ended { at_ms, .. }
+            | Self::Observed { at_ms, .. }
+            | Self::Fault { at_ms, .. } => *at_ms,
+        }
+    }
 }
 
 /// Appends events to a history file.

@@ -19,7 +19,9 @@ pub enum ProxyMode {
     Pass,
     /// Forward both ways after this delay per chunk.
     Delay(Duration),
-    /// Keep connections open but forward nothing (requests time out).
+    /// Keep connections open but forward nothing (requests time out). What was sent
+    /// meanwhile is held and delivered when the mode returns to `Pass` (a partition
+    /// that heals), or lost with the connection on `Drop` (one that breaks it).
     Blackhole,
     /// Close every connection, and every new one at once.
     Drop,
@@ -133,14 +135,26 @@ where
                 continue;
             }
         };
-        let mode = *rx.borrow();
-        match mode {
-            ProxyMode::Pass => {}
-            ProxyMode::Delay(d) => tokio::time::sleep(d).await,
-            ProxyMode::Blackhole => continue,
-            ProxyMode::Drop => return,
-            ProxyMode::DropReplies if request_side => {}
-            ProxyMode::DropReplies => return,
+        // A blackholed chunk is held, not discarded: TCP never loses bytes inside a live
+        // connection, it delivers them late (the partition heals) or the connection
+        // breaks (the controller switches to `Drop`).
+        loop {
+            let mode = *rx.borrow_and_update();
+            match mode {
+                ProxyMode::Pass => break,
+                ProxyMode::Delay(d) => {
+                    tokio::time::sleep(d).await;
+                    break;
+                }
+                ProxyMode::Blackhole => {
+                    if rx.changed().await.is_err() {
+                        return;
+                    }
+                }
+                ProxyMode::Drop => return,
+                ProxyMode::DropReplies if request_side => break,
+                ProxyMode::DropReplies => return,
+            }
         }
         if to.write_all(&buf[..n]).await.is_err() {
             return;

@@ -63,8 +63,16 @@ async fn every_mode_does_what_it_says() {
         "blackhole answered"
     );
 
-    // Forward-then-drop-the-reply: the server receives the request, the client gets nothing.
+    // The partition heals: what was held is delivered, in order, on the same connection.
     proxy.set(ProxyMode::Pass);
+    let mut late = [0u8; 4];
+    tokio::time::timeout(Duration::from_secs(2), s.read_exact(&mut late))
+        .await
+        .expect("the held request was not delivered after the blackhole healed")
+        .expect("read");
+    assert_eq!(&late, b"ping");
+
+    // Forward-then-drop-the-reply: the server receives the request, the client gets nothing.
     let mut s2 = TcpStream::connect(proxy.addr()).await.expect("connect");
     assert!(roundtrip(&mut s2, Duration::from_secs(2)).await.is_some());
     let before = received.load(std::sync::atomic::Ordering::SeqCst);

@@ -1,0 +1,702 @@
+//! The stores under torture: a dedicated instance per run (never the shared stores other
+//! tests use), its restarts and member kills, and the lease stores that workers and the
+//! controller's observer build on it.
+//!
+//! | store | instance | restart fault | data after a restart |
+//! |-------|----------|---------------|----------------------|
+//! | Postgres | `$LEASEHOLD_STORES_SCRIPT start postgres` on its own port and dir | `pg_ctl -m immediate` stop, then start | kept (fsync on) |
+//! | Redis | `… start redis` (no persistence, as the script configures it) | `kill -9`, then start | **lost**: leases and token counters |
+//! | etcd | `… start etcd-cluster`, three members | `kill -9` of one member (the leader about half the time), restarted after a while | kept (Raft quorum) |
+//! | DynamoDB, S3 | moto behind one lock (see [`MOTO_SERIALIZED`]) | `kill -9`, then start | **lost**: moto keeps everything in memory |
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lease_core::{Capabilities, CasOutcome, CasStore, DeleteOutcome, Error, LeaseName, LeaseRecord, Precondition};
+use lease_core::{Current, Result as LeaseResult, Stored, Version};
+use rand::Rng;
+use rand::rngs::StdRng;
+
+/// Which store a torture run puts under stress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StoreKind {
+    /// `store-postgres`.
+    Postgres,
+    /// `store-redis` (efficiency-only).
+    Redis,
+    /// `store-etcd` on a three-member cluster.
+    Etcd,
+    /// `store-dynamo` on moto.
+    Dynamo,
+    /// `store-s3` on moto.
+    S3,
+}
+
+impl StoreKind {
+    /// Every store.
+    pub const ALL: [StoreKind; 5] = [Self::Postgres, Self::Redis, Self::Etcd, Self::Dynamo, Self::S3];
+
+    /// Its name on command lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Postgres => "postgres",
+            Self::Redis => "redis",
+            Self::Etcd => "etcd",
+            Self::Dynamo => "dynamo",
+            Self::S3 => "s3",
+        }
+    }
+
+    /// The store named `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// Whether a restart of its dedicated instance loses the store's data.
+    pub fn restart_loses_data(self) -> bool {
+        matches!(self, Self::Redis | Self::Dynamo | Self::S3)
+    }
+
+    /// The smallest TTL the store's lease handling works with here (etcd sessions are
+    /// whole seconds and at least 1.5 election timeouts).
+    pub fn min_ttl(self) -> Duration {
+        match self {
+            Self::Etcd => Duration::from_secs(2),
+            _ => Duration::from_millis(300),
+        }
+    }
+}
+
+/// moto's WSGI app behind one lock, so moto applies one request at a time, as DynamoDB
+/// applies one write per item at a time and S3 one conditional write per key. moto's own
+/// threaded server checks a condition and applies the write without a lock: two racing
+/// conditional writes can both "win" there (store-dynamo and store-s3 measured it),
+/// which no real service does. A watchdog ends it when its parent is gone.
+pub const MOTO_SERIALIZED: &str = r#"
+import os, sys, threading, time
+from werkzeug.serving import run_simple
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+port = int(sys.argv[1])
+parent = os.getppid()
+def watchdog():
+    while os.getppid() == parent:
+        time.sleep(0.2)
+    os._exit(0)
+threading.Thread(target=watchdog, daemon=True).start()
+os.environ["MOTO_PORT"] = str(port)
+inner = DomainDispatcherApplication(create_backend_app)
+lock = threading.Lock()
+def app(environ, start_response):
+    with lock:
+        return list(inner(environ, start_response))
+run_simple("127.0.0.1", port, app, threaded=True, request_handler=MotoRequestHandler)
+"#;
+
+/// A variable the harness cannot run without.
+///
+/// # Panics
+/// If it is not set, with a message saying how to set it.
+pub fn env(var: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| {
+        panic!("{var} is not set: run `scripts/stores.sh start postgres` and `eval \"$(scripts/stores.sh env)\"` first")
+    })
+}
+
+/// A restart or member kill the controller injected.
+#[derive(Debug, Clone)]
+pub struct Restart {
+    /// What was done (`postgres_immediate`, `redis_kill9`, `etcd_kill9_leader`,
+    /// `etcd_kill9_follower`, `moto_kill9`).
+    pub kind: &'static str,
+    /// Whether the store lost its data.
+    pub data_loss: bool,
+}
+
+/// A dedicated store instance for one run.
+#[derive(Debug)]
+pub struct Dedicated {
+    kind: StoreKind,
+    port: u16,
+    dir: PathBuf,
+    script: PathBuf,
+    moto: Option<tokio::process::Child>,
+    venv: PathBuf,
+}
+
+impl Dedicated {
+    /// Starts a fresh instance of `kind` on `port` (etcd: clients `port..port+2`, peers
+    /// `port+10..port+12`), with its data under
+    /// `$LEASEHOLD_STORES_DIR/leasehold-tests/<kind>-<port>` (wiped first).
+    ///
+    /// # Panics
+    /// If the store cannot be started, or the port is taken by something else.
+    pub async fn start(kind: StoreKind, port: u16) -> Self {
+        let root = PathBuf::from(env("LEASEHOLD_STORES_DIR")).join("leasehold-tests");
+        let dir = root.join(format!("{}-{port}", kind.name()));
+        let venv = std::env::var("LEASEHOLD_VENV")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| PathBuf::from(env("HOME")).join(".cache/leasehold-venv"));
+        let mut d = Self {
+            kind,
+            port,
+            dir,
+            script: PathBuf::from(env("LEASEHOLD_STORES_SCRIPT")),
+            moto: None,
+            venv,
+        };
+        // A leftover of an interrupted run on the same port and dir: stop it first.
+        d.stop().await;
+        if d.dir.exists() {
+            std::fs::remove_dir_all(&d.dir).unwrap_or_else(|e| panic!("wiping {}: {e}", d.dir.display()));
+        }
+        std::fs::create_dir_all(&d.dir).unwrap_or_else(|e| panic!("creating {}: {e}", d.dir.display()));
+        for p in d.ports() {
+            assert!(
+                std::net::TcpListener::bind(("127.0.0.1", p)).is_ok(),
+                "port {p} is in use by something this harness did not start; stop it (by its pid) or pick another base port"
+            );
+        }
+        match kind {
+            StoreKind::Postgres => d.script(&["start", "postgres"]).await,
+            StoreKind::Redis => d.script(&["start", "redis"]).await,
+            StoreKind::Etcd => d.script(&["start", "etcd-cluster"]).await,
+            StoreKind::Dynamo | StoreKind::S3 => d.start_moto().await,
+        }
+        d
+    }
+
+    /// The store.
+    pub fn kind(&self) -> StoreKind {
+        self.kind
+    }
+
+    /// Where its data and logs are.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn ports(&self) -> Vec<u16> {
+        match self.kind {
+            StoreKind::Etcd => vec![
+                self.port,
+                self.port + 1,
+                self.port + 2,
+                self.port + 10,
+                self.port + 11,
+                self.port + 12,
+            ],
+            _ => vec![self.port],
+        }
+    }
+
+    /// The addresses clients connect to (one per etcd member).
+    pub fn upstreams(&self) -> Vec<SocketAddr> {
+        let n = if self.kind == StoreKind::Etcd { 3 } else { 1 };
+        (0..n)
+            .map(|i| SocketAddr::from(([127, 0, 0, 1], self.port + i)))
+            .collect()
+    }
+
+    /// Endpoints for clients reaching the store at `addrs` (the upstreams themselves,
+    /// or proxies in front of them).
+    pub fn endpoints(kind: StoreKind, addrs: &[SocketAddr]) -> Vec<String> {
+        addrs
+            .iter()
+            .map(|a| match kind {
+                StoreKind::Postgres => format!("postgres://postgres@{a}/postgres"),
+                StoreKind::Redis => format!("redis://{a}/"),
+                StoreKind::Etcd | StoreKind::Dynamo | StoreKind::S3 => format!("http://{a}"),
+            })
+            .collect()
+    }
+
+    async fn script(&self, args: &[&str]) {
+        let out = self.script_output(args).await;
+        assert!(
+            out.status.success(),
+            "{} {args:?} failed: {}",
+            self.script.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    async fn script_output(&self, args: &[&str]) -> std::process::Output {
+        tokio::process::Command::new(&self.script)
+            .args(args)
+            .env("LEASEHOLD_STORES_DIR", &self.dir)
+            .env("LEASEHOLD_PG_PORT", self.port.to_string())
+            .env("LEASEHOLD_REDIS_PORT", self.port.to_string())
+            .env("LEASEHOLD_ETCD_CLUSTER_BASE", self.port.to_string())
+            .env("LEASEHOLD_MOTO_PORT", self.port.to_string())
+            // Unused by these runs, but kept off the shared stores' ports.
+            .env("LEASEHOLD_ETCD_PORT", "21998")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .unwrap_or_else(|e| panic!("running {}: {e}", self.script.display()))
+    }
+
+    async fn start_moto(&mut self) {
+        let python = self.venv.join("bin/python");
+        let log = std::fs::File::create(self.dir.join("moto.log")).unwrap_or_else(|e| panic!("moto log: {e}"));
+        let child = tokio::process::Command::new(&python)
+            .args(["-c", MOTO_SERIALIZED, &self.port.to_string()])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e} (run scripts/install-deps.sh)", python.display()));
+        self.moto = Some(child);
+        let port = self.port;
+        let up = lease_core::testing::process::poll_async(Duration::from_secs(60), || async move {
+            tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok()
+        })
+        .await;
+        assert!(
+            up,
+            "moto on port {port} not listening after 60 s (see {})",
+            self.dir.display()
+        );
+    }
+
+    fn pid_in(&self, file: &str) -> Option<u32> {
+        std::fs::read_to_string(self.dir.join(file)).ok()?.trim().parse().ok()
+    }
+
+    /// `kill -9` of the process in a pid file, and the file removed: a killed daemon
+    /// whose parent does not reap it stays a zombie, which `kill -0` (the script's
+    /// liveness check) still finds.
+    async fn kill9_pidfile(&self, file: &str) {
+        if let Some(pid) = self.pid_in(file) {
+            let _ = lease_core::testing::process::kill9(pid);
+            wait_gone(pid).await;
+        }
+        let _ = std::fs::remove_file(self.dir.join(file));
+    }
+
+    /// Restarts the store (or kills and restarts one etcd member); returns when it
+    /// serves again.
+    ///
+    /// # Panics
+    /// If it does not come back.
+    pub async fn restart(&mut self, rng: &mut StdRng, down_for: Duration) -> Restart {
+        match self.kind {
+            StoreKind::Postgres => {
+                // stores.sh stops Postgres with `pg_ctl -m immediate` (a crash: no
+                // shutdown checkpoint), then starts it and waits for pg_isready.
+                self.script(&["stop", "postgres"]).await;
+                tokio::time::sleep(down_for).await;
+                self.script(&["start", "postgres"]).await;
+                Restart {
+                    kind: "postgres_immediate",
+                    data_loss: false,
+                }
+            }
+            StoreKind::Redis => {
+                self.kill9_pidfile("redis/redis.pid").await;
+                tokio::time::sleep(down_for).await;
+                self.script(&["start", "redis"]).await;
+                Restart {
+                    kind: "redis_kill9",
+                    data_loss: true,
+                }
+            }
+            StoreKind::Etcd => {
+                let leader = self.etcd_leader().await;
+                let member = match leader {
+                    Some(l) if rng.random_bool(0.5) => l,
+                    _ => rng.random_range(0..3),
+                };
+                let was_leader = leader == Some(member);
+                let pidfile = format!("etcd-cluster/m{member}/etcd.pid");
+                self.kill9_pidfile(&pidfile).await;
+                tokio::time::sleep(down_for).await;
+                self.script(&["start-etcd-member", &member.to_string()]).await;
+                let endpoint = format!("http://127.0.0.1:{}", self.port + member);
+                let healthy = lease_core::testing::process::poll_async(Duration::from_secs(30), || {
+                    let endpoint = endpoint.clone();
+                    async move { etcd_status(&endpoint).await.is_some() }
+                })
+                .await;
+                assert!(
+                    healthy,
+                    "etcd member {member} did not come back (see {})",
+                    self.dir.display()
+                );
+                Restart {
+                    kind: if was_leader {
+                        "etcd_kill9_leader"
+                    } else {
+                        "etcd_kill9_follower"
+                    },
+                    data_loss: false,
+                }
+            }
+            StoreKind::Dynamo | StoreKind::S3 => {
+                if let Some(mut child) = self.moto.take() {
+                    if let Some(pid) = child.id() {
+                        let _ = lease_core::testing::process::kill9(pid);
+                    }
+                    let _ = child.wait().await;
+                }
+                tokio::time::sleep(down_for).await;
+                self.start_moto().await;
+                Restart {
+                    kind: "moto_kill9",
+                    data_loss: true,
+                }
+            }
+        }
+    }
+
+    /// The etcd member that leads now, if one answers.
+    async fn etcd_leader(&self) -> Option<u16> {
+        for i in 0..3u16 {
+            let endpoint = format!("http://127.0.0.1:{}", self.port + i);
+            if let Some((member, leader)) = etcd_status(&endpoint).await {
+                if member == leader {
+                    return Some(i);
+                }
+            }
+        }
+        None
+    }
+
+    /// Stops the instance (and anything a previous run left in its dir).
+    pub async fn stop(&mut self) {
+        match self.kind {
+            StoreKind::Postgres => {
+                let _ = self.script_output(&["stop", "postgres"]).await;
+            }
+            StoreKind::Redis => {
+                let _ = self.script_output(&["stop", "redis"]).await;
+            }
+            StoreKind::Etcd => {
+                let _ = self.script_output(&["stop", "etcd-cluster"]).await;
+            }
+            StoreKind::Dynamo | StoreKind::S3 => {
+                if let Some(mut child) = self.moto.take() {
+                    let _ = child.kill().await;
+                }
+            }
+        }
+    }
+}
+
+async fn wait_gone(pid: u32) {
+    lease_core::testing::process::poll(
+        Duration::from_secs(10),
+        || !matches!(lease_core::testing::process::process_state(pid), Some(s) if s != 'Z'),
+    )
+    .await;
+}
+
+/// `(member id, leader id)` of the etcd member at `endpoint`.
+async fn etcd_status(endpoint: &str) -> Option<(u64, u64)> {
+    let opts = etcd_client::ConnectOptions::new()
+        .with_connect_timeout(Duration::from_millis(500))
+        .with_timeout(Duration::from_secs(1));
+    let mut c = etcd_client::Client::connect([endpoint], Some(opts)).await.ok()?;
+    let s = tokio::time::timeout(Duration::from_secs(2), c.status())
+        .await
+        .ok()?
+        .ok()?;
+    let member = s.header()?.member_id();
+    Some((member, s.leader()))
+}
+
+/// Names a run's store objects derive from its namespace (`[a-z0-9_]+`).
+#[derive(Debug, Clone)]
+pub struct Namespace(String);
+
+impl Namespace {
+    /// A namespace.
+    ///
+    /// # Panics
+    /// If it holds anything but ASCII lowercase letters, digits and `_`.
+    pub fn new(ns: &str) -> Self {
+        assert!(
+            !ns.is_empty()
+                && ns
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+            "namespace {ns:?} must be [a-z0-9_]+"
+        );
+        Self(ns.to_owned())
+    }
+
+    /// As given.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    fn pg_table(&self) -> String {
+        format!("lht_{}_leases", self.0)
+    }
+
+    fn redis_prefix(&self) -> String {
+        format!("lht:{}:", self.0)
+    }
+
+    fn etcd_prefix(&self) -> String {
+        format!("lht/{}/", self.0)
+    }
+
+    fn dynamo_table(&self) -> String {
+        format!("lht-{}", self.0.replace('_', "-"))
+    }
+
+    fn s3_bucket(&self) -> String {
+        let b = format!("lht-{}", self.0.replace('_', "-"));
+        b.chars().take(63).collect::<String>().trim_end_matches('-').to_owned()
+    }
+}
+
+/// The name of the one lease every run fights over.
+pub const LEASE_NAME: &str = "torture";
+
+/// A store built for a worker or the observer, with the Redis store itself when it is
+/// Redis (for re-seeding its token counter).
+#[derive(Debug, Clone)]
+pub struct Built {
+    /// The store, each call bounded by the call timeout.
+    pub store: Arc<dyn CasStore>,
+    /// The Redis store, for [`store_redis::RedisStore::seed_fence_counter`].
+    pub redis: Option<store_redis::RedisStore>,
+}
+
+/// Creates what the store needs before leases can be taken (Postgres lease table,
+/// DynamoDB table, S3 bucket); idempotent.
+///
+/// # Errors
+/// Store errors.
+pub async fn prepare(kind: StoreKind, endpoint: &str, ns: &Namespace) -> LeaseResult<()> {
+    match kind {
+        StoreKind::Postgres => {
+            let pool = sqlx::postgres::PgPoolOptions::new()
+                .max_connections(1)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect(endpoint)
+                .await
+                .map_err(|e| Error::unavailable("connect to postgres", e))?;
+            let config = store_postgres::PostgresConfig::new().table(&ns.pg_table())?;
+            store_postgres::PostgresStore::create_schema(&pool, &config).await?;
+            pool.close().await;
+            Ok(())
+        }
+        StoreKind::Redis | StoreKind::Etcd => Ok(()),
+        StoreKind::Dynamo => {
+            let store =
+                store_dynamo::DynamoStore::new(dynamo_client(endpoint, Duration::from_secs(5)), ns.dynamo_table())?;
+            store.create_table().await
+        }
+        StoreKind::S3 => {
+            let client = store_s3::local_client(endpoint);
+            match client.create_bucket().bucket(ns.s3_bucket()).send().await {
+                Ok(_) => Ok(()),
+                Err(e) => {
+                    let text = format!("{e:?}");
+                    if text.contains("BucketAlreadyOwnedByYou") || text.contains("BucketAlreadyExists") {
+                        Ok(())
+                    } else {
+                        Err(Error::unavailable("create bucket", text))
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn dynamo_client(endpoint: &str, timeout: Duration) -> aws_sdk_dynamodb::Client {
+    use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
+    use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+    let config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("leasehold", "leasehold", None, None, "static"))
+        .endpoint_url(endpoint)
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(1))
+                .operation_attempt_timeout(timeout)
+                .operation_timeout(timeout)
+                .build(),
+        )
+        .build();
+    aws_sdk_dynamodb::Client::from_conf(config)
+}
+
+/// Builds the lease store of `kind` on `endpoints` (one per etcd member), every call
+/// bounded by `call_timeout` ([`Bounded`]).
+///
+/// # Errors
+/// Store errors (the store is down, the table is missing).
+pub async fn build(
+    kind: StoreKind,
+    endpoints: &[String],
+    ns: &Namespace,
+    call_timeout: Duration,
+) -> LeaseResult<Built> {
+    let first = endpoints
+        .first()
+        .ok_or_else(|| Error::invalid("endpoints", "none given"))?;
+    let (store, redis): (Arc<dyn CasStore>, _) = match kind {
+        StoreKind::Postgres => {
+            let pool = sqlx::postgres::PgPoolOptions::new()
+                .max_connections(4)
+                .acquire_timeout(call_timeout)
+                .connect(first)
+                .await
+                .map_err(|e| Error::unavailable("connect to postgres", e))?;
+            let config = store_postgres::PostgresConfig::new().table(&ns.pg_table())?;
+            (Arc::new(store_postgres::PostgresStore::open(pool, config).await?), None)
+        }
+        StoreKind::Redis => {
+            let client = redis::Client::open(first.as_str()).map_err(|e| Error::invalid("redis url", e.to_string()))?;
+            let mut config = store_redis::RedisConfig::default().with_prefix(ns.redis_prefix());
+            config.call_timeout = Some(call_timeout);
+            let s = store_redis::RedisStore::connect(client, config).await?;
+            (Arc::new(s.clone()), Some(s))
+        }
+        StoreKind::Etcd => {
+            let opts = etcd_client::ConnectOptions::new()
+                .with_connect_timeout(Duration::from_secs(1))
+                .with_timeout(call_timeout);
+            let client = etcd_client::Client::connect(endpoints, Some(opts))
+                .await
+                .map_err(|e| Error::unavailable("connect to etcd", e))?;
+            let config = store_etcd::EtcdConfig::new(ns.etcd_prefix())?.with_request_timeout(call_timeout)?;
+            (Arc::new(store_etcd::EtcdStore::with_config(client, config)), None)
+        }
+        StoreKind::Dynamo => {
+            let s = store_dynamo::DynamoStore::new(dynamo_client(first, call_timeout), ns.dynamo_table())?;
+            s.verify_table().await?;
+            (Arc::new(s), None)
+        }
+        StoreKind::S3 => {
+            let config = store_s3::S3StoreConfig::new(ns.s3_bucket(), "leases")?.request_timeout(call_timeout)?;
+            let s = store_s3::S3Store::new(store_s3::local_client(first), config);
+            (Arc::new(s), None)
+        }
+    };
+    Ok(Built {
+        store: Arc::new(Bounded {
+            inner: store,
+            timeout: call_timeout,
+        }),
+        redis,
+    })
+}
+
+/// A store whose every call is bounded by a timeout: a call still unanswered then is
+/// [`Error::Indeterminate`] (it was sent; it may have applied). Waiting
+/// ([`CasStore::wait_for_change`]) keeps its own bound.
+#[derive(Debug)]
+pub struct Bounded {
+    /// The store.
+    pub inner: Arc<dyn CasStore>,
+    /// The bound.
+    pub timeout: Duration,
+}
+
+impl Bounded {
+    async fn bound<T>(&self, what: &str, f: impl std::future::Future<Output = LeaseResult<T>>) -> LeaseResult<T> {
+        match tokio::time::timeout(self.timeout, f).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::indeterminate(
+                format!("{what}: no answer within {:?}", self.timeout),
+                "timed out",
+            )),
+        }
+    }
+}
+
+#[async_trait]
+impl CasStore for Bounded {
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    async fn read(&self, name: &LeaseName) -> LeaseResult<Option<Stored>> {
+        self.bound("read", self.inner.read(name)).await
+    }
+    async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> LeaseResult<CasOutcome> {
+        self.bound("write", self.inner.write(name, expect, record)).await
+    }
+    async fn delete(&self, name: &LeaseName, version: &Version) -> LeaseResult<DeleteOutcome> {
+        self.bound("delete", self.inner.delete(name, version)).await
+    }
+    async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> LeaseResult<CasOutcome> {
+        self.bound("renew", self.inner.renew(name, version, record)).await
+    }
+    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> LeaseResult<()> {
+        match tokio::time::timeout(
+            max_wait + self.timeout,
+            self.inner.wait_for_change(name, seen, max_wait),
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+/// The release mutant: a release (a write of a vacant record on the holder's version)
+/// that conflicts is re-sent on whatever version the record has now, so a deposed
+/// holder's release vacates its successor's lease. The checker must catch it.
+#[derive(Debug)]
+pub struct BlindRelease {
+    /// The store.
+    pub inner: Arc<dyn CasStore>,
+}
+
+#[async_trait]
+impl CasStore for BlindRelease {
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    async fn read(&self, name: &LeaseName) -> LeaseResult<Option<Stored>> {
+        self.inner.read(name).await
+    }
+    async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> LeaseResult<CasOutcome> {
+        let outcome = self.inner.write(name, expect, record).await?;
+        if !(record.is_vacant() && matches!(expect, Precondition::Version(_))) {
+            return Ok(outcome);
+        }
+        let current = match outcome {
+            CasOutcome::Conflict(Current::Present(s)) => Some(s),
+            CasOutcome::Conflict(Current::Unknown) => self.inner.read(name).await?,
+            other => return Ok(other),
+        };
+        match current {
+            Some(s) if s.record.holder.is_some() => {
+                self.inner.write(name, &Precondition::Version(s.version), record).await
+            }
+            Some(s) => Ok(CasOutcome::Conflict(Current::Present(s))),
+            None => Ok(CasOutcome::Conflict(Current::Absent)),
+        }
+    }
+    async fn delete(&self, name: &LeaseName, version: &Version) -> LeaseResult<DeleteOutcome> {
+        self.inner.delete(name, version).await
+    }
+    async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> LeaseResult<CasOutcome> {
+        self.inner.renew(name, version, record).await
+    }
+    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> LeaseResult<()> {
+        self.inner.wait_for_change(name, seen, max_wait).await
+    }
+}
+
+/// The worker number a holder id names (`w<n>#…`), if it is one of ours.
+pub fn worker_of(holder: &str) -> Option<u32> {
+    holder.strip_prefix('w')?.split('#').next()?.parse().ok()
+}
+
+/// A random duration between `lo` and `hi` times `base`.
+pub fn between(rng: &mut StdRng, base: Duration, lo: f64, hi: f64) -> Duration {
+    base.mul_f64(rng.random_range(lo..hi))
+}
