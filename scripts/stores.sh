@@ -19,6 +19,10 @@ ETCD_PEER_PORT=$((ETCD_PORT + 1))
 ETCD_CLUSTER_BASE="${LEASEHOLD_ETCD_CLUSTER_BASE:-52400}"   # clients 52400..2, peers 52410..2
 MOTO_PORT="${LEASEHOLD_MOTO_PORT:-55000}"
 VENV="${LEASEHOLD_VENV:-$HOME/.cache/leasehold-venv}"
+# The three-member cluster's Raft timing. etcd's shortest lease is ceil(1.5 election
+# timeouts) seconds: 2 s with these defaults, 1 s with 50/500 (the long torture runs).
+ETCD_HEARTBEAT_MS="${LEASEHOLD_ETCD_HEARTBEAT_MS:-100}"
+ETCD_ELECTION_MS="${LEASEHOLD_ETCD_ELECTION_MS:-1000}"
 ALL=(postgres redis etcd etcd-cluster moto)
 
 log() { echo "stores: $*" >&2; }
@@ -118,7 +122,7 @@ start_etcd_member() { # index
     --listen-client-urls "http://127.0.0.1:$c" --advertise-client-urls "http://127.0.0.1:$c" \
     --listen-peer-urls "http://127.0.0.1:$p" --initial-advertise-peer-urls "http://127.0.0.1:$p" \
     --initial-cluster "$(etcd_cluster_initial)" --initial-cluster-state "$state" \
-    --initial-cluster-token leasehold-test --heartbeat-interval 100 --election-timeout 1000 >>"$d/etcd.log" 2>&1 &
+    --initial-cluster-token leasehold-test --heartbeat-interval "$ETCD_HEARTBEAT_MS" --election-timeout "$ETCD_ELECTION_MS" >>"$d/etcd.log" 2>&1 &
   echo $! >"$d/etcd.pid"
 }
 

@@ -78,6 +78,10 @@ pub struct Report {
     /// Grant anomalies across a data-loss restart (allowed by the store's stated grade,
     /// listed so a reader sees them).
     pub explained: Vec<String>,
+    /// Grants the store-rules (one holder per token, no early takeover, the record's
+    /// history) could not judge: their request went out before a data-loss restart and
+    /// their reply came after it, so which instance granted them is unknown.
+    pub unjudged: Vec<String>,
     /// Every violation, described.
     pub violations: Vec<String>,
 }
@@ -111,6 +115,9 @@ struct Tenure {
     epoch: usize,
     valid_until: u64,
     releasing_at: Option<u64>,
+    /// False when the grant's request went out before a data-loss restart and its reply
+    /// came after it: either instance may have granted it, so its epoch is unknown.
+    certain: bool,
 }
 
 impl Tenure {
@@ -128,16 +135,33 @@ struct Epochs {
 }
 
 impl Epochs {
-    /// The epoch of an event recorded after a reply from the store (a grant): a reply
-    /// received before a restart finished came from before it.
-    fn of_reply(&self, at: u64) -> usize {
-        self.resets.iter().filter(|(_, until)| *until < at).count()
+    /// The epoch of a grant whose request was sent no earlier than `sent_after` and
+    /// whose reply was recorded at `reply`, and whether that is certain. The controller
+    /// closes the workers' proxies before a data-loss restart begins and opens them
+    /// after it ends, so a reply recorded by the end came from the old instance, and a
+    /// request sent after the beginning reached the new one. A request sent before and
+    /// answered after could have been granted by either (the store client may retry).
+    fn of_grant(&self, sent_after: Option<u64>, reply: u64) -> (usize, bool) {
+        let mut epoch = 0;
+        let mut certain = true;
+        for &(began, until) in &self.resets {
+            if reply < until {
+                continue;
+            }
+            epoch += 1;
+            if sent_after.is_some_and(|s| s < began) {
+                certain = false;
+            }
+        }
+        (epoch, certain)
     }
 
-    /// The epoch of a read answered at `at`: the store cannot answer while it is down,
-    /// so a read answered after the restart began was answered after it.
+    /// The epoch of a read answered at `at`. The controller's observer keeps only reads
+    /// that began and ended while no data-loss restart was under way (it reads the clock
+    /// before it checks), so a kept read answered at `at` came after every restart that
+    /// ended by `at` and before every other (one beginning in the same millisecond too).
     fn of_read(&self, at: u64) -> usize {
-        self.resets.iter().filter(|(began, _)| *began <= at).count()
+        self.resets.iter().filter(|(_, until)| *until <= at).count()
     }
 }
 
@@ -168,9 +192,16 @@ pub fn check(events: &[Event], rows: &[ResourceRow]) -> Report {
     check_resource(events, &rows, &mut r);
     let (tenures, write_tenure) = tenures(events, &epochs);
     r.grants = tenures.len();
-    check_grants(&tenures, &mut r);
+    for t in tenures.iter().filter(|t| !t.certain) {
+        r.unjudged.push(format!(
+            "token {} granted to worker {} at {}: requested before a data-loss restart, answered after it",
+            t.token, t.worker, t.granted_at
+        ));
+    }
+    let certain: Vec<Tenure> = tenures.iter().filter(|t| t.certain).cloned().collect();
+    check_grants(&certain, &mut r);
     check_interleaving(&rows, &tenures, &mut r);
-    check_observations(events, &tenures, &epochs, &mut r);
+    check_observations(events, &certain, &epochs, &mut r);
     count_stale_and_reissued(events, &rows, &tenures, &write_tenure, &mut r);
     r
 }
@@ -289,10 +320,11 @@ fn tenures(events: &[Event], epochs: &Epochs) -> (Vec<Tenure>, HashMap<(u32, u64
                 token,
                 at_ms,
                 valid_until_ms,
+                sent_after_ms,
             } => {
                 // A worker can be granted the same token again after a data loss: that
                 // is a new tenure, and later events of the token belong to it.
-                let epoch = epochs.of_reply(*at_ms);
+                let (epoch, certain) = epochs.of_grant(*sent_after_ms, *at_ms);
                 let i = match index.get(&(*worker, *token)) {
                     Some(&i) if out[i].epoch == epoch => i,
                     _ => {
@@ -303,6 +335,7 @@ fn tenures(events: &[Event], epochs: &Epochs) -> (Vec<Tenure>, HashMap<(u32, u64
                             epoch,
                             valid_until: 0,
                             releasing_at: None,
+                            certain,
                         });
                         index.insert((*worker, *token), out.len() - 1);
                         out.len() - 1
@@ -338,12 +371,24 @@ fn tenures(events: &[Event], epochs: &Epochs) -> (Vec<Tenure>, HashMap<(u32, u64
 /// it; only a reissue after a data loss explains that.
 fn check_interleaving(rows: &[ResourceRow], tenures: &[Tenure], r: &mut Report) {
     let mut epochs_of: HashMap<(u32, u64), Vec<usize>> = HashMap::new();
+    let mut uncertain: HashSet<(u32, u64)> = HashSet::new();
     for t in tenures {
         epochs_of.entry((t.worker, t.token)).or_default().push(t.epoch);
+        if !t.certain {
+            uncertain.insert((t.worker, t.token));
+        }
     }
     for pair in rows.windows(2) {
         let (a, b) = (pair[0], pair[1]);
         if a.token != b.token || a.worker == b.worker {
+            continue;
+        }
+        if uncertain.contains(&(a.worker, a.token)) || uncertain.contains(&(b.worker, b.token)) {
+            r.unjudged.push(format!(
+                "resource accepted token {} from worker {} (seq {}) and then from worker {} (seq {}): \
+                 a grant of unknown epoch",
+                a.token, a.worker, a.seq, b.worker, b.seq
+            ));
             continue;
         }
         let ea = epochs_of.get(&(a.worker, a.token)).cloned().unwrap_or_default();
@@ -579,6 +624,7 @@ mod tests {
             token,
             at_ms,
             valid_until_ms: Some(until),
+            sent_after_ms: Some(at_ms.saturating_sub(5)),
         }
     }
     fn sent(worker: u32, token: u64, seq: u64, at_ms: u64, until: u64) -> Event {
@@ -770,6 +816,8 @@ mod tests {
         events.push(granted(3, 1, 1700, 2700));
         events.push(sent(3, 1, 1, 1710, 2700));
         events.push(done(3, 1, 1, WriteOutcome::Refused, 1720));
+        // Read in the millisecond the restart began: from before it.
+        events.push(observed(Some(2), 2, 1500));
         events.push(observed(Some(3), 1, 1705));
         let r = check(&events, &rows);
         assert!(r.violations.is_empty(), "{r:?}");
@@ -809,5 +857,42 @@ mod tests {
         events.push(granted(3, 1, 1700, 2700));
         let text = violations_of(&events, &rows);
         assert!(text.contains("token 1 granted to workers 1"), "{text}");
+    }
+
+    #[test]
+    fn a_grant_straddling_a_data_loss_restart_is_counted_not_judged() {
+        let straddling = |at_ms, sent_after| Event::Granted {
+            worker: 3,
+            token: 1,
+            at_ms,
+            valid_until_ms: Some(2400),
+            sent_after_ms: Some(sent_after),
+        };
+        // Restart 1500-1600. Requested at 1450 (before the proxies closed), answered at
+        // 1650 (after they opened): either instance may have granted token 1 again.
+        let (mut events, rows) = clean();
+        events.retain(|e| !matches!(e, Event::Releasing { .. } | Event::Observed { holder: None, .. }));
+        events.push(data_loss(1500, 1600));
+        events.push(straddling(1650, 1450));
+        let r = check(&events, &rows);
+        assert!(r.violations.is_empty(), "{r:?}");
+        assert_eq!(r.unjudged.len(), 1, "{r:?}");
+        // Answered at 1580, before the proxies opened: the old instance granted it, in
+        // epoch 0, where token 1 was worker 1's: a double grant.
+        let (mut events, rows) = clean();
+        events.push(data_loss(1500, 1600));
+        events.push(straddling(1580, 1450));
+        let r = check(&events, &rows);
+        assert!(r.unjudged.is_empty(), "{r:?}");
+        let text = r.violations.join("\n");
+        assert!(text.contains("token 1 granted to workers 1"), "{text}");
+        // Requested at 1550, after the proxies closed: the new instance granted it.
+        let (mut events, rows) = clean();
+        events.retain(|e| !matches!(e, Event::Releasing { .. } | Event::Observed { holder: None, .. }));
+        events.push(data_loss(1500, 1600));
+        events.push(straddling(1650, 1550));
+        let r = check(&events, &rows);
+        assert!(r.violations.is_empty() && r.unjudged.is_empty(), "{r:?}");
+        assert_eq!(r.reissued_grants, 1, "{r:?}");
     }
 }

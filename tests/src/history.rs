@@ -43,6 +43,10 @@ pub enum Event {
         /// `at_ms`'s clock reading, so never later than the truth).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         valid_until_ms: Option<u64>,
+        /// No later than when the granting request was sent (its validity deadline less
+        /// the TTL): with `at_ms`, it brackets when the store applied the grant.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sent_after_ms: Option<u64>,
     },
     /// The worker is about to send a fenced write (after its validity check).
     WriteSent {

@@ -10,6 +10,7 @@
 //! - [`resource`]: the protected resource (a fenced table pair on the shared Postgres).
 //! - [`stores`]: dedicated store instances, their restarts, and the lease stores.
 //! - [`proxy`]: the TCP fault proxy.
+//! - [`summary`]: several runs of one store added up (the long runs).
 //!
 //! `docs/RELIABILITY.md` states what the runs show, with their figures.
 
@@ -18,4 +19,5 @@ pub mod history;
 pub mod proxy;
 pub mod resource;
 pub mod stores;
+pub mod summary;
 pub mod torture;

@@ -76,7 +76,7 @@ impl StoreKind {
 /// conditional writes can both "win" there (store-dynamo and store-s3 measured it),
 /// which no real service does. A watchdog ends it when its parent is gone.
 pub const MOTO_SERIALIZED: &str = r#"
-import os, sys, threading, time
+import logging, os, sys, threading, time
 from werkzeug.serving import run_simple
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 port = int(sys.argv[1])
@@ -87,6 +87,7 @@ def watchdog():
     os._exit(0)
 threading.Thread(target=watchdog, daemon=True).start()
 os.environ["MOTO_PORT"] = str(port)
+logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
 inner = DomainDispatcherApplication(create_backend_app)
 lock = threading.Lock()
 def app(environ, start_response):

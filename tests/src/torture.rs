@@ -258,7 +258,8 @@ impl RunReport {
     }
 }
 
-fn quantile(sorted: &[u64], q: f64) -> Option<u64> {
+/// The `q` quantile (0-1, nearest rank) of `sorted`.
+pub(crate) fn quantile(sorted: &[u64], q: f64) -> Option<u64> {
     if sorted.is_empty() {
         return None;
     }
@@ -327,9 +328,11 @@ impl fmt::Display for RunReport {
         }
         writeln!(
             f,
-            "  observations {}; explained by data loss {}; violations {}",
+            "  observations {}; explained by data loss {}; not judged (granted across a data-loss restart) {}; \
+             violations {}",
             c.observations,
             c.explained.len(),
+            c.unjudged.len(),
             c.violations.len()
         )?;
         for v in c.violations.iter().take(20) {
@@ -396,6 +399,10 @@ struct Controller {
     settle_timeouts: u64,
     missed_windows: u64,
     live_cycles: u64,
+    /// Data-loss restarts begun plus ended: odd while one is under way. The observer
+    /// keeps a read only if this did not change across it, so every observation it
+    /// records falls wholly inside one store epoch.
+    restart_gen: Arc<AtomicU64>,
 }
 
 static RUN_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -455,6 +462,7 @@ pub async fn run(cfg: RunConfig) -> RunReport {
         settle_timeouts: 0,
         missed_windows: 0,
         live_cycles: 0,
+        restart_gen: Arc::new(AtomicU64::new(0)),
     };
     let observer = c.start_observer(&direct).await;
     for _ in 0..c.cfg.workers {
@@ -674,11 +682,21 @@ impl Controller {
         let mut out = HistoryWriter::open(&self.cfg.out_dir.join("observer.jsonl")).expect("observer history");
         let period = (self.ttl() / 5).max(Duration::from_millis(20));
         let name = LeaseName::new(LEASE_NAME).expect("lease name");
+        let restart_gen = Arc::clone(&self.restart_gen);
         tokio::spawn(async move {
             let mut last: Option<(Option<u32>, u64)> = None;
             loop {
                 tokio::time::sleep(period).await;
-                match built.store.read(&name).await {
+                let gen_before = restart_gen.load(Ordering::SeqCst);
+                if gen_before % 2 == 1 {
+                    continue; // a data-loss restart is under way
+                }
+                let read = built.store.read(&name).await;
+                let at_ms = now_ms();
+                if restart_gen.load(Ordering::SeqCst) != gen_before {
+                    continue; // which instance answered is not known
+                }
+                match read {
                     Ok(Some(s)) => {
                         let holder = s
                             .record
@@ -691,7 +709,7 @@ impl Controller {
                             let e = Event::Observed {
                                 holder,
                                 token: seen.1,
-                                at_ms: now_ms(),
+                                at_ms,
                             };
                             if out.record(&e).is_err() {
                                 return;
@@ -898,7 +916,18 @@ impl Controller {
         }
     }
 
+    /// Restarts the store. A restart that loses the store's data also closes the
+    /// workers' proxies from before the kill until the new instance is prepared and the
+    /// restart recorded: a request then reaches the old instance or the new one, and
+    /// the checker can tell which from the request's send time and its reply's time.
     async fn restart_store(&mut self) {
+        let data_loss = self.cfg.kind.restart_loses_data();
+        if data_loss {
+            self.restart_gen.fetch_add(1, Ordering::SeqCst);
+            for p in &self.store_proxies {
+                p.set(ProxyMode::Drop);
+            }
+        }
         let at = now_ms();
         let down = self.span(0.5, 2.0);
         let r = self.store.restart(&mut self.rng, down).await;
@@ -916,6 +945,12 @@ impl Controller {
             }
         }
         self.record_fault(&format!("store_restart_{}", r.kind), None, at, r.data_loss);
+        if data_loss {
+            for p in &self.store_proxies {
+                p.set(ProxyMode::Pass);
+            }
+            self.restart_gen.fetch_add(1, Ordering::SeqCst);
+        }
     }
 
     async fn proxy_fault(&mut self, mode: ProxyMode, name: &str) {

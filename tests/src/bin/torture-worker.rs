@@ -223,6 +223,8 @@ async fn main() {
             token,
             at_ms: now_ms(),
             valid_until_ms: Some(wall_of(lease.valid_until())),
+            // valid_until = sent + ttl - margin, so this is at most the send time.
+            sent_after_ms: lease.valid_until().checked_sub(lease.ttl()).map(wall_of),
         });
         say(&format!("granted {token}"));
         let writes = rng.random_range(a.tenure_writes / 2..=a.tenure_writes * 3 / 2).max(1);

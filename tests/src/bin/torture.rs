@@ -3,18 +3,22 @@
 //! ```text
 //! torture --store postgres|redis|etcd|dynamo|s3 [--seed N] [--port P] [--ttl-ms T]
 //!         [--workers N] [--max-minutes M] [--cycles C] [--restarts R] [--proxy-faults F]
-//!         [--mutant none|no-fence|blind-release] [--skew]
+//!         [--mutant none|no-fence|blind-release] [--skew] [--instances K]
 //! torture --recheck <run dir>      # the checker again, over a finished run's files
 //! ```
 //!
-//! It stops when cycles, restarts and proxy faults all reach their targets (defaults
-//! 10000, 500, 500), or after `--max-minutes` (default 600), prints the report, and
-//! exits 1 if the checker found a violation. Needs the variables of
+//! With `--instances K`, K runs of the store go side by side, each with a store instance,
+//! a seed (`seed + i`) and ports (`port + 20 i`) of its own, and each takes 1/K of the
+//! targets. A run stops when its cycles, restarts and proxy faults all reach their
+//! targets (defaults 10000, 500, 500 for the store), or after `--max-minutes` (default
+//! 600); the binary prints every run's report and their sum, and exits 1 if a checker
+//! found a violation. Needs the variables of
 //! `eval "$(scripts/stores.sh env)"` and the shared Postgres running.
 
 use std::time::Duration;
 
 use leasehold_tests::stores::StoreKind;
+use leasehold_tests::summary::Summary;
 use leasehold_tests::torture::{self, Budget, Mutant, RunConfig};
 
 fn fail(what: &str) -> ! {
@@ -56,37 +60,65 @@ async fn main() {
     }
     let kind = StoreKind::parse(&get("--store").unwrap_or_else(|| fail("missing --store")))
         .unwrap_or_else(|| fail("unknown --store"));
-    let default_port = match kind {
-        StoreKind::Postgres => 21500,
-        StoreKind::Redis => 21520,
-        StoreKind::Etcd => 21540,
-        StoreKind::Dynamo => 21580,
-        StoreKind::S3 => 21590,
-    };
-    let port = u16::try_from(num("--port", default_port)).unwrap_or_else(|_| fail("--port"));
-    let mut cfg = RunConfig::new(
-        kind,
-        num("--seed", 1),
-        port,
-        torture::sibling_worker_exe(),
-        Duration::from_secs(num("--max-minutes", 600) * 60),
-    );
-    cfg.out_dir = cfg.out_dir.with_file_name(format!("long-{}-{port}", kind.name()));
-    if let Some(t) = get("--ttl-ms") {
-        cfg.ttl = Duration::from_millis(t.parse().unwrap_or_else(|e| fail(&format!("--ttl-ms: {e}"))));
+    // Each store its own block of 200 ports; instance i at base + 20 i (etcd takes 13).
+    let default_port = 21000
+        + 200
+            * match kind {
+                StoreKind::Postgres => 0,
+                StoreKind::Redis => 1,
+                StoreKind::Etcd => 2,
+                StoreKind::Dynamo => 3,
+                StoreKind::S3 => 4,
+            };
+    let base = u16::try_from(num("--port", default_port)).unwrap_or_else(|_| fail("--port"));
+    let instances = num("--instances", 1);
+    if !(1..=10).contains(&instances) {
+        fail("--instances must be 1 to 10");
     }
-    cfg.workers = usize::try_from(num("--workers", 3)).unwrap_or(3);
-    cfg.budget = Budget {
-        max_time: cfg.budget.max_time,
-        cycles: num("--cycles", 10_000),
-        restarts: num("--restarts", 500),
-        proxy_faults: num("--proxy-faults", 500),
+    let seed = num("--seed", 1);
+    let max_time = Duration::from_secs(num("--max-minutes", 600) * 60);
+    let ttl =
+        get("--ttl-ms").map(|t| Duration::from_millis(t.parse().unwrap_or_else(|e| fail(&format!("--ttl-ms: {e}")))));
+    let mutant = Mutant::parse(&get("--mutant").unwrap_or_else(|| "none".into())).unwrap_or_else(|| fail("--mutant"));
+    let workers = usize::try_from(num("--workers", 3)).unwrap_or(3);
+    // The targets are for the store: each instance takes its share.
+    let share = |total: u64| total.div_ceil(instances);
+    let budget = Budget {
+        max_time,
+        cycles: share(num("--cycles", 10_000)),
+        restarts: share(num("--restarts", 500)),
+        proxy_faults: share(num("--proxy-faults", 500)),
     };
-    cfg.mutant = Mutant::parse(&get("--mutant").unwrap_or_else(|| "none".into())).unwrap_or_else(|| fail("--mutant"));
-    cfg.skew = argv.iter().any(|a| a == "--skew");
-    let report = torture::run(cfg).await;
-    println!("{report}");
-    if !report.check.is_clean() {
+    let skew = argv.iter().any(|a| a == "--skew");
+
+    let mut runs = tokio::task::JoinSet::new();
+    for i in 0..instances {
+        let port = base + u16::try_from(i * 20).unwrap_or_else(|_| fail("--port"));
+        let mut cfg = RunConfig::new(kind, seed + i, port, torture::sibling_worker_exe(), max_time);
+        cfg.out_dir = cfg.out_dir.with_file_name(format!("long-{}-{port}", kind.name()));
+        if let Some(t) = ttl {
+            cfg.ttl = t;
+        }
+        cfg.workers = workers;
+        cfg.budget = budget;
+        cfg.mutant = mutant;
+        cfg.skew = skew;
+        runs.spawn(torture::run(cfg));
+    }
+    let mut reports = Vec::new();
+    while let Some(r) = runs.join_next().await {
+        match r {
+            Ok(report) => {
+                println!("{report}");
+                reports.push(report);
+            }
+            Err(e) => fail(&format!("a run failed: {e}")),
+        }
+    }
+    reports.sort_by_key(|r| r.seed);
+    let summary = Summary::of(&reports);
+    println!("{summary}");
+    if !summary.check.is_clean() {
         std::process::exit(1);
     }
 }
