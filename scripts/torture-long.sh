@@ -15,7 +15,7 @@
 #   etcd      10         1 s      (etcd clusters with 50 ms heartbeats, 500 ms elections:
 #                                  etcd's shortest lease is 1.5 election timeouts, rounded up)
 #   dynamo    6          400 ms
-#   s3        5          400 ms
+#   s3        6          400 ms
 #
 # Environment (all optional):
 #   TORTURE_SEED=1            the first instance's seed (instance i: seed + i)
@@ -39,7 +39,7 @@ MAX=${TORTURE_MAX_MINUTES:-1440}
 TARGET=${CARGO_TARGET_DIR:-target}
 PROFILE=${TORTURE_PROFILE:-bench-fast}
 
-declare -A INSTANCES=([postgres]=3 [redis]=3 [etcd]=10 [dynamo]=6 [s3]=5)
+declare -A INSTANCES=([postgres]=3 [redis]=3 [etcd]=10 [dynamo]=6 [s3]=6)
 declare -A TTL_MS=([postgres]=300 [redis]=300 [etcd]=1000 [dynamo]=400 [s3]=400)
 
 cargo build --profile "$PROFILE" -p leasehold-tests --bins

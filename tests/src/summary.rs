@@ -85,11 +85,7 @@ impl Summary {
 
     /// Faults of kinds starting with `prefix`.
     pub fn faults_of(&self, prefix: &str) -> u64 {
-        self.faults
-            .iter()
-            .filter(|(k, _)| k.starts_with(prefix))
-            .map(|(_, v)| v)
-            .sum()
+        crate::torture::sum_with_prefix(&self.faults, prefix)
     }
 
     /// The `q` quantile (0-1, nearest rank) of the merged takeover times.

@@ -150,7 +150,8 @@ pub struct RunConfig {
     /// The controller's seed.
     pub seed: u64,
     /// The dedicated store's port (etcd: base of 3 client and 3 peer ports), in
-    /// 21000-21999.
+    /// 21000-21999 (the bounded tests) or 22000-22999 (the long runs, which may then run
+    /// beside them).
     pub port: u16,
     /// Worker processes alive at once.
     pub workers: usize,
@@ -245,17 +246,22 @@ impl RunReport {
 
     /// Faults of kinds starting with `prefix`.
     pub fn faults_of(&self, prefix: &str) -> u64 {
-        self.faults
-            .iter()
-            .filter(|(k, _)| k.starts_with(prefix))
-            .map(|(_, v)| v)
-            .sum()
+        sum_with_prefix(&self.faults, prefix)
     }
 
     /// The `q` quantile (0-1) of the takeover times after kill -9.
     pub fn takeover_quantile(&self, q: f64) -> Option<u64> {
         quantile(&self.takeover_after_kill_ms, q)
     }
+}
+
+/// The sum of the counts of kinds starting with `prefix`.
+pub(crate) fn sum_with_prefix(counts: &BTreeMap<String, u64>, prefix: &str) -> u64 {
+    counts
+        .iter()
+        .filter(|(k, _)| k.starts_with(prefix))
+        .map(|(_, v)| v)
+        .sum()
 }
 
 /// The `q` quantile (0-1, nearest rank) of `sorted`.
@@ -432,9 +438,7 @@ pub async fn run(cfg: RunConfig) -> RunReport {
     let store = Dedicated::start(cfg.kind, cfg.port).await;
     let ns = Namespace::new(&run);
     let direct = Dedicated::endpoints(cfg.kind, &store.upstreams());
-    stores::prepare(cfg.kind, &direct[0], &ns)
-        .await
-        .unwrap_or_else(|e| panic!("preparing {} at {}: {e}", cfg.kind.name(), direct[0]));
+    prepare_within(cfg.kind, &direct[0], &ns, Duration::from_secs(60)).await;
     let mut store_proxies = Vec::new();
     for up in store.upstreams() {
         store_proxies.push(FaultProxy::start(up).await.expect("store proxy"));
@@ -530,6 +534,20 @@ pub fn recheck(dir: &Path) -> std::io::Result<Report> {
         .map(|l| serde_json::from_str(l).map_err(std::io::Error::other))
         .collect::<std::io::Result<Vec<checker::ResourceRow>>>()?;
     Ok(checker::check(&events, &rows))
+}
+
+/// Creates the run's table, bucket or prefix, retrying until `limit` (a just-started
+/// moto on a loaded machine can refuse the first requests).
+async fn prepare_within(kind: StoreKind, endpoint: &str, ns: &Namespace, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while let Err(e) = stores::prepare(kind, endpoint, ns).await {
+        assert!(
+            Instant::now() < deadline,
+            "preparing {} at {endpoint} within {limit:?}: {e}",
+            kind.name()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// The shared Postgres address and its URL with `{}` where the proxy address goes.
@@ -749,11 +767,7 @@ impl Controller {
     }
 
     fn counts_of(&self, prefix: &str) -> u64 {
-        self.counts
-            .iter()
-            .filter(|(k, _)| k.starts_with(prefix))
-            .map(|(_, v)| v)
-            .sum()
+        sum_with_prefix(&self.counts, prefix)
     }
 
     async fn fault_loop(&mut self, started: Instant) {
@@ -934,15 +948,7 @@ impl Controller {
         if r.data_loss {
             // moto lost the table and the bucket with everything else.
             let direct = Dedicated::endpoints(self.cfg.kind, &self.store.upstreams());
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while let Err(e) = stores::prepare(self.cfg.kind, &direct[0], &self.ns).await {
-                assert!(
-                    Instant::now() < deadline,
-                    "re-preparing {} after a restart: {e}",
-                    self.cfg.kind.name()
-                );
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            prepare_within(self.cfg.kind, &direct[0], &self.ns, Duration::from_secs(60)).await;
         }
         self.record_fault(&format!("store_restart_{}", r.kind), None, at, r.data_loss);
         if data_loss {

@@ -61,7 +61,7 @@ async fn main() {
     let kind = StoreKind::parse(&get("--store").unwrap_or_else(|| fail("missing --store")))
         .unwrap_or_else(|| fail("unknown --store"));
     // Each store its own block of 200 ports; instance i at base + 20 i (etcd takes 13).
-    let default_port = 21000
+    let default_port = 22000
         + 200
             * match kind {
                 StoreKind::Postgres => 0,
