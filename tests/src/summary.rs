@@ -192,7 +192,7 @@ mod tests {
             takeover_after_kill_ms: kills.to_vec(),
             clock_jumps: 0,
             no_holder: 0,
-            settle_timeouts: 0,
+            stalls: Vec::new(),
             missed_windows: 0,
             check: Report {
                 writes_accepted: 5,

@@ -228,8 +228,9 @@ pub struct RunReport {
     pub clock_jumps: u64,
     /// Fault steps that found no holder to hit (skipped).
     pub no_holder: u64,
-    /// Fault steps after which no holder appeared within 10 TTLs + 5 s.
-    pub settle_timeouts: u64,
+    /// Fault steps after which no holder appeared within 10 TTLs + 5 s: the fault's
+    /// kind and when it began (seconds into the fault phase), in order.
+    pub stalls: Vec<(String, f64)>,
     /// Window pauses whose holder made no further validity check in time (skipped).
     pub missed_windows: u64,
     /// The checker's report.
@@ -302,8 +303,12 @@ impl fmt::Display for RunReport {
             self.clock_jumps,
             self.no_holder,
             self.missed_windows,
-            self.settle_timeouts
+            self.stalls.len()
         )?;
+        if !self.stalls.is_empty() {
+            let after: Vec<String> = self.stalls.iter().map(|(k, t)| format!("{k} at {t:.1} s")).collect();
+            writeln!(f, "  no holder within 10 TTL + 5 s after: {}", after.join(", "))?;
+        }
         let faults: Vec<String> = self.faults.iter().map(|(k, v)| format!("{k} {v}")).collect();
         writeln!(f, "  faults: {}", faults.join(", "))?;
         writeln!(
@@ -402,7 +407,7 @@ struct Controller {
     run: String,
     resource_url: String,
     no_holder: u64,
-    settle_timeouts: u64,
+    stalls: Vec<(String, f64)>,
     missed_windows: u64,
     live_cycles: u64,
     /// Data-loss restarts begun plus ended: odd while one is under way. The observer
@@ -463,7 +468,7 @@ pub async fn run(cfg: RunConfig) -> RunReport {
         run,
         resource_url,
         no_holder: 0,
-        settle_timeouts: 0,
+        stalls: Vec::new(),
         missed_windows: 0,
         live_cycles: 0,
         restart_gen: Arc::new(AtomicU64::new(0)),
@@ -812,6 +817,7 @@ impl Controller {
                     kind
                 }
             };
+            let began = started.elapsed().as_secs_f64();
             match kind {
                 "pause" => self.pause(false).await,
                 "pause_window" => self.pause(true).await,
@@ -830,7 +836,7 @@ impl Controller {
             // Settle: somebody holds the lease again before the next fault.
             let settle = self.ttl() * 10 + Duration::from_secs(5);
             if self.wait_for_holder(settle).await.is_none() {
-                self.settle_timeouts += 1;
+                self.stalls.push((kind.to_owned(), began));
             }
             if last_progress.elapsed() > Duration::from_secs(60) {
                 last_progress = Instant::now();
@@ -1048,7 +1054,7 @@ impl Controller {
             takeover_after_kill_ms: takeover,
             clock_jumps: self.live.clock_jumps.load(Ordering::Relaxed),
             no_holder: self.no_holder,
-            settle_timeouts: self.settle_timeouts,
+            stalls: self.stalls.clone(),
             missed_windows: self.missed_windows,
             check,
             out_dir: self.cfg.out_dir.clone(),

@@ -13,6 +13,9 @@
 //! - `clock_jump`: its wall clock jumped (`--clock-jump-ms`).
 //!
 //! It exits when stdin closes (the controller is gone). Flags: see `Args::parse`.
+//! Its stderr (the run directory's `worker-<id>.log`) has its errors and the library's
+//! logs: `lease_core` and the store crates at debug (failed attempts, keep-alives,
+//! watches), the rest at info; `LEASEHOLD_WORKER_LOG` (a `tracing` filter) overrides.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -130,6 +133,15 @@ impl Recorder {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let a = Args::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("LEASEHOLD_WORKER_LOG").unwrap_or_else(|_| {
+        "info,lease_core=debug,store_etcd=debug,store_redis=debug,store_postgres=debug,store_dynamo=debug,store_s3=debug"
+            .into()
+    });
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
     let mut h = Recorder {
         w: HistoryWriter::open(&a.history).unwrap_or_else(|e| fail(&format!("history {}: {e}", a.history.display()))),
     };
