@@ -34,6 +34,12 @@
 //!   itself deletes that record when its TTL has passed since its last renewal (one Txn
 //!   comparing its revision). That deadline is the holder process's own monotonic clock:
 //!   no two machines' clocks are compared (DESIGN rule 2).
+//! - **Caller gone mid-write** (a `tokio::time::timeout` around the call, a `select!`, a
+//!   dropped [`lease_core::LeaseClient::acquire`]): every write runs to its end on a task
+//!   of its own, so a claim that reached etcd after its caller left is still registered
+//!   and deleted at its deadline, never kept alive by the session for as long as the
+//!   store exists (`tests/cancellation.rs` drops a claim between etcd applying it and its
+//!   answer; another store takes the name one TTL later).
 //! - **Holder validity** (DESIGN rule 3): a grant or renewal answers `Written` only when
 //!   the session certainly lives on etcd until `call + ttl`, i.e. when a keep-alive
 //!   *sent* at `s` was answered positively and `s + session_ttl >= call + ttl` (etcd

@@ -277,7 +277,25 @@ impl Inner {
         })
     }
 
+    /// Runs [`Inner::write_to_end`] on a task of its own, so that it finishes even when
+    /// the caller drops the call (a timeout, a `select!`, a dropped acquire): a held
+    /// record lives on a session this store keeps alive, so a claim that applied while
+    /// nobody was left to register it would be held for as long as the store exists.
+    /// Registered, it is expired at its deadline like any record nobody renews.
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
+        let Some(me) = self.me.upgrade() else {
+            return Err(Error::Unavailable {
+                message: "the etcd store is being dropped".into(),
+                source: None,
+            });
+        };
+        let (name, expect, record) = (name.clone(), expect.clone(), record.clone());
+        tokio::spawn(async move { me.write_to_end(&name, &expect, &record).await })
+            .await
+            .unwrap_or_else(|e| Err(Error::indeterminate("the etcd write task ended before its answer", e)))
+    }
+
+    async fn write_to_end(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
         let call = Instant::now();
         let claim = matches!(expect, Precondition::Claimable);
         if !claim && record.token == FencingToken::ZERO {
