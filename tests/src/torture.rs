@@ -117,7 +117,9 @@ impl FaultMix {
     };
 }
 
-/// When a run stops: at `max_time`, or once every target is reached.
+/// When a run stops: at `max_time` (or, if stalls delayed some fault kind's first
+/// turn, once every kind has had one, within twice `max_time`), or once every target
+/// is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budget {
     /// The longest the fault phase runs.
@@ -799,7 +801,10 @@ impl Controller {
             first.swap(i, j);
         }
         let mut last_progress = Instant::now();
-        while started.elapsed() < self.cfg.budget.max_time && !self.targets_reached() {
+        // Every kind gets its turn even if stalls ate the time (up to twice the limit).
+        let max = self.cfg.budget.max_time;
+        while (started.elapsed() < max || (!first.is_empty() && started.elapsed() < max * 2)) && !self.targets_reached()
+        {
             let gap = self.span(0.3, 1.0);
             tokio::time::sleep(gap).await;
             let kind = match first.pop() {

@@ -10,58 +10,32 @@
 
 mod common;
 
-use std::time::Duration;
-
-use common::{Expect, assert_clean_run, seed, serial, worker_exe};
+use common::{Plan, every_fault_run, skew_run};
 use leasehold_tests::stores::StoreKind;
-use leasehold_tests::torture::{self, FaultMix, RunConfig};
 
 const KIND: StoreKind = StoreKind::Dynamo;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bounded_run_with_every_fault_is_clean() {
-    let _one = serial().await;
-    let cfg = RunConfig::new(KIND, seed(401), 21310, worker_exe(), Duration::from_secs(40));
-    let r = torture::run(cfg).await;
-    assert_clean_run(
-        &r,
-        &Expect {
-            min_cycles: 3,
-            min_accepted: 20,
-            min_stale_refused: 1,
-            fault_kinds: &[
-                "pause",
-                "pause_window",
-                "kill9",
-                "store_restart_moto_kill9",
-                "proxy_delay",
-                "proxy_blackhole",
-                "proxy_drop",
-                "proxy_drop_replies",
-                "resource_",
-            ],
-            kill_samples: 1,
+    every_fault_run(
+        Plan {
+            kind: KIND,
+            seed: 401,
+            port: 21310,
+            secs: 40,
         },
-    );
+        3,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skewed_and_jumping_client_clocks_cause_no_early_takeover() {
-    let _one = serial().await;
-    let mut cfg = RunConfig::new(KIND, seed(402), 21320, worker_exe(), Duration::from_secs(25));
-    cfg.skew = true;
-    cfg.faults = FaultMix::TAKEOVERS;
-    let r = torture::run(cfg).await;
-    assert_clean_run(
-        &r,
-        &Expect {
-            min_cycles: 2,
-            min_accepted: 10,
-            min_stale_refused: 0,
-            fault_kinds: &["pause", "kill9"],
-            kill_samples: 1,
-        },
-    );
-    assert!(r.check.explained.is_empty(), "no restart, yet grant anomalies:\n{r}");
-    assert!(r.clock_jumps >= 1, "no clock jumped:\n{r}");
+    skew_run(Plan {
+        kind: KIND,
+        seed: 402,
+        port: 21320,
+        secs: 25,
+    })
+    .await;
 }

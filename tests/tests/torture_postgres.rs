@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Expect, assert_clean_run, seed, serial, show, worker_exe};
+use common::{Plan, every_fault_run, seed, serial, show, skew_run, worker_exe};
 use leasehold_tests::stores::StoreKind;
 use leasehold_tests::torture::{self, FaultMix, Mutant, RunConfig};
 
@@ -16,49 +16,27 @@ const KIND: StoreKind = StoreKind::Postgres;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bounded_run_with_every_fault_is_clean() {
-    let _one = serial().await;
-    let cfg = RunConfig::new(KIND, seed(101), 21010, worker_exe(), Duration::from_secs(40));
-    let r = torture::run(cfg).await;
-    assert_clean_run(
-        &r,
-        &Expect {
-            min_cycles: 3,
-            min_accepted: 20,
-            min_stale_refused: 1,
-            fault_kinds: &[
-                "pause",
-                "pause_window",
-                "kill9",
-                "store_restart_postgres_immediate",
-                "proxy_delay",
-                "proxy_blackhole",
-                "proxy_drop",
-                "proxy_drop_replies",
-                "resource_",
-            ],
-            kill_samples: 1,
+    every_fault_run(
+        Plan {
+            kind: KIND,
+            seed: 101,
+            port: 21010,
+            secs: 40,
         },
-    );
+        3,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skewed_and_jumping_client_clocks_cause_no_early_takeover() {
-    let _one = serial().await;
-    let mut cfg = RunConfig::new(KIND, seed(102), 21020, worker_exe(), Duration::from_secs(20));
-    cfg.skew = true;
-    cfg.faults = FaultMix::TAKEOVERS;
-    let r = torture::run(cfg).await;
-    assert_clean_run(
-        &r,
-        &Expect {
-            min_cycles: 2,
-            min_accepted: 10,
-            min_stale_refused: 0,
-            fault_kinds: &["pause", "kill9"],
-            kill_samples: 1,
-        },
-    );
-    assert!(r.clock_jumps >= 1, "no clock jumped:\n{r}");
+    skew_run(Plan {
+        kind: KIND,
+        seed: 102,
+        port: 21020,
+        secs: 20,
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

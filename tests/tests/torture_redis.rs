@@ -10,39 +10,23 @@
 
 mod common;
 
-use std::time::Duration;
-
-use common::{Expect, assert_clean_run, seed, serial, worker_exe};
+use common::{Plan, every_fault_run, skew_run};
 use leasehold_tests::stores::StoreKind;
-use leasehold_tests::torture::{self, FaultMix, RunConfig};
 
 const KIND: StoreKind = StoreKind::Redis;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bounded_run_with_restarts_never_accepts_a_regression() {
-    let _one = serial().await;
-    let cfg = RunConfig::new(KIND, seed(201), 21110, worker_exe(), Duration::from_secs(35));
-    let r = torture::run(cfg).await;
-    assert_clean_run(
-        &r,
-        &Expect {
-            min_cycles: 3,
-            min_accepted: 20,
-            min_stale_refused: 1,
-            fault_kinds: &[
-                "pause",
-                "pause_window",
-                "kill9",
-                "store_restart_redis_kill9",
-                "proxy_delay",
-                "proxy_blackhole",
-                "proxy_drop",
-                "proxy_drop_replies",
-                "resource_",
-            ],
-            kill_samples: 1,
+    let r = every_fault_run(
+        Plan {
+            kind: KIND,
+            seed: 201,
+            port: 21110,
+            secs: 35,
         },
-    );
+        3,
+    )
+    .await;
     assert!(r.check.epochs >= 2, "no restart lost Redis's data:\n{r}");
     assert_eq!(
         r.check.reissued.accepted, 0,
@@ -52,21 +36,11 @@ async fn bounded_run_with_restarts_never_accepts_a_regression() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skewed_and_jumping_client_clocks_cause_no_early_takeover() {
-    let _one = serial().await;
-    let mut cfg = RunConfig::new(KIND, seed(202), 21120, worker_exe(), Duration::from_secs(20));
-    cfg.skew = true;
-    cfg.faults = FaultMix::TAKEOVERS;
-    let r = torture::run(cfg).await;
-    assert_clean_run(
-        &r,
-        &Expect {
-            min_cycles: 2,
-            min_accepted: 10,
-            min_stale_refused: 0,
-            fault_kinds: &["pause", "kill9"],
-            kill_samples: 1,
-        },
-    );
-    assert!(r.check.explained.is_empty(), "no restart, yet grant anomalies:\n{r}");
-    assert!(r.clock_jumps >= 1, "no clock jumped:\n{r}");
+    skew_run(Plan {
+        kind: KIND,
+        seed: 202,
+        port: 21120,
+        secs: 20,
+    })
+    .await;
 }

@@ -1,12 +1,15 @@
 //! What the torture tests share: one run at a time per test binary, the seed, the
-//! worker executable, and the assertions every bounded run makes.
+//! worker executable, the assertions every bounded run makes, and the two runs every
+//! store has (every fault; skewed and jumping client clocks).
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use tokio::sync::{Mutex, MutexGuard};
 
-use leasehold_tests::torture::RunReport;
+use leasehold_tests::stores::StoreKind;
+use leasehold_tests::torture::{self, FaultMix, RunConfig, RunReport};
 
 /// Runs of one test binary go one at a time (2 cores; timing matters for liveness).
 pub async fn serial() -> MutexGuard<'static, ()> {
@@ -35,6 +38,7 @@ pub struct Expect {
     pub min_accepted: usize,
     /// At least this many deposed holders' writes refused by the fence.
     pub min_stale_refused: usize,
+    /// Prefixes of fault kinds each injected at least once.
     pub fault_kinds: &'static [&'static str],
     pub kill_samples: usize,
 }
@@ -69,4 +73,81 @@ pub fn assert_clean_run(r: &RunReport, e: &Expect) {
         r.takeover_after_kill_ms.len() >= e.kill_samples,
         "too few takeover samples after kill -9:\n{r}"
     );
+}
+
+/// Where and how long a bounded run goes: its default seed (`LEASEHOLD_TORTURE_SEED`
+/// replaces it), the dedicated store's port (21000-21999, one range per run) and the
+/// length of its fault phase.
+pub struct Plan {
+    pub kind: StoreKind,
+    pub seed: u64,
+    pub port: u16,
+    pub secs: u64,
+}
+
+impl Plan {
+    fn config(&self) -> RunConfig {
+        RunConfig::new(
+            self.kind,
+            seed(self.seed),
+            self.port,
+            worker_exe(),
+            Duration::from_secs(self.secs),
+        )
+    }
+}
+
+/// Every fault kind, the store's own restart among them.
+pub const EVERY_FAULT: &[&str] = &[
+    "pause",
+    "pause_window",
+    "kill9",
+    "store_restart",
+    "proxy_delay",
+    "proxy_blackhole",
+    "proxy_drop",
+    "proxy_drop_replies",
+    "resource_",
+];
+
+/// The bounded run with every fault: clean, at least `min_cycles` takeovers, every
+/// kind injected, a deposed holder's write refused, a takeover timed after kill -9.
+pub async fn every_fault_run(plan: Plan, min_cycles: u64) -> RunReport {
+    let _one = serial().await;
+    let r = torture::run(plan.config()).await;
+    assert_clean_run(
+        &r,
+        &Expect {
+            min_cycles,
+            min_accepted: 20,
+            min_stale_refused: 1,
+            fault_kinds: EVERY_FAULT,
+            kill_samples: 1,
+        },
+    );
+    r
+}
+
+/// Workers whose wall clocks are off by +10 or -10 TTLs or jump within that, under
+/// pauses and kills (no restarts): a clean run (no early takeover, no double grant),
+/// no grant anomaly of any kind, and some clock jumped.
+pub async fn skew_run(plan: Plan) -> RunReport {
+    let _one = serial().await;
+    let mut cfg = plan.config();
+    cfg.skew = true;
+    cfg.faults = FaultMix::TAKEOVERS;
+    let r = torture::run(cfg).await;
+    assert_clean_run(
+        &r,
+        &Expect {
+            min_cycles: 2,
+            min_accepted: 10,
+            min_stale_refused: 0,
+            fault_kinds: &["pause", "kill9"],
+            kill_samples: 1,
+        },
+    );
+    assert!(r.check.explained.is_empty(), "no restart, yet grant anomalies:\n{r}");
+    assert!(r.clock_jumps >= 1, "no clock jumped:\n{r}");
+    r
 }
