@@ -134,6 +134,8 @@ pub(crate) struct Reap {
     pub(crate) version: Option<i64>,
     pub(crate) bytes: Vec<u8>,
     pub(crate) session: i64,
+    /// A record no held entry stands for any more (see [`State::hold`]).
+    pub(crate) orphan: bool,
 }
 
 /// The store's memory.
@@ -142,6 +144,9 @@ pub(crate) struct State {
     known: HashMap<LeaseName, Known>,
     held: HashMap<LeaseName, Held>,
     schedule: BTreeSet<(Instant, u64, LeaseName)>,
+    /// Records that may exist on this store's sessions although no held entry stands for
+    /// them any more, with their deadlines: deleted then (guarded), like abandoned ones.
+    orphans: Vec<(Instant, Reap)>,
     seq: u64,
 }
 
@@ -332,9 +337,33 @@ impl State {
     }
 
     /// Stores a held entry and schedules its expiry.
+    ///
+    /// An entry it replaces that stands for another record (a write whose outcome is
+    /// unknown, replaced by a later attempt's) is kept as an orphan: that record may be on
+    /// one of this store's sessions, which live as long as the store, so it is deleted at
+    /// its deadline unless it has been replaced by then (the delete compares it).
     pub(crate) fn hold(&mut self, name: &LeaseName, held: Held) {
         self.seq += 1;
         self.schedule.insert((held.deadline, self.seq, name.clone()));
+        // An orphan with these very bytes is this record now (a retried write): it must
+        // not be deleted at the old deadline.
+        self.orphans
+            .retain(|(_, r)| !(r.name == *name && r.bytes == held.bytes && r.session == held.session.id));
+        let replaced = self
+            .held
+            .get(name)
+            .filter(|old| old.bytes != held.bytes || old.session.id != held.session.id)
+            .map(|old| {
+                let reap = Reap {
+                    name: name.clone(),
+                    version: old.version,
+                    bytes: old.bytes.clone(),
+                    session: old.session.id,
+                    orphan: true,
+                };
+                (old.deadline, reap)
+            });
+        self.orphans.extend(replaced);
         self.held.insert(name.clone(), held);
     }
 
@@ -368,6 +397,7 @@ impl State {
             .filter(|(_, h)| h.session.id == session)
             .map(|(n, _)| n.clone())
             .collect();
+        self.orphans.retain(|(_, r)| r.session != session);
         for name in gone {
             self.held.remove(&name);
             if let Some(k) = self.known.get_mut(&name) {
@@ -379,10 +409,15 @@ impl State {
     /// Takes the expiries due at `now` (marking them in flight) and returns when the
     /// next one is due.
     pub(crate) fn take_due(&mut self, now: Instant) -> (Vec<Reap>, Option<Instant>) {
-        let mut due = Vec::new();
+        let (ripe, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.orphans)
+            .into_iter()
+            .partition(|(t, _)| *t <= now);
+        self.orphans = waiting;
+        let mut due: Vec<Reap> = ripe.into_iter().map(|(_, r)| r).collect();
+        let next_orphan = self.orphans.iter().map(|(t, _)| *t).min();
         while let Some((t, seq, name)) = self.schedule.first().cloned() {
             if t > now {
-                return (due, Some(t));
+                return (due, Some(next_orphan.map_or(t, |o| o.min(t))));
             }
             self.schedule.remove(&(t, seq, name.clone()));
             let Some(h) = self.held.get_mut(&name) else { continue };
@@ -395,14 +430,21 @@ impl State {
                 version: h.version,
                 bytes: h.bytes.clone(),
                 session: h.session.id,
+                orphan: false,
             });
         }
-        (due, None)
+        (due, next_orphan)
     }
 
     /// An expiry delete finished: `Some(rev)` if it deleted the record (or found it
     /// already replaced), `None` if it must be retried at `retry_at`.
     pub(crate) fn reaped(&mut self, reap: &Reap, done: Option<i64>, retry_at: Instant) {
+        if reap.orphan {
+            if done.is_none() {
+                self.orphans.push((retry_at, reap.clone()));
+            }
+            return;
+        }
         match done {
             Some(rev) => {
                 if self
@@ -556,5 +598,49 @@ mod tests {
         let d = decode(&n, &s);
         assert!(matches!(d.record, Some((1, 0, Err(_)))));
         assert!(d.fence.is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_replaced_entry_is_deleted_at_its_deadline_unless_rewritten() {
+        let n = name();
+        let t0 = Instant::now();
+        let session = Arc::new(Session::new(7, Duration::from_secs(2), t0));
+        let pending = |holder: &str, deadline_ms: u64| Held {
+            version: None,
+            bytes: record_codec::encode(&rec(Some(holder), 1)),
+            record: rec(Some(holder), 1),
+            session: session.clone(),
+            deadline: t0 + Duration::from_millis(deadline_ms),
+            rev: 0,
+            reaping: false,
+        };
+        let mut st = State::default();
+        st.hold(&n, pending("first", 1000));
+        // A second attempt replaces the first: the first's record (if it applied) is an
+        // orphan, due at the first's deadline, not before.
+        st.hold(&n, pending("second", 1500));
+        let (due, next) = st.take_due(t0 + Duration::from_millis(999));
+        assert!(due.is_empty());
+        assert_eq!(next, Some(t0 + Duration::from_millis(1000)));
+        let (due, _) = st.take_due(t0 + Duration::from_millis(1000));
+        assert_eq!(due.len(), 1);
+        assert!(due[0].orphan && due[0].bytes == pending("first", 0).bytes && due[0].session == 7);
+        // A failed delete is retried.
+        st.reaped(&due[0], None, t0 + Duration::from_millis(1200));
+        assert_eq!(
+            st.take_due(t0 + Duration::from_millis(1100)).1,
+            Some(t0 + Duration::from_millis(1200))
+        );
+        // The same bytes written again (a retry that applied) are no orphan any more.
+        st.hold(&n, pending("first", 3000));
+        let (due, _) = st.take_due(t0 + Duration::from_millis(1200));
+        assert!(
+            due.iter().all(|r| r.bytes != pending("first", 0).bytes || !r.orphan),
+            "{due:?}"
+        );
+        // Orphans on a session etcd says is gone were deleted by etcd.
+        st.hold(&n, pending("third", 4000));
+        st.session_gone(7);
+        assert!(st.orphans.is_empty());
     }
 }
