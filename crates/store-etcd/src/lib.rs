@@ -39,13 +39,15 @@
 //!   of its own, so a claim that reached etcd after its caller left is still registered
 //!   and deleted at its deadline, never kept alive by the session for as long as the
 //!   store exists (`tests/orphans.rs` drops a claim between etcd applying it and its
-//!   answer; another store takes the name one TTL later).
+//!   answer; another store cannot take the name at once, and takes it once the TTL has
+//!   run out).
 //! - **Unanswered writes in a row**: a write whose answer was lost is registered with its
 //!   bytes (it may have applied); when a later attempt on the same name replaces that
 //!   entry, the earlier record is kept as an *orphan* and deleted at its deadline (a Txn
 //!   comparing its value and session, so a record that replaced it is never touched)
 //!   unless the same bytes are written again. `tests/orphans.rs` loses the answers of two
-//!   claims in a row, the first of which applied: the name is free one TTL later.
+//!   claims in a row, the first of which applied: the name is free once its TTL has run
+//!   out, not before.
 //! - **Holder validity** (DESIGN rule 3): a grant or renewal answers `Written` only when
 //!   the session certainly lives on etcd until `call + ttl`, i.e. when a keep-alive
 //!   *sent* at `s` was answered positively and `s + session_ttl >= call + ttl` (etcd

@@ -39,6 +39,16 @@ async fn claimable_within(store: &EtcdStore, n: &LeaseName, limit: Duration) -> 
     .await
 }
 
+/// Another store's claim of `n`, right now, finds it held.
+async fn not_claimable_now(store: &EtcdStore, n: &LeaseName) {
+    let other = EtcdStore::with_config(store.client().clone(), store.config().clone());
+    let r = other.write(n, &Precondition::Claimable, &held("early", 1000)).await;
+    assert!(
+        matches!(r, Ok(CasOutcome::Conflict(_))),
+        "claimed before the TTL ran out: {r:?}"
+    );
+}
+
 /// Polls `fut` once.
 async fn poll_once<T>(fut: &mut Pin<Box<dyn Future<Output = T> + Send + '_>>) -> Poll<T> {
     std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await
@@ -47,15 +57,15 @@ async fn poll_once<T>(fut: &mut Pin<Box<dyn Future<Output = T> + Send + '_>>) ->
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_dropped_after_etcd_applied_it_expires_at_its_ttl() {
     let store = common::store("dropped-claim").await;
-    let record_key = store.record_key(&LeaseName::new("dropped").unwrap_or_else(|e| panic!("{e}")));
     let n = LeaseName::new("dropped").unwrap_or_else(|e| panic!("{e}"));
-    let ttl = Duration::from_millis(1000);
+    let record_key = store.record_key(&n);
+    let ttl = Duration::from_millis(2000);
 
     // Drive the claim one poll at a time; between polls, watch etcd directly. Once the
     // record is there, the claim has applied but its caller has not seen the answer
     // (it can only see it in a later poll): drop the call right there.
     let started = Instant::now();
-    let record = held("gone", 1000);
+    let record = held("gone", 2000);
     let mut claim: Pin<Box<dyn Future<Output = _> + Send + '_>> =
         Box::pin(store.write(&n, &Precondition::Claimable, &record));
     let mut applied = false;
@@ -87,6 +97,9 @@ async fn a_claim_dropped_after_etcd_applied_it_expires_at_its_ttl() {
     let lease = kv.kvs().first().map_or(0, etcd_client::KeyValue::lease);
     assert_ne!(lease, 0, "the dropped claim's record is not on a session");
 
+    // Not before its TTL: nobody trusts that record, but its deadline is still its TTL.
+    assert!(started.elapsed() < ttl, "too slow to check: {:?}", started.elapsed());
+    not_claimable_now(&store, &n).await;
     // The store lives on (and so does its session); another store must be able to claim
     // the name once the dropped claim's TTL has run out.
     let taken = claimable_within(&store, &n, ttl * 4 + Duration::from_secs(2)).await;
@@ -121,6 +134,7 @@ async fn two_unanswered_claims_in_a_row_leave_nothing_held_for_ever() {
     // finds the name taken (by the first, which nobody trusts).
     let n = LeaseName::new("unanswered").unwrap_or_else(|e| panic!("{e}"));
     proxy.drop_replies(true);
+    let first_sent = Instant::now();
     for holder in ["first", "second"] {
         let r = store.write(&n, &Precondition::Claimable, &held(holder, 3000)).await;
         assert!(
@@ -138,6 +152,8 @@ async fn two_unanswered_claims_in_a_row_leave_nothing_held_for_ever() {
     assert!(String::from_utf8_lossy(kv.value()).contains("first"));
     assert_ne!(kv.lease(), 0, "not on a session");
 
+    assert!(first_sent.elapsed() < Duration::from_secs(3), "too slow to check");
+    not_claimable_now(&store, &n).await;
     // The store lives on and so does its session: the first claim's record must still
     // be deleted once its TTL has run out.
     let free = claimable_within(&store, &n, Duration::from_secs(3 * 4 + 2)).await;
