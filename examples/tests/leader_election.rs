@@ -98,7 +98,10 @@ async fn run(s: Scenario) {
     .await;
     let (l2, led2) = who_saw(&procs, "leading token=2").expect("leader 2");
     let after_kill = led2 - killed_at;
-    eprintln!("{}: new leader {after_kill:?} after the kill (ttl {:?})", s.label, s.ttl);
+    eprintln!(
+        "{}: new leader {after_kill:?} after the kill (ttl {:?})",
+        s.label, s.ttl
+    );
     assert_ne!(l2, l1);
     assert!(
         after_kill <= s.ttl + SLACK,
