@@ -64,31 +64,29 @@ async fn drop_tables_of_finished_runs(pool: &PgPool) {
 
 /// A fresh ShedLock table in this crate's own schema.
 async fn fresh_table(pool: &PgPool, fence: bool) -> String {
-    // Concurrent `CREATE SCHEMA IF NOT EXISTS` can collide; a retry settles it.
-    for attempt in 0.. {
-        match sqlx::query(AssertSqlSafe(format!("CREATE SCHEMA IF NOT EXISTS {SCHEMA}")))
-            .execute(pool)
-            .await
-        {
-            Ok(_) => break,
-            Err(e) if attempt < 3 => eprintln!("create schema: {e}; retrying"),
-            Err(e) => panic!("create schema: {e}"),
-        }
-    }
+    let table = fresh_name(pool).await;
+    ShedlockStore::create_table(pool, &table, fence)
+        .await
+        .expect("create table");
+    table
+}
+
+/// A table name no other test uses, in this crate's own schema (created if missing).
+async fn fresh_name(pool: &PgPool) -> String {
+    // Concurrent `CREATE SCHEMA IF NOT EXISTS` can collide; serialized, it cannot.
+    store_postgres::run_ddl_serialized(pool, &[&format!("CREATE SCHEMA IF NOT EXISTS {SCHEMA}")])
+        .await
+        .unwrap_or_else(|e| panic!("create schema: {e}"));
     drop_tables_of_finished_runs(pool).await;
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
-    let table = format!(
+    format!(
         "{SCHEMA}.shedlock_{}_{}_{nanos}",
         std::process::id(),
         SEQ.fetch_add(1, Ordering::Relaxed)
-    );
-    ShedlockStore::create_table(pool, &table, fence)
-        .await
-        .expect("create table");
-    table
+    )
 }
 
 async fn store_on(pool: &PgPool, table: &str) -> ShedlockStore {
@@ -500,4 +498,45 @@ async fn missing_or_mistyped_tables_are_misconfigured() {
         store.read(&long).await,
         Err(lease_core::Error::InvalidInput { .. })
     ));
+}
+
+/// Sixteen sessions, connected in advance and released together, create one fenced
+/// ShedLock table (`CREATE` then `ADD COLUMN fence`): every call succeeds and the
+/// table has its fence column. Unserialized, these collide with `42P07` / `42710` /
+/// `23505` / `42701` (CI once failed on the lease table's equivalent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixteen_sessions_creating_one_fenced_table_at_once_all_succeed() {
+    let admin = pool().await;
+    let mut sessions = Vec::new();
+    for _ in 0..16 {
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .connect(&pg_url())
+            .await
+            .expect("connect");
+        sessions.push(pool);
+    }
+    for round in 0..5 {
+        let table = fresh_name(&admin).await;
+        let barrier = Arc::new(tokio::sync::Barrier::new(sessions.len()));
+        let tasks: Vec<_> = sessions
+            .iter()
+            .map(|pool| {
+                let (pool, table, barrier) = (pool.clone(), table.clone(), barrier.clone());
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    ShedlockStore::create_table(&pool, &table, true).await
+                })
+            })
+            .collect();
+        for (i, task) in tasks.into_iter().enumerate() {
+            let result = task.await.expect("task");
+            assert!(result.is_ok(), "round {round}, session {i}: {result:?}");
+        }
+        assert!(
+            store_on(&admin, &table).await.is_fenced(),
+            "round {round}: fence column added"
+        );
+    }
 }

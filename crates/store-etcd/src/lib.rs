@@ -123,6 +123,14 @@
 //! fifty (a test counts them). Waiters in other processes each have their own store and
 //! watch: one wake-up per process per change.
 //!
+//! A wake-up while the lease is free (released, or deleted when its holder's session
+//! expired) is passed on if its waiter does not take the lease — an election observer
+//! that shares the watch with its process's campaign waits again having seen it free, or
+//! the woken waiter went away and the lease is still free 500 ms later — so the acquirer
+//! is never left asleep for its whole `max_wait` (`tests/wake_ups.rs`: granted 8 ms
+//! after a release with the observer woken first, 509 ms when the woken waiter went
+//! away; both fail against a 5 s limit without the hand-over).
+//!
 //! ## Fenced writes
 //! - **Inside etcd**: [`EtcdStore::fence`] captures the tenure's guard right after the
 //!   grant; [`EtcdStore::fenced_txn`] runs your puts and deletes in one Txn that applies

@@ -4,8 +4,19 @@
 //! change wakes **one** waiter (the longest waiting whose last seen version differs from
 //! the new one): a release wakes one acquirer, whose grant (a change) wakes the next,
 //! which finds it held and waits again. Fifty waiters cost one watch and O(1) requests
-//! per change, not fifty. A waiter also returns when its `max_wait` runs out, so a
-//! wake-up lost to a cancelled waiter only delays the others.
+//! per change, not fifty.
+//!
+//! A wake-up while the lease is **free** (the record released to vacant, or deleted when
+//! its holder's session expired) is a baton:
+//! whoever gets it should take the lease, and taking it is a change that wakes the
+//! next. Not every waiter takes it: an election observer (`wait_for_change` from a
+//! read loop) shares the watch with the same process's acquirer. So the baton moves on
+//! to the next waiter that has not seen the lease free when the woken one waits again
+//! having seen it free (it did not take the lease), or when it is still free
+//! [`BATON_PASS`] after the wake-up (the woken waiter went away). Without this, an
+//! observer woken by a leader's expiry left its process's acquirer asleep for a whole
+//! `max_wait`: the etcd leader-election test measured new leaders at 2 × TTL in 2 runs
+//! of 10.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,7 +24,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use etcd_client::{EventType, WatchOptions};
-use lease_core::{LeaseName, Result};
+use lease_core::{LeaseName, Result, record_codec};
 use tokio::sync::oneshot;
 
 use crate::state::RecordKv;
@@ -23,6 +34,10 @@ use crate::store::Inner;
 const IDLE_CLOSE: Duration = Duration::from_secs(2);
 /// Pause before reopening a watch that failed.
 const REOPEN_PAUSE: Duration = Duration::from_millis(200);
+/// How long a waiter woken while the lease is free has to take it before the next
+/// waiter is woken too: a read and a write take a few milliseconds on a healthy
+/// cluster, so a second taker is woken only when the first has gone.
+pub(crate) const BATON_PASS: Duration = Duration::from_millis(500);
 
 /// The key's state as the watch knows it: `Some(None)` absent, `Some(Some(v))` present
 /// at mod revision `v`, `None` not known yet.
@@ -39,8 +54,13 @@ struct WatchState {
     current: Current,
     /// The revision `current` was seen at; the watch resumes after it.
     rev: i64,
+    /// Whether `current` is known to be free to claim: absent, or a vacant record.
+    free: bool,
     waiters: VecDeque<Waiter>,
     running: bool,
+    /// When the baton (a wake-up while the lease is free) is passed on if the lease is
+    /// still free; `None` when no waiter holds it.
+    baton_due: Option<tokio::time::Instant>,
 }
 
 #[derive(Default)]
@@ -101,6 +121,11 @@ pub(crate) async fn wait(inner: &Arc<Inner>, name: &LeaseName, seen: Option<i64>
             }
         }
         st.waiters.push_back(Waiter { id, seen, wake: tx });
+        if st.free && st.current == Some(seen) {
+            // This caller saw the lease free and waits rather than taking it (an
+            // observer): the baton it may hold goes to one that has not seen it free.
+            wake_one(&mut st);
+        }
         !std::mem::replace(&mut st.running, true)
     };
     if spawn {
@@ -112,16 +137,28 @@ pub(crate) async fn wait(inner: &Arc<Inner>, name: &LeaseName, seen: Option<i64>
     Ok(())
 }
 
-/// Wakes the longest-waiting waiter that has not seen the current state.
+/// Wakes the longest-waiting waiter that has not seen the current state. While the
+/// lease is free that wake-up is the baton, passed on at `baton_due` if still free.
 fn wake_one(st: &mut WatchState) {
+    st.baton_due = None;
     let Some(cur) = st.current else { return };
     while let Some(i) = st.waiters.iter().position(|w| w.seen != cur) {
         if let Some(w) = st.waiters.remove(i) {
             if w.wake.send(()).is_ok() {
+                if st.free {
+                    st.baton_due = Some(tokio::time::Instant::now() + BATON_PASS);
+                }
                 return;
             }
         }
     }
+}
+
+/// What the watch loop sleeps until when no event comes: the baton's pass time, or
+/// the next idle check.
+fn next_tick(st: &WatchState) -> tokio::time::Instant {
+    let idle = tokio::time::Instant::now() + IDLE_CLOSE / 2;
+    st.baton_due.map_or(idle, |due| due.min(idle))
 }
 
 /// One name's watch: runs while it has waiters.
@@ -155,6 +192,8 @@ async fn run(inner: Weak<Inner>, name: LeaseName, nw: Arc<NameWatch>) {
             if st.current.is_none() || st.rev <= rev {
                 st.current = Some(current);
                 st.rev = rev;
+                // A present record's vacancy is not known from here; no baton for it.
+                st.free = current.is_none();
             }
             wake_one(&mut st);
         }
@@ -174,10 +213,15 @@ async fn run(inner: Weak<Inner>, name: LeaseName, nw: Arc<NameWatch>) {
             }
         };
         loop {
+            let tick = next_tick(&nw.lock());
             let msg = tokio::select! {
                 m = stream.message() => m,
-                () = tokio::time::sleep(IDLE_CLOSE / 2) => {
+                () = tokio::time::sleep_until(tick) => {
                     let mut st = nw.lock();
+                    if st.baton_due.is_some_and(|due| due <= tokio::time::Instant::now()) {
+                        // Still free: whoever had the baton did not take the lease.
+                        wake_one(&mut st);
+                    }
                     if st.waiters.is_empty() {
                         let since = *idle_since.get_or_insert_with(tokio::time::Instant::now);
                         if since.elapsed() >= IDLE_CLOSE {
@@ -198,7 +242,11 @@ async fn run(inner: Weak<Inner>, name: LeaseName, nw: Arc<NameWatch>) {
                 Ok(Some(resp)) => {
                     if resp.canceled() {
                         // Compacted past our revision, or refused: start over from a read.
-                        nw.lock().current = None;
+                        {
+                            let mut st = nw.lock();
+                            st.current = None;
+                            st.free = false;
+                        }
                         fresh_read = true;
                         tokio::time::sleep(REOPEN_PAUSE).await;
                         continue 'reopen;
@@ -206,7 +254,7 @@ async fn run(inner: Weak<Inner>, name: LeaseName, nw: Arc<NameWatch>) {
                     let mut last = None;
                     for ev in resp.events() {
                         let Some(kv) = ev.kv() else { continue };
-                        let (rev, state, rkv) = match ev.event_type() {
+                        let (rev, state, rkv, free) = match ev.event_type() {
                             EventType::Put => (
                                 kv.mod_revision(),
                                 Some(kv.mod_revision()),
@@ -215,18 +263,20 @@ async fn run(inner: Weak<Inner>, name: LeaseName, nw: Arc<NameWatch>) {
                                     lease: kv.lease(),
                                     bytes: kv.value().to_vec(),
                                 }),
+                                record_codec::decode(&name, kv.value()).is_ok_and(|r| r.is_vacant()),
                             ),
-                            EventType::Delete => (kv.mod_revision(), None, None),
+                            EventType::Delete => (kv.mod_revision(), None, None, true),
                         };
                         if let Some(store) = inner.upgrade() {
                             store.observe_event(&name, rev, rkv.as_ref());
                         }
-                        last = Some((state, rev));
+                        last = Some((state, rev, free));
                     }
-                    if let Some((state, rev)) = last {
+                    if let Some((state, rev, free)) = last {
                         let mut st = nw.lock();
                         st.current = Some(state);
                         st.rev = rev;
+                        st.free = free;
                         wake_one(&mut st);
                     }
                 }

@@ -9,6 +9,10 @@ pub(crate) mod sqlstate {
     pub(crate) const UNDEFINED_TABLE: &str = "42P01";
     /// `42P07` duplicate_table: a concurrent `CREATE TABLE IF NOT EXISTS` won.
     pub(crate) const DUPLICATE_TABLE: &str = "42P07";
+    /// `42710` duplicate_object: a concurrent `CREATE TABLE` made the table's row type.
+    pub(crate) const DUPLICATE_OBJECT: &str = "42710";
+    /// `42701` duplicate_column: a concurrent `ADD COLUMN IF NOT EXISTS` won.
+    pub(crate) const DUPLICATE_COLUMN: &str = "42701";
     /// `23505` unique_violation (also a concurrent `CREATE TABLE` racing on `pg_type`).
     pub(crate) const UNIQUE_VIOLATION: &str = "23505";
     /// `25006` read_only_sql_transaction: connected to a standby (read replica).

@@ -92,12 +92,14 @@
 //! ```
 
 mod config;
+mod ddl;
 mod error;
 mod fenced;
 mod notify;
 mod store;
 
 pub use config::PostgresConfig;
+pub use ddl::run_ddl_serialized;
 pub use fenced::execute_fenced;
 pub use sql_lease::{ColumnLimits, FencedWrite, LeaseTable, SqlValue, Statements};
 pub use store::PostgresStore;

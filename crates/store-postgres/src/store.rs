@@ -17,7 +17,7 @@ use sqlx::postgres::PgRow;
 use sqlx::{AssertSqlSafe, PgPool, Row};
 
 use crate::PostgresConfig;
-use crate::error::{Target, code_of, map_error, sqlstate};
+use crate::error::{Target, map_error};
 use crate::notify::Waiters;
 
 /// Lease records in a Postgres table, judged on the server's clock.
@@ -66,26 +66,17 @@ impl PostgresStore {
         schema::schema_sql(Dialect::Postgres, config.lease_table())
     }
 
-    /// Creates the lease table if it does not exist (one idempotent statement; several
-    /// processes may call it at once). Needs `CREATE` on the schema.
+    /// Creates the lease table if it does not exist (one idempotent statement, run
+    /// through [`run_ddl_serialized`](crate::run_ddl_serialized), so several processes
+    /// may call it at once). Needs `CREATE` on the schema.
     ///
     /// # Errors
     /// [`lease_core::Error::Misconfigured`] without the privilege or schema; store errors.
     pub async fn create_schema(pool: &PgPool, config: &PostgresConfig) -> Result<()> {
         let sql = schema::create_table(Dialect::Postgres, config.lease_table())?;
-        match sqlx::query(AssertSqlSafe(sql)).execute(pool).await {
-            Ok(_) => Ok(()),
-            // Another process created it between our check and our insert into pg_type.
-            Err(e)
-                if matches!(
-                    code_of(&e).as_deref(),
-                    Some(sqlstate::UNIQUE_VIOLATION | sqlstate::DUPLICATE_TABLE)
-                ) =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(map_error(e, Phase::Write, Target::Lease, "create lease table")),
-        }
+        crate::run_ddl_serialized(pool, &[&sql])
+            .await
+            .map_err(|e| map_error(e, Phase::Write, Target::Lease, "create lease table"))
     }
 
     /// A store on `pool` (which must reach the **primary**), after checking that the

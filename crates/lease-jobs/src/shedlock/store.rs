@@ -171,23 +171,16 @@ impl ShedlockStore {
     /// Postgres errors; [`Error::InvalidInput`] for a bad table name.
     pub async fn create_table(pool: &PgPool, table: &str, fence: bool) -> Result<()> {
         let t = Ident::table(table)?.quoted(Dialect::Postgres);
-        let ddl = format!(
+        let create = format!(
             "CREATE TABLE IF NOT EXISTS {t} (name VARCHAR(64) NOT NULL, lock_until TIMESTAMP NOT NULL, \
              locked_at TIMESTAMP NOT NULL, locked_by VARCHAR(255) NOT NULL, PRIMARY KEY (name))"
         );
-        sqlx::query(AssertSqlSafe(ddl))
-            .execute(pool)
+        let add_fence = format!("ALTER TABLE {t} ADD COLUMN IF NOT EXISTS fence BIGINT");
+        let ddl: &[&str] = if fence { &[&create, &add_fence] } else { &[&create] };
+        // Serialized with other creators: concurrent `IF NOT EXISTS` DDL can collide.
+        store_postgres::run_ddl_serialized(pool, ddl)
             .await
-            .map_err(|e| error::map(Op::Write, e))?;
-        if fence {
-            sqlx::query(AssertSqlSafe(format!(
-                "ALTER TABLE {t} ADD COLUMN IF NOT EXISTS fence BIGINT"
-            )))
-            .execute(pool)
-            .await
-            .map_err(|e| error::map(Op::Write, e))?;
-        }
-        Ok(())
+            .map_err(|e| error::map(Op::Write, e))
     }
 
     /// Whether the table has the fence column (tokens kept there; linearizable grade).
