@@ -182,20 +182,15 @@ impl Data {
     async fn setup(&self, p: &str, election: &str) -> BoxResult<()> {
         match self {
             Self::Pg(pool) => {
-                for ddl in [
-                    format!(
-                        "CREATE TABLE IF NOT EXISTS {p}_leader_fence (election TEXT PRIMARY KEY, last_token BIGINT NOT NULL)"
-                    ),
-                    format!(
-                        "CREATE TABLE IF NOT EXISTS {p}_leader_writes (id BIGSERIAL PRIMARY KEY, election TEXT NOT NULL, \
-                         instance TEXT NOT NULL, token BIGINT NOT NULL, at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp())"
-                    ),
-                ] {
-                    // Several copies start at once: a concurrent CREATE may collide.
-                    if let Err(e) = sqlx::query(AssertSqlSafe(ddl.clone())).execute(pool).await {
-                        sqlx::query(AssertSqlSafe(ddl)).execute(pool).await.map_err(|_| e)?;
-                    }
-                }
+                let fence = format!(
+                    "CREATE TABLE IF NOT EXISTS {p}_leader_fence (election TEXT PRIMARY KEY, last_token BIGINT NOT NULL)"
+                );
+                let writes = format!(
+                    "CREATE TABLE IF NOT EXISTS {p}_leader_writes (id BIGSERIAL PRIMARY KEY, election TEXT NOT NULL, \
+                     instance TEXT NOT NULL, token BIGINT NOT NULL, at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp())"
+                );
+                // Several copies start at once: serialized, their CREATEs cannot collide.
+                store_postgres::run_ddl_serialized(pool, &[&fence, &writes]).await?;
                 sqlx::query(AssertSqlSafe(format!(
                     "INSERT INTO {p}_leader_fence (election, last_token) VALUES ($1, 0) ON CONFLICT DO NOTHING"
                 )))

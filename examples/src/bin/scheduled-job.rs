@@ -231,16 +231,13 @@ impl Data {
                  token {big} NOT NULL, instance TEXT NOT NULL)"
             ),
         ];
-        for ddl in ddls {
-            let run = |ddl: String| async move {
-                match self {
-                    Self::Pg(pool) => sqlx::query(AssertSqlSafe(ddl)).execute(pool).await.map(|_| ()),
-                    Self::Lite(pool) => sqlx::query(AssertSqlSafe(ddl)).execute(pool).await.map(|_| ()),
+        match self {
+            // Several copies start at once: serialized, their CREATEs cannot collide.
+            Self::Pg(pool) => store_postgres::run_ddl_serialized(pool, &ddls.each_ref().map(String::as_str)).await?,
+            Self::Lite(pool) => {
+                for ddl in ddls {
+                    sqlx::query(AssertSqlSafe(ddl)).execute(pool).await?;
                 }
-            };
-            // Several copies start at once: a concurrent CREATE may collide once.
-            if let Err(e) = run(ddl.clone()).await {
-                run(ddl).await.map_err(|_| e)?;
             }
         }
         Ok(())
