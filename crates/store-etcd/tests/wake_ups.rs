@@ -110,14 +110,15 @@ async fn an_observer_woken_by_a_release_hands_the_wake_up_to_the_acquirer() {
     );
     let acquirer = park_acquirer(&s, 2).await;
     let took = release_and_time(s, acquirer).await;
+    let woken = poll(Duration::from_secs(2), || reads.load(Ordering::SeqCst) >= 2).await;
     observer.abort();
     println!(
         "observer woken first: acquirer granted {took:?} after the release (observer reads: {})",
         reads.load(Ordering::SeqCst)
     );
     assert!(
-        reads.load(Ordering::SeqCst) >= 2,
-        "the observer was never woken, so the test did not exercise the hand-over"
+        woken,
+        "the observer was never woken: the test did not exercise the hand-over"
     );
 }
 

@@ -4,7 +4,16 @@
 //! '<version> <name>')` itself, so the notification is sent exactly when that write
 //! commits. One background task per store holds a `LISTEN` connection (its own, opened
 //! with the pool's connect options, so it takes no slot of the user's pool), remembers
-//! the last version announced per name, and wakes the waiters of that name.
+//! the last version announced per name, and wakes **one** waiter of that name: the
+//! longest waiting that has not seen that version.
+//!
+//! That wake-up is a baton, as in store-etcd's watch: the woken waiter should take the
+//! lease. It passes to the next waiter when the woken one waits again having seen the
+//! released version (an election observer, not an acquirer), or when nobody in this
+//! store has tried to claim the name [`BATON_PASS`] after the wake-up (the woken waiter
+//! went away). A claim attempt through this store (won or lost) or a waiter that has
+//! seen a newer version ends it. So N waiters in one process cost O(1) calls per
+//! release instead of N (every one of them trying once, one winning).
 //!
 //! A waiter first subscribes, then checks whether a version newer than the one it saw
 //! was announced already, so a release between its refused attempt and its wait is not
@@ -13,34 +22,134 @@
 //! a polling store. Spurious wake-ups are allowed by the contract; missed ones only cost
 //! up to `max_wait`.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use lease_core::{LeaseName, Version};
 use sqlx::PgPool;
 use sqlx::postgres::{PgListener, PgPoolOptions};
-use tokio::sync::broadcast;
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-/// The most names whose last announced version is remembered before the map is cleared.
+/// The most names remembered before those without waiters are forgotten.
 const MAX_REMEMBERED: usize = 16_384;
 /// How long opening the listener connection may take before waiters fall back to sleeping.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Pause after a listener error before trying again.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
+/// How long a waiter woken by a release has to try to claim the lease before the next
+/// waiter is woken too (a read and a write take a millisecond or two on a healthy server).
+pub(crate) const BATON_PASS: Duration = Duration::from_millis(500);
 
-#[derive(Debug, Clone)]
-enum Wake {
-    Name(Arc<str>),
-    All,
+struct Waiter {
+    id: u64,
+    seen: i64,
+    wake: oneshot::Sender<()>,
+}
+
+/// One name's waiters and what was announced for it.
+#[derive(Default)]
+struct Name {
+    /// The newest version a release or delete of the name announced.
+    announced: i64,
+    waiters: VecDeque<Waiter>,
+    /// Bumped by every wake-up; a baton timer only acts if it is still current.
+    baton: u64,
+    /// Whether a woken waiter holds the baton (nobody has claimed since).
+    baton_out: bool,
+}
+
+impl Name {
+    /// Wakes the longest-waiting waiter that has not seen the announced version and
+    /// hands it the baton; `Some(generation)` for the timer that passes it on.
+    fn wake_one(&mut self) -> Option<u64> {
+        self.baton_out = false;
+        while let Some(i) = self.waiters.iter().position(|w| w.seen < self.announced) {
+            let Some(w) = self.waiters.remove(i) else { break };
+            if w.wake.send(()).is_ok() {
+                self.baton += 1;
+                self.baton_out = true;
+                return Some(self.baton);
+            }
+        }
+        None
+    }
+}
+
+/// What the listener task and the waiters share.
+#[derive(Default)]
+struct Board {
+    names: Mutex<HashMap<String, Name>>,
+    next_id: AtomicU64,
+}
+
+impl Board {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Name>> {
+        self.names.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A release or delete of `name` at `version` committed.
+    fn announce(self: &Arc<Self>, name: &str, version: i64) {
+        let mut names = self.lock();
+        if names.len() >= MAX_REMEMBERED && !names.contains_key(name) {
+            names.retain(|_, n| !n.waiters.is_empty());
+        }
+        let n = names.entry(name.to_owned()).or_default();
+        n.announced = n.announced.max(version);
+        let timer = n.wake_one();
+        drop(names);
+        self.pass_later(name, timer);
+    }
+
+    /// Announcements may have been missed: every waiter looks again.
+    fn wake_all(&self) {
+        for n in self.lock().values_mut() {
+            n.baton_out = false;
+            for w in n.waiters.drain(..) {
+                let _ = w.wake.send(());
+            }
+        }
+    }
+
+    /// A claim of `name` was attempted through this store: the baton did its work.
+    fn claimed(&self, name: &str) {
+        if let Some(n) = self.lock().get_mut(name) {
+            n.baton_out = false;
+        }
+    }
+
+    /// Passes the baton of wake-up `generation` on if nobody claimed within `BATON_PASS`.
+    fn pass_later(self: &Arc<Self>, name: &str, generation: Option<u64>) {
+        let Some(generation) = generation else { return };
+        let board: Weak<Self> = Arc::downgrade(self);
+        let name = name.to_owned();
+        tokio::spawn(async move {
+            tokio::time::sleep(BATON_PASS).await;
+            let Some(board) = board.upgrade() else { return };
+            let timer = {
+                let mut names = board.lock();
+                let Some(n) = names.get_mut(&name) else { return };
+                if !(n.baton_out && n.baton == generation) {
+                    return;
+                }
+                n.wake_one()
+            };
+            board.pass_later(&name, timer);
+        });
+    }
 }
 
 #[derive(Debug)]
 struct Listening {
-    tx: broadcast::Sender<Wake>,
-    announced: Arc<Mutex<HashMap<String, i64>>>,
     task: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Board {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Board").field("names", &self.lock().len()).finish()
+    }
 }
 
 impl Drop for Listening {
@@ -49,21 +158,13 @@ impl Drop for Listening {
     }
 }
 
-impl Listening {
-    fn announced(&self, name: &str) -> Option<i64> {
-        self.announced
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(name)
-            .copied()
-    }
-}
-
 /// The waiters of one store.
 #[derive(Debug)]
 pub(crate) struct Waiters {
     pool: PgPool,
     channel: String,
+    /// Outlives listener connections: waiters stay registered across a reconnect.
+    board: Arc<Board>,
     state: tokio::sync::Mutex<Option<Arc<Listening>>>,
 }
 
@@ -72,6 +173,7 @@ impl Waiters {
         Self {
             pool,
             channel,
+            board: Arc::new(Board::default()),
             state: tokio::sync::Mutex::new(None),
         }
     }
@@ -111,16 +213,16 @@ impl Waiters {
         let mut listener = PgListener::connect_with(&own).await?;
         listener.ignore_pool_close_event(true);
         listener.listen(&self.channel).await?;
-        let (tx, _) = broadcast::channel(1024);
-        let announced = Arc::new(Mutex::new(HashMap::new()));
-        let task = tokio::spawn(run(listener, tx.clone(), announced.clone()));
-        Ok(Listening { tx, announced, task })
+        // Waiters registered while no listener ran may have missed announcements.
+        self.board.wake_all();
+        let task = tokio::spawn(run(listener, self.board.clone()));
+        Ok(Listening { task })
     }
 
     /// Waits until `name` may have changed from `seen`, or `max_wait` passed.
     pub(crate) async fn wait(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) {
         let deadline = tokio::time::Instant::now() + max_wait;
-        let Some((listening, fresh)) = self.listening().await else {
+        let Some((_listening, fresh)) = self.listening().await else {
             tokio::time::sleep_until(deadline).await;
             return;
         };
@@ -128,50 +230,62 @@ impl Waiters {
             // Anything announced before LISTEN took effect was missed: look again now.
             return;
         }
-        let mut rx = listening.tx.subscribe();
         let seen = seen.map_or(0, sql_lease::row::version_arg);
-        if listening.announced(name.as_str()).is_some_and(|v| v > seen) {
-            return;
-        }
-        let woken = async {
-            loop {
-                match rx.recv().await {
-                    Ok(Wake::Name(n)) if *n == *name.as_str() => return,
-                    Ok(Wake::Name(_)) => {}
-                    Ok(Wake::All) | Err(broadcast::error::RecvError::Lagged(_)) => return,
-                    Err(broadcast::error::RecvError::Closed) => std::future::pending::<()>().await,
-                }
+        let board = &self.board;
+        let id = board.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        let timer = {
+            let mut names = board.lock();
+            let n = names.entry(name.as_str().to_owned()).or_default();
+            if n.announced > seen {
+                // Released after the caller looked: look again now.
+                return;
             }
+            let timer = if n.baton_out && seen == n.announced && seen > 0 {
+                // The caller saw the released record and waits rather than claiming it
+                // (an observer): the baton goes to a waiter that has not seen it.
+                n.wake_one()
+            } else {
+                if seen > n.announced {
+                    // The caller saw a newer record than the release: it was claimed.
+                    n.baton_out = false;
+                }
+                None
+            };
+            n.waiters.push_back(Waiter { id, seen, wake: tx });
+            timer
         };
-        let _ = tokio::time::timeout_at(deadline, woken).await;
+        board.pass_later(name.as_str(), timer);
+        if tokio::time::timeout_at(deadline, rx).await.is_err() {
+            if let Some(n) = board.lock().get_mut(name.as_str()) {
+                n.waiters.retain(|w| w.id != id);
+            }
+        }
+    }
+
+    /// A claim of `name` was attempted through this store (won or lost): a waiter woken
+    /// by a release did what the wake-up was for.
+    pub(crate) fn claimed(&self, name: &LeaseName) {
+        self.board.claimed(name.as_str());
     }
 }
 
-async fn run(mut listener: PgListener, tx: broadcast::Sender<Wake>, announced: Arc<Mutex<HashMap<String, i64>>>) {
+async fn run(mut listener: PgListener, board: Arc<Board>) {
     loop {
         match listener.try_recv().await {
             Ok(Some(n)) => {
                 let Some((version, name)) = n.payload().split_once(' ') else {
                     continue;
                 };
-                let version = version.parse::<i64>().unwrap_or(i64::MAX);
-                {
-                    let mut map = announced.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                    if map.len() >= MAX_REMEMBERED && !map.contains_key(name) {
-                        map.clear();
-                    }
-                    let v = map.entry(name.to_owned()).or_insert(version);
-                    *v = (*v).max(version);
-                }
-                let _ = tx.send(Wake::Name(Arc::from(name)));
+                board.announce(name, version.parse::<i64>().unwrap_or(i64::MAX));
             }
             Ok(None) => {
                 // The connection was lost and re-established: announcements may be lost.
-                let _ = tx.send(Wake::All);
+                board.wake_all();
             }
             Err(e) => {
                 tracing::debug!(error = %e, "LISTEN connection error");
-                let _ = tx.send(Wake::All);
+                board.wake_all();
                 tokio::time::sleep(RETRY_PAUSE).await;
             }
         }

@@ -205,8 +205,12 @@ impl CasStore for PostgresStore {
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
         let args = LeaseArgs::write(name, &self.inner.limits, expect, record)?;
         let statement = write_statement(&self.inner.statements, expect);
-        let rows = self.run(statement, &args, Phase::Write, "write lease").await?;
-        row::write_outcome(name, expect, &rows)
+        let rows = self.run(statement, &args, Phase::Write, "write lease").await;
+        if !record.is_vacant() {
+            // A claim or renewal was attempted: a waiter woken by a release acted on it.
+            self.inner.waiters.claimed(name);
+        }
+        row::write_outcome(name, expect, &rows?)
     }
 
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
