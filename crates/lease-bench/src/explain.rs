@@ -304,23 +304,31 @@ pub(crate) fn handoff(rows: &[HandoffResult]) -> String {
     };
     let max_n = rows.iter().map(|h| h.waiters).max().unwrap_or(0);
     let mut out = Vec::new();
-    if let Some(c) = calls(StoreKind::Etcd, max_n) {
+    let one: Vec<String> = [StoreKind::Etcd, StoreKind::Postgres]
+        .into_iter()
+        .filter_map(|k| calls(k, max_n).map(|c| format!("{} {c:.1}", k.label())))
+        .collect();
+    if !one.is_empty() {
         out.push(format!(
-            "store-etcd's watch wakes one waiter per change (the grant is a change too, which wakes the next one to \
-             find the lease held again), so with {max_n} waiters a handoff costs {c:.1} store calls."
+            "store-etcd's watch and store-postgres' `LISTEN` board wake one waiter per change (on etcd the grant is \
+             a change too, which wakes the next one to find the lease held again), so with {max_n} waiters a handoff \
+             costs a few store calls ({}). The wake-up a release hands out is passed on if its waiter does not \
+             claim (an election observer that shares the store with its campaign, or a waiter that went away: \
+             after 500 ms).",
+            one.join(", ")
         ));
     }
-    let herd: Vec<String> = [StoreKind::Postgres, StoreKind::Redis, StoreKind::Memory]
+    let herd: Vec<String> = [StoreKind::Redis, StoreKind::Memory]
         .into_iter()
         .filter_map(|k| calls(k, max_n).map(|c| format!("{} {c:.0}", k.label())))
         .collect();
     if !herd.is_empty() {
         out.push(format!(
-            "Postgres (`LISTEN`), Redis (pub/sub) and MemoryStore wake every waiter of the process on each release: \
-             each tries once, one wins, the others are refused and wait again, so a handoff costs about N store \
-             calls ({} with {max_n} waiters) — a thundering herd, bounded to one round trip per waiter because a \
-             refused attempt returns the holder in the same round trip. It would take waking one waiter per change, \
-             as store-etcd does, to make it constant; the latency stays a few ms either way.",
+            "Redis (pub/sub) and MemoryStore wake every waiter of the process on each release: each tries once, one \
+             wins, the others are refused and wait again, so a handoff costs about N store calls ({} with {max_n} \
+             waiters) — a thundering herd, bounded to one round trip per waiter because a refused attempt returns \
+             the holder in the same round trip; store-postgres' `notify.rs` is the pattern that would make it \
+             constant. The latency stays a few ms either way.",
             herd.join(", ")
         ));
     }
