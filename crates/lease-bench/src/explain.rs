@@ -310,7 +310,7 @@ pub(crate) fn handoff(rows: &[HandoffResult]) -> String {
         .collect();
     if !one.is_empty() {
         out.push(format!(
-            "store-etcd's watch and store-postgres' `LISTEN` board wake one waiter per change (on etcd the grant is \
+            "store-etcd's watch wakes one waiter per change and store-postgres' `LISTEN` board one per release (on etcd the grant is \
              a change too, which wakes the next one to find the lease held again), so with {max_n} waiters a handoff \
              costs a few store calls ({}). The wake-up a release hands out is passed on if its waiter does not \
              claim (an election observer that shares the store with its campaign, or a waiter that went away: \

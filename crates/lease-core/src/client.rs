@@ -318,7 +318,9 @@ impl LeaseClient {
                 }
                 None => wait,
             };
-            if self.inner.caps.notifies_waiters {
+            // After a failed attempt, back off for real: a wait on a stale version would
+            // return at once and turn a failing store into a tight loop.
+            if self.inner.caps.notifies_waiters && failures == 0 {
                 let seen = self.seen_version(&lease_name);
                 self.inner
                     .store

@@ -128,8 +128,10 @@
 //! that shares the watch with its process's campaign waits again having seen it free, or
 //! the woken waiter went away and the lease is still free 500 ms later — so the acquirer
 //! is never left asleep for its whole `max_wait` (`tests/wake_ups.rs`: granted 8 ms
-//! after a release with the observer woken first, 509 ms when the woken waiter went
-//! away; both fail against a 5 s limit without the hand-over).
+//! after a release with the observer woken first, through the hand-over when it waits
+//! again; 509 ms when the woken waiter went away, through the timer; both fail against
+//! a 5 s limit with neither). An observer that is not woken (behind the acquirer that
+//! took the lease) learns of the change at its own `max_wait`.
 //!
 //! ## Fenced writes
 //! - **Inside etcd**: [`EtcdStore::fence`] captures the tenure's guard right after the

@@ -131,10 +131,22 @@ pub(crate) async fn wait(inner: &Arc<Inner>, name: &LeaseName, seen: Option<i64>
     if spawn {
         tokio::spawn(run(Arc::downgrade(inner), name.clone(), nw.clone()));
     }
-    if tokio::time::timeout(max_wait, rx).await.is_err() {
-        nw.lock().waiters.retain(|w| w.id != id);
-    }
+    // Removes the registration however this future ends, dropped included.
+    let _leave = Leave { nw: &nw, id };
+    let _ = tokio::time::timeout(max_wait, rx).await;
     Ok(())
+}
+
+/// Drop guard of one registered wait.
+struct Leave<'a> {
+    nw: &'a NameWatch,
+    id: u64,
+}
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        self.nw.lock().waiters.retain(|w| w.id != self.id);
+    }
 }
 
 /// Wakes the longest-waiting waiter that has not seen the current state. While the
@@ -155,10 +167,11 @@ fn wake_one(st: &mut WatchState) {
 }
 
 /// What the watch loop sleeps until when no event comes: the baton's pass time, or
-/// the next idle check.
+/// the next check (often enough that a baton handed out by `wait` meanwhile is passed
+/// on within a tick of its due time).
 fn next_tick(st: &WatchState) -> tokio::time::Instant {
-    let idle = tokio::time::Instant::now() + IDLE_CLOSE / 2;
-    st.baton_due.map_or(idle, |due| due.min(idle))
+    let check = tokio::time::Instant::now() + BATON_PASS / 4;
+    st.baton_due.map_or(check, |due| due.min(check))
 }
 
 /// One name's watch: runs while it has waiters.
@@ -189,7 +202,7 @@ async fn run(inner: Weak<Inner>, name: LeaseName, nw: Arc<NameWatch>) {
         };
         {
             let mut st = nw.lock();
-            if st.current.is_none() || st.rev <= rev {
+            if st.current.is_none() || st.rev < rev {
                 st.current = Some(current);
                 st.rev = rev;
                 // A present record's vacancy is not known from here; no baton for it.

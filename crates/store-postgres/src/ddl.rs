@@ -17,8 +17,9 @@ use sqlx::{AssertSqlSafe, PgPool};
 use crate::error::{code_of, sqlstate};
 
 /// The advisory lock every leasehold DDL transaction takes: the two-key form
-/// (`'lhld'`, 1), a key space apart from single-`bigint` advisory locks.
-const DDL_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock(1818585188, 1)";
+/// (`'lhld'` as a big-endian `int4`, 1), a key space apart from single-`bigint`
+/// advisory locks.
+const DDL_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock(1818782820, 1)";
 
 /// Runs `statements` (idempotent DDL such as `CREATE TABLE IF NOT EXISTS`) in one
 /// transaction, serialized with every other call of this function on the database by an
@@ -31,8 +32,13 @@ const DDL_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock(1818585188, 1)";
 /// `lease-jobs`' ShedLock table; public so a service can create its fence tables the
 /// same way.
 ///
+/// Every statement must be allowed inside a transaction (not `CREATE INDEX
+/// CONCURRENTLY`). A genuine `23505` from a statement is retried like a race, then
+/// returned.
+///
 /// # Errors
-/// The first other database or connection error, with nothing committed.
+/// A database or connection error other than a lost creation race, or the race's own
+/// error after the third attempt; nothing is committed.
 ///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool) -> Result<(), sqlx::Error> {

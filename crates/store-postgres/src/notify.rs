@@ -8,12 +8,19 @@
 //! longest waiting that has not seen that version.
 //!
 //! That wake-up is a baton, as in store-etcd's watch: the woken waiter should take the
-//! lease. It passes to the next waiter when the woken one waits again having seen the
+//! lease. It passes to the next waiter when a waiter waits again having seen the
 //! released version (an election observer, not an acquirer), or when nobody in this
-//! store has tried to claim the name [`BATON_PASS`] after the wake-up (the woken waiter
-//! went away). A claim attempt through this store (won or lost) or a waiter that has
-//! seen a newer version ends it. So N waiters in one process cost O(1) calls per
-//! release instead of N (every one of them trying once, one winning).
+//! store has claimed the name [`BATON_PASS`] after the wake-up (the woken waiter went
+//! away). A write through this store that shows a version newer than the release (a
+//! grant, or a conflict with someone else's grant), or a waiter that has seen one, ends
+//! it. So N waiters in one process cost O(1) calls per release instead of N (every one
+//! of them trying once, one winning). The price: a waiter that is not woken (an
+//! observer behind the acquirer that took the lease) learns of the change at its own
+//! `max_wait`, as on etcd.
+//!
+//! Announcements are kept as the latest per name (NOTIFY arrives in commit order, so a
+//! table recreated with versions starting again heals); a payload that does not parse
+//! (anyone may NOTIFY on the channel) is ignored.
 //!
 //! A waiter first subscribes, then checks whether a version newer than the one it saw
 //! was announced already, so a release between its refused attempt and its wait is not
@@ -52,7 +59,7 @@ struct Waiter {
 /// One name's waiters and what was announced for it.
 #[derive(Default)]
 struct Name {
-    /// The newest version a release or delete of the name announced.
+    /// The version the latest release or delete of the name announced.
     announced: i64,
     waiters: VecDeque<Waiter>,
     /// Bumped by every wake-up; a baton timer only acts if it is still current.
@@ -97,7 +104,7 @@ impl Board {
             names.retain(|_, n| !n.waiters.is_empty());
         }
         let n = names.entry(name.to_owned()).or_default();
-        n.announced = n.announced.max(version);
+        n.announced = version;
         let timer = n.wake_one();
         drop(names);
         self.pass_later(name, timer);
@@ -113,10 +120,25 @@ impl Board {
         }
     }
 
-    /// A claim of `name` was attempted through this store: the baton did its work.
-    fn claimed(&self, name: &str) {
+    /// A write through this store showed `name` at `version`: newer than the release,
+    /// the lease was claimed and the baton did its work.
+    fn claimed(&self, name: &str, version: i64) {
         if let Some(n) = self.lock().get_mut(name) {
-            n.baton_out = false;
+            if version > n.announced {
+                n.baton_out = false;
+            }
+        }
+    }
+
+    /// Forgets waiter `id` (woken, timed out or cancelled), and the name too when
+    /// nothing about it is left to remember.
+    fn leave(&self, name: &str, id: u64) {
+        let mut names = self.lock();
+        if let Some(n) = names.get_mut(name) {
+            n.waiters.retain(|w| w.id != id);
+            if n.waiters.is_empty() && n.announced == 0 && !n.baton_out {
+                names.remove(name);
+            }
         }
     }
 
@@ -256,17 +278,32 @@ impl Waiters {
             timer
         };
         board.pass_later(name.as_str(), timer);
-        if tokio::time::timeout_at(deadline, rx).await.is_err() {
-            if let Some(n) = board.lock().get_mut(name.as_str()) {
-                n.waiters.retain(|w| w.id != id);
-            }
-        }
+        // Removes the registration however this future ends, dropped included.
+        let _leave = Leave {
+            board,
+            name: name.as_str(),
+            id,
+        };
+        let _ = tokio::time::timeout_at(deadline, rx).await;
     }
 
-    /// A claim of `name` was attempted through this store (won or lost): a waiter woken
-    /// by a release did what the wake-up was for.
-    pub(crate) fn claimed(&self, name: &LeaseName) {
-        self.board.claimed(name.as_str());
+    /// A write through this store showed `name` at `version` (its outcome): a waiter
+    /// woken by a release did what the wake-up was for if that is a newer version.
+    pub(crate) fn claimed(&self, name: &LeaseName, version: &Version) {
+        self.board.claimed(name.as_str(), sql_lease::row::version_arg(version));
+    }
+}
+
+/// Drop guard of one registered wait.
+struct Leave<'a> {
+    board: &'a Board,
+    name: &'a str,
+    id: u64,
+}
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        self.board.leave(self.name, self.id);
     }
 }
 
@@ -277,7 +314,10 @@ async fn run(mut listener: PgListener, board: Arc<Board>) {
                 let Some((version, name)) = n.payload().split_once(' ') else {
                     continue;
                 };
-                board.announce(name, version.parse::<i64>().unwrap_or(i64::MAX));
+                match version.parse::<i64>() {
+                    Ok(version) => board.announce(name, version),
+                    Err(_) => tracing::debug!(payload = n.payload(), "ignored a notification that is not ours"),
+                }
             }
             Ok(None) => {
                 // The connection was lost and re-established: announcements may be lost.

@@ -7,8 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lease_core::fence::Dialect;
 use lease_core::{
-    Capabilities, CasOutcome, CasStore, ClockSource, DeleteOutcome, Grade, LeaseName, LeaseRecord, Linearizable,
-    Precondition, Result, Stored, Version,
+    Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseName, LeaseRecord,
+    Linearizable, Precondition, Result, Stored, Version,
 };
 use sql_lease::errors::Phase;
 use sql_lease::schema::{self, ColumnInfo, ColumnLimits};
@@ -205,12 +205,16 @@ impl CasStore for PostgresStore {
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
         let args = LeaseArgs::write(name, &self.inner.limits, expect, record)?;
         let statement = write_statement(&self.inner.statements, expect);
-        let rows = self.run(statement, &args, Phase::Write, "write lease").await;
-        if !record.is_vacant() {
-            // A claim or renewal was attempted: a waiter woken by a release acted on it.
-            self.inner.waiters.claimed(name);
+        let rows = self.run(statement, &args, Phase::Write, "write lease").await?;
+        let outcome = row::write_outcome(name, expect, &rows)?;
+        // What the write showed ends a wake-up handed out for an older release.
+        match &outcome {
+            CasOutcome::Written(s) | CasOutcome::Conflict(Current::Present(s)) => {
+                self.inner.waiters.claimed(name, &s.version);
+            }
+            CasOutcome::Conflict(_) => {}
         }
-        row::write_outcome(name, expect, &rows?)
+        Ok(outcome)
     }
 
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
