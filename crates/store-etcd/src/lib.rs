@@ -127,7 +127,8 @@
 //! expired) is passed on if its waiter does not take the lease — an election observer
 //! that shares the watch with its process's campaign waits again having seen it free, or
 //! the woken waiter went away and the lease is still free 500 ms later — so the acquirer
-//! is never left asleep for its whole `max_wait` (`tests/wake_ups.rs`: granted 8 ms
+//! is never left asleep for its whole `max_wait` (`cargo test -p store-etcd --test
+//! wake_ups -- --nocapture`: granted 8 ms
 //! after a release with the observer woken first, through the hand-over when it waits
 //! again; 509 ms when the woken waiter went away, through the timer; both fail against
 //! a 5 s limit with neither). An observer that is not woken (behind the acquirer that

@@ -65,10 +65,12 @@
 //! gets a released lease without polling ([`lease_core::Capabilities::notifies_waiters`]).
 //! It wakes **one** waiter per release, not all: the wake-up passes to the next waiter
 //! when the woken one waits again without claiming (an election observer) or has not
-//! tried to claim 500 ms later (it went away). `tests/wake_ups.rs`: 50 waiters in one
-//! store, one release — 1 store call (the winner's write), granted 12 ms after the
-//! release, against 50 writes before; an acquirer behind an observer granted in 7 ms,
-//! behind a waiter that went away in 510 ms.
+//! tried to claim 500 ms later (it went away). The price: a waiter that is not woken (an
+//! observer behind the acquirer that took the lease) learns of the change at its own
+//! `max_wait`. Measured with `cargo test -p store-postgres --test wake_ups -- --nocapture`:
+//! 50 waiters in one store, one release — 1 store call (the winner's write), granted
+//! 12 ms after the release, against 50 writes before; an acquirer behind an observer
+//! granted in 7 ms, behind a waiter that went away in 510 ms.
 //!
 //! ## Example
 //! ```no_run
