@@ -31,6 +31,6 @@ done
 eval "$(scripts/stores.sh env)"
 
 command="scripts/bench.sh${*:+ $*}"
-cargo build --profile bench-fast -p lease-bench
-cargo run --quiet --profile bench-fast -p lease-bench -- --out docs/PERFORMANCE.md --command "$command" "$@"
+cargo build --profile bench-fast -p leasehold-bench
+cargo run --quiet --profile bench-fast -p leasehold-bench -- --out docs/PERFORMANCE.md --command "$command" "$@"
 echo "bench: wrote docs/PERFORMANCE.md" >&2

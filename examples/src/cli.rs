@@ -6,7 +6,7 @@ use std::error::Error;
 use std::io::Write as _;
 use std::time::Duration;
 
-use lease_core::{ClientConfig, LeaseClient};
+use leasehold_core::{ClientConfig, LeaseClient};
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqlitePool, SqlitePoolOptions};
 
@@ -47,18 +47,18 @@ pub(crate) async fn lease_client(spec: &str, prefix: &str, label: &str) -> BoxRe
         ..ClientConfig::default()
     };
     if spec == "memory" {
-        return Ok(LeaseClient::with_config(lease_core::MemoryStore::new(), config)?);
+        return Ok(LeaseClient::with_config(leasehold_core::MemoryStore::new(), config)?);
     }
     if let Some(path) = spec.strip_prefix("sqlite:") {
-        let cfg = store_sqlite::SqliteConfig::new().table(&format!("{prefix}_leases"))?;
-        let store = store_sqlite::SqliteStore::open_file(path, cfg).await?;
+        let cfg = leasehold_sqlite::SqliteConfig::new().table(&format!("{prefix}_leases"))?;
+        let store = leasehold_sqlite::SqliteStore::open_file(path, cfg).await?;
         return Ok(LeaseClient::with_config(store, config)?);
     }
     if spec.starts_with("postgres:") || spec.starts_with("postgresql:") {
         let pool = PgPoolOptions::new().max_connections(4).connect(spec).await?;
-        let cfg = store_postgres::PostgresConfig::new().table(&format!("{prefix}_leases"))?;
-        store_postgres::PostgresStore::create_schema(&pool, &cfg).await?;
-        let store = store_postgres::PostgresStore::open(pool, cfg).await?;
+        let cfg = leasehold_postgres::PostgresConfig::new().table(&format!("{prefix}_leases"))?;
+        leasehold_postgres::PostgresStore::create_schema(&pool, &cfg).await?;
+        let store = leasehold_postgres::PostgresStore::open(pool, cfg).await?;
         return Ok(LeaseClient::with_config(store, config)?);
     }
     if let Some(eps) = spec.strip_prefix("etcd:") {
@@ -73,7 +73,8 @@ pub(crate) async fn lease_client(spec: &str, prefix: &str, label: &str) -> BoxRe
             })
             .collect();
         let client = etcd_client::Client::connect(endpoints, None).await?;
-        let store = store_etcd::EtcdStore::with_config(client, store_etcd::EtcdConfig::new(format!("{prefix}/"))?);
+        let store =
+            leasehold_etcd::EtcdStore::with_config(client, leasehold_etcd::EtcdConfig::new(format!("{prefix}/"))?);
         return Ok(LeaseClient::with_config(store, config)?);
     }
     Err(format!("unknown --store {spec}").into())
@@ -104,7 +105,7 @@ impl Data {
             let opts = if path == ":memory:" {
                 sqlx::sqlite::SqliteConnectOptions::new().in_memory(true)
             } else {
-                store_sqlite::connect_options(path)
+                leasehold_sqlite::connect_options(path)
             };
             let pool = SqlitePoolOptions::new().max_connections(1).connect_with(opts).await?;
             return Ok(Self::Lite(pool));

@@ -11,13 +11,13 @@ use std::error::Error;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lease_core::fence::{Dialect, FencedUpdate};
-use lease_core::{CasStore, ClientConfig, LeaseClient};
+use leasehold_core::fence::{Dialect, FencedUpdate};
+use leasehold_core::{CasStore, ClientConfig, LeaseClient};
+use leasehold_postgres::{PostgresConfig, PostgresStore};
+use leasehold_sqlite::{SqliteConfig, SqliteStore};
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqlitePool, SqlitePoolOptions};
 use sqlx::{AssertSqlSafe, Connection, Row};
-use store_postgres::{PostgresConfig, PostgresStore};
-use store_sqlite::{SqliteConfig, SqliteStore};
 
 /// The demo's error type.
 pub(crate) type BoxResult<T> = Result<T, Box<dyn Error + Send + Sync>>;
@@ -86,7 +86,7 @@ impl Db {
             let path = std::path::PathBuf::from(store.strip_prefix("sqlite:").unwrap_or(store));
             let pool = SqlitePoolOptions::new()
                 .max_connections(4)
-                .connect_with(store_sqlite::connect_options(&path))
+                .connect_with(leasehold_sqlite::connect_options(&path))
                 .await?;
             Ok(Self::Lite(pool, path))
         }
@@ -174,10 +174,10 @@ impl Db {
     }
 
     /// A fenced write: `Err(FenceRejected)` when the row has seen a newer token.
-    pub(crate) async fn fenced(&self, write: &store_sqlite::FencedWrite<'_>) -> lease_core::Result<u64> {
+    pub(crate) async fn fenced(&self, write: &leasehold_sqlite::FencedWrite<'_>) -> leasehold_core::Result<u64> {
         match self {
-            Self::Pg(pool) => store_postgres::execute_fenced(pool, write).await,
-            Self::Lite(pool, _) => store_sqlite::execute_fenced(pool, write).await,
+            Self::Pg(pool) => leasehold_postgres::execute_fenced(pool, write).await,
+            Self::Lite(pool, _) => leasehold_sqlite::execute_fenced(pool, write).await,
         }
     }
 
@@ -337,7 +337,7 @@ pub(crate) async fn work(db: &Db, t: &Tables, suffix: &str, name: &str, unfenced
     // A new holder first raises the fence on the whole batch to its token.
     let raise = FencedUpdate::new(&t.payouts, "last_token")?.key("batch")?.build(d)?;
     if !unfenced {
-        db.fenced(&store_sqlite::FencedWrite::new(&raise, token).key("batch", 1_i64))
+        db.fenced(&leasehold_sqlite::FencedWrite::new(&raise, token).key("batch", 1_i64))
             .await?;
     }
     println!("lease {token} {}", waited.elapsed().as_millis());
@@ -388,9 +388,9 @@ pub(crate) async fn work(db: &Db, t: &Tables, suffix: &str, name: &str, unfenced
         let outcome = if unfenced {
             db.exec(&unfenced_pay, &[Val::T(name.to_owned()), Val::I(tok), Val::I(id)])
                 .await
-                .map_err(|e| lease_core::Error::invalid("payout", e.to_string()))
+                .map_err(|e| leasehold_core::Error::invalid("payout", e.to_string()))
         } else {
-            let write = store_sqlite::FencedWrite::new(&pay, token)
+            let write = leasehold_sqlite::FencedWrite::new(&pay, token)
                 .value("status", "paid")
                 .value("paid_by", name)
                 .value("paid_token", tok)
@@ -400,7 +400,7 @@ pub(crate) async fn work(db: &Db, t: &Tables, suffix: &str, name: &str, unfenced
         };
         match outcome {
             Ok(_) => println!("paid {id} {cents}"),
-            Err(lease_core::Error::FenceRejected { .. }) => {
+            Err(leasehold_core::Error::FenceRejected { .. }) => {
                 println!("refused {id} {token}");
                 break;
             }

@@ -15,23 +15,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lease_core::{Capabilities, CasOutcome, CasStore, DeleteOutcome, Error, LeaseName, LeaseRecord, Precondition};
-use lease_core::{Current, Result as LeaseResult, Stored, Version};
+use leasehold_core::{Capabilities, CasOutcome, CasStore, DeleteOutcome, Error, LeaseName, LeaseRecord, Precondition};
+use leasehold_core::{Current, Result as LeaseResult, Stored, Version};
 use rand::Rng;
 use rand::rngs::StdRng;
 
 /// Which store a torture run puts under stress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StoreKind {
-    /// `store-postgres`.
+    /// `leasehold-postgres`.
     Postgres,
-    /// `store-redis` (efficiency-only).
+    /// `leasehold-redis` (efficiency-only).
     Redis,
-    /// `store-etcd` on a three-member cluster.
+    /// `leasehold-etcd` on a three-member cluster.
     Etcd,
-    /// `store-dynamo` on moto.
+    /// `leasehold-dynamodb` on moto.
     Dynamo,
-    /// `store-s3` on moto.
+    /// `leasehold-s3` on moto.
     S3,
 }
 
@@ -73,7 +73,7 @@ impl StoreKind {
 /// moto's WSGI app behind one lock, so moto applies one request at a time, as DynamoDB
 /// applies one write per item at a time and S3 one conditional write per key. moto's own
 /// threaded server checks a condition and applies the write without a lock: two racing
-/// conditional writes can both "win" there (store-dynamo and store-s3 measured it),
+/// conditional writes can both "win" there (leasehold-dynamodb and leasehold-s3 measured it),
 /// which no real service does. A watchdog ends it when its parent is gone.
 pub const MOTO_SERIALIZED: &str = r#"
 import logging, os, sys, threading, time
@@ -253,7 +253,7 @@ impl Dedicated {
             .unwrap_or_else(|e| panic!("starting {}: {e} (run scripts/install-deps.sh)", python.display()));
         self.moto = Some(child);
         let port = self.port;
-        let up = lease_core::testing::process::poll_async(Duration::from_secs(60), || async move {
+        let up = leasehold_core::testing::process::poll_async(Duration::from_secs(60), || async move {
             tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok()
         })
         .await;
@@ -273,7 +273,7 @@ impl Dedicated {
     /// liveness check) still finds.
     async fn kill9_pidfile(&self, file: &str) {
         if let Some(pid) = self.pid_in(file) {
-            let _ = lease_core::testing::process::kill9(pid);
+            let _ = leasehold_core::testing::process::kill9(pid);
             wait_gone(pid).await;
         }
         let _ = std::fs::remove_file(self.dir.join(file));
@@ -318,7 +318,7 @@ impl Dedicated {
                 tokio::time::sleep(down_for).await;
                 self.script(&["start-etcd-member", &member.to_string()]).await;
                 let endpoint = format!("http://127.0.0.1:{}", self.port + member);
-                let healthy = lease_core::testing::process::poll_async(Duration::from_secs(30), || {
+                let healthy = leasehold_core::testing::process::poll_async(Duration::from_secs(30), || {
                     let endpoint = endpoint.clone();
                     async move { etcd_status(&endpoint).await.is_some() }
                 })
@@ -340,7 +340,7 @@ impl Dedicated {
             StoreKind::Dynamo | StoreKind::S3 => {
                 if let Some(mut child) = self.moto.take() {
                     if let Some(pid) = child.id() {
-                        let _ = lease_core::testing::process::kill9(pid);
+                        let _ = leasehold_core::testing::process::kill9(pid);
                     }
                     let _ = child.wait().await;
                 }
@@ -389,9 +389,9 @@ impl Dedicated {
 }
 
 async fn wait_gone(pid: u32) {
-    lease_core::testing::process::poll(
+    leasehold_core::testing::process::poll(
         Duration::from_secs(10),
-        || !matches!(lease_core::testing::process::process_state(pid), Some(s) if s != 'Z'),
+        || !matches!(leasehold_core::testing::process::process_state(pid), Some(s) if s != 'Z'),
     )
     .await;
 }
@@ -466,8 +466,8 @@ pub const LEASE_NAME: &str = "torture";
 pub struct Built {
     /// The store, each call bounded by the call timeout.
     pub store: Arc<dyn CasStore>,
-    /// The Redis store, for [`store_redis::RedisStore::seed_fence_counter`].
-    pub redis: Option<store_redis::RedisStore>,
+    /// The Redis store, for [`leasehold_redis::RedisStore::seed_fence_counter`].
+    pub redis: Option<leasehold_redis::RedisStore>,
 }
 
 /// Creates what the store needs before leases can be taken (Postgres lease table,
@@ -484,19 +484,21 @@ pub async fn prepare(kind: StoreKind, endpoint: &str, ns: &Namespace) -> LeaseRe
                 .connect(endpoint)
                 .await
                 .map_err(|e| Error::unavailable("connect to postgres", e))?;
-            let config = store_postgres::PostgresConfig::new().table(&ns.pg_table())?;
-            store_postgres::PostgresStore::create_schema(&pool, &config).await?;
+            let config = leasehold_postgres::PostgresConfig::new().table(&ns.pg_table())?;
+            leasehold_postgres::PostgresStore::create_schema(&pool, &config).await?;
             pool.close().await;
             Ok(())
         }
         StoreKind::Redis | StoreKind::Etcd => Ok(()),
         StoreKind::Dynamo => {
-            let store =
-                store_dynamo::DynamoStore::new(dynamo_client(endpoint, Duration::from_secs(5)), ns.dynamo_table())?;
+            let store = leasehold_dynamodb::DynamoStore::new(
+                dynamo_client(endpoint, Duration::from_secs(5)),
+                ns.dynamo_table(),
+            )?;
             store.create_table().await
         }
         StoreKind::S3 => {
-            let client = store_s3::local_client(endpoint);
+            let client = leasehold_s3::local_client(endpoint);
             match client.create_bucket().bucket(ns.s3_bucket()).send().await {
                 Ok(_) => Ok(()),
                 Err(e) => {
@@ -553,14 +555,17 @@ pub async fn build(
                 .connect(first)
                 .await
                 .map_err(|e| Error::unavailable("connect to postgres", e))?;
-            let config = store_postgres::PostgresConfig::new().table(&ns.pg_table())?;
-            (Arc::new(store_postgres::PostgresStore::open(pool, config).await?), None)
+            let config = leasehold_postgres::PostgresConfig::new().table(&ns.pg_table())?;
+            (
+                Arc::new(leasehold_postgres::PostgresStore::open(pool, config).await?),
+                None,
+            )
         }
         StoreKind::Redis => {
             let client = redis::Client::open(first.as_str()).map_err(|e| Error::invalid("redis url", e.to_string()))?;
-            let mut config = store_redis::RedisConfig::default().with_prefix(ns.redis_prefix());
+            let mut config = leasehold_redis::RedisConfig::default().with_prefix(ns.redis_prefix());
             config.call_timeout = Some(call_timeout);
-            let s = store_redis::RedisStore::connect(client, config).await?;
+            let s = leasehold_redis::RedisStore::connect(client, config).await?;
             (Arc::new(s.clone()), Some(s))
         }
         StoreKind::Etcd => {
@@ -570,17 +575,17 @@ pub async fn build(
             let client = etcd_client::Client::connect(endpoints, Some(opts))
                 .await
                 .map_err(|e| Error::unavailable("connect to etcd", e))?;
-            let config = store_etcd::EtcdConfig::new(ns.etcd_prefix())?.with_request_timeout(call_timeout)?;
-            (Arc::new(store_etcd::EtcdStore::with_config(client, config)), None)
+            let config = leasehold_etcd::EtcdConfig::new(ns.etcd_prefix())?.with_request_timeout(call_timeout)?;
+            (Arc::new(leasehold_etcd::EtcdStore::with_config(client, config)), None)
         }
         StoreKind::Dynamo => {
-            let s = store_dynamo::DynamoStore::new(dynamo_client(first, call_timeout), ns.dynamo_table())?;
+            let s = leasehold_dynamodb::DynamoStore::new(dynamo_client(first, call_timeout), ns.dynamo_table())?;
             s.verify_table().await?;
             (Arc::new(s), None)
         }
         StoreKind::S3 => {
-            let config = store_s3::S3StoreConfig::new(ns.s3_bucket(), "leases")?.request_timeout(call_timeout)?;
-            let s = store_s3::S3Store::new(store_s3::local_client(first), config);
+            let config = leasehold_s3::S3StoreConfig::new(ns.s3_bucket(), "leases")?.request_timeout(call_timeout)?;
+            let s = leasehold_s3::S3Store::new(leasehold_s3::local_client(first), config);
             (Arc::new(s), None)
         }
     };

@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lease_core::LeaseName;
-use lease_core::testing::process::{freeze, kill9, resume};
+use leasehold_core::LeaseName;
+use leasehold_core::testing::process::{freeze, kill9, resume};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
@@ -169,7 +169,7 @@ pub struct RunConfig {
     /// within ±10 TTL, by n mod 3.
     pub skew: bool,
     /// Redis only: after a refused write, raise the token counter above the resource's
-    /// high-water mark (the store-redis remedy for a lost counter).
+    /// high-water mark (the leasehold-redis remedy for a lost counter).
     pub reseed: bool,
     /// The `torture-worker` executable.
     pub worker_exe: PathBuf,

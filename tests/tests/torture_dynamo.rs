@@ -1,4 +1,4 @@
-//! Torture on DynamoDB (`store-dynamo`, linearizable, expiry by observation) on moto: a bounded seeded run with every fault, and a run with skewed and
+//! Torture on DynamoDB (`leasehold-dynamodb`, linearizable, expiry by observation) on moto: a bounded seeded run with every fault, and a run with skewed and
 //! jumping client clocks (no restarts).
 //! moto runs behind one lock (`stores::MOTO_SERIALIZED`): its own threaded server lets two
 //! racing conditional writes both succeed, which DynamoDB never does. A moto restart

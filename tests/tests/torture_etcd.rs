@@ -1,4 +1,4 @@
-//! Torture on etcd (`store-etcd`, linearizable, etcd's lease clock) on a three-member
+//! Torture on etcd (`leasehold-etcd`, linearizable, etcd's lease clock) on a three-member
 //! cluster of its own: a bounded seeded run with every fault, and a run with skewed and
 //! jumping client clocks (no restarts).
 //! The store fault is `kill -9` of one member (the leader about half the time), restarted

@@ -1,4 +1,4 @@
-//! Torture on Postgres (`store-postgres`, linearizable, server clock): a bounded seeded
+//! Torture on Postgres (`leasehold-postgres`, linearizable, server clock): a bounded seeded
 //! run with every fault, a run with skewed and jumping client clocks, and the two
 //! mutant runs the checker must fail.
 //!

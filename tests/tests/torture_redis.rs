@@ -1,10 +1,10 @@
-//! Torture on Redis (`store-redis`): efficiency-only by its own statement, because a
+//! Torture on Redis (`leasehold-redis`): efficiency-only by its own statement, because a
 //! restart without persistence forgets leases and token counters. The bounded run
 //! restarts Redis (kill -9) among the other faults: grants across a restart may overlap
 //! and reuse tokens (counted as explained by the data loss), but the resource must
 //! refuse every regression, never accept one. Between restarts, and in the clock-skew
 //! run (no restarts), the strict rules hold. Workers re-seed the token counter from the
-//! resource's high-water mark after a refusal (the store-redis remedy).
+//! resource's high-water mark after a refusal (the leasehold-redis remedy).
 //!
 //! Replay a run's fault schedule with `LEASEHOLD_TORTURE_SEED=<seed>`.
 

@@ -1,4 +1,4 @@
-//! Torture on S3 (`store-s3`, linearizable conditional writes, expiry by observation) on moto: a bounded seeded run with every fault, and a run with skewed and
+//! Torture on S3 (`leasehold-s3`, linearizable conditional writes, expiry by observation) on moto: a bounded seeded run with every fault, and a run with skewed and
 //! jumping client clocks (no restarts).
 //! moto runs behind one lock (`stores::MOTO_SERIALIZED`): its own threaded server lets two
 //! racing conditional PUTs both succeed, which S3 never does. A moto restart (`kill -9`)

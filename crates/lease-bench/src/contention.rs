@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use lease_core::testing::CountingStore;
-use lease_core::{AcquireOutcome, CasStore, ClientConfig};
+use leasehold_core::testing::CountingStore;
+use leasehold_core::{AcquireOutcome, CasStore, ClientConfig};
 
 use crate::{Backend, Plan, Result, StoreKind, client_for, fail};
 

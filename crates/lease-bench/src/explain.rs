@@ -141,7 +141,7 @@ fn reason(store: StoreKind, op: Op) -> &'static str {
              with the client's renewal driver over a channel; `release` goes through the driver task and back; each \
              is a cross-thread wake-up, and on this loaded two-core machine some of them wait for a time slice, \
              which is the p99. It would take running the attempt and the release write in the caller's task, \
-             with only a non-blocking message to the driver, to remove most of it (a lease-core change)."
+             with only a non-blocking message to the driver, to remove most of it (a leasehold-core change)."
         }
         (StoreKind::Postgres, Op::Release) => {
             "The store's statement is larger than the floor's `UPDATE`: a data-modifying CTE whose `UNION ALL` branch \
@@ -194,7 +194,7 @@ fn reason(store: StoreKind, op: Op) -> &'static str {
             "Measured on moto, whose request time is Python's and grows with what a request carries: the library's \
              `UpdateItem` sets five or six attributes (holder, token, TTL, wall-clock expiry, a fresh 128-bit \
              version, the format) and asks for `ALL_NEW` (and `ALL_OLD` on failure), the floor's sets two or three \
-             and returns nothing. Since store-dynamo writes \
+             and returns nothing. Since leasehold-dynamodb writes \
              the token verbatim, it could ask for no return values on success (the written record is known) and \
              keep `ALL_OLD` for conflicts; on DynamoDB itself, where the network and storage dominate, the \
              difference would be far smaller, which this emulator cannot show."
@@ -310,7 +310,7 @@ pub(crate) fn handoff(rows: &[HandoffResult]) -> String {
         .collect();
     if !one.is_empty() {
         out.push(format!(
-            "store-etcd's watch wakes one waiter per change and store-postgres' `LISTEN` board one per release (on etcd the grant is \
+            "leasehold-etcd's watch wakes one waiter per change and leasehold-postgres' `LISTEN` board one per release (on etcd the grant is \
              a change too, which wakes the next one to find the lease held again), so with {max_n} waiters a handoff \
              costs a few store calls ({}). The wake-up a release hands out is passed on if its waiter does not \
              claim (an election observer that shares the store with its campaign, or a waiter that went away: \
@@ -327,7 +327,7 @@ pub(crate) fn handoff(rows: &[HandoffResult]) -> String {
             "Redis (pub/sub) and MemoryStore wake every waiter of the process on each release: each tries once, one \
              wins, the others are refused and wait again, so a handoff costs about N store calls ({} with {max_n} \
              waiters) — a thundering herd, bounded to one round trip per waiter because a refused attempt returns \
-             the holder in the same round trip; store-postgres' `notify.rs` is the pattern that would make it \
+             the holder in the same round trip; leasehold-postgres' `notify.rs` is the pattern that would make it \
              constant. The latency stays a few ms either way.",
             herd.join(", ")
         ));

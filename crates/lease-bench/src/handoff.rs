@@ -12,8 +12,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lease_core::testing::CountingStore;
-use lease_core::{AcquireOutcome, CasStore, ClientConfig};
+use leasehold_core::testing::CountingStore;
+use leasehold_core::{AcquireOutcome, CasStore, ClientConfig};
 use tokio::sync::{mpsc, watch};
 
 use crate::stats::{Samples, Summary};

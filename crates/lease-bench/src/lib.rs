@@ -1,8 +1,8 @@
-//! # lease-bench
+//! # leasehold-bench
 //!
 //! The benchmarks of leasehold, run on the real stores by one command,
 //! `scripts/bench.sh`, which starts the stores the way `scripts/test.sh` does, runs the
-//! `lease-bench` binary of this crate in release mode and rewrites
+//! `leasehold-bench` binary of this crate in release mode and rewrites
 //! `docs/PERFORMANCE.md` with what it measured. Nothing in that file is written by
 //! hand: every figure comes from the run that wrote it.
 //!
@@ -28,15 +28,15 @@
 //! prefixes and buckets of its own and removes what it created in Postgres, Redis and
 //! etcd at the end; the shared servers are never flushed or restarted.
 //!
-//! The smoke test (`cargo test -p lease-bench`) runs every benchmark with tiny counts
+//! The smoke test (`cargo test -p leasehold-bench`) runs every benchmark with tiny counts
 //! against the real stores, so the benchmarks cannot rot; the full run is the documented
 //! command, not part of CI's time.
 //!
 //! ```no_run
-//! # async fn demo() -> lease_bench::Result<()> {
-//! use lease_bench::{Plan, StoreKind, run};
+//! # async fn demo() -> leasehold_bench::Result<()> {
+//! use leasehold_bench::{Plan, StoreKind, run};
 //! let report = run(&Plan::smoke(), &StoreKind::ALL).await?;
-//! let markdown = lease_bench::report::render(&report, "cargo test -p lease-bench");
+//! let markdown = leasehold_bench::report::render(&report, "cargo test -p leasehold-bench");
 //! assert!(markdown.contains("Overhead against the floor"));
 //! # Ok(()) }
 //! ```
@@ -55,7 +55,7 @@ pub mod stats;
 
 use std::sync::Arc;
 
-use lease_core::{CasStore, ClientConfig, Grade, LeaseClient};
+use leasehold_core::{CasStore, ClientConfig, Grade, LeaseClient};
 
 pub use backends::{Backend, StoreKind};
 pub use plan::Plan;
@@ -151,7 +151,7 @@ pub async fn run(plan: &Plan, stores: &[StoreKind]) -> Result<Report> {
     };
     for &kind in stores {
         let backend = backends::open(kind, &tag).await?;
-        eprintln!("lease-bench: {} ...", kind.label());
+        eprintln!("leasehold-bench: {} ...", kind.label());
         let result = run_store(plan, backend.as_ref(), &mut report).await;
         let cleaned = backend.cleanup().await;
         result?;
@@ -165,15 +165,15 @@ pub async fn run(plan: &Plan, stores: &[StoreKind]) -> Result<Report> {
 async fn run_store(plan: &Plan, backend: &dyn Backend, report: &mut Report) -> Result<()> {
     let kind = backend.kind();
     report.stores.push(backend.describe().await?);
-    eprintln!("lease-bench: {}: overhead", kind.label());
+    eprintln!("leasehold-bench: {}: overhead", kind.label());
     report.overhead.push(overhead::run(plan, backend).await?);
     if let Some(p) = peers::run(plan, backend).await? {
-        eprintln!("lease-bench: {}: peer", kind.label());
+        eprintln!("leasehold-bench: {}: peer", kind.label());
         report.peers.push(p);
     }
     if kind.scales() {
         for &n in &plan.scale_sizes {
-            eprintln!("lease-bench: {}: scale {n}", kind.label());
+            eprintln!("leasehold-bench: {}: scale {n}", kind.label());
             report.scale.push(match &plan.child_exe {
                 Some(exe) => scale::run_in_child(exe, plan, kind, n).await?,
                 None => scale::run(plan, backend, n).await?,
@@ -181,11 +181,11 @@ async fn run_store(plan: &Plan, backend: &dyn Backend, report: &mut Report) -> R
         }
     }
     for &n in &plan.handoff_waiters {
-        eprintln!("lease-bench: {}: handoff {n}", kind.label());
+        eprintln!("leasehold-bench: {}: handoff {n}", kind.label());
         report.handoff.push(handoff::run(plan, backend, n).await?);
     }
     for hot in [false, true] {
-        eprintln!("lease-bench: {}: contention hot={hot}", kind.label());
+        eprintln!("leasehold-bench: {}: contention hot={hot}", kind.label());
         report.contention.push(contention::run(plan, backend, hot).await?);
     }
     Ok(())

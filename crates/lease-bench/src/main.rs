@@ -1,7 +1,7 @@
-//! `lease-bench`: runs the benchmarks and writes the report.
+//! `leasehold-bench`: runs the benchmarks and writes the report.
 //!
 //! ```text
-//! lease-bench [--smoke] [--stores memory,postgres,...] [--out docs/PERFORMANCE.md] [--command "<as run>"]
+//! leasehold-bench [--smoke] [--stores memory,postgres,...] [--out docs/PERFORMANCE.md] [--command "<as run>"]
 //! ```
 //!
 //! The stores come from `eval "$(scripts/stores.sh env)"`; `scripts/bench.sh` does all
@@ -9,7 +9,7 @@
 
 use std::process::ExitCode;
 
-use lease_bench::{Plan, StoreKind, report, run};
+use leasehold_bench::{Plan, StoreKind, report, run};
 
 struct Args {
     smoke: bool,
@@ -40,7 +40,7 @@ fn parse() -> Result<Args, String> {
             "--command" => args.command = it.next().ok_or("--command needs a string")?,
             "-h" | "--help" => {
                 return Err(
-                    "usage: lease-bench [--smoke] [--stores memory,postgres,sqlite,etcd,dynamo,s3,redis] \
+                    "usage: leasehold-bench [--smoke] [--stores memory,postgres,sqlite,etcd,dynamo,s3,redis] \
                             [--out FILE] [--command TEXT]"
                         .into(),
                 );
@@ -64,18 +64,18 @@ fn scale_child(args: &[String]) -> ExitCode {
     let (kind, leases, ttl) = match parsed {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("lease-bench: {e}");
+            eprintln!("leasehold-bench: {e}");
             return ExitCode::from(2);
         }
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("lease-bench: cannot start the runtime: {e}");
+            eprintln!("leasehold-bench: cannot start the runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(lease_bench::scale_child(
+    match runtime.block_on(leasehold_bench::scale_child(
         kind,
         leases,
         std::time::Duration::from_millis(ttl),
@@ -85,7 +85,7 @@ fn scale_child(args: &[String]) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("lease-bench: scale child: {e}");
+            eprintln!("leasehold-bench: scale child: {e}");
             ExitCode::FAILURE
         }
     }
@@ -108,7 +108,7 @@ fn main() -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("lease-bench: cannot start the runtime: {e}");
+            eprintln!("leasehold-bench: cannot start the runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -116,14 +116,14 @@ fn main() -> ExitCode {
         Ok(r) => {
             let md = report::render(&r, &args.command);
             if let Err(e) = std::fs::write(&args.out, md) {
-                eprintln!("lease-bench: cannot write {}: {e}", args.out);
+                eprintln!("leasehold-bench: cannot write {}: {e}", args.out);
                 return ExitCode::FAILURE;
             }
-            eprintln!("lease-bench: wrote {} ({:.0} s)", args.out, r.elapsed.as_secs_f64());
+            eprintln!("leasehold-bench: wrote {} ({:.0} s)", args.out, r.elapsed.as_secs_f64());
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("lease-bench: {e}");
+            eprintln!("leasehold-bench: {e}");
             ExitCode::FAILURE
         }
     }

@@ -22,8 +22,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lease_core::testing::CountingStore;
-use lease_core::{
+use leasehold_core::testing::CountingStore;
+use leasehold_core::{
     AcquireOutcome, CasOutcome, CasStore, ClientConfig, FencingToken, HolderId, LeaseName, LeaseRecord, Precondition,
     Ttl, decision,
 };
@@ -136,7 +136,7 @@ pub async fn run(plan: &Plan, backend: &dyn Backend) -> Result<OverheadResult> {
     let (mut calls_acq, mut calls_rel) = (0u64, 0u64);
     let ttl_t = Ttl::new(ttl)?;
     let direct_holder = HolderId::new("bench-direct")?;
-    let mut direct_versions: Vec<Option<lease_core::Version>> = vec![None; POOL];
+    let mut direct_versions: Vec<Option<leasehold_core::Version>> = vec![None; POOL];
     let store_clock = store.capabilities().clock.is_store();
     for i in 0..plan.warmup + n {
         let keep = i >= plan.warmup;
@@ -312,7 +312,7 @@ async fn renewals(
 async fn takeovers(
     backend: &dyn Backend,
     counting: &CountingStore<Arc<dyn CasStore>>,
-    client: &lease_core::LeaseClient,
+    client: &leasehold_core::LeaseClient,
     floor: &dyn Floor,
     m: usize,
     planted_ttl: Duration,

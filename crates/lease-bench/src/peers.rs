@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lease_core::{AcquireOutcome, LeaseClient};
+use leasehold_core::{AcquireOutcome, LeaseClient};
 
 use crate::stats::{Samples, Summary, time};
 use crate::{Backend, Plan, Result, StoreKind, fail};

@@ -38,7 +38,7 @@ pub struct Plan {
     pub contention_workers: usize,
     /// How long each contention configuration runs.
     pub contention_duration: Duration,
-    /// The `lease-bench` executable to run each scale configuration in a fresh process
+    /// The `leasehold-bench` executable to run each scale configuration in a fresh process
     /// (`None`: in this process).
     pub child_exe: Option<std::path::PathBuf>,
 }

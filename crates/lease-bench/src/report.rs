@@ -58,7 +58,7 @@ pub fn render(report: &Report, command: &str) -> String {
     let _ = writeln!(
         o,
         "Every figure on this page comes from one run of the command below, which starts the stores the way \
-         `scripts/test.sh` does, builds the `lease-bench` binary with release optimisations and rewrites this \
+         `scripts/test.sh` does, builds the `leasehold-bench` binary with release optimisations and rewrites this \
          file:\n\n```sh\n{command}\n```\n\nThe measurements took {:.0} s, after the build (the first release build of the store clients takes \
          several minutes more on two cores). Tables that are missing below were not measured \
          by it; none is filled by hand.\n",

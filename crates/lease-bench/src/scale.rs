@@ -5,7 +5,7 @@
 //! the store operations per second the renewals generate (counted with
 //! `CountingStore`; expected: leases ÷ interval).
 //!
-//! Each configuration runs in a fresh child process (the `lease-bench` binary with
+//! Each configuration runs in a fresh child process (the `leasehold-bench` binary with
 //! `--scale-child`) when [`Plan::child_exe`] names one, so its baseline memory and CPU
 //! are not those of the benchmarks that ran before it.
 
@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use lease_core::testing::CountingStore;
-use lease_core::{AcquireOutcome, CasStore, ClientConfig, Lease};
+use leasehold_core::testing::CountingStore;
+use leasehold_core::{AcquireOutcome, CasStore, ClientConfig, Lease};
 
 use crate::machine::{cpu_between, cpu_now, rss_bytes};
 use crate::{Backend, Plan, Result, StoreKind, client_for, fail};
@@ -100,12 +100,12 @@ pub async fn run(plan: &Plan, backend: &dyn Backend, leases: usize) -> Result<Sc
         expected_ops_per_sec: leases as f64 / interval.as_secs_f64(),
         lost,
     };
-    let released: Vec<lease_core::Result<()>> = futures::stream::iter(held)
+    let released: Vec<leasehold_core::Result<()>> = futures::stream::iter(held)
         .map(Lease::release)
         .buffer_unordered(64)
         .collect()
         .await;
-    released.into_iter().collect::<lease_core::Result<Vec<()>>>()?;
+    released.into_iter().collect::<leasehold_core::Result<Vec<()>>>()?;
     Ok(result)
 }
 

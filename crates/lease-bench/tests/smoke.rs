@@ -2,12 +2,12 @@
 //! `scripts/stores.sh start`; `eval "$(scripts/stores.sh env)"`), so the benchmarks
 //! cannot rot, and checks the report has every table filled.
 
-use lease_bench::{Plan, StoreKind, report, run};
+use leasehold_bench::{Plan, StoreKind, report, run};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_benchmark_runs_on_every_store() {
     let plan = Plan {
-        child_exe: Some(env!("CARGO_BIN_EXE_lease-bench").into()),
+        child_exe: Some(env!("CARGO_BIN_EXE_leasehold-bench").into()),
         ..Plan::smoke()
     };
     let r = run(&plan, &StoreKind::ALL)
@@ -25,7 +25,7 @@ async fn every_benchmark_runs_on_every_store() {
                 x.op
             );
             assert!(
-                x.store_calls >= 1.0 || (o.store == StoreKind::Etcd && x.op == lease_bench::overhead::Op::Renew),
+                x.store_calls >= 1.0 || (o.store == StoreKind::Etcd && x.op == leasehold_bench::overhead::Op::Renew),
                 "{:?} {:?}: the library called its store ({})",
                 o.store,
                 x.op,
@@ -54,7 +54,7 @@ async fn every_benchmark_runs_on_every_store() {
     }
     assert_eq!(r.contention.len(), StoreKind::ALL.len() * 2);
 
-    let md = report::render(&r, "cargo test -p lease-bench");
+    let md = report::render(&r, "cargo test -p leasehold-bench");
     for heading in [
         "## Machine",
         "## Stores",

@@ -113,7 +113,7 @@ struct Inner {
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// use std::time::Duration;
-/// use lease_core::{AcquireOutcome, LeaseClient, MemoryStore};
+/// use leasehold_core::{AcquireOutcome, LeaseClient, MemoryStore};
 ///
 /// let store = MemoryStore::new();
 /// let a = LeaseClient::new(store.clone());
@@ -124,7 +124,7 @@ struct Inner {
 ///     AcquireOutcome::Held { token, .. } => assert_eq!(token, lease.token()),
 ///     AcquireOutcome::Granted(_) => unreachable!(),
 /// }
-/// # Ok::<(), lease_core::Error>(()) }).unwrap();
+/// # Ok::<(), leasehold_core::Error>(()) }).unwrap();
 /// ```
 #[derive(Clone)]
 pub struct LeaseClient {

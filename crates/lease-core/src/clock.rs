@@ -31,7 +31,7 @@ impl WallClock for SystemWallClock {
 /// or jumps.
 ///
 /// ```
-/// use lease_core::{SkewedWallClock, SystemWallClock, WallClock};
+/// use leasehold_core::{SkewedWallClock, SystemWallClock, WallClock};
 /// let c = SkewedWallClock::new(-60_000);
 /// assert!(c.now_ms() + 59_000 < SystemWallClock.now_ms());
 /// c.set_offset_ms(0);

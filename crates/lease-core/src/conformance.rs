@@ -6,7 +6,7 @@
 //! crates generate one test per case with [`conformance_tests!`](crate::conformance_tests):
 //!
 //! ```text
-//! lease_core::conformance_tests!(my_fixture().await);
+//! leasehold_core::conformance_tests!(my_fixture().await);
 //! ```
 //!
 //! Cases use fresh, unique lease names, so they share one server without a reset.
@@ -544,7 +544,7 @@ pub async fn loss_signal_fires_before_deadline_when_store_hangs(f: &dyn Fixture)
         .expect("loss signal never fired");
     let fired = Instant::now();
     // Real time on a loaded machine: allow timer lateness. The exact bound (fires at the
-    // deadline, not a tick later) is asserted with paused time in lease-core's own tests.
+    // deadline, not a tick later) is asserted with paused time in leasehold-core's own tests.
     assert!(
         fired <= deadline + Duration::from_millis(250),
         "loss signal fired {:?} after the safe deadline",

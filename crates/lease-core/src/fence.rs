@@ -13,7 +13,7 @@
 //! statement with the parameters bound in [`FencedStatement::params`] order.
 //!
 //! ```
-//! use lease_core::fence::{Dialect, FencedUpdate, Param};
+//! use leasehold_core::fence::{Dialect, FencedUpdate, Param};
 //! let stmt = FencedUpdate::new("accounts", "last_token")?
 //!     .set("balance")?
 //!     .key("id")?
@@ -30,7 +30,7 @@
 //!     r#"UPDATE "accounts" SET "balance" = ?, "last_token" = ? WHERE "id" = ? AND "last_token" < ?"#
 //! );
 //! assert_eq!(sqlite.params.len(), 4);
-//! # Ok::<(), lease_core::Error>(())
+//! # Ok::<(), leasehold_core::Error>(())
 //! ```
 
 use std::fmt::Write as _;
@@ -378,7 +378,7 @@ impl Placeholders {
 /// resource has seen a newer token (or the row does not exist, for a plain update).
 ///
 /// ```
-/// use lease_core::{fence::check_rows, Error, FencingToken};
+/// use leasehold_core::{fence::check_rows, Error, FencingToken};
 /// assert!(check_rows(1, FencingToken::new(3)).is_ok());
 /// assert!(matches!(check_rows(0, FencingToken::new(3)), Err(Error::FenceRejected { .. })));
 /// ```

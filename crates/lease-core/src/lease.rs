@@ -118,7 +118,7 @@ impl LeaseShared {
 /// ```
 /// # tokio_test_block_on(async {
 /// use std::time::Duration;
-/// use lease_core::{AcquireOutcome, LeaseClient, MemoryStore};
+/// use leasehold_core::{AcquireOutcome, LeaseClient, MemoryStore};
 /// let client = LeaseClient::new(MemoryStore::new());
 /// let lease = client.acquire("jobs/payout", Duration::from_secs(10)).await?;
 /// assert_eq!(lease.token().get(), 1);
@@ -127,7 +127,7 @@ impl LeaseShared {
 /// // Released leases keep their token sequence: the next grant gets 2.
 /// let AcquireOutcome::Granted(next) = client.try_acquire("jobs/payout", Duration::from_secs(10)).await? else { unreachable!() };
 /// assert_eq!(next.token().get(), 2);
-/// # Ok::<(), lease_core::Error>(()) }).unwrap();
+/// # Ok::<(), leasehold_core::Error>(()) }).unwrap();
 /// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
 /// #     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f) }
 /// ```

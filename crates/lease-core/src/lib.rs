@@ -1,4 +1,4 @@
-//! # lease-core
+//! # leasehold-core
 //!
 //! Leases and fencing tokens over pluggable compare-and-swap stores, so that "only one
 //! copy does this at a time" holds even when a holder freezes past its lease.
@@ -9,8 +9,8 @@
 //! - [`decision`] is the pure lease logic (no I/O, time passed in).
 //! - [`fence`] builds SQL statements whose `WHERE` clause refuses stale tokens.
 //! - [`MemoryStore`] is an in-process store that behaves like the real ones.
-//! - Store crates (`store-postgres`, `store-sqlite`, `store-etcd`, `store-dynamo`,
-//!   `store-s3`, `store-redis`) implement [`CasStore`] and run the one
+//! - Store crates (`leasehold-postgres`, `leasehold-sqlite`, `leasehold-etcd`, `leasehold-dynamodb`,
+//!   `leasehold-s3`, `leasehold-redis`) implement [`CasStore`] and run the one
 //!   [`conformance`] suite (feature `conformance`) against their real servers.
 //!
 //! ## The guarantee, and its limit
@@ -22,7 +22,7 @@
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! use std::time::Duration;
-//! use lease_core::{LeaseClient, MemoryStore};
+//! use leasehold_core::{LeaseClient, MemoryStore};
 //!
 //! let client = LeaseClient::new(MemoryStore::new());
 //! let lease = client.acquire("nightly-payout", Duration::from_secs(30)).await?;
@@ -33,7 +33,7 @@
 //! }
 //! lease.release().await?;
 //! # let _ = token;
-//! # Ok::<(), lease_core::Error>(()) }).unwrap();
+//! # Ok::<(), leasehold_core::Error>(()) }).unwrap();
 //! ```
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

@@ -45,13 +45,13 @@ struct Shared {
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-/// use lease_core::{CasOutcome, CasStore, HolderId, LeaseName, LeaseRecord, MemoryStore, Precondition, Ttl, FencingToken};
+/// use leasehold_core::{CasOutcome, CasStore, HolderId, LeaseName, LeaseRecord, MemoryStore, Precondition, Ttl, FencingToken};
 /// let store = MemoryStore::new();
 /// let name = LeaseName::new("a")?;
 /// let rec = LeaseRecord::held(HolderId::new("w1")?, FencingToken::FIRST, Ttl::from_millis(1000)?);
 /// assert!(matches!(store.write(&name, &Precondition::Absent, &rec).await?, CasOutcome::Written(_)));
 /// assert!(matches!(store.write(&name, &Precondition::Absent, &rec).await?, CasOutcome::Conflict(_)));
-/// # Ok::<(), lease_core::Error>(()) }).unwrap();
+/// # Ok::<(), leasehold_core::Error>(()) }).unwrap();
 /// ```
 #[derive(Debug, Clone)]
 pub struct MemoryStore {

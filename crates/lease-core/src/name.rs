@@ -19,7 +19,7 @@ pub const MAX_HOLDER_LEN: usize = 128;
 /// value, so each store can map names without escaping.
 ///
 /// ```
-/// use lease_core::LeaseName;
+/// use leasehold_core::LeaseName;
 /// assert!(LeaseName::new("jobs/nightly-payout:2026-11-30").is_ok());
 /// assert!(LeaseName::new("").is_err());
 /// assert!(LeaseName::new("a/../b").is_err());
@@ -89,7 +89,7 @@ impl TryFrom<&str> for LeaseName {
 /// [`MAX_HOLDER_LEN`] bytes.
 ///
 /// ```
-/// use lease_core::HolderId;
+/// use leasehold_core::HolderId;
 /// assert!(HolderId::new("worker-7#a1b2").is_ok());
 /// assert!(HolderId::new("x".repeat(200)).is_err());
 /// ```

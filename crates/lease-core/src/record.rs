@@ -110,7 +110,7 @@ pub struct Stored {
 /// [`Error::CorruptRecord`], never a free lease.
 ///
 /// ```
-/// use lease_core::{record_codec, FencingToken, HolderId, LeaseName, LeaseRecord, Ttl};
+/// use leasehold_core::{record_codec, FencingToken, HolderId, LeaseName, LeaseRecord, Ttl};
 /// let name = LeaseName::new("jobs/a").unwrap();
 /// let rec = LeaseRecord::held(HolderId::new("w1").unwrap(), FencingToken::new(7), Ttl::from_millis(500).unwrap());
 /// let bytes = record_codec::encode(&rec);

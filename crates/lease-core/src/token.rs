@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 /// 0 as its initial high-water mark.
 ///
 /// ```
-/// use lease_core::FencingToken;
+/// use leasehold_core::FencingToken;
 /// let t = FencingToken::new(411);
 /// assert!(t.next() > t);
 /// assert_eq!(t.to_string(), "411");

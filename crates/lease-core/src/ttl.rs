@@ -11,7 +11,7 @@ use crate::{Error, Result};
 ///
 /// ```
 /// use std::time::Duration;
-/// use lease_core::Ttl;
+/// use leasehold_core::Ttl;
 /// assert!(Ttl::new(Duration::from_secs(30)).is_ok());
 /// assert!(Ttl::new(Duration::ZERO).is_err());
 /// assert!(Ttl::new(Duration::from_secs(30 * 86_400)).is_err());

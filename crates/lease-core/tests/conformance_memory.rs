@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lease_core::conformance::Fixture;
-use lease_core::{CasStore, LeaseName, MemoryStore};
+use leasehold_core::conformance::Fixture;
+use leasehold_core::{CasStore, LeaseName, MemoryStore};
 
 struct Mem(MemoryStore);
 
@@ -23,17 +23,17 @@ impl Fixture for Mem {
 /// Store clock (like SQL, Redis, etcd), conflicts report the current record.
 mod store_clock {
     use super::*;
-    lease_core::conformance_tests!(Mem(MemoryStore::new()));
+    leasehold_core::conformance_tests!(Mem(MemoryStore::new()));
 }
 
 /// No clock (like S3, DynamoDB): expiry by observation.
 mod observation {
     use super::*;
-    lease_core::conformance_tests!(Mem(MemoryStore::observation()));
+    leasehold_core::conformance_tests!(Mem(MemoryStore::observation()));
 }
 
 /// Conflicts do not carry the current record: the client must read.
 mod no_current_on_conflict {
     use super::*;
-    lease_core::conformance_tests!(Mem(MemoryStore::observation().without_current_on_conflict()));
+    leasehold_core::conformance_tests!(Mem(MemoryStore::observation().without_current_on_conflict()));
 }

@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use lease_core::decision::{self, AcquireStep, ConflictVerdict, Known, Policy, SkewBound};
-use lease_core::{ClockSource, Current, FencingToken, HolderId, LeaseRecord, Precondition, Stored, Ttl, Version};
+use leasehold_core::decision::{self, AcquireStep, ConflictVerdict, Known, Policy, SkewBound};
+use leasehold_core::{ClockSource, Current, FencingToken, HolderId, LeaseRecord, Precondition, Stored, Ttl, Version};
 
 fn me() -> HolderId {
     HolderId::new("me#1").expect("valid test input")

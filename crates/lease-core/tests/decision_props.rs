@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use lease_core::decision::{self, AcquireStep, ConflictVerdict, Known, Policy};
-use lease_core::{ClockSource, Current, FencingToken, HolderId, LeaseRecord, Precondition, Stored, Ttl, Version};
+use leasehold_core::decision::{self, AcquireStep, ConflictVerdict, Known, Policy};
+use leasehold_core::{ClockSource, Current, FencingToken, HolderId, LeaseRecord, Precondition, Stored, Ttl, Version};
 use proptest::prelude::*;
 
 const TTL_MS: u64 = 1_000;

@@ -2,8 +2,8 @@
 //! user-supplied names: never a panic, a typed error or a valid value, never a grant.
 #![allow(missing_docs)]
 
-use lease_core::fence::{Dialect, FencedUpdate, Ident};
-use lease_core::{Error, HolderId, LeaseName, record_codec};
+use leasehold_core::fence::{Dialect, FencedUpdate, Ident};
+use leasehold_core::{Error, HolderId, LeaseName, record_codec};
 use proptest::prelude::*;
 
 fn name() -> LeaseName {
@@ -47,12 +47,12 @@ proptest! {
     #[test]
     fn names_and_holders_validate_without_panicking(s in "\\PC{0,300}") {
         if let Ok(n) = LeaseName::new(&s) {
-            prop_assert!(n.as_str().len() <= lease_core::MAX_NAME_LEN);
+            prop_assert!(n.as_str().len() <= leasehold_core::MAX_NAME_LEN);
             prop_assert!(!n.as_str().split('/').any(|seg| seg.is_empty() || seg == ".." || seg == "."));
             prop_assert!(n.as_str().bytes().all(|b| b.is_ascii_graphic()));
         }
         if let Ok(h) = HolderId::new(&s) {
-            prop_assert!(h.as_str().len() <= lease_core::MAX_HOLDER_LEN);
+            prop_assert!(h.as_str().len() <= leasehold_core::MAX_HOLDER_LEN);
         }
     }
 

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use lease_core::testing::{CountingStore, FaultPlan, FaultStore, process::poll_async};
-use lease_core::{AcquireOutcome, CasStore, Error, LeaseClient, LeaseName, LossCause, MemoryStore};
+use leasehold_core::testing::{CountingStore, FaultPlan, FaultStore, process::poll_async};
+use leasehold_core::{AcquireOutcome, CasStore, Error, LeaseClient, LeaseName, LossCause, MemoryStore};
 use tokio::time::Instant;
 
 async fn vacant(store: &MemoryStore, name: &str) -> bool {

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use lease_core::testing::{FaultPlan, FaultStore};
-use lease_core::{LeaseClient, MemoryStore, observe};
+use leasehold_core::testing::{FaultPlan, FaultStore};
+use leasehold_core::{LeaseClient, MemoryStore, observe};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
 #[test]

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lease_core::{
+use leasehold_core::{
     Capabilities, CasOutcome, CasStore, ClientConfig, DeleteOutcome, Error, LeaseClient, LeaseName, LeaseRecord,
     MemoryStore, Precondition, Result, SkewedWallClock, Stored, Version,
 };
@@ -96,7 +96,7 @@ impl CasStore for SimNet {
     }
 }
 
-impl lease_core::Linearizable for SimNet {}
+impl leasehold_core::Linearizable for SimNet {}
 
 /// The protected resource: a register with a high-water mark, fenced or (mutant) not.
 #[derive(Debug, Default)]

@@ -5,7 +5,7 @@ use std::future::Future;
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
-use lease_core::{LossCause, Result};
+use leasehold_core::{LossCause, Result};
 use tokio_util::sync::CancellationToken;
 
 use crate::{Election, Leader, LeaderContext};
@@ -20,8 +20,8 @@ type NewLeader = Box<dyn FnMut(Option<Leader>) + Send>;
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// use std::time::Duration;
-/// use lease_core::{LeaseClient, MemoryStore};
-/// use lease_election::{Callbacks, Election};
+/// use leasehold_core::{LeaseClient, MemoryStore};
+/// use leasehold_election::{Callbacks, Election};
 /// use tokio_util::sync::CancellationToken;
 ///
 /// let election = Election::new(LeaseClient::new(MemoryStore::new()), "controller", Duration::from_secs(2))?;
@@ -39,7 +39,7 @@ type NewLeader = Box<dyn FnMut(Option<Leader>) + Send>;
 /// .on_stopped_leading(|cause| println!("stopped leading: {cause}"))
 /// .on_new_leader(|leader| println!("leader is now {leader:?}"));
 /// election.run(callbacks, shutdown).await?;
-/// # Ok::<(), lease_core::Error>(()) }).unwrap();
+/// # Ok::<(), leasehold_core::Error>(()) }).unwrap();
 /// ```
 pub struct Callbacks {
     started: Started,

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use lease_core::{Error, Result, Ttl};
+use leasehold_core::{Error, Result, Ttl};
 
 /// How an election runs; [`ElectionConfig::new`] picks sensible values from the TTL.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use futures::Stream;
-use lease_core::{AcquireOutcome, LeaseClient, LeaseName, Result};
+use leasehold_core::{AcquireOutcome, LeaseClient, LeaseName, Result};
 
 use crate::observe::{self, Judge};
 use crate::{ElectionConfig, Leader, Leadership};
@@ -17,8 +17,8 @@ use crate::{ElectionConfig, Leader, Leadership};
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// use std::time::Duration;
-/// use lease_core::{LeaseClient, MemoryStore};
-/// use lease_election::Election;
+/// use leasehold_core::{LeaseClient, MemoryStore};
+/// use leasehold_election::Election;
 ///
 /// let store = MemoryStore::new();
 /// let a = Election::new(LeaseClient::new(store.clone()), "scheduler-leader", Duration::from_secs(5))?;
@@ -29,7 +29,7 @@ use crate::{ElectionConfig, Leader, Leadership};
 /// assert_eq!(b.leader().await?.map(|l| l.token), Some(leadership.token()));
 /// leadership.resign().await?;                        // b may now win, with token 2
 /// assert_eq!(b.try_campaign().await?.map(|l| l.token().get()), Some(2));
-/// # Ok::<(), lease_core::Error>(()) }).unwrap();
+/// # Ok::<(), leasehold_core::Error>(()) }).unwrap();
 /// ```
 #[derive(Debug, Clone)]
 pub struct Election {
@@ -42,7 +42,7 @@ impl Election {
     /// An election for `name` with a leader lease of `ttl` and default options.
     ///
     /// # Errors
-    /// [`lease_core::Error::InvalidInput`] for a bad name or TTL.
+    /// [`leasehold_core::Error::InvalidInput`] for a bad name or TTL.
     pub fn new(client: LeaseClient, name: impl AsRef<str>, ttl: Duration) -> Result<Self> {
         Self::with_config(client, name, ElectionConfig::new(ttl))
     }
@@ -50,7 +50,7 @@ impl Election {
     /// An election with options.
     ///
     /// # Errors
-    /// [`lease_core::Error::InvalidInput`] for a bad name or option.
+    /// [`leasehold_core::Error::InvalidInput`] for a bad name or option.
     pub fn with_config(client: LeaseClient, name: impl AsRef<str>, config: ElectionConfig) -> Result<Self> {
         config.validate()?;
         Ok(Self {
@@ -87,7 +87,7 @@ impl Election {
         Ok(Leadership::new(lease))
     }
 
-    /// Like [`Election::campaign`], giving up with [`lease_core::Error::Timeout`].
+    /// Like [`Election::campaign`], giving up with [`leasehold_core::Error::Timeout`].
     ///
     /// # Errors
     /// As [`Election::campaign`], plus the timeout.

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use lease_core::{FencingToken, HolderId, Lease, LeaseName, LossCause, Result};
+use leasehold_core::{FencingToken, HolderId, Lease, LeaseName, LossCause, Result};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -18,7 +18,7 @@ pub struct Leader {
 
 impl Leader {
     /// The leader's client label: its holder id up to the first `#` (by default
-    /// `pid-<pid>`; set it with `lease_core::ClientConfig::label`).
+    /// `pid-<pid>`; set it with `leasehold_core::ClientConfig::label`).
     pub fn identity(&self) -> &str {
         let h = self.holder.as_str();
         h.split_once('#').map_or(h, |(label, _)| label)

@@ -1,8 +1,8 @@
-//! # lease-election
+//! # leasehold-election
 //!
-//! Leader election on [`lease_core`] leases, on any store that implements
-//! [`lease_core::CasStore`]: etcd, Postgres, SQLite, DynamoDB, S3, Redis (efficiency
-//! only) or the in-process [`lease_core::MemoryStore`].
+//! Leader election on [`leasehold_core`] leases, on any store that implements
+//! [`leasehold_core::CasStore`]: etcd, Postgres, SQLite, DynamoDB, S3, Redis (efficiency
+//! only) or the in-process [`leasehold_core::MemoryStore`].
 //!
 //! - [`Election::campaign`] waits until this candidate leads and returns a
 //!   [`Leadership`]: the fencing token of the tenure, a loss signal and a
@@ -14,8 +14,8 @@
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! use std::time::Duration;
-//! use lease_core::{LeaseClient, MemoryStore};
-//! use lease_election::Election;
+//! use leasehold_core::{LeaseClient, MemoryStore};
+//! use leasehold_election::Election;
 //!
 //! let election = Election::new(LeaseClient::new(MemoryStore::new()), "compactor", Duration::from_secs(10))?;
 //! let leadership = election.campaign().await?;
@@ -26,20 +26,20 @@
 //! }
 //! leadership.resign().await?;
 //! # let _ = token;
-//! # Ok::<(), lease_core::Error>(()) }).unwrap();
+//! # Ok::<(), leasehold_core::Error>(()) }).unwrap();
 //! ```
 //!
 //! ## The guarantee
 //! Unlike client-go's `leaderelection` (which documents that it does not guarantee a
-//! single acting leader) each tenure carries a [`lease_core::FencingToken`], strictly
-//! greater than every earlier tenure's: writes guarded by it (`lease_core::fence`) refuse
+//! single acting leader) each tenure carries a [`leasehold_core::FencingToken`], strictly
+//! greater than every earlier tenure's: writes guarded by it (`leasehold_core::fence`) refuse
 //! a deposed leader that woke up from a pause. The guarantee grade is the store's
 //! (linearizable stores for correctness; Redis for efficiency only), and so is the
 //! clock source: expiry is judged on the store's clock where it has one, otherwise by
 //! observing one record version unchanged for the TTL plus the margin.
 //!
 //! ## Losing leadership cancels the context before a successor can be granted
-//! `lease-core`'s rule 3: a renewal sent at monotonic time `t` keeps the lease valid for
+//! `leasehold-core`'s rule 3: a renewal sent at monotonic time `t` keeps the lease valid for
 //! its holder until `t + ttl - margin`, and the loss signal (hence the leader context's
 //! cancellation, a child of it) fires at that deadline if no later renewal landed.
 //! A challenger is granted only when the store judges the lease expired, which is at

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::Stream;
-use lease_core::{CasStore, ClockSource, LeaseName, Policy, Result, Stored, Version};
+use leasehold_core::{CasStore, ClockSource, LeaseName, Policy, Result, Stored, Version};
 use tokio::time::Instant;
 
 use crate::Leader;

@@ -5,9 +5,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use lease_core::testing::{FaultPlan, FaultStore};
-use lease_core::{FencingToken, LeaseClient, LossCause, MemoryStore};
-use lease_election::{Callbacks, Election, Leader};
+use leasehold_core::testing::{FaultPlan, FaultStore};
+use leasehold_core::{FencingToken, LeaseClient, LossCause, MemoryStore};
+use leasehold_election::{Callbacks, Election, Leader};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -201,7 +201,7 @@ async fn observe_yields_changes_only() {
     );
 }
 
-fn la_holder(seen: &[Option<Leader>], token: FencingToken) -> lease_core::HolderId {
+fn la_holder(seen: &[Option<Leader>], token: FencingToken) -> leasehold_core::HolderId {
     seen.iter()
         .flatten()
         .find(|l| l.token == token)

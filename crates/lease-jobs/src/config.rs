@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use lease_core::{Error, LeaseName, Result, Ttl};
+use leasehold_core::{Error, LeaseName, Result, Ttl};
 
 use crate::{Schedule, Slot};
 
@@ -45,13 +45,13 @@ pub enum LockNaming {
 ///
 /// ```
 /// use std::time::Duration;
-/// use lease_jobs::{JobSpec, MissedSlots, Schedule};
+/// use leasehold_jobs::{JobSpec, MissedSlots, Schedule};
 /// let spec = JobSpec::new("nightly-payout", Schedule::cron("0 2 * * *")?, Duration::from_secs(60))
 ///     .lock_at_least_for(Duration::from_secs(30))
 ///     .missed(MissedSlots::RunLatestOnly)
 ///     .catch_up(Duration::from_secs(6 * 3600));
 /// spec.validate()?;
-/// # Ok::<(), lease_core::Error>(())
+/// # Ok::<(), leasehold_core::Error>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct JobSpec {

@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use lease_core::{
+use leasehold_core::{
     AcquireOutcome, Error, FencingToken, HolderId, Lease, LeaseClient, LeaseName, LossCause, Result, Ttl,
 };
 use tokio::time::Instant;
@@ -171,8 +171,8 @@ pub struct Ran<T> {
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// use std::time::Duration;
-/// use lease_core::{LeaseClient, MemoryStore};
-/// use lease_jobs::{LockConfig, LockingExecutor, RunOutcome};
+/// use leasehold_core::{LeaseClient, MemoryStore};
+/// use leasehold_jobs::{LockConfig, LockingExecutor, RunOutcome};
 ///
 /// let store = MemoryStore::new();
 /// let a = LockingExecutor::new(LeaseClient::new(store.clone()));
@@ -183,7 +183,7 @@ pub struct Ran<T> {
 /// // The job took no time, but the lock stays taken for a minute after the start:
 /// assert!(matches!(b.run(&lock, |_| async {}).await?, RunOutcome::Skipped { .. }));
 /// # let _ = ran;
-/// # Ok::<(), lease_core::Error>(()) }).unwrap();
+/// # Ok::<(), leasehold_core::Error>(()) }).unwrap();
 /// ```
 #[derive(Debug, Clone)]
 pub struct LockingExecutor {

@@ -1,7 +1,7 @@
-//! # lease-jobs
+//! # leasehold-jobs
 //!
-//! Singleton scheduled jobs on [`lease_core`] leases, on any store that implements
-//! [`lease_core::CasStore`]: what ShedLock does for Spring's `@Scheduled`, fenced, and
+//! Singleton scheduled jobs on [`leasehold_core`] leases, on any store that implements
+//! [`leasehold_core::CasStore`]: what ShedLock does for Spring's `@Scheduled`, fenced, and
 //! exactly once per schedule slot.
 //!
 //! - [`LockingExecutor::run`] runs a job on one instance at a time, with ShedLock's
@@ -19,8 +19,8 @@
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
 //! use std::time::Duration;
-//! use lease_core::{LeaseClient, MemoryStore};
-//! use lease_jobs::{JobSpec, Schedule, Scheduler, TokioWallClock};
+//! use leasehold_core::{LeaseClient, MemoryStore};
+//! use leasehold_jobs::{JobSpec, Schedule, Scheduler, TokioWallClock};
 //! use tokio_util::sync::CancellationToken;
 //!
 //! let spec = JobSpec::new("nightly-payout", Schedule::cron("0 2 * * *")?, Duration::from_secs(60));
@@ -38,7 +38,7 @@
 //!         Ok::<(), std::io::Error>(())
 //!     }
 //! }, shutdown).await?;
-//! # Ok::<(), lease_core::Error>(()) }).unwrap();
+//! # Ok::<(), leasehold_core::Error>(()) }).unwrap();
 //! ```
 //!
 //! ## Exactly once per slot, and where the truth lives

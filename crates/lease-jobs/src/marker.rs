@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use lease_core::{
+use leasehold_core::{
     CasOutcome, Current, HolderId, Lease, LeaseClient, LeaseRecord, MAX_HOLDER_LEN, Precondition, Result, Stored,
     SystemWallClock, Ttl, WallClock,
 };

@@ -6,7 +6,7 @@ use std::time::Duration;
 use chrono::{DateTime, SecondsFormat, Utc};
 use croner::Cron;
 use croner::parser::CronParser;
-use lease_core::{Error, Result};
+use leasehold_core::{Error, Result};
 
 /// One firing of a schedule: its fire time, in Unix milliseconds (UTC).
 ///
@@ -14,7 +14,7 @@ use lease_core::{Error, Result};
 /// time, so a slot names one run of the job across the whole service.
 ///
 /// ```
-/// use lease_jobs::Slot;
+/// use leasehold_jobs::Slot;
 /// let slot = Slot::from_unix_ms(1_796_005_200_250);
 /// assert_eq!(slot.key(), "2026-11-30T02:20:00.250Z");
 /// assert_eq!(slot.to_string(), slot.key());
@@ -56,7 +56,7 @@ impl fmt::Display for Slot {
 ///
 /// ```
 /// use std::time::Duration;
-/// use lease_jobs::{Schedule, Slot};
+/// use leasehold_jobs::{Schedule, Slot};
 /// // Every day at 02:00 UTC (five fields: minute granularity; six: seconds first).
 /// let nightly = Schedule::cron("0 2 * * *")?;
 /// let after = Slot::from_unix_ms(1_796_005_200_000); // 2026-11-30T02:20:00Z
@@ -64,7 +64,7 @@ impl fmt::Display for Slot {
 /// // Every 250 ms, aligned on the Unix epoch so all instances agree on the slots.
 /// let fast = Schedule::every(Duration::from_millis(250))?;
 /// assert_eq!(fast.next_after(1_000).map(Slot::unix_ms), Some(1_250));
-/// # Ok::<(), lease_core::Error>(())
+/// # Ok::<(), leasehold_core::Error>(())
 /// ```
 #[derive(Clone)]
 pub enum Schedule {
@@ -255,7 +255,7 @@ mod tests {
     fn slot_keys_are_valid_lease_name_parts() {
         for ms in [0, 1, 999, 1_796_005_200_250, 253_402_300_799_999] {
             let key = Slot(ms).key();
-            assert!(lease_core::LeaseName::new(format!("job/{key}")).is_ok(), "{key}");
+            assert!(leasehold_core::LeaseName::new(format!("job/{key}")).is_ok(), "{key}");
         }
         assert_eq!(Slot(0).key(), "1970-01-01T00:00:00.000Z");
     }

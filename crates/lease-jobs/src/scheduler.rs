@@ -6,7 +6,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lease_core::{AcquireOutcome, FencingToken, HolderId, LeaseClient, LossCause, Result, SystemWallClock, WallClock};
+use leasehold_core::{
+    AcquireOutcome, FencingToken, HolderId, LeaseClient, LossCause, Result, SystemWallClock, WallClock,
+};
 use rand::Rng;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -85,8 +87,8 @@ type EventSink = Arc<dyn Fn(&SlotEvent) + Send + Sync>;
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
 /// use std::time::Duration;
-/// use lease_core::{LeaseClient, MemoryStore};
-/// use lease_jobs::{JobSpec, Schedule, Scheduler, TokioWallClock};
+/// use leasehold_core::{LeaseClient, MemoryStore};
+/// use leasehold_jobs::{JobSpec, Schedule, Scheduler, TokioWallClock};
 /// use tokio_util::sync::CancellationToken;
 ///
 /// let spec = JobSpec::new("compact", Schedule::every(Duration::from_secs(10))?, Duration::from_secs(5));
@@ -105,7 +107,7 @@ type EventSink = Arc<dyn Fn(&SlotEvent) + Send + Sync>;
 ///         }
 ///     }, shutdown)
 ///     .await?;
-/// # Ok::<(), lease_core::Error>(()) }).unwrap();
+/// # Ok::<(), leasehold_core::Error>(()) }).unwrap();
 /// ```
 #[derive(Clone)]
 pub struct Scheduler {
@@ -314,7 +316,7 @@ impl Scheduler {
         Ok(run)
     }
 
-    fn back_off(&self, spec: &JobSpec, slot: Slot, pending: &mut BTreeMap<Slot, Pending>, e: &lease_core::Error) {
+    fn back_off(&self, spec: &JobSpec, slot: Slot, pending: &mut BTreeMap<Slot, Pending>, e: &leasehold_core::Error) {
         tracing::debug!(job = %spec.name, %slot, error = %e, "store error; retrying the slot later");
         if let Some(p) = pending.get_mut(&slot) {
             p.failures = p.failures.saturating_add(1);

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use lease_core::testing::{CountingStore, FaultPlan, FaultStore};
-use lease_core::{FencingToken, LeaseClient, LossCause, MemoryStore};
-use lease_jobs::{LockConfig, LockingExecutor, Marker, RunOutcome};
+use leasehold_core::testing::{CountingStore, FaultPlan, FaultStore};
+use leasehold_core::{FencingToken, LeaseClient, LossCause, MemoryStore};
+use leasehold_jobs::{LockConfig, LockingExecutor, Marker, RunOutcome};
 use tokio::time::Instant;
 
-fn exec(store: impl lease_core::Linearizable) -> LockingExecutor {
+fn exec(store: impl leasehold_core::Linearizable) -> LockingExecutor {
     LockingExecutor::new(LeaseClient::new(store))
 }
 
@@ -24,7 +24,7 @@ async fn one_instance_runs_at_a_time_and_the_lock_is_renewed_meanwhile() {
     let lock = LockConfig::new("jobs/long", Duration::from_secs(1));
     let running = Arc::new(AtomicU32::new(0));
     let job = |running: Arc<AtomicU32>| {
-        move |ctx: lease_jobs::JobContext| async move {
+        move |ctx: leasehold_jobs::JobContext| async move {
             assert_eq!(running.fetch_add(1, Ordering::SeqCst), 0, "two runs at once");
             tokio::time::sleep(Duration::from_secs(5)).await;
             assert!(ctx.is_valid(), "lost the lock while the store answered");
@@ -178,7 +178,7 @@ async fn round_trips_per_run() {
     let n = store.counts();
     assert_eq!((n.reads, n.writes, n.renews), (1, 3, 0), "{n:?}");
     let rec = store
-        .read(&lease_core::LeaseName::new("jobs/rt2").expect("name"))
+        .read(&leasehold_core::LeaseName::new("jobs/rt2").expect("name"))
         .await
         .expect("read")
         .expect("present");
@@ -186,4 +186,4 @@ async fn round_trips_per_run() {
     assert_eq!(rec.record.token, FencingToken::new(1));
 }
 
-use lease_core::CasStore as _;
+use leasehold_core::CasStore as _;

@@ -7,9 +7,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lease_core::testing::{FaultPlan, FaultStore};
-use lease_core::{AcquireOutcome, FencingToken, LeaseClient, MemoryStore};
-use lease_jobs::{JobContext, JobSpec, LockNaming, MissedSlots, Schedule, Scheduler, Slot, SlotEvent, TokioWallClock};
+use leasehold_core::testing::{FaultPlan, FaultStore};
+use leasehold_core::{AcquireOutcome, FencingToken, LeaseClient, MemoryStore};
+use leasehold_jobs::{
+    JobContext, JobSpec, LockNaming, MissedSlots, Schedule, Scheduler, Slot, SlotEvent, TokioWallClock,
+};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 

@@ -9,11 +9,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lease_core::conformance::Fixture;
-use lease_core::testing::{FaultPlan, FaultStore};
-use lease_core::{CasStore, ClientConfig, FencingToken, Grade, LeaseClient, LeaseName};
-use lease_jobs::shedlock::{ShedlockConfig, ShedlockStore};
-use lease_jobs::{LockConfig, LockingExecutor, RunOutcome};
+use leasehold_core::conformance::Fixture;
+use leasehold_core::testing::{FaultPlan, FaultStore};
+use leasehold_core::{CasStore, ClientConfig, FencingToken, Grade, LeaseClient, LeaseName};
+use leasehold_jobs::shedlock::{ShedlockConfig, ShedlockStore};
+use leasehold_jobs::{LockConfig, LockingExecutor, RunOutcome};
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Row};
 use tokio::time::Instant;
@@ -74,7 +74,7 @@ async fn fresh_table(pool: &PgPool, fence: bool) -> String {
 /// A table name no other test uses, in this crate's own schema (created if missing).
 async fn fresh_name(pool: &PgPool) -> String {
     // Concurrent `CREATE SCHEMA IF NOT EXISTS` can collide; serialized, it cannot.
-    store_postgres::run_ddl_serialized(pool, &[&format!("CREATE SCHEMA IF NOT EXISTS {SCHEMA}")])
+    leasehold_postgres::run_ddl_serialized(pool, &[&format!("CREATE SCHEMA IF NOT EXISTS {SCHEMA}")])
         .await
         .unwrap_or_else(|e| panic!("create schema: {e}"));
     drop_tables_of_finished_runs(pool).await;
@@ -129,7 +129,7 @@ impl Fixture for Fenced {
 
 mod conformance_fenced {
     use super::*;
-    lease_core::conformance_tests!(Fenced::new().await);
+    leasehold_core::conformance_tests!(Fenced::new().await);
 }
 
 /// ShedLock's own statements (`PostgresSqlServerTimeStatementsSource`, used with
@@ -482,7 +482,7 @@ async fn missing_or_mistyped_tables_are_misconfigured() {
     let err = ShedlockStore::open(pool.clone(), ShedlockConfig::table(format!("{SCHEMA}.no_such_table_x")))
         .await
         .expect_err("missing table");
-    assert!(matches!(err, lease_core::Error::Misconfigured { .. }), "{err}");
+    assert!(matches!(err, leasehold_core::Error::Misconfigured { .. }), "{err}");
     let table = fresh_table(&pool, false).await;
     sqlx::query(AssertSqlSafe(format!("ALTER TABLE {table} ADD COLUMN fence TEXT")))
         .execute(&pool)
@@ -491,12 +491,12 @@ async fn missing_or_mistyped_tables_are_misconfigured() {
     let err = ShedlockStore::open(pool.clone(), ShedlockConfig::table(&table))
         .await
         .expect_err("text fence");
-    assert!(matches!(err, lease_core::Error::Misconfigured { .. }), "{err}");
+    assert!(matches!(err, leasehold_core::Error::Misconfigured { .. }), "{err}");
     let store = store_on(&pool, &fresh_table(&pool, true).await).await;
     let long = LeaseName::new("x".repeat(65)).expect("name");
     assert!(matches!(
         store.read(&long).await,
-        Err(lease_core::Error::InvalidInput { .. })
+        Err(leasehold_core::Error::InvalidInput { .. })
     ));
 }
 

@@ -1,6 +1,6 @@
 //! The values a lease statement binds, validated before anything is sent.
 
-use lease_core::{Error, FencingToken, LeaseName, LeaseRecord, Precondition, Result, Version};
+use leasehold_core::{Error, FencingToken, LeaseName, LeaseRecord, Precondition, Result, Version};
 use sqlx::query::Query;
 use sqlx::{Database, Encode, Type};
 
@@ -120,7 +120,7 @@ fn fresh_write_id() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lease_core::{HolderId, Ttl};
+    use leasehold_core::{HolderId, Ttl};
 
     #[test]
     fn bad_values_are_refused_before_sending() {

@@ -1,11 +1,11 @@
-//! Driver errors → [`lease_core::Error`] kinds, for what every sqlx driver shares.
+//! Driver errors → [`leasehold_core::Error`] kinds, for what every sqlx driver shares.
 //!
 //! Each store crate classifies its database's own error codes (SQLSTATE for Postgres,
 //! result codes for SQLite) into an [`ErrorClass`] through named constants; the rest
 //! (pool, I/O, protocol, decode errors) is classified here, by the phase the error
 //! happened in: nothing can have applied before a statement was sent.
 
-use lease_core::Error;
+use leasehold_core::Error;
 
 /// When an error happened, which decides whether a write may have applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,13 +1,13 @@
 //! Running a [`FencedStatement`] with the caller's values and token.
 //!
-//! [`lease_core::fence::FencedUpdate`] builds the statement; [`FencedWrite`] carries the
+//! [`leasehold_core::fence::FencedUpdate`] builds the statement; [`FencedWrite`] carries the
 //! values for its placeholders (by column name) and the writer's token, and binds them in
 //! the statement's order. The store crates execute it and turn the rows affected into
-//! the outcome with [`lease_core::fence::check_rows`]: zero rows is
-//! [`lease_core::Error::FenceRejected`].
+//! the outcome with [`leasehold_core::fence::check_rows`]: zero rows is
+//! [`leasehold_core::Error::FenceRejected`].
 
-use lease_core::fence::{FencedStatement, Param};
-use lease_core::{Error, FencingToken, Result};
+use leasehold_core::fence::{FencedStatement, Param};
+use leasehold_core::{Error, FencingToken, Result};
 use sqlx::query::Query;
 use sqlx::{Database, Encode, Type};
 
@@ -59,15 +59,15 @@ from_value! {
 /// A fenced statement with its values and the writer's token, ready to run.
 ///
 /// ```
-/// use lease_core::fence::{Dialect, FencedUpdate};
-/// use lease_core::FencingToken;
-/// use sql_lease::FencedWrite;
+/// use leasehold_core::fence::{Dialect, FencedUpdate};
+/// use leasehold_core::FencingToken;
+/// use leasehold_sql::FencedWrite;
 /// let stmt = FencedUpdate::new("accounts", "last_token")?.increment("balance")?.key("id")?.build(Dialect::Sqlite)?;
 /// let write = FencedWrite::new(&stmt, FencingToken::new(7)).value("balance", -250_i64).key("id", "acct-1");
 /// assert_eq!(write.args()?.len(), 4); // balance, token, id, token
 /// let incomplete = FencedWrite::new(&stmt, FencingToken::new(7)).value("balance", 1_i64);
 /// assert!(incomplete.args().is_err());
-/// # Ok::<(), lease_core::Error>(())
+/// # Ok::<(), leasehold_core::Error>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct FencedWrite<'s> {
@@ -78,7 +78,7 @@ pub struct FencedWrite<'s> {
 }
 
 impl<'s> FencedWrite<'s> {
-    /// A write of `statement` carrying `token` (the lease's [`lease_core::Lease::token`]).
+    /// A write of `statement` carrying `token` (the lease's [`leasehold_core::Lease::token`]).
     pub fn new(statement: &'s FencedStatement, token: FencingToken) -> Self {
         Self {
             statement,
@@ -191,7 +191,7 @@ impl<'s> FencedWrite<'s> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lease_core::fence::{Dialect, FencedUpdate};
+    use leasehold_core::fence::{Dialect, FencedUpdate};
 
     #[test]
     fn args_follow_the_statement_order() {

@@ -1,6 +1,6 @@
-//! # sql-lease
+//! # leasehold-sql
 //!
-//! The SQL that `store-postgres` and `store-sqlite` share, written once: the lease
+//! The SQL that `leasehold-postgres` and `leasehold-sqlite` share, written once: the lease
 //! table's definition and its check ([`schema`]), the one statement per operation in each
 //! dialect ([`statements`]), the values they bind ([`LeaseArgs`]), what their rows mean
 //! ([`row`]), the fenced write on a user's own table ([`FencedWrite`]), and the
@@ -11,12 +11,12 @@
 //! a store crate, which re-exports what they need.
 //!
 //! ```
-//! use lease_core::fence::Dialect;
-//! use sql_lease::{LeaseTable, Statements};
+//! use leasehold_core::fence::Dialect;
+//! use leasehold_sql::{LeaseTable, Statements};
 //! let s = Statements::new(Dialect::Postgres, &LeaseTable::default())?;
 //! assert!(s.write_claimable.sql.starts_with("WITH w AS (INSERT INTO \"leasehold_leases\""));
 //! assert!(s.write_claimable.sql.contains("ON CONFLICT (name) DO UPDATE"));
-//! # Ok::<(), lease_core::Error>(())
+//! # Ok::<(), leasehold_core::Error>(())
 //! ```
 
 mod args;

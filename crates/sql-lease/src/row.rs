@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use lease_core::{
+use leasehold_core::{
     CasOutcome, Current, DeleteOutcome, Error, LeaseName, Precondition, Result, Stored, Version, record_codec,
 };
 use sqlx::{Database, Decode, Row, Type};

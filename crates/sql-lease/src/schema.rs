@@ -8,8 +8,8 @@
 
 use std::fmt::Write as _;
 
-use lease_core::fence::Dialect;
-use lease_core::{Error, MAX_HOLDER_LEN, MAX_NAME_LEN, Result};
+use leasehold_core::fence::Dialect;
+use leasehold_core::{Error, MAX_HOLDER_LEN, MAX_NAME_LEN, Result};
 
 use crate::LeaseTable;
 

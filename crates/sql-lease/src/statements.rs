@@ -17,7 +17,7 @@
 //!   can predate a row a concurrent transaction committed while this statement waited for
 //!   its lock; the branch therefore also says whether the snapshot row would have
 //!   satisfied the precondition (`stale`), and such an answer is reported as
-//!   [`lease_core::Current::Unknown`] rather than as a current record. Otherwise the
+//!   [`leasehold_core::Current::Unknown`] rather than as a current record. Otherwise the
 //!   snapshot row is a state the record had during the statement, on which the
 //!   precondition failed: a linearizable answer.
 //! - SQLite: the `ON CONFLICT DO UPDATE` (or `UPDATE`) always matches the row and sets
@@ -36,8 +36,8 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use lease_core::fence::Dialect;
-use lease_core::{Error, MAX_HOLDER_LEN, Result, Ttl};
+use leasehold_core::fence::Dialect;
+use leasehold_core::{Error, MAX_HOLDER_LEN, Result, Ttl};
 
 use crate::LeaseTable;
 
@@ -98,7 +98,7 @@ pub const RESULT_COLUMNS: &[&str] = &[
 ];
 
 /// The characters a holder id may contain, as a regular-expression / GLOB class body
-/// (kept equal to `lease_core::HolderId`'s rule; a test checks every ASCII character).
+/// (kept equal to `leasehold_core::HolderId`'s rule; a test checks every ASCII character).
 pub const HOLDER_CLASS: &str = "A-Za-z0-9_.:/@=#-";
 
 struct Placeholders {
@@ -502,7 +502,7 @@ impl Sqlite {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lease_core::HolderId;
+    use leasehold_core::HolderId;
 
     fn all(s: &Statements) -> [&LeaseStatement; 5] {
         [

@@ -1,7 +1,7 @@
 //! The lease table's name, validated once, and the names derived from it.
 
-use lease_core::fence::{Dialect, Ident};
-use lease_core::{Error, Result};
+use leasehold_core::fence::{Dialect, Ident};
+use leasehold_core::{Error, Result};
 
 /// The table name used when none is configured.
 pub const DEFAULT_TABLE: &str = "leasehold_leases";
@@ -14,11 +14,11 @@ const MAX_CHANNEL_LEN: usize = 63;
 /// no configuration value can change a statement's meaning.
 ///
 /// ```
-/// use sql_lease::LeaseTable;
+/// use leasehold_sql::LeaseTable;
 /// assert_eq!(LeaseTable::new("ops.leases")?.name(), "leases");
 /// assert!(LeaseTable::new("leases; DROP TABLE x").is_err());
 /// assert!(LeaseTable::new("a.b.c").is_err());
-/// # Ok::<(), lease_core::Error>(())
+/// # Ok::<(), leasehold_core::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseTable {

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use lease_core::{Error, Result};
+use leasehold_core::{Error, Result};
 
 /// The default name of the table's partition key (a string attribute).
 pub const DEFAULT_KEY_ATTRIBUTE: &str = "lease";
@@ -15,7 +15,7 @@ pub const ATTR_FENCE: &str = "fence";
 /// Attribute: the TTL of the last grant or renewal, in milliseconds (a number).
 pub const ATTR_TTL_MS: &str = "ttl_ms";
 /// Attribute: the holder's wall-clock expiry in Unix milliseconds (a number), read
-/// only by challengers that opted into a [`lease_core::SkewBound`].
+/// only by challengers that opted into a [`leasehold_core::SkewBound`].
 pub const ATTR_WALL_EXPIRES_AT_MS: &str = "wall_expires_at_ms";
 /// Attribute: the item's version (a string, random per write, never reused).
 pub const ATTR_VERSION: &str = "version";
@@ -41,7 +41,7 @@ const MAX_KEY_ATTRIBUTE_LEN: usize = 255;
 /// A DynamoDB table name: 3 to 255 characters of ASCII letters, digits, `_`, `-`, `.`.
 ///
 /// ```
-/// use store_dynamo::TableName;
+/// use leasehold_dynamodb::TableName;
 /// assert!(TableName::new("leasehold-leases").is_ok());
 /// assert!(TableName::new("ab").is_err());
 /// assert!(TableName::new("has space").is_err());
@@ -105,12 +105,12 @@ impl fmt::Display for TableName {
 /// How a [`crate::DynamoStore`] uses its table.
 ///
 /// ```
-/// use store_dynamo::DynamoConfig;
+/// use leasehold_dynamodb::DynamoConfig;
 /// let config = DynamoConfig::new("leases")?.key_attribute("pk")?;
 /// assert_eq!(config.table().as_str(), "leases");
 /// assert_eq!(config.key(), "pk");
 /// assert!(DynamoConfig::new("leases")?.key_attribute("fence").is_err());
-/// # Ok::<(), lease_core::Error>(())
+/// # Ok::<(), leasehold_core::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DynamoConfig {
@@ -159,7 +159,7 @@ impl DynamoConfig {
     /// round trip (`ReturnValuesOnConditionCheckFailure = ALL_OLD`, the default).
     ///
     /// Turn it off only for an emulator that does not support the parameter (dynalite):
-    /// conflicts then report [`lease_core::Current::Unknown`] and the lease client
+    /// conflicts then report [`leasehold_core::Current::Unknown`] and the lease client
     /// reads the item, one more round trip.
     #[must_use]
     pub fn conflict_returns_current(mut self, yes: bool) -> Self {

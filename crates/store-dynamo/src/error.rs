@@ -19,7 +19,7 @@ use std::error::Error as StdError;
 
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{ConnectorError, DisplayErrorContext, ProvideErrorMetadata, SdkError};
-use lease_core::Error;
+use leasehold_core::Error;
 
 /// The write's condition did not hold.
 pub(crate) const CONDITIONAL_CHECK_FAILED: &str = "ConditionalCheckFailedException";

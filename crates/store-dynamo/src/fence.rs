@@ -21,8 +21,8 @@
 //!
 //! ```
 //! use aws_sdk_dynamodb::types::AttributeValue;
-//! use lease_core::FencingToken;
-//! use store_dynamo::ItemFence;
+//! use leasehold_core::FencingToken;
+//! use leasehold_dynamodb::ItemFence;
 //! # fn client() -> aws_sdk_dynamodb::Client {
 //! #     let conf = aws_sdk_dynamodb::Config::builder()
 //! #         .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
@@ -50,7 +50,7 @@
 //! );
 //! // Send it with `fence.update(update).await?` instead to get the outcome typed:
 //! // Ok(Applied(output)), Ok(ConditionFailed { .. }) or Err(Error::FenceRejected { .. }).
-//! # Ok::<(), lease_core::Error>(())
+//! # Ok::<(), leasehold_core::Error>(())
 //! ```
 
 use std::collections::HashMap;
@@ -60,8 +60,8 @@ use aws_sdk_dynamodb::operation::put_item::{PutItemError, PutItemOutput};
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
-use lease_core::fence::FenceMode;
-use lease_core::{Error, FencingToken, Result};
+use leasehold_core::fence::FenceMode;
+use leasehold_core::{Error, FencingToken, Result};
 
 use crate::error::{Op, is_conditional_check_failed, map_sdk_error};
 use crate::store::single_attempt;
@@ -353,7 +353,7 @@ impl ItemFence {
 
 fn rejected<O>(token: FencingToken) -> Result<FencedOutcome<O>> {
     // Counts the rejection in the library's metrics, like every other store's fence.
-    lease_core::fence::check_rows(0, token)?;
+    leasehold_core::fence::check_rows(0, token)?;
     Err(Error::FenceRejected { token })
 }
 

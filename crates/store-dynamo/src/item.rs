@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use lease_core::{Error, LeaseName, LeaseRecord, Precondition, Result, Stored, Version, record_codec};
+use leasehold_core::{Error, LeaseName, LeaseRecord, Precondition, Result, Stored, Version, record_codec};
 
 use crate::config::{
     ATTR_FENCE, ATTR_FORMAT, ATTR_HOLDER, ATTR_TTL_MS, ATTR_VERSION, ATTR_WALL_EXPIRES_AT_MS, ITEM_FORMAT,
@@ -158,7 +158,7 @@ pub(crate) fn lease_update(
 
 #[cfg(test)]
 mod tests {
-    use lease_core::{FencingToken, HolderId, Ttl};
+    use leasehold_core::{FencingToken, HolderId, Ttl};
 
     use super::*;
 

@@ -1,7 +1,7 @@
-//! # store-dynamo: leases and fencing tokens on DynamoDB
+//! # leasehold-dynamodb: leases and fencing tokens on DynamoDB
 //!
 //! [`DynamoStore`] keeps one item per lease name in a DynamoDB table and implements
-//! [`lease_core::CasStore`] with **one conditional `UpdateItem` per operation**: acquire,
+//! [`leasehold_core::CasStore`] with **one conditional `UpdateItem` per operation**: acquire,
 //! renewal, takeover and release are each a single request that checks the item's
 //! version, writes the record, and hands back either the new item or, on conflict,
 //! the current one. [`ItemFence`] adds the fencing guard to your own `PutItem` /
@@ -12,8 +12,8 @@
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
 //! use aws_sdk_dynamodb::types::AttributeValue;
-//! use lease_core::LeaseClient;
-//! use store_dynamo::{DynamoStore, FencedOutcome, ItemFence};
+//! use leasehold_core::LeaseClient;
+//! use leasehold_dynamodb::{DynamoStore, FencedOutcome, ItemFence};
 //!
 //! // Your region, credentials, endpoint and timeouts.
 //! let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
@@ -35,7 +35,7 @@
 //! match fence.put(put).await {
 //!     Ok(FencedOutcome::Applied(_)) => {}
 //!     Ok(FencedOutcome::ConditionFailed { .. }) => unreachable!("no condition of our own"),
-//!     Err(lease_core::Error::FenceRejected { .. }) => return Ok(()), // lost the lease: stop
+//!     Err(leasehold_core::Error::FenceRejected { .. }) => return Ok(()), // lost the lease: stop
 //!     Err(e) => return Err(e.into()),
 //! }
 //! lease.release().await?;
@@ -45,14 +45,14 @@
 //! ## Guarantee: linearizable (correctness locks)
 //! DynamoDB conditional writes are evaluated and applied atomically on the item's
 //! leader replica and are strongly consistent, so the store is
-//! [`lease_core::Grade::Linearizable`] and implements [`lease_core::Linearizable`]:
+//! [`leasehold_core::Grade::Linearizable`] and implements [`leasehold_core::Linearizable`]:
 //! fit for leases that guard money, with fencing on the resource. Reads use
 //! `ConsistentRead = true` (see below).
 //!
 //! ## Clock model: expiry by observation
 //! DynamoDB has no server clock a client may compare with (a condition cannot say
 //! "older than now on the server"), so the store reports
-//! [`lease_core::ClockSource::Observation`]: a challenger takes over only after it has
+//! [`leasehold_core::ClockSource::Observation`]: a challenger takes over only after it has
 //! seen the *same item version* unchanged for the record's TTL plus the safety margin,
 //! measured on its own monotonic clock (the scheme of the AWS DynamoDB Lock Client).
 //! No wall clock is compared, so clocks that disagree by any amount cannot cause an
@@ -61,13 +61,13 @@
 //! TTL before taking over a dead holder's lease.
 //!
 //! Callers that try once (a scheduled job started by cron on several machines) can opt
-//! into [`lease_core::ClientConfig::skew_bound`] with an explicit
-//! [`lease_core::SkewBound`]: a challenger then also takes over when the holder's
+//! into [`leasehold_core::ClientConfig::skew_bound`] with an explicit
+//! [`leasehold_core::SkewBound`]: a challenger then also takes over when the holder's
 //! recorded wall-clock expiry plus the bound is past on its own wall clock, without
 //! watching first. The bound must really hold between all participants' clocks: if
 //! clocks disagree by more, two holders can overlap (the fence still protects the
-//! resource). [`Precondition::Claimable`](lease_core::Precondition::Claimable), which
-//! needs a store clock, is refused with [`lease_core::Error::InvalidInput`].
+//! resource). [`Precondition::Claimable`](leasehold_core::Precondition::Claimable), which
+//! needs a store clock, is refused with [`leasehold_core::Error::InvalidInput`].
 //!
 //! ## The protocol
 //! A lease item (partition key [`DEFAULT_KEY_ATTRIBUTE`], configurable) holds
@@ -90,14 +90,14 @@
 //!   under `version = :seen` is as atomic as server arithmetic: the write applies only
 //!   if the stored token is the one the client incremented. Writing the record verbatim
 //!   keeps one code path for every operation and the exact semantics of
-//!   [`lease_core::MemoryStore`], and no read is needed to decide whether to `ADD`.
+//!   [`leasehold_core::MemoryStore`], and no read is needed to decide whether to `ADD`.
 //! - **The version** is 128 random bits, fresh on every write, so it is never reused
 //!   for a name, even after an item is deleted and created again (a counter would
 //!   restart).
 //! - **A conflict costs no extra round trip**: `ReturnValuesOnConditionCheckFailure`
 //!   returns the current item with the `ConditionalCheckFailedException`, which the
 //!   store reports as `Conflict(Current::Present(..))`
-//!   ([`lease_core::Capabilities::conflict_returns_current`]). For an emulator that does
+//!   ([`leasehold_core::Capabilities::conflict_returns_current`]). For an emulator that does
 //!   not support the parameter (dynalite), set
 //!   [`DynamoConfig::conflict_returns_current`]`(false)`: conflicts then report
 //!   `Current::Unknown` and the lease client falls back to a read.
@@ -115,7 +115,7 @@
 //!   retried into a second attempt that hides the first; the lease client retries,
 //!   knowing what a retry means.
 //! - A record that does not decode (missing or mistyped attribute, unknown format,
-//!   token 0) is [`lease_core::Error::CorruptRecord`], never a free lease; a conflict
+//!   token 0) is [`leasehold_core::Error::CorruptRecord`], never a free lease; a conflict
 //!   whose returned item does not decode is the same error.
 //!
 //! ## Errors
@@ -166,7 +166,7 @@
 //!   sequence at 1, and every resource fenced by it would refuse the new holder.
 //! - **IAM actions** on the lease table: `dynamodb:GetItem`, `dynamodb:UpdateItem`
 //!   (every lease operation); `dynamodb:DeleteItem` (only for administrative
-//!   [`lease_core::CasStore::delete`]); `dynamodb:CreateTable` and
+//!   [`leasehold_core::CasStore::delete`]); `dynamodb:CreateTable` and
 //!   `dynamodb:DescribeTable` (only for [`DynamoStore::create_table`] /
 //!   [`DynamoStore::verify_table`]). On the protected tables: `dynamodb:PutItem` and /
 //!   or `dynamodb:UpdateItem` for the fenced writes.
@@ -175,7 +175,7 @@
 //!   is a lost lease whatever happens.
 //!
 //! ## Testing against moto, and where it differs from DynamoDB
-//! The crate's tests run the lease-core conformance suite, a frozen-holder test with
+//! The crate's tests run the leasehold-core conformance suite, a frozen-holder test with
 //! real processes, a skewed-clock test and request counts against `moto_server`
 //! (PyPI `moto[server]`, started by `scripts/stores.sh start moto`) with dummy
 //! credentials and a custom endpoint. moto (5.2) evaluates everything the store uses
@@ -218,3 +218,7 @@ pub use config::{
 };
 pub use fence::{FencedOutcome, ItemFence, NAME_PLACEHOLDER, TOKEN_PLACEHOLDER};
 pub use store::{DynamoStore, TABLE_ACTIVE_TIMEOUT};
+
+/// The client crate this store is built on, re-exported so that your client is built
+/// with the very version this crate links.
+pub use aws_sdk_dynamodb;

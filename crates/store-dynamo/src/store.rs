@@ -12,7 +12,7 @@ use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ReturnValue,
     ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TableStatus,
 };
-use lease_core::{
+use leasehold_core::{
     Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Error, Grade, LeaseName, LeaseRecord,
     Linearizable, Precondition, Result, Stored, Version,
 };

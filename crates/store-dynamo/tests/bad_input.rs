@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use fake_http::{FakeHttp, Script};
-use lease_core::{
+use leasehold_core::{
     AcquireOutcome, CasOutcome, CasStore, ClientConfig, Error, FencingToken, HolderId, LeaseClient, LeaseName,
     LeaseRecord, Precondition, Ttl, Version,
 };
-use store_dynamo::{
+use leasehold_dynamodb::{
     ATTR_FENCE, ATTR_FORMAT, ATTR_HOLDER, ATTR_TTL_MS, ATTR_VERSION, DEFAULT_KEY_ATTRIBUTE, DynamoConfig, DynamoStore,
     ItemFence,
 };

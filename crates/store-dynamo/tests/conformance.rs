@@ -1,4 +1,4 @@
-//! The lease-core conformance suite against a real DynamoDB-compatible server (moto).
+//! The leasehold-core conformance suite against a real DynamoDB-compatible server (moto).
 #![allow(missing_docs)]
 
 mod common;
@@ -7,9 +7,9 @@ use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
-use lease_core::conformance::Fixture;
-use lease_core::{CasStore, LeaseName};
-use store_dynamo::{
+use leasehold_core::conformance::Fixture;
+use leasehold_core::{CasStore, LeaseName};
+use leasehold_dynamodb::{
     ATTR_FENCE, ATTR_FORMAT, ATTR_TTL_MS, ATTR_VERSION, DEFAULT_KEY_ATTRIBUTE, DynamoConfig, DynamoStore,
 };
 
@@ -59,7 +59,7 @@ impl Fixture for Dynamo {
 /// The default: conflicts return the current item (`ReturnValuesOnConditionCheckFailure`).
 mod returns_current {
     use super::*;
-    lease_core::conformance_tests!(fixture(true).await);
+    leasehold_core::conformance_tests!(fixture(true).await);
 }
 
 /// The fallback for emulators without `ReturnValuesOnConditionCheckFailure`: conflicts
@@ -72,7 +72,7 @@ mod returns_current {
 /// attempt is one request.)
 mod read_on_conflict {
     use super::*;
-    lease_core::conformance_tests!(@cases fixture(false).await;
+    leasehold_core::conformance_tests!(@cases fixture(false).await;
         create_is_exclusive, stale_version_conflicts, update_missing_conflicts,
         delete_checks_version, concurrent_cas_increments_are_exact,
         token_sequence_acquire_release_takeover, holder_is_refused_while_held,

@@ -9,14 +9,14 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
-use lease_core::{Error, FencingToken};
-use store_dynamo::{FencedOutcome, ItemFence, NAME_PLACEHOLDER, TOKEN_PLACEHOLDER};
+use leasehold_core::{Error, FencingToken};
+use leasehold_dynamodb::{FencedOutcome, ItemFence, NAME_PLACEHOLDER, TOKEN_PLACEHOLDER};
 
 fn fence(token: u64) -> ItemFence {
     ItemFence::new("mark", FencingToken::new(token)).expect("fence")
 }
 
-async fn put(client: &Client, table: &str, token: u64, strict: bool, writer: &str) -> lease_core::Result<bool> {
+async fn put(client: &Client, table: &str, token: u64, strict: bool, writer: &str) -> leasehold_core::Result<bool> {
     let f = if strict { fence(token).strict() } else { fence(token) };
     let req = client
         .put_item()

@@ -17,9 +17,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use lease_core::testing::process::{freeze, kill9, poll, process_state, resume};
-use lease_core::{CasStore, ClientConfig, Error, FencingToken, LeaseClient, LeaseName};
-use store_dynamo::{DynamoStore, FencedOutcome, ItemFence};
+use leasehold_core::testing::process::{freeze, kill9, poll, process_state, resume};
+use leasehold_core::{CasStore, ClientConfig, Error, FencingToken, LeaseClient, LeaseName};
+use leasehold_dynamodb::{DynamoStore, FencedOutcome, ItemFence};
 use tokio::time::Instant;
 
 const WORKER_ENV: &str = "LEASEHOLD_DYNAMO_FROZEN_WORKER";
@@ -67,7 +67,7 @@ async fn append(
     table: &str,
     token: FencingToken,
     entry: &str,
-) -> lease_core::Result<FencedOutcome<aws_sdk_dynamodb::operation::update_item::UpdateItemOutput>> {
+) -> leasehold_core::Result<FencedOutcome<aws_sdk_dynamodb::operation::update_item::UpdateItemOutput>> {
     let req = client
         .update_item()
         .table_name(table)

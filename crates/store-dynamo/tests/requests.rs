@@ -8,12 +8,12 @@ mod common;
 
 use std::time::Duration;
 
-use lease_core::testing::{CountingStore, FaultPlan, FaultStore};
-use lease_core::{
+use leasehold_core::testing::{CountingStore, FaultPlan, FaultStore};
+use leasehold_core::{
     AcquireOutcome, CasOutcome, CasStore, ClientConfig, Current, FencingToken, HolderId, LeaseClient, LeaseName,
     LeaseRecord, Precondition, SkewBound, Ttl,
 };
-use store_dynamo::DynamoStore;
+use leasehold_dynamodb::DynamoStore;
 use tokio::time::Instant;
 
 const TTL: Duration = Duration::from_millis(600);
@@ -74,7 +74,7 @@ async fn acquire_renew_release_are_one_request_each() {
     c.reset();
     let first = lease.valid_until();
     assert!(
-        lease_core::testing::process::poll(Duration::from_secs(5), || lease.valid_until() > first).await,
+        leasehold_core::testing::process::poll(Duration::from_secs(5), || lease.valid_until() > first).await,
         "no renewal landed"
     );
     let renew = c.counts();

@@ -9,11 +9,11 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lease_core::testing::{FaultPlan, FaultStore};
-use lease_core::{
+use leasehold_core::testing::{FaultPlan, FaultStore};
+use leasehold_core::{
     AcquireOutcome, CasStore, ClientConfig, Error, FencingToken, LeaseClient, LeaseName, SkewBound, SkewedWallClock,
 };
-use store_dynamo::{DynamoStore, FencedOutcome, ItemFence};
+use leasehold_dynamodb::{DynamoStore, FencedOutcome, ItemFence};
 use tokio::time::Instant;
 
 const TTL: Duration = Duration::from_millis(600);

@@ -3,17 +3,17 @@
 
 use std::time::Duration;
 
-use lease_core::{Error, Result};
+use leasehold_core::{Error, Result};
 
 /// Options of an [`EtcdStore`](crate::EtcdStore); `Default` is right for most uses.
 ///
 /// ```
 /// use std::time::Duration;
-/// use store_etcd::EtcdConfig;
+/// use leasehold_etcd::EtcdConfig;
 /// let config = EtcdConfig::new("jobs/leases/")?.with_request_timeout(Duration::from_secs(2))?;
 /// assert_eq!(config.prefix(), "jobs/leases/");
 /// assert!(EtcdConfig::new("bad prefix!").is_err());
-/// # Ok::<(), lease_core::Error>(())
+/// # Ok::<(), leasehold_core::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EtcdConfig {
@@ -32,7 +32,7 @@ impl EtcdConfig {
     /// Options with keys under `prefix` (for example `"leasehold/"`).
     ///
     /// The prefix is 1 to [`EtcdConfig::MAX_PREFIX_LEN`] bytes of the characters a
-    /// [`lease_core::LeaseName`] allows (ASCII letters, digits and `- _ . : / @ = #`).
+    /// [`leasehold_core::LeaseName`] allows (ASCII letters, digits and `- _ . : / @ = #`).
     /// That keeps every key this store writes in a range no other name can fall into
     /// (see the crate docs, "Keys").
     ///

@@ -1,4 +1,4 @@
-//! etcd client errors mapped to [`lease_core::Error`] kinds, through named constants.
+//! etcd client errors mapped to [`leasehold_core::Error`] kinds, through named constants.
 //!
 //! The one question that matters for a lease is whether a failed **write** may have been
 //! applied. etcd answers it in three ways:
@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 
-use lease_core::Error;
+use leasehold_core::Error;
 
 /// gRPC status codes (from the gRPC specification), as etcd returns them.
 pub(crate) mod grpc {

@@ -2,7 +2,7 @@
 //! compare on the lease record (the mitigation Jepsen recommended for etcd locks).
 
 use etcd_client::{Compare, CompareOp, Txn, TxnOp, TxnResponse};
-use lease_core::{Error, FencingToken, Lease, LeaseName, Result};
+use leasehold_core::{Error, FencingToken, Lease, LeaseName, Result};
 
 use crate::error::Op;
 use crate::store::EtcdStore;
@@ -63,7 +63,7 @@ impl EtcdFence {
 
 impl EtcdStore {
     /// The guard of `lease`, a lease granted through this store (by a
-    /// [`lease_core::LeaseClient`] over it).
+    /// [`leasehold_core::LeaseClient`] over it).
     ///
     /// # Errors
     /// [`Error::FenceRejected`] if this store no longer holds that grant (released,
@@ -85,7 +85,7 @@ impl EtcdStore {
     /// current (the lease record still has its revision). One round trip.
     ///
     /// ```no_run
-    /// # async fn demo(store: store_etcd::EtcdStore, lease: lease_core::Lease) -> lease_core::Result<()> {
+    /// # async fn demo(store: leasehold_etcd::EtcdStore, lease: leasehold_core::Lease) -> leasehold_core::Result<()> {
     /// use etcd_client::TxnOp;
     /// let fence = store.fence(&lease)?;
     /// store.fenced_txn(&fence, [TxnOp::put("ledger/balance", "42", None)]).await?;
@@ -103,7 +103,7 @@ impl EtcdStore {
             .send_txn(txn)
             .await
             .map_err(|f| self.inner.failure("fenced transaction", Op::Write, f))?;
-        lease_core::fence::check_rows(u64::from(resp.succeeded()), fence.token())?;
+        leasehold_core::fence::check_rows(u64::from(resp.succeeded()), fence.token())?;
         Ok(resp)
     }
 }

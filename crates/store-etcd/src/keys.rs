@@ -1,6 +1,6 @@
 //! Where a lease name's two keys live, and how the fence counter is encoded.
 //!
-//! - `<prefix><name>`: the lease record (JSON, [`lease_core::record_codec`]). A held
+//! - `<prefix><name>`: the lease record (JSON, [`leasehold_core::record_codec`]). A held
 //!   record is attached to its holder's session lease; a vacant one has no lease.
 //! - `<prefix><name>!fence`: the highest token ever issued for the name, as 20 ASCII
 //!   digits. It has no lease and is never deleted, so tokens keep growing across expiry.
@@ -9,7 +9,7 @@
 //! names and prefixes only use characters above `!`, so no other key of this layout
 //! sorts between them. One range read returns both in one snapshot.
 
-use lease_core::{Error, FencingToken, LeaseName, Result};
+use leasehold_core::{Error, FencingToken, LeaseName, Result};
 
 /// The suffix of a name's fence-counter key.
 pub(crate) const FENCE_SUFFIX: &[u8] = b"!fence";

@@ -1,13 +1,13 @@
-//! # store-etcd
+//! # leasehold-etcd
 //!
-//! Leases and fencing tokens on etcd: a [`lease_core::CasStore`] over an
-//! [`etcd_client::Client`] you supply. Use it with [`lease_core::LeaseClient`] for
+//! Leases and fencing tokens on etcd: a [`leasehold_core::CasStore`] over an
+//! [`etcd_client::Client`] you supply. Use it with [`leasehold_core::LeaseClient`] for
 //! correctness locks, leader election and singleton jobs.
 //!
 //! ## Guarantee: linearizable
 //! Every write is one etcd transaction (Txn), committed by a Raft quorum before etcd
 //! answers; reads are etcd's default linearizable reads. [`EtcdStore`] implements
-//! [`lease_core::Linearizable`], so [`lease_core::LeaseClient::new`] accepts it for
+//! [`leasehold_core::Linearizable`], so [`leasehold_core::LeaseClient::new`] accepts it for
 //! correctness leases. A lease survives the loss of the etcd leader (tested with
 //! `kill -9` on a three-member cluster: no second grant, same token, renewals resume
 //! after the election).
@@ -17,7 +17,7 @@
 //! this way). Carry the fence on every protected write, see "Fenced writes".
 //!
 //! ## Clock source: etcd's lease clock
-//! [`lease_core::ClockSource::Store`]. Liveness comes from etcd leases used as
+//! [`leasehold_core::ClockSource::Store`]. Liveness comes from etcd leases used as
 //! **sessions**: each store keeps one etcd lease per TTL class (the record TTL rounded up
 //! to whole seconds, raised by etcd to its minimum, about 1.5 election timeouts: 2 s on
 //! default settings), kept alive by one keep-alive task, and every held record it writes
@@ -35,7 +35,7 @@
 //!   comparing its revision). That deadline is the holder process's own monotonic clock:
 //!   no two machines' clocks are compared (DESIGN rule 2).
 //! - **Caller gone mid-write** (a `tokio::time::timeout` around the call, a `select!`, a
-//!   dropped [`lease_core::LeaseClient::acquire`]): every write runs to its end on a task
+//!   dropped [`leasehold_core::LeaseClient::acquire`]): every write runs to its end on a task
 //!   of its own, so a claim that reached etcd after its caller left is still registered
 //!   and deleted at its deadline, never kept alive by the session for as long as the
 //!   store exists (`tests/orphans.rs` drops a claim between etcd applying it and its
@@ -55,7 +55,7 @@
 //!   `call + ttl - margin`. When the last answered keep-alive does not reach that far, a
 //!   grant sends one in parallel with its Txn and a renewal waits for one.
 //!
-//! [`lease_core::Stored::remaining`]: exact for records this store holds (time to the
+//! [`leasehold_core::Stored::remaining`]: exact for records this store holds (time to the
 //! deadline above, zero once expired), zero for vacant records. For a record held
 //! through another client's session it is the record's TTL: a present key proves that
 //! session alive (etcd deletes the keys of an expired one), but how long it will stay
@@ -68,21 +68,21 @@
 //!
 //! | key | value | etcd lease |
 //! |---|---|---|
-//! | `<prefix><name>` | the lease record ([`lease_core::record_codec`] JSON) | the holder's session while held, none when vacant |
+//! | `<prefix><name>` | the lease record ([`leasehold_core::record_codec`] JSON) | the holder's session while held, none when vacant |
 //! | `<prefix><name>!fence` | the highest token issued for the name, 20 ASCII digits | none; never deleted |
 //!
 //! Names and prefixes use only characters above `!`, so the range
 //! `[<prefix><name>, <prefix><name>!fence\0)` holds exactly these two keys: one range
 //! read (or one Txn else-branch) returns both in one snapshot. A value that does not
-//! decode is [`lease_core::Error::CorruptRecord`], never a free lease.
+//! decode is [`leasehold_core::Error::CorruptRecord`], never a free lease.
 //!
 //! ## Versions and tokens
-//! - The [`lease_core::Version`] of a record is its **mod revision**. etcd revisions are
+//! - The [`leasehold_core::Version`] of a record is its **mod revision**. etcd revisions are
 //!   cluster-wide and only grow, so a version is never reused for a name, even after a
 //!   delete and re-create. Renewals do not rewrite the record: the version is constant
 //!   for a whole tenure, which is what the etcd fence compares.
 //! - The **fencing token** is the per-name counter in `<prefix><name>!fence`. A claim
-//!   ([`lease_core::Precondition::Claimable`]) compares the counter with the value the
+//!   ([`leasehold_core::Precondition::Claimable`]) compares the counter with the value the
 //!   store expects and writes `counter + 1` into the counter and into the record in the
 //!   same Txn: the grant and its token are one atomic step (DESIGN rule 1), and the first
 //!   grant of a name is 1, then 2, 3, … The counter has no lease, so it survives the
@@ -95,7 +95,7 @@
 //!   counter keeps that, at no extra round trip.
 //!
 //! ## Operations and their cost
-//! Each [`lease_core::CasStore`] call is one request, except where noted:
+//! Each [`leasehold_core::CasStore`] call is one request, except where noted:
 //!
 //! | operation | etcd requests |
 //! |---|---|
@@ -113,10 +113,10 @@
 //! Else(range read of both keys)`. What the store expects (absent or vacant at `v`,
 //! counter `n`) comes from what it last saw of the name; a wrong guess costs the second
 //! Txn, never a wrong grant: etcd's compares decide. Conflicts always return the current
-//! record ([`lease_core::Capabilities::conflict_returns_current`]).
+//! record ([`leasehold_core::Capabilities::conflict_returns_current`]).
 //!
 //! ## Waiting without a thundering herd
-//! [`lease_core::CasStore::wait_for_change`] watches the record key (one etcd watch per
+//! [`leasehold_core::CasStore::wait_for_change`] watches the record key (one etcd watch per
 //! name per store, shared by all its waiters) and wakes **one** waiter per change: a
 //! release wakes one acquirer; its grant (a change) wakes the next, which finds the lease
 //! held and waits again. Fifty waiters on one release cost a handful of requests, not
@@ -127,7 +127,7 @@
 //! expired) is passed on if its waiter does not take the lease — an election observer
 //! that shares the watch with its process's campaign waits again having seen it free, or
 //! the woken waiter went away and the lease is still free 500 ms later — so the acquirer
-//! is never left asleep for its whole `max_wait` (`cargo test -p store-etcd --test
+//! is never left asleep for its whole `max_wait` (`cargo test -p leasehold-etcd --test
 //! wake_ups -- --nocapture`: granted 8 ms
 //! after a release with the observer woken first, through the hand-over when it waits
 //! again; 509 ms when the woken waiter went away, through the timer; both fail against
@@ -139,19 +139,19 @@
 //!   grant; [`EtcdStore::fenced_txn`] runs your puts and deletes in one Txn that applies
 //!   only while the lease record still has that tenure's revision — the mitigation Jepsen
 //!   recommended for etcd locks. A frozen holder's write after its record expired or was
-//!   taken over is refused by etcd itself ([`lease_core::Error::FenceRejected`]). To
+//!   taken over is refused by etcd itself ([`leasehold_core::Error::FenceRejected`]). To
 //!   build your own Txn, add [`EtcdFence::compare`].
-//! - **Outside etcd**: carry [`lease_core::Lease::token`] (also [`EtcdFence::token`]) to
+//! - **Outside etcd**: carry [`leasehold_core::Lease::token`] (also [`EtcdFence::token`]) to
 //!   the resource and check it in the write itself, for example with
-//!   [`lease_core::fence::FencedUpdate`] for a SQL row (`... WHERE last_token <= $token`).
+//!   [`leasehold_core::fence::FencedUpdate`] for a SQL row (`... WHERE last_token <= $token`).
 //!
 //! ## Errors
 //! Connection refused or unreachable, `no leader`, rate limiting: the request was not
-//! applied → [`lease_core::Error::Unavailable`]. A write sent but unanswered (the
+//! applied → [`leasehold_core::Error::Unavailable`]. A write sent but unanswered (the
 //! configured request timeout, a lost connection, an etcd-side timeout or leader change)
-//! → [`lease_core::Error::Indeterminate`]. Permission denied, authentication, a full
-//! keyspace (NOSPACE) → [`lease_core::Error::Misconfigured`]. Nothing panics on input;
-//! bad versions, tokens and prefixes are [`lease_core::Error::InvalidInput`] before
+//! → [`leasehold_core::Error::Indeterminate`]. Permission denied, authentication, a full
+//! keyspace (NOSPACE) → [`leasehold_core::Error::Misconfigured`]. Nothing panics on input;
+//! bad versions, tokens and prefixes are [`leasehold_core::Error::InvalidInput`] before
 //! anything is sent.
 //!
 //! ## Setup
@@ -171,8 +171,8 @@
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
 //! use etcd_client::{Client, TxnOp};
-//! use lease_core::LeaseClient;
-//! use store_etcd::{EtcdConfig, EtcdStore};
+//! use leasehold_core::LeaseClient;
+//! use leasehold_etcd::{EtcdConfig, EtcdStore};
 //!
 //! let client = Client::connect(["http://127.0.0.1:2379"], None).await?;
 //! let store = EtcdStore::with_config(client, EtcdConfig::new("payments/leases/")?);
@@ -204,3 +204,7 @@ pub use config::EtcdConfig;
 pub use fence::EtcdFence;
 pub use stats::EtcdStats;
 pub use store::EtcdStore;
+
+/// The client crate this store is built on, re-exported so that your client is built
+/// with the very version this crate links.
+pub use etcd_client;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::KeyValue;
-use lease_core::{FencingToken, LeaseName, LeaseRecord, Result, Stored, Version, record_codec};
+use leasehold_core::{FencingToken, LeaseName, LeaseRecord, Result, Stored, Version, record_codec};
 use tokio::time::Instant;
 
 use crate::keys::{Keys, decode_fence};
@@ -508,7 +508,7 @@ pub(crate) fn version_of(rev: i64) -> Version {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lease_core::{HolderId, Ttl};
+    use leasehold_core::{HolderId, Ttl};
 
     fn name() -> LeaseName {
         LeaseName::new("n").unwrap_or_else(|e| panic!("{e}"))

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Requests an [`EtcdStore`](crate::EtcdStore) has sent to etcd since it was created.
 ///
 /// ```
-/// use store_etcd::EtcdStats;
+/// use leasehold_etcd::EtcdStats;
 /// let before = EtcdStats { txns: 3, ..EtcdStats::default() };
 /// let after = EtcdStats { txns: 4, keepalives: 2, ..EtcdStats::default() };
 /// assert_eq!(after.since(&before), EtcdStats { txns: 1, keepalives: 2, ..EtcdStats::default() });

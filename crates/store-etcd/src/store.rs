@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse};
-use lease_core::{
+use leasehold_core::{
     Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Error, FencingToken, Grade, LeaseName,
     LeaseRecord, Linearizable, Precondition, Result, Stored, Ttl, Version, record_codec,
 };
@@ -187,7 +187,7 @@ impl Inner {
     pub(crate) fn held_version(
         &self,
         name: &LeaseName,
-        holder: &lease_core::HolderId,
+        holder: &leasehold_core::HolderId,
         token: FencingToken,
     ) -> Option<i64> {
         let st = self.lock();

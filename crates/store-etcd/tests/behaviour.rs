@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use common::proxy::Proxy;
 use etcd_client::{Client, ConnectOptions, TxnOp};
-use lease_core::testing::CountingStore;
-use lease_core::testing::process::poll;
-use lease_core::{
+use leasehold_core::testing::CountingStore;
+use leasehold_core::testing::process::poll;
+use leasehold_core::{
     CasOutcome, CasStore, ClientConfig, Error, FencingToken, HolderId, Lease, LeaseClient, LeaseName, LeaseRecord,
     LossCause, Precondition, Ttl, Version,
 };
-use store_etcd::{EtcdConfig, EtcdStats, EtcdStore};
+use leasehold_etcd::{EtcdConfig, EtcdStats, EtcdStore};
 use tokio::time::Instant;
 
 fn name(s: &str) -> LeaseName {
@@ -296,7 +296,7 @@ async fn an_abandoned_record_expires_at_its_ttl() {
             .is_some_and(|r| r > Duration::ZERO && r <= Duration::from_millis(400))
     );
     assert!(
-        lease_core::testing::process::poll_async(Duration::from_secs(3), || async {
+        leasehold_core::testing::process::poll_async(Duration::from_secs(3), || async {
             matches!(store.read(&n).await, Ok(None))
         })
         .await,
@@ -553,12 +553,12 @@ async fn renew_is_truthful_without_a_transaction() {
         CasOutcome::Conflict(c) => panic!("{c:?}"),
     };
     match store.renew(&n, &a.version, &a.record).await.expect("stale renew") {
-        CasOutcome::Conflict(lease_core::Current::Present(s)) => assert_eq!(s.version, b.version),
+        CasOutcome::Conflict(leasehold_core::Current::Present(s)) => assert_eq!(s.version, b.version),
         other => panic!("{other:?}"),
     }
     // Left to expire: refused once its TTL has passed (the store deleted it).
     assert!(
-        lease_core::testing::process::poll_async(Duration::from_secs(5), || async {
+        leasehold_core::testing::process::poll_async(Duration::from_secs(5), || async {
             matches!(store.read(&n).await, Ok(None))
         })
         .await,

@@ -1,4 +1,4 @@
-//! The lease-core conformance suite against a real single-member etcd
+//! The leasehold-core conformance suite against a real single-member etcd
 //! (`LEASEHOLD_ETCD_ENDPOINTS`, started by `scripts/stores.sh start etcd`).
 #![allow(missing_docs)]
 
@@ -7,9 +7,9 @@ mod common;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lease_core::conformance::Fixture;
-use lease_core::{CasStore, LeaseName};
-use store_etcd::EtcdStore;
+use leasehold_core::conformance::Fixture;
+use leasehold_core::{CasStore, LeaseName};
+use leasehold_etcd::EtcdStore;
 
 struct Etcd(EtcdStore);
 
@@ -27,4 +27,4 @@ impl Fixture for Etcd {
     }
 }
 
-lease_core::conformance_tests!(Etcd(common::store("conformance").await));
+leasehold_core::conformance_tests!(Etcd(common::store("conformance").await));

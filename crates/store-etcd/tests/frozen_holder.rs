@@ -5,7 +5,7 @@
 //! Two resources, run side by side:
 //! - inside etcd: the worker's writes are transactions guarded by the lease record's
 //!   revision (`EtcdStore::fenced_txn`);
-//! - outside etcd: a Postgres row (`LEASEHOLD_PG_URL`) updated with lease-core's
+//! - outside etcd: a Postgres row (`LEASEHOLD_PG_URL`) updated with leasehold-core's
 //!   `FencedUpdate` (`last_token <= :token`) and the grant's token.
 //!
 //! The verdicts come from the stores: etcd's revisions of the written keys, the row's
@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use common::worker::{Worker, fenced_increment};
 use etcd_client::{GetOptions, TxnOp};
-use lease_core::testing::process::{freeze, resume};
-use lease_core::{FencingToken, LeaseClient};
+use leasehold_core::testing::process::{freeze, resume};
+use leasehold_core::{FencingToken, LeaseClient};
 use tokio::time::Instant;
 
 const TTL_MS: u64 = 2000;
@@ -45,7 +45,7 @@ fn main() {
     println!("frozen_holder: 2 scenarios passed in {:?}", started.elapsed());
 }
 
-fn worker_env(store: &store_etcd::EtcdStore, name: &str) -> HashMap<&'static str, String> {
+fn worker_env(store: &leasehold_etcd::EtcdStore, name: &str) -> HashMap<&'static str, String> {
     HashMap::from([
         ("LH_ENDPOINTS", common::endpoints().join(",")),
         ("LH_PREFIX", store.config().prefix().to_owned()),

@@ -19,9 +19,9 @@ use std::time::Duration;
 
 use common::worker::Worker;
 use etcd_client::Client;
-use lease_core::testing::process::{kill9, poll};
-use lease_core::{AcquireOutcome, CasStore, FencingToken, LeaseClient, LeaseName};
-use store_etcd::{EtcdConfig, EtcdStore};
+use leasehold_core::testing::process::{kill9, poll};
+use leasehold_core::{AcquireOutcome, CasStore, FencingToken, LeaseClient, LeaseName};
+use leasehold_etcd::{EtcdConfig, EtcdStore};
 use tokio::time::Instant;
 
 /// Candidate client-port bases in this crate's range (52500-52599): clients on
@@ -61,7 +61,7 @@ struct Cluster {
 impl Cluster {
     async fn start() -> Cluster {
         let root = PathBuf::from(common::env("LEASEHOLD_STORES_DIR"))
-            .join("store-etcd")
+            .join("leasehold-etcd")
             .join("leader-kill");
         let mut why = Vec::new();
         for base in BASES {

@@ -24,10 +24,10 @@ use std::time::Duration;
 
 use common::worker::Worker;
 use etcd_client::GetOptions;
-use lease_core::testing::process::{freeze, resume};
-use lease_core::{CasStore, LeaseName};
+use leasehold_core::testing::process::{freeze, resume};
+use leasehold_core::{CasStore, LeaseName};
+use leasehold_etcd::EtcdStore;
 use rand::Rng;
-use store_etcd::EtcdStore;
 use tokio::time::Instant;
 
 const WORKERS: usize = 3;
@@ -109,7 +109,7 @@ async fn workload(fenced: bool) -> Outcome {
     ]);
     let workers: Vec<Worker> = (0..WORKERS).map(|_| Worker::spawn("increment", &env)).collect();
     assert!(
-        lease_core::testing::process::poll(Duration::from_secs(15), || workers.iter().any(|w| w.count("ok") >= 5))
+        leasehold_core::testing::process::poll(Duration::from_secs(15), || workers.iter().any(|w| w.count("ok") >= 5))
             .await,
         "no worker made progress"
     );
@@ -131,7 +131,7 @@ async fn workload(fenced: bool) -> Outcome {
         // Its pending step (the write it was about to make, or the next read) reports
         // before the next pause.
         assert!(
-            lease_core::testing::process::poll(Duration::from_secs(10), || w.lines().len() > reported).await,
+            leasehold_core::testing::process::poll(Duration::from_secs(10), || w.lines().len() > reported).await,
             "the resumed holder {holder} never reported"
         );
     }

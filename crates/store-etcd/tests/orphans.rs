@@ -14,9 +14,9 @@ use std::task::Poll;
 use std::time::Duration;
 
 use common::proxy::Proxy;
-use lease_core::testing::process::poll_async;
-use lease_core::{CasOutcome, CasStore, FencingToken, HolderId, LeaseName, LeaseRecord, Precondition, Ttl};
-use store_etcd::{EtcdConfig, EtcdStore};
+use leasehold_core::testing::process::poll_async;
+use leasehold_core::{CasOutcome, CasStore, FencingToken, HolderId, LeaseName, LeaseRecord, Precondition, Ttl};
+use leasehold_etcd::{EtcdConfig, EtcdStore};
 use tokio::time::Instant;
 
 fn held(holder: &str, ttl_ms: u64) -> LeaseRecord {
@@ -138,7 +138,7 @@ async fn two_unanswered_claims_in_a_row_leave_nothing_held_for_ever() {
     for holder in ["first", "second"] {
         let r = store.write(&n, &Precondition::Claimable, &held(holder, 3000)).await;
         assert!(
-            r.as_ref().is_err_and(lease_core::Error::is_indeterminate),
+            r.as_ref().is_err_and(leasehold_core::Error::is_indeterminate),
             "{holder}: {r:?}"
         );
     }

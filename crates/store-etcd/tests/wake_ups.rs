@@ -15,10 +15,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use lease_core::testing::CountingStore;
-use lease_core::testing::process::poll;
-use lease_core::{CasStore, ClientConfig, Lease, LeaseClient, LeaseName};
-use store_etcd::EtcdStore;
+use leasehold_core::testing::CountingStore;
+use leasehold_core::testing::process::poll;
+use leasehold_core::{CasStore, ClientConfig, Lease, LeaseClient, LeaseName};
+use leasehold_etcd::EtcdStore;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -52,7 +52,7 @@ async fn held_lease(tag: &str) -> Setup {
 
 /// Parks an acquirer (after its one read and write) that would otherwise sleep up to
 /// the holder's remaining TTL, and waits until `waits` waits have been registered.
-async fn park_acquirer(s: &Setup, waits: u64) -> JoinHandle<lease_core::Result<Lease>> {
+async fn park_acquirer(s: &Setup, waits: u64) -> JoinHandle<leasehold_core::Result<Lease>> {
     let config = ClientConfig {
         max_acquire_backoff: Duration::from_secs(60),
         ..ClientConfig::default()
@@ -73,7 +73,7 @@ async fn park_acquirer(s: &Setup, waits: u64) -> JoinHandle<lease_core::Result<L
 }
 
 /// Releases, then returns how long the parked acquirer took to be granted.
-async fn release_and_time(s: Setup, acquirer: JoinHandle<lease_core::Result<Lease>>) -> Duration {
+async fn release_and_time(s: Setup, acquirer: JoinHandle<leasehold_core::Result<Lease>>) -> Duration {
     let released = Instant::now();
     s.lease.release().await.expect("release");
     let granted = tokio::time::timeout(LIMIT, acquirer).await;

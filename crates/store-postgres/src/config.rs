@@ -1,16 +1,16 @@
 //! What a [`crate::PostgresStore`] needs to know besides its pool.
 
-use lease_core::Result;
-use sql_lease::LeaseTable;
+use leasehold_core::Result;
+use leasehold_sql::LeaseTable;
 
 /// Options of a [`crate::PostgresStore`].
 ///
 /// ```
-/// use store_postgres::PostgresConfig;
+/// use leasehold_postgres::PostgresConfig;
 /// let config = PostgresConfig::new().table("ops.leases")?;
 /// assert_eq!(config.lease_table().display(), "ops.leases");
 /// assert!(PostgresConfig::new().table("leases; DROP TABLE users").is_err());
-/// # Ok::<(), lease_core::Error>(())
+/// # Ok::<(), leasehold_core::Error>(())
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct PostgresConfig {
@@ -26,7 +26,7 @@ impl PostgresConfig {
     /// Uses `table` (`name` or `schema.name`, plain identifiers only).
     ///
     /// # Errors
-    /// [`lease_core::Error::InvalidInput`] for anything else.
+    /// [`leasehold_core::Error::InvalidInput`] for anything else.
     pub fn table(mut self, table: &str) -> Result<Self> {
         self.table = LeaseTable::new(table)?;
         Ok(self)

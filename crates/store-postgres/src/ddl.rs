@@ -29,7 +29,7 @@ const DDL_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock(1818782820, 1)";
 /// colliding one still runs; up to three attempts.
 ///
 /// Used by [`PostgresStore::create_schema`](crate::PostgresStore::create_schema) and by
-/// `lease-jobs`' ShedLock table; public so a service can create its fence tables the
+/// `leasehold-jobs`' ShedLock table; public so a service can create its fence tables the
 /// same way.
 ///
 /// Every statement must be allowed inside a transaction (not `CREATE INDEX
@@ -42,7 +42,7 @@ const DDL_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock(1818782820, 1)";
 ///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool) -> Result<(), sqlx::Error> {
-/// store_postgres::run_ddl_serialized(
+/// leasehold_postgres::run_ddl_serialized(
 ///     &pool,
 ///     &["CREATE TABLE IF NOT EXISTS payouts (id BIGINT PRIMARY KEY, last_token BIGINT NOT NULL)"],
 /// )

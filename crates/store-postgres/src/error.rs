@@ -1,7 +1,7 @@
-//! Postgres errors → [`lease_core::Error`] kinds, through named SQLSTATE codes.
+//! Postgres errors → [`leasehold_core::Error`] kinds, through named SQLSTATE codes.
 
-use lease_core::Error;
-use sql_lease::errors::{ErrorClass, Phase, classify, error_of};
+use leasehold_core::Error;
+use leasehold_sql::errors::{ErrorClass, Phase, classify, error_of};
 
 /// SQLSTATE codes this crate gives a meaning to (Postgres appendix A).
 pub(crate) mod sqlstate {

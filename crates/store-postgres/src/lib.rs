@@ -1,4 +1,4 @@
-//! # store-postgres
+//! # leasehold-postgres
 //!
 //! Leases and fencing tokens in a Postgres table, over a [`sqlx::PgPool`] you build (your
 //! TLS, authentication, pool size), plus fenced writes on your own tables.
@@ -6,7 +6,7 @@
 //! ## Guarantee: linearizable on the primary
 //! Every lease operation is one statement on one row, decided under that row's lock by
 //! the server: the grant, its fencing token and the expiry are one atomic write
-//! ([`lease_core::Grade::Linearizable`], [`lease_core::Linearizable`]), fit for
+//! ([`leasehold_core::Grade::Linearizable`], [`leasehold_core::Linearizable`]), fit for
 //! correctness locks.
 //!
 //! **The pool must reach the primary, never a read replica.** A replica applies the
@@ -14,14 +14,14 @@
 //! a holder that has lost it), and its clock judges expiry on rows that are already
 //! out of date, so two processes could both conclude they may proceed. Writes on a hot
 //! standby fail, and [`PostgresStore::open`] refuses a standby outright
-//! ([`lease_core::Error::Misconfigured`]). A failover to an *asynchronously* replicated
+//! ([`leasehold_core::Error::Misconfigured`]). A failover to an *asynchronously* replicated
 //! standby can lose the last acknowledged grants, and with them the token sequence
 //! (a token could be issued twice); if grants must survive failover, replicate
 //! synchronously (`synchronous_standby_names`, `synchronous_commit = on`).
 //!
 //! ## Clock: the server's
 //! Expiry is judged with the server's `now()` inside each statement
-//! ([`lease_core::ClockSource::Store`]): no client's clock is ever compared with
+//! ([`leasehold_core::ClockSource::Store`]): no client's clock is ever compared with
 //! another's. `now()` is the start of the statement's transaction (autocommit: when the
 //! server began the statement, after the client sent it), one instant for the expiry
 //! judgement, the new `expires_at` and the time left reported back. A forward step of the
@@ -38,11 +38,11 @@
 //! ```
 //!
 //! The role needs `SELECT, INSERT, UPDATE` on it (rows are never deleted: a release
-//! clears `holder`, [`lease_core::CasStore::delete`] leaves a tombstone, so a name's
+//! clears `holder`, [`leasehold_core::CasStore::delete`] leaves a tombstone, so a name's
 //! tokens and versions never repeat). [`PostgresStore::open`] checks the columns, the
 //! primary key, the privileges and that the server is not a standby; a missing or wrong
-//! table is [`lease_core::Error::Misconfigured`], never a driver error. A name or holder
-//! longer than the table's columns is [`lease_core::Error::InvalidInput`], refused before
+//! table is [`leasehold_core::Error::Misconfigured`], never a driver error. A name or holder
+//! longer than the table's columns is [`leasehold_core::Error::InvalidInput`], refused before
 //! sending. Set the pool's `acquire_timeout` (and, if you like, a `statement_timeout`)
 //! well below your TTLs: a lease's loss signal does not wait for the database.
 //!
@@ -56,18 +56,18 @@
 //!
 //! Each is one round trip once sqlx has prepared the statement on a connection (the
 //! first use per connection adds a Parse/Describe exchange, not a statement). The exact
-//! statements are in [`sql_lease::statements`]; [`PostgresStore::statements`] shows them.
+//! statements are in [`leasehold_sql::statements`]; [`PostgresStore::statements`] shows them.
 //!
 //! ## Waiting
 //! A release (or delete) calls `pg_notify` in the same statement; each store keeps one
 //! `LISTEN` connection (opened with the pool's connect options, not taken from the pool)
-//! and wakes a waiter of that name, so a blocked [`lease_core::LeaseClient::acquire`]
-//! gets a released lease without polling ([`lease_core::Capabilities::notifies_waiters`]).
+//! and wakes a waiter of that name, so a blocked [`leasehold_core::LeaseClient::acquire`]
+//! gets a released lease without polling ([`leasehold_core::Capabilities::notifies_waiters`]).
 //! It wakes **one** waiter per release, not all: the wake-up passes to the next waiter
 //! when the woken one waits again without claiming (an election observer) or has not
 //! tried to claim 500 ms later (it went away). The price: a waiter that is not woken (an
 //! observer behind the acquirer that took the lease) learns of the change at its own
-//! `max_wait`. Measured with `cargo test -p store-postgres --test wake_ups -- --nocapture`:
+//! `max_wait`. Measured with `cargo test -p leasehold-postgres --test wake_ups -- --nocapture`:
 //! 50 waiters in one store, one release — 1 store call (the winner's write), granted
 //! 12 ms after the release, against 50 writes before; an acquirer behind an observer
 //! granted in 7 ms, behind a waiter that went away in 510 ms.
@@ -76,9 +76,9 @@
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
-//! use lease_core::LeaseClient;
-//! use lease_core::fence::{Dialect, FencedUpdate};
-//! use store_postgres::{FencedWrite, PostgresConfig, PostgresStore, execute_fenced};
+//! use leasehold_core::LeaseClient;
+//! use leasehold_core::fence::{Dialect, FencedUpdate};
+//! use leasehold_postgres::{FencedWrite, PostgresConfig, PostgresStore, execute_fenced};
 //!
 //! let pool = sqlx::PgPool::connect("postgres://app@db-primary/app").await?;
 //! let config = PostgresConfig::new();
@@ -92,7 +92,7 @@
 //! let write = FencedWrite::new(&pay, lease.token()).value("status", "paid").key("id", 42_i64);
 //! match execute_fenced(&pool, &write).await {
 //!     Ok(_) => {}
-//!     Err(lease_core::Error::FenceRejected { .. }) => { /* a newer holder exists: stop */ }
+//!     Err(leasehold_core::Error::FenceRejected { .. }) => { /* a newer holder exists: stop */ }
 //!     Err(e) => return Err(e.into()),
 //! }
 //! lease.release().await?;
@@ -109,5 +109,9 @@ mod store;
 pub use config::PostgresConfig;
 pub use ddl::run_ddl_serialized;
 pub use fenced::execute_fenced;
-pub use sql_lease::{ColumnLimits, FencedWrite, LeaseTable, SqlValue, Statements};
+pub use leasehold_sql::{ColumnLimits, FencedWrite, LeaseTable, SqlValue, Statements};
 pub use store::PostgresStore;
+
+/// The client crate this store is built on, re-exported so that your client is built
+/// with the very version this crate links.
+pub use sqlx;

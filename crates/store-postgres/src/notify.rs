@@ -7,7 +7,7 @@
 //! the last version announced per name, and wakes **one** waiter of that name: the
 //! longest waiting that has not seen that version.
 //!
-//! That wake-up is a baton, as in store-etcd's watch: the woken waiter should take the
+//! That wake-up is a baton, as in leasehold-etcd's watch: the woken waiter should take the
 //! lease. It passes to the next waiter when a waiter waits again having seen the
 //! released version (an election observer, not an acquirer), or when nobody in this
 //! store has claimed the name [`BATON_PASS`] after the wake-up (the woken waiter went
@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use lease_core::{LeaseName, Version};
+use leasehold_core::{LeaseName, Version};
 use sqlx::PgPool;
 use sqlx::postgres::{PgListener, PgPoolOptions};
 use tokio::sync::oneshot;
@@ -252,7 +252,7 @@ impl Waiters {
             // Anything announced before LISTEN took effect was missed: look again now.
             return;
         }
-        let seen = seen.map_or(0, sql_lease::row::version_arg);
+        let seen = seen.map_or(0, leasehold_sql::row::version_arg);
         let board = &self.board;
         let id = board.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
@@ -290,7 +290,8 @@ impl Waiters {
     /// A write through this store showed `name` at `version` (its outcome): a waiter
     /// woken by a release did what the wake-up was for if that is a newer version.
     pub(crate) fn claimed(&self, name: &LeaseName, version: &Version) {
-        self.board.claimed(name.as_str(), sql_lease::row::version_arg(version));
+        self.board
+            .claimed(name.as_str(), leasehold_sql::row::version_arg(version));
     }
 }
 

@@ -5,14 +5,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lease_core::fence::Dialect;
-use lease_core::{
+use leasehold_core::fence::Dialect;
+use leasehold_core::{
     Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseName, LeaseRecord,
     Linearizable, Precondition, Result, Stored, Version,
 };
-use sql_lease::errors::Phase;
-use sql_lease::schema::{self, ColumnInfo, ColumnLimits};
-use sql_lease::{LeaseArgs, LeaseStatement, LeaseTable, RawRow, Statements, row, write_statement};
+use leasehold_sql::errors::Phase;
+use leasehold_sql::schema::{self, ColumnInfo, ColumnLimits};
+use leasehold_sql::{LeaseArgs, LeaseStatement, LeaseTable, RawRow, Statements, row, write_statement};
 use sqlx::postgres::PgRow;
 use sqlx::{AssertSqlSafe, PgPool, Row};
 
@@ -71,7 +71,7 @@ impl PostgresStore {
     /// may call it at once). Needs `CREATE` on the schema.
     ///
     /// # Errors
-    /// [`lease_core::Error::Misconfigured`] without the privilege or schema; store errors.
+    /// [`leasehold_core::Error::Misconfigured`] without the privilege or schema; store errors.
     pub async fn create_schema(pool: &PgPool, config: &PostgresConfig) -> Result<()> {
         let sql = schema::create_table(Dialect::Postgres, config.lease_table())?;
         crate::run_ddl_serialized(pool, &[&sql])
@@ -84,7 +84,7 @@ impl PostgresStore {
     /// the role may read and write it, and that the server is not a standby.
     ///
     /// # Errors
-    /// [`lease_core::Error::Misconfigured`] naming what is wrong; store errors.
+    /// [`leasehold_core::Error::Misconfigured`] naming what is wrong; store errors.
     pub async fn open(pool: PgPool, config: PostgresConfig) -> Result<Self> {
         let table = config.lease_table().clone();
         let regclass = table.quoted(Dialect::Postgres);
@@ -116,14 +116,14 @@ impl PostgresStore {
                 .map_err(|e| map_error(e, Phase::Read, Target::Lease, &ctx))
         };
         if fact("standby")? {
-            return Err(lease_core::Error::Misconfigured {
+            return Err(leasehold_core::Error::Misconfigured {
                 message: "the pool reaches a standby (read replica); leases need the primary".into(),
                 source: None,
             });
         }
         let limits = schema::check_columns(Dialect::Postgres, &table, &columns, fact("name_unique")?)?;
         if !fact("writable")? {
-            return Err(lease_core::Error::Misconfigured {
+            return Err(leasehold_core::Error::Misconfigured {
                 message: format!(
                     "lease table {}: the role lacks SELECT, INSERT or UPDATE on it",
                     table.display()

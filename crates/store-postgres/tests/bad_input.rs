@@ -7,19 +7,19 @@ mod common;
 
 use std::time::Duration;
 
-use lease_core::{CasStore, Error, FencingToken, HolderId, LeaseClient, LeaseName, LeaseRecord, Precondition, Ttl};
+use leasehold_core::{CasStore, Error, FencingToken, HolderId, LeaseClient, LeaseName, LeaseRecord, Precondition, Ttl};
+use leasehold_postgres::{PostgresConfig, PostgresStore};
 use sqlx::{PgPool, Row};
-use store_postgres::{PostgresConfig, PostgresStore};
 
 const GOOD_COLUMNS: &str = "name VARCHAR(200) PRIMARY KEY, holder VARCHAR(128), fence_token BIGINT NOT NULL, \
     version BIGINT NOT NULL, ttl_ms BIGINT NOT NULL, acquired_at TIMESTAMPTZ NOT NULL, expires_at TIMESTAMPTZ NOT NULL, \
     wall_expires_at_ms BIGINT, deleted BOOLEAN NOT NULL DEFAULT FALSE";
 
-async fn open(pool: &PgPool, table: &str) -> lease_core::Result<PostgresStore> {
+async fn open(pool: &PgPool, table: &str) -> leasehold_core::Result<PostgresStore> {
     PostgresStore::open(pool.clone(), PostgresConfig::new().table(table)?).await
 }
 
-fn misconfigured<T: std::fmt::Debug>(r: lease_core::Result<T>) -> bool {
+fn misconfigured<T: std::fmt::Debug>(r: leasehold_core::Result<T>) -> bool {
     matches!(r, Err(Error::Misconfigured { .. }))
 }
 
@@ -109,7 +109,7 @@ async fn names_and_holders_longer_than_the_columns_are_invalid_input() {
     let store = open(&pool, &table).await.expect("open");
     assert_eq!((store.limits().name, store.limits().holder), (16, 40));
     let long = LeaseName::new("a-name-of-20-bytes!!".replace('!', "x")).expect("valid lease name");
-    let invalid = |r: lease_core::Result<lease_core::CasOutcome>| matches!(r, Err(Error::InvalidInput { .. }));
+    let invalid = |r: leasehold_core::Result<leasehold_core::CasOutcome>| matches!(r, Err(Error::InvalidInput { .. }));
     assert!(invalid(store.write(&long, &Precondition::Claimable, &rec("w")).await));
     assert!(matches!(store.read(&long).await, Err(Error::InvalidInput { .. })));
     let short = LeaseName::new("short").expect("name");
@@ -132,7 +132,7 @@ async fn names_and_holders_longer_than_the_columns_are_invalid_input() {
                 &rec(&"h".repeat(40))
             )
             .await,
-        Ok(lease_core::CasOutcome::Written(_))
+        Ok(leasehold_core::CasOutcome::Written(_))
     ));
     assert_eq!(count(&pool, &table).await, 1, "a refused input created a row");
     common::exec(&pool, &format!("DROP TABLE \"{table}\"")).await;

@@ -1,4 +1,4 @@
-//! The lease-core conformance suite against the real Postgres (`LEASEHOLD_PG_URL`),
+//! The leasehold-core conformance suite against the real Postgres (`LEASEHOLD_PG_URL`),
 //! on a lease table of its own (created idempotently; every case uses fresh names).
 #![allow(missing_docs)]
 
@@ -7,10 +7,10 @@ mod common;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lease_core::conformance::Fixture;
-use lease_core::{CasStore, LeaseName};
+use leasehold_core::conformance::Fixture;
+use leasehold_core::{CasStore, LeaseName};
+use leasehold_postgres::PostgresStore;
 use sqlx::PgPool;
-use store_postgres::PostgresStore;
 
 struct Pg {
     pool: PgPool,
@@ -48,12 +48,12 @@ impl Fixture for Pg {
     }
 }
 
-lease_core::conformance_tests!(fixture().await);
+leasehold_core::conformance_tests!(fixture().await);
 
 /// Beyond the suite: under contention the store issues each token exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_claims_issue_each_token_once() {
     let f = fixture().await;
-    let name = lease_core::conformance::unique_name("claims");
-    sql_lease::testing::concurrent_claims_issue_each_token_once(Arc::new(f.store.clone()), &name, 6, 10).await;
+    let name = leasehold_core::conformance::unique_name("claims");
+    leasehold_sql::testing::concurrent_claims_issue_each_token_once(Arc::new(f.store.clone()), &name, 6, 10).await;
 }

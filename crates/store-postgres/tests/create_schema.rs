@@ -10,9 +10,9 @@ mod common;
 
 use std::sync::Arc;
 
+use leasehold_postgres::{PostgresConfig, PostgresStore, run_ddl_serialized};
 use sqlx::Row;
 use sqlx::postgres::{PgPool, PgPoolOptions};
-use store_postgres::{PostgresConfig, PostgresStore, run_ddl_serialized};
 use tokio::sync::Barrier;
 
 const SESSIONS: usize = 16;

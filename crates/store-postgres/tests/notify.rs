@@ -6,9 +6,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use lease_core::testing::CountingStore;
-use lease_core::testing::process::poll;
-use lease_core::{CasStore, ClientConfig, LeaseClient, LeaseName};
+use leasehold_core::testing::CountingStore;
+use leasehold_core::testing::process::poll;
+use leasehold_core::{CasStore, ClientConfig, LeaseClient, LeaseName};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_wakes_a_blocked_acquire_at_once() {
@@ -53,7 +53,7 @@ async fn a_release_wakes_a_blocked_acquire_at_once() {
         handoff < Duration::from_secs(2),
         "handoff took {handoff:?}: not woken by the release"
     );
-    assert_eq!(granted.token(), lease_core::FencingToken::new(2));
+    assert_eq!(granted.token(), leasehold_core::FencingToken::new(2));
     granted.release().await.expect("release");
     common::exec(&pool, &format!("DROP TABLE \"{table}\"")).await;
 }

@@ -1,7 +1,7 @@
 //! The shipped `sql/leasehold_leases.sql` is exactly what `create_schema` runs.
 #![allow(missing_docs)]
 
-use store_postgres::{PostgresConfig, PostgresStore};
+use leasehold_postgres::{PostgresConfig, PostgresStore};
 
 #[test]
 fn shipped_sql_file_matches_the_schema() {

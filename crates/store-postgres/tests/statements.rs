@@ -1,5 +1,5 @@
 //! Acquire of a free lease, renew and release are one statement each, counted three
-//! ways: by the lease-core `CountingStore` (calls into the store), by sqlx's own
+//! ways: by the leasehold-core `CountingStore` (calls into the store), by sqlx's own
 //! per-statement events (every statement a connection executed, below the store), and
 //! by the Postgres server itself (`log_statement = 'all'` for this test's session, read
 //! back from the server log by backend pid). A refused acquire is one statement too, and
@@ -10,10 +10,10 @@ mod common;
 
 use std::time::Duration;
 
-use lease_core::testing::process::poll;
-use lease_core::testing::{CountingStore, FaultPlan, FaultStore};
-use lease_core::{AcquireOutcome, LeaseClient};
-use sql_lease::testing::StatementLog;
+use leasehold_core::testing::process::poll;
+use leasehold_core::testing::{CountingStore, FaultPlan, FaultStore};
+use leasehold_core::{AcquireOutcome, LeaseClient};
+use leasehold_sql::testing::StatementLog;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Executor, PgPool, Row};
 

@@ -12,11 +12,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use lease_core::testing::CountingStore;
-use lease_core::testing::process::poll;
-use lease_core::{CasStore, ClientConfig, Lease, LeaseClient, LeaseName};
+use leasehold_core::testing::CountingStore;
+use leasehold_core::testing::process::poll;
+use leasehold_core::{CasStore, ClientConfig, Lease, LeaseClient, LeaseName};
+use leasehold_postgres::PostgresStore;
 use sqlx::PgPool;
-use store_postgres::PostgresStore;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -57,7 +57,7 @@ async fn held_lease(tag: &str) -> (Setup, Lease) {
     (s, lease)
 }
 
-fn acquirer(s: &Setup) -> JoinHandle<lease_core::Result<Lease>> {
+fn acquirer(s: &Setup) -> JoinHandle<leasehold_core::Result<Lease>> {
     let config = ClientConfig {
         max_acquire_backoff: Duration::from_secs(60),
         ..ClientConfig::default()
@@ -83,7 +83,7 @@ async fn parked(s: &Setup, waits: u64) {
 async fn release_and_take(
     s: &Setup,
     lease: Lease,
-    acquirer: JoinHandle<lease_core::Result<Lease>>,
+    acquirer: JoinHandle<leasehold_core::Result<Lease>>,
 ) -> (Lease, Duration) {
     let released = Instant::now();
     lease.release().await.expect("release");

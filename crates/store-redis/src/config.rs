@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use lease_core::{Error, LeaseName, Result};
+use leasehold_core::{Error, LeaseName, Result};
 
 /// Options of a [`crate::RedisStore`]; `Default` is right for most uses.
 #[derive(Clone)]
@@ -13,13 +13,13 @@ pub struct RedisConfig {
     /// bytes, without `{` or `}` (the lease name is the key's hash tag).
     pub key_prefix: String,
     /// A client for a dedicated pub/sub connection. With it, a release publishes on the
-    /// lease's channel and [`lease_core::CasStore::wait_for_change`] wakes waiters at once
-    /// ([`lease_core::Capabilities::notifies_waiters`] is then true); without it waiters
+    /// lease's channel and [`leasehold_core::CasStore::wait_for_change`] wakes waiters at once
+    /// ([`leasehold_core::Capabilities::notifies_waiters`] is then true); without it waiters
     /// poll with jittered backoff. [`crate::RedisStore::connect`] fills it in.
     pub notify_client: Option<redis::Client>,
     /// Upper bound on one script call, on top of the connection's own response timeout
     /// (default 5 s). A write that runs out of time is
-    /// [`Error::Indeterminate`](lease_core::Error::Indeterminate).
+    /// [`Error::Indeterminate`](leasehold_core::Error::Indeterminate).
     pub call_timeout: Option<Duration>,
 }
 

@@ -1,4 +1,4 @@
-//! Redis errors mapped to [`lease_core::Error`] kinds, by what they say about the request.
+//! Redis errors mapped to [`leasehold_core::Error`] kinds, by what they say about the request.
 //!
 //! | driver error                                            | read          | write           |
 //! |---------------------------------------------------------|---------------|-----------------|
@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use lease_core::Error;
+use leasehold_core::Error;
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 
 /// Server error codes that mean the command was refused before it ran.

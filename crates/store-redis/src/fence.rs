@@ -10,8 +10,8 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use lease_core::fence::FenceMode;
-use lease_core::{Error, FencingToken, Result};
+use leasehold_core::fence::FenceMode;
+use leasehold_core::{Error, FencingToken, Result};
 use redis::aio::ConnectionLike;
 
 use crate::error::Effect;
@@ -50,8 +50,8 @@ impl Op {
 /// operations of one write apply together or not at all.
 ///
 /// ```no_run
-/// # async fn demo(mut conn: redis::aio::ConnectionManager, lease: lease_core::Lease) -> lease_core::Result<()> {
-/// use store_redis::FencedWrite;
+/// # async fn demo(mut conn: redis::aio::ConnectionManager, lease: leasehold_core::Lease) -> leasehold_core::Result<()> {
+/// use leasehold_redis::FencedWrite;
 /// let outcome = FencedWrite::new("ledger:acct-7")
 ///     .incr("balance", -250)
 ///     .set("last_payout", "2026-11-30")
@@ -238,7 +238,7 @@ impl FencedWrite {
                 })
             }
             // Zero rows: counts the refusal in the `leasehold_fence_rejections_total` metric.
-            "rejected" => lease_core::fence::check_rows(0, token).and(Err(Error::FenceRejected { token })),
+            "rejected" => leasehold_core::fence::check_rows(0, token).and(Err(Error::FenceRejected { token })),
             "corrupt" => Err(reply.corrupt(&self.key)),
             other => Err(crate::error::bad_reply(
                 Effect::Write,

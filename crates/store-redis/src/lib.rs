@@ -1,4 +1,4 @@
-//! # store-redis
+//! # leasehold-redis
 //!
 //! Leases with fencing tokens on Redis (7.0 or later), each store operation **one Lua
 //! script call**, and fenced writes on data kept in Redis. The best lock Redis can
@@ -14,26 +14,26 @@
 //! lock (it avoids duplicate work) and not what should stand between a customer and a
 //! double debit (seed 000).
 //!
-//! So [`RedisStore`] implements [`lease_core::CasStore`] but **not**
-//! [`lease_core::Linearizable`]. Asking for a correctness lease does not compile:
+//! So [`RedisStore`] implements [`leasehold_core::CasStore`] but **not**
+//! [`leasehold_core::Linearizable`]. Asking for a correctness lease does not compile:
 //!
 //! ```compile_fail,E0277
-//! # async fn demo(store: store_redis::RedisStore) {
+//! # async fn demo(store: leasehold_redis::RedisStore) {
 //! // error[E0277]: the trait bound `RedisStore: Linearizable` is not satisfied
-//! let client = lease_core::LeaseClient::new(store);
+//! let client = leasehold_core::LeaseClient::new(store);
 //! # let _ = client; }
 //! ```
 //!
 //! The caller opts in by name, and the tokens still fence writes:
 //!
 //! ```no_run
-//! # async fn demo() -> lease_core::Result<()> {
+//! # async fn demo() -> leasehold_core::Result<()> {
 //! use std::time::Duration;
-//! use lease_core::{ClientConfig, LeaseClient};
-//! use store_redis::{FencedWrite, RedisConfig, RedisStore};
+//! use leasehold_core::{ClientConfig, LeaseClient};
+//! use leasehold_redis::{FencedWrite, RedisConfig, RedisStore};
 //!
 //! let client = redis::Client::open("redis://127.0.0.1:6379/")
-//!     .map_err(|e| lease_core::Error::invalid("redis url", e.to_string()))?;
+//!     .map_err(|e| leasehold_core::Error::invalid("redis url", e.to_string()))?;
 //! let store = RedisStore::connect(client, RedisConfig::default()).await?;
 //! let leases = LeaseClient::efficiency_only(store.clone(), ClientConfig::default())?;
 //!
@@ -46,13 +46,13 @@
 //! # Ok(()) }
 //! ```
 //!
-//! ([`lease_core::LeaseClient::from_dyn`] refuses the store at run time too, since
-//! its [`lease_core::Capabilities::grade`] is [`lease_core::Grade::EfficiencyOnly`].)
+//! ([`leasehold_core::LeaseClient::from_dyn`] refuses the store at run time too, since
+//! its [`leasehold_core::Capabilities::grade`] is [`leasehold_core::Grade::EfficiencyOnly`].)
 //!
 //! ## Clock: the server's (DESIGN rule 2)
-//! [`lease_core::ClockSource::Store`]. Every record is written with `PX` = its TTL, so
+//! [`leasehold_core::ClockSource::Store`]. Every record is written with `PX` = its TTL, so
 //! expiry is judged by the Redis server's clock alone; reads report the time left from
-//! `PTTL`. [`lease_core::Precondition::Claimable`] (how a free, released or expired
+//! `PTTL`. [`leasehold_core::Precondition::Claimable`] (how a free, released or expired
 //! lease is acquired) is evaluated inside the script: the record is absent (never
 //! written, deleted, or expired: `PX` removed it) or vacant (released).
 //!
@@ -84,13 +84,13 @@
 //! [`redis::Script`] (`NOSCRIPT` → `SCRIPT LOAD` → `EVALSHA`: three commands, once);
 //! [`RedisStore::connect`] preloads every script. The scripts validate everything they
 //! read before their first write, so they apply whole or not at all, and never grant a
-//! key that is not a well-formed record ([`lease_core::Error::CorruptRecord`]).
+//! key that is not a well-formed record ([`leasehold_core::Error::CorruptRecord`]).
 //!
 //! ## Waiting
 //! With a pub/sub client ([`RedisConfig::notify_client`], set by
 //! [`RedisStore::connect`]) a release wakes waiters at once: the release script
-//! publishes on `P{name}:released`, and [`lease_core::LeaseClient::acquire`] waits on
-//! that channel ([`lease_core::Capabilities::notifies_waiters`]). An expiry publishes
+//! publishes on `P{name}:released`, and [`leasehold_core::LeaseClient::acquire`] waits on
+//! that channel ([`leasehold_core::Capabilities::notifies_waiters`]). An expiry publishes
 //! nothing (keyspace events need server configuration): a waiter wakes at the holder's
 //! remaining time, which the conflict reply carries. Without a client, waiters back off
 //! with jitter.
@@ -102,7 +102,7 @@
 //!    fires; any challenger is granted the lease at once;
 //! 2. the token counter is gone: the next grant carries token **1** again;
 //! 3. a fenced resource that saw a higher token before the restart **refuses** the new
-//!    holder's writes ([`lease_core::Error::FenceRejected`]) until the tokens climb past
+//!    holder's writes ([`leasehold_core::Error::FenceRejected`]) until the tokens climb past
 //!    its high-water mark: the resource is safe from the *new* tokens, but stalled;
 //! 4. the *previous* holder's token is still the highest the resource has seen: if that
 //!    holder ignores its loss signal it can go on writing. Two holders, and the old one
@@ -144,5 +144,9 @@ mod store;
 
 pub use config::{KeyLayout, RedisConfig};
 pub use fence::{FencedOutcome, FencedWrite, MAX_INCREMENT, read_high_water};
-pub use lease_core::fence::FenceMode;
+pub use leasehold_core::fence::FenceMode;
 pub use store::RedisStore;
+
+/// The client crate this store is built on, re-exported so that your client is built
+/// with the very version this crate links.
+pub use redis;

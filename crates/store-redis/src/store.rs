@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lease_core::{
+use leasehold_core::{
     Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Error, FencingToken, Grade, LeaseName,
     LeaseRecord, Precondition, Result, Stored, Version,
 };
@@ -27,8 +27,8 @@ use crate::scripts::{self, DELETE_SCRIPT, READ_SCRIPT, SEED_SCRIPT, WRITE_SCRIPT
 /// timeouts. Cheap to clone: clones share the connection and the pub/sub waiter.
 ///
 /// **Efficiency-only:** it implements [`CasStore`] but not
-/// [`lease_core::Linearizable`]; use it through
-/// [`LeaseClient::efficiency_only`](lease_core::LeaseClient::efficiency_only).
+/// [`leasehold_core::Linearizable`]; use it through
+/// [`LeaseClient::efficiency_only`](leasehold_core::LeaseClient::efficiency_only).
 pub struct RedisStore<C = ConnectionManager> {
     conn: C,
     keys: KeyLayout,

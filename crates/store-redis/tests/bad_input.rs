@@ -5,12 +5,12 @@ mod support;
 
 use std::time::Duration;
 
-use lease_core::{
+use leasehold_core::{
     AcquireOutcome, CasOutcome, CasStore, ClientConfig, Error, FencingToken, HolderId, LeaseClient, LeaseName,
     LeaseRecord, Precondition, Ttl,
 };
+use leasehold_redis::{FencedWrite, RedisConfig, RedisStore, read_high_water};
 use redis::aio::{ConnectionManagerConfig, MultiplexedConnection};
-use store_redis::{FencedWrite, RedisConfig, RedisStore, read_high_water};
 use support::{OwnRedis, Persistence, Proxy, ProxyMode};
 
 fn record(holder: &str, token: u64, ttl_ms: u64) -> LeaseRecord {
@@ -36,7 +36,7 @@ async fn snapshot(conn: &mut MultiplexedConnection, key: &str) -> (String, redis
     (ty, dump)
 }
 
-fn is_corrupt<T: std::fmt::Debug>(r: &lease_core::Result<T>) -> bool {
+fn is_corrupt<T: std::fmt::Debug>(r: &leasehold_core::Result<T>) -> bool {
     matches!(r, Err(Error::CorruptRecord { .. }))
 }
 
@@ -129,12 +129,12 @@ async fn a_record_key_of_the_wrong_type_or_shape_is_corrupt_never_granted() {
         for expect in [
             Precondition::Claimable,
             Precondition::Absent,
-            Precondition::Version(lease_core::Version::new("1:1")),
+            Precondition::Version(leasehold_core::Version::new("1:1")),
         ] {
             let w = store.write(&name, &expect, &record("intruder", 9, 5_000)).await;
             assert!(is_corrupt(&w), "{what}: write {expect:?} gave {w:?}");
         }
-        let d = store.delete(&name, &lease_core::Version::new("1:1")).await;
+        let d = store.delete(&name, &leasehold_core::Version::new("1:1")).await;
         assert!(is_corrupt(&d), "{what}: delete gave {d:?}");
         match leases.try_acquire(&name, Duration::from_secs(5)).await {
             Err(Error::CorruptRecord { .. }) => {}
@@ -328,7 +328,7 @@ async fn a_script_missing_from_the_cache_is_reloaded_and_runs_once() {
     flush(&mut admin).await;
     assert_eq!(
         store.delete(&name, &renewed.version).await.expect("delete after flush"),
-        lease_core::DeleteOutcome::Deleted
+        leasehold_core::DeleteOutcome::Deleted
     );
 }
 
@@ -453,8 +453,8 @@ async fn a_refused_connection_is_unavailable_and_nothing_is_written() {
 async fn the_grade_is_efficiency_only_also_when_type_erased() {
     let store = support::shared_store("grade").await;
     let caps = store.capabilities();
-    assert_eq!(caps.grade, lease_core::Grade::EfficiencyOnly);
-    assert_eq!(caps.clock, lease_core::ClockSource::Store);
+    assert_eq!(caps.grade, leasehold_core::Grade::EfficiencyOnly);
+    assert_eq!(caps.clock, leasehold_core::ClockSource::Store);
     assert!(caps.conflict_returns_current);
     let erased: std::sync::Arc<dyn CasStore> = std::sync::Arc::new(store.clone());
     match LeaseClient::from_dyn(erased, ClientConfig::default()) {

@@ -1,4 +1,4 @@
-//! The lease-core conformance suite against the shared Redis: once over a
+//! The leasehold-core conformance suite against the shared Redis: once over a
 //! `ConnectionManager` with the pub/sub waiter, once over a bare
 //! `MultiplexedConnection` that polls.
 
@@ -7,10 +7,10 @@ mod support;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lease_core::conformance::Fixture;
-use lease_core::{CasStore, LeaseName};
+use leasehold_core::conformance::Fixture;
+use leasehold_core::{CasStore, LeaseName};
+use leasehold_redis::{RedisConfig, RedisStore};
 use redis::aio::ConnectionLike;
-use store_redis::{RedisConfig, RedisStore};
 
 struct Fx<C> {
     store: RedisStore<C>,
@@ -58,11 +58,11 @@ async fn multiplexed_polling() -> Fx<redis::aio::MultiplexedConnection> {
 /// waiters over pub/sub.
 mod connection_manager_pubsub {
     use super::*;
-    lease_core::conformance_tests!(with_pubsub().await);
+    leasehold_core::conformance_tests!(with_pubsub().await);
 }
 
 /// A caller's `MultiplexedConnection`, no pub/sub client: waiters back off.
 mod multiplexed_connection_polling {
     use super::*;
-    lease_core::conformance_tests!(multiplexed_polling().await);
+    leasehold_core::conformance_tests!(multiplexed_polling().await);
 }

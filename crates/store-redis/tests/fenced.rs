@@ -5,8 +5,8 @@ mod support;
 
 use std::sync::Arc;
 
-use lease_core::{Error, FencingToken};
-use store_redis::{FenceMode, FencedWrite, read_high_water};
+use leasehold_core::{Error, FencingToken};
+use leasehold_redis::{FenceMode, FencedWrite, read_high_water};
 
 fn t(n: u64) -> FencingToken {
     FencingToken::new(n)

@@ -10,9 +10,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lease_core::testing::process::{freeze, kill9, poll, process_state, resume};
-use lease_core::{ClientConfig, FencingToken, LeaseClient};
-use store_redis::{FencedWrite, RedisConfig, RedisStore};
+use leasehold_core::testing::process::{freeze, kill9, poll, process_state, resume};
+use leasehold_core::{ClientConfig, FencingToken, LeaseClient};
+use leasehold_redis::{FencedWrite, RedisConfig, RedisStore};
 
 const TTL_MS: u64 = 500;
 

@@ -6,9 +6,9 @@ mod support;
 
 use std::time::Duration;
 
-use lease_core::{AcquireOutcome, CasStore, ClientConfig, Error, FencingToken, LeaseClient, LeaseName, LossCause};
+use leasehold_core::{AcquireOutcome, CasStore, ClientConfig, Error, FencingToken, LeaseClient, LeaseName, LossCause};
+use leasehold_redis::{FencedWrite, RedisConfig, RedisStore, read_high_water};
 use redis::aio::ConnectionManagerConfig;
-use store_redis::{FencedWrite, RedisConfig, RedisStore, read_high_water};
 use support::{OwnRedis, Persistence};
 
 async fn store_on(url: &str) -> RedisStore {
@@ -30,7 +30,7 @@ fn client(store: &RedisStore) -> LeaseClient {
     LeaseClient::efficiency_only(store.clone(), ClientConfig::default()).expect("client")
 }
 
-async fn grant(c: &LeaseClient, name: &str, ttl: Duration) -> lease_core::Lease {
+async fn grant(c: &LeaseClient, name: &str, ttl: Duration) -> leasehold_core::Lease {
     match c.try_acquire(name, ttl).await.expect("acquire") {
         AcquireOutcome::Granted(l) => l,
         AcquireOutcome::Held { holder, token, .. } => panic!("{name} held by {holder:?} with {token}"),
@@ -42,7 +42,7 @@ async fn grant(c: &LeaseClient, name: &str, ttl: Duration) -> lease_core::Lease 
 async fn until_up<T, F, Fut>(what: &str, mut f: F) -> T
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = lease_core::Result<T>>,
+    Fut: std::future::Future<Output = leasehold_core::Result<T>>,
 {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {

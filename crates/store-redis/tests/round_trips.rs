@@ -6,9 +6,9 @@ mod support;
 
 use std::time::Duration;
 
-use lease_core::testing::process::{poll, poll_async};
-use lease_core::{AcquireOutcome, CasStore, ClientConfig, FencingToken, LeaseClient, LeaseName};
-use store_redis::{FencedWrite, RedisConfig, RedisStore};
+use leasehold_core::testing::process::{poll, poll_async};
+use leasehold_core::{AcquireOutcome, CasStore, ClientConfig, FencingToken, LeaseClient, LeaseName};
+use leasehold_redis::{FencedWrite, RedisConfig, RedisStore};
 use support::{OwnRedis, Persistence, Wire};
 
 fn one_evalsha() -> Vec<String> {
@@ -109,13 +109,13 @@ async fn a_takeover_of_an_expired_lease_is_one_command() {
     store.load_scripts().await.expect("load");
     let name = LeaseName::new("expired").expect("name");
     // A holder that never renews: its record simply expires on the server.
-    let rec = lease_core::LeaseRecord::held(
-        lease_core::HolderId::new("gone").expect("holder"),
+    let rec = leasehold_core::LeaseRecord::held(
+        leasehold_core::HolderId::new("gone").expect("holder"),
         FencingToken::new(1),
-        lease_core::Ttl::from_millis(50).expect("ttl"),
+        leasehold_core::Ttl::from_millis(50).expect("ttl"),
     );
     store
-        .write(&name, &lease_core::Precondition::Claimable, &rec)
+        .write(&name, &leasehold_core::Precondition::Claimable, &rec)
         .await
         .expect("write");
     let gone = poll_async(Duration::from_secs(5), || async {

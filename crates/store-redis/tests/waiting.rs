@@ -5,10 +5,10 @@ mod support;
 
 use std::time::Duration;
 
-use lease_core::testing::process::poll_async;
-use lease_core::{AcquireOutcome, CasOutcome, CasStore, ClientConfig, FencingToken, LeaseClient, LeaseName};
+use leasehold_core::testing::process::poll_async;
+use leasehold_core::{AcquireOutcome, CasOutcome, CasStore, ClientConfig, FencingToken, LeaseClient, LeaseName};
+use leasehold_redis::RedisStore;
 use redis::aio::MultiplexedConnection;
-use store_redis::RedisStore;
 use tokio::time::Instant;
 
 async fn subscribers(conn: &mut MultiplexedConnection, channel: &str) -> u64 {
@@ -80,20 +80,20 @@ async fn a_release_wakes_a_waiter_at_once_and_the_subscription_is_dropped() {
 async fn a_change_before_the_wait_returns_at_once_and_no_change_waits_it_out() {
     let store = support::shared_store("wait-seen").await;
     let name = LeaseName::new("w").expect("name");
-    let rec = lease_core::LeaseRecord::held(
-        lease_core::HolderId::new("h").expect("holder"),
+    let rec = leasehold_core::LeaseRecord::held(
+        leasehold_core::HolderId::new("h").expect("holder"),
         FencingToken::new(1),
-        lease_core::Ttl::from_millis(30_000).expect("ttl"),
+        leasehold_core::Ttl::from_millis(30_000).expect("ttl"),
     );
     let CasOutcome::Written(v1) = store
-        .write(&name, &lease_core::Precondition::Absent, &rec)
+        .write(&name, &leasehold_core::Precondition::Absent, &rec)
         .await
         .expect("write")
     else {
         panic!("conflict")
     };
     let CasOutcome::Written(v2) = store
-        .write(&name, &lease_core::Precondition::Version(v1.version.clone()), &rec)
+        .write(&name, &leasehold_core::Precondition::Version(v1.version.clone()), &rec)
         .await
         .expect("write")
     else {

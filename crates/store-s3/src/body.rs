@@ -9,7 +9,7 @@
 //! return). The object stays one valid JSON document that [`record_codec::decode`] reads
 //! as it is, and ETags of different writes collide with probability 2^-128.
 
-use lease_core::{LeaseName, LeaseRecord, Result, record_codec};
+use leasehold_core::{LeaseName, LeaseRecord, Result, record_codec};
 
 /// The whitespace alphabet of the nonce: two bits per character.
 const NONCE_ALPHABET: [u8; 4] = [b' ', b'\t', b'\n', b'\r'];
@@ -40,7 +40,7 @@ pub(crate) fn decode(name: &LeaseName, bytes: &[u8]) -> Result<LeaseRecord> {
 
 #[cfg(test)]
 mod tests {
-    use lease_core::{FencingToken, HolderId, Ttl};
+    use leasehold_core::{FencingToken, HolderId, Ttl};
 
     use super::*;
 
@@ -77,7 +77,7 @@ mod tests {
         let name = LeaseName::new("a").expect("name");
         for bad in [&b""[..], b"\x00\x01", b"{}", b"[1,2]", b"{\"f\":1}"] {
             assert!(
-                matches!(decode(&name, bad), Err(lease_core::Error::CorruptRecord { .. })),
+                matches!(decode(&name, bad), Err(leasehold_core::Error::CorruptRecord { .. })),
                 "{bad:?}"
             );
         }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::primitives::ByteStream;
-use lease_core::{Error, Result};
+use leasehold_core::{Error, Result};
 use rand::Rng;
 
 use crate::S3StoreConfig;

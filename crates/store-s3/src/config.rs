@@ -5,13 +5,13 @@ use std::time::Duration;
 
 use aws_sdk_s3::config::timeout::TimeoutConfig;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
-use lease_core::{Error, LeaseName, MAX_NAME_LEN, Result};
+use leasehold_core::{Error, LeaseName, MAX_NAME_LEN, Result};
 
 /// The longest S3 object key, in bytes.
 pub const MAX_KEY_LEN: usize = 1024;
 
 /// The longest key prefix accepted, in bytes: every valid lease name
-/// ([`lease_core::MAX_NAME_LEN`] bytes) must still fit under it, after the `/`.
+/// ([`leasehold_core::MAX_NAME_LEN`] bytes) must still fit under it, after the `/`.
 pub const MAX_PREFIX_LEN: usize = MAX_KEY_LEN - 1 - MAX_NAME_LEN;
 
 /// The default bound on one S3 request (connect, send, answer): small PUTs and GETs
@@ -29,13 +29,13 @@ pub const DEFAULT_CONFLICT_BACKOFF: Duration = Duration::from_millis(20);
 /// Where an [`crate::S3Store`] keeps its records, and how it sends requests.
 ///
 /// ```
-/// use store_s3::S3StoreConfig;
+/// use leasehold_s3::S3StoreConfig;
 /// let config = S3StoreConfig::new("my-bucket", "leases/prod")?;
-/// let name = lease_core::LeaseName::new("payouts:2026-11-30")?;
+/// let name = leasehold_core::LeaseName::new("payouts:2026-11-30")?;
 /// assert_eq!(config.key_for(&name), "leases/prod/payouts:2026-11-30");
 /// assert!(S3StoreConfig::new("my-bucket", "a/../b").is_err());
 /// assert!(S3StoreConfig::new("Not_A_Bucket", "leases").is_err());
-/// # Ok::<(), lease_core::Error>(())
+/// # Ok::<(), leasehold_core::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct S3StoreConfig {
@@ -195,7 +195,7 @@ pub(crate) fn validate_key_path(what: &'static str, path: &str, max: usize) -> R
 /// crate documentation).
 ///
 /// ```
-/// let client = store_s3::local_client("http://127.0.0.1:55000");
+/// let client = leasehold_s3::local_client("http://127.0.0.1:55000");
 /// assert_eq!(client.config().region().map(|r| r.as_ref()), Some("us-east-1"));
 /// ```
 pub fn local_client(endpoint: &str) -> aws_sdk_s3::Client {

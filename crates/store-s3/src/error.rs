@@ -27,7 +27,7 @@ use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::ConnectorError;
-use lease_core::{BoxError, Error};
+use leasehold_core::{BoxError, Error};
 
 /// S3 error codes the store reacts to.
 pub(crate) mod code {

@@ -1,18 +1,18 @@
-//! # store-s3
+//! # leasehold-s3
 //!
 //! Leases and fencing tokens on Amazon S3 (or an S3-compatible server) through
 //! conditional writes, with no other service to run: [`S3Store`] implements
-//! [`lease_core::CasStore`], and [`FencedManifest`] fences commits of data kept in the
+//! [`leasehold_core::CasStore`], and [`FencedManifest`] fences commits of data kept in the
 //! bucket itself.
 //!
 //! ```no_run
-//! # async fn demo() -> lease_core::Result<()> {
+//! # async fn demo() -> leasehold_core::Result<()> {
 //! use std::time::Duration;
-//! use lease_core::LeaseClient;
-//! use store_s3::{Commit, S3Store, S3StoreConfig};
+//! use leasehold_core::LeaseClient;
+//! use leasehold_s3::{Commit, S3Store, S3StoreConfig};
 //!
 //! // On AWS: aws_sdk_s3::Client::new(&aws_config::load_defaults(BehaviorVersion::latest()).await)
-//! let client = store_s3::local_client("http://127.0.0.1:55000");
+//! let client = leasehold_s3::local_client("http://127.0.0.1:55000");
 //! let store = S3Store::new(client, S3StoreConfig::new("my-bucket", "leases")?);
 //! store.verify().await?; // bucket, permissions, conditional writes enforced
 //!
@@ -26,14 +26,14 @@
 //! match manifest.commit(lease.token(), Some(&base), b"data/v0042.parquet".to_vec()).await {
 //!     Ok(Commit::Committed(_)) => {}
 //!     Ok(Commit::Conflict(_)) => { /* same tenure raced: rebase, retry */ }
-//!     Err(lease_core::Error::FenceRejected { .. }) => { /* lost the lease: stop */ }
+//!     Err(leasehold_core::Error::FenceRejected { .. }) => { /* lost the lease: stop */ }
 //!     Err(e) => return Err(e),
 //! }
 //! lease.release().await?;
 //! # Ok(()) }
 //! ```
 //!
-//! ## Guarantee: linearizable ([`lease_core::Grade::Linearizable`])
+//! ## Guarantee: linearizable ([`leasehold_core::Grade::Linearizable`])
 //! S3 has been strongly consistent for every GET and PUT since December 2020: a read
 //! returns the latest acknowledged write. Its conditional writes are atomic per key:
 //! `If-None-Match: *` (August 2024) creates an object only if none exists, and
@@ -56,12 +56,12 @@
 //! twice would reuse a version (and a renewal could look like no change to a challenger
 //! watching the ETag). Every write therefore ends the JSON record with a random 128-bit
 //! nonce spelled in JSON whitespace: the object is still one JSON document that
-//! [`lease_core::record_codec`] decodes, and ETags never repeat (collision odds 2^-128).
+//! [`leasehold_core::record_codec`] decodes, and ETags never repeat (collision odds 2^-128).
 //! A failed condition is an empty 412, so a conflict cannot carry the current record
-//! ([`lease_core::Capabilities::conflict_returns_current`] is `false`): the client reads
+//! ([`leasehold_core::Capabilities::conflict_returns_current`] is `false`): the client reads
 //! it with one GetObject.
 //!
-//! ## Clock: observation ([`lease_core::ClockSource::Observation`])
+//! ## Clock: observation ([`leasehold_core::ClockSource::Observation`])
 //! No decision compares two machines' clocks. A challenger takes over only after it has
 //! seen the same ETag unchanged for the record's TTL plus the safety margin (5% by
 //! default) on its own monotonic clock; the holder trusts its lease until its renewal's
@@ -69,7 +69,7 @@
 //! watching: at least two requests spread over a TTL (look, then swap).
 //!
 //! Callers that try once (a scheduled job) can opt into an explicit wall-clock skew
-//! bound instead, [`lease_core::ClientConfig::skew_bound`]: each record carries its
+//! bound instead, [`leasehold_core::ClientConfig::skew_bound`]: each record carries its
 //! holder's wall-clock expiry, and a challenger takes over once its own wall clock is
 //! past that expiry plus the bound. If real clocks disagree by more than the bound, two
 //! holders can overlap; the fence still protects the data.
@@ -81,11 +81,11 @@
 //! whose clock agreement AWS does not bound (comparing them is comparing two machines'
 //! clocks, DESIGN rule 2), both have one-second resolution, and S3 does not say which
 //! instant of a request (receipt, or the moment it applied) `Last-Modified` records.
-//! Besides, [`lease_core::Precondition::Claimable`] (the store judging expiry inside the
+//! Besides, [`leasehold_core::Precondition::Claimable`] (the store judging expiry inside the
 //! write) cannot be expressed as an S3 condition, so a server-clock mode would still need
 //! a read before every takeover. The store therefore reports no
-//! [`lease_core::Stored::remaining`] and refuses `Claimable` with
-//! [`lease_core::Error::InvalidInput`].
+//! [`leasehold_core::Stored::remaining`] and refuses `Claimable` with
+//! [`leasehold_core::Error::InvalidInput`].
 //!
 //! ## Fenced commits on data in the bucket
 //! A lease only limits who *starts*. [`FencedManifest`] makes the commit itself the fence:
@@ -94,7 +94,7 @@
 //! (`If-None-Match: *` for the first), sent only if that manifest's token is not newer
 //! than the writer's. The token check is on exactly the content the ETag names, so check
 //! and write are one atomic step. A holder that froze past its lease fails on the ETag or
-//! the token with [`lease_core::Error::FenceRejected`]. A new holder should call
+//! the token with [`leasehold_core::Error::FenceRejected`]. A new holder should call
 //! [`FencedManifest::fence`] right after its grant to raise the mark at once.
 //!
 //! ## Cost and rates
@@ -126,7 +126,7 @@
 //!   rule that expires noncurrent versions under the prefix: with versioning every
 //!   renewal keeps a new version.
 //! - A prefix of the store's own: every object under it is read as a lease record, and
-//!   anything else found there is [`lease_core::Error::CorruptRecord`], never a free lease.
+//!   anything else found there is [`leasehold_core::Error::CorruptRecord`], never a free lease.
 //! - IAM, for the lease prefix (add `s3:DeleteObject` for [`S3Store::verify`] and
 //!   administrative deletes; manifests need Get/Put on their keys):
 //!
@@ -138,7 +138,7 @@
 //! ```
 //!
 //!   `s3:ListBucket` matters: without it S3 answers a GET of a missing key with 403
-//!   instead of 404, which the store must report as [`lease_core::Error::Misconfigured`].
+//!   instead of 404, which the store must report as [`leasehold_core::Error::Misconfigured`].
 //!   A bucket policy with the `s3:if-none-match` / `s3:if-match` condition keys can
 //!   require every PutObject under the prefix to be conditional.
 //! - Requests must be signed with SigV4 (S3 accepts conditional writes only so signed;
@@ -158,11 +158,11 @@
 //! |---|---|
 //! | 412 `PreconditionFailed` | `Conflict(Current::Unknown)` (nothing changed) |
 //! | 404 `NoSuchKey` on `If-Match` | `Conflict(Current::Absent)` |
-//! | 409 `ConditionalRequestConflict` / `OperationAborted` | re-sent after a jittered backoff ([`S3StoreConfig::conflict_retries`]), then [`lease_core::Error::Unavailable`] |
-//! | 503 `SlowDown`, 400 `RequestTimeout`, any failure before the request left (connection refused, DNS, connect timeout, a failing credentials provider) | [`lease_core::Error::Unavailable`] (not applied; retry is safe) |
-//! | 404 `NoSuchBucket` (or a 404 without `NoSuchKey`), 401/403 (`AccessDenied`, `InvalidAccessKeyId`, `SignatureDoesNotMatch`, `RequestTimeTooSkewed`), 3xx, 501, other 4xx | [`lease_core::Error::Misconfigured`] |
-//! | other 5xx, a lost connection or a timeout after the request left, an unreadable answer | writes: [`lease_core::Error::Indeterminate`] (may have applied); reads: retried, then [`lease_core::Error::Unavailable`] |
-//! | an object under the prefix that is not a lease record (or over [`MAX_RECORD_BYTES`]) | [`lease_core::Error::CorruptRecord`] |
+//! | 409 `ConditionalRequestConflict` / `OperationAborted` | re-sent after a jittered backoff ([`S3StoreConfig::conflict_retries`]), then [`leasehold_core::Error::Unavailable`] |
+//! | 503 `SlowDown`, 400 `RequestTimeout`, any failure before the request left (connection refused, DNS, connect timeout, a failing credentials provider) | [`leasehold_core::Error::Unavailable`] (not applied; retry is safe) |
+//! | 404 `NoSuchBucket` (or a 404 without `NoSuchKey`), 401/403 (`AccessDenied`, `InvalidAccessKeyId`, `SignatureDoesNotMatch`, `RequestTimeTooSkewed`), 3xx, 501, other 4xx | [`leasehold_core::Error::Misconfigured`] |
+//! | other 5xx, a lost connection or a timeout after the request left, an unreadable answer | writes: [`leasehold_core::Error::Indeterminate`] (may have applied); reads: retried, then [`leasehold_core::Error::Unavailable`] |
+//! | an object under the prefix that is not a lease record (or over [`MAX_RECORD_BYTES`]) | [`leasehold_core::Error::CorruptRecord`] |
 //!
 //! Whether a request left is recorded, not guessed: an interceptor on every request
 //! notes when the SDK hands it to the HTTP connector.
@@ -206,3 +206,7 @@ pub use config::{
 };
 pub use manifest::{Commit, FencedManifest, MAX_MANIFEST_BYTES, Manifest};
 pub use store::{MAX_RECORD_BYTES, S3Store};
+
+/// The client crate this store is built on, re-exported so that your client is built
+/// with the very version this crate links.
+pub use aws_sdk_s3;

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use rand::Rng;
 
-use lease_core::{Error, FencingToken, Result, Version};
+use leasehold_core::{Error, FencingToken, Result, Version};
 
 use crate::bucket::{Bucket, Cond, Found, Written};
 use crate::config::{MAX_KEY_LEN, validate_key_path};
@@ -72,8 +72,8 @@ pub enum Commit {
 /// A manifest object whose replacement is fenced by lease tokens.
 ///
 /// ```no_run
-/// # async fn demo(store: store_s3::S3Store, lease: lease_core::Lease) -> lease_core::Result<()> {
-/// use store_s3::Commit;
+/// # async fn demo(store: leasehold_s3::S3Store, lease: leasehold_core::Lease) -> leasehold_core::Result<()> {
+/// use leasehold_s3::Commit;
 /// let manifest = store.manifest("tables/orders/_manifest")?;
 /// // After a grant: raise the fence, so every older holder's commit is refused from now on.
 /// let mut base = manifest.fence(lease.token()).await?;
@@ -237,7 +237,7 @@ impl FencedManifest {
 }
 
 fn rejected(token: FencingToken) -> Error {
-    metrics::counter!(lease_core::observe::FENCE_REJECTIONS).increment(1);
+    metrics::counter!(leasehold_core::observe::FENCE_REJECTIONS).increment(1);
     Error::FenceRejected { token }
 }
 

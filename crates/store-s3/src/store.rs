@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lease_core::{
+use leasehold_core::{
     Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Error, Grade, LeaseName, LeaseRecord,
     Linearizable, Precondition, Result, Stored, Version,
 };
@@ -236,9 +236,9 @@ mod tests {
     async fn claimable_is_invalid_input_and_sends_nothing() {
         let name = LeaseName::new("a").expect("name");
         let rec = LeaseRecord::held(
-            lease_core::HolderId::new("w").expect("holder"),
-            lease_core::FencingToken::FIRST,
-            lease_core::Ttl::from_millis(1000).expect("ttl"),
+            leasehold_core::HolderId::new("w").expect("holder"),
+            leasehold_core::FencingToken::FIRST,
+            leasehold_core::Ttl::from_millis(1000).expect("ttl"),
         );
         match store().write(&name, &Precondition::Claimable, &rec).await {
             Err(Error::InvalidInput { .. }) => {}

@@ -10,10 +10,10 @@ use std::time::Duration;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_s3::primitives::ByteStream;
 use common::{create_bucket, endpoint, unique_bucket};
-use lease_core::{
+use leasehold_core::{
     AcquireOutcome, CasStore, Error, FencingToken, HolderId, LeaseClient, LeaseName, LeaseRecord, Precondition, Ttl,
 };
-use store_s3::{S3Store, S3StoreConfig};
+use leasehold_s3::{S3Store, S3StoreConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn rec() -> LeaseRecord {
@@ -25,7 +25,7 @@ fn rec() -> LeaseRecord {
 }
 
 async fn store_on_new_bucket(tag: &str) -> S3Store {
-    let client = store_s3::local_client(&endpoint());
+    let client = leasehold_s3::local_client(&endpoint());
     let bucket = unique_bucket(tag);
     create_bucket(&client, &bucket).await;
     S3Store::new(client, S3StoreConfig::new(bucket, "leases").expect("config"))
@@ -34,7 +34,7 @@ async fn store_on_new_bucket(tag: &str) -> S3Store {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_bucket_is_misconfigured_and_never_granted() {
     let store = S3Store::new(
-        store_s3::local_client(&endpoint()),
+        leasehold_s3::local_client(&endpoint()),
         S3StoreConfig::new(unique_bucket("nobucket"), "leases").expect("config"),
     );
     let name = LeaseName::new("a").expect("name");
@@ -126,7 +126,7 @@ async fn objects_that_are_not_lease_records_are_corrupt_never_granted() {
 async fn unreachable_endpoint_is_unavailable() {
     // Port 55209 is in this crate's range and nothing listens there.
     let store = S3Store::new(
-        store_s3::local_client("http://127.0.0.1:55209"),
+        leasehold_s3::local_client("http://127.0.0.1:55209"),
         S3StoreConfig::new("bucket-1", "leases").expect("config"),
     );
     let name = LeaseName::new("a").expect("name");
@@ -252,7 +252,7 @@ async fn access_denied_is_misconfigured_and_never_granted() {
 
     // Unknown credentials: refused before anything else, also misconfiguration.
     let stranger = S3Store::new(
-        store_s3::local_client(&moto.endpoint),
+        leasehold_s3::local_client(&moto.endpoint),
         S3StoreConfig::new("auth-bucket", "leases").expect("config"),
     );
     match stranger.read(&name).await {

@@ -1,4 +1,4 @@
-//! The lease-core conformance suite against a real S3-compatible server: moto, path-style,
+//! The leasehold-core conformance suite against a real S3-compatible server: moto, path-style,
 //! dummy credentials, one bucket per test.
 //!
 //! It runs on this binary's own moto (port 55202) whose requests are serialized (see
@@ -15,9 +15,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use aws_sdk_s3::primitives::ByteStream;
-use lease_core::conformance::Fixture;
-use lease_core::{CasStore, LeaseName};
-use store_s3::{S3Store, S3StoreConfig};
+use leasehold_core::conformance::Fixture;
+use leasehold_core::{CasStore, LeaseName};
+use leasehold_s3::{S3Store, S3StoreConfig};
 
 /// This binary's serialized moto.
 const CONFORMANCE_MOTO_PORT: u16 = 55202;
@@ -28,7 +28,7 @@ struct S3Fixture {
 
 impl S3Fixture {
     async fn new() -> Self {
-        let client = store_s3::local_client(&common::serialized_moto(CONFORMANCE_MOTO_PORT));
+        let client = leasehold_s3::local_client(&common::serialized_moto(CONFORMANCE_MOTO_PORT));
         let bucket = common::unique_bucket("conf");
         common::create_bucket(&client, &bucket).await;
         let config = S3StoreConfig::new(bucket, "leases").expect("config");
@@ -57,4 +57,4 @@ impl Fixture for S3Fixture {
     }
 }
 
-lease_core::conformance_tests!(S3Fixture::new().await);
+leasehold_core::conformance_tests!(S3Fixture::new().await);

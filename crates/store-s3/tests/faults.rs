@@ -9,11 +9,11 @@ mod common;
 use std::time::Duration;
 
 use common::{Reply, ScriptedHttp, client_with, create_bucket, endpoint, unique_bucket};
-use lease_core::{
+use leasehold_core::{
     CasOutcome, CasStore, Current, DeleteOutcome, Error, FencingToken, HolderId, LeaseName, LeaseRecord, Precondition,
     Ttl, Version,
 };
-use store_s3::{S3Store, S3StoreConfig};
+use leasehold_s3::{S3Store, S3StoreConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -194,7 +194,7 @@ async fn manifest_commit_resends_after_409() {
         .await
         .expect("commit")
     {
-        store_s3::Commit::Committed(c) => assert_eq!(c.version.as_str(), "\"m1\""),
+        leasehold_s3::Commit::Committed(c) => assert_eq!(c.version.as_str(), "\"m1\""),
         other => panic!("{other:?}"),
     }
     assert_eq!(http.seen().len(), 2);
@@ -245,7 +245,7 @@ async fn silent_server() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_reply_after_an_applied_write_is_indeterminate() {
-    let direct = store_s3::local_client(&endpoint());
+    let direct = leasehold_s3::local_client(&endpoint());
     let bucket = unique_bucket("lost");
     create_bucket(&direct, &bucket).await;
     let config = S3StoreConfig::new(&bucket, "leases").expect("config");
@@ -253,7 +253,7 @@ async fn lost_reply_after_an_applied_write_is_indeterminate() {
 
     let upstream = endpoint().trim_start_matches("http://").to_owned();
     let proxy = reply_dropping_proxy(upstream).await;
-    let store = S3Store::new(store_s3::local_client(&proxy), config);
+    let store = S3Store::new(leasehold_s3::local_client(&proxy), config);
     match store.write(&name(), &Precondition::Absent, &rec("lost-reply", 1)).await {
         Err(Error::Indeterminate { .. }) => {}
         other => panic!("a write whose answer was lost gave {other:?}"),
@@ -272,7 +272,7 @@ async fn silent_server_times_out_indeterminate_for_writes() {
         .expect("config")
         .request_timeout(Duration::from_millis(300))
         .expect("timeout");
-    let store = S3Store::new(store_s3::local_client(&endpoint), config);
+    let store = S3Store::new(leasehold_s3::local_client(&endpoint), config);
     let started = tokio::time::Instant::now();
     match store.write(&name(), &Precondition::Absent, &rec("a", 1)).await {
         Err(Error::Indeterminate { .. }) => {}

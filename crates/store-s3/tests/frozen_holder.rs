@@ -19,9 +19,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{create_bucket, endpoint, unique_bucket, wait_until};
-use lease_core::testing::process::{freeze, kill9, process_state, resume};
-use lease_core::{CasStore, FencingToken, LeaseClient, LeaseName};
-use store_s3::{S3Store, S3StoreConfig};
+use leasehold_core::testing::process::{freeze, kill9, process_state, resume};
+use leasehold_core::{CasStore, FencingToken, LeaseClient, LeaseName};
+use leasehold_s3::{S3Store, S3StoreConfig};
 use tokio::time::Instant;
 
 const TTL: Duration = Duration::from_millis(1000);
@@ -107,7 +107,7 @@ fn seq_of(line: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn frozen_holder_commit_is_refused_after_takeover() {
-    let client = store_s3::local_client(&endpoint());
+    let client = leasehold_s3::local_client(&endpoint());
     let bucket = unique_bucket("frozen");
     create_bucket(&client, &bucket).await;
     let store = S3Store::new(client, S3StoreConfig::new(&bucket, "leases").expect("config"));
@@ -163,8 +163,8 @@ async fn frozen_holder_commit_is_refused_after_takeover() {
         let mut data = base.data.clone();
         data.extend_from_slice(format!("new 2 {seq}\n").as_bytes());
         base = match manifest.commit(lease.token(), Some(&base), data).await.expect("commit") {
-            store_s3::Commit::Committed(m) => m,
-            store_s3::Commit::Conflict(c) => panic!("new holder conflicted with {c:?}"),
+            leasehold_s3::Commit::Committed(m) => m,
+            leasehold_s3::Commit::Conflict(c) => panic!("new holder conflicted with {c:?}"),
         };
     }
 

@@ -10,11 +10,11 @@ mod common;
 
 use aws_sdk_s3::primitives::ByteStream;
 use common::{create_bucket, unique_bucket};
-use lease_core::{Error, FencingToken};
-use store_s3::{Commit, FencedManifest, S3Store, S3StoreConfig};
+use leasehold_core::{Error, FencingToken};
+use leasehold_s3::{Commit, FencedManifest, S3Store, S3StoreConfig};
 
 async fn manifest(tag: &str) -> (S3Store, FencedManifest) {
-    let client = store_s3::local_client(&common::serialized_moto(55203));
+    let client = leasehold_s3::local_client(&common::serialized_moto(55203));
     let bucket = unique_bucket(tag);
     create_bucket(&client, &bucket).await;
     let store = S3Store::new(client, S3StoreConfig::new(bucket, "leases").expect("config"));
@@ -26,7 +26,7 @@ fn t(n: u64) -> FencingToken {
     FencingToken::new(n)
 }
 
-fn committed(c: Commit) -> store_s3::Manifest {
+fn committed(c: Commit) -> leasehold_s3::Manifest {
     match c {
         Commit::Committed(m) => m,
         Commit::Conflict(cur) => panic!("expected a commit, got a conflict with {cur:?}"),

@@ -1,4 +1,4 @@
-//! Requests per operation, counted twice: store calls (lease-core's `CountingStore`) and
+//! Requests per operation, counted twice: store calls (leasehold-core's `CountingStore`) and
 //! real HTTP requests (an SDK interceptor on the client, so re-sends and SDK retries
 //! would show). Against moto at `LEASEHOLD_MOTO_ENDPOINT`.
 #![allow(missing_docs)]
@@ -8,9 +8,9 @@ mod common;
 use std::time::Duration;
 
 use common::{RequestCounter, client_with, create_bucket, endpoint, unique_bucket, wait_until};
-use lease_core::testing::{CountingStore, FaultPlan, FaultStore};
-use lease_core::{AcquireOutcome, FencingToken, LeaseClient};
-use store_s3::{Commit, S3Store, S3StoreConfig};
+use leasehold_core::testing::{CountingStore, FaultPlan, FaultStore};
+use leasehold_core::{AcquireOutcome, FencingToken, LeaseClient};
+use leasehold_s3::{Commit, S3Store, S3StoreConfig};
 use tokio::time::Instant;
 
 fn counts(c: &RequestCounter) -> (u64, u64, u64) {
@@ -70,7 +70,7 @@ async fn acquire_renew_release_takeover_request_counts() {
     again.release().await.expect("release");
 
     // Takeover from a holder (its own client and connection) that stopped renewing.
-    let holder_store = FaultStore::new(S3Store::new(store_s3::local_client(&endpoint()), config), 7);
+    let holder_store = FaultStore::new(S3Store::new(leasehold_s3::local_client(&endpoint()), config), 7);
     let holder = LeaseClient::new(holder_store.clone());
     let held = holder
         .try_acquire("jobs/taken-over", Duration::from_millis(600))
@@ -153,7 +153,7 @@ async fn manifest_and_verify_request_counts() {
     // A stale writer on the old base: its PUT is refused (412), one GET tells why.
     http.reset();
     match m.commit(FencingToken::new(1), Some(&first), b"stale".to_vec()).await {
-        Err(lease_core::Error::FenceRejected { .. }) => {}
+        Err(leasehold_core::Error::FenceRejected { .. }) => {}
         other => panic!("stale commit: {other:?}"),
     }
     eprintln!("refused stale commit: HTTP {:?}", http.snapshot());

@@ -3,22 +3,22 @@
 use std::path::Path;
 use std::time::Duration;
 
-use lease_core::Result;
-use sql_lease::LeaseTable;
+use leasehold_core::Result;
+use leasehold_sql::LeaseTable;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 
 /// How long a statement waits for another process's write lock before giving up with
-/// [`lease_core::Error::Unavailable`].
+/// [`leasehold_core::Error::Unavailable`].
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Options of a [`crate::SqliteStore`].
 ///
 /// ```
-/// use store_sqlite::SqliteConfig;
+/// use leasehold_sqlite::SqliteConfig;
 /// let config = SqliteConfig::new().table("my_leases")?;
 /// assert_eq!(config.lease_table().name(), "my_leases");
 /// assert!(SqliteConfig::new().table("x'; --").is_err());
-/// # Ok::<(), lease_core::Error>(())
+/// # Ok::<(), leasehold_core::Error>(())
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct SqliteConfig {
@@ -34,7 +34,7 @@ impl SqliteConfig {
     /// Uses `table` (`name`, or `schema.name` for an attached database).
     ///
     /// # Errors
-    /// [`lease_core::Error::InvalidInput`] for anything but plain identifiers.
+    /// [`leasehold_core::Error::InvalidInput`] for anything but plain identifiers.
     pub fn table(mut self, table: &str) -> Result<Self> {
         self.table = LeaseTable::new(table)?;
         Ok(self)

@@ -1,15 +1,15 @@
 //! Fenced writes on the user's own tables.
 
-use lease_core::fence::check_rows;
-use lease_core::{Error, Result};
-use sql_lease::FencedWrite;
-use sql_lease::errors::Phase;
+use leasehold_core::fence::check_rows;
+use leasehold_core::{Error, Result};
+use leasehold_sql::FencedWrite;
+use leasehold_sql::errors::Phase;
 use sqlx::{AssertSqlSafe, Executor, Sqlite};
 
 use crate::error::{Target, map_error};
 
-/// Runs a fenced write (built with [`lease_core::fence::FencedUpdate`] for
-/// [`lease_core::fence::Dialect::Sqlite`]) on `executor`: a `&SqlitePool`, a connection
+/// Runs a fenced write (built with [`leasehold_core::fence::FencedUpdate`] for
+/// [`leasehold_core::fence::Dialect::Sqlite`]) on `executor`: a `&SqlitePool`, a connection
 /// or a transaction (to make the write atomic with others of the caller's).
 ///
 /// Returns the rows affected (at least 1). The guard on the token is inside the
@@ -27,7 +27,7 @@ where
     E: Executor<'e, Database = Sqlite>,
 {
     let statement = write.statement();
-    if statement.dialect != lease_core::fence::Dialect::Sqlite {
+    if statement.dialect != leasehold_core::fence::Dialect::Sqlite {
         return Err(Error::invalid(
             "fenced write",
             "the statement was not built for Dialect::Sqlite",

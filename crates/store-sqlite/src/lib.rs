@@ -1,4 +1,4 @@
-//! # store-sqlite
+//! # leasehold-sqlite
 //!
 //! Leases and fencing tokens in a SQLite file: the zero-setup store for the processes
 //! of **one host**, over a [`sqlx::SqlitePool`] (or [`SqliteStore::open_file`]), plus
@@ -7,21 +7,21 @@
 //! ## Guarantee: linearizable, on one host
 //! SQLite runs one write transaction at a time per database file, and every lease
 //! operation is one statement (its own transaction): the grant, its fencing token and
-//! the expiry are one atomic write ([`lease_core::Grade::Linearizable`],
-//! [`lease_core::Linearizable`]). Every process that opens the same file on the same
+//! the expiry are one atomic write ([`leasehold_core::Grade::Linearizable`],
+//! [`leasehold_core::Linearizable`]). Every process that opens the same file on the same
 //! host sees the same records. Not for files on network filesystems (NFS, SMB), whose
-//! locking SQLite cannot trust, and not across hosts: use `store-postgres` there.
+//! locking SQLite cannot trust, and not across hosts: use `leasehold-postgres` there.
 //! [`connect_options`] uses `synchronous = FULL`, so a grant survives power loss and no
 //! token is issued twice after a reboot.
 //!
 //! A process frozen *inside* a write transaction (a statement takes well under a
 //! millisecond) holds the file's write lock until it resumes: other processes then get
-//! [`lease_core::Error::Unavailable`] after the busy timeout, and a blocked holder's
+//! [`leasehold_core::Error::Unavailable`] after the busy timeout, and a blocked holder's
 //! lease still expires on the clock; nobody is granted anything wrongly.
 //!
 //! ## Clock: the host's
 //! Expiry is judged inside each statement with SQLite's `julianday('now')`, in Unix
-//! milliseconds ([`lease_core::ClockSource::Store`]): the clock of the one host every
+//! milliseconds ([`leasehold_core::ClockSource::Store`]): the clock of the one host every
 //! process shares, which SQLite keeps fixed within a statement. A forward step of the
 //! host clock expires leases early (the fence still protects the data); keep it slewed
 //! by NTP, not stepped.
@@ -35,10 +35,10 @@
 //! ```
 //!
 //! [`SqliteStore::open`] checks the columns and the primary key: a missing or wrong
-//! table is [`lease_core::Error::Misconfigured`], never a driver error. A name or holder
-//! longer than the declared `VARCHAR(n)` is [`lease_core::Error::InvalidInput`], refused
+//! table is [`leasehold_core::Error::Misconfigured`], never a driver error. A name or holder
+//! longer than the declared `VARCHAR(n)` is [`leasehold_core::Error::InvalidInput`], refused
 //! before sending. A value of the wrong type in a row (SQLite stores what it is given) is
-//! [`lease_core::Error::CorruptRecord`].
+//! [`leasehold_core::Error::CorruptRecord`].
 //!
 //! ## Cost per operation
 //! | operation | statements |
@@ -50,16 +50,16 @@
 //!
 //! A conflicting write still takes the write lock for an instant (its `UPDATE` matches
 //! the row and leaves every column as it was, so `RETURNING` can report the current
-//! record); see [`sql_lease::statements`]. Waiters poll with jittered backoff
-//! ([`lease_core::Capabilities::notifies_waiters`] is false): SQLite has no push.
+//! record); see [`leasehold_sql::statements`]. Waiters poll with jittered backoff
+//! ([`leasehold_core::Capabilities::notifies_waiters`] is false): SQLite has no push.
 //!
 //! ## Example
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! use std::time::Duration;
-//! use lease_core::{AcquireOutcome, LeaseClient};
-//! use lease_core::fence::{Dialect, FencedUpdate};
-//! use store_sqlite::{FencedWrite, SqliteConfig, SqliteStore, execute_fenced};
+//! use leasehold_core::{AcquireOutcome, LeaseClient};
+//! use leasehold_core::fence::{Dialect, FencedUpdate};
+//! use leasehold_sqlite::{FencedWrite, SqliteConfig, SqliteStore, execute_fenced};
 //!
 //! let dir = std::env::temp_dir().join(format!("leasehold-doc-{}", std::process::id()));
 //! std::fs::create_dir_all(&dir).unwrap();
@@ -82,7 +82,7 @@
 //! execute_fenced(&pool, &FencedWrite::new(&pay, lease.token()).value("status", "paid").key("id", 42_i64)).await?;
 //! lease.release().await?;
 //! # std::fs::remove_dir_all(&dir).ok();
-//! # Ok::<(), lease_core::Error>(()) }).unwrap();
+//! # Ok::<(), leasehold_core::Error>(()) }).unwrap();
 //! ```
 
 mod config;
@@ -92,5 +92,9 @@ mod store;
 
 pub use config::{DEFAULT_BUSY_TIMEOUT, SqliteConfig, connect_options};
 pub use fenced::execute_fenced;
-pub use sql_lease::{ColumnLimits, FencedWrite, LeaseTable, SqlValue, Statements};
+pub use leasehold_sql::{ColumnLimits, FencedWrite, LeaseTable, SqlValue, Statements};
 pub use store::SqliteStore;
+
+/// The client crate this store is built on, re-exported so that your client is built
+/// with the very version this crate links.
+pub use sqlx;

@@ -5,14 +5,14 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lease_core::fence::Dialect;
-use lease_core::{
+use leasehold_core::fence::Dialect;
+use leasehold_core::{
     Capabilities, CasOutcome, CasStore, ClockSource, DeleteOutcome, Error, Grade, LeaseName, LeaseRecord, Linearizable,
     Precondition, Result, Stored, Version,
 };
-use sql_lease::errors::Phase;
-use sql_lease::schema::{self, ColumnInfo, ColumnLimits};
-use sql_lease::{LeaseArgs, LeaseStatement, LeaseTable, RawRow, Statements, row, write_statement};
+use leasehold_sql::errors::Phase;
+use leasehold_sql::schema::{self, ColumnInfo, ColumnLimits};
+use leasehold_sql::{LeaseArgs, LeaseStatement, LeaseTable, RawRow, Statements, row, write_statement};
 use sqlx::sqlite::{SqlitePoolOptions, SqliteRow};
 use sqlx::{AssertSqlSafe, Row, SqlitePool};
 

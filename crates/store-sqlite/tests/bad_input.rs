@@ -8,9 +8,9 @@ mod common;
 
 use std::time::Duration;
 
-use lease_core::{CasStore, Error, FencingToken, HolderId, LeaseClient, LeaseName, LeaseRecord, Precondition, Ttl};
+use leasehold_core::{CasStore, Error, FencingToken, HolderId, LeaseClient, LeaseName, LeaseRecord, Precondition, Ttl};
+use leasehold_sqlite::{SqliteConfig, SqliteStore};
 use sqlx::{Row, SqlitePool};
-use store_sqlite::{SqliteConfig, SqliteStore};
 
 const GOOD_COLUMNS: &str = "name VARCHAR(200) NOT NULL PRIMARY KEY, holder VARCHAR(128), fence_token INTEGER NOT NULL, \
     version INTEGER NOT NULL, ttl_ms INTEGER NOT NULL, acquired_at_ms INTEGER NOT NULL, expires_at_ms INTEGER NOT NULL, \
@@ -18,7 +18,7 @@ const GOOD_COLUMNS: &str = "name VARCHAR(200) NOT NULL PRIMARY KEY, holder VARCH
 
 const NOW_MS: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
 
-async fn open(pool: &SqlitePool, table: &str) -> lease_core::Result<SqliteStore> {
+async fn open(pool: &SqlitePool, table: &str) -> leasehold_core::Result<SqliteStore> {
     SqliteStore::open(pool.clone(), SqliteConfig::new().table(table)?).await
 }
 
@@ -135,7 +135,7 @@ async fn names_and_holders_longer_than_the_columns_are_invalid_input() {
                 &rec(&"h".repeat(40))
             )
             .await,
-        Ok(lease_core::CasOutcome::Written(_))
+        Ok(leasehold_core::CasOutcome::Written(_))
     ));
     assert_eq!(count(&pool, "short_names").await, 1, "a refused input created a row");
 }

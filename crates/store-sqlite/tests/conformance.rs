@@ -1,4 +1,4 @@
-//! The lease-core conformance suite against a real SQLite file (WAL, shared pool).
+//! The leasehold-core conformance suite against a real SQLite file (WAL, shared pool).
 #![allow(missing_docs)]
 
 mod common;
@@ -6,10 +6,10 @@ mod common;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lease_core::conformance::Fixture;
-use lease_core::{CasStore, LeaseName};
+use leasehold_core::conformance::Fixture;
+use leasehold_core::{CasStore, LeaseName};
+use leasehold_sqlite::SqliteStore;
 use sqlx::SqlitePool;
-use store_sqlite::SqliteStore;
 
 struct Lite {
     pool: SqlitePool,
@@ -45,12 +45,12 @@ impl Fixture for Lite {
     }
 }
 
-lease_core::conformance_tests!(fixture().await);
+leasehold_core::conformance_tests!(fixture().await);
 
 /// Beyond the suite: under contention the store issues each token exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_claims_issue_each_token_once() {
     let f = fixture().await;
-    let name = lease_core::conformance::unique_name("claims");
-    sql_lease::testing::concurrent_claims_issue_each_token_once(Arc::new(f.store.clone()), &name, 6, 10).await;
+    let name = leasehold_core::conformance::unique_name("claims");
+    leasehold_sql::testing::concurrent_claims_issue_each_token_once(Arc::new(f.store.clone()), &name, 6, 10).await;
 }

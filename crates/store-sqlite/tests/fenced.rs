@@ -7,10 +7,10 @@ mod common;
 
 use std::time::Duration;
 
-use lease_core::fence::{Dialect, FencedStatement, FencedUpdate};
-use lease_core::{Error, FencingToken, LeaseClient};
+use leasehold_core::fence::{Dialect, FencedStatement, FencedUpdate};
+use leasehold_core::{Error, FencingToken, LeaseClient};
+use leasehold_sqlite::{FencedWrite, execute_fenced};
 use sqlx::{Row, SqlitePool};
-use store_sqlite::{FencedWrite, execute_fenced};
 
 async fn accounts() -> (SqlitePool, common::TempDb) {
     let db = common::db_path("fenced");
@@ -33,14 +33,20 @@ async fn row(pool: &SqlitePool, id: i64) -> Option<(i64, i64)> {
         .map(|r| (r.get(0), r.get(1)))
 }
 
-async fn write(pool: &SqlitePool, stmt: &FencedStatement, token: u64, id: i64, amount: i64) -> lease_core::Result<u64> {
+async fn write(
+    pool: &SqlitePool,
+    stmt: &FencedStatement,
+    token: u64,
+    id: i64,
+    amount: i64,
+) -> leasehold_core::Result<u64> {
     let w = FencedWrite::new(stmt, FencingToken::new(token))
         .value("balance", amount)
         .key("id", id);
     execute_fenced(pool, &w).await
 }
 
-fn rejected(r: lease_core::Result<u64>) -> bool {
+fn rejected(r: leasehold_core::Result<u64>) -> bool {
     matches!(r, Err(Error::FenceRejected { .. }))
 }
 

@@ -1,10 +1,10 @@
 //! A holder process SIGSTOPped past its TTL, a takeover, the holder resumed: its writes
 //! are refused by the fence, every item is written exactly once (real processes sharing
-//! one SQLite file). See `sql_lease::testing`.
+//! one SQLite file). See `leasehold_sql::testing`.
 #![allow(missing_docs)]
 
 mod common;
 
 fn main() {
-    sql_lease::testing::main::<common::Lite>();
+    leasehold_sql::testing::main::<common::Lite>();
 }

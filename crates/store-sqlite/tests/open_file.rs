@@ -8,8 +8,8 @@
 use std::process::Command;
 use std::time::Duration;
 
-use lease_core::LeaseClient;
-use store_sqlite::{SqliteConfig, SqliteStore};
+use leasehold_core::LeaseClient;
+use leasehold_sqlite::{SqliteConfig, SqliteStore};
 
 const CHILDREN: usize = 8;
 const ROUNDS: usize = 5;

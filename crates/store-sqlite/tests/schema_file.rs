@@ -1,7 +1,7 @@
 //! The shipped `sql/leasehold_leases.sql` is exactly what `create_schema` runs.
 #![allow(missing_docs)]
 
-use store_sqlite::{SqliteConfig, SqliteStore};
+use leasehold_sqlite::{SqliteConfig, SqliteStore};
 
 #[test]
 fn shipped_sql_file_matches_the_schema() {

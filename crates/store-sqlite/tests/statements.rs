@@ -1,5 +1,5 @@
 //! Acquire of a free lease, renew and release are one statement each, counted by the
-//! lease-core `CountingStore` (calls into the store) and by sqlx's own per-statement
+//! leasehold-core `CountingStore` (calls into the store) and by sqlx's own per-statement
 //! events (every statement the SQLite connection executed, below the store; SQLite has
 //! no server to ask). A refused acquire and a takeover are one statement too.
 #![allow(missing_docs)]
@@ -8,10 +8,10 @@ mod common;
 
 use std::time::Duration;
 
-use lease_core::testing::process::poll;
-use lease_core::testing::{CountingStore, FaultPlan, FaultStore};
-use lease_core::{AcquireOutcome, LeaseClient};
-use sql_lease::testing::StatementLog;
+use leasehold_core::testing::process::poll;
+use leasehold_core::testing::{CountingStore, FaultPlan, FaultStore};
+use leasehold_core::{AcquireOutcome, LeaseClient};
+use leasehold_sql::testing::StatementLog;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_renew_release_are_one_statement_each() {

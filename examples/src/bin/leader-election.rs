@@ -29,8 +29,8 @@ use std::time::Duration;
 mod cli;
 
 use cli::{BoxResult, Data, lease_client, retry, say};
-use lease_core::FencingToken;
-use lease_election::{Callbacks, Election, ElectionConfig};
+use leasehold_core::FencingToken;
+use leasehold_election::{Callbacks, Election, ElectionConfig};
 use sqlx::{AssertSqlSafe, Row};
 use tokio_util::sync::CancellationToken;
 
@@ -95,7 +95,7 @@ impl Data {
                      instance TEXT NOT NULL, token BIGINT NOT NULL, at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp())"
                 );
                 // Several copies start at once: serialized, their CREATEs cannot collide.
-                store_postgres::run_ddl_serialized(pool, &[&fence, &writes]).await?;
+                leasehold_postgres::run_ddl_serialized(pool, &[&fence, &writes]).await?;
                 sqlx::query(AssertSqlSafe(format!(
                     "INSERT INTO {p}_leader_fence (election, last_token) VALUES ($1, 0) ON CONFLICT DO NOTHING"
                 )))

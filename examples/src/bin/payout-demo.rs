@@ -31,7 +31,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use lease_core::testing::process;
+use leasehold_core::testing::process;
 use payout::{BoxResult, Db, FREEZE_AT, PAYOUTS, Summary, TTL, Tables};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 

@@ -4,7 +4,7 @@
 //! them, once, even if copies are killed and restarted or their clocks disagree. The
 //! job's effect (a row in `<prefix>_job_effects`) and its slot's "done" row are
 //! written in one transaction fenced by the run's token, so a slot is never done twice
-//! (see the `lease-jobs` crate docs for why the truth lives there).
+//! (see the `leasehold-jobs` crate docs for why the truth lives there).
 //!
 //! ```text
 //! cargo run -p leasehold-examples --bin scheduled-job -- --every-ms 1000 --instance a &
@@ -32,8 +32,8 @@ use std::time::Duration;
 mod cli;
 
 use cli::{BoxResult, Data, lease_client, retry, say};
-use lease_core::FencingToken;
-use lease_jobs::{JobContext, JobSpec, MissedSlots, Schedule, Scheduler, Slot};
+use leasehold_core::FencingToken;
+use leasehold_jobs::{JobContext, JobSpec, MissedSlots, Schedule, Scheduler, Slot};
 use sqlx::{AssertSqlSafe, Row};
 use tokio_util::sync::CancellationToken;
 
@@ -137,7 +137,9 @@ impl Data {
         ];
         match self {
             // Several copies start at once: serialized, their CREATEs cannot collide.
-            Self::Pg(pool) => store_postgres::run_ddl_serialized(pool, &ddls.each_ref().map(String::as_str)).await?,
+            Self::Pg(pool) => {
+                leasehold_postgres::run_ddl_serialized(pool, &ddls.each_ref().map(String::as_str)).await?
+            }
             Self::Lite(pool) => {
                 for ddl in ddls {
                     sqlx::query(AssertSqlSafe(ddl)).execute(pool).await?;

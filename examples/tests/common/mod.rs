@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lease_core::testing::process::{freeze, kill9, resume};
+use leasehold_core::testing::process::{freeze, kill9, resume};
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqlitePool, SqlitePoolOptions};
 use tokio::time::Instant;
@@ -128,7 +128,7 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
 /// Polls `cond` every 5 ms until it holds, panicking with `what` (and `dump`) after
 /// `timeout`.
 pub async fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool, dump: impl Fn() -> String) {
-    let ok = lease_core::testing::process::poll(timeout, &mut cond).await;
+    let ok = leasehold_core::testing::process::poll(timeout, &mut cond).await;
     assert!(ok, "timed out after {timeout:?} waiting for {what}\n{}", dump());
 }
 
@@ -173,7 +173,7 @@ impl Db {
         if let Some(path) = spec.strip_prefix("sqlite:") {
             let pool = SqlitePoolOptions::new()
                 .max_connections(1)
-                .connect_with(store_sqlite::connect_options(path))
+                .connect_with(leasehold_sqlite::connect_options(path))
                 .await
                 .unwrap_or_else(|e| panic!("open {spec}: {e}"));
             Self::Lite(pool)

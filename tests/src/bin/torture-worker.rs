@@ -14,7 +14,7 @@
 //!
 //! It exits when stdin closes (the controller is gone). Flags: see `Args::parse`.
 //! Its stderr (the run directory's `worker-<id>.log`) has its errors and the library's
-//! logs: `lease_core` and the store crates at debug (failed attempts, keep-alives,
+//! logs: `leasehold_core` and the store crates at debug (failed attempts, keep-alives,
 //! watches), the rest at info; `LEASEHOLD_WORKER_LOG` (a `tracing` filter) overrides.
 
 use std::io::Write as _;
@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use lease_core::{ClientConfig, FencingToken, Grade, LeaseClient, LeaseName, SkewedWallClock};
+use leasehold_core::{ClientConfig, FencingToken, Grade, LeaseClient, LeaseName, SkewedWallClock};
 use leasehold_tests::history::{Event, HistoryWriter, WriteOutcome, now_ms};
 use leasehold_tests::resource::{ResourceTables, fenced_write_sql, high_water_sql};
 use leasehold_tests::stores::{self, BlindRelease, LEASE_NAME, Namespace, StoreKind};
@@ -134,7 +134,7 @@ impl Recorder {
 async fn main() {
     let a = Args::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("LEASEHOLD_WORKER_LOG").unwrap_or_else(|_| {
-        "info,lease_core=debug,store_etcd=debug,store_redis=debug,store_postgres=debug,store_dynamo=debug,store_s3=debug"
+        "info,leasehold_core=debug,leasehold_etcd=debug,leasehold_redis=debug,leasehold_postgres=debug,leasehold_dynamodb=debug,leasehold_s3=debug"
             .into()
     });
     tracing_subscriber::fmt()
@@ -173,7 +173,7 @@ async fn main() {
             Err(e) => fail(&format!("store: {e}")),
         }
     };
-    let store: Arc<dyn lease_core::CasStore> = match a.mutant.as_str() {
+    let store: Arc<dyn leasehold_core::CasStore> = match a.mutant.as_str() {
         "blind-release" => Arc::new(BlindRelease { inner: built.store }),
         "none" | "no-fence" => built.store,
         other => fail(&format!("unknown --mutant {other}")),
@@ -311,7 +311,7 @@ async fn main() {
         });
         say(&format!("ended {token}"));
         if a.reseed && cause.as_deref() == Some("fence_refused") {
-            // The Redis way out of a lost token counter (store-redis docs): raise the
+            // The Redis way out of a lost token counter (leasehold-redis docs): raise the
             // counter above the resource's high-water mark.
             let read = sqlx::query(AssertSqlSafe(high_water_sql(&tables))).fetch_one(&pool);
             let hw = match tokio::time::timeout(a.call_timeout, read).await {

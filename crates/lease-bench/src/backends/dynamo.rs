@@ -1,4 +1,4 @@
-//! DynamoDB on moto: `store-dynamo` (one conditional `UpdateItem` per operation)
+//! DynamoDB on moto: `leasehold-dynamodb` (one conditional `UpdateItem` per operation)
 //! against the bare conditional `UpdateItem` of a hand-written lock.
 
 use std::collections::HashMap;
@@ -12,8 +12,8 @@ use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
 };
-use lease_core::CasStore;
-use store_dynamo::DynamoStore;
+use leasehold_core::CasStore;
+use leasehold_dynamodb::DynamoStore;
 
 use super::{Backend, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env, ttl_ms};
 use crate::{Result, fail};

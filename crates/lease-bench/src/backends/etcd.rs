@@ -1,4 +1,4 @@
-//! etcd: `store-etcd` (claim Txn, session keep-alives) against the bare Txn a
+//! etcd: `leasehold-etcd` (claim Txn, session keep-alives) against the bare Txn a
 //! hand-written etcd lock sends, and against etcd's own lock RPC.
 
 use std::sync::Arc;
@@ -9,8 +9,8 @@ use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, DeleteOptions, LeaseKeepAliveStream, LeaseKeeper, LockOptions,
     PutOptions, Txn, TxnOp,
 };
-use lease_core::{CasStore, ClientConfig};
-use store_etcd::{EtcdConfig, EtcdStore};
+use leasehold_core::{CasStore, ClientConfig};
+use leasehold_etcd::{EtcdConfig, EtcdStore};
 use tokio::sync::Mutex;
 
 use super::{Backend, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env};

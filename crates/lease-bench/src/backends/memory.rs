@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lease_core::{
+use leasehold_core::{
     CasOutcome, CasStore, FencingToken, HolderId, LeaseName, LeaseRecord, MemoryStore, Precondition, Ttl,
 };
 
@@ -45,7 +45,7 @@ impl Backend for MemoryBackend {
     async fn describe(&self) -> Result<StoreInfo> {
         Ok(StoreInfo {
             kind: StoreKind::Memory,
-            version: format!("lease-core {}", env!("CARGO_PKG_VERSION")),
+            version: format!("leasehold-core {}", env!("CARGO_PKG_VERSION")),
             settings: vec!["in process; records kept encoded, expiry on Tokio's clock".into()],
             library_ops: OpTexts {
                 acquire: "`LeaseClient::try_acquire` (decision, one `write(Claimable)`, registration with the renewal driver)".into(),
@@ -98,7 +98,7 @@ impl MemoryFloor {
 
     async fn on_version(&self, lock: &RawLock, rec: LeaseRecord) -> Result<String> {
         let name = LeaseName::new(&lock.key)?;
-        let expect = Precondition::Version(lease_core::Version::new(lock.version.as_str()));
+        let expect = Precondition::Version(leasehold_core::Version::new(lock.version.as_str()));
         match self.store.write(&name, &expect, &rec).await? {
             CasOutcome::Written(s) => Ok(s.version.as_str().to_owned()),
             CasOutcome::Conflict(_) => Err(fail(format!("memory floor: lost {}", lock.key))),

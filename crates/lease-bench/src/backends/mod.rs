@@ -13,26 +13,26 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lease_core::CasStore;
+use leasehold_core::CasStore;
 
 use crate::{Result, fail};
 
 /// The stores the benchmarks know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StoreKind {
-    /// `lease_core::MemoryStore`, in process (the library's own cost, no network).
+    /// `leasehold_core::MemoryStore`, in process (the library's own cost, no network).
     Memory,
-    /// `store-postgres`.
+    /// `leasehold-postgres`.
     Postgres,
-    /// `store-sqlite`.
+    /// `leasehold-sqlite`.
     Sqlite,
-    /// `store-etcd`.
+    /// `leasehold-etcd`.
     Etcd,
-    /// `store-dynamo` on moto.
+    /// `leasehold-dynamodb` on moto.
     Dynamo,
-    /// `store-s3` on moto.
+    /// `leasehold-s3` on moto.
     S3,
-    /// `store-redis` (efficiency-only).
+    /// `leasehold-redis` (efficiency-only).
     Redis,
 }
 

@@ -1,14 +1,14 @@
-//! Postgres: `store-postgres` (one CTE statement per operation) against the bare
+//! Postgres: `leasehold-postgres` (one CTE statement per operation) against the bare
 //! `INSERT … ON CONFLICT … RETURNING` lock, and against sqlx's `PgAdvisoryLock`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lease_core::{CasStore, ClientConfig};
+use leasehold_core::{CasStore, ClientConfig};
+use leasehold_postgres::{PostgresConfig, PostgresStore};
 use sqlx::postgres::{PgAdvisoryLock, PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Either, Row};
-use store_postgres::{PostgresConfig, PostgresStore};
 
 use super::{Backend, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env, ttl_ms};
 use crate::peers::{Cycle, LibraryCycle, PeerResult, compare};
@@ -105,7 +105,7 @@ impl Backend for PostgresBackend {
                     show("shared_buffers").await?
                 ),
                 format!("loopback TCP; sqlx pools of {POOL_SIZE} connections (library, floor and peer each their own)"),
-                "store-postgres also keeps one `LISTEN` connection per store for waiters".into(),
+                "leasehold-postgres also keeps one `LISTEN` connection per store for waiters".into(),
             ],
             library_ops: OpTexts {
                 acquire: "one statement: `WITH w AS (INSERT … ON CONFLICT (name) DO UPDATE … WHERE claimable AND valid RETURNING …) SELECT … FROM w UNION ALL SELECT current row WHERE NOT EXISTS (w)`".into(),

@@ -1,20 +1,20 @@
-//! Redis: `store-redis` (one `EVALSHA` per operation) against the classic single-key
+//! Redis: `leasehold-redis` (one `EVALSHA` per operation) against the classic single-key
 //! lock (`SET NX PX`, compare-and-delete and compare-and-extend scripts).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lease_core::CasStore;
+use leasehold_core::CasStore;
+use leasehold_redis::{RedisConfig, RedisStore};
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
-use store_redis::{RedisConfig, RedisStore};
 
 use super::{Backend, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env, ttl_ms};
 use crate::peers::{Cycle, LibraryCycle, PeerResult, compare};
 use crate::stats::time;
 use crate::{Plan, Result, client_for, fail};
-use lease_core::ClientConfig;
+use leasehold_core::ClientConfig;
 
 /// Compare-and-delete: the release of the classic Redis lock (and of rslock).
 const UNLOCK: &str =
@@ -129,7 +129,7 @@ impl Backend for RedisBackend {
             "rslock acquire: `SET key random NX PX ttl` (one server: quorum 1), plus its clock-drift arithmetic; \
              release: `EVALSHA` of compare-and-delete, errors ignored (best effort)"
                 .into(),
-            "rslock gives no fencing token and no renewal driver or loss signal; store-redis gives both, \
+            "rslock gives no fencing token and no renewal driver or loss signal; leasehold-redis gives both, \
              with the same efficiency-only guarantee"
                 .into(),
         ];

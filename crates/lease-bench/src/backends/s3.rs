@@ -1,4 +1,4 @@
-//! S3 on moto: `store-s3` (one conditional PutObject per operation) against the bare
+//! S3 on moto: `leasehold-s3` (one conditional PutObject per operation) against the bare
 //! conditional PUT / DELETE of a hand-written lock.
 
 use std::sync::Arc;
@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::error::SdkError;
 use aws_sdk_s3::primitives::ByteStream;
-use lease_core::CasStore;
-use store_s3::{S3Store, S3StoreConfig, local_client};
+use leasehold_core::CasStore;
+use leasehold_s3::{S3Store, S3StoreConfig, local_client};
 
 use super::{Backend, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env};
 use crate::{Result, fail};
@@ -67,7 +67,7 @@ impl Backend for S3Backend {
             settings: vec![
                 format!(
                     "the same moto server on {} (`scripts/moto_serial.py`, one request at a time); \
-                     `store_s3::local_client` (path-style, static credentials) for library and floor",
+                     `leasehold_s3::local_client` (path-style, static credentials) for library and floor",
                     self.endpoint
                 ),
                 "an emulator's latency is Python's, not S3's (tens of ms per PUT on AWS): read the ratios".into(),

@@ -1,14 +1,14 @@
-//! SQLite: `store-sqlite` against the bare upsert lock, in the same database file.
+//! SQLite: `leasehold-sqlite` against the bare upsert lock, in the same database file.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lease_core::CasStore;
+use leasehold_core::CasStore;
+use leasehold_sqlite::{SqliteConfig, SqliteStore, connect_options};
 use sqlx::sqlite::{SqlitePool, SqlitePoolOptions};
 use sqlx::{AssertSqlSafe, Row};
-use store_sqlite::{SqliteConfig, SqliteStore, connect_options};
 
 use super::{Backend, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env, ttl_ms};
 use crate::{Result, fail};
@@ -32,7 +32,7 @@ async fn pool(path: &PathBuf) -> Result<SqlitePool> {
 
 impl SqliteBackend {
     pub(crate) async fn open(tag: &str) -> Result<Self> {
-        let dir = PathBuf::from(env("LEASEHOLD_STORES_DIR")?).join("lease-bench");
+        let dir = PathBuf::from(env("LEASEHOLD_STORES_DIR")?).join("leasehold-bench");
         std::fs::create_dir_all(&dir).map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
         let path = dir.join(format!("{tag}.db"));
         let admin = pool(&path).await?;
@@ -89,7 +89,7 @@ impl Backend for SqliteBackend {
             version: format!("SQLite {version} (bundled with sqlx)"),
             settings: vec![
                 format!(
-                    "journal_mode={journal}, synchronous={sync} (2 = FULL), busy_timeout 5 s: `store_sqlite::connect_options`, \
+                    "journal_mode={journal}, synchronous={sync} (2 = FULL), busy_timeout 5 s: `leasehold_sqlite::connect_options`, \
                      used by library and floor alike"
                 ),
                 format!("file {}; pools of 4 connections", self.path.display()),

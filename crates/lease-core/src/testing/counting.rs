@@ -46,14 +46,14 @@ struct Counters {
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// use std::time::Duration;
-/// use lease_core::{LeaseClient, MemoryStore, testing::CountingStore};
+/// use leasehold_core::{LeaseClient, MemoryStore, testing::CountingStore};
 /// let store = CountingStore::new(MemoryStore::new());
 /// let client = LeaseClient::new(store.clone());
 /// let lease = client.acquire("a", Duration::from_secs(5)).await?;
 /// assert_eq!(store.counts().round_trips(), 1);
 /// lease.release().await?;
 /// assert_eq!(store.counts().writes, 2);
-/// # Ok::<(), lease_core::Error>(()) }).unwrap();
+/// # Ok::<(), leasehold_core::Error>(()) }).unwrap();
 /// ```
 #[derive(Debug, Clone)]
 pub struct CountingStore<S> {

@@ -52,11 +52,11 @@ impl FaultPlan {
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-/// use lease_core::{CasStore, LeaseName, MemoryStore, testing::{FaultPlan, FaultStore}};
+/// use leasehold_core::{CasStore, LeaseName, MemoryStore, testing::{FaultPlan, FaultStore}};
 /// let store = FaultStore::new(MemoryStore::new(), 7);
 /// store.set_plan(FaultPlan::down());
 /// assert!(store.read(&LeaseName::new("a")?).await.unwrap_err().is_retryable());
-/// # Ok::<(), lease_core::Error>(()) }).unwrap();
+/// # Ok::<(), leasehold_core::Error>(()) }).unwrap();
 /// ```
 #[derive(Debug, Clone)]
 pub struct FaultStore<S> {

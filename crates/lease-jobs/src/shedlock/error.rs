@@ -1,6 +1,6 @@
-//! Mapping sqlx errors to `lease_core::Error` kinds, through named SQLSTATE codes.
+//! Mapping sqlx errors to `leasehold_core::Error` kinds, through named SQLSTATE codes.
 
-use lease_core::Error;
+use leasehold_core::Error;
 
 /// `undefined_table`: the ShedLock table does not exist.
 pub(crate) const UNDEFINED_TABLE: &str = "42P01";

@@ -1,6 +1,6 @@
 //! ShedLock table interop for Postgres (feature `shedlock-postgres`).
 //!
-//! [`ShedlockStore`] is a [`lease_core::CasStore`] over ShedLock's own table, so a
+//! [`ShedlockStore`] is a [`leasehold_core::CasStore`] over ShedLock's own table, so a
 //! Rust instance using [`crate::LockingExecutor`] (or a [`crate::Scheduler`] with
 //! [`crate::LockNaming::JobName`]) and a Java instance using ShedLock's
 //! `JdbcTemplateLockProvider` with the same lock name never hold it at once.
@@ -43,7 +43,7 @@
 //! - **Unfenced table**: the token is `locked_at` in microseconds, set by the database
 //!   clock in the statement that grants the row (and a grant applies only if it grows).
 //!   That depends on the database clock not stepping back, so the store reports
-//!   [`lease_core::Grade::EfficiencyOnly`]: fit to keep Rust and Java instances apart,
+//!   [`leasehold_core::Grade::EfficiencyOnly`]: fit to keep Rust and Java instances apart,
 //!   not to guard money. [`ShedlockStore::lease_client`] picks the right client.
 //!
 //! ## Cost
@@ -52,11 +52,11 @@
 //! an expired or released row and issues the token.
 //!
 //! ```no_run
-//! # async fn demo() -> lease_core::Result<()> {
+//! # async fn demo() -> leasehold_core::Result<()> {
 //! use std::time::Duration;
-//! use lease_core::ClientConfig;
-//! use lease_jobs::shedlock::{ShedlockConfig, ShedlockStore};
-//! use lease_jobs::{LockConfig, LockingExecutor};
+//! use leasehold_core::ClientConfig;
+//! use leasehold_jobs::shedlock::{ShedlockConfig, ShedlockStore};
+//! use leasehold_jobs::{LockConfig, LockingExecutor};
 //!
 //! let store = ShedlockStore::connect("postgres://app@db/app", ShedlockConfig::default()).await?;
 //! let executor = LockingExecutor::new(store.lease_client(ClientConfig::default())?);

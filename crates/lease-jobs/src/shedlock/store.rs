@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lease_core::fence::{Dialect, Ident};
-use lease_core::{
+use leasehold_core::fence::{Dialect, Ident};
+use leasehold_core::{
     Capabilities, CasOutcome, CasStore, ClientConfig, ClockSource, Current, DeleteOutcome, Error, FencingToken, Grade,
     HolderId, LeaseClient, LeaseName, LeaseRecord, Precondition, Result, Stored, Ttl, Version, record_codec,
 };
@@ -148,7 +148,7 @@ impl ShedlockStore {
             .get("name")
             .and_then(|(_, l)| *l)
             .and_then(|l| usize::try_from(l).ok())
-            .unwrap_or(lease_core::MAX_NAME_LEN);
+            .unwrap_or(leasehold_core::MAX_NAME_LEN);
         let shape = Shape {
             table: ident.quoted(Dialect::Postgres),
             fence: fenced.then(|| fence_ident.quoted(Dialect::Postgres)),
@@ -178,7 +178,7 @@ impl ShedlockStore {
         let add_fence = format!("ALTER TABLE {t} ADD COLUMN IF NOT EXISTS fence BIGINT");
         let ddl: &[&str] = if fence { &[&create, &add_fence] } else { &[&create] };
         // Serialized with other creators: concurrent `IF NOT EXISTS` DDL can collide.
-        store_postgres::run_ddl_serialized(pool, ddl)
+        leasehold_postgres::run_ddl_serialized(pool, ddl)
             .await
             .map_err(|e| error::map(Op::Write, e))
     }
@@ -476,6 +476,6 @@ mod tests {
         assert_ne!(odd, holder_of("my host (prod) x"));
         assert!(odd.as_str().starts_with("shedlock:my_host__prod"));
         let long = holder_of(&"h".repeat(255));
-        assert!(long.as_str().len() <= lease_core::MAX_HOLDER_LEN);
+        assert!(long.as_str().len() <= leasehold_core::MAX_HOLDER_LEN);
     }
 }

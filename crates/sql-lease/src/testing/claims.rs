@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lease_core::{CasOutcome, CasStore, Current, FencingToken, HolderId, LeaseName, LeaseRecord, Precondition, Ttl};
+use leasehold_core::{
+    CasOutcome, CasStore, Current, FencingToken, HolderId, LeaseName, LeaseRecord, Precondition, Ttl,
+};
 
 /// `tasks` concurrent claimers each take a free lease `rounds` times (a `Claimable`
 /// write, then a release on the version they got). Every grant must carry a token the

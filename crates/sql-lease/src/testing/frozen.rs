@@ -23,9 +23,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lease_core::fence::{Dialect, FencedUpdate};
-use lease_core::testing::process;
-use lease_core::{CasStore, ClientConfig, Error, FencingToken, LeaseClient, Result};
+use leasehold_core::fence::{Dialect, FencedUpdate};
+use leasehold_core::testing::process;
+use leasehold_core::{CasStore, ClientConfig, Error, FencingToken, LeaseClient, Result};
 use tokio::time::Instant;
 
 use crate::{FencedWrite, SqlValue};

@@ -17,7 +17,7 @@ use aws_sdk_dynamodb::error::BoxError;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
 };
-use store_dynamo::DynamoStore;
+use leasehold_dynamodb::DynamoStore;
 
 /// The moto endpoint (`scripts/stores.sh start moto`; `eval "$(scripts/stores.sh env)"`).
 pub fn endpoint() -> String {

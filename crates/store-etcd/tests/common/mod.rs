@@ -8,7 +8,7 @@ pub mod worker;
 use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions, DeleteOptions};
-use store_etcd::{EtcdConfig, EtcdStore};
+use leasehold_etcd::{EtcdConfig, EtcdStore};
 
 /// Reads a required environment variable or fails the test with a clear message.
 pub fn env(var: &str) -> String {

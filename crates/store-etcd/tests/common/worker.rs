@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use etcd_client::{Client, Txn, TxnOp};
-use lease_core::fence::{Dialect, FencedUpdate, Param};
-use lease_core::{Error, LeaseClient};
-use store_etcd::{EtcdConfig, EtcdStore};
+use leasehold_core::fence::{Dialect, FencedUpdate, Param};
+use leasehold_core::{Error, LeaseClient};
+use leasehold_etcd::{EtcdConfig, EtcdStore};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
@@ -117,12 +117,12 @@ async fn fenced_pg() {
 }
 
 /// `value = value + 1` on row `'row'` of `table`, only if the row's high-water mark is
-/// not newer than `token` (lease-core's fenced SQL, run with sqlx).
+/// not newer than `token` (leasehold-core's fenced SQL, run with sqlx).
 pub async fn fenced_increment(
     pool: &sqlx::PgPool,
     table: &str,
-    token: lease_core::FencingToken,
-) -> lease_core::Result<()> {
+    token: leasehold_core::FencingToken,
+) -> leasehold_core::Result<()> {
     let stmt = FencedUpdate::new(table, "last_token")?
         .increment("value")?
         .key("id")?
@@ -139,7 +139,7 @@ pub async fn fenced_increment(
         .execute(pool)
         .await
         .map_err(|e| Error::indeterminate("postgres fenced update", e))?;
-    lease_core::fence::check_rows(done.rows_affected(), token)
+    leasehold_core::fence::check_rows(done.rows_affected(), token)
 }
 
 /// Acquires the lease, reports it, and keeps it (renewed by the client) until killed.
@@ -289,7 +289,7 @@ impl Worker {
 
     /// Waits until `count(word) >= n`, failing the test after `timeout`.
     pub async fn wait_for(&self, word: &str, n: usize, timeout: Duration) {
-        let ok = lease_core::testing::process::poll(timeout, || self.count(word) >= n).await;
+        let ok = leasehold_core::testing::process::poll(timeout, || self.count(word) >= n).await;
         assert!(
             ok,
             "worker {} reported {} of {n} `{word}` lines within {timeout:?}; its lines: {:?}",
@@ -309,7 +309,7 @@ impl Worker {
 
     /// Kills the worker (SIGKILL) and reaps it.
     pub async fn kill(mut self) -> Vec<String> {
-        let _ = lease_core::testing::process::resume(self.pid);
+        let _ = leasehold_core::testing::process::resume(self.pid);
         let _ = self.child.kill().await;
         // The pipe closes with the process: the reader ends after the last line.
         let _ = tokio::time::timeout(Duration::from_secs(5), &mut self.reader).await;

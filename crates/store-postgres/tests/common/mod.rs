@@ -5,13 +5,13 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lease_core::fence::Dialect;
-use lease_core::{CasStore, Result};
-use sql_lease::testing::Backend;
-use sql_lease::{FencedWrite, SqlValue};
+use leasehold_core::fence::Dialect;
+use leasehold_core::{CasStore, Result};
+use leasehold_postgres::{PostgresConfig, PostgresStore, execute_fenced};
+use leasehold_sql::testing::Backend;
+use leasehold_sql::{FencedWrite, SqlValue};
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Row};
-use store_postgres::{PostgresConfig, PostgresStore, execute_fenced};
 
 /// The server under test; panics with a clear message without it.
 pub fn pg_url() -> String {
@@ -106,7 +106,7 @@ impl Backend for Pg {
         q.execute(&self.pool)
             .await
             .map(|r| r.rows_affected())
-            .map_err(|e| lease_core::Error::unavailable(format!("{sql}: {e}"), e))
+            .map_err(|e| leasehold_core::Error::unavailable(format!("{sql}: {e}"), e))
     }
 
     async fn query_ints(&self, sql: &str, args: Vec<SqlValue>) -> Result<Vec<Vec<i64>>> {
@@ -114,13 +114,13 @@ impl Backend for Pg {
         let rows = q
             .fetch_all(&self.pool)
             .await
-            .map_err(|e| lease_core::Error::unavailable(format!("{sql}: {e}"), e))?;
+            .map_err(|e| leasehold_core::Error::unavailable(format!("{sql}: {e}"), e))?;
         rows.iter()
             .map(|r| {
                 (0..r.len())
                     .map(|i| r.try_get::<i64, _>(i))
                     .collect::<std::result::Result<Vec<_>, _>>()
-                    .map_err(|e| lease_core::Error::unavailable(format!("{sql}: {e}"), e))
+                    .map_err(|e| leasehold_core::Error::unavailable(format!("{sql}: {e}"), e))
             })
             .collect()
     }

@@ -13,8 +13,8 @@ use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use lease_core::{ClientConfig, Error, LeaseClient};
-use store_redis::{FencedWrite, RedisConfig, RedisStore};
+use leasehold_core::{ClientConfig, Error, LeaseClient};
+use leasehold_redis::{FencedWrite, RedisConfig, RedisStore};
 use tokio::time::Instant;
 
 const REJECTIONS_BEFORE_EXIT: u32 = 5;

@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lease_core::testing::process::poll_async;
+use leasehold_core::testing::process::poll_async;
+use leasehold_redis::{RedisConfig, RedisStore};
 use redis::aio::MultiplexedConnection;
-use store_redis::{RedisConfig, RedisStore};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
@@ -170,7 +170,7 @@ impl OwnRedis {
             "port {port} is outside this crate's range"
         );
         let dir = PathBuf::from(env("LEASEHOLD_STORES_DIR"))
-            .join("store-redis")
+            .join("leasehold-redis")
             .join(format!("port-{port}"));
         // A fresh data dir: nothing from an earlier run may be loaded.
         stop_leftover(&dir);
@@ -284,7 +284,7 @@ fn stop_leftover(dir: &std::path::Path) {
     let Ok(pid) = pid.trim().parse::<u32>() else { return };
     let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     if cmdline.contains("redis-server") {
-        let _ = lease_core::testing::process::kill9(pid);
+        let _ = leasehold_core::testing::process::kill9(pid);
     }
 }
 

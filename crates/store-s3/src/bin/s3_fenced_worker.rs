@@ -16,8 +16,8 @@
 use std::io::Write as _;
 use std::time::Duration;
 
-use lease_core::{Error, LeaseClient};
-use store_s3::{Commit, S3Store, S3StoreConfig};
+use leasehold_core::{Error, LeaseClient};
+use leasehold_s3::{Commit, S3Store, S3StoreConfig};
 use tokio::time::Instant;
 
 fn env(name: &str) -> String {
@@ -50,12 +50,12 @@ async fn main() {
     let config = S3StoreConfig::new(env("LH_S3_BUCKET"), env("LH_S3_PREFIX"))
         .and_then(|c| c.request_timeout(Duration::from_secs(2)))
         .unwrap_or_else(|e| fail(&e.to_string()));
-    let store = S3Store::new(store_s3::local_client(&endpoint), config);
+    let store = S3Store::new(leasehold_s3::local_client(&endpoint), config);
     let client = LeaseClient::with_config(
         store.clone(),
-        lease_core::ClientConfig {
+        leasehold_core::ClientConfig {
             label: Some(label.clone()),
-            ..lease_core::ClientConfig::default()
+            ..leasehold_core::ClientConfig::default()
         },
     )
     .unwrap_or_else(|e| fail(&e.to_string()));

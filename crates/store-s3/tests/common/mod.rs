@@ -1,4 +1,4 @@
-//! Shared pieces of the store-s3 integration tests: the moto endpoint, unique buckets,
+//! Shared pieces of the leasehold-s3 integration tests: the moto endpoint, unique buckets,
 //! an SDK interceptor that counts real HTTP requests, and a scripted HTTP client that
 //! answers like S3 does in cases moto never produces (409, 503 SlowDown).
 #![allow(dead_code, unreachable_pub, missing_docs)]
@@ -60,7 +60,7 @@ pub async fn create_bucket(client: &Client, bucket: &str) {
     }
 }
 
-/// A client as `store_s3::local_client` builds it, plus the given interceptor and
+/// A client as `leasehold_s3::local_client` builds it, plus the given interceptor and
 /// HTTP client.
 pub fn client_with(endpoint: &str, counter: Option<RequestCounter>, http: Option<ScriptedHttp>) -> Client {
     let mut b = aws_sdk_s3::Config::builder()
@@ -212,7 +212,7 @@ impl HttpConnector for ScriptedHttp {
 /// Polls `cond` every 5 ms until it holds, panicking with `what` after `timeout`.
 pub async fn wait_until(what: &str, timeout: Duration, cond: impl FnMut() -> bool) {
     assert!(
-        lease_core::testing::process::poll(timeout, cond).await,
+        leasehold_core::testing::process::poll(timeout, cond).await,
         "timed out after {timeout:?} waiting for: {what}"
     );
 }

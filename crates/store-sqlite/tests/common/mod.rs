@@ -7,13 +7,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lease_core::fence::Dialect;
-use lease_core::{CasStore, Result};
-use sql_lease::testing::Backend;
-use sql_lease::{FencedWrite, SqlValue};
+use leasehold_core::fence::Dialect;
+use leasehold_core::{CasStore, Result};
+use leasehold_sql::testing::Backend;
+use leasehold_sql::{FencedWrite, SqlValue};
+use leasehold_sqlite::{SqliteConfig, SqliteStore, connect_options, execute_fenced};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::{AssertSqlSafe, Connection, Row, SqlitePool};
-use store_sqlite::{SqliteConfig, SqliteStore, connect_options, execute_fenced};
 
 /// A database file in a fresh directory under the system temp dir, removed on drop.
 pub struct TempDb(PathBuf);
@@ -120,7 +120,7 @@ impl Backend for Lite {
         q.execute(&self.pool)
             .await
             .map(|r| r.rows_affected())
-            .map_err(|e| lease_core::Error::unavailable(format!("{sql}: {e}"), e))
+            .map_err(|e| leasehold_core::Error::unavailable(format!("{sql}: {e}"), e))
     }
 
     async fn query_ints(&self, sql: &str, args: Vec<SqlValue>) -> Result<Vec<Vec<i64>>> {
@@ -128,13 +128,13 @@ impl Backend for Lite {
         let rows = q
             .fetch_all(&self.pool)
             .await
-            .map_err(|e| lease_core::Error::unavailable(format!("{sql}: {e}"), e))?;
+            .map_err(|e| leasehold_core::Error::unavailable(format!("{sql}: {e}"), e))?;
         rows.iter()
             .map(|r| {
                 (0..r.len())
                     .map(|i| r.try_get::<i64, _>(i))
                     .collect::<std::result::Result<Vec<_>, _>>()
-                    .map_err(|e| lease_core::Error::unavailable(format!("{sql}: {e}"), e))
+                    .map_err(|e| leasehold_core::Error::unavailable(format!("{sql}: {e}"), e))
             })
             .collect()
     }
