@@ -42,10 +42,7 @@ where
 
 /// Opens the lease store named by `--store`.
 pub(crate) async fn lease_client(spec: &str, prefix: &str, label: &str) -> BoxResult<LeaseClient> {
-    let config = ClientConfig {
-        label: Some(label.to_owned()),
-        ..ClientConfig::default()
-    };
+    let config = ClientConfig::builder().label(label.to_owned()).build()?;
     if spec == "memory" {
         return Ok(LeaseClient::with_config(leasehold_core::MemoryStore::new(), config)?);
     }

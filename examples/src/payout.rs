@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold_core::fence::{Dialect, FencedUpdate};
-use leasehold_core::{CasStore, ClientConfig, LeaseClient};
+use leasehold_core::{ClientConfig, LeaseClient, store::CasStore};
 use leasehold_postgres::{PostgresConfig, PostgresStore};
 use leasehold_sqlite::{SqliteConfig, SqliteStore};
 use sqlx::postgres::{PgPool, PgPoolOptions};
@@ -323,10 +323,7 @@ pub(crate) fn lease_name(suffix: &str) -> String {
 /// `unfenced` drops the guard from the payout writes (to show what the fence prevents).
 pub(crate) async fn work(db: &Db, t: &Tables, suffix: &str, name: &str, unfenced: bool) -> BoxResult<()> {
     let store = db.lease_store(&t.leases).await?;
-    let config = ClientConfig {
-        label: Some(name.to_owned()),
-        ..ClientConfig::default()
-    };
+    let config = ClientConfig::builder().label(name.to_owned()).build()?;
     let client = LeaseClient::from_dyn(store, config)?;
     let waited = std::time::Instant::now();
     let lease = client

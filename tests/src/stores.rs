@@ -15,8 +15,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use leasehold_core::{Capabilities, CasOutcome, CasStore, DeleteOutcome, Error, LeaseName, LeaseRecord, Precondition};
-use leasehold_core::{Current, Result as LeaseResult, Stored, Version};
+use leasehold_core::{
+    Error, LeaseName,
+    store::{Capabilities, CasOutcome, CasStore, DeleteOutcome, LeaseRecord, Precondition},
+};
+use leasehold_core::{
+    Result as LeaseResult,
+    store::{Current, Stored, Version},
+};
 use rand::Rng;
 use rand::rngs::StdRng;
 

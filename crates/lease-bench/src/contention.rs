@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use leasehold_core::testing::CountingStore;
-use leasehold_core::{AcquireOutcome, CasStore, ClientConfig};
+use leasehold_core::{AcquireOutcome, ClientConfig, store::CasStore};
 
 use crate::{Backend, Plan, Result, StoreKind, client_for, fail};
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use leasehold_core::testing::CountingStore;
-use leasehold_core::{AcquireOutcome, CasStore, ClientConfig};
+use leasehold_core::{AcquireOutcome, ClientConfig, store::CasStore};
 use tokio::sync::{mpsc, watch};
 
 use crate::stats::{Samples, Summary};

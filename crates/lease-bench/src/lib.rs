@@ -55,7 +55,10 @@ pub mod stats;
 
 use std::sync::Arc;
 
-use leasehold_core::{CasStore, ClientConfig, Grade, LeaseClient};
+use leasehold_core::{
+    ClientConfig, LeaseClient,
+    store::{CasStore, Grade},
+};
 
 pub use backends::{Backend, StoreKind};
 pub use plan::Plan;

@@ -7,7 +7,7 @@
 //! - For these two a third side runs in the same rounds: the store crate's
 //!   `CasStore::write` called alone (no lease client), which splits the library's
 //!   cost into the client's part and the store operation's part.
-//! - **renew**: the renewal the client's driver performs, `decision::renewal` plus
+//! - **renew**: the renewal the client's driver performs, `LeaseRecord::renewed` plus
 //!   `CasStore::renew` on the store crate, against the floor's renewal. (The driver's
 //!   scheduling around it is measured as CPU in the scale table.)
 //! - **takeover** of an expired lease: crashed holders' leases are planted (untimed),
@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use leasehold_core::testing::CountingStore;
 use leasehold_core::{
-    AcquireOutcome, CasOutcome, CasStore, ClientConfig, FencingToken, HolderId, LeaseName, LeaseRecord, Precondition,
-    Ttl, decision,
+    AcquireOutcome, ClientConfig, FencingToken, HolderId, LeaseName, Ttl,
+    store::{CasOutcome, CasStore, LeaseRecord, Precondition},
 };
 
 use crate::backends::{Floor, holder_value};
@@ -136,7 +136,7 @@ pub async fn run(plan: &Plan, backend: &dyn Backend) -> Result<OverheadResult> {
     let (mut calls_acq, mut calls_rel) = (0u64, 0u64);
     let ttl_t = Ttl::new(ttl)?;
     let direct_holder = HolderId::new("bench-direct")?;
-    let mut direct_versions: Vec<Option<leasehold_core::Version>> = vec![None; POOL];
+    let mut direct_versions: Vec<Option<leasehold_core::store::Version>> = vec![None; POOL];
     let store_clock = store.capabilities().clock.is_store();
     for i in 0..plan.warmup + n {
         let keep = i >= plan.warmup;
@@ -266,7 +266,7 @@ async fn renewals(
             if is_lib {
                 let c0 = counting.counts().round_trips();
                 let (t, out) = time(async {
-                    let rec = decision::renewal(&held.record, ttl_t, wall_now_ms());
+                    let rec = held.record.renewed(ttl_t, wall_now_ms());
                     store.renew(&name, &held.version, &rec).await
                 })
                 .await;

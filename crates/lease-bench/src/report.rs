@@ -129,7 +129,7 @@ fn render_overhead(o: &mut String, report: &Report) {
         "Each operation through the library next to the bare store operation a hand-written lock on the same \
          server sends (the *floor*), interleaved. *acquire* takes a free (released) lease with \
          `LeaseClient::try_acquire`; *release* is `Lease::release`; *renew* is the renewal the client's driver \
-         performs (`decision::renewal` + `CasStore::renew` of the store crate); *takeover* is `try_acquire` of a \
+         performs (`LeaseRecord::renewed` + `CasStore::renew` of the store crate); *takeover* is `try_acquire` of a \
          lease whose holder crashed, after its TTL (the challenger's first look at it, which on S3 and DynamoDB \
          starts its watch, is not timed). \"store calls/op\" counts the library's `CasStore` calls per operation \
          (`CountingStore`). Acquire and release rounds also time the store crate's `CasStore::write` called alone, \

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use leasehold_core::testing::CountingStore;
-use leasehold_core::{AcquireOutcome, CasStore, ClientConfig, Lease};
+use leasehold_core::{AcquireOutcome, ClientConfig, Lease, store::CasStore};
 
 use crate::machine::{cpu_between, cpu_now, rss_bytes};
 use crate::{Backend, Plan, Result, StoreKind, client_for, fail};

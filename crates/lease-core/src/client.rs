@@ -13,12 +13,28 @@ use crate::decision::{self, AcquireStep, Known, Policy, SkewBound};
 use crate::driver::{self, Command, DriverCtx};
 use crate::lease::{HeldState, LeaseShared};
 use crate::{
-    Capabilities, CasOutcome, CasStore, ClockSource, Current, Error, FencingToken, Grade, HolderId, Lease, LeaseName,
-    Linearizable, Result, Stored, SystemWallClock, Ttl, Version, WallClock,
+    Error, FencingToken, HolderId, Lease, LeaseName, Result, Ttl,
+    clock::{SystemWallClock, WallClock},
+    store::{Capabilities, CasOutcome, CasStore, ClockSource, Current, Grade, Linearizable, Stored, Version},
 };
 
-/// Options of a [`LeaseClient`]; `Default` is right for most uses.
+/// Options of a [`LeaseClient`]; `Default` is right for most uses, and
+/// [`ClientConfig::builder`] sets the others.
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold_core::ClientConfig;
+///
+/// let config = ClientConfig::builder()
+///     .label("payout-worker")
+///     .max_acquire_backoff(Duration::from_secs(1))
+///     .build()?;
+/// assert_eq!(config.label.as_deref(), Some("payout-worker"));
+/// assert!(ClientConfig::builder().margin_permille(600).build().is_err());
+/// # Ok::<(), leasehold_core::Error>(())
+/// ```
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct ClientConfig {
     /// Prefix of this client's holder ids (default: `pid-<pid>`). Each grant's holder id
     /// is `<label>#<unique>`. At most 100 bytes of the characters [`HolderId`] allows.
@@ -49,6 +65,95 @@ impl Default for ClientConfig {
             max_acquire_backoff: Duration::from_secs(5),
             rng_seed: None,
         }
+    }
+}
+
+impl ClientConfig {
+    /// A builder starting from the defaults.
+    pub fn builder() -> ClientConfigBuilder {
+        ClientConfigBuilder {
+            config: Self::default(),
+        }
+    }
+
+    /// Checks every option; [`LeaseClient`] checks them again when built.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the option.
+    pub fn validate(&self) -> Result<()> {
+        if let Some(l) = &self.label {
+            if l.len() > 100 {
+                return Err(Error::invalid("client label", "longer than 100 bytes"));
+            }
+            HolderId::new(l)?;
+        }
+        if self.margin_permille >= 500 {
+            return Err(Error::invalid("margin_permille", "must be below 500 (half the TTL)"));
+        }
+        if self.max_renewals_in_flight == 0 {
+            return Err(Error::invalid("max_renewals_in_flight", "must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+/// Builds a [`ClientConfig`]; each method sets the option of the same name.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct ClientConfigBuilder {
+    config: ClientConfig,
+}
+
+impl ClientConfigBuilder {
+    /// See [`ClientConfig::label`].
+    pub fn label(mut self, label: impl Into<String>) -> Self {
+        self.config.label = Some(label.into());
+        self
+    }
+
+    /// See [`ClientConfig::margin_permille`].
+    pub fn margin_permille(mut self, margin_permille: u32) -> Self {
+        self.config.margin_permille = margin_permille;
+        self
+    }
+
+    /// See [`ClientConfig::skew_bound`].
+    pub fn skew_bound(mut self, bound: SkewBound) -> Self {
+        self.config.skew_bound = Some(bound);
+        self
+    }
+
+    /// See [`ClientConfig::wall_clock`].
+    pub fn wall_clock(mut self, clock: Arc<dyn WallClock>) -> Self {
+        self.config.wall_clock = clock;
+        self
+    }
+
+    /// See [`ClientConfig::max_renewals_in_flight`].
+    pub fn max_renewals_in_flight(mut self, n: usize) -> Self {
+        self.config.max_renewals_in_flight = n;
+        self
+    }
+
+    /// See [`ClientConfig::max_acquire_backoff`].
+    pub fn max_acquire_backoff(mut self, backoff: Duration) -> Self {
+        self.config.max_acquire_backoff = backoff;
+        self
+    }
+
+    /// See [`ClientConfig::rng_seed`].
+    pub fn rng_seed(mut self, seed: u64) -> Self {
+        self.config.rng_seed = Some(seed);
+        self
+    }
+
+    /// The configuration, checked.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the option that is out of range.
+    pub fn build(self) -> Result<ClientConfig> {
+        self.config.validate()?;
+        Ok(self.config)
     }
 }
 
@@ -187,22 +292,11 @@ impl LeaseClient {
 
     fn build(store: Arc<dyn CasStore>, config: ClientConfig) -> Result<Self> {
         let caps = store.capabilities();
-        let label = match &config.label {
-            Some(l) => {
-                if l.len() > 100 {
-                    return Err(Error::invalid("client label", "longer than 100 bytes"));
-                }
-                HolderId::new(l)?;
-                l.clone()
-            }
-            None => format!("pid-{}", std::process::id()),
-        };
-        if config.margin_permille >= 500 {
-            return Err(Error::invalid("margin_permille", "must be below 500 (half the TTL)"));
-        }
-        if config.max_renewals_in_flight == 0 {
-            return Err(Error::invalid("max_renewals_in_flight", "must be at least 1"));
-        }
+        config.validate()?;
+        let label = config
+            .label
+            .clone()
+            .unwrap_or_else(|| format!("pid-{}", std::process::id()));
         let rng_seed = config.rng_seed;
         let policy = Policy {
             clock: caps.clock,

@@ -3,10 +3,10 @@
 //!
 //! Each case is a plain `async fn(&dyn Fixture)` that panics with a clear message when
 //! the store breaks the [`CasStore`] contract or the lease semantics built on it. Store
-//! crates generate one test per case with [`conformance_tests!`](crate::conformance_tests):
+//! crates generate one test per case with [`conformance_tests!`](crate::conformance::conformance_tests):
 //!
 //! ```text
-//! leasehold_core::conformance_tests!(my_fixture().await);
+//! leasehold_core::conformance::conformance_tests!(my_fixture().await);
 //! ```
 //!
 //! Cases use fresh, unique lease names, so they share one server without a reset.
@@ -20,8 +20,8 @@ use tokio::time::Instant;
 
 use crate::testing::{CountingStore, FaultPlan, FaultStore};
 use crate::{
-    AcquireOutcome, CasOutcome, CasStore, ClientConfig, ClockSource, Current, DeleteOutcome, Error, FencingToken,
-    HolderId, LeaseClient, LeaseName, LeaseRecord, LossCause, Precondition, Ttl, Version,
+    AcquireOutcome, ClientConfig, Error, FencingToken, HolderId, LeaseClient, LeaseName, LossCause, Ttl,
+    store::{CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, LeaseRecord, Precondition, Version},
 };
 
 /// What the suite needs from a store crate's test.
@@ -69,12 +69,13 @@ pub async fn run_all(f: &dyn Fixture) {
     acquire_waits_for_release(f).await;
 }
 
-/// Generates one `#[tokio::test]` per conformance case, each building its fixture with
-/// the given expression (which may `.await`).
+// Exported at the crate root by `macro_export` under a hidden name; users name it
+// `conformance::conformance_tests!` (the re-export below).
+#[doc(hidden)]
 #[macro_export]
-macro_rules! conformance_tests {
+macro_rules! __conformance_tests {
     ($fixture:expr) => {
-        $crate::conformance_tests!(@cases $fixture;
+        $crate::__conformance_tests!(@cases $fixture;
             create_is_exclusive, stale_version_conflicts, update_missing_conflicts,
             delete_checks_version, concurrent_cas_increments_are_exact,
             token_sequence_acquire_release_takeover, holder_is_refused_while_held,
@@ -130,7 +131,7 @@ fn create_precondition(store: &dyn CasStore) -> Precondition {
     }
 }
 
-fn written(o: CasOutcome, what: &str) -> crate::Stored {
+fn written(o: CasOutcome, what: &str) -> crate::store::Stored {
     match o {
         CasOutcome::Written(s) => s,
         CasOutcome::Conflict(c) => panic!("{what}: expected the write to apply, got conflict {c:?}"),
@@ -666,3 +667,8 @@ pub async fn acquire_waits_for_release(f: &dyn Fixture) {
     assert!(handoff < Duration::from_secs(10), "handoff took {handoff:?}");
     lb.release().await.expect("release");
 }
+
+/// Generates one `#[tokio::test]` per conformance case, each building its fixture with
+/// the given expression (which may `.await`).
+#[doc(inline)]
+pub use crate::__conformance_tests as conformance_tests;

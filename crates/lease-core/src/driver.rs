@@ -18,7 +18,9 @@ use tokio::time::Instant;
 use crate::decision::{self, ConflictVerdict, Policy};
 use crate::lease::{HeldState, LeaseShared};
 use crate::{
-    CasOutcome, CasStore, Current, Error, LeaseRecord, LossCause, Precondition, Result, Stored, Version, WallClock,
+    Error, LossCause, Result,
+    clock::WallClock,
+    store::{CasOutcome, CasStore, Current, LeaseRecord, Precondition, Stored, Version},
 };
 
 /// Messages from guards and the client to the driver.

@@ -1,6 +1,6 @@
 //! The one error type of the library, with semantic kinds.
 //!
-//! Losing a race is never an error: it is an outcome ([`crate::CasOutcome::Conflict`],
+//! Losing a race is never an error: it is an outcome ([`crate::store::CasOutcome::Conflict`],
 //! [`crate::AcquireOutcome::Held`]). Errors say what happened to the *request*:
 //! it was refused as invalid, it certainly did not happen ([`Error::Unavailable`]),
 //! it may have happened ([`Error::Indeterminate`]), or the store is unusable.

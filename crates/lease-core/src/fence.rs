@@ -1,7 +1,7 @@
 //! Fenced writes for SQL resources: the guard on the token is part of the statement.
 //!
 //! The protected row keeps the highest token that has written it (its high-water mark,
-//! one per resource, DESIGN rule 5). A write carries the writer's token and applies
+//! one per resource, rule 5 of docs/DESIGN.md). A write carries the writer's token and applies
 //! only if the row's mark is not newer:
 //!
 //! - [`FenceMode::NotOlder`] (default): `last_token <= :token`. One tenure may write many

@@ -9,7 +9,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::driver::Command;
-use crate::{Error, FencingToken, HolderId, LeaseName, LeaseRecord, Result, Ttl, Version};
+use crate::{
+    Error, FencingToken, HolderId, LeaseName, Result, Ttl,
+    store::{LeaseRecord, Version},
+};
 
 /// Why a lease ended for its holder.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,7 +173,7 @@ impl Lease {
     }
 
     /// Until when the holder may trust the lease, measured from when the last
-    /// successful renewal was *sent* (DESIGN rule 3).
+    /// successful renewal was *sent* (rule 3 of docs/DESIGN.md).
     pub fn valid_until(&self) -> Instant {
         self.shared.state().valid_until
     }

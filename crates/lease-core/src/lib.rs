@@ -3,15 +3,26 @@
 //! Leases and fencing tokens over pluggable compare-and-swap stores, so that "only one
 //! copy does this at a time" holds even when a holder freezes past its lease.
 //!
-//! - [`LeaseClient`] acquires leases from a [`CasStore`] and renews them all from one
-//!   driver task; each grant is a [`Lease`] guard with a [`FencingToken`] and a loss
-//!   signal.
-//! - [`decision`] is the pure lease logic (no I/O, time passed in).
-//! - [`fence`] builds SQL statements whose `WHERE` clause refuses stale tokens.
-//! - [`MemoryStore`] is an in-process store that behaves like the real ones.
-//! - Store crates (`leasehold-postgres`, `leasehold-sqlite`, `leasehold-etcd`, `leasehold-dynamodb`,
-//!   `leasehold-s3`, `leasehold-redis`) implement [`CasStore`] and run the one
-//!   [`conformance`] suite (feature `conformance`) against their real servers.
+//! Most users add the `leasehold` crate, which re-exports this one with the stores and
+//! layers behind features. What is where:
+//!
+//! - **The root: using leases.** [`LeaseClient`] (configured by [`ClientConfig`])
+//!   acquires leases from a store and renews them all from one driver task; each grant
+//!   is a [`Lease`] guard with a [`FencingToken`] and a loss signal ([`LossCause`]);
+//!   every failure is an [`Error`]. [`fence`] is the fenced-write contract (and the SQL
+//!   guard builder), [`MemoryStore`] an in-process store that behaves like the real
+//!   ones, [`clock`] the injectable wall clock, [`observe`] the metric names.
+//! - **[`store`]: implementing a store.** The [`store::CasStore`] trait, its record,
+//!   version and outcome types, capabilities and record codec. Store crates
+//!   (`leasehold-postgres`, `leasehold-sqlite`, `leasehold-etcd`, `leasehold-dynamodb`,
+//!   `leasehold-s3`, `leasehold-redis`) implement it and run the one `conformance` suite
+//!   (feature `conformance`) against their real servers.
+//! - **`testing`** (feature `testing`): counting and fault-injecting store wrappers, a
+//!   skewed wall clock, freezing a process.
+//!
+//! The lease decision itself (may this caller take, renew, release, with which token)
+//! is a private pure function of the record read, the request and monotonic time,
+//! tested exhaustively inside this crate.
 //!
 //! ## The guarantee, and its limit
 //! A lease only limits who *starts*; the fence decides who *succeeds*. A holder that
@@ -39,8 +50,8 @@
 
 mod backoff;
 mod client;
-mod clock;
-pub mod decision;
+pub mod clock;
+mod decision;
 mod driver;
 mod error;
 pub mod fence;
@@ -48,28 +59,26 @@ mod lease;
 mod memory;
 mod name;
 pub mod observe;
+mod policy;
 mod record;
 mod seen;
-mod store;
+pub mod store;
 mod token;
 mod ttl;
 
 #[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
 #[cfg(feature = "conformance")]
+#[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
 pub mod conformance;
 
-pub use client::{AcquireOutcome, ClientConfig, LeaseClient};
-pub use clock::{SkewedWallClock, SystemWallClock, WallClock};
-pub use decision::{Policy, SkewBound};
+pub use client::{AcquireOutcome, ClientConfig, ClientConfigBuilder, LeaseClient};
 pub use error::{BoxError, Error, Result};
 pub use lease::{Lease, LossCause};
 pub use memory::MemoryStore;
 pub use name::{HolderId, LeaseName, MAX_HOLDER_LEN, MAX_NAME_LEN};
-pub use record::{LeaseRecord, Stored, Version, record_codec};
-pub use store::{
-    Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, Linearizable, Precondition,
-};
+pub use policy::{Policy, SkewBound};
 pub use token::FencingToken;
 pub use ttl::Ttl;

@@ -9,7 +9,10 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::store::{Capabilities, CasOutcome, ClockSource, Current, DeleteOutcome, Grade, Precondition};
-use crate::{CasStore, Error, LeaseName, LeaseRecord, Linearizable, Result, Stored, Version, record_codec};
+use crate::{
+    Error, LeaseName, Result,
+    store::{CasStore, LeaseRecord, Linearizable, Stored, Version, record_codec},
+};
 
 #[derive(Debug)]
 struct Entry {
@@ -45,7 +48,7 @@ struct Shared {
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-/// use leasehold_core::{CasOutcome, CasStore, HolderId, LeaseName, LeaseRecord, MemoryStore, Precondition, Ttl, FencingToken};
+/// use leasehold_core::{HolderId, LeaseName, MemoryStore, Ttl, FencingToken, store::{CasOutcome, CasStore, LeaseRecord, Precondition}};
 /// let store = MemoryStore::new();
 /// let name = LeaseName::new("a")?;
 /// let rec = LeaseRecord::held(HolderId::new("w1")?, FencingToken::FIRST, Ttl::from_millis(1000)?);

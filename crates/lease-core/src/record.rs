@@ -11,7 +11,7 @@ use crate::{Error, FencingToken, HolderId, LeaseName, Result, Ttl};
 /// What a store keeps under a lease name.
 ///
 /// The token lives here and changes only inside the conditional write that changes the
-/// holder (DESIGN rule 1). A released lease is not deleted: it becomes *vacant*
+/// holder (rule 1 of docs/DESIGN.md). A released lease is not deleted: it becomes *vacant*
 /// (`holder: None`) and keeps its token, so the next grant continues the sequence.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseRecord {
@@ -34,6 +34,18 @@ impl LeaseRecord {
             token,
             ttl,
             wall_expires_at_ms: None,
+        }
+    }
+
+    /// The record a renewal writes: same holder and token, `ttl` from now, with the
+    /// holder's wall-clock expiry (read only under an opt-in skew bound).
+    #[must_use]
+    pub fn renewed(&self, ttl: Ttl, wall_now_ms: u64) -> Self {
+        Self {
+            holder: self.holder.clone(),
+            token: self.token,
+            ttl,
+            wall_expires_at_ms: Some(wall_now_ms.saturating_add(ttl.as_millis())),
         }
     }
 
@@ -97,7 +109,7 @@ pub struct Stored {
     pub record: LeaseRecord,
     /// Its version.
     pub version: Version,
-    /// For stores with a clock ([`crate::ClockSource::Store`]): the time left of the
+    /// For stores with a clock ([`crate::store::ClockSource::Store`]): the time left of the
     /// record's TTL as judged by the store's own clock when it answered (zero when it
     /// has run out). `None` for stores judged by observation.
     pub remaining: Option<Duration>,
@@ -110,7 +122,7 @@ pub struct Stored {
 /// [`Error::CorruptRecord`], never a free lease.
 ///
 /// ```
-/// use leasehold_core::{record_codec, FencingToken, HolderId, LeaseName, LeaseRecord, Ttl};
+/// use leasehold_core::{FencingToken, HolderId, LeaseName, Ttl, store::{record_codec, LeaseRecord}};
 /// let name = LeaseName::new("jobs/a").unwrap();
 /// let rec = LeaseRecord::held(HolderId::new("w1").unwrap(), FencingToken::new(7), Ttl::from_millis(500).unwrap());
 /// let bytes = record_codec::encode(&rec);

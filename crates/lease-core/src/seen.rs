@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use tokio::time::Instant;
 
-use crate::{LeaseName, Stored};
+use crate::{LeaseName, store::Stored};
 
 /// The most names remembered before the cache is cleared.
 const MAX_ENTRIES: usize = 16_384;

@@ -1,13 +1,21 @@
-//! The compare-and-swap store contract every backend implements.
+//! For store implementors: the compare-and-swap contract every backend implements.
+//!
+//! A store only reads a lease record with its opaque [`Version`], and writes one
+//! atomically if a [`Precondition`] still holds; the client does the rest. Its
+//! [`Capabilities`] tell the client where expiry is judged ([`ClockSource`]), what the
+//! lease may be trusted for ([`Grade`]), and what the store can do in one round trip.
+//! Stores that back correctness locks also implement [`Linearizable`]. The
+//! [`record_codec`] is the one byte format for stores that keep a record as a blob.
 
 use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{LeaseName, LeaseRecord, Result, Stored, Version};
+pub use crate::record::{LeaseRecord, Stored, Version, record_codec};
+use crate::{LeaseName, Result};
 
-/// Where expiry is judged (DESIGN rule 2).
+/// Where expiry is judged (rule 2 of docs/DESIGN.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ClockSource {
@@ -20,7 +28,7 @@ pub enum ClockSource {
     Observation,
 }
 
-/// What a lease on this store may be trusted for (DESIGN rule 6).
+/// What a lease on this store may be trusted for (rule 6 of docs/DESIGN.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Grade {
@@ -93,7 +101,7 @@ pub enum DeleteOutcome {
 ///
 /// Implementations are thin: they read a record with its version and write one only if
 /// a [`Precondition`] holds, atomically. All lease logic (who may take, renew, release;
-/// which token) lives in [`crate::decision`] and the [`crate::LeaseClient`].
+/// which token) lives in the client ([`crate::LeaseClient`]) and its private, pure decision.
 ///
 /// # Contract
 /// - Each method is **one round trip** to the store (the conformance suite counts them).

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use leasehold_core::conformance::Fixture;
-use leasehold_core::{CasStore, LeaseName, MemoryStore};
+use leasehold_core::{LeaseName, MemoryStore, store::CasStore};
 
 struct Mem(MemoryStore);
 
@@ -23,17 +23,17 @@ impl Fixture for Mem {
 /// Store clock (like SQL, Redis, etcd), conflicts report the current record.
 mod store_clock {
     use super::*;
-    leasehold_core::conformance_tests!(Mem(MemoryStore::new()));
+    leasehold_core::conformance::conformance_tests!(Mem(MemoryStore::new()));
 }
 
 /// No clock (like S3, DynamoDB): expiry by observation.
 mod observation {
     use super::*;
-    leasehold_core::conformance_tests!(Mem(MemoryStore::observation()));
+    leasehold_core::conformance::conformance_tests!(Mem(MemoryStore::observation()));
 }
 
 /// Conflicts do not carry the current record: the client must read.
 mod no_current_on_conflict {
     use super::*;
-    leasehold_core::conformance_tests!(Mem(MemoryStore::observation().without_current_on_conflict()));
+    leasehold_core::conformance::conformance_tests!(Mem(MemoryStore::observation().without_current_on_conflict()));
 }

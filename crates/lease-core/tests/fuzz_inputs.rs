@@ -3,7 +3,7 @@
 #![allow(missing_docs)]
 
 use leasehold_core::fence::{Dialect, FencedUpdate, Ident};
-use leasehold_core::{Error, HolderId, LeaseName, record_codec};
+use leasehold_core::{Error, HolderId, LeaseName, store::record_codec};
 use proptest::prelude::*;
 
 fn name() -> LeaseName {

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use leasehold_core::testing::{CountingStore, FaultPlan, FaultStore, process::poll_async};
-use leasehold_core::{AcquireOutcome, CasStore, Error, LeaseClient, LeaseName, LossCause, MemoryStore};
+use leasehold_core::{AcquireOutcome, Error, LeaseClient, LeaseName, LossCause, MemoryStore, store::CasStore};
 use tokio::time::Instant;
 
 async fn vacant(store: &MemoryStore, name: &str) -> bool {

@@ -21,8 +21,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold_core::{
-    Capabilities, CasOutcome, CasStore, ClientConfig, DeleteOutcome, Error, LeaseClient, LeaseName, LeaseRecord,
-    MemoryStore, Precondition, Result, SkewedWallClock, Stored, Version,
+    ClientConfig, Error, LeaseClient, LeaseName, MemoryStore, Result,
+    store::{Capabilities, CasOutcome, CasStore, DeleteOutcome, LeaseRecord, Precondition, Stored, Version},
+    testing::SkewedWallClock,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -96,7 +97,7 @@ impl CasStore for SimNet {
     }
 }
 
-impl leasehold_core::Linearizable for SimNet {}
+impl leasehold_core::store::Linearizable for SimNet {}
 
 /// The protected resource: a register with a high-water mark, fenced or (mutant) not.
 #[derive(Debug, Default)]
@@ -171,11 +172,11 @@ async fn simulate(seed: u64, clock_store: bool, fenced: bool, steps: u64) -> Run
                 };
                 // Wall clocks off by up to ±10 TTLs: must change nothing without a SkewBound.
                 let skew = local.random_range(-10_000i64..=10_000);
-                let config = ClientConfig {
-                    rng_seed: Some(wseed ^ incarnation),
-                    wall_clock: Arc::new(SkewedWallClock::new(skew)),
-                    ..ClientConfig::default()
-                };
+                let config = ClientConfig::builder()
+                    .rng_seed(wseed ^ incarnation)
+                    .wall_clock(Arc::new(SkewedWallClock::new(skew)))
+                    .build()
+                    .expect("client config");
                 let client = LeaseClient::with_config(net.clone(), config).expect("client");
                 for _ in 0..5 {
                     if counter.load(Ordering::SeqCst) >= steps {

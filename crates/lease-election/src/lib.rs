@@ -1,7 +1,7 @@
 //! # leasehold-election
 //!
 //! Leader election on [`leasehold_core`] leases, on any store that implements
-//! [`leasehold_core::CasStore`]: etcd, Postgres, SQLite, DynamoDB, S3, Redis (efficiency
+//! [`leasehold_core::store::CasStore`]: etcd, Postgres, SQLite, DynamoDB, S3, Redis (efficiency
 //! only) or the in-process [`leasehold_core::MemoryStore`].
 //!
 //! - [`Election::campaign`] waits until this candidate leads and returns a
@@ -39,7 +39,7 @@
 //! observing one record version unchanged for the TTL plus the margin.
 //!
 //! ## Losing leadership cancels the context before a successor can be granted
-//! `leasehold-core`'s rule 3: a renewal sent at monotonic time `t` keeps the lease valid for
+//! Rule 3 of docs/DESIGN.md: a renewal sent at monotonic time `t` keeps the lease valid for
 //! its holder until `t + ttl - margin`, and the loss signal (hence the leader context's
 //! cancellation, a child of it) fires at that deadline if no later renewal landed.
 //! A challenger is granted only when the store judges the lease expired, which is at

@@ -4,7 +4,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::Stream;
-use leasehold_core::{CasStore, ClockSource, LeaseName, Policy, Result, Stored, Version};
+use leasehold_core::{
+    LeaseName, Policy, Result,
+    store::{CasStore, ClockSource, Stored, Version},
+};
 use tokio::time::Instant;
 
 use crate::Leader;

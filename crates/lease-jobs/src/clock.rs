@@ -1,6 +1,6 @@
 //! A wall clock driven by Tokio's clock, for tests and simulations.
 
-use leasehold_core::{SystemWallClock, WallClock};
+use leasehold_core::clock::{SystemWallClock, WallClock};
 use tokio::time::Instant;
 
 /// A wall clock that starts at a given Unix time and advances with Tokio's monotonic
@@ -9,7 +9,7 @@ use tokio::time::Instant;
 /// are two machines whose clocks disagree by that difference.
 ///
 /// ```
-/// use leasehold_core::WallClock;
+/// use leasehold_core::clock::WallClock;
 /// use leasehold_jobs::TokioWallClock;
 /// let clock = TokioWallClock::starting_at(1_000);
 /// assert!(clock.now_ms() >= 1_000);

@@ -1,7 +1,7 @@
 //! # leasehold-jobs
 //!
 //! Singleton scheduled jobs on [`leasehold_core`] leases, on any store that implements
-//! [`leasehold_core::CasStore`]: what ShedLock does for Spring's `@Scheduled`, fenced, and
+//! [`leasehold_core::store::CasStore`]: what ShedLock does for Spring's `@Scheduled`, fenced, and
 //! exactly once per schedule slot.
 //!
 //! - [`LockingExecutor::run`] runs a job on one instance at a time, with ShedLock's

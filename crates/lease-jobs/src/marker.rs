@@ -12,8 +12,9 @@
 use std::time::Duration;
 
 use leasehold_core::{
-    CasOutcome, Current, HolderId, Lease, LeaseClient, LeaseRecord, MAX_HOLDER_LEN, Precondition, Result, Stored,
-    SystemWallClock, Ttl, WallClock,
+    HolderId, Lease, LeaseClient, MAX_HOLDER_LEN, Result, Ttl,
+    clock::{SystemWallClock, WallClock},
+    store::{CasOutcome, Current, LeaseRecord, Precondition, Stored},
 };
 
 /// The kinds of final record.

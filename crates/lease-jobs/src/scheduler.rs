@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold_core::{
-    AcquireOutcome, FencingToken, HolderId, LeaseClient, LossCause, Result, SystemWallClock, WallClock,
+    AcquireOutcome, FencingToken, HolderId, LeaseClient, LossCause, Result,
+    clock::{SystemWallClock, WallClock},
 };
 use rand::Rng;
 use tokio::time::Instant;

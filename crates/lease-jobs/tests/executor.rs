@@ -11,7 +11,7 @@ use leasehold_core::{FencingToken, LeaseClient, LossCause, MemoryStore};
 use leasehold_jobs::{LockConfig, LockingExecutor, Marker, RunOutcome};
 use tokio::time::Instant;
 
-fn exec(store: impl leasehold_core::Linearizable) -> LockingExecutor {
+fn exec(store: impl leasehold_core::store::Linearizable) -> LockingExecutor {
     LockingExecutor::new(LeaseClient::new(store))
 }
 
@@ -186,4 +186,4 @@ async fn round_trips_per_run() {
     assert_eq!(rec.record.token, FencingToken::new(1));
 }
 
-use leasehold_core::CasStore as _;
+use leasehold_core::store::CasStore as _;

@@ -11,7 +11,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leasehold_core::conformance::Fixture;
 use leasehold_core::testing::{FaultPlan, FaultStore};
-use leasehold_core::{CasStore, ClientConfig, FencingToken, Grade, LeaseClient, LeaseName};
+use leasehold_core::{
+    ClientConfig, FencingToken, LeaseClient, LeaseName,
+    store::{CasStore, Grade},
+};
 use leasehold_jobs::shedlock::{ShedlockConfig, ShedlockStore};
 use leasehold_jobs::{LockConfig, LockingExecutor, RunOutcome};
 use sqlx::postgres::{PgPool, PgPoolOptions};
@@ -129,7 +132,7 @@ impl Fixture for Fenced {
 
 mod conformance_fenced {
     use super::*;
-    leasehold_core::conformance_tests!(Fenced::new().await);
+    leasehold_core::conformance::conformance_tests!(Fenced::new().await);
 }
 
 /// ShedLock's own statements (`PostgresSqlServerTimeStatementsSource`, used with
@@ -243,10 +246,7 @@ async fn rust_and_java_shedlock_exclude_each_other() {
             assert_eq!(store.is_fenced(), fenced);
             let executor = LockingExecutor::new(
                 store
-                    .lease_client(ClientConfig {
-                        label: Some(who.into()),
-                        ..ClientConfig::default()
-                    })
+                    .lease_client(ClientConfig::builder().label(who).build().expect("client config"))
                     .expect("client"),
             );
             let (pool, log) = (pool.clone(), log.clone());

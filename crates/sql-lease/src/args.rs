@@ -1,6 +1,9 @@
 //! The values a lease statement binds, validated before anything is sent.
 
-use leasehold_core::{Error, FencingToken, LeaseName, LeaseRecord, Precondition, Result, Version};
+use leasehold_core::{
+    Error, FencingToken, LeaseName, Result,
+    store::{LeaseRecord, Precondition, Version},
+};
 use sqlx::query::Query;
 use sqlx::{Database, Encode, Type};
 

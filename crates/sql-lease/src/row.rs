@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use leasehold_core::{
-    CasOutcome, Current, DeleteOutcome, Error, LeaseName, Precondition, Result, Stored, Version, record_codec,
+    Error, LeaseName, Result,
+    store::{CasOutcome, Current, DeleteOutcome, Precondition, Stored, Version, record_codec},
 };
 use sqlx::{Database, Decode, Row, Type};
 

@@ -17,7 +17,7 @@
 //!   can predate a row a concurrent transaction committed while this statement waited for
 //!   its lock; the branch therefore also says whether the snapshot row would have
 //!   satisfied the precondition (`stale`), and such an answer is reported as
-//!   [`leasehold_core::Current::Unknown`] rather than as a current record. Otherwise the
+//!   [`leasehold_core::store::Current::Unknown`] rather than as a current record. Otherwise the
 //!   snapshot row is a state the record had during the statement, on which the
 //!   precondition failed: a linearizable answer.
 //! - SQLite: the `ON CONFLICT DO UPDATE` (or `UPDATE`) always matches the row and sets
@@ -26,7 +26,7 @@
 //!   random `write_id`. SQLite runs one writer at a time, so the answer is exact.
 //!
 //! Postgres uses `now()`: the start of the statement's transaction, which in autocommit is
-//! when the server began this statement, after the client sent it (DESIGN rule 3 counts
+//! when the server began this statement, after the client sent it (rule 3 of docs/DESIGN.md counts
 //! the holder's validity from before sending). One instant serves the expiry judgement,
 //! the new `expires_at` and the time left, so they agree with each other; a wait for a row
 //! lock only makes the takeover judgement conservative. `clock_timestamp()` would move

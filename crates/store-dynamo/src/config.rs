@@ -159,7 +159,7 @@ impl DynamoConfig {
     /// round trip (`ReturnValuesOnConditionCheckFailure = ALL_OLD`, the default).
     ///
     /// Turn it off only for an emulator that does not support the parameter (dynalite):
-    /// conflicts then report [`leasehold_core::Current::Unknown`] and the lease client
+    /// conflicts then report [`leasehold_core::store::Current::Unknown`] and the lease client
     /// reads the item, one more round trip.
     #[must_use]
     pub fn conflict_returns_current(mut self, yes: bool) -> Self {

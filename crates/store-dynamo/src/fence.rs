@@ -1,4 +1,4 @@
-//! Fenced writes on the caller's own items (DESIGN rules 4 and 5).
+//! Fenced writes on the caller's own items (rules 4 and 5 of docs/DESIGN.md).
 //!
 //! The protected item keeps the highest token that has written it in a number
 //! attribute of the caller's choosing (its high-water mark). [`ItemFence`] adds the

@@ -3,7 +3,10 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use leasehold_core::{Error, LeaseName, LeaseRecord, Precondition, Result, Stored, Version, record_codec};
+use leasehold_core::{
+    Error, LeaseName, Result,
+    store::{LeaseRecord, Precondition, Stored, Version, record_codec},
+};
 
 use crate::config::{
     ATTR_FENCE, ATTR_FORMAT, ATTR_HOLDER, ATTR_TTL_MS, ATTR_VERSION, ATTR_WALL_EXPIRES_AT_MS, ITEM_FORMAT,

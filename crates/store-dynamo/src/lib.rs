@@ -1,7 +1,7 @@
 //! # leasehold-dynamodb: leases and fencing tokens on DynamoDB
 //!
 //! [`DynamoStore`] keeps one item per lease name in a DynamoDB table and implements
-//! [`leasehold_core::CasStore`] with **one conditional `UpdateItem` per operation**: acquire,
+//! [`leasehold_core::store::CasStore`] with **one conditional `UpdateItem` per operation**: acquire,
 //! renewal, takeover and release are each a single request that checks the item's
 //! version, writes the record, and hands back either the new item or, on conflict,
 //! the current one. [`ItemFence`] adds the fencing guard to your own `PutItem` /
@@ -45,14 +45,14 @@
 //! ## Guarantee: linearizable (correctness locks)
 //! DynamoDB conditional writes are evaluated and applied atomically on the item's
 //! leader replica and are strongly consistent, so the store is
-//! [`leasehold_core::Grade::Linearizable`] and implements [`leasehold_core::Linearizable`]:
+//! [`leasehold_core::store::Grade::Linearizable`] and implements [`leasehold_core::store::Linearizable`]:
 //! fit for leases that guard money, with fencing on the resource. Reads use
 //! `ConsistentRead = true` (see below).
 //!
 //! ## Clock model: expiry by observation
 //! DynamoDB has no server clock a client may compare with (a condition cannot say
 //! "older than now on the server"), so the store reports
-//! [`leasehold_core::ClockSource::Observation`]: a challenger takes over only after it has
+//! [`leasehold_core::store::ClockSource::Observation`]: a challenger takes over only after it has
 //! seen the *same item version* unchanged for the record's TTL plus the safety margin,
 //! measured on its own monotonic clock (the scheme of the AWS DynamoDB Lock Client).
 //! No wall clock is compared, so clocks that disagree by any amount cannot cause an
@@ -66,7 +66,7 @@
 //! recorded wall-clock expiry plus the bound is past on its own wall clock, without
 //! watching first. The bound must really hold between all participants' clocks: if
 //! clocks disagree by more, two holders can overlap (the fence still protects the
-//! resource). [`Precondition::Claimable`](leasehold_core::Precondition::Claimable), which
+//! resource). [`Precondition::Claimable`](leasehold_core::store::Precondition::Claimable), which
 //! needs a store clock, is refused with [`leasehold_core::Error::InvalidInput`].
 //!
 //! ## The protocol
@@ -97,7 +97,7 @@
 //! - **A conflict costs no extra round trip**: `ReturnValuesOnConditionCheckFailure`
 //!   returns the current item with the `ConditionalCheckFailedException`, which the
 //!   store reports as `Conflict(Current::Present(..))`
-//!   ([`leasehold_core::Capabilities::conflict_returns_current`]). For an emulator that does
+//!   ([`leasehold_core::store::Capabilities::conflict_returns_current`]). For an emulator that does
 //!   not support the parameter (dynalite), set
 //!   [`DynamoConfig::conflict_returns_current`]`(false)`: conflicts then report
 //!   `Current::Unknown` and the lease client falls back to a read.
@@ -166,7 +166,7 @@
 //!   sequence at 1, and every resource fenced by it would refuse the new holder.
 //! - **IAM actions** on the lease table: `dynamodb:GetItem`, `dynamodb:UpdateItem`
 //!   (every lease operation); `dynamodb:DeleteItem` (only for administrative
-//!   [`leasehold_core::CasStore::delete`]); `dynamodb:CreateTable` and
+//!   [`leasehold_core::store::CasStore::delete`]); `dynamodb:CreateTable` and
 //!   `dynamodb:DescribeTable` (only for [`DynamoStore::create_table`] /
 //!   [`DynamoStore::verify_table`]). On the protected tables: `dynamodb:PutItem` and /
 //!   or `dynamodb:UpdateItem` for the fenced writes.

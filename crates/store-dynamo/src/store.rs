@@ -13,8 +13,11 @@ use aws_sdk_dynamodb::types::{
     ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TableStatus,
 };
 use leasehold_core::{
-    Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Error, Grade, LeaseName, LeaseRecord,
-    Linearizable, Precondition, Result, Stored, Version,
+    Error, LeaseName, Result,
+    store::{
+        Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Linearizable,
+        Precondition, Stored, Version,
+    },
 };
 use tokio::time::Instant;
 

@@ -1,5 +1,5 @@
 //! Bad input and a bad store fail loudly with a typed error, and never grant
-//! (DESIGN rule 7): missing table, wrong key schema, corrupt items, an unreachable
+//! (rule 7 of docs/DESIGN.md): missing table, wrong key schema, corrupt items, an unreachable
 //! endpoint, a request that hangs or is cut after sending, and DynamoDB's error codes.
 #![allow(missing_docs)]
 
@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::types::AttributeValue;
 use fake_http::{FakeHttp, Script};
 use leasehold_core::{
-    AcquireOutcome, CasOutcome, CasStore, ClientConfig, Error, FencingToken, HolderId, LeaseClient, LeaseName,
-    LeaseRecord, Precondition, Ttl, Version,
+    AcquireOutcome, ClientConfig, Error, FencingToken, HolderId, LeaseClient, LeaseName, Ttl,
+    store::{CasOutcome, CasStore, LeaseRecord, Precondition, Version},
 };
 use leasehold_dynamodb::{
     ATTR_FENCE, ATTR_FORMAT, ATTR_HOLDER, ATTR_TTL_MS, ATTR_VERSION, DEFAULT_KEY_ATTRIBUTE, DynamoConfig, DynamoStore,

@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 use leasehold_core::conformance::Fixture;
-use leasehold_core::{CasStore, LeaseName};
+use leasehold_core::{LeaseName, store::CasStore};
 use leasehold_dynamodb::{
     ATTR_FENCE, ATTR_FORMAT, ATTR_TTL_MS, ATTR_VERSION, DEFAULT_KEY_ATTRIBUTE, DynamoConfig, DynamoStore,
 };
@@ -59,7 +59,7 @@ impl Fixture for Dynamo {
 /// The default: conflicts return the current item (`ReturnValuesOnConditionCheckFailure`).
 mod returns_current {
     use super::*;
-    leasehold_core::conformance_tests!(fixture(true).await);
+    leasehold_core::conformance::conformance_tests!(fixture(true).await);
 }
 
 /// The fallback for emulators without `ReturnValuesOnConditionCheckFailure`: conflicts
@@ -72,7 +72,7 @@ mod returns_current {
 /// attempt is one request.)
 mod read_on_conflict {
     use super::*;
-    leasehold_core::conformance_tests!(@cases fixture(false).await;
+    leasehold_core::conformance::conformance_tests!(@cases fixture(false).await;
         create_is_exclusive, stale_version_conflicts, update_missing_conflicts,
         delete_checks_version, concurrent_cas_increments_are_exact,
         token_sequence_acquire_release_takeover, holder_is_refused_while_held,

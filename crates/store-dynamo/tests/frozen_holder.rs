@@ -1,4 +1,4 @@
-//! The frozen-holder test with real processes (DESIGN rule 4).
+//! The frozen-holder test with real processes (rule 4 of docs/DESIGN.md).
 //!
 //! This binary is its own worker: run with `LEASEHOLD_DYNAMO_FROZEN_WORKER` set, it
 //! acquires the lease and appends entries to a ledger item with fenced `UpdateItem`s
@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use leasehold_core::testing::process::{freeze, kill9, poll, process_state, resume};
-use leasehold_core::{CasStore, ClientConfig, Error, FencingToken, LeaseClient, LeaseName};
+use leasehold_core::{ClientConfig, Error, FencingToken, LeaseClient, LeaseName, store::CasStore};
 use leasehold_dynamodb::{DynamoStore, FencedOutcome, ItemFence};
 use tokio::time::Instant;
 
@@ -83,10 +83,10 @@ async fn worker() {
     let client = common::client(None);
     let ledger = env(LEDGER_TABLE_ENV);
     let store = DynamoStore::new(client.clone(), env(LEASE_TABLE_ENV)).expect("store");
-    let config = ClientConfig {
-        label: Some("frozen-worker".into()),
-        ..ClientConfig::default()
-    };
+    let config = ClientConfig::builder()
+        .label("frozen-worker")
+        .build()
+        .expect("client config");
     let leases = LeaseClient::with_config(store, config).expect("client");
     let lease = leases
         .acquire_timeout(env(LEASE_NAME_ENV), TTL, Duration::from_secs(10))

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use leasehold_core::testing::{CountingStore, FaultPlan, FaultStore};
 use leasehold_core::{
-    AcquireOutcome, CasOutcome, CasStore, ClientConfig, Current, FencingToken, HolderId, LeaseClient, LeaseName,
-    LeaseRecord, Precondition, SkewBound, Ttl,
+    AcquireOutcome, ClientConfig, FencingToken, HolderId, LeaseClient, LeaseName, SkewBound, Ttl,
+    store::{CasOutcome, CasStore, Current, LeaseRecord, Precondition},
 };
 use leasehold_dynamodb::DynamoStore;
 use tokio::time::Instant;
@@ -214,10 +214,10 @@ async fn skew_bound_one_shot_takeover_is_two_requests() {
     // holder's wall-clock expiry plus the bound is past: 2 TTLs after its last write.
     tokio::time::sleep(TTL * 2 + Duration::from_millis(200)).await;
     let c = Counted::new(&table);
-    let config = ClientConfig {
-        skew_bound: Some(SkewBound(TTL)),
-        ..ClientConfig::default()
-    };
+    let config = ClientConfig::builder()
+        .skew_bound(SkewBound(TTL))
+        .build()
+        .expect("client config");
     let one_shot = LeaseClient::with_config(c.calls.clone(), config).expect("client");
     let lease = one_shot
         .try_acquire(&name, TTL)

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use leasehold_core::testing::{FaultPlan, FaultStore};
 use leasehold_core::{
-    AcquireOutcome, CasStore, ClientConfig, Error, FencingToken, LeaseClient, LeaseName, SkewBound, SkewedWallClock,
+    AcquireOutcome, ClientConfig, Error, FencingToken, LeaseClient, LeaseName, SkewBound, store::CasStore,
+    testing::SkewedWallClock,
 };
 use leasehold_dynamodb::{DynamoStore, FencedOutcome, ItemFence};
 use tokio::time::Instant;
@@ -30,12 +31,15 @@ fn unique(case: &str) -> String {
 }
 
 fn config(label: &str, offset_ms: i64, bound: Option<SkewBound>) -> ClientConfig {
-    ClientConfig {
-        label: Some(label.to_owned()),
-        wall_clock: Arc::new(SkewedWallClock::new(offset_ms)),
-        skew_bound: bound,
-        ..ClientConfig::default()
+    let builder = ClientConfig::builder()
+        .label(label)
+        .wall_clock(Arc::new(SkewedWallClock::new(offset_ms)));
+    match bound {
+        Some(bound) => builder.skew_bound(bound),
+        None => builder,
     }
+    .build()
+    .expect("client config")
 }
 
 /// A holds the lease with its clock at `offset_a`; B, at `offset_b`, tries again and

@@ -1,6 +1,6 @@
 //! Where a lease name's two keys live, and how the fence counter is encoded.
 //!
-//! - `<prefix><name>`: the lease record (JSON, [`leasehold_core::record_codec`]). A held
+//! - `<prefix><name>`: the lease record (JSON, [`leasehold_core::store::record_codec`]). A held
 //!   record is attached to its holder's session lease; a vacant one has no lease.
 //! - `<prefix><name>!fence`: the highest token ever issued for the name, as 20 ASCII
 //!   digits. It has no lease and is never deleted, so tokens keep growing across expiry.

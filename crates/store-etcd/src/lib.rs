@@ -1,13 +1,13 @@
 //! # leasehold-etcd
 //!
-//! Leases and fencing tokens on etcd: a [`leasehold_core::CasStore`] over an
+//! Leases and fencing tokens on etcd: a [`leasehold_core::store::CasStore`] over an
 //! [`etcd_client::Client`] you supply. Use it with [`leasehold_core::LeaseClient`] for
 //! correctness locks, leader election and singleton jobs.
 //!
 //! ## Guarantee: linearizable
 //! Every write is one etcd transaction (Txn), committed by a Raft quorum before etcd
 //! answers; reads are etcd's default linearizable reads. [`EtcdStore`] implements
-//! [`leasehold_core::Linearizable`], so [`leasehold_core::LeaseClient::new`] accepts it for
+//! [`leasehold_core::store::Linearizable`], so [`leasehold_core::LeaseClient::new`] accepts it for
 //! correctness leases. A lease survives the loss of the etcd leader (tested with
 //! `kill -9` on a three-member cluster: no second grant, same token, renewals resume
 //! after the election).
@@ -17,7 +17,7 @@
 //! this way). Carry the fence on every protected write, see "Fenced writes".
 //!
 //! ## Clock source: etcd's lease clock
-//! [`leasehold_core::ClockSource::Store`]. Liveness comes from etcd leases used as
+//! [`leasehold_core::store::ClockSource::Store`]. Liveness comes from etcd leases used as
 //! **sessions**: each store keeps one etcd lease per TTL class (the record TTL rounded up
 //! to whole seconds, raised by etcd to its minimum, about 1.5 election timeouts: 2 s on
 //! default settings), kept alive by one keep-alive task, and every held record it writes
@@ -33,7 +33,7 @@
 //!   abandoned): the session lives on for the process's other records, so the store
 //!   itself deletes that record when its TTL has passed since its last renewal (one Txn
 //!   comparing its revision). That deadline is the holder process's own monotonic clock:
-//!   no two machines' clocks are compared (DESIGN rule 2).
+//!   no two machines' clocks are compared (rule 2 of docs/DESIGN.md).
 //! - **Caller gone mid-write** (a `tokio::time::timeout` around the call, a `select!`, a
 //!   dropped [`leasehold_core::LeaseClient::acquire`]): every write runs to its end on a task
 //!   of its own, so a claim that reached etcd after its caller left is still registered
@@ -48,14 +48,14 @@
 //!   unless the same bytes are written again. `tests/orphans.rs` loses the answers of two
 //!   claims in a row, the first of which applied: the name is free once its TTL has run
 //!   out, not before.
-//! - **Holder validity** (DESIGN rule 3): a grant or renewal answers `Written` only when
+//! - **Holder validity** (rule 3 of docs/DESIGN.md): a grant or renewal answers `Written` only when
 //!   the session certainly lives on etcd until `call + ttl`, i.e. when a keep-alive
 //!   *sent* at `s` was answered positively and `s + session_ttl >= call + ttl` (etcd
 //!   processed it after `s`). The lease client then trusts the lease until
 //!   `call + ttl - margin`. When the last answered keep-alive does not reach that far, a
 //!   grant sends one in parallel with its Txn and a renewal waits for one.
 //!
-//! [`leasehold_core::Stored::remaining`]: exact for records this store holds (time to the
+//! [`leasehold_core::store::Stored::remaining`]: exact for records this store holds (time to the
 //! deadline above, zero once expired), zero for vacant records. For a record held
 //! through another client's session it is the record's TTL: a present key proves that
 //! session alive (etcd deletes the keys of an expired one), but how long it will stay
@@ -68,7 +68,7 @@
 //!
 //! | key | value | etcd lease |
 //! |---|---|---|
-//! | `<prefix><name>` | the lease record ([`leasehold_core::record_codec`] JSON) | the holder's session while held, none when vacant |
+//! | `<prefix><name>` | the lease record ([`leasehold_core::store::record_codec`] JSON) | the holder's session while held, none when vacant |
 //! | `<prefix><name>!fence` | the highest token issued for the name, 20 ASCII digits | none; never deleted |
 //!
 //! Names and prefixes use only characters above `!`, so the range
@@ -77,14 +77,14 @@
 //! decode is [`leasehold_core::Error::CorruptRecord`], never a free lease.
 //!
 //! ## Versions and tokens
-//! - The [`leasehold_core::Version`] of a record is its **mod revision**. etcd revisions are
+//! - The [`leasehold_core::store::Version`] of a record is its **mod revision**. etcd revisions are
 //!   cluster-wide and only grow, so a version is never reused for a name, even after a
 //!   delete and re-create. Renewals do not rewrite the record: the version is constant
 //!   for a whole tenure, which is what the etcd fence compares.
 //! - The **fencing token** is the per-name counter in `<prefix><name>!fence`. A claim
-//!   ([`leasehold_core::Precondition::Claimable`]) compares the counter with the value the
+//!   ([`leasehold_core::store::Precondition::Claimable`]) compares the counter with the value the
 //!   store expects and writes `counter + 1` into the counter and into the record in the
-//!   same Txn: the grant and its token are one atomic step (DESIGN rule 1), and the first
+//!   same Txn: the grant and its token are one atomic step (rule 1 of docs/DESIGN.md), and the first
 //!   grant of a name is 1, then 2, 3, … The counter has no lease, so it survives the
 //!   record's deletion when a session expires; writes with an explicit token
 //!   (`Absent`/`Version`) raise it to at least that token in a nested Txn, so a later
@@ -95,7 +95,7 @@
 //!   counter keeps that, at no extra round trip.
 //!
 //! ## Operations and their cost
-//! Each [`leasehold_core::CasStore`] call is one request, except where noted:
+//! Each [`leasehold_core::store::CasStore`] call is one request, except where noted:
 //!
 //! | operation | etcd requests |
 //! |---|---|
@@ -113,10 +113,10 @@
 //! Else(range read of both keys)`. What the store expects (absent or vacant at `v`,
 //! counter `n`) comes from what it last saw of the name; a wrong guess costs the second
 //! Txn, never a wrong grant: etcd's compares decide. Conflicts always return the current
-//! record ([`leasehold_core::Capabilities::conflict_returns_current`]).
+//! record ([`leasehold_core::store::Capabilities::conflict_returns_current`]).
 //!
 //! ## Waiting without a thundering herd
-//! [`leasehold_core::CasStore::wait_for_change`] watches the record key (one etcd watch per
+//! [`leasehold_core::store::CasStore::wait_for_change`] watches the record key (one etcd watch per
 //! name per store, shared by all its waiters) and wakes **one** waiter per change: a
 //! release wakes one acquirer; its grant (a change) wakes the next, which finds the lease
 //! held and waits again. Fifty waiters on one release cost a handful of requests, not

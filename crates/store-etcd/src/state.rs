@@ -12,7 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::KeyValue;
-use leasehold_core::{FencingToken, LeaseName, LeaseRecord, Result, Stored, Version, record_codec};
+use leasehold_core::{
+    FencingToken, LeaseName, Result,
+    store::{LeaseRecord, Stored, Version, record_codec},
+};
 use tokio::time::Instant;
 
 use crate::keys::{Keys, decode_fence};

@@ -8,8 +8,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse};
 use leasehold_core::{
-    Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Error, FencingToken, Grade, LeaseName,
-    LeaseRecord, Linearizable, Precondition, Result, Stored, Ttl, Version, record_codec,
+    Error, FencingToken, LeaseName, Result, Ttl,
+    store::{
+        Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Linearizable,
+        Precondition, Stored, Version, record_codec,
+    },
 };
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -376,7 +379,7 @@ impl Inner {
                             },
                         );
                         // The holder will trust the grant until `call + ttl - margin`: the
-                        // session must live on etcd at least that long (DESIGN rule 3).
+                        // session must live on etcd at least that long (rule 3 of docs/DESIGN.md).
                         match s.cover(call, to_write.ttl.get(), self.config.request_timeout()).await {
                             Cover::Covered => {}
                             Cover::Dead => {

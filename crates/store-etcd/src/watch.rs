@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use etcd_client::{EventType, WatchOptions};
-use leasehold_core::{LeaseName, Result, record_codec};
+use leasehold_core::{LeaseName, Result, store::record_codec};
 use tokio::sync::oneshot;
 
 use crate::state::RecordKv;

@@ -12,8 +12,8 @@ use etcd_client::{Client, ConnectOptions, TxnOp};
 use leasehold_core::testing::CountingStore;
 use leasehold_core::testing::process::poll;
 use leasehold_core::{
-    CasOutcome, CasStore, ClientConfig, Error, FencingToken, HolderId, Lease, LeaseClient, LeaseName, LeaseRecord,
-    LossCause, Precondition, Ttl, Version,
+    ClientConfig, Error, FencingToken, HolderId, Lease, LeaseClient, LeaseName, LossCause, Ttl,
+    store::{CasOutcome, CasStore, LeaseRecord, Precondition, Version},
 };
 use leasehold_etcd::{EtcdConfig, EtcdStats, EtcdStore};
 use tokio::time::Instant;
@@ -139,10 +139,10 @@ async fn fifty_waiters_one_release_is_not_a_thundering_herd() {
     let holder = LeaseClient::new(store.clone());
     let lease = holder.acquire(n.as_str(), ttl).await.expect("holder");
 
-    let config = ClientConfig {
-        max_acquire_backoff: Duration::from_secs(60),
-        ..ClientConfig::default()
-    };
+    let config = ClientConfig::builder()
+        .max_acquire_backoff(Duration::from_secs(60))
+        .build()
+        .expect("client config");
     let mut waiters = Vec::new();
     for _ in 0..WAITERS {
         let c = LeaseClient::with_config(counting.clone(), config.clone()).expect("client");
@@ -553,7 +553,7 @@ async fn renew_is_truthful_without_a_transaction() {
         CasOutcome::Conflict(c) => panic!("{c:?}"),
     };
     match store.renew(&n, &a.version, &a.record).await.expect("stale renew") {
-        CasOutcome::Conflict(leasehold_core::Current::Present(s)) => assert_eq!(s.version, b.version),
+        CasOutcome::Conflict(leasehold_core::store::Current::Present(s)) => assert_eq!(s.version, b.version),
         other => panic!("{other:?}"),
     }
     // Left to expire: refused once its TTL has passed (the store deleted it).

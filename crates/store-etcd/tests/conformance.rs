@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use leasehold_core::conformance::Fixture;
-use leasehold_core::{CasStore, LeaseName};
+use leasehold_core::{LeaseName, store::CasStore};
 use leasehold_etcd::EtcdStore;
 
 struct Etcd(EtcdStore);
@@ -27,4 +27,4 @@ impl Fixture for Etcd {
     }
 }
 
-leasehold_core::conformance_tests!(Etcd(common::store("conformance").await));
+leasehold_core::conformance::conformance_tests!(Etcd(common::store("conformance").await));

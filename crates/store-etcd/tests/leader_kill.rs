@@ -20,7 +20,7 @@ use std::time::Duration;
 use common::worker::Worker;
 use etcd_client::Client;
 use leasehold_core::testing::process::{kill9, poll};
-use leasehold_core::{AcquireOutcome, CasStore, FencingToken, LeaseClient, LeaseName};
+use leasehold_core::{AcquireOutcome, FencingToken, LeaseClient, LeaseName, store::CasStore};
 use leasehold_etcd::{EtcdConfig, EtcdStore};
 use tokio::time::Instant;
 

@@ -25,7 +25,7 @@ use std::time::Duration;
 use common::worker::Worker;
 use etcd_client::GetOptions;
 use leasehold_core::testing::process::{freeze, resume};
-use leasehold_core::{CasStore, LeaseName};
+use leasehold_core::{LeaseName, store::CasStore};
 use leasehold_etcd::EtcdStore;
 use rand::Rng;
 use tokio::time::Instant;

@@ -15,7 +15,10 @@ use std::time::Duration;
 
 use common::proxy::Proxy;
 use leasehold_core::testing::process::poll_async;
-use leasehold_core::{CasOutcome, CasStore, FencingToken, HolderId, LeaseName, LeaseRecord, Precondition, Ttl};
+use leasehold_core::{
+    FencingToken, HolderId, LeaseName, Ttl,
+    store::{CasOutcome, CasStore, LeaseRecord, Precondition},
+};
 use leasehold_etcd::{EtcdConfig, EtcdStore};
 use tokio::time::Instant;
 

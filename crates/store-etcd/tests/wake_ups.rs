@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use leasehold_core::testing::CountingStore;
 use leasehold_core::testing::process::poll;
-use leasehold_core::{CasStore, ClientConfig, Lease, LeaseClient, LeaseName};
+use leasehold_core::{ClientConfig, Lease, LeaseClient, LeaseName, store::CasStore};
 use leasehold_etcd::EtcdStore;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -53,10 +53,10 @@ async fn held_lease(tag: &str) -> Setup {
 /// Parks an acquirer (after its one read and write) that would otherwise sleep up to
 /// the holder's remaining TTL, and waits until `waits` waits have been registered.
 async fn park_acquirer(s: &Setup, waits: u64) -> JoinHandle<leasehold_core::Result<Lease>> {
-    let config = ClientConfig {
-        max_acquire_backoff: Duration::from_secs(60),
-        ..ClientConfig::default()
-    };
+    let config = ClientConfig::builder()
+        .max_acquire_backoff(Duration::from_secs(60))
+        .build()
+        .expect("client config");
     let client = LeaseClient::with_config(s.counting.clone(), config).expect("client");
     let name = s.name.clone();
     let task = tokio::spawn(async move {

@@ -6,7 +6,7 @@
 //! ## Guarantee: linearizable on the primary
 //! Every lease operation is one statement on one row, decided under that row's lock by
 //! the server: the grant, its fencing token and the expiry are one atomic write
-//! ([`leasehold_core::Grade::Linearizable`], [`leasehold_core::Linearizable`]), fit for
+//! ([`leasehold_core::store::Grade::Linearizable`], [`leasehold_core::store::Linearizable`]), fit for
 //! correctness locks.
 //!
 //! **The pool must reach the primary, never a read replica.** A replica applies the
@@ -21,7 +21,7 @@
 //!
 //! ## Clock: the server's
 //! Expiry is judged with the server's `now()` inside each statement
-//! ([`leasehold_core::ClockSource::Store`]): no client's clock is ever compared with
+//! ([`leasehold_core::store::ClockSource::Store`]): no client's clock is ever compared with
 //! another's. `now()` is the start of the statement's transaction (autocommit: when the
 //! server began the statement, after the client sent it), one instant for the expiry
 //! judgement, the new `expires_at` and the time left reported back. A forward step of the
@@ -38,7 +38,7 @@
 //! ```
 //!
 //! The role needs `SELECT, INSERT, UPDATE` on it (rows are never deleted: a release
-//! clears `holder`, [`leasehold_core::CasStore::delete`] leaves a tombstone, so a name's
+//! clears `holder`, [`leasehold_core::store::CasStore::delete`] leaves a tombstone, so a name's
 //! tokens and versions never repeat). [`PostgresStore::open`] checks the columns, the
 //! primary key, the privileges and that the server is not a standby; a missing or wrong
 //! table is [`leasehold_core::Error::Misconfigured`], never a driver error. A name or holder
@@ -62,7 +62,7 @@
 //! A release (or delete) calls `pg_notify` in the same statement; each store keeps one
 //! `LISTEN` connection (opened with the pool's connect options, not taken from the pool)
 //! and wakes a waiter of that name, so a blocked [`leasehold_core::LeaseClient::acquire`]
-//! gets a released lease without polling ([`leasehold_core::Capabilities::notifies_waiters`]).
+//! gets a released lease without polling ([`leasehold_core::store::Capabilities::notifies_waiters`]).
 //! It wakes **one** waiter per release, not all: the wake-up passes to the next waiter
 //! when the woken one waits again without claiming (an election observer) or has not
 //! tried to claim 500 ms later (it went away). The price: a waiter that is not woken (an

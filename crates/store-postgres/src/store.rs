@@ -7,8 +7,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leasehold_core::fence::Dialect;
 use leasehold_core::{
-    Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseName, LeaseRecord,
-    Linearizable, Precondition, Result, Stored, Version,
+    LeaseName, Result,
+    store::{
+        Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Linearizable,
+        Precondition, Stored, Version,
+    },
 };
 use leasehold_sql::errors::Phase;
 use leasehold_sql::schema::{self, ColumnInfo, ColumnLimits};

@@ -7,7 +7,10 @@ mod common;
 
 use std::time::Duration;
 
-use leasehold_core::{CasStore, Error, FencingToken, HolderId, LeaseClient, LeaseName, LeaseRecord, Precondition, Ttl};
+use leasehold_core::{
+    Error, FencingToken, HolderId, LeaseClient, LeaseName, Ttl,
+    store::{CasStore, LeaseRecord, Precondition},
+};
 use leasehold_postgres::{PostgresConfig, PostgresStore};
 use sqlx::{PgPool, Row};
 
@@ -109,7 +112,8 @@ async fn names_and_holders_longer_than_the_columns_are_invalid_input() {
     let store = open(&pool, &table).await.expect("open");
     assert_eq!((store.limits().name, store.limits().holder), (16, 40));
     let long = LeaseName::new("a-name-of-20-bytes!!".replace('!', "x")).expect("valid lease name");
-    let invalid = |r: leasehold_core::Result<leasehold_core::CasOutcome>| matches!(r, Err(Error::InvalidInput { .. }));
+    let invalid =
+        |r: leasehold_core::Result<leasehold_core::store::CasOutcome>| matches!(r, Err(Error::InvalidInput { .. }));
     assert!(invalid(store.write(&long, &Precondition::Claimable, &rec("w")).await));
     assert!(matches!(store.read(&long).await, Err(Error::InvalidInput { .. })));
     let short = LeaseName::new("short").expect("name");
@@ -132,7 +136,7 @@ async fn names_and_holders_longer_than_the_columns_are_invalid_input() {
                 &rec(&"h".repeat(40))
             )
             .await,
-        Ok(leasehold_core::CasOutcome::Written(_))
+        Ok(leasehold_core::store::CasOutcome::Written(_))
     ));
     assert_eq!(count(&pool, &table).await, 1, "a refused input created a row");
     common::exec(&pool, &format!("DROP TABLE \"{table}\"")).await;

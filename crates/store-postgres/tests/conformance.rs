@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use leasehold_core::conformance::Fixture;
-use leasehold_core::{CasStore, LeaseName};
+use leasehold_core::{LeaseName, store::CasStore};
 use leasehold_postgres::PostgresStore;
 use sqlx::PgPool;
 
@@ -48,7 +48,7 @@ impl Fixture for Pg {
     }
 }
 
-leasehold_core::conformance_tests!(fixture().await);
+leasehold_core::conformance::conformance_tests!(fixture().await);
 
 /// Beyond the suite: under contention the store issues each token exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use leasehold_core::testing::CountingStore;
 use leasehold_core::testing::process::poll;
-use leasehold_core::{CasStore, ClientConfig, LeaseClient, LeaseName};
+use leasehold_core::{ClientConfig, LeaseClient, LeaseName, store::CasStore};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_wakes_a_blocked_acquire_at_once() {
@@ -20,10 +20,10 @@ async fn a_release_wakes_a_blocked_acquire_at_once() {
     // at least 20 s between attempts: only a notification can wake it sooner.
     let waiter_store = CountingStore::new(common::store_on(&common::pool().await, &table).await);
     let holder = LeaseClient::new(store.clone());
-    let config = ClientConfig {
-        max_acquire_backoff: Duration::from_secs(20),
-        ..ClientConfig::default()
-    };
+    let config = ClientConfig::builder()
+        .max_acquire_backoff(Duration::from_secs(20))
+        .build()
+        .expect("client config");
     let waiter = LeaseClient::with_config(waiter_store.clone(), config).expect("client");
     let lease = holder
         .acquire("notify/release", Duration::from_secs(30))

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use leasehold_core::testing::CountingStore;
 use leasehold_core::testing::process::poll;
-use leasehold_core::{CasStore, ClientConfig, Lease, LeaseClient, LeaseName};
+use leasehold_core::{ClientConfig, Lease, LeaseClient, LeaseName, store::CasStore};
 use leasehold_postgres::PostgresStore;
 use sqlx::PgPool;
 use tokio::task::JoinHandle;
@@ -58,10 +58,10 @@ async fn held_lease(tag: &str) -> (Setup, Lease) {
 }
 
 fn acquirer(s: &Setup) -> JoinHandle<leasehold_core::Result<Lease>> {
-    let config = ClientConfig {
-        max_acquire_backoff: Duration::from_secs(60),
-        ..ClientConfig::default()
-    };
+    let config = ClientConfig::builder()
+        .max_acquire_backoff(Duration::from_secs(60))
+        .build()
+        .expect("client config");
     let client = LeaseClient::with_config(s.waiters.clone(), config).expect("client");
     let name = s.name.clone();
     tokio::spawn(async move {

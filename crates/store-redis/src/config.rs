@@ -13,8 +13,8 @@ pub struct RedisConfig {
     /// bytes, without `{` or `}` (the lease name is the key's hash tag).
     pub key_prefix: String,
     /// A client for a dedicated pub/sub connection. With it, a release publishes on the
-    /// lease's channel and [`leasehold_core::CasStore::wait_for_change`] wakes waiters at once
-    /// ([`leasehold_core::Capabilities::notifies_waiters`] is then true); without it waiters
+    /// lease's channel and [`leasehold_core::store::CasStore::wait_for_change`] wakes waiters at once
+    /// ([`leasehold_core::store::Capabilities::notifies_waiters`] is then true); without it waiters
     /// poll with jittered backoff. [`crate::RedisStore::connect`] fills it in.
     pub notify_client: Option<redis::Client>,
     /// Upper bound on one script call, on top of the connection's own response timeout

@@ -1,5 +1,5 @@
 //! Fenced writes on data kept in Redis: one script compares the writer's token with
-//! the resource's high-water mark and writes, in one atomic step (DESIGN rule 4).
+//! the resource's high-water mark and writes, in one atomic step (rule 4 of docs/DESIGN.md).
 //!
 //! A resource is a Redis hash; its high-water mark is one field of that hash
 //! ([`FencedWrite::DEFAULT_MARK_FIELD`] unless chosen), so the mark and the data can
@@ -40,7 +40,7 @@ impl Op {
 }
 
 /// A write to one Redis hash that applies only if the writer's token is not older than
-/// the hash's high-water mark, checked and written in one script (DESIGN rule 4).
+/// the hash's high-water mark, checked and written in one script (rule 4 of docs/DESIGN.md).
 ///
 /// The mark is a field of the same hash ([`FencedWrite::DEFAULT_MARK_FIELD`] unless
 /// [`FencedWrite::mark_field`] names another), so mark and data are never written

@@ -4,7 +4,7 @@
 //! script call**, and fenced writes on data kept in Redis. The best lock Redis can
 //! give, with its limits in the types.
 //!
-//! ## Guarantee: efficiency only (DESIGN rule 6)
+//! ## Guarantee: efficiency only (rule 6 of docs/DESIGN.md)
 //! Redis replicates asynchronously and, without `appendfsync always`, forgets recent
 //! writes on a crash. A failover to a replica that had not yet received the grant, or a
 //! restart without persistence, **loses the lease** (a second holder is granted it
@@ -14,8 +14,8 @@
 //! lock (it avoids duplicate work) and not what should stand between a customer and a
 //! double debit (seed 000).
 //!
-//! So [`RedisStore`] implements [`leasehold_core::CasStore`] but **not**
-//! [`leasehold_core::Linearizable`]. Asking for a correctness lease does not compile:
+//! So [`RedisStore`] implements [`leasehold_core::store::CasStore`] but **not**
+//! [`leasehold_core::store::Linearizable`]. Asking for a correctness lease does not compile:
 //!
 //! ```compile_fail,E0277
 //! # async fn demo(store: leasehold_redis::RedisStore) {
@@ -47,12 +47,12 @@
 //! ```
 //!
 //! ([`leasehold_core::LeaseClient::from_dyn`] refuses the store at run time too, since
-//! its [`leasehold_core::Capabilities::grade`] is [`leasehold_core::Grade::EfficiencyOnly`].)
+//! its [`leasehold_core::store::Capabilities::grade`] is [`leasehold_core::store::Grade::EfficiencyOnly`].)
 //!
-//! ## Clock: the server's (DESIGN rule 2)
-//! [`leasehold_core::ClockSource::Store`]. Every record is written with `PX` = its TTL, so
+//! ## Clock: the server's (rule 2 of docs/DESIGN.md)
+//! [`leasehold_core::store::ClockSource::Store`]. Every record is written with `PX` = its TTL, so
 //! expiry is judged by the Redis server's clock alone; reads report the time left from
-//! `PTTL`. [`leasehold_core::Precondition::Claimable`] (how a free, released or expired
+//! `PTTL`. [`leasehold_core::store::Precondition::Claimable`] (how a free, released or expired
 //! lease is acquired) is evaluated inside the script: the record is absent (never
 //! written, deleted, or expired: `PX` removed it) or vacant (released).
 //!
@@ -90,7 +90,7 @@
 //! With a pub/sub client ([`RedisConfig::notify_client`], set by
 //! [`RedisStore::connect`]) a release wakes waiters at once: the release script
 //! publishes on `P{name}:released`, and [`leasehold_core::LeaseClient::acquire`] waits on
-//! that channel ([`leasehold_core::Capabilities::notifies_waiters`]). An expiry publishes
+//! that channel ([`leasehold_core::store::Capabilities::notifies_waiters`]). An expiry publishes
 //! nothing (keyspace events need server configuration): a waiter wakes at the holder's
 //! remaining time, which the conflict reply carries. Without a client, waiters back off
 //! with jitter.

@@ -6,7 +6,10 @@
 
 use std::time::Duration;
 
-use leasehold_core::{Error, LeaseName, Result, Stored, Version, record_codec};
+use leasehold_core::{
+    Error, LeaseName, Result,
+    store::{Stored, Version, record_codec},
+};
 use redis::Value;
 
 use crate::error::{Effect, bad_reply};

@@ -6,8 +6,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold_core::{
-    Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Error, FencingToken, Grade, LeaseName,
-    LeaseRecord, Precondition, Result, Stored, Version,
+    Error, FencingToken, LeaseName, Result,
+    store::{
+        Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Precondition,
+        Stored, Version,
+    },
 };
 use redis::ScriptInvocation;
 use redis::aio::{ConnectionLike, ConnectionManager};
@@ -27,7 +30,7 @@ use crate::scripts::{self, DELETE_SCRIPT, READ_SCRIPT, SEED_SCRIPT, WRITE_SCRIPT
 /// timeouts. Cheap to clone: clones share the connection and the pub/sub waiter.
 ///
 /// **Efficiency-only:** it implements [`CasStore`] but not
-/// [`leasehold_core::Linearizable`]; use it through
+/// [`leasehold_core::store::Linearizable`]; use it through
 /// [`LeaseClient::efficiency_only`](leasehold_core::LeaseClient::efficiency_only).
 pub struct RedisStore<C = ConnectionManager> {
     conn: C,

@@ -6,8 +6,8 @@ mod support;
 use std::time::Duration;
 
 use leasehold_core::{
-    AcquireOutcome, CasOutcome, CasStore, ClientConfig, Error, FencingToken, HolderId, LeaseClient, LeaseName,
-    LeaseRecord, Precondition, Ttl,
+    AcquireOutcome, ClientConfig, Error, FencingToken, HolderId, LeaseClient, LeaseName, Ttl,
+    store::{CasOutcome, CasStore, LeaseRecord, Precondition},
 };
 use leasehold_redis::{FencedWrite, RedisConfig, RedisStore, read_high_water};
 use redis::aio::{ConnectionManagerConfig, MultiplexedConnection};
@@ -129,12 +129,12 @@ async fn a_record_key_of_the_wrong_type_or_shape_is_corrupt_never_granted() {
         for expect in [
             Precondition::Claimable,
             Precondition::Absent,
-            Precondition::Version(leasehold_core::Version::new("1:1")),
+            Precondition::Version(leasehold_core::store::Version::new("1:1")),
         ] {
             let w = store.write(&name, &expect, &record("intruder", 9, 5_000)).await;
             assert!(is_corrupt(&w), "{what}: write {expect:?} gave {w:?}");
         }
-        let d = store.delete(&name, &leasehold_core::Version::new("1:1")).await;
+        let d = store.delete(&name, &leasehold_core::store::Version::new("1:1")).await;
         assert!(is_corrupt(&d), "{what}: delete gave {d:?}");
         match leases.try_acquire(&name, Duration::from_secs(5)).await {
             Err(Error::CorruptRecord { .. }) => {}
@@ -328,7 +328,7 @@ async fn a_script_missing_from_the_cache_is_reloaded_and_runs_once() {
     flush(&mut admin).await;
     assert_eq!(
         store.delete(&name, &renewed.version).await.expect("delete after flush"),
-        leasehold_core::DeleteOutcome::Deleted
+        leasehold_core::store::DeleteOutcome::Deleted
     );
 }
 
@@ -453,8 +453,8 @@ async fn a_refused_connection_is_unavailable_and_nothing_is_written() {
 async fn the_grade_is_efficiency_only_also_when_type_erased() {
     let store = support::shared_store("grade").await;
     let caps = store.capabilities();
-    assert_eq!(caps.grade, leasehold_core::Grade::EfficiencyOnly);
-    assert_eq!(caps.clock, leasehold_core::ClockSource::Store);
+    assert_eq!(caps.grade, leasehold_core::store::Grade::EfficiencyOnly);
+    assert_eq!(caps.clock, leasehold_core::store::ClockSource::Store);
     assert!(caps.conflict_returns_current);
     let erased: std::sync::Arc<dyn CasStore> = std::sync::Arc::new(store.clone());
     match LeaseClient::from_dyn(erased, ClientConfig::default()) {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use leasehold_core::conformance::Fixture;
-use leasehold_core::{CasStore, LeaseName};
+use leasehold_core::{LeaseName, store::CasStore};
 use leasehold_redis::{RedisConfig, RedisStore};
 use redis::aio::ConnectionLike;
 
@@ -58,11 +58,11 @@ async fn multiplexed_polling() -> Fx<redis::aio::MultiplexedConnection> {
 /// waiters over pub/sub.
 mod connection_manager_pubsub {
     use super::*;
-    leasehold_core::conformance_tests!(with_pubsub().await);
+    leasehold_core::conformance::conformance_tests!(with_pubsub().await);
 }
 
 /// A caller's `MultiplexedConnection`, no pub/sub client: waiters back off.
 mod multiplexed_connection_polling {
     use super::*;
-    leasehold_core::conformance_tests!(multiplexed_polling().await);
+    leasehold_core::conformance::conformance_tests!(multiplexed_polling().await);
 }

@@ -6,7 +6,9 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold_core::{AcquireOutcome, CasStore, ClientConfig, Error, FencingToken, LeaseClient, LeaseName, LossCause};
+use leasehold_core::{
+    AcquireOutcome, ClientConfig, Error, FencingToken, LeaseClient, LeaseName, LossCause, store::CasStore,
+};
 use leasehold_redis::{FencedWrite, RedisConfig, RedisStore, read_high_water};
 use redis::aio::ConnectionManagerConfig;
 use support::{OwnRedis, Persistence};

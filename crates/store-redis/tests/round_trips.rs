@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use leasehold_core::testing::process::{poll, poll_async};
-use leasehold_core::{AcquireOutcome, CasStore, ClientConfig, FencingToken, LeaseClient, LeaseName};
+use leasehold_core::{AcquireOutcome, ClientConfig, FencingToken, LeaseClient, LeaseName, store::CasStore};
 use leasehold_redis::{FencedWrite, RedisConfig, RedisStore};
 use support::{OwnRedis, Persistence, Wire};
 
@@ -109,13 +109,13 @@ async fn a_takeover_of_an_expired_lease_is_one_command() {
     store.load_scripts().await.expect("load");
     let name = LeaseName::new("expired").expect("name");
     // A holder that never renews: its record simply expires on the server.
-    let rec = leasehold_core::LeaseRecord::held(
+    let rec = leasehold_core::store::LeaseRecord::held(
         leasehold_core::HolderId::new("gone").expect("holder"),
         FencingToken::new(1),
         leasehold_core::Ttl::from_millis(50).expect("ttl"),
     );
     store
-        .write(&name, &leasehold_core::Precondition::Claimable, &rec)
+        .write(&name, &leasehold_core::store::Precondition::Claimable, &rec)
         .await
         .expect("write");
     let gone = poll_async(Duration::from_secs(5), || async {

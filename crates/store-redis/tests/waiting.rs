@@ -6,7 +6,10 @@ mod support;
 use std::time::Duration;
 
 use leasehold_core::testing::process::poll_async;
-use leasehold_core::{AcquireOutcome, CasOutcome, CasStore, ClientConfig, FencingToken, LeaseClient, LeaseName};
+use leasehold_core::{
+    AcquireOutcome, ClientConfig, FencingToken, LeaseClient, LeaseName,
+    store::{CasOutcome, CasStore},
+};
 use leasehold_redis::RedisStore;
 use redis::aio::MultiplexedConnection;
 use tokio::time::Instant;
@@ -80,20 +83,24 @@ async fn a_release_wakes_a_waiter_at_once_and_the_subscription_is_dropped() {
 async fn a_change_before_the_wait_returns_at_once_and_no_change_waits_it_out() {
     let store = support::shared_store("wait-seen").await;
     let name = LeaseName::new("w").expect("name");
-    let rec = leasehold_core::LeaseRecord::held(
+    let rec = leasehold_core::store::LeaseRecord::held(
         leasehold_core::HolderId::new("h").expect("holder"),
         FencingToken::new(1),
         leasehold_core::Ttl::from_millis(30_000).expect("ttl"),
     );
     let CasOutcome::Written(v1) = store
-        .write(&name, &leasehold_core::Precondition::Absent, &rec)
+        .write(&name, &leasehold_core::store::Precondition::Absent, &rec)
         .await
         .expect("write")
     else {
         panic!("conflict")
     };
     let CasOutcome::Written(v2) = store
-        .write(&name, &leasehold_core::Precondition::Version(v1.version.clone()), &rec)
+        .write(
+            &name,
+            &leasehold_core::store::Precondition::Version(v1.version.clone()),
+            &rec,
+        )
         .await
         .expect("write")
     else {

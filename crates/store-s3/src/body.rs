@@ -9,7 +9,10 @@
 //! return). The object stays one valid JSON document that [`record_codec::decode`] reads
 //! as it is, and ETags of different writes collide with probability 2^-128.
 
-use leasehold_core::{LeaseName, LeaseRecord, Result, record_codec};
+use leasehold_core::{
+    LeaseName, Result,
+    store::{LeaseRecord, record_codec},
+};
 
 /// The whitespace alphabet of the nonce: two bits per character.
 const NONCE_ALPHABET: [u8; 4] = [b' ', b'\t', b'\n', b'\r'];

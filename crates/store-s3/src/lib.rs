@@ -2,7 +2,7 @@
 //!
 //! Leases and fencing tokens on Amazon S3 (or an S3-compatible server) through
 //! conditional writes, with no other service to run: [`S3Store`] implements
-//! [`leasehold_core::CasStore`], and [`FencedManifest`] fences commits of data kept in the
+//! [`leasehold_core::store::CasStore`], and [`FencedManifest`] fences commits of data kept in the
 //! bucket itself.
 //!
 //! ```no_run
@@ -33,7 +33,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! ## Guarantee: linearizable ([`leasehold_core::Grade::Linearizable`])
+//! ## Guarantee: linearizable ([`leasehold_core::store::Grade::Linearizable`])
 //! S3 has been strongly consistent for every GET and PUT since December 2020: a read
 //! returns the latest acknowledged write. Its conditional writes are atomic per key:
 //! `If-None-Match: *` (August 2024) creates an object only if none exists, and
@@ -56,12 +56,12 @@
 //! twice would reuse a version (and a renewal could look like no change to a challenger
 //! watching the ETag). Every write therefore ends the JSON record with a random 128-bit
 //! nonce spelled in JSON whitespace: the object is still one JSON document that
-//! [`leasehold_core::record_codec`] decodes, and ETags never repeat (collision odds 2^-128).
+//! [`leasehold_core::store::record_codec`] decodes, and ETags never repeat (collision odds 2^-128).
 //! A failed condition is an empty 412, so a conflict cannot carry the current record
-//! ([`leasehold_core::Capabilities::conflict_returns_current`] is `false`): the client reads
+//! ([`leasehold_core::store::Capabilities::conflict_returns_current`] is `false`): the client reads
 //! it with one GetObject.
 //!
-//! ## Clock: observation ([`leasehold_core::ClockSource::Observation`])
+//! ## Clock: observation ([`leasehold_core::store::ClockSource::Observation`])
 //! No decision compares two machines' clocks. A challenger takes over only after it has
 //! seen the same ETag unchanged for the record's TTL plus the safety margin (5% by
 //! default) on its own monotonic clock; the holder trusts its lease until its renewal's
@@ -79,12 +79,12 @@
 //! clock without watching. It is not used, because it is not sound on S3's published
 //! guarantees: the two timestamps are taken by different hosts of a distributed service
 //! whose clock agreement AWS does not bound (comparing them is comparing two machines'
-//! clocks, DESIGN rule 2), both have one-second resolution, and S3 does not say which
+//! clocks, rule 2 of docs/DESIGN.md), both have one-second resolution, and S3 does not say which
 //! instant of a request (receipt, or the moment it applied) `Last-Modified` records.
-//! Besides, [`leasehold_core::Precondition::Claimable`] (the store judging expiry inside the
+//! Besides, [`leasehold_core::store::Precondition::Claimable`] (the store judging expiry inside the
 //! write) cannot be expressed as an S3 condition, so a server-clock mode would still need
 //! a read before every takeover. The store therefore reports no
-//! [`leasehold_core::Stored::remaining`] and refuses `Claimable` with
+//! [`leasehold_core::store::Stored::remaining`] and refuses `Claimable` with
 //! [`leasehold_core::Error::InvalidInput`].
 //!
 //! ## Fenced commits on data in the bucket

@@ -4,7 +4,7 @@
 //! This is how lakehouse table formats commit: the data (files, snapshots) is written
 //! under new, unique keys, where it harms nobody; the *commit* is the replacement of one
 //! small manifest that says which data is current. Here the manifest also carries the
-//! token of the writer that committed it, its high-water mark (DESIGN rule 5), and a
+//! token of the writer that committed it, its high-water mark (rule 5 of docs/DESIGN.md), and a
 //! commit is accepted only if
 //!
 //! 1. the manifest is still exactly the one the writer based its work on (`If-Match` on
@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use rand::Rng;
 
-use leasehold_core::{Error, FencingToken, Result, Version};
+use leasehold_core::{Error, FencingToken, Result, store::Version};
 
 use crate::bucket::{Bucket, Cond, Found, Written};
 use crate::config::{MAX_KEY_LEN, validate_key_path};

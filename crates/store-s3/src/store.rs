@@ -5,8 +5,11 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use leasehold_core::{
-    Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Error, Grade, LeaseName, LeaseRecord,
-    Linearizable, Precondition, Result, Stored, Version,
+    Error, LeaseName, Result,
+    store::{
+        Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Linearizable,
+        Precondition, Stored, Version,
+    },
 };
 
 use crate::bucket::{Bucket, Cond, Found, Written};

@@ -11,7 +11,8 @@ use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_s3::primitives::ByteStream;
 use common::{create_bucket, endpoint, unique_bucket};
 use leasehold_core::{
-    AcquireOutcome, CasStore, Error, FencingToken, HolderId, LeaseClient, LeaseName, LeaseRecord, Precondition, Ttl,
+    AcquireOutcome, Error, FencingToken, HolderId, LeaseClient, LeaseName, Ttl,
+    store::{CasStore, LeaseRecord, Precondition},
 };
 use leasehold_s3::{S3Store, S3StoreConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

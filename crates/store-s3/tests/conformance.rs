@@ -16,7 +16,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use aws_sdk_s3::primitives::ByteStream;
 use leasehold_core::conformance::Fixture;
-use leasehold_core::{CasStore, LeaseName};
+use leasehold_core::{LeaseName, store::CasStore};
 use leasehold_s3::{S3Store, S3StoreConfig};
 
 /// This binary's serialized moto.
@@ -57,4 +57,4 @@ impl Fixture for S3Fixture {
     }
 }
 
-leasehold_core::conformance_tests!(S3Fixture::new().await);
+leasehold_core::conformance::conformance_tests!(S3Fixture::new().await);

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use common::{Reply, ScriptedHttp, client_with, create_bucket, endpoint, unique_bucket};
 use leasehold_core::{
-    CasOutcome, CasStore, Current, DeleteOutcome, Error, FencingToken, HolderId, LeaseName, LeaseRecord, Precondition,
-    Ttl, Version,
+    Error, FencingToken, HolderId, LeaseName, Ttl,
+    store::{CasOutcome, CasStore, Current, DeleteOutcome, LeaseRecord, Precondition, Version},
 };
 use leasehold_s3::{S3Store, S3StoreConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

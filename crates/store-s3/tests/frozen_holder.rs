@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use common::{create_bucket, endpoint, unique_bucket, wait_until};
 use leasehold_core::testing::process::{freeze, kill9, process_state, resume};
-use leasehold_core::{CasStore, FencingToken, LeaseClient, LeaseName};
+use leasehold_core::{FencingToken, LeaseClient, LeaseName, store::CasStore};
 use leasehold_s3::{S3Store, S3StoreConfig};
 use tokio::time::Instant;
 

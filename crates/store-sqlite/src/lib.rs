@@ -7,8 +7,8 @@
 //! ## Guarantee: linearizable, on one host
 //! SQLite runs one write transaction at a time per database file, and every lease
 //! operation is one statement (its own transaction): the grant, its fencing token and
-//! the expiry are one atomic write ([`leasehold_core::Grade::Linearizable`],
-//! [`leasehold_core::Linearizable`]). Every process that opens the same file on the same
+//! the expiry are one atomic write ([`leasehold_core::store::Grade::Linearizable`],
+//! [`leasehold_core::store::Linearizable`]). Every process that opens the same file on the same
 //! host sees the same records. Not for files on network filesystems (NFS, SMB), whose
 //! locking SQLite cannot trust, and not across hosts: use `leasehold-postgres` there.
 //! [`connect_options`] uses `synchronous = FULL`, so a grant survives power loss and no
@@ -21,7 +21,7 @@
 //!
 //! ## Clock: the host's
 //! Expiry is judged inside each statement with SQLite's `julianday('now')`, in Unix
-//! milliseconds ([`leasehold_core::ClockSource::Store`]): the clock of the one host every
+//! milliseconds ([`leasehold_core::store::ClockSource::Store`]): the clock of the one host every
 //! process shares, which SQLite keeps fixed within a statement. A forward step of the
 //! host clock expires leases early (the fence still protects the data); keep it slewed
 //! by NTP, not stepped.
@@ -51,7 +51,7 @@
 //! A conflicting write still takes the write lock for an instant (its `UPDATE` matches
 //! the row and leaves every column as it was, so `RETURNING` can report the current
 //! record); see [`leasehold_sql::statements`]. Waiters poll with jittered backoff
-//! ([`leasehold_core::Capabilities::notifies_waiters`] is false): SQLite has no push.
+//! ([`leasehold_core::store::Capabilities::notifies_waiters`] is false): SQLite has no push.
 //!
 //! ## Example
 //! ```

@@ -8,7 +8,10 @@ mod common;
 
 use std::time::Duration;
 
-use leasehold_core::{CasStore, Error, FencingToken, HolderId, LeaseClient, LeaseName, LeaseRecord, Precondition, Ttl};
+use leasehold_core::{
+    Error, FencingToken, HolderId, LeaseClient, LeaseName, Ttl,
+    store::{CasStore, LeaseRecord, Precondition},
+};
 use leasehold_sqlite::{SqliteConfig, SqliteStore};
 use sqlx::{Row, SqlitePool};
 
@@ -135,7 +138,7 @@ async fn names_and_holders_longer_than_the_columns_are_invalid_input() {
                 &rec(&"h".repeat(40))
             )
             .await,
-        Ok(leasehold_core::CasOutcome::Written(_))
+        Ok(leasehold_core::store::CasOutcome::Written(_))
     ));
     assert_eq!(count(&pool, "short_names").await, 1, "a refused input created a row");
 }

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use leasehold_core::{ClientConfig, FencingToken, Grade, LeaseClient, LeaseName, SkewedWallClock};
+use leasehold_core::{ClientConfig, FencingToken, LeaseClient, LeaseName, store::Grade, testing::SkewedWallClock};
 use leasehold_tests::history::{Event, HistoryWriter, WriteOutcome, now_ms};
 use leasehold_tests::resource::{ResourceTables, fenced_write_sql, high_water_sql};
 use leasehold_tests::stores::{self, BlindRelease, LEASE_NAME, Namespace, StoreKind};
@@ -173,7 +173,7 @@ async fn main() {
             Err(e) => fail(&format!("store: {e}")),
         }
     };
-    let store: Arc<dyn leasehold_core::CasStore> = match a.mutant.as_str() {
+    let store: Arc<dyn leasehold_core::store::CasStore> = match a.mutant.as_str() {
         "blind-release" => Arc::new(BlindRelease { inner: built.store }),
         "none" | "no-fence" => built.store,
         other => fail(&format!("unknown --mutant {other}")),
@@ -190,12 +190,12 @@ async fn main() {
             }
         });
     }
-    let config = ClientConfig {
-        label: Some(format!("w{}", a.id)),
-        wall_clock: clock,
-        rng_seed: Some(a.seed),
-        ..ClientConfig::default()
-    };
+    let config = ClientConfig::builder()
+        .label(format!("w{}", a.id))
+        .wall_clock(clock)
+        .rng_seed(a.seed)
+        .build()
+        .expect("client config");
     let client = if store.capabilities().grade == Grade::EfficiencyOnly {
         LeaseClient::efficiency_only(store, config)
     } else {

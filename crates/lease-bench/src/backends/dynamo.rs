@@ -12,7 +12,7 @@ use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
 };
-use leasehold_core::CasStore;
+use leasehold_core::store::CasStore;
 use leasehold_dynamodb::DynamoStore;
 
 use super::{Backend, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env, ttl_ms};

@@ -9,7 +9,7 @@ use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, DeleteOptions, LeaseKeepAliveStream, LeaseKeeper, LockOptions,
     PutOptions, Txn, TxnOp,
 };
-use leasehold_core::{CasStore, ClientConfig};
+use leasehold_core::{ClientConfig, store::CasStore};
 use leasehold_etcd::{EtcdConfig, EtcdStore};
 use tokio::sync::Mutex;
 

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold_core::{
-    CasOutcome, CasStore, FencingToken, HolderId, LeaseName, LeaseRecord, MemoryStore, Precondition, Ttl,
+    FencingToken, HolderId, LeaseName, MemoryStore, Ttl,
+    store::{CasOutcome, CasStore, LeaseRecord, Precondition},
 };
 
 use super::{Backend, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind};
@@ -98,7 +99,7 @@ impl MemoryFloor {
 
     async fn on_version(&self, lock: &RawLock, rec: LeaseRecord) -> Result<String> {
         let name = LeaseName::new(&lock.key)?;
-        let expect = Precondition::Version(leasehold_core::Version::new(lock.version.as_str()));
+        let expect = Precondition::Version(leasehold_core::store::Version::new(lock.version.as_str()));
         match self.store.write(&name, &expect, &rec).await? {
             CasOutcome::Written(s) => Ok(s.version.as_str().to_owned()),
             CasOutcome::Conflict(_) => Err(fail(format!("memory floor: lost {}", lock.key))),

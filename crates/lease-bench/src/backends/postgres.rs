@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use leasehold_core::{CasStore, ClientConfig};
+use leasehold_core::{ClientConfig, store::CasStore};
 use leasehold_postgres::{PostgresConfig, PostgresStore};
 use sqlx::postgres::{PgAdvisoryLock, PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Either, Row};

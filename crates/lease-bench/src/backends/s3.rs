@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::error::SdkError;
 use aws_sdk_s3::primitives::ByteStream;
-use leasehold_core::CasStore;
+use leasehold_core::store::CasStore;
 use leasehold_s3::{S3Store, S3StoreConfig, local_client};
 
 use super::{Backend, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env};

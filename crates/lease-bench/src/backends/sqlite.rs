@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use leasehold_core::CasStore;
+use leasehold_core::store::CasStore;
 use leasehold_sqlite::{SqliteConfig, SqliteStore, connect_options};
 use sqlx::sqlite::{SqlitePool, SqlitePoolOptions};
 use sqlx::{AssertSqlSafe, Row};

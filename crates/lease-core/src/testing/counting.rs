@@ -7,7 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::{
-    Capabilities, CasOutcome, CasStore, DeleteOutcome, LeaseName, LeaseRecord, Precondition, Result, Stored, Version,
+    LeaseName, Result,
+    store::{Capabilities, CasOutcome, CasStore, DeleteOutcome, LeaseRecord, Precondition, Stored, Version},
 };
 
 /// Calls made through a [`CountingStore`], by method.
@@ -123,4 +124,4 @@ impl<S: CasStore> CasStore for CountingStore<S> {
     }
 }
 
-impl<S: crate::Linearizable> crate::Linearizable for CountingStore<S> {}
+impl<S: crate::store::Linearizable> crate::store::Linearizable for CountingStore<S> {}

@@ -8,8 +8,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::{
-    Capabilities, CasOutcome, CasStore, DeleteOutcome, Error, LeaseName, LeaseRecord, Precondition, Result, Stored,
-    Version,
+    Error, LeaseName, Result,
+    store::{Capabilities, CasOutcome, CasStore, DeleteOutcome, LeaseRecord, Precondition, Stored, Version},
 };
 
 /// What a [`FaultStore`] does to each call. Probabilities are in `0.0..=1.0`.
@@ -52,7 +52,7 @@ impl FaultPlan {
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-/// use leasehold_core::{CasStore, LeaseName, MemoryStore, testing::{FaultPlan, FaultStore}};
+/// use leasehold_core::{LeaseName, MemoryStore, testing::{FaultPlan, FaultStore}, store::CasStore};
 /// let store = FaultStore::new(MemoryStore::new(), 7);
 /// store.set_plan(FaultPlan::down());
 /// assert!(store.read(&LeaseName::new("a")?).await.unwrap_err().is_retryable());
@@ -164,4 +164,4 @@ impl<S: CasStore> CasStore for FaultStore<S> {
     }
 }
 
-impl<S: crate::Linearizable> crate::Linearizable for FaultStore<S> {}
+impl<S: crate::store::Linearizable> crate::store::Linearizable for FaultStore<S> {}

@@ -1,6 +1,6 @@
 //! ShedLock table interop for Postgres (feature `shedlock-postgres`).
 //!
-//! [`ShedlockStore`] is a [`leasehold_core::CasStore`] over ShedLock's own table, so a
+//! [`ShedlockStore`] is a [`leasehold_core::store::CasStore`] over ShedLock's own table, so a
 //! Rust instance using [`crate::LockingExecutor`] (or a [`crate::Scheduler`] with
 //! [`crate::LockNaming::JobName`]) and a Java instance using ShedLock's
 //! `JdbcTemplateLockProvider` with the same lock name never hold it at once.
@@ -43,7 +43,7 @@
 //! - **Unfenced table**: the token is `locked_at` in microseconds, set by the database
 //!   clock in the statement that grants the row (and a grant applies only if it grows).
 //!   That depends on the database clock not stepping back, so the store reports
-//!   [`leasehold_core::Grade::EfficiencyOnly`]: fit to keep Rust and Java instances apart,
+//!   [`leasehold_core::store::Grade::EfficiencyOnly`]: fit to keep Rust and Java instances apart,
 //!   not to guard money. [`ShedlockStore::lease_client`] picks the right client.
 //!
 //! ## Cost

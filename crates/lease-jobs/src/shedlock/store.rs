@@ -8,8 +8,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leasehold_core::fence::{Dialect, Ident};
 use leasehold_core::{
-    Capabilities, CasOutcome, CasStore, ClientConfig, ClockSource, Current, DeleteOutcome, Error, FencingToken, Grade,
-    HolderId, LeaseClient, LeaseName, LeaseRecord, Precondition, Result, Stored, Ttl, Version, record_codec,
+    ClientConfig, Error, FencingToken, HolderId, LeaseClient, LeaseName, Result, Ttl,
+    store::{
+        Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Precondition,
+        Stored, Version, record_codec,
+    },
 };
 use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
 use sqlx::{AssertSqlSafe, Row};

@@ -4,7 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold_core::{
-    CasOutcome, CasStore, Current, FencingToken, HolderId, LeaseName, LeaseRecord, Precondition, Ttl,
+    FencingToken, HolderId, LeaseName, Ttl,
+    store::{CasOutcome, CasStore, Current, LeaseRecord, Precondition},
 };
 
 /// `tasks` concurrent claimers each take a free lease `rounds` times (a `Claimable`

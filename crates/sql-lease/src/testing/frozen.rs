@@ -25,7 +25,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leasehold_core::fence::{Dialect, FencedUpdate};
 use leasehold_core::testing::process;
-use leasehold_core::{CasStore, ClientConfig, Error, FencingToken, LeaseClient, Result};
+use leasehold_core::{ClientConfig, Error, FencingToken, LeaseClient, Result, store::CasStore};
 use tokio::time::Instant;
 
 use crate::{FencedWrite, SqlValue};
@@ -151,10 +151,10 @@ pub fn main<B: Backend>() {
 async fn worker<B: Backend>(role: &str, target: &str, suffix: &str) -> std::result::Result<(), String> {
     let t = Tables::new(suffix);
     let backend = B::open(target, &t.lease).await;
-    let config = ClientConfig {
-        label: Some(format!("worker-{role}")),
-        ..ClientConfig::default()
-    };
+    let config = ClientConfig::builder()
+        .label(format!("worker-{role}"))
+        .build()
+        .map_err(|e| e.to_string())?;
     let client = LeaseClient::from_dyn(backend.store(), config).map_err(|e| e.to_string())?;
     let lease = client
         .acquire_timeout(LEASE, TTL, Duration::from_secs(20))

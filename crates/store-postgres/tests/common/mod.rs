@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use leasehold_core::fence::Dialect;
-use leasehold_core::{CasStore, Result};
+use leasehold_core::{Result, store::CasStore};
 use leasehold_postgres::{PostgresConfig, PostgresStore, execute_fenced};
 use leasehold_sql::testing::Backend;
 use leasehold_sql::{FencedWrite, SqlValue};

@@ -54,10 +54,7 @@ async fn run(
     let ttl = Duration::from_millis(ttl_ms.parse().map_err(|_| Error::invalid("ttl", ttl_ms.to_owned()))?);
     let client = redis::Client::open(url).map_err(|e| Error::invalid("redis url", e.to_string()))?;
     let store = RedisStore::connect(client, RedisConfig::default().with_prefix(prefix)).await?;
-    let config = ClientConfig {
-        label: Some(label.to_owned()),
-        ..ClientConfig::default()
-    };
+    let config = ClientConfig::builder().label(label.to_owned()).build()?;
     let leases = LeaseClient::efficiency_only(store.clone(), config)?;
     let lease = leases.acquire_timeout(lease_name, ttl, Duration::from_secs(10)).await?;
     let token = lease.token();

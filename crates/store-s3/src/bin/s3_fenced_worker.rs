@@ -53,10 +53,10 @@ async fn main() {
     let store = S3Store::new(leasehold_s3::local_client(&endpoint), config);
     let client = LeaseClient::with_config(
         store.clone(),
-        leasehold_core::ClientConfig {
-            label: Some(label.clone()),
-            ..leasehold_core::ClientConfig::default()
-        },
+        leasehold_core::ClientConfig::builder()
+            .label(label.clone())
+            .build()
+            .unwrap_or_else(|e| fail(&e.to_string())),
     )
     .unwrap_or_else(|e| fail(&e.to_string()));
     let lease = client

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold_core::fence::Dialect;
-use leasehold_core::{CasStore, Result};
+use leasehold_core::{Result, store::CasStore};
 use leasehold_sql::testing::Backend;
 use leasehold_sql::{FencedWrite, SqlValue};
 use leasehold_sqlite::{SqliteConfig, SqliteStore, connect_options, execute_fenced};

@@ -1,10 +1,12 @@
 //! Exact outcomes of the pure lease decision, with made-up times.
-#![allow(missing_docs)]
 
 use std::time::{Duration, Instant};
 
-use leasehold_core::decision::{self, AcquireStep, ConflictVerdict, Known, Policy, SkewBound};
-use leasehold_core::{ClockSource, Current, FencingToken, HolderId, LeaseRecord, Precondition, Stored, Ttl, Version};
+use crate::decision::{self, AcquireStep, ConflictVerdict, Known, Policy, SkewBound};
+use crate::{
+    FencingToken, HolderId, Ttl,
+    store::{ClockSource, Current, LeaseRecord, Precondition, Stored, Version},
+};
 
 fn me() -> HolderId {
     HolderId::new("me#1").expect("valid test input")

@@ -4,7 +4,7 @@
 //! for the opt-in [`SkewBound`] rule, its wall-clock reading). The [`crate::LeaseClient`]
 //! performs what these functions return; tests drive them directly with made-up times.
 //!
-//! # How expiry is judged (DESIGN rule 2)
+//! # How expiry is judged (rule 2 of docs/DESIGN.md)
 //! - [`ClockSource::Store`]: the store reports the time left on its own clock
 //!   ([`Stored::remaining`]) and evaluates [`Precondition::Claimable`] itself.
 //! - [`ClockSource::Observation`]: a challenger may take over only after it has seen the
@@ -12,7 +12,7 @@
 //!   its own monotonic clock from the moment it first saw that version.
 //! - Wall clocks of two machines are compared only under an explicit [`SkewBound`].
 //!
-//! # How long a holder may trust its lease (DESIGN rule 3)
+//! # How long a holder may trust its lease (rule 3 of docs/DESIGN.md)
 //! A grant or renewal *sent* at monotonic `t` is trusted until
 //! `t + ttl - margin` ([`Policy::valid_until`]), never from when the reply arrived.
 //! Every way a challenger can judge expiry starts its count at or after the moment the
@@ -20,67 +20,13 @@
 
 use std::time::{Duration, Instant};
 
-use crate::{ClockSource, FencingToken, HolderId, LeaseRecord, Precondition, Stored, Ttl};
-
-/// An explicit bound on how far any two participants' wall clocks may disagree.
-///
-/// Opting in lets a challenger on an observation store take over a lease whose holder's
-/// wall-clock expiry, plus this bound, is in the past, without first watching it for a
-/// whole TTL (for callers that try once, like scheduled jobs). If real clocks disagree by
-/// more than the bound, two holders can overlap: the fence still protects the resource.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SkewBound(pub Duration);
-
-/// The rules a client applies; the same for every lease it holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Policy {
-    /// Where expiry is judged (from the store's [`crate::Capabilities`]).
-    pub clock: ClockSource,
-    /// The safety margin, in thousandths of the TTL, taken off the holder's validity
-    /// and added to a challenger's observation window (clock-rate drift, scheduling).
-    pub margin_permille: u32,
-    /// Opt-in wall-clock rule for observation stores.
-    pub skew: Option<SkewBound>,
-}
-
-impl Policy {
-    /// The default margin: 5% of the TTL.
-    pub const DEFAULT_MARGIN_PERMILLE: u32 = 50;
-
-    /// A policy for a store with the given clock, default margin, no skew rule.
-    pub fn new(clock: ClockSource) -> Self {
-        Self {
-            clock,
-            margin_permille: Self::DEFAULT_MARGIN_PERMILLE,
-            skew: None,
-        }
-    }
-
-    /// The safety margin for a TTL (at least 1 ms).
-    pub fn margin(&self, ttl: Ttl) -> Duration {
-        (ttl.get() * self.margin_permille / 1000).max(Duration::from_millis(1))
-    }
-
-    /// Until when a grant or renewal sent at `sent_at` for `ttl` may be trusted.
-    pub fn valid_until(&self, sent_at: Instant, ttl: Ttl) -> Instant {
-        sent_at + ttl.get().saturating_sub(self.margin(ttl))
-    }
-
-    /// How long a challenger on an observation store must see one version unchanged
-    /// before it may take over a lease with this TTL.
-    pub fn observation_window(&self, ttl: Ttl) -> Duration {
-        ttl.get() + self.margin(ttl)
-    }
-
-    /// When to renew a lease granted (or last renewed) at `sent_at`: a third of the TTL.
-    pub fn renew_at(&self, sent_at: Instant, ttl: Ttl) -> Instant {
-        sent_at + ttl.get() / 3
-    }
-}
+pub(crate) use crate::policy::{Policy, SkewBound};
+use crate::store::{ClockSource, LeaseRecord, Precondition, Stored};
+use crate::{FencingToken, HolderId, Ttl};
 
 /// What this client knows of the record before deciding.
 #[derive(Debug, Clone, Copy)]
-pub enum Known<'a> {
+pub(crate) enum Known<'a> {
     /// Nothing yet (no read, no earlier conflict).
     Nothing,
     /// The store said no record exists.
@@ -96,7 +42,7 @@ pub enum Known<'a> {
 
 /// What an acquire attempt should do next.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AcquireStep {
+pub(crate) enum AcquireStep {
     /// Send this conditional write; if it applies, the lease is granted with the token
     /// of the record the store returns.
     Write {
@@ -121,7 +67,7 @@ pub enum AcquireStep {
 ///
 /// `wall_now_ms` is read only under [`Policy::skew`]; it is also written into the
 /// record (for other clients that opted into the skew rule).
-pub fn acquire(
+pub(crate) fn acquire(
     policy: &Policy,
     me: &HolderId,
     ttl: Ttl,
@@ -208,18 +154,13 @@ pub fn acquire(
 }
 
 /// The record a renewal writes: same holder, same token, fresh TTL.
-pub fn renewal(held: &LeaseRecord, ttl: Ttl, wall_now_ms: u64) -> LeaseRecord {
-    LeaseRecord {
-        holder: held.holder.clone(),
-        token: held.token,
-        ttl,
-        wall_expires_at_ms: Some(wall_now_ms.saturating_add(ttl.as_millis())),
-    }
+pub(crate) fn renewal(held: &LeaseRecord, ttl: Ttl, wall_now_ms: u64) -> LeaseRecord {
+    held.renewed(ttl, wall_now_ms)
 }
 
 /// How a holder reads a conflict on its renewal or release.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ConflictVerdict {
+pub(crate) enum ConflictVerdict {
     /// The record is still ours with our token under a newer version (an earlier
     /// attempt whose outcome was unknown applied): retry on that version.
     StillOurs(Stored),
@@ -237,11 +178,11 @@ pub enum ConflictVerdict {
 }
 
 /// Judges a conflict on a write by the holder `me` of `token`.
-pub fn judge_conflict(me: &HolderId, token: FencingToken, current: &crate::Current) -> ConflictVerdict {
+pub(crate) fn judge_conflict(me: &HolderId, token: FencingToken, current: &crate::store::Current) -> ConflictVerdict {
     match current {
-        crate::Current::Unknown => ConflictVerdict::Unknown,
-        crate::Current::Absent => ConflictVerdict::Gone,
-        crate::Current::Present(s) => match &s.record.holder {
+        crate::store::Current::Unknown => ConflictVerdict::Unknown,
+        crate::store::Current::Absent => ConflictVerdict::Gone,
+        crate::store::Current::Present(s) => match &s.record.holder {
             Some(h) if h == me && s.record.token == token => ConflictVerdict::StillOurs(s.clone()),
             None if s.record.token == token => ConflictVerdict::Gone,
             holder => ConflictVerdict::TakenOver {
@@ -251,3 +192,8 @@ pub fn judge_conflict(me: &HolderId, token: FencingToken, current: &crate::Curre
         },
     }
 }
+
+#[cfg(test)]
+mod tests_exact;
+#[cfg(test)]
+mod tests_props;

@@ -2,12 +2,14 @@
 //! clock-rate drift: tokens strictly increase on a change of holder, renewal keeps the
 //! token, a challenger on an observation store never takes over before its window, and
 //! no two holders ever both believe they hold the lease at the same true time.
-#![allow(missing_docs)]
 
 use std::time::{Duration, Instant};
 
-use leasehold_core::decision::{self, AcquireStep, ConflictVerdict, Known, Policy};
-use leasehold_core::{ClockSource, Current, FencingToken, HolderId, LeaseRecord, Precondition, Stored, Ttl, Version};
+use crate::decision::{self, AcquireStep, ConflictVerdict, Known, Policy};
+use crate::{
+    FencingToken, HolderId, Ttl,
+    store::{ClockSource, Current, LeaseRecord, Precondition, Stored, Version},
+};
 use proptest::prelude::*;
 
 const TTL_MS: u64 = 1_000;

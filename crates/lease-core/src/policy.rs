@@ -1,0 +1,63 @@
+//! The timing rules a client judges by: the safety margin, how long a holder may trust
+//! a grant, how long a challenger watches, when to renew; and the opt-in skew bound.
+
+use std::time::{Duration, Instant};
+
+use crate::Ttl;
+use crate::store::ClockSource;
+
+/// An explicit bound on how far any two participants' wall clocks may disagree.
+///
+/// Opting in lets a challenger on an observation store take over a lease whose holder's
+/// wall-clock expiry, plus this bound, is in the past, without first watching it for a
+/// whole TTL (for callers that try once, like scheduled jobs). If real clocks disagree by
+/// more than the bound, two holders can overlap: the fence still protects the resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SkewBound(pub Duration);
+
+/// The rules a client applies; the same for every lease it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// Where expiry is judged (from the store's [`crate::store::Capabilities`]).
+    pub clock: ClockSource,
+    /// The safety margin, in thousandths of the TTL, taken off the holder's validity
+    /// and added to a challenger's observation window (clock-rate drift, scheduling).
+    pub margin_permille: u32,
+    /// Opt-in wall-clock rule for observation stores.
+    pub skew: Option<SkewBound>,
+}
+
+impl Policy {
+    /// The default margin: 5% of the TTL.
+    pub const DEFAULT_MARGIN_PERMILLE: u32 = 50;
+
+    /// A policy for a store with the given clock, default margin, no skew rule.
+    pub fn new(clock: ClockSource) -> Self {
+        Self {
+            clock,
+            margin_permille: Self::DEFAULT_MARGIN_PERMILLE,
+            skew: None,
+        }
+    }
+
+    /// The safety margin for a TTL (at least 1 ms).
+    pub fn margin(&self, ttl: Ttl) -> Duration {
+        (ttl.get() * self.margin_permille / 1000).max(Duration::from_millis(1))
+    }
+
+    /// Until when a grant or renewal sent at `sent_at` for `ttl` may be trusted.
+    pub fn valid_until(&self, sent_at: Instant, ttl: Ttl) -> Instant {
+        sent_at + ttl.get().saturating_sub(self.margin(ttl))
+    }
+
+    /// How long a challenger on an observation store must see one version unchanged
+    /// before it may take over a lease with this TTL.
+    pub fn observation_window(&self, ttl: Ttl) -> Duration {
+        ttl.get() + self.margin(ttl)
+    }
+
+    /// When to renew a lease granted (or last renewed) at `sent_at`: a third of the TTL.
+    pub fn renew_at(&self, sent_at: Instant, ttl: Ttl) -> Instant {
+        sent_at + ttl.get() / 3
+    }
+}
