@@ -520,7 +520,9 @@ pub async fn prepare(kind: StoreKind, endpoint: &str, ns: &Namespace) -> LeaseRe
     }
 }
 
-fn dynamo_client(endpoint: &str, timeout: Duration) -> aws_sdk_dynamodb::Client {
+/// A DynamoDB client for a local endpoint (static credentials, one region), every
+/// attempt bounded by `timeout`.
+pub fn dynamo_client(endpoint: &str, timeout: Duration) -> aws_sdk_dynamodb::Client {
     use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
     use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
     let config = aws_sdk_dynamodb::Config::builder()

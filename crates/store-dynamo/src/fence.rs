@@ -63,7 +63,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailur
 use leasehold_core::fence::FenceMode;
 use leasehold_core::{Error, FencingToken, Result};
 
-use crate::error::{Op, is_conditional_check_failed, map_sdk_error};
+use crate::error::{Op, SentFlag, is_conditional_check_failed, map_sdk_error};
 use crate::store::single_attempt;
 
 /// The expression attribute name the guard uses for the fence attribute.
@@ -292,7 +292,14 @@ impl ItemFence {
         let had_condition = has_condition(put.get_condition_expression().as_deref());
         let table = put.get_table_name().clone().unwrap_or_default();
         let guarded = self.guard_put(put)?;
-        match guarded.customize().config_override(single_attempt()).send().await {
+        let flag = SentFlag::default();
+        match guarded
+            .customize()
+            .config_override(single_attempt())
+            .interceptor(flag.clone())
+            .send()
+            .await
+        {
             Ok(out) => Ok(FencedOutcome::Applied(out)),
             Err(e) if is_conditional_check_failed(&e) => {
                 let old = match e.into_service_error() {
@@ -301,7 +308,7 @@ impl ItemFence {
                 };
                 self.judge(had_condition, old)
             }
-            Err(e) => Err(map_sdk_error("fenced PutItem", &table, Op::Write, e)),
+            Err(e) => Err(map_sdk_error("fenced PutItem", &table, Op::Write, flag.was_sent(), e)),
         }
     }
 
@@ -313,7 +320,14 @@ impl ItemFence {
         let had_condition = has_condition(update.get_condition_expression().as_deref());
         let table = update.get_table_name().clone().unwrap_or_default();
         let guarded = self.guard_update(update)?;
-        match guarded.customize().config_override(single_attempt()).send().await {
+        let flag = SentFlag::default();
+        match guarded
+            .customize()
+            .config_override(single_attempt())
+            .interceptor(flag.clone())
+            .send()
+            .await
+        {
             Ok(out) => Ok(FencedOutcome::Applied(out)),
             Err(e) if is_conditional_check_failed(&e) => {
                 let old = match e.into_service_error() {
@@ -322,7 +336,13 @@ impl ItemFence {
                 };
                 self.judge(had_condition, old)
             }
-            Err(e) => Err(map_sdk_error("fenced UpdateItem", &table, Op::Write, e)),
+            Err(e) => Err(map_sdk_error(
+                "fenced UpdateItem",
+                &table,
+                Op::Write,
+                flag.was_sent(),
+                e,
+            )),
         }
     }
 

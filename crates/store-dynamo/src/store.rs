@@ -22,7 +22,7 @@ use leasehold_core::{
 use tokio::time::Instant;
 
 use crate::config::{ATTR_VERSION, DynamoConfig};
-use crate::error::{Op, is_conditional_check_failed, map_sdk_error, service_code};
+use crate::error::{Op, SentFlag, is_conditional_check_failed, map_sdk_error, service_code};
 use crate::item::{self, Item};
 
 /// How long [`DynamoStore::create_table`] waits for a new table to become `ACTIVE`.
@@ -92,6 +92,7 @@ impl DynamoStore {
     pub async fn create_table(&self) -> Result<()> {
         let key = self.config.key();
         let build = |e: aws_sdk_dynamodb::error::BuildError| Error::invalid("table definition", e.to_string());
+        let flag = SentFlag::default();
         let created = self
             .client
             .create_table()
@@ -111,12 +112,22 @@ impl DynamoStore {
                     .build()
                     .map_err(build)?,
             )
+            .customize()
+            .interceptor(flag.clone())
             .send()
             .await;
         match created {
             Ok(_) => tracing::info!(table = self.table(), "created lease table"),
             Err(e) if service_code(&e) == Some(RESOURCE_IN_USE) => {}
-            Err(e) => return Err(map_sdk_error("CreateTable", self.table(), Op::Write, e)),
+            Err(e) => {
+                return Err(map_sdk_error(
+                    "CreateTable",
+                    self.table(),
+                    Op::Write,
+                    flag.was_sent(),
+                    e,
+                ));
+            }
         }
         let deadline = Instant::now() + TABLE_ACTIVE_TIMEOUT;
         loop {
@@ -138,13 +149,16 @@ impl DynamoStore {
     /// [`Error::Misconfigured`] for a missing table, a wrong key schema or missing
     /// permission; [`Error::Unavailable`] while the table is still being created.
     pub async fn verify_table(&self) -> Result<()> {
+        let flag = SentFlag::default();
         let out = self
             .client
             .describe_table()
             .table_name(self.table())
+            .customize()
+            .interceptor(flag.clone())
             .send()
             .await
-            .map_err(|e| map_sdk_error("DescribeTable", self.table(), Op::Read, e))?;
+            .map_err(|e| map_sdk_error("DescribeTable", self.table(), Op::Read, flag.was_sent(), e))?;
         let wrong = |why: String| Error::Misconfigured {
             message: format!("table {}: {why}", self.table()),
             source: None,
@@ -217,6 +231,7 @@ impl CasStore for DynamoStore {
     }
 
     async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {
+        let flag = SentFlag::default();
         let out = self
             .client
             .get_item()
@@ -225,15 +240,17 @@ impl CasStore for DynamoStore {
             .consistent_read(true)
             .customize()
             .config_override(single_attempt())
+            .interceptor(flag.clone())
             .send()
             .await
-            .map_err(|e| map_sdk_error("GetItem", self.table(), Op::Read, e))?;
+            .map_err(|e| map_sdk_error("GetItem", self.table(), Op::Read, flag.was_sent(), e))?;
         out.item().map(|item| item::decode(name, item)).transpose()
     }
 
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
         let version = item::new_version();
         let u = item::lease_update(self.config.key(), expect, record, &version)?;
+        let flag = SentFlag::default();
         let sent = self
             .client
             .update_item()
@@ -247,6 +264,7 @@ impl CasStore for DynamoStore {
             .set_return_values_on_condition_check_failure(self.on_conflict())
             .customize()
             .config_override(single_attempt())
+            .interceptor(flag.clone())
             .send()
             .await;
         match sent {
@@ -277,11 +295,12 @@ impl CasStore for DynamoStore {
                 tracing::debug!(lease = %name, ?expect, "lease write conflicted");
                 Ok(CasOutcome::Conflict(current))
             }
-            Err(e) => Err(map_sdk_error("UpdateItem", self.table(), Op::Write, e)),
+            Err(e) => Err(map_sdk_error("UpdateItem", self.table(), Op::Write, flag.was_sent(), e)),
         }
     }
 
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        let flag = SentFlag::default();
         let sent = self
             .client
             .delete_item()
@@ -293,6 +312,7 @@ impl CasStore for DynamoStore {
             .set_return_values_on_condition_check_failure(self.on_conflict())
             .customize()
             .config_override(single_attempt())
+            .interceptor(flag.clone())
             .send()
             .await;
         match sent {
@@ -304,7 +324,7 @@ impl CasStore for DynamoStore {
                 };
                 Ok(DeleteOutcome::Conflict(self.current_from(None, name, old.as_ref())?))
             }
-            Err(e) => Err(map_sdk_error("DeleteItem", self.table(), Op::Write, e)),
+            Err(e) => Err(map_sdk_error("DeleteItem", self.table(), Op::Write, flag.was_sent(), e)),
         }
     }
 }

@@ -12,21 +12,15 @@
 //! | other 5xx, an unreadable answer, a timeout or a lost connection after the request went out | a write: [`Error::Indeterminate`]; a read: [`Error::Unavailable`] |
 //! | a request that never went out (connection refused, DNS failure, connect timeout, a failing credentials provider) | [`Error::Unavailable`] |
 //!
-//! "Went out" is known, not guessed: every request carries an interceptor that records
-//! when the SDK hands it to the HTTP connector; a failure before that point is certainly
-//! not applied. After it, only a refused connection, a DNS failure or a connect timeout
-//! found in the error's source chain proves the request was not sent; anything else
-//! counts as "may have applied".
+//! Everything but the S3 codes (transport failures, statuses without a code, "was it
+//! sent") is the mapping shared with the DynamoDB store, in `leasehold-aws`.
 
 use std::error::Error as StdError;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use aws_sdk_s3::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
-use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
-use aws_smithy_runtime_api::client::result::ConnectorError;
+use leasehold_aws::{Kind as AwsKind, status_kind, transport_kind};
+pub(crate) use leasehold_aws::{Op, SentFlag};
 use leasehold_core::{BoxError, Error};
 
 /// S3 error codes the store reacts to.
@@ -63,16 +57,6 @@ pub(crate) mod status {
     pub(crate) const SERVICE_UNAVAILABLE: u16 = 503;
 }
 
-/// Whether an operation changes the bucket: a write whose answer was lost may have
-/// applied, a read never changes anything.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Op {
-    /// GetObject.
-    Read,
-    /// PutObject, DeleteObject.
-    Write,
-}
-
 /// What an S3 failure means to the store.
 #[derive(Debug)]
 pub(crate) enum Failure {
@@ -84,33 +68,6 @@ pub(crate) enum Failure {
     ConcurrentWrite(Error),
     /// Everything else, as the library's error.
     Other(Error),
-}
-
-/// Records whether the SDK handed a request to the HTTP connector.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct SentFlag(Arc<AtomicBool>);
-
-impl SentFlag {
-    /// Whether the request reached the connector.
-    pub(crate) fn was_sent(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
-    }
-}
-
-impl Intercept for SentFlag {
-    fn name(&self) -> &'static str {
-        "leasehold-sent-flag"
-    }
-
-    fn read_before_transmit(
-        &self,
-        _context: &BeforeTransmitInterceptorContextRef<'_>,
-        _runtime_components: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
-    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
-        self.0.store(true, Ordering::SeqCst);
-        Ok(())
-    }
 }
 
 /// Classifies a failed S3 call. `what` names the call for messages
@@ -128,9 +85,7 @@ where
             let message = describe("another conditional write on the key was in flight");
             Failure::ConcurrentWrite(Error::unavailable(message, boxed(err)))
         }
-        Kind::NotApplied(class) => Failure::Other(Error::unavailable(describe(class), boxed(err))),
-        Kind::MaybeApplied(class) => Failure::Other(Error::indeterminate(describe(class), boxed(err))),
-        Kind::Misconfigured(class) => Failure::Other(Error::misconfigured(describe(class), boxed(err))),
+        Kind::Other((kind, class)) => Failure::Other(kind.error(describe(class), boxed(err))),
     }
 }
 
@@ -146,34 +101,15 @@ enum Kind {
     PreconditionFailed,
     NoSuchKey,
     ConcurrentWrite,
-    NotApplied(&'static str),
-    MaybeApplied(&'static str),
-    Misconfigured(&'static str),
+    Other(leasehold_aws::Classified),
 }
 
 fn kind_of<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>, op: Op, sent: bool) -> Kind {
-    let lost = |class: &'static str| match op {
-        Op::Write => Kind::MaybeApplied(class),
-        Op::Read => Kind::NotApplied(class),
-    };
     match err {
         SdkError::ServiceError(ctx) => service_kind(ctx.raw().status().as_u16(), ctx.err().code(), op),
-        SdkError::ConstructionFailure(_) => Kind::Misconfigured("the request could not be built"),
-        SdkError::DispatchFailure(d) => {
-            if !sent {
-                Kind::NotApplied("failed before the request was sent")
-            } else if d.is_user() {
-                Kind::Misconfigured("the HTTP client refused the request")
-            } else if d.as_connector_error().is_some_and(never_sent) {
-                Kind::NotApplied("could not connect")
-            } else {
-                lost("the connection failed after the request was sent")
-            }
-        }
-        SdkError::TimeoutError(_) if !sent => Kind::NotApplied("timed out before the request was sent"),
-        SdkError::TimeoutError(_) => lost("timed out waiting for the answer"),
-        SdkError::ResponseError(_) => lost("the answer could not be read"),
-        _ => lost("unrecognised SDK failure"),
+        other => Kind::Other(
+            transport_kind(other, op, sent).unwrap_or((AwsKind::after_send(op), "unrecognised SDK failure")),
+        ),
     }
 }
 
@@ -183,82 +119,40 @@ fn service_kind(status: u16, code: Option<&str>, op: Op) -> Kind {
     match (status, code) {
         (s::PRECONDITION_FAILED, _) | (_, Some(c::PRECONDITION_FAILED)) => Kind::PreconditionFailed,
         (s::NOT_FOUND, Some(c::NO_SUCH_KEY)) => Kind::NoSuchKey,
-        (s::NOT_FOUND, Some(c::NO_SUCH_BUCKET)) => Kind::Misconfigured("the bucket does not exist"),
-        (s::NOT_FOUND, _) => Kind::Misconfigured("404 without NoSuchKey (wrong endpoint or bucket?)"),
+        (s::NOT_FOUND, Some(c::NO_SUCH_BUCKET)) => Kind::Other((AwsKind::Misconfigured, "the bucket does not exist")),
+        (s::NOT_FOUND, _) => Kind::Other((
+            AwsKind::Misconfigured,
+            "404 without NoSuchKey (wrong endpoint or bucket?)",
+        )),
         (s::CONFLICT, Some(c::CONDITIONAL_REQUEST_CONFLICT | c::OPERATION_ABORTED)) => Kind::ConcurrentWrite,
-        (s::CONFLICT, _) => Kind::NotApplied("refused with 409"),
-        (s::SERVICE_UNAVAILABLE, Some(c::SLOW_DOWN)) => Kind::NotApplied("throttled (SlowDown)"),
-        (s::BAD_REQUEST, Some(c::REQUEST_TIMEOUT)) => Kind::NotApplied("the server timed out reading the request"),
-        (401 | 403, Some(c::ACCESS_DENIED)) => Kind::Misconfigured("access denied (check the IAM policy)"),
-        (401 | 403, _) => Kind::Misconfigured("refused: credentials, signature or clock"),
-        (300..=399, _) => Kind::Misconfigured("redirected (wrong region or endpoint?)"),
-        (501, _) => Kind::Misconfigured("not implemented by the server (no conditional writes?)"),
-        (400..=499, _) => Kind::Misconfigured("refused as invalid"),
-        _ => match op {
-            Op::Write => Kind::MaybeApplied("server error after the request was received"),
-            Op::Read => Kind::NotApplied("server error"),
-        },
+        (s::CONFLICT, _) => Kind::Other((AwsKind::Unavailable, "refused with 409")),
+        (s::SERVICE_UNAVAILABLE, Some(c::SLOW_DOWN)) => Kind::Other((AwsKind::Unavailable, "throttled (SlowDown)")),
+        (s::BAD_REQUEST, Some(c::REQUEST_TIMEOUT)) => {
+            Kind::Other((AwsKind::Unavailable, "the server timed out reading the request"))
+        }
+        (401 | 403, Some(c::ACCESS_DENIED)) => {
+            Kind::Other((AwsKind::Misconfigured, "access denied (check the IAM policy)"))
+        }
+        (501, _) => Kind::Other((
+            AwsKind::Misconfigured,
+            "not implemented by the server (no conditional writes?)",
+        )),
+        _ => Kind::Other(status_kind(status, op)),
     }
-}
-
-/// True when the connector's error proves the request never left this machine: the
-/// connection was refused or unreachable, the name did not resolve, or connecting
-/// timed out.
-fn never_sent(err: &ConnectorError) -> bool {
-    let mut next: Option<&(dyn StdError + 'static)> = Some(err);
-    while let Some(e) = next {
-        let refused = e.downcast_ref::<std::io::Error>().is_some_and(|io| {
-            matches!(
-                io.kind(),
-                std::io::ErrorKind::ConnectionRefused
-                    | std::io::ErrorKind::AddrNotAvailable
-                    | std::io::ErrorKind::NetworkUnreachable
-                    | std::io::ErrorKind::HostUnreachable
-            )
-        });
-        if refused {
-            return true;
-        }
-        if e.downcast_ref::<aws_smithy_runtime_api::client::dns::ResolveDnsError>()
-            .is_some()
-        {
-            return true;
-        }
-        // aws-smithy-http-client's connect timeout reads "HTTP connect timeout occurred
-        // after …"; if that wording changes, the failure counts as "may have applied".
-        if e.to_string().contains("connect timeout") {
-            return true;
-        }
-        next = e.source();
-    }
-    false
 }
 
 /// Status, code and message of a failure, for error messages.
 fn summary<E: ProvideErrorMetadata + StdError + 'static>(err: &SdkError<E, HttpResponse>) -> String {
     match err {
-        SdkError::ServiceError(ctx) => format!(
-            "HTTP {} {} ({})",
-            ctx.raw().status().as_u16(),
-            ctx.err().code().unwrap_or("no error code"),
-            ctx.err().message().unwrap_or("no message")
-        ),
-        other => {
-            let mut s = other.to_string();
-            let mut next = StdError::source(other);
-            while let Some(e) = next {
-                s.push_str(": ");
-                s.push_str(&e.to_string());
-                next = e.source();
-            }
-            s
-        }
+        SdkError::ServiceError(ctx) => format!("HTTP {} {}", ctx.raw().status().as_u16(), leasehold_aws::summary(err)),
+        other => leasehold_aws::summary(other),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use aws_sdk_s3::operation::put_object::PutObjectError;
+    use aws_smithy_runtime_api::client::result::ConnectorError;
     use aws_smithy_runtime_api::http::StatusCode;
     use aws_smithy_types::body::SdkBody;
     use aws_smithy_types::error::ErrorMetadata;

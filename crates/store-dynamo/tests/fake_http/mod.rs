@@ -14,6 +14,8 @@ use tokio::net::{TcpListener, TcpStream};
 pub enum Script {
     /// Answers with this status and DynamoDB error code.
     Error { status: u16, code: String },
+    /// Answers with this status and an empty body (no service's error code).
+    Status(u16),
     /// Reads the request and never answers (keeps the connection open).
     Hang,
     /// Reads the request and closes the connection without answering.
@@ -106,6 +108,12 @@ async fn serve(mut sock: TcpStream, requests: Arc<AtomicU64>, script: Arc<Mutex<
                 return;
             }
             Script::Drop => return,
+            Script::Status(status) => {
+                let response = format!("HTTP/1.1 {status} Scripted\r\ncontent-length: 0\r\n\r\n");
+                if sock.write_all(response.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
             Script::Error { status, code } => {
                 let body =
                     format!(r#"{{"__type":"com.amazonaws.dynamodb.v20120810#{code}","message":"scripted {code}"}}"#);
