@@ -120,10 +120,11 @@
 //!
 //! ## Errors
 //! See [`error`] for the full table. In short: a conditional check that
-//! fails is `Ok(Conflict)`; throttling and 503 are `Unavailable` (not applied, retry
-//! with backoff); a timeout after sending, a lost connection, an unreadable reply and a
-//! 500 on a write are `Indeterminate` (may have applied: DynamoDB's request router can
-//! answer 500 after the storage node applied the write); a connection that could not
+//! fails is `Ok(Conflict)`; throttling (DynamoDB's throttling codes, 429) is
+//! `Unavailable` (not applied, retry with backoff); a timeout after sending, a lost
+//! connection, an unreadable reply and a 500 or 503 on a write are `Indeterminate` (may
+//! have applied: DynamoDB's request router can answer 500 after the storage node
+//! applied the write, and a proxy can answer 503 after forwarding it); a connection that could not
 //! be made is `Unavailable`; a missing table, access denied, bad credentials and
 //! validation errors are `Misconfigured`. Configure the client with a
 //! `connect_timeout` shorter than its `operation_attempt_timeout`, so an unreachable

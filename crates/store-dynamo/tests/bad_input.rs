@@ -340,7 +340,8 @@ async fn dynamodb_error_codes_map_to_kinds() {
         (400, "ThrottlingException", "unavailable", "unavailable"),
         (400, "RequestLimitExceeded", "unavailable", "unavailable"),
         (400, "TransactionConflictException", "unavailable", "unavailable"),
-        (503, "ServiceUnavailable", "unavailable", "unavailable"),
+        // A 503 on a write may come after the request was forwarded: may have applied.
+        (503, "ServiceUnavailable", "indeterminate", "unavailable"),
         (500, "InternalServerError", "indeterminate", "unavailable"),
         (400, "ResourceNotFoundException", "misconfigured", "misconfigured"),
         (400, "AccessDeniedException", "misconfigured", "misconfigured"),
