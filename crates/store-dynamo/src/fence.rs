@@ -64,7 +64,7 @@ use leasehold_core::fence::FenceMode;
 use leasehold_core::{Error, FencingToken, Result};
 
 use crate::error::{Op, SentFlag, is_conditional_check_failed, map_sdk_error};
-use crate::store::single_attempt;
+use crate::store::once;
 
 /// The expression attribute name the guard uses for the fence attribute.
 pub const NAME_PLACEHOLDER: &str = "#leasehold_fence";
@@ -293,13 +293,7 @@ impl ItemFence {
         let table = put.get_table_name().clone().unwrap_or_default();
         let guarded = self.guard_put(put)?;
         let flag = SentFlag::default();
-        match guarded
-            .customize()
-            .config_override(single_attempt())
-            .interceptor(flag.clone())
-            .send()
-            .await
-        {
+        match once(guarded.customize(), &flag).send().await {
             Ok(out) => Ok(FencedOutcome::Applied(out)),
             Err(e) if is_conditional_check_failed(&e) => {
                 let old = match e.into_service_error() {
@@ -321,13 +315,7 @@ impl ItemFence {
         let table = update.get_table_name().clone().unwrap_or_default();
         let guarded = self.guard_update(update)?;
         let flag = SentFlag::default();
-        match guarded
-            .customize()
-            .config_override(single_attempt())
-            .interceptor(flag.clone())
-            .send()
-            .await
-        {
+        match once(guarded.customize(), &flag).send().await {
             Ok(out) => Ok(FencedOutcome::Applied(out)),
             Err(e) if is_conditional_check_failed(&e) => {
                 let old = match e.into_service_error() {

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::client::customize::CustomizableOperation;
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
@@ -215,8 +216,14 @@ impl DynamoStore {
 /// Sends each request once: the SDK's own retries would turn "sent, outcome unknown"
 /// into a second attempt whose failure hides the first. The lease client retries
 /// instead, knowing what a retry means.
-pub(crate) fn single_attempt() -> aws_sdk_dynamodb::config::Builder {
+fn single_attempt() -> aws_sdk_dynamodb::config::Builder {
     aws_sdk_dynamodb::config::Builder::default().retry_config(RetryConfig::disabled())
+}
+
+/// One attempt of a request (no SDK retry: the client decides), with `flag` noting
+/// whether it was sent.
+pub(crate) fn once<T, E, B>(op: CustomizableOperation<T, E, B>, flag: &SentFlag) -> CustomizableOperation<T, E, B> {
+    op.config_override(single_attempt()).interceptor(flag.clone())
 }
 
 #[async_trait]
@@ -232,15 +239,14 @@ impl CasStore for DynamoStore {
 
     async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {
         let flag = SentFlag::default();
-        let out = self
+        let op = self
             .client
             .get_item()
             .table_name(self.table())
             .key(self.config.key(), self.key(name))
             .consistent_read(true)
-            .customize()
-            .config_override(single_attempt())
-            .interceptor(flag.clone())
+            .customize();
+        let out = once(op, &flag)
             .send()
             .await
             .map_err(|e| map_sdk_error("GetItem", self.table(), Op::Read, flag.was_sent(), e))?;
@@ -251,7 +257,7 @@ impl CasStore for DynamoStore {
         let version = item::new_version();
         let u = item::lease_update(self.config.key(), expect, record, &version)?;
         let flag = SentFlag::default();
-        let sent = self
+        let op = self
             .client
             .update_item()
             .table_name(self.table())
@@ -262,11 +268,8 @@ impl CasStore for DynamoStore {
             .set_expression_attribute_values(Some(u.values))
             .return_values(ReturnValue::AllNew)
             .set_return_values_on_condition_check_failure(self.on_conflict())
-            .customize()
-            .config_override(single_attempt())
-            .interceptor(flag.clone())
-            .send()
-            .await;
+            .customize();
+        let sent = once(op, &flag).send().await;
         match sent {
             Ok(out) => {
                 let stored = match out.attributes() {
@@ -301,7 +304,7 @@ impl CasStore for DynamoStore {
 
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
         let flag = SentFlag::default();
-        let sent = self
+        let op = self
             .client
             .delete_item()
             .table_name(self.table())
@@ -310,11 +313,8 @@ impl CasStore for DynamoStore {
             .expression_attribute_names("#v", ATTR_VERSION)
             .expression_attribute_values(":expect", AttributeValue::S(version.as_str().to_owned()))
             .set_return_values_on_condition_check_failure(self.on_conflict())
-            .customize()
-            .config_override(single_attempt())
-            .interceptor(flag.clone())
-            .send()
-            .await;
+            .customize();
+        let sent = once(op, &flag).send().await;
         match sent {
             Ok(_) => Ok(DeleteOutcome::Deleted),
             Err(e) if is_conditional_check_failed(&e) => {
