@@ -15,7 +15,7 @@
 //! | other 5xx, 503 included | `Unavailable` | **`Indeterminate`** |
 //!
 //! A write whose answer was lost *may have applied*: that is
-//! [`leasehold_core::Error::Indeterminate`], never `Unavailable` ("did not apply, safe to
+//! `Indeterminate`, never `Unavailable` ("did not apply, safe to
 //! retry"). A read changes nothing, so every failure of a read is safe to retry. A 503
 //! without a code the service documents as a refusal (S3 `SlowDown`, DynamoDB's
 //! throttling codes) counts as "may have applied": a proxy may answer 503 after
@@ -36,52 +36,10 @@ use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
-use leasehold_core::{BoxError, Error};
+use leasehold_core::store::{Effect, ErrorClass};
 
-/// Whether an operation changes the store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    /// Nothing is applied (GetItem, GetObject, DescribeTable): every failure is
-    /// safe to retry.
-    Read,
-    /// Something may be applied (UpdateItem, PutObject, DeleteObject, CreateTable): a
-    /// failure after sending may have applied.
-    Write,
-}
-
-/// What a failure means to the caller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// Did not apply; safe to retry ([`Error::Unavailable`]).
-    Unavailable,
-    /// May have applied ([`Error::Indeterminate`]).
-    Indeterminate,
-    /// The store is not set up for this caller; a retry cannot help
-    /// ([`Error::Misconfigured`]).
-    Misconfigured,
-}
-
-impl Kind {
-    /// A lost answer: a write may have applied, a read did not change anything.
-    pub fn after_send(op: Op) -> Self {
-        match op {
-            Op::Read => Self::Unavailable,
-            Op::Write => Self::Indeterminate,
-        }
-    }
-
-    /// The lease error of this kind.
-    pub fn error(self, message: String, source: impl Into<BoxError>) -> Error {
-        match self {
-            Self::Unavailable => Error::unavailable(message, source),
-            Self::Indeterminate => Error::indeterminate(message, source),
-            Self::Misconfigured => Error::misconfigured(message, source),
-        }
-    }
-}
-
-/// A failure's kind and a few words on why, for the message.
-pub type Classified = (Kind, &'static str);
+/// A failure's class and a few words on why, for the message.
+pub type Classified = (ErrorClass, &'static str);
 
 /// Records whether the SDK handed a request to the HTTP connector: attach a fresh one
 /// to each request (`.customize().interceptor(flag.clone())`) and read it on failure.
@@ -114,18 +72,20 @@ impl Intercept for SentFlag {
 /// Classifies a failure that is not a service's answer (dispatch, timeout, an
 /// unreadable reply, a request that could not be built). `None` for a service error:
 /// the store reads its code first, then falls back to [`status_kind`].
-pub fn transport_kind<E, R>(err: &SdkError<E, R>, op: Op, sent: bool) -> Option<Classified> {
-    let lost = |why| (Kind::after_send(op), why);
+pub fn transport_kind<E, R>(err: &SdkError<E, R>, effect: Effect, sent: bool) -> Option<Classified> {
+    let lost = |why| (ErrorClass::after_send(effect), why);
     Some(match err {
         SdkError::ServiceError(_) => return None,
-        SdkError::ConstructionFailure(_) => (Kind::Misconfigured, "the request could not be built"),
-        SdkError::DispatchFailure(_) if !sent => (Kind::Unavailable, "failed before the request was sent"),
-        SdkError::DispatchFailure(d) if d.is_user() => (Kind::Misconfigured, "the HTTP client refused the request"),
+        SdkError::ConstructionFailure(_) => (ErrorClass::Misconfigured, "the request could not be built"),
+        SdkError::DispatchFailure(_) if !sent => (ErrorClass::Unavailable, "failed before the request was sent"),
+        SdkError::DispatchFailure(d) if d.is_user() => {
+            (ErrorClass::Misconfigured, "the HTTP client refused the request")
+        }
         SdkError::DispatchFailure(d) if d.as_connector_error().is_some_and(|c| never_sent(c)) => {
-            (Kind::Unavailable, "could not connect")
+            (ErrorClass::Unavailable, "could not connect")
         }
         SdkError::DispatchFailure(_) => lost("the connection failed after the request was sent"),
-        SdkError::TimeoutError(_) if !sent => (Kind::Unavailable, "timed out before the request was sent"),
+        SdkError::TimeoutError(_) if !sent => (ErrorClass::Unavailable, "timed out before the request was sent"),
         SdkError::TimeoutError(_) => lost("timed out waiting for the answer"),
         SdkError::ResponseError(_) => lost("the answer could not be read"),
         _ => lost("unrecognised SDK failure"),
@@ -142,15 +102,15 @@ pub mod status {
 
 /// Classifies a service's answer by its HTTP status alone (a code the store does not
 /// know, or none).
-pub fn status_kind(status: u16, op: Op) -> Classified {
+pub fn status_kind(status: u16, effect: Effect) -> Classified {
     match status {
-        status::TOO_MANY_REQUESTS => (Kind::Unavailable, "throttled"),
-        300..=399 => (Kind::Misconfigured, "redirected (wrong region or endpoint?)"),
-        401 | 403 => (Kind::Misconfigured, "refused: credentials, signature or clock"),
-        status::NOT_IMPLEMENTED => (Kind::Misconfigured, "not implemented by the server"),
-        400..=499 => (Kind::Misconfigured, "refused as invalid"),
-        500..=599 => (Kind::after_send(op), "server error"),
-        _ => (Kind::after_send(op), "unexpected HTTP status"),
+        status::TOO_MANY_REQUESTS => (ErrorClass::Unavailable, "throttled"),
+        300..=399 => (ErrorClass::Misconfigured, "redirected (wrong region or endpoint?)"),
+        401 | 403 => (ErrorClass::Misconfigured, "refused: credentials, signature or clock"),
+        status::NOT_IMPLEMENTED => (ErrorClass::Misconfigured, "not implemented by the server"),
+        400..=499 => (ErrorClass::Misconfigured, "refused as invalid"),
+        500..=599 => (ErrorClass::after_send(effect), "server error"),
+        _ => (ErrorClass::after_send(effect), "unexpected HTTP status"),
     }
 }
 
@@ -233,58 +193,63 @@ mod tests {
 
     #[test]
     fn transport_failures() {
-        use Kind::*;
+        use ErrorClass::*;
         use std::io::ErrorKind as K;
-        let cases: Vec<(Err, Op, bool, Kind)> = vec![
-            (io(K::ConnectionRefused), Op::Write, true, Unavailable),
-            (io(K::HostUnreachable), Op::Write, true, Unavailable),
-            (io(K::ConnectionReset), Op::Write, true, Indeterminate),
-            (io(K::ConnectionReset), Op::Write, false, Unavailable),
-            (io(K::ConnectionReset), Op::Read, true, Unavailable),
-            (SdkError::timeout_error("slow"), Op::Write, true, Indeterminate),
-            (SdkError::timeout_error("slow"), Op::Write, false, Unavailable),
-            (SdkError::timeout_error("slow"), Op::Read, true, Unavailable),
-            (SdkError::construction_failure("bad"), Op::Write, false, Misconfigured),
+        let cases: Vec<(Err, Effect, bool, ErrorClass)> = vec![
+            (io(K::ConnectionRefused), Effect::Write, true, Unavailable),
+            (io(K::HostUnreachable), Effect::Write, true, Unavailable),
+            (io(K::ConnectionReset), Effect::Write, true, Indeterminate),
+            (io(K::ConnectionReset), Effect::Write, false, Unavailable),
+            (io(K::ConnectionReset), Effect::Read, true, Unavailable),
+            (SdkError::timeout_error("slow"), Effect::Write, true, Indeterminate),
+            (SdkError::timeout_error("slow"), Effect::Write, false, Unavailable),
+            (SdkError::timeout_error("slow"), Effect::Read, true, Unavailable),
+            (
+                SdkError::construction_failure("bad"),
+                Effect::Write,
+                false,
+                Misconfigured,
+            ),
             (
                 SdkError::dispatch_failure(ConnectorError::timeout("HTTP connect timeout occurred after 1s".into())),
-                Op::Write,
+                Effect::Write,
                 true,
                 Unavailable,
             ),
             (
                 SdkError::dispatch_failure(ConnectorError::timeout("HTTP read timeout occurred after 1s".into())),
-                Op::Write,
+                Effect::Write,
                 true,
                 Indeterminate,
             ),
             (
                 SdkError::dispatch_failure(ConnectorError::user("bad header".into())),
-                Op::Write,
+                Effect::Write,
                 true,
                 Misconfigured,
             ),
         ];
-        for (err, op, sent, want) in cases {
-            let got = transport_kind(&err, op, sent).map(|c| c.0);
-            assert_eq!(got, Some(want), "{err:?} {op:?} sent={sent}");
+        for (err, effect, sent, want) in cases {
+            let got = transport_kind(&err, effect, sent).map(|c| c.0);
+            assert_eq!(got, Some(want), "{err:?} {effect:?} sent={sent}");
         }
     }
 
     #[test]
     fn statuses() {
-        use Kind::*;
-        for (status, op, want) in [
-            (429, Op::Write, Unavailable),
-            (503, Op::Write, Indeterminate),
-            (503, Op::Read, Unavailable),
-            (500, Op::Write, Indeterminate),
-            (502, Op::Read, Unavailable),
-            (301, Op::Read, Misconfigured),
-            (403, Op::Write, Misconfigured),
-            (501, Op::Write, Misconfigured),
-            (400, Op::Write, Misconfigured),
+        use ErrorClass::*;
+        for (status, effect, want) in [
+            (429, Effect::Write, Unavailable),
+            (503, Effect::Write, Indeterminate),
+            (503, Effect::Read, Unavailable),
+            (500, Effect::Write, Indeterminate),
+            (502, Effect::Read, Unavailable),
+            (301, Effect::Read, Misconfigured),
+            (403, Effect::Write, Misconfigured),
+            (501, Effect::Write, Misconfigured),
+            (400, Effect::Write, Misconfigured),
         ] {
-            assert_eq!(status_kind(status, op).0, want, "{status} {op:?}");
+            assert_eq!(status_kind(status, effect).0, want, "{status} {effect:?}");
         }
     }
 }

@@ -54,6 +54,7 @@ pub mod clock;
 mod decision;
 mod driver;
 mod error;
+mod failure;
 pub mod fence;
 mod lease;
 mod memory;

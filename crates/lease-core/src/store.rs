@@ -6,12 +6,15 @@
 //! lease may be trusted for ([`Grade`]), and what the store can do in one round trip.
 //! Stores that back correctness locks also implement [`Linearizable`]. The
 //! [`record_codec`] is the one byte format for stores that keep a record as a blob.
+//! [`ErrorClass`] and [`Effect`] are the one classification of a failed call: a write
+//! whose answer was lost is "may have applied", never "did not apply".
 
 use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
+pub use crate::failure::{Effect, ErrorClass, no_answer};
 pub use crate::record::{LeaseRecord, Stored, Version, record_codec};
 use crate::{LeaseName, Result};
 

@@ -1,11 +1,12 @@
 //! Driver errors → [`leasehold_core::Error`] kinds, for what every sqlx driver shares.
 //!
 //! Each store crate classifies its database's own error codes (SQLSTATE for Postgres,
-//! result codes for SQLite) into an [`ErrorClass`] through named constants; the rest
+//! result codes for SQLite) into the core's [`ErrorClass`] through named constants; the rest
 //! (pool, I/O, protocol, decode errors) is classified here, by the phase the error
 //! happened in: nothing can have applied before a statement was sent.
 
 use leasehold_core::Error;
+use leasehold_core::store::{Effect, ErrorClass};
 
 /// When an error happened, which decides whether a write may have applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,28 +19,9 @@ pub enum Phase {
     Write,
 }
 
-/// What the caller should make of an error, before it becomes an [`Error`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorClass {
-    /// Did not apply; retrying is safe.
-    Unavailable,
-    /// May have applied.
-    Indeterminate,
-    /// The database is not set up for this (missing table, wrong type, a standby...).
-    Misconfigured,
-    /// The database refused the input.
-    InvalidInput,
-}
-
 /// Builds the [`Error`] for a class, keeping the driver error as its source.
 pub fn error_of(class: ErrorClass, context: &str, err: sqlx::Error) -> Error {
-    let message = format!("{context}: {err}");
-    match class {
-        ErrorClass::Unavailable => Error::unavailable(message, err),
-        ErrorClass::Indeterminate => Error::indeterminate(message, err),
-        ErrorClass::Misconfigured => Error::misconfigured(message, err),
-        ErrorClass::InvalidInput => Error::invalid("sql value", message),
-    }
+    class.error(format!("{context}: {err}"), err)
 }
 
 /// The class of a non-database error.
@@ -49,8 +31,8 @@ pub fn error_of(class: ErrorClass, context: &str, err: sqlx::Error) -> Error {
 pub fn classify(err: &sqlx::Error, phase: Phase) -> Option<ErrorClass> {
     use sqlx::Error as E;
     let sent = |phase: Phase| match phase {
-        Phase::Write => ErrorClass::Indeterminate,
-        Phase::Connect | Phase::Read => ErrorClass::Unavailable,
+        Phase::Write => ErrorClass::after_send(Effect::Write),
+        Phase::Connect | Phase::Read => ErrorClass::after_send(Effect::Read),
     };
     Some(match err {
         E::Database(_) => return None,

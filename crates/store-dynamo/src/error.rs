@@ -21,9 +21,10 @@ use std::error::Error as StdError;
 
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
-pub(crate) use leasehold_aws::{Kind, Op, SentFlag};
+pub(crate) use leasehold_aws::SentFlag;
 use leasehold_aws::{status_kind, transport_kind};
 use leasehold_core::Error;
+pub(crate) use leasehold_core::store::{Effect, ErrorClass};
 
 /// The write's condition did not hold.
 pub(crate) const CONDITIONAL_CHECK_FAILED: &str = "ConditionalCheckFailedException";
@@ -63,10 +64,10 @@ pub const MISCONFIGURED_CODES: &[&str] = &[
 ];
 
 /// Classifies a service error (DynamoDB answered with an error code and status).
-pub(crate) fn classify_service(code: Option<&str>, status: u16, op: Op) -> Kind {
+pub(crate) fn classify_service(code: Option<&str>, status: u16, op: Effect) -> ErrorClass {
     match code {
-        Some(code) if RETRYABLE_CODES.contains(&code) => Kind::Unavailable,
-        Some(code) if MISCONFIGURED_CODES.contains(&code) => Kind::Misconfigured,
+        Some(code) if RETRYABLE_CODES.contains(&code) => ErrorClass::Unavailable,
+        Some(code) if MISCONFIGURED_CODES.contains(&code) => ErrorClass::Misconfigured,
         _ => status_kind(status, op).0,
     }
 }
@@ -83,13 +84,13 @@ pub(crate) fn is_conditional_check_failed<E: ProvideErrorMetadata>(err: &SdkErro
 
 /// Maps any other SDK error of `what` (an operation on `table`) to a lease error;
 /// `sent` is the request's [`SentFlag`].
-pub(crate) fn map_sdk_error<E>(what: &str, table: &str, op: Op, sent: bool, err: SdkError<E, HttpResponse>) -> Error
+pub(crate) fn map_sdk_error<E>(what: &str, table: &str, op: Effect, sent: bool, err: SdkError<E, HttpResponse>) -> Error
 where
     E: ProvideErrorMetadata + StdError + Send + Sync + 'static,
 {
     let kind = match &err {
         SdkError::ServiceError(s) => classify_service(s.err().code(), s.raw().status().as_u16(), op),
-        other => transport_kind(other, op, sent).map_or(Kind::after_send(op), |c| c.0),
+        other => transport_kind(other, op, sent).map_or(ErrorClass::after_send(op), |c| c.0),
     };
     let message = format!("DynamoDB {what} on table {table}: {}", DisplayErrorContext(&err));
     kind.error(message, err)
@@ -101,30 +102,30 @@ mod tests {
 
     #[test]
     fn service_errors() {
-        use Kind::*;
-        let cases: &[(Option<&str>, u16, Op, Kind)] = &[
+        use ErrorClass::*;
+        let cases: &[(Option<&str>, u16, Effect, ErrorClass)] = &[
             (
                 Some("ProvisionedThroughputExceededException"),
                 400,
-                Op::Write,
+                Effect::Write,
                 Unavailable,
             ),
-            (Some("ThrottlingException"), 400, Op::Write, Unavailable),
-            (Some("RequestLimitExceeded"), 400, Op::Read, Unavailable),
-            (Some("TransactionConflictException"), 400, Op::Write, Unavailable),
-            (Some("ResourceNotFoundException"), 400, Op::Write, Misconfigured),
-            (Some("AccessDeniedException"), 400, Op::Read, Misconfigured),
-            (Some("UnrecognizedClientException"), 400, Op::Write, Misconfigured),
-            (Some("ValidationException"), 400, Op::Write, Misconfigured),
-            (Some("InternalServerError"), 500, Op::Write, Indeterminate),
-            (Some("InternalServerError"), 500, Op::Read, Unavailable),
-            (Some("ServiceUnavailable"), 503, Op::Write, Indeterminate),
-            (None, 503, Op::Write, Indeterminate),
-            (None, 503, Op::Read, Unavailable),
-            (None, 502, Op::Write, Indeterminate),
-            (None, 502, Op::Read, Unavailable),
-            (None, 429, Op::Write, Unavailable),
-            (Some("SomethingNew"), 400, Op::Write, Misconfigured),
+            (Some("ThrottlingException"), 400, Effect::Write, Unavailable),
+            (Some("RequestLimitExceeded"), 400, Effect::Read, Unavailable),
+            (Some("TransactionConflictException"), 400, Effect::Write, Unavailable),
+            (Some("ResourceNotFoundException"), 400, Effect::Write, Misconfigured),
+            (Some("AccessDeniedException"), 400, Effect::Read, Misconfigured),
+            (Some("UnrecognizedClientException"), 400, Effect::Write, Misconfigured),
+            (Some("ValidationException"), 400, Effect::Write, Misconfigured),
+            (Some("InternalServerError"), 500, Effect::Write, Indeterminate),
+            (Some("InternalServerError"), 500, Effect::Read, Unavailable),
+            (Some("ServiceUnavailable"), 503, Effect::Write, Indeterminate),
+            (None, 503, Effect::Write, Indeterminate),
+            (None, 503, Effect::Read, Unavailable),
+            (None, 502, Effect::Write, Indeterminate),
+            (None, 502, Effect::Read, Unavailable),
+            (None, 429, Effect::Write, Unavailable),
+            (Some("SomethingNew"), 400, Effect::Write, Misconfigured),
         ];
         for &(code, status, op, want) in cases {
             assert_eq!(classify_service(code, status, op), want, "{code:?} {status} {op:?}");

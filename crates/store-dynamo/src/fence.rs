@@ -63,7 +63,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailur
 use leasehold_core::fence::FenceMode;
 use leasehold_core::{Error, FencingToken, Result};
 
-use crate::error::{Op, SentFlag, is_conditional_check_failed, map_sdk_error};
+use crate::error::{Effect, SentFlag, is_conditional_check_failed, map_sdk_error};
 use crate::store::once;
 
 /// The expression attribute name the guard uses for the fence attribute.
@@ -302,7 +302,13 @@ impl ItemFence {
                 };
                 self.judge(had_condition, old)
             }
-            Err(e) => Err(map_sdk_error("fenced PutItem", &table, Op::Write, flag.was_sent(), e)),
+            Err(e) => Err(map_sdk_error(
+                "fenced PutItem",
+                &table,
+                Effect::Write,
+                flag.was_sent(),
+                e,
+            )),
         }
     }
 
@@ -327,7 +333,7 @@ impl ItemFence {
             Err(e) => Err(map_sdk_error(
                 "fenced UpdateItem",
                 &table,
-                Op::Write,
+                Effect::Write,
                 flag.was_sent(),
                 e,
             )),

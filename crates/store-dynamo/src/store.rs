@@ -23,7 +23,7 @@ use leasehold_core::{
 use tokio::time::Instant;
 
 use crate::config::{ATTR_VERSION, DynamoConfig};
-use crate::error::{Op, SentFlag, is_conditional_check_failed, map_sdk_error, service_code};
+use crate::error::{Effect, SentFlag, is_conditional_check_failed, map_sdk_error, service_code};
 use crate::item::{self, Item};
 
 /// How long [`DynamoStore::create_table`] waits for a new table to become `ACTIVE`.
@@ -124,7 +124,7 @@ impl DynamoStore {
                 return Err(map_sdk_error(
                     "CreateTable",
                     self.table(),
-                    Op::Write,
+                    Effect::Write,
                     flag.was_sent(),
                     e,
                 ));
@@ -159,7 +159,7 @@ impl DynamoStore {
             .interceptor(flag.clone())
             .send()
             .await
-            .map_err(|e| map_sdk_error("DescribeTable", self.table(), Op::Read, flag.was_sent(), e))?;
+            .map_err(|e| map_sdk_error("DescribeTable", self.table(), Effect::Read, flag.was_sent(), e))?;
         let wrong = |why: String| Error::Misconfigured {
             message: format!("table {}: {why}", self.table()),
             source: None,
@@ -249,7 +249,7 @@ impl CasStore for DynamoStore {
         let out = once(op, &flag)
             .send()
             .await
-            .map_err(|e| map_sdk_error("GetItem", self.table(), Op::Read, flag.was_sent(), e))?;
+            .map_err(|e| map_sdk_error("GetItem", self.table(), Effect::Read, flag.was_sent(), e))?;
         out.item().map(|item| item::decode(name, item)).transpose()
     }
 
@@ -298,7 +298,13 @@ impl CasStore for DynamoStore {
                 tracing::debug!(lease = %name, ?expect, "lease write conflicted");
                 Ok(CasOutcome::Conflict(current))
             }
-            Err(e) => Err(map_sdk_error("UpdateItem", self.table(), Op::Write, flag.was_sent(), e)),
+            Err(e) => Err(map_sdk_error(
+                "UpdateItem",
+                self.table(),
+                Effect::Write,
+                flag.was_sent(),
+                e,
+            )),
         }
     }
 
@@ -324,7 +330,13 @@ impl CasStore for DynamoStore {
                 };
                 Ok(DeleteOutcome::Conflict(self.current_from(None, name, old.as_ref())?))
             }
-            Err(e) => Err(map_sdk_error("DeleteItem", self.table(), Op::Write, flag.was_sent(), e)),
+            Err(e) => Err(map_sdk_error(
+                "DeleteItem",
+                self.table(),
+                Effect::Write,
+                flag.was_sent(),
+                e,
+            )),
         }
     }
 }

@@ -17,6 +17,8 @@
 use std::time::Duration;
 
 use leasehold_core::Error;
+use leasehold_core::store::no_answer;
+pub(crate) use leasehold_core::store::{Effect, ErrorClass};
 
 /// gRPC status codes (from the gRPC specification), as etcd returns them.
 pub(crate) mod grpc {
@@ -52,50 +54,29 @@ pub(crate) mod etcd {
 /// The message tonic gives a request whose connection could not be made.
 pub(crate) const TONIC_CONNECT_ERROR: &str = "tcp connect error";
 
-/// Whether the failed operation could have changed anything.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Op {
-    /// A range read, a watch, a keep-alive: retrying is always safe.
-    Read,
-    /// A transaction that writes, a lease grant.
-    Write,
-}
-
-/// The kind an error maps to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Unavailable,
-    Indeterminate,
-    Misconfigured,
-    InvalidInput,
-}
-
 /// Classifies a gRPC status by its code and message.
-pub(crate) fn classify_status(code: i32, message: &str, connect_failed: bool, op: Op) -> Kind {
-    let maybe_applied = match op {
-        Op::Write => Kind::Indeterminate,
-        Op::Read => Kind::Unavailable,
-    };
+pub(crate) fn classify_status(code: i32, message: &str, connect_failed: bool, op: Effect) -> ErrorClass {
+    let maybe_applied = ErrorClass::after_send(op);
     if connect_failed {
-        return Kind::Unavailable;
+        return ErrorClass::Unavailable;
     }
     match code {
         grpc::UNAVAILABLE => {
             if [etcd::NO_LEADER, etcd::NOT_CAPABLE, etcd::TOO_MANY_REQUESTS].contains(&message)
                 || message == TONIC_CONNECT_ERROR
             {
-                Kind::Unavailable
+                ErrorClass::Unavailable
             } else {
                 // Server-side timeouts, leader changes, connections lost mid-request.
                 maybe_applied
             }
         }
-        grpc::PERMISSION_DENIED | grpc::UNAUTHENTICATED | grpc::UNIMPLEMENTED => Kind::Misconfigured,
-        grpc::RESOURCE_EXHAUSTED if message == etcd::NO_SPACE => Kind::Misconfigured,
-        grpc::RESOURCE_EXHAUSTED => Kind::Unavailable,
-        grpc::NOT_FOUND if message == etcd::LEASE_NOT_FOUND => Kind::Unavailable,
-        grpc::INVALID_ARGUMENT => Kind::InvalidInput,
-        grpc::FAILED_PRECONDITION | grpc::OUT_OF_RANGE => Kind::Unavailable,
+        grpc::PERMISSION_DENIED | grpc::UNAUTHENTICATED | grpc::UNIMPLEMENTED => ErrorClass::Misconfigured,
+        grpc::RESOURCE_EXHAUSTED if message == etcd::NO_SPACE => ErrorClass::Misconfigured,
+        grpc::RESOURCE_EXHAUSTED => ErrorClass::Unavailable,
+        grpc::NOT_FOUND if message == etcd::LEASE_NOT_FOUND => ErrorClass::Unavailable,
+        grpc::INVALID_ARGUMENT => ErrorClass::InvalidInput,
+        grpc::FAILED_PRECONDITION | grpc::OUT_OF_RANGE => ErrorClass::Unavailable,
         grpc::CANCELLED | grpc::UNKNOWN | grpc::DEADLINE_EXCEEDED => maybe_applied,
         _ => maybe_applied,
     }
@@ -129,39 +110,23 @@ fn connect_failed(status: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 /// Maps an etcd client error for operation `what` of kind `op`.
-pub(crate) fn map(what: &str, op: Op, e: etcd_client::Error) -> Error {
+pub(crate) fn map(what: &str, op: Effect, e: etcd_client::Error) -> Error {
     use etcd_client::Error as E;
     let kind = match &e {
         E::GRpcStatus(s) => classify_status(s.code() as i32, s.message(), connect_failed(s), op),
-        E::TransportError(_) => Kind::Unavailable,
+        E::TransportError(_) => ErrorClass::Unavailable,
         // The request could not be queued on the stream: it did not go out.
-        E::WatchError(_) | E::LeaseKeepAliveError(_) => Kind::Unavailable,
-        E::InvalidArgs(_) | E::InvalidUri(_) | E::InvalidMetadataValue(_) => Kind::Misconfigured,
-        E::EndpointError(_) | E::EndpointsNotManaged => Kind::Misconfigured,
-        _ => match op {
-            Op::Write => Kind::Indeterminate,
-            Op::Read => Kind::Unavailable,
-        },
+        E::WatchError(_) | E::LeaseKeepAliveError(_) => ErrorClass::Unavailable,
+        E::InvalidArgs(_) | E::InvalidUri(_) | E::InvalidMetadataValue(_) => ErrorClass::Misconfigured,
+        E::EndpointError(_) | E::EndpointsNotManaged => ErrorClass::Misconfigured,
+        _ => ErrorClass::after_send(op),
     };
-    build(kind, format!("etcd {what}"), e)
+    kind.error(format!("etcd {what}"), e)
 }
 
 /// The error for a request of kind `op` that got no answer within `timeout`.
-pub(crate) fn timed_out(what: &str, op: Op, timeout: Duration) -> Error {
-    let source = std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no answer within {timeout:?}"));
-    match op {
-        Op::Write => Error::indeterminate(format!("etcd {what}: sent, no answer within {timeout:?}"), source),
-        Op::Read => Error::unavailable(format!("etcd {what}: no answer within {timeout:?}"), source),
-    }
-}
-
-fn build(kind: Kind, message: String, e: etcd_client::Error) -> Error {
-    match kind {
-        Kind::Unavailable => Error::unavailable(message, e),
-        Kind::Indeterminate => Error::indeterminate(message, e),
-        Kind::Misconfigured => Error::misconfigured(message, e),
-        Kind::InvalidInput => Error::invalid("etcd request", format!("{message}: {e}")),
-    }
+pub(crate) fn timed_out(what: &str, op: Effect, timeout: Duration) -> Error {
+    no_answer(op, &format!("etcd {what}"), timeout)
 }
 
 #[cfg(test)]
@@ -177,18 +142,18 @@ mod tests {
             TONIC_CONNECT_ERROR,
         ] {
             assert_eq!(
-                classify_status(grpc::UNAVAILABLE, m, false, Op::Write),
-                Kind::Unavailable,
+                classify_status(grpc::UNAVAILABLE, m, false, Effect::Write),
+                ErrorClass::Unavailable,
                 "{m}"
             );
         }
         assert_eq!(
-            classify_status(grpc::UNAVAILABLE, "anything", true, Op::Write),
-            Kind::Unavailable
+            classify_status(grpc::UNAVAILABLE, "anything", true, Effect::Write),
+            ErrorClass::Unavailable
         );
         assert_eq!(
-            classify_status(grpc::NOT_FOUND, etcd::LEASE_NOT_FOUND, false, Op::Write),
-            Kind::Unavailable
+            classify_status(grpc::NOT_FOUND, etcd::LEASE_NOT_FOUND, false, Effect::Write),
+            ErrorClass::Unavailable
         );
     }
 
@@ -202,8 +167,16 @@ mod tests {
             (grpc::CANCELLED, "operation was canceled"),
             (grpc::UNKNOWN, "h2 protocol error"),
         ] {
-            assert_eq!(classify_status(code, m, false, Op::Write), Kind::Indeterminate, "{m}");
-            assert_eq!(classify_status(code, m, false, Op::Read), Kind::Unavailable, "{m}");
+            assert_eq!(
+                classify_status(code, m, false, Effect::Write),
+                ErrorClass::Indeterminate,
+                "{m}"
+            );
+            assert_eq!(
+                classify_status(code, m, false, Effect::Read),
+                ErrorClass::Unavailable,
+                "{m}"
+            );
         }
     }
 
@@ -214,47 +187,47 @@ mod tests {
                 grpc::PERMISSION_DENIED,
                 "etcdserver: permission denied",
                 false,
-                Op::Read
+                Effect::Read
             ),
-            Kind::Misconfigured
+            ErrorClass::Misconfigured
         );
         assert_eq!(
             classify_status(
                 grpc::UNAUTHENTICATED,
                 "etcdserver: invalid auth token",
                 false,
-                Op::Write
+                Effect::Write
             ),
-            Kind::Misconfigured
+            ErrorClass::Misconfigured
         );
         assert_eq!(
-            classify_status(grpc::RESOURCE_EXHAUSTED, etcd::NO_SPACE, false, Op::Write),
-            Kind::Misconfigured
+            classify_status(grpc::RESOURCE_EXHAUSTED, etcd::NO_SPACE, false, Effect::Write),
+            ErrorClass::Misconfigured
         );
         assert_eq!(
             classify_status(
                 grpc::INVALID_ARGUMENT,
                 "etcdserver: request is too large",
                 false,
-                Op::Write
+                Effect::Write
             ),
-            Kind::InvalidInput
+            ErrorClass::InvalidInput
         );
     }
 
     #[test]
     fn timeouts() {
-        assert!(timed_out("txn", Op::Write, Duration::from_secs(1)).is_indeterminate());
-        assert!(timed_out("get", Op::Read, Duration::from_secs(1)).is_retryable());
+        assert!(timed_out("txn", Effect::Write, Duration::from_secs(1)).is_indeterminate());
+        assert!(timed_out("get", Effect::Read, Duration::from_secs(1)).is_retryable());
     }
 
     #[test]
     fn client_side_errors() {
-        let e = map("txn", Op::Write, etcd_client::Error::InvalidArgs("bad".into()));
+        let e = map("txn", Effect::Write, etcd_client::Error::InvalidArgs("bad".into()));
         assert!(matches!(e, Error::Misconfigured { .. }), "{e:?}");
-        let e = map("txn", Op::Write, etcd_client::Error::Internal("boom".into()));
+        let e = map("txn", Effect::Write, etcd_client::Error::Internal("boom".into()));
         assert!(e.is_indeterminate(), "{e:?}");
-        let e = map("get", Op::Read, etcd_client::Error::Internal("boom".into()));
+        let e = map("get", Effect::Read, etcd_client::Error::Internal("boom".into()));
         assert!(e.is_retryable(), "{e:?}");
     }
 }

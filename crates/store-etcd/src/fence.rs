@@ -4,7 +4,7 @@
 use etcd_client::{Compare, CompareOp, Txn, TxnOp, TxnResponse};
 use leasehold_core::{Error, FencingToken, Lease, LeaseName, Result};
 
-use crate::error::Op;
+use crate::error::Effect;
 use crate::store::EtcdStore;
 
 /// The guard of one tenure: the lease record's key and the mod revision it had when the
@@ -102,7 +102,7 @@ impl EtcdStore {
             .inner
             .send_txn(txn)
             .await
-            .map_err(|f| self.inner.failure("fenced transaction", Op::Write, f))?;
+            .map_err(|f| self.inner.failure("fenced transaction", Effect::Write, f))?;
         leasehold_core::fence::check_rows(u64::from(resp.succeeded()), fence.token())?;
         Ok(resp)
     }

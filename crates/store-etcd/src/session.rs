@@ -18,7 +18,7 @@ use etcd_client::{LeaseKeepAliveStream, LeaseKeeper};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use crate::error::{self, Op};
+use crate::error::{self, Effect};
 use crate::store::Inner;
 
 /// What the keep-alive task last learned.
@@ -196,7 +196,7 @@ pub(crate) async fn keep_alive(inner: Weak<Inner>, session: std::sync::Arc<Sessi
             Ok(Err(e)) if error::is_lease_not_found(&e) => return session_gone(&inner, &session),
             Ok(Err(e)) => {
                 stream = None;
-                let e = error::map("lease keep-alive", Op::Read, e);
+                let e = error::map("lease keep-alive", Effect::Read, e);
                 tracing::debug!(session = session.id, error = %e, "keep-alive failed");
                 fail(&session, sent_at, e.to_string());
                 next_periodic = Instant::now() + retry;

@@ -18,7 +18,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::config::EtcdConfig;
-use crate::error::{self, Op};
+use crate::error::{self, Effect};
 use crate::keys::{Keys, encode_fence};
 use crate::session::{self, Cover, Session};
 use crate::state::{Claim, Decoded, Held, Reap, RecordCmp, RecordKv, Snapshot, State, decode, version_of};
@@ -137,7 +137,7 @@ impl Inner {
         }
     }
 
-    pub(crate) fn failure(&self, what: &str, op: Op, f: Failure) -> Error {
+    pub(crate) fn failure(&self, what: &str, op: Effect, f: Failure) -> Error {
         match f {
             Failure::Timeout => error::timed_out(what, op, self.config.request_timeout()),
             Failure::Etcd(e) => error::map(what, op, e),
@@ -152,8 +152,14 @@ impl Inner {
         let opts = GetOptions::new().with_range(keys.range_end.clone());
         let resp =
             match tokio::time::timeout(self.config.request_timeout(), kv.get(keys.record.clone(), Some(opts))).await {
-                Err(_) => return Err(error::timed_out("range read", Op::Read, self.config.request_timeout())),
-                Ok(Err(e)) => return Err(error::map("range read", Op::Read, e)),
+                Err(_) => {
+                    return Err(error::timed_out(
+                        "range read",
+                        Effect::Read,
+                        self.config.request_timeout(),
+                    ));
+                }
+                Ok(Err(e)) => return Err(error::map("range read", Effect::Read, e)),
                 Ok(Ok(r)) => r,
             };
         let rev = resp.header().map_or(0, |h| h.revision());
@@ -223,8 +229,14 @@ impl Inner {
         // A grant that failed or timed out leaves at most an unused lease that expires on
         // its own; the record write it was for was not sent, so this is `Unavailable`.
         let resp = match tokio::time::timeout(self.config.request_timeout(), lease.grant(secs, None)).await {
-            Err(_) => return Err(error::timed_out("lease grant", Op::Read, self.config.request_timeout())),
-            Ok(Err(e)) => return Err(error::map("lease grant", Op::Read, e)),
+            Err(_) => {
+                return Err(error::timed_out(
+                    "lease grant",
+                    Effect::Read,
+                    self.config.request_timeout(),
+                ));
+            }
+            Ok(Err(e)) => return Err(error::map("lease grant", Effect::Read, e)),
             Ok(Ok(r)) => r,
         };
         let granted = u64::try_from(resp.ttl()).unwrap_or(0);
@@ -429,7 +441,7 @@ impl Inner {
                     session = Some(self.session_for(record.ttl).await?);
                 }
                 Err(f) => {
-                    let e = self.failure("transaction", Op::Write, f);
+                    let e = self.failure("transaction", Effect::Write, f);
                     if e.is_indeterminate() {
                         let mut st = self.lock();
                         st.forget(name);
@@ -542,7 +554,7 @@ impl Inner {
                 Ok(DeleteOutcome::Conflict(self.current_of(name, &d)?))
             }
             Err(f) => {
-                let e = self.failure("delete", Op::Write, f);
+                let e = self.failure("delete", Effect::Write, f);
                 if e.is_indeterminate() {
                     self.lock().forget(name);
                 }
@@ -583,7 +595,7 @@ impl Inner {
                 Some(resp.header().map_or(0, |h| h.revision()))
             }
             Err(f) => {
-                let e = self.failure("expiry delete", Op::Write, f);
+                let e = self.failure("expiry delete", Effect::Write, f);
                 tracing::debug!(lease = %reap.name, error = %e, "expiry delete failed; retrying");
                 None
             }

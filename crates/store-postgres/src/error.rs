@@ -1,7 +1,8 @@
 //! Postgres errors → [`leasehold_core::Error`] kinds, through named SQLSTATE codes.
 
 use leasehold_core::Error;
-use leasehold_sql::errors::{ErrorClass, Phase, classify, error_of};
+use leasehold_core::store::ErrorClass;
+use leasehold_sql::errors::{Phase, classify, error_of};
 
 /// SQLSTATE codes this crate gives a meaning to (Postgres appendix A).
 pub(crate) mod sqlstate {

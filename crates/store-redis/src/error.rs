@@ -14,6 +14,8 @@
 use std::time::Duration;
 
 use leasehold_core::Error;
+pub(crate) use leasehold_core::store::Effect;
+use leasehold_core::store::{ErrorClass, no_answer};
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 
 /// Server error codes that mean the command was refused before it ran.
@@ -59,15 +61,6 @@ pub(crate) const ASK: &str = "ASK";
 /// The keys of one call are in different cluster slots.
 pub(crate) const CROSSSLOT: &str = "CROSSSLOT";
 
-/// Whether the failed call could have changed anything.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Effect {
-    /// A read: failures never leave an effect.
-    Read,
-    /// A write: a failure after sending may have applied.
-    Write,
-}
-
 /// What a driver error means for a call of `what` (`"write of jobs/a"`).
 pub(crate) fn from_redis(err: RedisError, effect: Effect, what: &str) -> Error {
     let message = format!("redis {what}: {}", err.category());
@@ -93,31 +86,19 @@ pub(crate) fn from_redis(err: RedisError, effect: Effect, what: &str) -> Error {
             return Error::misconfigured(message, err);
         }
     }
-    match effect {
-        Effect::Read => Error::unavailable(message, err),
-        Effect::Write => Error::indeterminate(message, err),
-    }
+    ErrorClass::after_send(effect).error(message, err)
 }
 
 /// A call that ran out of [`crate::RedisConfig::call_timeout`].
 pub(crate) fn timed_out(effect: Effect, what: &str, after: Duration) -> Error {
-    let source = std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no reply after {after:?}"));
-    let message = format!("redis {what}: no reply within {after:?}");
-    match effect {
-        Effect::Read => Error::unavailable(message, source),
-        Effect::Write => Error::indeterminate(message, source),
-    }
+    no_answer(effect, &format!("redis {what}"), after)
 }
 
 /// A reply the script cannot have produced (a different script under the same SHA,
 /// a proxy rewriting replies).
 pub(crate) fn bad_reply(effect: Effect, what: &str, detail: impl Into<String>) -> Error {
     let source = std::io::Error::new(std::io::ErrorKind::InvalidData, detail.into());
-    let message = format!("redis {what}: unexpected script reply");
-    match effect {
-        Effect::Read => Error::unavailable(message, source),
-        Effect::Write => Error::indeterminate(message, source),
-    }
+    ErrorClass::after_send(effect).error(format!("redis {what}: unexpected script reply"), source)
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use leasehold_core::{Error, Result};
 use rand::Rng;
 
 use crate::S3StoreConfig;
-use crate::error::{Failure, Op, SentFlag, classify};
+use crate::error::{Effect, Failure, SentFlag, classify};
 
 /// The condition of a PUT.
 #[derive(Debug, Clone, Copy)]
@@ -130,7 +130,7 @@ impl Bucket {
         let mut out = match res {
             Ok(out) => out,
             Err(e) => {
-                return match classify(e, Op::Read, sent.was_sent(), &what()) {
+                return match classify(e, Effect::Read, sent.was_sent(), &what()) {
                     Failure::NoSuchKey => Ok(Found::Missing),
                     Failure::PreconditionFailed => Err(Error::Unavailable {
                         message: format!("{}: 412 on an unconditional read", what()),
@@ -194,7 +194,7 @@ impl Bucket {
                     let etag = out.e_tag().ok_or_else(|| no_etag(&what))?;
                     return Ok(Written::Applied(etag.to_owned()));
                 }
-                Err(e) => classify(e, Op::Write, sent.was_sent(), &what),
+                Err(e) => classify(e, Effect::Write, sent.was_sent(), &what),
             };
             match self.settle(failure, &mut attempt, &what).await? {
                 Some(w) => return Ok(w),
@@ -222,7 +222,7 @@ impl Bucket {
                 .await;
             let failure = match res {
                 Ok(_) => return Ok(Written::Applied(String::new())),
-                Err(e) => classify(e, Op::Write, sent.was_sent(), &what),
+                Err(e) => classify(e, Effect::Write, sent.was_sent(), &what),
             };
             match self.settle(failure, &mut attempt, &what).await? {
                 Some(w) => return Ok(w),

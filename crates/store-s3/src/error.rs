@@ -19,8 +19,10 @@ use std::error::Error as StdError;
 
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
-use leasehold_aws::{Kind as AwsKind, status_kind, transport_kind};
-pub(crate) use leasehold_aws::{Op, SentFlag};
+pub(crate) use leasehold_aws::SentFlag;
+use leasehold_aws::{status_kind, transport_kind};
+pub(crate) use leasehold_core::store::Effect;
+use leasehold_core::store::ErrorClass;
 use leasehold_core::{BoxError, Error};
 
 /// S3 error codes the store reacts to.
@@ -72,7 +74,7 @@ pub(crate) enum Failure {
 
 /// Classifies a failed S3 call. `what` names the call for messages
 /// (`"PutObject leases/a"`); `sent` says whether the request reached the connector.
-pub(crate) fn classify<E>(err: SdkError<E, HttpResponse>, op: Op, sent: bool, what: &str) -> Failure
+pub(crate) fn classify<E>(err: SdkError<E, HttpResponse>, op: Effect, sent: bool, what: &str) -> Failure
 where
     E: ProvideErrorMetadata + StdError + Send + Sync + 'static,
 {
@@ -104,37 +106,39 @@ enum Kind {
     Other(leasehold_aws::Classified),
 }
 
-fn kind_of<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>, op: Op, sent: bool) -> Kind {
+fn kind_of<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>, op: Effect, sent: bool) -> Kind {
     match err {
         SdkError::ServiceError(ctx) => service_kind(ctx.raw().status().as_u16(), ctx.err().code(), op),
         other => Kind::Other(
-            transport_kind(other, op, sent).unwrap_or((AwsKind::after_send(op), "unrecognised SDK failure")),
+            transport_kind(other, op, sent).unwrap_or((ErrorClass::after_send(op), "unrecognised SDK failure")),
         ),
     }
 }
 
-fn service_kind(status: u16, code: Option<&str>, op: Op) -> Kind {
+fn service_kind(status: u16, code: Option<&str>, op: Effect) -> Kind {
     use self::code as c;
     use self::status as s;
     match (status, code) {
         (s::PRECONDITION_FAILED, _) | (_, Some(c::PRECONDITION_FAILED)) => Kind::PreconditionFailed,
         (s::NOT_FOUND, Some(c::NO_SUCH_KEY)) => Kind::NoSuchKey,
-        (s::NOT_FOUND, Some(c::NO_SUCH_BUCKET)) => Kind::Other((AwsKind::Misconfigured, "the bucket does not exist")),
+        (s::NOT_FOUND, Some(c::NO_SUCH_BUCKET)) => {
+            Kind::Other((ErrorClass::Misconfigured, "the bucket does not exist"))
+        }
         (s::NOT_FOUND, _) => Kind::Other((
-            AwsKind::Misconfigured,
+            ErrorClass::Misconfigured,
             "404 without NoSuchKey (wrong endpoint or bucket?)",
         )),
         (s::CONFLICT, Some(c::CONDITIONAL_REQUEST_CONFLICT | c::OPERATION_ABORTED)) => Kind::ConcurrentWrite,
-        (s::CONFLICT, _) => Kind::Other((AwsKind::Unavailable, "refused with 409")),
-        (s::SERVICE_UNAVAILABLE, Some(c::SLOW_DOWN)) => Kind::Other((AwsKind::Unavailable, "throttled (SlowDown)")),
+        (s::CONFLICT, _) => Kind::Other((ErrorClass::Unavailable, "refused with 409")),
+        (s::SERVICE_UNAVAILABLE, Some(c::SLOW_DOWN)) => Kind::Other((ErrorClass::Unavailable, "throttled (SlowDown)")),
         (s::BAD_REQUEST, Some(c::REQUEST_TIMEOUT)) => {
-            Kind::Other((AwsKind::Unavailable, "the server timed out reading the request"))
+            Kind::Other((ErrorClass::Unavailable, "the server timed out reading the request"))
         }
         (401 | 403, Some(c::ACCESS_DENIED)) => {
-            Kind::Other((AwsKind::Misconfigured, "access denied (check the IAM policy)"))
+            Kind::Other((ErrorClass::Misconfigured, "access denied (check the IAM policy)"))
         }
         (501, _) => Kind::Other((
-            AwsKind::Misconfigured,
+            ErrorClass::Misconfigured,
             "not implemented by the server (no conditional writes?)",
         )),
         _ => Kind::Other(status_kind(status, op)),
@@ -165,7 +169,7 @@ mod tests {
         SdkError::service_error(err, HttpResponse::new(status, SdkBody::empty()))
     }
 
-    fn class(err: SdkError<PutObjectError, HttpResponse>, op: Op, sent: bool) -> &'static str {
+    fn class(err: SdkError<PutObjectError, HttpResponse>, op: Effect, sent: bool) -> &'static str {
         match classify(err, op, sent, "PutObject k") {
             Failure::PreconditionFailed => "conflict",
             Failure::NoSuchKey => "absent",
@@ -202,9 +206,13 @@ mod tests {
             (503, "ServiceUnavailable", "indeterminate"),
         ];
         for (status, code, want) in cases {
-            assert_eq!(class(service(status, code), Op::Write, true), want, "{status} {code}");
+            assert_eq!(
+                class(service(status, code), Effect::Write, true),
+                want,
+                "{status} {code}"
+            );
         }
-        assert_eq!(class(service(500, "InternalError"), Op::Read, true), "unavailable");
+        assert_eq!(class(service(500, "InternalError"), Effect::Read, true), "unavailable");
     }
 
     #[test]
@@ -219,28 +227,37 @@ mod tests {
                 std::io::ErrorKind::ConnectionReset,
             ))))
         };
-        assert_eq!(class(refused(), Op::Write, true), "unavailable");
-        assert_eq!(class(reset(), Op::Write, true), "indeterminate");
-        assert_eq!(class(reset(), Op::Write, false), "unavailable");
-        assert_eq!(class(reset(), Op::Read, true), "unavailable");
-        assert_eq!(class(SdkError::timeout_error("slow"), Op::Write, true), "indeterminate");
-        assert_eq!(class(SdkError::timeout_error("slow"), Op::Write, false), "unavailable");
-        assert_eq!(class(SdkError::timeout_error("slow"), Op::Read, true), "unavailable");
+        assert_eq!(class(refused(), Effect::Write, true), "unavailable");
+        assert_eq!(class(reset(), Effect::Write, true), "indeterminate");
+        assert_eq!(class(reset(), Effect::Write, false), "unavailable");
+        assert_eq!(class(reset(), Effect::Read, true), "unavailable");
         assert_eq!(
-            class(SdkError::construction_failure("bad"), Op::Write, false),
+            class(SdkError::timeout_error("slow"), Effect::Write, true),
+            "indeterminate"
+        );
+        assert_eq!(
+            class(SdkError::timeout_error("slow"), Effect::Write, false),
+            "unavailable"
+        );
+        assert_eq!(
+            class(SdkError::timeout_error("slow"), Effect::Read, true),
+            "unavailable"
+        );
+        assert_eq!(
+            class(SdkError::construction_failure("bad"), Effect::Write, false),
             "misconfigured"
         );
         let connect_timeout =
             SdkError::dispatch_failure(ConnectorError::timeout("HTTP connect timeout occurred after 1s".into()));
-        assert_eq!(class(connect_timeout, Op::Write, true), "unavailable");
+        assert_eq!(class(connect_timeout, Effect::Write, true), "unavailable");
         let read_timeout =
             SdkError::dispatch_failure(ConnectorError::timeout("HTTP read timeout occurred after 1s".into()));
-        assert_eq!(class(read_timeout, Op::Write, true), "indeterminate");
+        assert_eq!(class(read_timeout, Effect::Write, true), "indeterminate");
     }
 
     #[test]
     fn messages_name_the_call_and_the_code() {
-        match classify(service(403, "AccessDenied"), Op::Write, true, "PutObject leases/a") {
+        match classify(service(403, "AccessDenied"), Effect::Write, true, "PutObject leases/a") {
             Failure::Other(e) => {
                 let s = e.to_string();
                 assert!(s.contains("PutObject leases/a") && s.contains("AccessDenied"), "{s}");

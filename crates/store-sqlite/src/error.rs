@@ -1,7 +1,8 @@
 //! SQLite errors → [`leasehold_core::Error`] kinds, through named result codes.
 
 use leasehold_core::Error;
-use leasehold_sql::errors::{ErrorClass, Phase, classify, error_of};
+use leasehold_core::store::ErrorClass;
+use leasehold_sql::errors::{Phase, classify, error_of};
 
 /// SQLite primary result codes this crate gives a meaning to
 /// (<https://sqlite.org/rescode.html>; extended codes carry the primary in the low byte).
