@@ -54,8 +54,8 @@ pub(crate) async fn lease_client(spec: &str, prefix: &str, label: &str) -> BoxRe
     if spec.starts_with("postgres:") || spec.starts_with("postgresql:") {
         let pool = PgPoolOptions::new().max_connections(4).connect(spec).await?;
         let cfg = leasehold_postgres::PostgresConfig::new().table(&format!("{prefix}_leases"))?;
-        leasehold_postgres::PostgresStore::create_schema(&pool, &cfg).await?;
-        let store = leasehold_postgres::PostgresStore::open(pool, cfg).await?;
+        leasehold_postgres::PostgresStore::provision(&pool, &cfg).await?;
+        let store = leasehold_postgres::PostgresStore::new(pool, cfg).await?;
         return Ok(LeaseClient::with_config(store, config)?);
     }
     if let Some(eps) = spec.strip_prefix("etcd:") {
@@ -70,8 +70,7 @@ pub(crate) async fn lease_client(spec: &str, prefix: &str, label: &str) -> BoxRe
             })
             .collect();
         let client = etcd_client::Client::connect(endpoints, None).await?;
-        let store =
-            leasehold_etcd::EtcdStore::with_config(client, leasehold_etcd::EtcdConfig::new(format!("{prefix}/"))?);
+        let store = leasehold_etcd::EtcdStore::new(client, leasehold_etcd::EtcdConfig::new(format!("{prefix}/"))?);
         return Ok(LeaseClient::with_config(store, config)?);
     }
     Err(format!("unknown --store {spec}").into())

@@ -113,13 +113,13 @@ impl Db {
         Ok(match self {
             Self::Pg(pool) => {
                 let config = PostgresConfig::new().table(table)?;
-                PostgresStore::create_schema(pool, &config).await?;
-                Arc::new(PostgresStore::open(pool.clone(), config).await?)
+                PostgresStore::provision(pool, &config).await?;
+                Arc::new(PostgresStore::new(pool.clone(), config).await?)
             }
             Self::Lite(pool, _) => {
                 let config = SqliteConfig::new().table(table)?;
-                SqliteStore::create_schema(pool, &config).await?;
-                Arc::new(SqliteStore::open(pool.clone(), config).await?)
+                SqliteStore::provision(pool, &config).await?;
+                Arc::new(SqliteStore::new(pool.clone(), config).await?)
             }
         })
     }

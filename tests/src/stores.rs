@@ -491,7 +491,7 @@ pub async fn prepare(kind: StoreKind, endpoint: &str, ns: &Namespace) -> LeaseRe
                 .await
                 .map_err(|e| Error::unavailable("connect to postgres", e))?;
             let config = leasehold_postgres::PostgresConfig::new().table(&ns.pg_table())?;
-            leasehold_postgres::PostgresStore::create_schema(&pool, &config).await?;
+            leasehold_postgres::PostgresStore::provision(&pool, &config).await?;
             pool.close().await;
             Ok(())
         }
@@ -499,9 +499,9 @@ pub async fn prepare(kind: StoreKind, endpoint: &str, ns: &Namespace) -> LeaseRe
         StoreKind::Dynamo => {
             let store = leasehold_dynamodb::DynamoStore::new(
                 dynamo_client(endpoint, Duration::from_secs(5)),
-                ns.dynamo_table(),
-            )?;
-            store.create_table().await
+                leasehold_dynamodb::DynamoConfig::new(ns.dynamo_table())?,
+            );
+            leasehold_dynamodb::DynamoStore::provision(store.client(), store.config()).await
         }
         StoreKind::S3 => {
             let client = leasehold_s3::local_client(endpoint);
@@ -565,7 +565,7 @@ pub async fn build(
                 .map_err(|e| Error::unavailable("connect to postgres", e))?;
             let config = leasehold_postgres::PostgresConfig::new().table(&ns.pg_table())?;
             (
-                Arc::new(leasehold_postgres::PostgresStore::open(pool, config).await?),
+                Arc::new(leasehold_postgres::PostgresStore::new(pool, config).await?),
                 None,
             )
         }
@@ -584,15 +584,18 @@ pub async fn build(
                 .await
                 .map_err(|e| Error::unavailable("connect to etcd", e))?;
             let config = leasehold_etcd::EtcdConfig::new(ns.etcd_prefix())?.with_request_timeout(call_timeout)?;
-            (Arc::new(leasehold_etcd::EtcdStore::with_config(client, config)), None)
+            (Arc::new(leasehold_etcd::EtcdStore::new(client, config)), None)
         }
         StoreKind::Dynamo => {
-            let s = leasehold_dynamodb::DynamoStore::new(dynamo_client(first, call_timeout), ns.dynamo_table())?;
-            s.verify_table().await?;
+            let s = leasehold_dynamodb::DynamoStore::new(
+                dynamo_client(first, call_timeout),
+                leasehold_dynamodb::DynamoConfig::new(ns.dynamo_table())?,
+            );
+            s.verify().await?;
             (Arc::new(s), None)
         }
         StoreKind::S3 => {
-            let config = leasehold_s3::S3StoreConfig::new(ns.s3_bucket(), "leases")?.request_timeout(call_timeout)?;
+            let config = leasehold_s3::S3Config::new(ns.s3_bucket(), "leases")?.request_timeout(call_timeout)?;
             let s = leasehold_s3::S3Store::new(leasehold_s3::local_client(first), config);
             (Arc::new(s), None)
         }

@@ -18,11 +18,11 @@ use leasehold_core::{Error, FencingToken, HolderId, LeaseName, Ttl};
 const CALL_TIMEOUT: Duration = Duration::from_millis(800);
 
 fn stores(endpoint: &str) -> Vec<(&'static str, Arc<dyn CasStore>)> {
-    let dynamo = leasehold_dynamodb::DynamoStore::with_config(
+    let dynamo = leasehold_dynamodb::DynamoStore::new(
         leasehold_tests::stores::dynamo_client(endpoint, CALL_TIMEOUT),
         leasehold_dynamodb::DynamoConfig::new("leases").expect("dynamo config"),
     );
-    let s3_config = leasehold_s3::S3StoreConfig::new("leases", "leases")
+    let s3_config = leasehold_s3::S3Config::new("leases", "leases")
         .and_then(|c| c.request_timeout(CALL_TIMEOUT))
         .expect("s3 config");
     let s3 = leasehold_s3::S3Store::new(leasehold_s3::local_client(endpoint), s3_config);

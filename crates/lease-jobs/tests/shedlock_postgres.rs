@@ -68,7 +68,7 @@ async fn drop_tables_of_finished_runs(pool: &PgPool) {
 /// A fresh ShedLock table in this crate's own schema.
 async fn fresh_table(pool: &PgPool, fence: bool) -> String {
     let table = fresh_name(pool).await;
-    ShedlockStore::create_table(pool, &table, fence)
+    ShedlockStore::provision(pool, &table, fence)
         .await
         .expect("create table");
     table
@@ -93,7 +93,7 @@ async fn fresh_name(pool: &PgPool) -> String {
 }
 
 async fn store_on(pool: &PgPool, table: &str) -> ShedlockStore {
-    ShedlockStore::open(pool.clone(), ShedlockConfig::table(table))
+    ShedlockStore::new(pool.clone(), ShedlockConfig::table(table))
         .await
         .expect("open shedlock store")
 }
@@ -479,7 +479,7 @@ async fn unfenced_table_is_efficiency_only_with_growing_tokens() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_or_mistyped_tables_are_misconfigured() {
     let pool = pool().await;
-    let err = ShedlockStore::open(pool.clone(), ShedlockConfig::table(format!("{SCHEMA}.no_such_table_x")))
+    let err = ShedlockStore::new(pool.clone(), ShedlockConfig::table(format!("{SCHEMA}.no_such_table_x")))
         .await
         .expect_err("missing table");
     assert!(matches!(err, leasehold_core::Error::Misconfigured { .. }), "{err}");
@@ -488,7 +488,7 @@ async fn missing_or_mistyped_tables_are_misconfigured() {
         .execute(&pool)
         .await
         .expect("alter");
-    let err = ShedlockStore::open(pool.clone(), ShedlockConfig::table(&table))
+    let err = ShedlockStore::new(pool.clone(), ShedlockConfig::table(&table))
         .await
         .expect_err("text fence");
     assert!(matches!(err, leasehold_core::Error::Misconfigured { .. }), "{err}");
@@ -526,7 +526,7 @@ async fn sixteen_sessions_creating_one_fenced_table_at_once_all_succeed() {
                 let (pool, table, barrier) = (pool.clone(), table.clone(), barrier.clone());
                 tokio::spawn(async move {
                     barrier.wait().await;
-                    ShedlockStore::create_table(&pool, &table, true).await
+                    ShedlockStore::provision(&pool, &table, true).await
                 })
             })
             .collect();

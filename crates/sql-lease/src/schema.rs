@@ -233,7 +233,7 @@ pub fn check_columns(
     if live.is_empty() {
         return Err(misconfigured(
             table,
-            "does not exist (create it with create_schema() or the shipped .sql file)",
+            "does not exist (create it with provision() or the shipped .sql file)",
         ));
     }
     let mut limits = ColumnLimits::default();

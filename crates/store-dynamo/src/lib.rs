@@ -13,14 +13,15 @@
 //! use std::time::Duration;
 //! use aws_sdk_dynamodb::types::AttributeValue;
 //! use leasehold_core::LeaseClient;
-//! use leasehold_dynamodb::{DynamoStore, FencedOutcome, ItemFence};
+//! use leasehold_dynamodb::{DynamoConfig, DynamoStore, FencedOutcome, ItemFence};
 //!
 //! // Your region, credentials, endpoint and timeouts.
 //! let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
 //! let dynamo = aws_sdk_dynamodb::Client::new(&sdk);
 //!
-//! let store = DynamoStore::new(dynamo.clone(), "leasehold-leases")?;
-//! store.create_table().await?; // idempotent; or create it with your IaC and verify_table()
+//! let config = DynamoConfig::new("leasehold-leases")?;
+//! DynamoStore::provision(&dynamo, &config).await?; // idempotent; or your IaC, then verify()
+//! let store = DynamoStore::new(dynamo.clone(), config);
 //!
 //! let leases = LeaseClient::new(store);
 //! let lease = leases.acquire("payouts:2026-11-30", Duration::from_secs(10)).await?;
@@ -158,8 +159,8 @@
 //!
 //! ## Setup
 //! - **Table**: one string partition key (default name [`DEFAULT_KEY_ATTRIBUTE`]), no
-//!   sort key, on-demand billing: [`DynamoStore::create_table`] creates it idempotently
-//!   and waits until it is active; [`DynamoStore::verify_table`] checks one you created
+//!   sort key, on-demand billing: [`DynamoStore::provision`] creates it idempotently
+//!   and waits until it is active; [`DynamoStore::verify`] checks one you created
 //!   yourself. Several applications may share one table (lease names are the keys).
 //! - **Never enable DynamoDB TTL (item expiry) on the lease table, and do not delete
 //!   lease items**: a released lease stays as a vacant item that keeps its token, and
@@ -168,8 +169,8 @@
 //! - **IAM actions** on the lease table: `dynamodb:GetItem`, `dynamodb:UpdateItem`
 //!   (every lease operation); `dynamodb:DeleteItem` (only for administrative
 //!   [`leasehold_core::store::CasStore::delete`]); `dynamodb:CreateTable` and
-//!   `dynamodb:DescribeTable` (only for [`DynamoStore::create_table`] /
-//!   [`DynamoStore::verify_table`]). On the protected tables: `dynamodb:PutItem` and /
+//!   `dynamodb:DescribeTable` (only for [`DynamoStore::provision`] /
+//!   [`DynamoStore::verify`]). On the protected tables: `dynamodb:PutItem` and /
 //!   or `dynamodb:UpdateItem` for the fenced writes.
 //! - **Client**: any `aws_sdk_dynamodb::Client`. Set explicit timeouts (connect,
 //!   operation attempt) well below the TTL: a renewal that hangs for longer than the TTL
@@ -204,7 +205,7 @@
 //!   (`ConditionalCheckFailedException`): with a corrupt fence attribute a fenced write
 //!   is `Indeterminate` on moto and `Misconfigured` on DynamoDB;
 //! - tables are `ACTIVE` as soon as they are created (DynamoDB takes seconds, which
-//!   [`DynamoStore::create_table`] waits for).
+//!   [`DynamoStore::provision`] waits for).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod config;

@@ -26,7 +26,7 @@ use crate::config::{ATTR_VERSION, DynamoConfig};
 use crate::error::{Effect, SentFlag, is_conditional_check_failed, map_sdk_error, service_code};
 use crate::item::{self, Item};
 
-/// How long [`DynamoStore::create_table`] waits for a new table to become `ACTIVE`.
+/// How long [`DynamoStore::provision`] waits for a new table to become `ACTIVE`.
 pub const TABLE_ACTIVE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The error code of CreateTable on a table that exists.
@@ -44,18 +44,10 @@ pub struct DynamoStore {
 }
 
 impl DynamoStore {
-    /// Leases in `table` (partition key [`crate::DEFAULT_KEY_ATTRIBUTE`]) through
-    /// `client`, which carries the caller's region, credentials, endpoint and timeouts.
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] for an invalid table name. Nothing is sent: call
-    /// [`DynamoStore::create_table`] or [`DynamoStore::verify_table`] to check the table.
-    pub fn new(client: Client, table: impl Into<String>) -> Result<Self> {
-        Ok(Self::with_config(client, DynamoConfig::new(table)?))
-    }
-
-    /// Leases as `config` says.
-    pub fn with_config(client: Client, config: DynamoConfig) -> Self {
+    /// Leases in the table `config` names, through the `client` you configured (region,
+    /// credentials, endpoint, timeouts). Nothing is sent:
+    /// [`DynamoStore::provision`] creates the table, [`DynamoStore::verify`] checks it.
+    pub fn new(client: Client, config: DynamoConfig) -> Self {
         Self {
             client,
             config: Arc::new(config),
@@ -80,8 +72,8 @@ impl DynamoStore {
         AttributeValue::S(name.as_str().to_owned())
     }
 
-    /// Creates the lease table if it does not exist (on-demand billing, the string
-    /// partition key), waits until it is `ACTIVE`, and checks its key schema.
+    /// Creates the lease table `config` names if it does not exist (on-demand billing,
+    /// the string partition key), waits until it is `ACTIVE`, and checks its key schema.
     /// Idempotent: on an existing table it only waits and checks.
     ///
     /// Needs `dynamodb:CreateTable` and `dynamodb:DescribeTable`.
@@ -90,7 +82,11 @@ impl DynamoStore {
     /// [`Error::Misconfigured`] if the table exists with another key schema or the
     /// caller lacks permission; [`Error::Unavailable`] if it is not `ACTIVE` within
     /// [`TABLE_ACTIVE_TIMEOUT`]; store errors otherwise.
-    pub async fn create_table(&self) -> Result<()> {
+    pub async fn provision(client: &Client, config: &DynamoConfig) -> Result<()> {
+        Self::new(client.clone(), config.clone()).create_table().await
+    }
+
+    async fn create_table(&self) -> Result<()> {
         let key = self.config.key();
         let build = |e: aws_sdk_dynamodb::error::BuildError| Error::invalid("table definition", e.to_string());
         let flag = SentFlag::default();
@@ -132,7 +128,7 @@ impl DynamoStore {
         }
         let deadline = Instant::now() + TABLE_ACTIVE_TIMEOUT;
         loop {
-            match self.verify_table().await {
+            match self.verify().await {
                 Err(Error::Unavailable { .. }) if Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(250)).await;
                 }
@@ -149,7 +145,7 @@ impl DynamoStore {
     /// # Errors
     /// [`Error::Misconfigured`] for a missing table, a wrong key schema or missing
     /// permission; [`Error::Unavailable`] while the table is still being created.
-    pub async fn verify_table(&self) -> Result<()> {
+    pub async fn verify(&self) -> Result<()> {
         let flag = SentFlag::default();
         let out = self
             .client

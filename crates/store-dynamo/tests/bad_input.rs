@@ -47,11 +47,10 @@ fn kind(r: &Result<impl std::fmt::Debug, Error>) -> &'static str {
 
 #[tokio::test]
 async fn invalid_table_name_is_refused_before_sending() {
-    let counter = common::HttpCounter::default();
-    let client = common::client(Some(&counter));
+    // Refused when the config is built, before any store or client exists.
     for bad in ["ab", "has space", "semi;colon", ""] {
         assert!(
-            matches!(DynamoStore::new(client.clone(), bad), Err(Error::InvalidInput { .. })),
+            matches!(DynamoConfig::new(bad), Err(Error::InvalidInput { .. })),
             "{bad:?}"
         );
     }
@@ -59,13 +58,15 @@ async fn invalid_table_name_is_refused_before_sending() {
         DynamoConfig::new("leases").expect("config").key_attribute(ATTR_FENCE),
         Err(Error::InvalidInput { .. })
     ));
-    assert_eq!(counter.get(), 0, "nothing may be sent for invalid input");
 }
 
 #[tokio::test]
 async fn claimable_is_invalid_input_and_nothing_is_sent() {
     let counter = common::HttpCounter::default();
-    let store = DynamoStore::new(common::client(Some(&counter)), "leases").expect("store");
+    let store = DynamoStore::new(
+        common::client(Some(&counter)),
+        DynamoConfig::new("leases").expect("store"),
+    );
     let r = store.write(&name("claimable"), &Precondition::Claimable, &rec()).await;
     assert!(
         matches!(r, Err(Error::InvalidInput { .. })),
@@ -77,7 +78,7 @@ async fn claimable_is_invalid_input_and_nothing_is_sent() {
 #[tokio::test]
 async fn missing_table_is_misconfigured() {
     let table = common::unique_table("never-created");
-    let store = DynamoStore::new(common::client(None), &table).expect("store");
+    let store = DynamoStore::new(common::client(None), DynamoConfig::new(&table).expect("store"));
     let n = name("missing-table");
     assert_eq!(kind(&store.read(&n).await), "misconfigured");
     assert_eq!(
@@ -85,7 +86,7 @@ async fn missing_table_is_misconfigured() {
         "misconfigured"
     );
     assert_eq!(kind(&store.delete(&n, &Version::new("x")).await), "misconfigured");
-    assert_eq!(kind(&store.verify_table().await), "misconfigured");
+    assert_eq!(kind(&store.verify().await), "misconfigured");
     let client = LeaseClient::new(store);
     let r = client.try_acquire("missing-table", Duration::from_secs(1)).await;
     assert!(
@@ -99,22 +100,25 @@ async fn wrong_key_schema_is_misconfigured() {
     let client = common::client(None);
     let table = common::unique_table("wrong-key");
     common::create_resource_table(&client, &table).await; // keyed by "id", not "lease"
-    let store = DynamoStore::new(client.clone(), &table).expect("store");
-    assert_eq!(kind(&store.verify_table().await), "misconfigured");
-    assert_eq!(kind(&store.create_table().await), "misconfigured");
+    let store = DynamoStore::new(client.clone(), DynamoConfig::new(&table).expect("store"));
+    assert_eq!(kind(&store.verify().await), "misconfigured");
+    assert_eq!(
+        kind(&DynamoStore::provision(store.client(), store.config()).await),
+        "misconfigured"
+    );
     assert_eq!(
         kind(&store.write(&name("k"), &Precondition::Absent, &rec()).await),
         "misconfigured"
     );
     // The same table is fine with the right key attribute.
-    let right = DynamoStore::with_config(
+    let right = DynamoStore::new(
         client.clone(),
         DynamoConfig::new(&table)
             .expect("config")
             .key_attribute("id")
             .expect("key"),
     );
-    right.verify_table().await.expect("verify with key id");
+    right.verify().await.expect("verify with key id");
     assert!(matches!(
         right.write(&name("k"), &Precondition::Absent, &rec()).await,
         Ok(CasOutcome::Written(_))
@@ -126,10 +130,14 @@ async fn wrong_key_schema_is_misconfigured() {
 async fn create_table_is_idempotent() {
     let client = common::client(None);
     let table = common::unique_table("idempotent");
-    let store = DynamoStore::new(client.clone(), &table).expect("store");
-    store.create_table().await.expect("create");
-    store.create_table().await.expect("create again");
-    store.verify_table().await.expect("verify");
+    let store = DynamoStore::new(client.clone(), DynamoConfig::new(&table).expect("store"));
+    DynamoStore::provision(store.client(), store.config())
+        .await
+        .expect("create");
+    DynamoStore::provision(store.client(), store.config())
+        .await
+        .expect("create again");
+    store.verify().await.expect("verify");
     let desc = client
         .describe_table()
         .table_name(&table)
@@ -264,7 +272,10 @@ async fn closed_port_endpoint() -> String {
 #[tokio::test]
 async fn unreachable_endpoint_is_unavailable_and_fast() {
     let endpoint = closed_port_endpoint().await;
-    let store = DynamoStore::new(common::client_for(&endpoint, None), "leases").expect("store");
+    let store = DynamoStore::new(
+        common::client_for(&endpoint, None),
+        DynamoConfig::new("leases").expect("store"),
+    );
     let n = name("unreachable");
     let started = Instant::now();
     assert_eq!(kind(&store.read(&n).await), "unavailable");
@@ -287,7 +298,10 @@ async fn unreachable_endpoint_is_unavailable_and_fast() {
 #[tokio::test]
 async fn timeout_after_send_is_indeterminate_for_writes() {
     let fake = FakeHttp::start(Script::Hang).await;
-    let store = DynamoStore::new(common::client_for(&fake.endpoint, None), "leases").expect("store");
+    let store = DynamoStore::new(
+        common::client_for(&fake.endpoint, None),
+        DynamoConfig::new("leases").expect("store"),
+    );
     let n = name("hang");
     let started = Instant::now();
     assert_eq!(
@@ -309,7 +323,7 @@ async fn timeout_after_send_is_indeterminate_for_writes() {
 async fn connection_cut_after_send_is_indeterminate_for_writes() {
     let fake = FakeHttp::start(Script::Drop).await;
     let client = common::client_for(&fake.endpoint, None);
-    let store = DynamoStore::new(client.clone(), "leases").expect("store");
+    let store = DynamoStore::new(client.clone(), DynamoConfig::new("leases").expect("store"));
     let n = name("dropped");
     assert_eq!(
         kind(&store.write(&n, &Precondition::Absent, &rec()).await),
@@ -327,7 +341,7 @@ async fn connection_cut_after_send_is_indeterminate_for_writes() {
 async fn dynamodb_error_codes_map_to_kinds() {
     let fake = FakeHttp::start(Script::Hang).await;
     let client = common::client_for(&fake.endpoint, None);
-    let store = DynamoStore::new(client.clone(), "leases").expect("store");
+    let store = DynamoStore::new(client.clone(), DynamoConfig::new("leases").expect("store"));
     let n = name("codes");
     // (status, code, write kind, read kind)
     let cases = [

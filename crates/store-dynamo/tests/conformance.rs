@@ -37,7 +37,7 @@ impl Fixture for Dynamo {
         let config = DynamoConfig::new(table())
             .expect("config")
             .conflict_returns_current(self.returns_current);
-        Arc::new(DynamoStore::with_config(common::client(None), config))
+        Arc::new(DynamoStore::new(common::client(None), config))
     }
 
     async fn corrupt(&self, name: &LeaseName) {

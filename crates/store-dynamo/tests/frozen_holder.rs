@@ -82,7 +82,10 @@ async fn append(
 async fn worker() {
     let client = common::client(None);
     let ledger = env(LEDGER_TABLE_ENV);
-    let store = DynamoStore::new(client.clone(), env(LEASE_TABLE_ENV)).expect("store");
+    let store = DynamoStore::new(
+        client.clone(),
+        leasehold_dynamodb::DynamoConfig::new(env(LEASE_TABLE_ENV)).expect("store"),
+    );
     let config = ClientConfig::builder()
         .label("frozen-worker")
         .build()

@@ -26,7 +26,10 @@ struct Counted {
 impl Counted {
     fn new(table: &str) -> Self {
         let http = common::HttpCounter::default();
-        let store = DynamoStore::new(common::client(Some(&http)), table).expect("store");
+        let store = DynamoStore::new(
+            common::client(Some(&http)),
+            leasehold_dynamodb::DynamoConfig::new(table).expect("store"),
+        );
         Self {
             http,
             calls: CountingStore::new(store),
@@ -153,7 +156,10 @@ async fn takeover_is_at_most_two_requests() {
     let name = unique("takeover");
 
     // The holder renews through a store that will stop answering (a frozen holder).
-    let holder_store = DynamoStore::new(common::client(None), &table).expect("store");
+    let holder_store = DynamoStore::new(
+        common::client(None),
+        leasehold_dynamodb::DynamoConfig::new(&table).expect("store"),
+    );
     let frozen = FaultStore::new(holder_store, 7);
     let holder = LeaseClient::new(frozen.clone());
     let held = holder
@@ -200,7 +206,10 @@ async fn skew_bound_one_shot_takeover_is_two_requests() {
     let admin = common::client(None);
     common::lease_store(admin.clone(), &table).await;
     let name = unique("oneshot");
-    let holder_store = DynamoStore::new(common::client(None), &table).expect("store");
+    let holder_store = DynamoStore::new(
+        common::client(None),
+        leasehold_dynamodb::DynamoConfig::new(&table).expect("store"),
+    );
     let frozen = FaultStore::new(holder_store, 9);
     let held = LeaseClient::new(frozen.clone())
         .try_acquire(&name, TTL)

@@ -50,8 +50,17 @@ async fn no_early_takeover(case: &str, offset_a: i64, offset_b: i64, bound: Opti
     let admin = common::client(None);
     common::lease_store(admin.clone(), &table).await;
     let name = unique(case);
-    let a_store = FaultStore::new(DynamoStore::new(common::client(None), &table).expect("store"), 11);
-    let b_store = DynamoStore::new(common::client(None), &table).expect("store");
+    let a_store = FaultStore::new(
+        DynamoStore::new(
+            common::client(None),
+            leasehold_dynamodb::DynamoConfig::new(&table).expect("store"),
+        ),
+        11,
+    );
+    let b_store = DynamoStore::new(
+        common::client(None),
+        leasehold_dynamodb::DynamoConfig::new(&table).expect("store"),
+    );
     let a = LeaseClient::with_config(a_store.clone(), config("a", offset_a, bound)).expect("a");
     let b = LeaseClient::with_config(b_store.clone(), config("b", offset_b, bound)).expect("b");
 
@@ -170,7 +179,13 @@ async fn skew_bound_lets_a_one_shot_caller_take_over_a_dead_lease() {
     let admin = common::client(None);
     common::lease_store(admin.clone(), &table).await;
     let name = unique("oneshot");
-    let a_store = FaultStore::new(DynamoStore::new(common::client(None), &table).expect("store"), 13);
+    let a_store = FaultStore::new(
+        DynamoStore::new(
+            common::client(None),
+            leasehold_dynamodb::DynamoConfig::new(&table).expect("store"),
+        ),
+        13,
+    );
     let la = LeaseClient::with_config(a_store.clone(), config("a", 0, honest()))
         .expect("a")
         .try_acquire(&name, TTL)
@@ -180,7 +195,10 @@ async fn skew_bound_lets_a_one_shot_caller_take_over_a_dead_lease() {
         .expect("a granted");
     a_store.set_plan(FaultPlan::hang());
     let a_valid_until = la.valid_until();
-    let store = DynamoStore::new(common::client(None), &table).expect("store");
+    let store = DynamoStore::new(
+        common::client(None),
+        leasehold_dynamodb::DynamoConfig::new(&table).expect("store"),
+    );
     let deadline = Instant::now() + Duration::from_secs(20);
     let lb = loop {
         // Without a bound, a fresh client always has to watch first.
@@ -220,7 +238,10 @@ async fn understated_skew_bound_can_double_grant_and_the_fence_still_holds() {
     common::lease_store(admin.clone(), &table).await;
     common::create_resource_table(&admin, &resources).await;
     let name = unique("understated");
-    let store = DynamoStore::new(common::client(None), &table).expect("store");
+    let store = DynamoStore::new(
+        common::client(None),
+        leasehold_dynamodb::DynamoConfig::new(&table).expect("store"),
+    );
     let bound = Some(SkewBound(TTL));
     let la = LeaseClient::with_config(store.clone(), config("a", 0, bound))
         .expect("a")

@@ -175,7 +175,7 @@
 //! use leasehold_etcd::{EtcdConfig, EtcdStore};
 //!
 //! let client = Client::connect(["http://127.0.0.1:2379"], None).await?;
-//! let store = EtcdStore::with_config(client, EtcdConfig::new("payments/leases/")?);
+//! let store = EtcdStore::new(client, EtcdConfig::new("payments/leases/")?);
 //! let leases = LeaseClient::new(store.clone());
 //!
 //! let lease = leases.acquire("nightly-payout", Duration::from_secs(10)).await?;

@@ -71,13 +71,11 @@ pub(crate) enum Failure {
 }
 
 impl EtcdStore {
-    /// A store over `client` with default options (keys under `leasehold/`).
-    pub fn new(client: etcd_client::Client) -> Self {
-        Self::with_config(client, EtcdConfig::default())
-    }
-
-    /// A store over `client` with `config`.
-    pub fn with_config(client: etcd_client::Client, config: EtcdConfig) -> Self {
+    /// A store over the `client` you configured (endpoints, TLS, authentication,
+    /// timeouts), with `config` (`EtcdConfig::default()`: keys under `leasehold/`).
+    /// Nothing is sent; [`EtcdStore::verify`] checks that the cluster answers and the
+    /// prefix may be read.
+    pub fn new(client: etcd_client::Client, config: EtcdConfig) -> Self {
         Self {
             inner: Arc::new_cyclic(|me| Inner {
                 client,
@@ -90,6 +88,36 @@ impl EtcdStore {
                 reaper_started: std::sync::OnceLock::new(),
                 me: me.clone(),
             }),
+        }
+    }
+
+    /// Creates what the store needs: nothing on etcd (keys are created by the first
+    /// grant, sessions by the first lease). Checks instead, as [`EtcdStore::verify`]
+    /// on a store built from `client` and `config`, so that every store's setup reads
+    /// the same.
+    ///
+    /// # Errors
+    /// As [`EtcdStore::verify`].
+    pub async fn provision(client: &etcd_client::Client, config: &EtcdConfig) -> Result<()> {
+        Self::new(client.clone(), config.clone()).verify().await
+    }
+
+    /// Checks that the cluster answers within the request timeout and that this
+    /// client may read the store's prefix: one count-only range request.
+    ///
+    /// # Errors
+    /// [`leasehold_core::Error::Unavailable`] when etcd does not answer;
+    /// [`leasehold_core::Error::Misconfigured`] when the client is not permitted.
+    pub async fn verify(&self) -> Result<()> {
+        let inner = &self.inner;
+        let prefix = inner.config.prefix().as_bytes().to_vec();
+        let opts = GetOptions::new().with_prefix().with_count_only();
+        let mut kv = inner.client.kv_client();
+        inner.stats.range();
+        match tokio::time::timeout(inner.config.request_timeout(), kv.get(prefix, Some(opts))).await {
+            Err(_) => Err(error::timed_out("verify", Effect::Read, inner.config.request_timeout())),
+            Ok(Err(e)) => Err(error::map("verify", Effect::Read, e)),
+            Ok(Ok(_)) => Ok(()),
         }
     }
 

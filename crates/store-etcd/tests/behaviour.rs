@@ -107,7 +107,7 @@ async fn round_trips_per_operation() {
 
     // A store that has never seen the name guesses "absent": one extra Txn, no read.
     la2.release().await.expect("release");
-    let cold = EtcdStore::with_config(store.client().clone(), store.config().clone());
+    let cold = EtcdStore::new(store.client().clone(), store.config().clone());
     let cold_client = LeaseClient::new(cold.clone());
     let c0 = cold.stats();
     let la3 = cold_client.acquire(a.as_str(), ttl).await.expect("cold acquire");
@@ -252,7 +252,7 @@ async fn session_leases_and_the_fence_counter() {
     }
 
     // Another store takes it with the next token: the counter outlived the record.
-    let other = EtcdStore::with_config(raw.clone(), store.config().clone());
+    let other = EtcdStore::new(raw.clone(), store.config().clone());
     let b = LeaseClient::new(other.clone());
     let lb = b
         .acquire(n.as_str(), Duration::from_secs(2))
@@ -376,7 +376,7 @@ async fn unreachable_etcd_is_unavailable() {
     )
     .await
     .expect("a client connects lazily");
-    let store = EtcdStore::with_config(client, EtcdConfig::new(common::unique_prefix("down")).expect("config"));
+    let store = EtcdStore::new(client, EtcdConfig::new(common::unique_prefix("down")).expect("config"));
     let n = name("down");
     let read = store.read(&n).await;
     assert!(matches!(read, Err(Error::Unavailable { .. })), "read: {read:?}");
@@ -407,7 +407,7 @@ async fn a_request_that_times_out_after_sending_is_indeterminate() {
     let config = EtcdConfig::new(common::unique_prefix("indeterminate"))
         .and_then(|c| c.with_request_timeout(Duration::from_millis(500)))
         .expect("config");
-    let store = EtcdStore::with_config(via_proxy, config);
+    let store = EtcdStore::new(via_proxy, config);
     // Warm up: the connection and the session exist before the fault.
     let warm = store
         .write(&name("warm"), &Precondition::Absent, &held("w", 1, 5_000))
@@ -436,7 +436,7 @@ async fn a_request_that_times_out_after_sending_is_indeterminate() {
         Ok(o) => panic!("acquire without answers gave {o:?}"),
     }
     proxy.drop_replies(false);
-    let cleanup = EtcdStore::with_config(direct, store.config().clone());
+    let cleanup = EtcdStore::new(direct, store.config().clone());
     common::cleanup(&cleanup).await;
 }
 

@@ -190,7 +190,7 @@ async fn scenario(cluster: &Cluster) {
     let endpoints = cluster.endpoints();
     let prefix = common::unique_prefix("leader-kill");
     let config = EtcdConfig::new(prefix).expect("config");
-    let store = EtcdStore::with_config(common::connect(&endpoints).await, config.clone());
+    let store = EtcdStore::new(common::connect(&endpoints).await, config.clone());
     let holder = LeaseClient::new(store.clone());
     let name = LeaseName::new("cluster/leader").expect("name");
     let ttl = Duration::from_secs(5);
@@ -202,7 +202,7 @@ async fn scenario(cluster: &Cluster) {
     let granted = store.read(&name).await.expect("read").expect("present");
 
     // A challenger keeps trying all along: it must never be granted.
-    let challenger_store = EtcdStore::with_config(common::connect(&endpoints).await, config.clone());
+    let challenger_store = EtcdStore::new(common::connect(&endpoints).await, config.clone());
     let challenger = LeaseClient::new(challenger_store.clone());
     let stop = Arc::new(AtomicBool::new(false));
     let grants = Arc::new(AtomicU64::new(0));
@@ -253,7 +253,7 @@ async fn scenario(cluster: &Cluster) {
     assert!(lease.is_valid(), "the lease was lost: {:?}", lease.loss_cause());
     assert_eq!(lease.loss_cause(), None);
     assert_eq!(grants.load(Ordering::SeqCst), 0, "the lease was granted twice");
-    let reader = EtcdStore::with_config(common::connect(&[endpoints[live[0]].clone()]).await, config.clone());
+    let reader = EtcdStore::new(common::connect(&[endpoints[live[0]].clone()]).await, config.clone());
     let now = reader.read(&name).await.expect("read").expect("present");
     assert_eq!(now.record.holder.as_ref(), Some(lease.holder()));
     assert_eq!(now.record.token, token, "the token changed");
@@ -285,7 +285,7 @@ async fn scenario(cluster: &Cluster) {
     let worker = Worker::spawn("hold", &env);
     worker.wait_for("granted", 1, Duration::from_secs(15)).await;
     let held_token = worker.granted_token().expect("token");
-    let taker_store = EtcdStore::with_config(common::connect(&live_endpoints).await, config.clone());
+    let taker_store = EtcdStore::new(common::connect(&live_endpoints).await, config.clone());
     let taker = LeaseClient::new(taker_store.clone());
     assert!(
         matches!(

@@ -32,7 +32,7 @@ fn held(holder: &str, ttl_ms: u64) -> LeaseRecord {
 
 /// True once another store (its own caches, the same keys) claims `n` within `limit`.
 async fn claimable_within(store: &EtcdStore, n: &LeaseName, limit: Duration) -> bool {
-    let other = EtcdStore::with_config(store.client().clone(), store.config().clone());
+    let other = EtcdStore::new(store.client().clone(), store.config().clone());
     poll_async(limit, || async {
         matches!(
             other.write(n, &Precondition::Claimable, &held("next", 1000)).await,
@@ -44,7 +44,7 @@ async fn claimable_within(store: &EtcdStore, n: &LeaseName, limit: Duration) -> 
 
 /// Another store's claim of `n`, right now, finds it held.
 async fn not_claimable_now(store: &EtcdStore, n: &LeaseName) {
-    let other = EtcdStore::with_config(store.client().clone(), store.config().clone());
+    let other = EtcdStore::new(store.client().clone(), store.config().clone());
     let r = other.write(n, &Precondition::Claimable, &held("early", 1000)).await;
     assert!(
         matches!(r, Ok(CasOutcome::Conflict(_))),
@@ -127,7 +127,7 @@ async fn two_unanswered_claims_in_a_row_leave_nothing_held_for_ever() {
     let config = EtcdConfig::new(common::unique_prefix("unanswered"))
         .and_then(|c| c.with_request_timeout(Duration::from_millis(500)))
         .unwrap_or_else(|e| panic!("config: {e}"));
-    let store = EtcdStore::with_config(via_proxy, config);
+    let store = EtcdStore::new(via_proxy, config);
     // The connection and a session for the 3 s class exist before the fault.
     let warm = LeaseName::new("warm").unwrap_or_else(|e| panic!("{e}"));
     let w = store.write(&warm, &Precondition::Claimable, &held("w", 3000)).await;
@@ -162,6 +162,6 @@ async fn two_unanswered_claims_in_a_row_leave_nothing_held_for_ever() {
     let free = claimable_within(&store, &n, Duration::from_secs(3 * 4 + 2)).await;
     assert!(free, "the first unanswered claim's record is held for ever");
     assert!(store.stats().expiry_deletes >= 1, "{:?}", store.stats());
-    common::cleanup(&EtcdStore::with_config(direct, store.config().clone())).await;
+    common::cleanup(&EtcdStore::new(direct, store.config().clone())).await;
     drop(store);
 }

@@ -28,7 +28,7 @@ const DDL_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock(1818782820, 1)";
 /// `23505`) rolls the transaction back and runs it again, so every statement after the
 /// colliding one still runs; up to three attempts.
 ///
-/// Used by [`PostgresStore::create_schema`](crate::PostgresStore::create_schema) and by
+/// Used by [`PostgresStore::provision`](crate::PostgresStore::provision) and by
 /// `leasehold-jobs`' ShedLock table; public so a service can create its fence tables the
 /// same way.
 ///

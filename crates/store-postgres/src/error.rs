@@ -120,7 +120,7 @@ pub(crate) fn map_error(err: sqlx::Error, phase: Phase, target: Target, context:
             format!("{context} (connected to a standby: leases need the primary)")
         }
         (Some(sqlstate::UNDEFINED_TABLE), Target::Lease) => {
-            format!("{context} (the lease table does not exist: run create_schema or the shipped .sql)")
+            format!("{context} (the lease table does not exist: run PostgresStore::provision or the shipped .sql)")
         }
         _ => context.to_owned(),
     };

@@ -13,7 +13,7 @@
 //! primary's changes later: a read there can show a lease as free (or as still held by
 //! a holder that has lost it), and its clock judges expiry on rows that are already
 //! out of date, so two processes could both conclude they may proceed. Writes on a hot
-//! standby fail, and [`PostgresStore::open`] refuses a standby outright
+//! standby fail, and [`PostgresStore::new`] refuses a standby outright
 //! ([`leasehold_core::Error::Misconfigured`]). A failover to an *asynchronously* replicated
 //! standby can lose the last acknowledged grants, and with them the token sequence
 //! (a token could be issued twice); if grants must survive failover, replicate
@@ -29,7 +29,7 @@
 //! slewed by NTP, not stepped.
 //!
 //! ## Setup
-//! One table ([`PostgresStore::create_schema`] creates it; the same SQL ships as
+//! One table ([`PostgresStore::provision`] creates it; the same SQL ships as
 //! `sql/leasehold_leases.sql` for your own migrations, or
 //! [`PostgresStore::schema_sql`] for another table name):
 //!
@@ -39,7 +39,7 @@
 //!
 //! The role needs `SELECT, INSERT, UPDATE` on it (rows are never deleted: a release
 //! clears `holder`, [`leasehold_core::store::CasStore::delete`] leaves a tombstone, so a name's
-//! tokens and versions never repeat). [`PostgresStore::open`] checks the columns, the
+//! tokens and versions never repeat). [`PostgresStore::new`] checks the columns, the
 //! primary key, the privileges and that the server is not a standby; a missing or wrong
 //! table is [`leasehold_core::Error::Misconfigured`], never a driver error. A name or holder
 //! longer than the table's columns is [`leasehold_core::Error::InvalidInput`], refused before
@@ -82,8 +82,8 @@
 //!
 //! let pool = sqlx::PgPool::connect("postgres://app@db-primary/app").await?;
 //! let config = PostgresConfig::new();
-//! PostgresStore::create_schema(&pool, &config).await?; // or run sql/leasehold_leases.sql
-//! let store = PostgresStore::open(pool.clone(), config).await?;
+//! PostgresStore::provision(&pool, &config).await?; // or run sql/leasehold_leases.sql
+//! let store = PostgresStore::new(pool.clone(), config).await?;
 //! let client = LeaseClient::new(store);
 //!
 //! let lease = client.acquire("payouts:2026-11-30", Duration::from_secs(30)).await?;

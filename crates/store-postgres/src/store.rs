@@ -75,7 +75,7 @@ impl PostgresStore {
     ///
     /// # Errors
     /// [`leasehold_core::Error::Misconfigured`] without the privilege or schema; store errors.
-    pub async fn create_schema(pool: &PgPool, config: &PostgresConfig) -> Result<()> {
+    pub async fn provision(pool: &PgPool, config: &PostgresConfig) -> Result<()> {
         let sql = schema::create_table(Dialect::Postgres, config.lease_table())?;
         crate::run_ddl_serialized(pool, &[&sql])
             .await
@@ -88,13 +88,37 @@ impl PostgresStore {
     ///
     /// # Errors
     /// [`leasehold_core::Error::Misconfigured`] naming what is wrong; store errors.
-    pub async fn open(pool: PgPool, config: PostgresConfig) -> Result<Self> {
+    pub async fn new(pool: PgPool, config: PostgresConfig) -> Result<Self> {
         let table = config.lease_table().clone();
+        let limits = Self::check(&pool, &table).await?;
+        let statements = Statements::new(Dialect::Postgres, &table)?;
+        let waiters = Waiters::new(pool.clone(), table.channel());
+        Ok(Self {
+            inner: Arc::new(Inner {
+                pool,
+                table,
+                statements,
+                limits,
+                waiters,
+            }),
+        })
+    }
+
+    /// Checks the lease table again (the same checks as [`Self::new`]): run it at
+    /// startup or from a health check.
+    ///
+    /// # Errors
+    /// [`leasehold_core::Error::Misconfigured`] naming what is wrong; store errors.
+    pub async fn verify(&self) -> Result<()> {
+        Self::check(&self.inner.pool, &self.inner.table).await.map(|_| ())
+    }
+
+    async fn check(pool: &PgPool, table: &LeaseTable) -> Result<ColumnLimits> {
         let regclass = table.quoted(Dialect::Postgres);
         let ctx = format!("check lease table {}", table.display());
         let rows = sqlx::query(COLUMNS_SQL)
             .bind(&regclass)
-            .fetch_all(&pool)
+            .fetch_all(pool)
             .await
             .map_err(|e| map_error(e, Phase::Read, Target::Lease, &ctx))?;
         let columns = rows
@@ -110,7 +134,7 @@ impl PostgresStore {
             .map_err(|e| map_error(e, Phase::Read, Target::Lease, &ctx))?;
         let facts = sqlx::query(TABLE_FACTS_SQL)
             .bind(&regclass)
-            .fetch_one(&pool)
+            .fetch_one(pool)
             .await
             .map_err(|e| map_error(e, Phase::Read, Target::Lease, &ctx))?;
         let fact = |c: &str| -> Result<bool> {
@@ -124,7 +148,7 @@ impl PostgresStore {
                 source: None,
             });
         }
-        let limits = schema::check_columns(Dialect::Postgres, &table, &columns, fact("name_unique")?)?;
+        let limits = schema::check_columns(Dialect::Postgres, table, &columns, fact("name_unique")?)?;
         if !fact("writable")? {
             return Err(leasehold_core::Error::Misconfigured {
                 message: format!(
@@ -134,17 +158,7 @@ impl PostgresStore {
                 source: None,
             });
         }
-        let statements = Statements::new(Dialect::Postgres, &table)?;
-        let waiters = Waiters::new(pool.clone(), table.channel());
-        Ok(Self {
-            inner: Arc::new(Inner {
-                pool,
-                table,
-                statements,
-                limits,
-                waiters,
-            }),
-        })
+        Ok(limits)
     }
 
     /// The pool the store uses.

@@ -19,7 +19,7 @@ const GOOD_COLUMNS: &str = "name VARCHAR(200) PRIMARY KEY, holder VARCHAR(128), 
     wall_expires_at_ms BIGINT, deleted BOOLEAN NOT NULL DEFAULT FALSE";
 
 async fn open(pool: &PgPool, table: &str) -> leasehold_core::Result<PostgresStore> {
-    PostgresStore::open(pool.clone(), PostgresConfig::new().table(table)?).await
+    PostgresStore::new(pool.clone(), PostgresConfig::new().table(table)?).await
 }
 
 fn misconfigured<T: std::fmt::Debug>(r: leasehold_core::Result<T>) -> bool {

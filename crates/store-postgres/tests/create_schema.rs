@@ -1,4 +1,4 @@
-//! `create_schema` and `run_ddl_serialized` called by many sessions at the same moment.
+//! `PostgresStore::provision` and `run_ddl_serialized` called by many sessions at the same moment.
 //!
 //! CI once failed here: fourteen conformance cases created one table at once, and
 //! Postgres's `CREATE TABLE IF NOT EXISTS` answered one of them `42710 type … already
@@ -56,7 +56,7 @@ async fn sixteen_sessions_creating_one_lease_table_at_once_all_succeed() {
             tasks.push(tokio::spawn(async move {
                 let config = PostgresConfig::new().table(&table).expect("table name");
                 barrier.wait().await;
-                PostgresStore::create_schema(&pool, &config).await
+                PostgresStore::provision(&pool, &config).await
             }));
         }
         for (i, task) in tasks.into_iter().enumerate() {
@@ -64,7 +64,7 @@ async fn sixteen_sessions_creating_one_lease_table_at_once_all_succeed() {
             assert!(result.is_ok(), "round {round}, session {i}: {result:?}");
         }
         let config = PostgresConfig::new().table(&table).expect("table name");
-        PostgresStore::open(pools[0].clone(), config)
+        PostgresStore::new(pools[0].clone(), config)
             .await
             .expect("the table every session created opens");
         common::exec(&pools[0], &format!("DROP TABLE \"{table}\"")).await;

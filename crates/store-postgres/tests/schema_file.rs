@@ -1,4 +1,4 @@
-//! The shipped `sql/leasehold_leases.sql` is exactly what `create_schema` runs.
+//! The shipped `sql/leasehold_leases.sql` is exactly what `provision` runs.
 #![allow(missing_docs)]
 
 use leasehold_postgres::{PostgresConfig, PostgresStore};

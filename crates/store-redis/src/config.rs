@@ -105,7 +105,7 @@ pub struct KeyLayout {
 }
 
 impl KeyLayout {
-    /// The layout under `prefix` (validated by [`crate::RedisStore::with_config`]).
+    /// The layout under `prefix` (validated by [`crate::RedisStore::new`]).
     pub(crate) fn new(prefix: &str) -> Self {
         Self {
             prefix: prefix.to_owned(),

@@ -123,7 +123,7 @@
 //!   script is refused up front when Redis is out of memory instead of failing half way).
 //! - The connection is yours: TLS, `AUTH`/ACL user, database, timeouts
 //!   ([`redis::aio::ConnectionManager`] reconnects by itself; or bring a
-//!   [`redis::aio::MultiplexedConnection`] to [`RedisStore::with_config`]). With ACLs
+//!   [`redis::aio::MultiplexedConnection`] to [`RedisStore::new`]). With ACLs
 //!   the user needs `EVALSHA`, `SCRIPT LOAD`, `HGET`, and for waiters `SUBSCRIBE` /
 //!   `UNSUBSCRIBE`, on keys and channels `P*` (`P` the [`RedisConfig::key_prefix`]);
 //!   the scripts call `TYPE HGETALL HMGET HLEN HGET HSET HINCRBY HDEL DEL PEXPIRE PTTL

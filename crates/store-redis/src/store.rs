@@ -76,8 +76,8 @@ impl RedisStore<ConnectionManager> {
         if config.notify_client.is_none() {
             config.notify_client = Some(client);
         }
-        let store = Self::with_config(conn, config)?;
-        store.load_scripts().await?;
+        let store = Self::new(conn, config)?;
+        store.verify().await?;
         Ok(store)
     }
 }
@@ -86,21 +86,13 @@ impl<C> RedisStore<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    /// A store over `conn` with the default [`RedisConfig`] (no pub/sub waiter).
-    pub fn new(conn: C) -> Self {
-        Self {
-            conn,
-            keys: KeyLayout::new(RedisConfig::DEFAULT_PREFIX),
-            call_timeout: Some(RedisConfig::DEFAULT_CALL_TIMEOUT),
-            notifier: None,
-        }
-    }
-
-    /// A store over `conn` with `config`.
+    /// A store over the connection `conn` you made (a `ConnectionManager`, a
+    /// multiplexed connection, a cluster connection), with `config`
+    /// (`RedisConfig::default()`: no pub/sub waiter). Nothing is sent.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for a bad key prefix or timeout.
-    pub fn with_config(conn: C, config: RedisConfig) -> Result<Self> {
+    pub fn new(conn: C, config: RedisConfig) -> Result<Self> {
         config.validate()?;
         Ok(Self {
             conn,
@@ -120,13 +112,25 @@ where
         self.conn.clone()
     }
 
-    /// Loads every script into the server's script cache (`SCRIPT LOAD`), so that the
-    /// first call of each costs one round trip. Optional: a script missing from the
-    /// cache (a restart, `SCRIPT FLUSH`, a failover) is loaded on demand.
+    /// Loads the store's scripts into the server's script cache: all that Redis needs
+    /// (there is no table to create). Idempotent; several processes may call it at
+    /// once. The same as [`RedisStore::verify`] on a store built from `conn` and
+    /// `config`.
+    ///
+    /// # Errors
+    /// As [`RedisStore::verify`]; [`Error::InvalidInput`] for a bad config.
+    pub async fn provision(conn: &C, config: &RedisConfig) -> Result<()> {
+        Self::new(conn.clone(), config.clone())?.verify().await
+    }
+
+    /// Checks that the server answers and accepts the store's scripts, by loading
+    /// every script into its script cache (`SCRIPT LOAD`), so that the first call of
+    /// each costs one round trip. A script missing from the cache later (a restart,
+    /// `SCRIPT FLUSH`, a failover) is loaded on demand.
     ///
     /// # Errors
     /// Transport errors as for reads; [`Error::Misconfigured`] if `SCRIPT` is denied.
-    pub async fn load_scripts(&self) -> Result<()> {
+    pub async fn verify(&self) -> Result<()> {
         for script in scripts::all() {
             let mut conn = self.conn.clone();
             with_timeout(

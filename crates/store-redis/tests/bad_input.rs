@@ -248,7 +248,7 @@ async fn lease_input_out_of_range_is_refused_before_sending() {
     let s = store.seed_fence_counter(&name, FencingToken::new(u64::MAX)).await;
     assert!(matches!(s, Err(Error::InvalidInput { .. })), "{s:?}");
     assert!(store.read(&name).await.expect("read").is_none());
-    let bad = RedisStore::with_config(
+    let bad = RedisStore::new(
         support::admin(&support::shared_url()).await,
         RedisConfig::default().with_prefix("a{b}"),
     );
@@ -260,8 +260,8 @@ async fn a_script_missing_from_the_cache_is_reloaded_and_runs_once() {
     let redis = OwnRedis::start(56504, Persistence::None).await;
     let url = redis.url();
     let mut admin = support::admin(&url).await;
-    let store = RedisStore::with_config(support::admin(&url).await, RedisConfig::default()).expect("store");
-    store.load_scripts().await.expect("load");
+    let store = RedisStore::new(support::admin(&url).await, RedisConfig::default()).expect("store");
+    store.verify().await.expect("load");
     let name = LeaseName::new("noscript").expect("name");
 
     let flush = |admin: &mut MultiplexedConnection| {
@@ -342,12 +342,12 @@ async fn a_connection_dropped_after_sending_is_indeterminate_never_a_grant() {
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("no port in {url}"));
     let prefix = support::unique_prefix("dropped");
-    let direct = RedisStore::with_config(support::admin(&url).await, RedisConfig::default().with_prefix(&prefix))
-        .expect("store");
+    let direct =
+        RedisStore::new(support::admin(&url).await, RedisConfig::default().with_prefix(&prefix)).expect("store");
 
     // A store write whose reply is lost: the write applied, the caller cannot know.
     let proxy = Proxy::start(redis_port).await;
-    let via_proxy = RedisStore::with_config(
+    let via_proxy = RedisStore::new(
         support::admin(&proxy.url()).await,
         RedisConfig::default().with_prefix(&prefix),
     )
@@ -355,7 +355,7 @@ async fn a_connection_dropped_after_sending_is_indeterminate_never_a_grant() {
     let name = LeaseName::new("dropped/write").expect("name");
     // The scripts must be in the server's cache: on a fresh server the first EVALSHA is
     // answered NOSCRIPT without running, and dropping that reply proves nothing.
-    direct.load_scripts().await.expect("load scripts");
+    direct.verify().await.expect("load scripts");
     proxy.set_mode(ProxyMode::DropReply);
     let w = via_proxy
         .write(&name, &Precondition::Claimable, &record("a", 1, 5_000))
@@ -366,7 +366,7 @@ async fn a_connection_dropped_after_sending_is_indeterminate_never_a_grant() {
 
     // Through a lease client: never a grant.
     let proxy = Proxy::start(redis_port).await;
-    let via_proxy = RedisStore::with_config(
+    let via_proxy = RedisStore::new(
         support::admin(&proxy.url()).await,
         RedisConfig::default().with_prefix(&prefix),
     )
@@ -419,7 +419,7 @@ async fn a_refused_connection_is_unavailable_and_nothing_is_written() {
     let conn = redis::aio::ConnectionManager::new_with_config(support::client(&proxy.url()), config)
         .await
         .expect("connect through the proxy");
-    let store = RedisStore::with_config(conn, RedisConfig::default().with_prefix(&prefix)).expect("store");
+    let store = RedisStore::new(conn, RedisConfig::default().with_prefix(&prefix)).expect("store");
     let name = LeaseName::new("refused").expect("name");
     proxy.close();
     let mut unavailable = 0;
@@ -441,8 +441,8 @@ async fn a_refused_connection_is_unavailable_and_nothing_is_written() {
         }
     }
     assert!(unavailable >= 2, "connection refused never surfaced as Unavailable");
-    let direct = RedisStore::with_config(support::admin(&url).await, RedisConfig::default().with_prefix(&prefix))
-        .expect("store");
+    let direct =
+        RedisStore::new(support::admin(&url).await, RedisConfig::default().with_prefix(&prefix)).expect("store");
     assert!(
         direct.read(&name).await.expect("read").is_none(),
         "something was written"

@@ -49,7 +49,7 @@ async fn multiplexed_polling() -> Fx<redis::aio::MultiplexedConnection> {
     let url = support::shared_url();
     let conn = support::admin(&url).await;
     let config = RedisConfig::default().with_prefix(support::unique_prefix("conformance-mux"));
-    let store = RedisStore::with_config(conn, config).expect("config");
+    let store = RedisStore::new(conn, config).expect("config");
     assert!(!store.capabilities().notifies_waiters);
     Fx { store }
 }

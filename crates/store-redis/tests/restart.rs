@@ -23,8 +23,8 @@ async fn store_on(url: &str) -> RedisStore {
     let conn = redis::aio::ConnectionManager::new_with_config(client.clone(), config)
         .await
         .expect("connect to the dedicated server");
-    let store = RedisStore::with_config(conn, RedisConfig::default().with_notify_client(client)).expect("config");
-    store.load_scripts().await.expect("load scripts");
+    let store = RedisStore::new(conn, RedisConfig::default().with_notify_client(client)).expect("config");
+    store.verify().await.expect("load scripts");
     store
 }
 

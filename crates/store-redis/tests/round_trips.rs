@@ -24,8 +24,8 @@ async fn acquire_renew_release_are_one_command_each_at_the_server() {
     let conn = redis::aio::ConnectionManager::new(support::client(&url))
         .await
         .expect("connect");
-    let store = RedisStore::with_config(conn, RedisConfig::default()).expect("config");
-    store.load_scripts().await.expect("load scripts");
+    let store = RedisStore::new(conn, RedisConfig::default()).expect("config");
+    store.verify().await.expect("load scripts");
     let leases = LeaseClient::efficiency_only(store.clone(), ClientConfig::default()).expect("client");
     let name = LeaseName::new("jobs/compaction").expect("name");
 
@@ -105,8 +105,8 @@ async fn a_takeover_of_an_expired_lease_is_one_command() {
     let url = redis.url();
     let mut wire = Wire::start(&url).await;
     let conn = support::admin(&url).await;
-    let store = RedisStore::with_config(conn, RedisConfig::default()).expect("config");
-    store.load_scripts().await.expect("load");
+    let store = RedisStore::new(conn, RedisConfig::default()).expect("config");
+    store.verify().await.expect("load");
     let name = LeaseName::new("expired").expect("name");
     // A holder that never renews: its record simply expires on the server.
     let rec = leasehold_core::store::LeaseRecord::held(

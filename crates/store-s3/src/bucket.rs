@@ -18,7 +18,7 @@ use aws_sdk_s3::primitives::ByteStream;
 use leasehold_core::{Error, Result};
 use rand::Rng;
 
-use crate::S3StoreConfig;
+use crate::S3Config;
 use crate::error::{Effect, Failure, SentFlag, classify};
 
 /// The condition of a PUT.
@@ -64,7 +64,7 @@ pub(crate) enum Found {
 #[derive(Clone)]
 pub(crate) struct Bucket {
     client: Client,
-    config: S3StoreConfig,
+    config: S3Config,
     /// For writes: no SDK retries, the store's timeouts.
     overrides: aws_sdk_s3::config::Builder,
     /// For reads: short SDK retries on transient failures, the store's timeouts.
@@ -84,7 +84,7 @@ impl fmt::Debug for Bucket {
 }
 
 impl Bucket {
-    pub(crate) fn new(client: Client, config: S3StoreConfig) -> Self {
+    pub(crate) fn new(client: Client, config: S3Config) -> Self {
         let timeouts = config.timeouts(client.config().timeout_config());
         let mut overrides = aws_sdk_s3::Config::builder();
         overrides.set_retry_config(Some(RetryConfig::disabled()));
@@ -109,7 +109,7 @@ impl Bucket {
         &self.client
     }
 
-    pub(crate) fn config(&self) -> &S3StoreConfig {
+    pub(crate) fn config(&self) -> &S3Config {
         &self.config
     }
 

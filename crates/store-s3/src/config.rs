@@ -29,16 +29,16 @@ pub const DEFAULT_CONFLICT_BACKOFF: Duration = Duration::from_millis(20);
 /// Where an [`crate::S3Store`] keeps its records, and how it sends requests.
 ///
 /// ```
-/// use leasehold_s3::S3StoreConfig;
-/// let config = S3StoreConfig::new("my-bucket", "leases/prod")?;
+/// use leasehold_s3::S3Config;
+/// let config = S3Config::new("my-bucket", "leases/prod")?;
 /// let name = leasehold_core::LeaseName::new("payouts:2026-11-30")?;
 /// assert_eq!(config.key_for(&name), "leases/prod/payouts:2026-11-30");
-/// assert!(S3StoreConfig::new("my-bucket", "a/../b").is_err());
-/// assert!(S3StoreConfig::new("Not_A_Bucket", "leases").is_err());
+/// assert!(S3Config::new("my-bucket", "a/../b").is_err());
+/// assert!(S3Config::new("Not_A_Bucket", "leases").is_err());
 /// # Ok::<(), leasehold_core::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct S3StoreConfig {
+pub struct S3Config {
     bucket: String,
     prefix: String,
     request_timeout: Duration,
@@ -46,7 +46,7 @@ pub struct S3StoreConfig {
     conflict_backoff: Duration,
 }
 
-impl S3StoreConfig {
+impl S3Config {
     /// Records under `<prefix>/<lease name>` in `bucket`.
     ///
     /// The bucket must be a DNS-compatible S3 bucket name (3 to 63 bytes of lowercase
@@ -229,7 +229,7 @@ mod tests {
     #[test]
     fn prefixes() {
         for ok in ["leases", "a/b/c", "x:y@z=1#2", &"p".repeat(MAX_PREFIX_LEN)] {
-            assert!(S3StoreConfig::new("bucket-1", ok).is_ok(), "{ok}");
+            assert!(S3Config::new("bucket-1", ok).is_ok(), "{ok}");
         }
         for bad in [
             "",
@@ -244,7 +244,7 @@ mod tests {
             &"p".repeat(MAX_PREFIX_LEN + 1),
         ] {
             assert!(
-                matches!(S3StoreConfig::new("bucket-1", bad), Err(Error::InvalidInput { .. })),
+                matches!(S3Config::new("bucket-1", bad), Err(Error::InvalidInput { .. })),
                 "{bad:?} accepted"
             );
         }
@@ -253,11 +253,11 @@ mod tests {
     #[test]
     fn buckets() {
         for ok in ["abc", "my.bucket-1", &"b".repeat(63)] {
-            assert!(S3StoreConfig::new(ok, "p").is_ok(), "{ok}");
+            assert!(S3Config::new(ok, "p").is_ok(), "{ok}");
         }
         for bad in ["ab", "-abc", "abc-", "a..b", "ABC", "a_b", "a/b", &"b".repeat(64)] {
             assert!(
-                matches!(S3StoreConfig::new(bad, "p"), Err(Error::InvalidInput { .. })),
+                matches!(S3Config::new(bad, "p"), Err(Error::InvalidInput { .. })),
                 "{bad:?} accepted"
             );
         }
@@ -265,14 +265,14 @@ mod tests {
 
     #[test]
     fn longest_name_under_longest_prefix_fits_a_key() {
-        let config = S3StoreConfig::new("bucket-1", "p".repeat(MAX_PREFIX_LEN)).expect("config");
+        let config = S3Config::new("bucket-1", "p".repeat(MAX_PREFIX_LEN)).expect("config");
         let name = LeaseName::new("n".repeat(MAX_NAME_LEN)).expect("name");
         assert_eq!(config.key_for(&name).len(), MAX_KEY_LEN);
     }
 
     #[test]
     fn zero_timeout_is_refused() {
-        let config = S3StoreConfig::new("bucket-1", "p").expect("config");
+        let config = S3Config::new("bucket-1", "p").expect("config");
         assert!(config.clone().request_timeout(Duration::ZERO).is_err());
         let t = config
             .request_timeout(Duration::from_millis(300))

@@ -9,11 +9,11 @@
 //! # async fn demo() -> leasehold_core::Result<()> {
 //! use std::time::Duration;
 //! use leasehold_core::LeaseClient;
-//! use leasehold_s3::{Commit, S3Store, S3StoreConfig};
+//! use leasehold_s3::{Commit, S3Store, S3Config};
 //!
 //! // On AWS: aws_sdk_s3::Client::new(&aws_config::load_defaults(BehaviorVersion::latest()).await)
 //! let client = leasehold_s3::local_client("http://127.0.0.1:55000");
-//! let store = S3Store::new(client, S3StoreConfig::new("my-bucket", "leases")?);
+//! let store = S3Store::new(client, S3Config::new("my-bucket", "leases")?);
 //! store.verify().await?; // bucket, permissions, conditional writes enforced
 //!
 //! let leases = LeaseClient::new(store.clone());
@@ -116,7 +116,7 @@
 //! the per-key rate is never the limit: latency is. S3 PUTs take tens of milliseconds,
 //! with tails of hundreds of milliseconds and throttling (`503 SlowDown`, retried by the
 //! client). A renewal sent at a third of the TTL must land before the TTL minus the
-//! margin, retry included, so keep [`S3StoreConfig::request_timeout`] at most about a
+//! margin, retry included, so keep [`S3Config::request_timeout`] at most about a
 //! quarter of the TTL, and the TTL at **5 s or more** (10–60 s is typical). Shorter TTLs
 //! work on a local emulator (the tests use 0.2–1 s) but not reliably on S3. Per-request
 //! locks belong in etcd or the database.
@@ -150,7 +150,7 @@
 //! - The store switches the SDK's retries off for its writes (a retried conditional PUT
 //!   whose first attempt applied would come back 412 and look like a conflict), lets
 //!   the SDK retry a GetObject on transient failures (three attempts, short backoff:
-//!   reads change nothing), and bounds each call by [`S3StoreConfig::request_timeout`],
+//!   reads change nothing), and bounds each call by [`S3Config::request_timeout`],
 //!   whatever retry and timeout settings the client was built with.
 //!
 //! ## Errors
@@ -158,7 +158,7 @@
 //! |---|---|
 //! | 412 `PreconditionFailed` | `Conflict(Current::Unknown)` (nothing changed) |
 //! | 404 `NoSuchKey` on `If-Match` | `Conflict(Current::Absent)` |
-//! | 409 `ConditionalRequestConflict` / `OperationAborted` | re-sent after a jittered backoff ([`S3StoreConfig::conflict_retries`]), then [`leasehold_core::Error::Unavailable`] |
+//! | 409 `ConditionalRequestConflict` / `OperationAborted` | re-sent after a jittered backoff ([`S3Config::conflict_retries`]), then [`leasehold_core::Error::Unavailable`] |
 //! | 503 `SlowDown`, 400 `RequestTimeout`, any failure before the request left (connection refused, DNS, connect timeout, a failing credentials provider) | [`leasehold_core::Error::Unavailable`] (not applied; retry is safe) |
 //! | 404 `NoSuchBucket` (or a 404 without `NoSuchKey`), 401/403 (`AccessDenied`, `InvalidAccessKeyId`, `SignatureDoesNotMatch`, `RequestTimeTooSkewed`), 3xx, 501, other 4xx | [`leasehold_core::Error::Misconfigured`] |
 //! | other 5xx, a lost connection or a timeout after the request left, an unreadable answer | writes: [`leasehold_core::Error::Indeterminate`] (may have applied); reads: retried, then [`leasehold_core::Error::Unavailable`] |
@@ -201,8 +201,8 @@ mod manifest;
 mod store;
 
 pub use config::{
-    DEFAULT_CONFLICT_BACKOFF, DEFAULT_CONFLICT_RETRIES, DEFAULT_REQUEST_TIMEOUT, MAX_KEY_LEN, MAX_PREFIX_LEN,
-    S3StoreConfig, local_client,
+    DEFAULT_CONFLICT_BACKOFF, DEFAULT_CONFLICT_RETRIES, DEFAULT_REQUEST_TIMEOUT, MAX_KEY_LEN, MAX_PREFIX_LEN, S3Config,
+    local_client,
 };
 pub use manifest::{Commit, FencedManifest, MAX_MANIFEST_BYTES, Manifest};
 pub use store::{MAX_RECORD_BYTES, S3Store};

@@ -104,12 +104,12 @@ impl FencedManifest {
     /// The manifest at `key` in the bucket of `config`, sent with `client` and the
     /// request options of `config` (the prefix of `config` is not used).
     ///
-    /// The key follows the prefix rules of [`crate::S3StoreConfig::new`] (lease-name
+    /// The key follows the prefix rules of [`crate::S3Config::new`] (lease-name
     /// characters, no empty, `.` or `..` segments), up to 1024 bytes.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for an invalid key.
-    pub fn new(client: aws_sdk_s3::Client, config: crate::S3StoreConfig, key: &str) -> Result<Self> {
+    pub fn new(client: aws_sdk_s3::Client, config: crate::S3Config, key: &str) -> Result<Self> {
         Self::from_bucket(Arc::new(Bucket::new(client, config)), key)
     }
 
@@ -313,7 +313,7 @@ mod tests {
     fn keys_are_validated() {
         let store = crate::S3Store::new(
             crate::local_client("http://127.0.0.1:9"),
-            crate::S3StoreConfig::new("bucket-1", "leases").expect("config"),
+            crate::S3Config::new("bucket-1", "leases").expect("config"),
         );
         assert!(store.manifest("tables/orders/_manifest").is_ok());
         for bad in ["", "/abs", "a/../b", "a b", "a//b", &"k".repeat(1025)] {
@@ -328,7 +328,7 @@ mod tests {
     async fn stale_base_is_refused_before_sending() {
         let store = crate::S3Store::new(
             crate::local_client("http://127.0.0.1:9"),
-            crate::S3StoreConfig::new("bucket-1", "leases").expect("config"),
+            crate::S3Config::new("bucket-1", "leases").expect("config"),
         );
         let m = store.manifest("m").expect("manifest");
         let base = Manifest {

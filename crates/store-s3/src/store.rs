@@ -13,7 +13,8 @@ use leasehold_core::{
 };
 
 use crate::bucket::{Bucket, Cond, Found, Written};
-use crate::{FencedManifest, S3StoreConfig, body};
+use crate::error::{Effect, Failure, SentFlag, classify};
+use crate::{FencedManifest, S3Config, body};
 
 /// The largest object the store reads as a lease record; anything bigger under the
 /// prefix is [`Error::CorruptRecord`] without being downloaded.
@@ -52,14 +53,58 @@ impl S3Store {
     /// A store over `client` (built by the caller: credentials, region, endpoint) keeping
     /// its records as `config` says. No request is sent; [`S3Store::verify`] checks the
     /// setup.
-    pub fn new(client: aws_sdk_s3::Client, config: S3StoreConfig) -> Self {
+    pub fn new(client: aws_sdk_s3::Client, config: S3Config) -> Self {
         Self {
             bucket: Arc::new(Bucket::new(client, config)),
         }
     }
 
+    /// Creates the bucket `config` names if it does not exist (in the client's region),
+    /// then checks it as [`S3Store::verify`] does. Idempotent: a bucket this account
+    /// already owns is kept as it is. Needs `s3:CreateBucket` besides what `verify`
+    /// needs; with your own IaC, call `verify` alone.
+    ///
+    /// # Errors
+    /// [`Error::Misconfigured`] when the name is taken by another account or creating
+    /// is not permitted; store errors as for any call.
+    pub async fn provision(client: &aws_sdk_s3::Client, config: &S3Config) -> Result<()> {
+        let sent = SentFlag::default();
+        let created = client
+            .create_bucket()
+            .bucket(config.bucket())
+            .customize()
+            .interceptor(sent.clone())
+            .send()
+            .await;
+        if let Err(e) = created {
+            let owned = e
+                .as_service_error()
+                .is_some_and(aws_sdk_s3::operation::create_bucket::CreateBucketError::is_bucket_already_owned_by_you);
+            let taken = e
+                .as_service_error()
+                .is_some_and(aws_sdk_s3::operation::create_bucket::CreateBucketError::is_bucket_already_exists);
+            let what = format!("CreateBucket {}", config.bucket());
+            if taken {
+                return Err(Error::misconfigured(
+                    format!("{what}: the name is taken by another account"),
+                    e,
+                ));
+            }
+            if !owned {
+                return Err(match classify(e, Effect::Write, sent.was_sent(), &what) {
+                    Failure::Other(err) | Failure::ConcurrentWrite(err) => err,
+                    other => Error::Misconfigured {
+                        message: format!("{what}: unexpected answer {other:?}"),
+                        source: None,
+                    },
+                });
+            }
+        }
+        Self::new(client.clone(), config.clone()).verify().await
+    }
+
     /// Where the records are kept.
-    pub fn config(&self) -> &S3StoreConfig {
+    pub fn config(&self) -> &S3Config {
         self.bucket.config()
     }
 
@@ -222,7 +267,7 @@ mod tests {
         // Never contacted: port 9 (discard) on loopback is not listened on.
         S3Store::new(
             crate::local_client("http://127.0.0.1:9"),
-            S3StoreConfig::new("bucket-1", "leases").expect("config"),
+            S3Config::new("bucket-1", "leases").expect("config"),
         )
     }
 

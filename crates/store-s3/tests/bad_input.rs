@@ -14,7 +14,7 @@ use leasehold_core::{
     AcquireOutcome, Error, FencingToken, HolderId, LeaseClient, LeaseName, Ttl,
     store::{CasStore, LeaseRecord, Precondition},
 };
-use leasehold_s3::{S3Store, S3StoreConfig};
+use leasehold_s3::{S3Config, S3Store};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn rec() -> LeaseRecord {
@@ -29,14 +29,14 @@ async fn store_on_new_bucket(tag: &str) -> S3Store {
     let client = leasehold_s3::local_client(&endpoint());
     let bucket = unique_bucket(tag);
     create_bucket(&client, &bucket).await;
-    S3Store::new(client, S3StoreConfig::new(bucket, "leases").expect("config"))
+    S3Store::new(client, S3Config::new(bucket, "leases").expect("config"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_bucket_is_misconfigured_and_never_granted() {
     let store = S3Store::new(
         leasehold_s3::local_client(&endpoint()),
-        S3StoreConfig::new(unique_bucket("nobucket"), "leases").expect("config"),
+        S3Config::new(unique_bucket("nobucket"), "leases").expect("config"),
     );
     let name = LeaseName::new("a").expect("name");
     assert!(matches!(store.read(&name).await, Err(Error::Misconfigured { .. })));
@@ -128,7 +128,7 @@ async fn unreachable_endpoint_is_unavailable() {
     // Port 55209 is in this crate's range and nothing listens there.
     let store = S3Store::new(
         leasehold_s3::local_client("http://127.0.0.1:55209"),
-        S3StoreConfig::new("bucket-1", "leases").expect("config"),
+        S3Config::new("bucket-1", "leases").expect("config"),
     );
     let name = LeaseName::new("a").expect("name");
     match store.write(&name, &Precondition::Absent, &rec()).await {
@@ -233,7 +233,7 @@ async fn access_denied_is_misconfigured_and_never_granted() {
     let client = aws_sdk_s3::Client::from_conf(config);
     create_bucket(&client, "auth-bucket").await;
 
-    let store = S3Store::new(client, S3StoreConfig::new("auth-bucket", "leases").expect("config"));
+    let store = S3Store::new(client, S3Config::new("auth-bucket", "leases").expect("config"));
     let name = LeaseName::new("a").expect("name");
     // Reading is allowed (and a missing key is 404 thanks to s3:ListBucket) ...
     assert_eq!(store.read(&name).await.expect("read allowed"), None);
@@ -254,7 +254,7 @@ async fn access_denied_is_misconfigured_and_never_granted() {
     // Unknown credentials: refused before anything else, also misconfiguration.
     let stranger = S3Store::new(
         leasehold_s3::local_client(&moto.endpoint),
-        S3StoreConfig::new("auth-bucket", "leases").expect("config"),
+        S3Config::new("auth-bucket", "leases").expect("config"),
     );
     match stranger.read(&name).await {
         Err(e @ Error::Misconfigured { .. }) => assert!(e.to_string().contains("InvalidAccessKeyId"), "{e}"),

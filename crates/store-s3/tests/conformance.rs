@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use aws_sdk_s3::primitives::ByteStream;
 use leasehold_core::conformance::Fixture;
 use leasehold_core::{LeaseName, store::CasStore};
-use leasehold_s3::{S3Store, S3StoreConfig};
+use leasehold_s3::{S3Config, S3Store};
 
 /// This binary's serialized moto.
 const CONFORMANCE_MOTO_PORT: u16 = 55202;
@@ -31,7 +31,7 @@ impl S3Fixture {
         let client = leasehold_s3::local_client(&common::serialized_moto(CONFORMANCE_MOTO_PORT));
         let bucket = common::unique_bucket("conf");
         common::create_bucket(&client, &bucket).await;
-        let config = S3StoreConfig::new(bucket, "leases").expect("config");
+        let config = S3Config::new(bucket, "leases").expect("config");
         Self {
             store: S3Store::new(client, config),
         }

@@ -13,7 +13,7 @@ use leasehold_core::{
     Error, FencingToken, HolderId, LeaseName, Ttl,
     store::{CasOutcome, CasStore, Current, DeleteOutcome, LeaseRecord, Precondition, Version},
 };
-use leasehold_s3::{S3Store, S3StoreConfig};
+use leasehold_s3::{S3Config, S3Store};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -33,7 +33,7 @@ fn name() -> LeaseName {
 fn scripted(replies: Vec<Reply>, retries: u32) -> (S3Store, ScriptedHttp) {
     let http = ScriptedHttp::new(replies);
     let client = client_with("http://127.0.0.1:9", None, Some(http.clone()));
-    let config = S3StoreConfig::new("bucket-1", "leases")
+    let config = S3Config::new("bucket-1", "leases")
         .expect("config")
         .conflict_retries(retries, Duration::from_millis(2));
     (S3Store::new(client, config), http)
@@ -248,7 +248,7 @@ async fn lost_reply_after_an_applied_write_is_indeterminate() {
     let direct = leasehold_s3::local_client(&endpoint());
     let bucket = unique_bucket("lost");
     create_bucket(&direct, &bucket).await;
-    let config = S3StoreConfig::new(&bucket, "leases").expect("config");
+    let config = S3Config::new(&bucket, "leases").expect("config");
     let truth = S3Store::new(direct, config.clone());
 
     let upstream = endpoint().trim_start_matches("http://").to_owned();
@@ -268,7 +268,7 @@ async fn lost_reply_after_an_applied_write_is_indeterminate() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_server_times_out_indeterminate_for_writes() {
     let endpoint = silent_server().await;
-    let config = S3StoreConfig::new("bucket-1", "leases")
+    let config = S3Config::new("bucket-1", "leases")
         .expect("config")
         .request_timeout(Duration::from_millis(300))
         .expect("timeout");

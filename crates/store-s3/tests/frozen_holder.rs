@@ -21,7 +21,7 @@ use std::time::Duration;
 use common::{create_bucket, endpoint, unique_bucket, wait_until};
 use leasehold_core::testing::process::{freeze, kill9, process_state, resume};
 use leasehold_core::{FencingToken, LeaseClient, LeaseName, store::CasStore};
-use leasehold_s3::{S3Store, S3StoreConfig};
+use leasehold_s3::{S3Config, S3Store};
 use tokio::time::Instant;
 
 const TTL: Duration = Duration::from_millis(1000);
@@ -110,7 +110,7 @@ async fn frozen_holder_commit_is_refused_after_takeover() {
     let client = leasehold_s3::local_client(&endpoint());
     let bucket = unique_bucket("frozen");
     create_bucket(&client, &bucket).await;
-    let store = S3Store::new(client, S3StoreConfig::new(&bucket, "leases").expect("config"));
+    let store = S3Store::new(client, S3Config::new(&bucket, "leases").expect("config"));
     let manifest = store.manifest(MANIFEST).expect("manifest");
 
     let mut worker = Worker::spawn(&bucket);

@@ -11,13 +11,13 @@ mod common;
 use aws_sdk_s3::primitives::ByteStream;
 use common::{create_bucket, unique_bucket};
 use leasehold_core::{Error, FencingToken};
-use leasehold_s3::{Commit, FencedManifest, S3Store, S3StoreConfig};
+use leasehold_s3::{Commit, FencedManifest, S3Config, S3Store};
 
 async fn manifest(tag: &str) -> (S3Store, FencedManifest) {
     let client = leasehold_s3::local_client(&common::serialized_moto(55203));
     let bucket = unique_bucket(tag);
     create_bucket(&client, &bucket).await;
-    let store = S3Store::new(client, S3StoreConfig::new(bucket, "leases").expect("config"));
+    let store = S3Store::new(client, S3Config::new(bucket, "leases").expect("config"));
     let m = store.manifest("tables/orders/_manifest").expect("manifest");
     (store, m)
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::{RequestCounter, client_with, create_bucket, endpoint, unique_bucket, wait_until};
 use leasehold_core::testing::{CountingStore, FaultPlan, FaultStore};
 use leasehold_core::{AcquireOutcome, FencingToken, LeaseClient};
-use leasehold_s3::{Commit, S3Store, S3StoreConfig};
+use leasehold_s3::{Commit, S3Config, S3Store};
 use tokio::time::Instant;
 
 fn counts(c: &RequestCounter) -> (u64, u64, u64) {
@@ -23,7 +23,7 @@ async fn acquire_renew_release_takeover_request_counts() {
     let client = client_with(&endpoint(), Some(http.clone()), None);
     let bucket = unique_bucket("req");
     create_bucket(&client, &bucket).await;
-    let config = S3StoreConfig::new(&bucket, "leases").expect("config");
+    let config = S3Config::new(&bucket, "leases").expect("config");
     let calls = CountingStore::new(S3Store::new(client, config.clone()));
     let leases = LeaseClient::new(calls.clone());
     let name = "jobs/counted";
@@ -122,7 +122,7 @@ async fn manifest_and_verify_request_counts() {
     let client = client_with(&endpoint(), Some(http.clone()), None);
     let bucket = unique_bucket("reqm");
     create_bucket(&client, &bucket).await;
-    let store = S3Store::new(client, S3StoreConfig::new(&bucket, "leases").expect("config"));
+    let store = S3Store::new(client, S3Config::new(&bucket, "leases").expect("config"));
 
     http.reset();
     store.verify().await.expect("verify");

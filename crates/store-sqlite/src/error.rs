@@ -89,7 +89,7 @@ pub(crate) fn map_error(err: sqlx::Error, phase: Phase, target: Target, context:
         classify(&err, phase).unwrap_or_else(|| classify_code(code_of(&err).unwrap_or(code::ERROR), phase, target));
     let missing = matches!(&err, sqlx::Error::Database(db) if db.message().starts_with("no such table"));
     let context = if missing && target == Target::Lease {
-        format!("{context} (the lease table does not exist: run create_schema or the shipped .sql)")
+        format!("{context} (the lease table does not exist: run SqliteStore::provision or the shipped .sql)")
     } else {
         context.to_owned()
     };

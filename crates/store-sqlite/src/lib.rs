@@ -27,14 +27,14 @@
 //! by NTP, not stepped.
 //!
 //! ## Setup
-//! One table in the file ([`SqliteStore::create_schema`] or [`SqliteStore::open_file`]
+//! One table in the file ([`SqliteStore::provision`] or [`SqliteStore::open_file`]
 //! create it; the same SQL ships as `sql/leasehold_leases.sql`):
 //!
 //! ```sql
 #![doc = include_str!("../sql/leasehold_leases.sql")]
 //! ```
 //!
-//! [`SqliteStore::open`] checks the columns and the primary key: a missing or wrong
+//! [`SqliteStore::new`] checks the columns and the primary key: a missing or wrong
 //! table is [`leasehold_core::Error::Misconfigured`], never a driver error. A name or holder
 //! longer than the declared `VARCHAR(n)` is [`leasehold_core::Error::InvalidInput`], refused
 //! before sending. A value of the wrong type in a row (SQLite stores what it is given) is

@@ -65,7 +65,7 @@ impl SqliteStore {
     ///
     /// # Errors
     /// [`Error::Misconfigured`] for a read-only or unopenable file; store errors.
-    pub async fn create_schema(pool: &SqlitePool, config: &SqliteConfig) -> Result<()> {
+    pub async fn provision(pool: &SqlitePool, config: &SqliteConfig) -> Result<()> {
         let sql = schema::create_table(Dialect::Sqlite, config.lease_table())?;
         sqlx::query(AssertSqlSafe(sql))
             .execute(pool)
@@ -104,8 +104,8 @@ impl SqliteStore {
             .connect_with(connect_options(path))
             .await
             .map_err(|e| map_error(e, Phase::Connect, Target::Lease, &format!("open {}", path.display())))?;
-        Self::create_schema(&pool, &config).await?;
-        Self::open(pool, config).await
+        Self::provision(&pool, &config).await?;
+        Self::new(pool, config).await
     }
 
     /// A store on `pool` (connections to one database **file**, shared by the processes
@@ -114,13 +114,35 @@ impl SqliteStore {
     ///
     /// # Errors
     /// [`Error::Misconfigured`] naming what is wrong; store errors.
-    pub async fn open(pool: SqlitePool, config: SqliteConfig) -> Result<Self> {
+    pub async fn new(pool: SqlitePool, config: SqliteConfig) -> Result<Self> {
         let table = config.lease_table().clone();
+        let limits = Self::check(&pool, &table).await?;
+        let statements = Statements::new(Dialect::Sqlite, &table)?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                pool,
+                table,
+                statements,
+                limits,
+            }),
+        })
+    }
+
+    /// Checks the lease table again (the same checks as [`Self::new`]): run it at
+    /// startup or from a health check.
+    ///
+    /// # Errors
+    /// [`leasehold_core::Error::Misconfigured`] naming what is wrong; store errors.
+    pub async fn verify(&self) -> Result<()> {
+        Self::check(&self.inner.pool, &self.inner.table).await.map(|_| ())
+    }
+
+    async fn check(pool: &SqlitePool, table: &LeaseTable) -> Result<ColumnLimits> {
         let ctx = format!("check lease table {}", table.display());
         let rows = sqlx::query(COLUMNS_SQL)
             .bind(table.name())
             .bind(table.schema().unwrap_or("main"))
-            .fetch_all(&pool)
+            .fetch_all(pool)
             .await
             .map_err(|e| map_error(e, Phase::Read, Target::Lease, &ctx))?;
         let mut pk = Vec::new();
@@ -143,16 +165,8 @@ impl SqliteStore {
             columns.push(info);
         }
         let name_is_key = pk == ["name"];
-        let limits = schema::check_columns(Dialect::Sqlite, &table, &columns, name_is_key)?;
-        let statements = Statements::new(Dialect::Sqlite, &table)?;
-        Ok(Self {
-            inner: Arc::new(Inner {
-                pool,
-                table,
-                statements,
-                limits,
-            }),
-        })
+        let limits = schema::check_columns(Dialect::Sqlite, table, &columns, name_is_key)?;
+        Ok(limits)
     }
 
     /// The pool the store uses.

@@ -67,7 +67,7 @@ impl DynamoBackend {
         let lib_table = format!("lhbench-{tag}");
         let raw_table = format!("lhbench-raw-{tag}");
         let c = client(&endpoint);
-        DynamoStore::new(c.clone(), lib_table.as_str())?.create_table().await?;
+        DynamoStore::provision(&c, &leasehold_dynamodb::DynamoConfig::new(lib_table.as_str())?).await?;
         c.create_table()
             .table_name(&raw_table)
             .billing_mode(BillingMode::PayPerRequest)
@@ -102,8 +102,8 @@ impl Backend for DynamoBackend {
     async fn store(&self) -> Result<Arc<dyn CasStore>> {
         Ok(Arc::new(DynamoStore::new(
             client(&self.endpoint),
-            self.lib_table.as_str(),
-        )?))
+            leasehold_dynamodb::DynamoConfig::new(self.lib_table.as_str())?,
+        )))
     }
 
     async fn floor(&self) -> Result<Box<dyn Floor>> {

@@ -61,7 +61,7 @@ impl Backend for EtcdBackend {
 
     async fn store(&self) -> Result<Arc<dyn CasStore>> {
         let client = connect(&self.endpoints).await?;
-        Ok(Arc::new(EtcdStore::with_config(
+        Ok(Arc::new(EtcdStore::new(
             client,
             EtcdConfig::new(format!("{}lib/", self.prefix))?,
         )))

@@ -9,7 +9,7 @@ use aws_sdk_s3::Client;
 use aws_sdk_s3::error::SdkError;
 use aws_sdk_s3::primitives::ByteStream;
 use leasehold_core::store::CasStore;
-use leasehold_s3::{S3Store, S3StoreConfig, local_client};
+use leasehold_s3::{S3Config, S3Store, local_client};
 
 use super::{Backend, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env};
 use crate::{Result, fail};
@@ -49,7 +49,7 @@ impl Backend for S3Backend {
     async fn store(&self) -> Result<Arc<dyn CasStore>> {
         Ok(Arc::new(S3Store::new(
             local_client(&self.endpoint),
-            S3StoreConfig::new(&self.bucket, "lib")?,
+            S3Config::new(&self.bucket, "lib")?,
         )))
     }
 

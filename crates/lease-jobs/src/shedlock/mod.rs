@@ -15,7 +15,7 @@
 //! ALTER TABLE shedlock ADD COLUMN fence BIGINT;
 //! ```
 //!
-//! ([`ShedlockStore::create_table`] runs exactly this.) Java ShedLock names its
+//! ([`ShedlockStore::provision`] runs exactly this.) Java ShedLock names its
 //! columns in every statement, so the extra column does not disturb it. Configure
 //! the Java side with `.usingDbTime()` so both sides read the database's clock; the
 //! Rust side always does. The role needs `SELECT, INSERT, UPDATE` (and `DELETE` for

@@ -55,7 +55,7 @@ impl ShedlockStore {
     /// Connects to `url` and opens the table.
     ///
     /// # Errors
-    /// [`Error::Unavailable`] if Postgres cannot be reached; as [`ShedlockStore::open`].
+    /// [`Error::Unavailable`] if Postgres cannot be reached; as [`ShedlockStore::new`].
     pub async fn connect(url: &str, config: ShedlockConfig) -> Result<Self> {
         let pool = PgPoolOptions::new()
             .max_connections(8)
@@ -63,7 +63,7 @@ impl ShedlockStore {
             .connect(url)
             .await
             .map_err(|e| error::map(Op::Read, e))?;
-        Self::open(pool, config).await
+        Self::new(pool, config).await
     }
 
     /// Opens the table on an existing pool: checks that it exists with ShedLock's
@@ -72,7 +72,7 @@ impl ShedlockStore {
     /// # Errors
     /// [`Error::Misconfigured`] for a missing table or column or an unexpected column
     /// type; [`Error::InvalidInput`] for a bad table or column name.
-    pub async fn open(pool: PgPool, config: ShedlockConfig) -> Result<Self> {
+    pub async fn new(pool: PgPool, config: ShedlockConfig) -> Result<Self> {
         let ident = Ident::table(&config.table)?;
         let fence_ident = Ident::column(&config.fence_column)?;
         let (schema, table) = match config.table.split_once('.') {
@@ -106,7 +106,7 @@ impl ShedlockStore {
         };
         if found.is_empty() {
             return Err(misconfigured(format!(
-                "table {} does not exist (create it with ShedlockStore::create_table or ShedLock's DDL)",
+                "table {} does not exist (create it with ShedlockStore::provision or ShedLock's DDL)",
                 config.table
             )));
         }
@@ -172,7 +172,7 @@ impl ShedlockStore {
     ///
     /// # Errors
     /// Postgres errors; [`Error::InvalidInput`] for a bad table name.
-    pub async fn create_table(pool: &PgPool, table: &str, fence: bool) -> Result<()> {
+    pub async fn provision(pool: &PgPool, table: &str, fence: bool) -> Result<()> {
         let t = Ident::table(table)?.quoted(Dialect::Postgres);
         let create = format!(
             "CREATE TABLE IF NOT EXISTS {t} (name VARCHAR(64) NOT NULL, lock_until TIMESTAMP NOT NULL, \

@@ -106,9 +106,11 @@ pub fn unique_table(purpose: &str) -> String {
 
 /// A lease store on `table`, creating the table (idempotently) first.
 pub async fn lease_store(client: Client, table: &str) -> DynamoStore {
-    let store = DynamoStore::new(client, table).expect("table name");
-    store
-        .create_table()
+    let store = DynamoStore::new(
+        client,
+        leasehold_dynamodb::DynamoConfig::new(table).expect("table name"),
+    );
+    DynamoStore::provision(store.client(), store.config())
         .await
         .unwrap_or_else(|e| panic!("create lease table {table} on {}: {e}", endpoint()));
     store

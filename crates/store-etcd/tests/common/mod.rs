@@ -47,7 +47,7 @@ pub fn unique_prefix(tag: &str) -> String {
 pub async fn store(tag: &str) -> EtcdStore {
     let client = connect(&endpoints()).await;
     let config = EtcdConfig::new(unique_prefix(tag)).unwrap_or_else(|e| panic!("config: {e}"));
-    EtcdStore::with_config(client, config)
+    EtcdStore::new(client, config)
 }
 
 /// Deletes every key under the store's prefix (only this test's keys).

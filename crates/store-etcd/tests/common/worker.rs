@@ -61,7 +61,7 @@ async fn store_from_env() -> EtcdStore {
     let config = EtcdConfig::new(var("LH_PREFIX"))
         .and_then(|c| c.with_request_timeout(Duration::from_secs(30)))
         .unwrap_or_else(|e| panic!("worker config: {e}"));
-    EtcdStore::with_config(client, config)
+    EtcdStore::new(client, config)
 }
 
 fn ttl() -> Duration {

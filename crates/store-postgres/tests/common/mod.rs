@@ -45,10 +45,8 @@ pub fn unique_table(prefix: &str) -> String {
 /// Creates (if needed) and opens a lease table.
 pub async fn store_on(pool: &PgPool, table: &str) -> PostgresStore {
     let config = PostgresConfig::new().table(table).expect("table name");
-    PostgresStore::create_schema(pool, &config)
-        .await
-        .expect("create schema");
-    PostgresStore::open(pool.clone(), config).await.expect("open store")
+    PostgresStore::provision(pool, &config).await.expect("create schema");
+    PostgresStore::new(pool.clone(), config).await.expect("open store")
 }
 
 /// Runs one statement.

@@ -17,7 +17,7 @@ use std::io::Write as _;
 use std::time::Duration;
 
 use leasehold_core::{Error, LeaseClient};
-use leasehold_s3::{Commit, S3Store, S3StoreConfig};
+use leasehold_s3::{Commit, S3Config, S3Store};
 use tokio::time::Instant;
 
 fn env(name: &str) -> String {
@@ -47,7 +47,7 @@ async fn main() {
     let ttl = env_ms("LH_S3_TTL_MS");
     let pause = env_ms("LH_S3_PAUSE_MS");
     let deadline = Instant::now() + env_ms("LH_S3_RUN_MS");
-    let config = S3StoreConfig::new(env("LH_S3_BUCKET"), env("LH_S3_PREFIX"))
+    let config = S3Config::new(env("LH_S3_BUCKET"), env("LH_S3_PREFIX"))
         .and_then(|c| c.request_timeout(Duration::from_secs(2)))
         .unwrap_or_else(|e| fail(&e.to_string()));
     let store = S3Store::new(leasehold_s3::local_client(&endpoint), config);

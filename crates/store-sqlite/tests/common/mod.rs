@@ -60,8 +60,8 @@ pub async fn pool(path: &std::path::Path) -> SqlitePool {
 /// Creates (if needed) and opens a lease table.
 pub async fn store_on(pool: &SqlitePool, table: &str) -> SqliteStore {
     let config = SqliteConfig::new().table(table).expect("table name");
-    SqliteStore::create_schema(pool, &config).await.expect("create schema");
-    SqliteStore::open(pool.clone(), config).await.expect("open store")
+    SqliteStore::provision(pool, &config).await.expect("create schema");
+    SqliteStore::new(pool.clone(), config).await.expect("open store")
 }
 
 /// Runs one statement.
