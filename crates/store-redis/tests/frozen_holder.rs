@@ -3,6 +3,8 @@
 //! the data in Redis shows no lost or duplicated effect.
 
 mod support;
+#[path = "frozen_holder/worker.rs"]
+mod worker;
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::{BufRead, BufReader};
@@ -24,7 +26,8 @@ struct Worker {
 
 impl Worker {
     fn spawn(url: &str, prefix: &str, lease: &str, resource: &str, label: &str) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_redis-frozen-worker"))
+        let mut child = Command::new(std::env::current_exe().expect("this test binary"))
+            .arg("--worker")
             .args([url, prefix, lease, resource, &TTL_MS.to_string(), label])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -83,7 +86,6 @@ fn label_seqs(data: &HashMap<String, String>, label: &str) -> BTreeSet<u64> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_holder_is_fenced_off_after_a_takeover() {
     let url = support::shared_url();
     let prefix = support::unique_prefix("frozen");
@@ -185,4 +187,26 @@ async fn a_frozen_holder_is_fenced_off_after_a_takeover() {
         .query_async(&mut admin)
         .await
         .expect("DEL");
+}
+
+/// This binary is also the worker process: run with `--worker`, it is the holder.
+fn main() -> std::process::ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--worker") {
+        return worker::main(&args[1..]);
+    }
+    if args.iter().any(|a| a == "--list") {
+        println!("a_frozen_holder_is_fenced_off_after_a_takeover: test");
+        return std::process::ExitCode::SUCCESS;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!("running 1 test");
+    rt.block_on(a_frozen_holder_is_fenced_off_after_a_takeover());
+    println!("test a_frozen_holder_is_fenced_off_after_a_takeover ... ok");
+    println!("\ntest result: ok. 1 passed; 0 failed");
+    std::process::ExitCode::SUCCESS
 }

@@ -12,6 +12,8 @@
 #![allow(missing_docs)]
 
 mod common;
+#[path = "frozen_holder/worker.rs"]
+mod worker;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -37,7 +39,8 @@ struct Worker {
 impl Worker {
     fn spawn(bucket: &str) -> Self {
         let log = std::fs::File::create(format!("{}/frozen-worker.log", common::own_dir())).expect("log");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_s3-fenced-worker"))
+        let mut child = Command::new(std::env::current_exe().expect("this test binary"))
+            .arg("--worker")
             .env("LEASEHOLD_MOTO_ENDPOINT", endpoint())
             .env("LH_S3_BUCKET", bucket)
             .env("LH_S3_PREFIX", "leases")
@@ -105,7 +108,6 @@ fn seq_of(line: &str) -> u64 {
     line.split(' ').nth(1).expect("seq").parse().expect("seq")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn frozen_holder_commit_is_refused_after_takeover() {
     let client = leasehold_s3::local_client(&endpoint());
     let bucket = unique_bucket("frozen");
@@ -228,4 +230,27 @@ async fn frozen_holder_commit_is_refused_after_takeover() {
         old_seqs.len()
     );
     lease.release().await.expect("release");
+}
+
+/// This binary is also the worker process: run with `--worker`, it is the holder.
+fn main() -> std::process::ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--worker") {
+        worker::main();
+        return std::process::ExitCode::SUCCESS;
+    }
+    if args.iter().any(|a| a == "--list") {
+        println!("frozen_holder_commit_is_refused_after_takeover: test");
+        return std::process::ExitCode::SUCCESS;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!("running 1 test");
+    rt.block_on(frozen_holder_commit_is_refused_after_takeover());
+    println!("test frozen_holder_commit_is_refused_after_takeover ... ok");
+    println!("\ntest result: ok. 1 passed; 0 failed");
+    std::process::ExitCode::SUCCESS
 }

@@ -40,8 +40,17 @@ fn fail(what: &str) -> ! {
     std::process::exit(2)
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
+/// Runs the worker (its settings come from the environment).
+pub(crate) fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| fail(&format!("runtime: {e}")));
+    rt.block_on(run());
+}
+
+async fn run() {
     let endpoint = env("LEASEHOLD_MOTO_ENDPOINT");
     let label = env("LH_S3_LABEL");
     let ttl = env_ms("LH_S3_TTL_MS");

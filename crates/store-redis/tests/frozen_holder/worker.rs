@@ -1,6 +1,5 @@
-//! The holder process of the frozen-holder test (`tests/frozen_holder.rs`); not a tool.
-//!
-//! `redis-frozen-worker <redis-url> <key-prefix> <lease-name> <resource-key> <ttl-ms> <label>`
+//! The holder process of the frozen-holder test: the test binary run again as
+//! `frozen_holder --worker <redis-url> <key-prefix> <lease-name> <resource-key> <ttl-ms> <label>`.
 //!
 //! Acquires the lease, prints `GRANTED <token>`, then writes through the fence in a
 //! loop: each write adds 1 to the resource hash's `count` and sets `w:<label>:<seq>`
@@ -27,11 +26,25 @@ fn say(line: &str) {
     let _ = out.flush();
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let [url, prefix, lease_name, resource, ttl_ms, label] = args.as_slice() else {
-        say("FATAL usage: redis-frozen-worker <url> <prefix> <lease> <resource> <ttl-ms> <label>");
+/// Runs the worker with the arguments after `--worker`.
+pub(crate) fn main(args: &[String]) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            say(&format!("FATAL runtime: {e}"));
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(run_args(args))
+}
+
+async fn run_args(args: &[String]) -> ExitCode {
+    let [url, prefix, lease_name, resource, ttl_ms, label] = args else {
+        say("FATAL usage: frozen_holder --worker <url> <prefix> <lease> <resource> <ttl-ms> <label>");
         return ExitCode::from(2);
     };
     match run(url, prefix, lease_name, resource, ttl_ms, label).await {
