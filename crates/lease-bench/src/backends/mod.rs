@@ -7,6 +7,7 @@ mod memory;
 mod postgres;
 mod redis;
 mod s3;
+mod sql_floor;
 mod sqlite;
 
 use std::sync::Arc;

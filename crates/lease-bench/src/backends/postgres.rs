@@ -10,7 +10,8 @@ use leasehold_postgres::{PostgresConfig, PostgresStore};
 use sqlx::postgres::{PgAdvisoryLock, PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Either, Row};
 
-use super::{Backend, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env, ttl_ms};
+use super::sql_floor::SqlFloor;
+use super::{Backend, Floor, OpTexts, StoreInfo, StoreKind, env};
 use crate::peers::{Cycle, LibraryCycle, PeerResult, compare};
 use crate::stats::time;
 use crate::{Plan, Result, client_for, fail};
@@ -71,7 +72,9 @@ impl Backend for PostgresBackend {
 
     async fn floor(&self) -> Result<Box<dyn Floor>> {
         let t = &self.raw_table;
-        Ok(Box::new(PostgresFloor {
+        Ok(Box::new(SqlFloor {
+            label: "postgres",
+            rows_affected: sqlx::postgres::PgQueryResult::rows_affected,
             pool: pool(&self.url, POOL_SIZE).await?,
             acquire: format!(
                 "INSERT INTO {t} AS l (name, holder, token, expires_at) VALUES ($1, $2, 1, now() + $3 * interval '1 millisecond') \
@@ -164,80 +167,6 @@ impl Backend for PostgresBackend {
             )
             .await?,
         ))
-    }
-}
-
-struct PostgresFloor {
-    pool: PgPool,
-    acquire: String,
-    renew: String,
-    release: String,
-}
-
-impl PostgresFloor {
-    async fn insert(&self, key: &str, holder: &str, ttl: Duration) -> Result<Option<RawLock>> {
-        let token: Option<i64> = sqlx::query_scalar(AssertSqlSafe(self.acquire.as_str()))
-            .bind(key)
-            .bind(holder)
-            .bind(ttl_ms(ttl))
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(token.map(|t| RawLock {
-            key: key.to_owned(),
-            holder: holder.to_owned(),
-            version: t.to_string(),
-        }))
-    }
-}
-
-#[async_trait]
-impl Floor for PostgresFloor {
-    async fn acquire(&self, key: &str, holder: &str, ttl: Duration) -> Result<RawLock> {
-        self.insert(key, holder, ttl)
-            .await?
-            .ok_or_else(|| fail(format!("postgres floor: {key} is not free")))
-    }
-
-    async fn renew(&self, lock: &mut RawLock, ttl: Duration) -> Result<()> {
-        let token: i64 = lock.version.parse()?;
-        let done = sqlx::query(AssertSqlSafe(self.renew.as_str()))
-            .bind(&lock.key)
-            .bind(&lock.holder)
-            .bind(ttl_ms(ttl))
-            .bind(token)
-            .execute(&self.pool)
-            .await?;
-        if done.rows_affected() == 1 {
-            Ok(())
-        } else {
-            Err(fail(format!("postgres floor: lost {}", lock.key)))
-        }
-    }
-
-    async fn release(&self, lock: RawLock) -> Result<()> {
-        let token: i64 = lock.version.parse()?;
-        let done = sqlx::query(AssertSqlSafe(self.release.as_str()))
-            .bind(&lock.key)
-            .bind(&lock.holder)
-            .bind(token)
-            .execute(&self.pool)
-            .await?;
-        if done.rows_affected() == 1 {
-            Ok(())
-        } else {
-            Err(fail(format!("postgres floor: lost {}", lock.key)))
-        }
-    }
-
-    async fn plant(&self, key: &str, ttl: Duration) -> Result<()> {
-        self.insert(key, "raw-crashed", ttl)
-            .await?
-            .map(drop)
-            .ok_or_else(|| fail(format!("postgres floor: cannot plant {key}")))
-    }
-
-    async fn takeover(&self, key: &str, _seen: &Observed, holder: &str, ttl: Duration) -> Result<Option<RawLock>> {
-        self.insert(key, holder, ttl).await
     }
 }
 

@@ -2,15 +2,15 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold_core::store::CasStore;
 use leasehold_sqlite::{SqliteConfig, SqliteStore, connect_options};
+use sqlx::Row;
 use sqlx::sqlite::{SqlitePool, SqlitePoolOptions};
-use sqlx::{AssertSqlSafe, Row};
 
-use super::{Backend, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env, ttl_ms};
+use super::sql_floor::SqlFloor;
+use super::{Backend, Floor, OpTexts, StoreInfo, StoreKind, env};
 use crate::{Result, fail};
 
 /// The host clock in Unix milliseconds, as SQLite sees it within one statement.
@@ -57,7 +57,9 @@ impl Backend for SqliteBackend {
     }
 
     async fn floor(&self) -> Result<Box<dyn Floor>> {
-        Ok(Box::new(SqliteFloor {
+        Ok(Box::new(SqlFloor {
+            label: "sqlite",
+            rows_affected: sqlx::sqlite::SqliteQueryResult::rows_affected,
             pool: pool(&self.path).await?,
             acquire: format!(
                 "INSERT INTO raw_locks (name, holder, token, expires_at_ms) VALUES (?1, ?2, 1, {NOW_MS} + ?3) \
@@ -117,79 +119,5 @@ impl Backend for SqliteBackend {
             let _ = std::fs::remove_file(PathBuf::from(p));
         }
         Ok(())
-    }
-}
-
-struct SqliteFloor {
-    pool: SqlitePool,
-    acquire: String,
-    renew: String,
-    release: String,
-}
-
-impl SqliteFloor {
-    async fn insert(&self, key: &str, holder: &str, ttl: Duration) -> Result<Option<RawLock>> {
-        let token: Option<i64> = sqlx::query_scalar(AssertSqlSafe(self.acquire.as_str()))
-            .bind(key)
-            .bind(holder)
-            .bind(ttl_ms(ttl))
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(token.map(|t| RawLock {
-            key: key.to_owned(),
-            holder: holder.to_owned(),
-            version: t.to_string(),
-        }))
-    }
-}
-
-#[async_trait]
-impl Floor for SqliteFloor {
-    async fn acquire(&self, key: &str, holder: &str, ttl: Duration) -> Result<RawLock> {
-        self.insert(key, holder, ttl)
-            .await?
-            .ok_or_else(|| fail(format!("sqlite floor: {key} is not free")))
-    }
-
-    async fn renew(&self, lock: &mut RawLock, ttl: Duration) -> Result<()> {
-        let token: i64 = lock.version.parse()?;
-        let done = sqlx::query(AssertSqlSafe(self.renew.as_str()))
-            .bind(&lock.key)
-            .bind(&lock.holder)
-            .bind(ttl_ms(ttl))
-            .bind(token)
-            .execute(&self.pool)
-            .await?;
-        if done.rows_affected() == 1 {
-            Ok(())
-        } else {
-            Err(fail(format!("sqlite floor: lost {}", lock.key)))
-        }
-    }
-
-    async fn release(&self, lock: RawLock) -> Result<()> {
-        let token: i64 = lock.version.parse()?;
-        let done = sqlx::query(AssertSqlSafe(self.release.as_str()))
-            .bind(&lock.key)
-            .bind(&lock.holder)
-            .bind(token)
-            .execute(&self.pool)
-            .await?;
-        if done.rows_affected() == 1 {
-            Ok(())
-        } else {
-            Err(fail(format!("sqlite floor: lost {}", lock.key)))
-        }
-    }
-
-    async fn plant(&self, key: &str, ttl: Duration) -> Result<()> {
-        self.insert(key, "raw-crashed", ttl)
-            .await?
-            .map(drop)
-            .ok_or_else(|| fail(format!("sqlite floor: cannot plant {key}")))
-    }
-
-    async fn takeover(&self, key: &str, _seen: &Observed, holder: &str, ttl: Duration) -> Result<Option<RawLock>> {
-        self.insert(key, holder, ttl).await
     }
 }
