@@ -19,7 +19,6 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::error::{self, Effect};
-use crate::store::Inner;
 
 /// What the keep-alive task last learned.
 #[derive(Debug, Clone)]
@@ -136,8 +135,22 @@ pub(crate) fn class_of(ttl: Duration) -> u64 {
     secs.max(1)
 }
 
+/// What a session's keep-alive loop needs from the store that owns it: its client and
+/// timeout, its request count, and to hear that the session is gone. The store
+/// implements it, so this module does not depend on the store's internals.
+pub(crate) trait SessionHost: Send + Sync + 'static {
+    /// A lease client of the store's etcd client.
+    fn lease_client(&self) -> etcd_client::LeaseClient;
+    /// The store's bound on one request.
+    fn request_timeout(&self) -> Duration;
+    /// Counts one keep-alive request.
+    fn count_keepalive(&self);
+    /// The session with this id expired on etcd: its records are gone.
+    fn session_gone(&self, id: i64);
+}
+
 /// Keeps `session` alive until etcd says it is gone or the store is dropped.
-pub(crate) async fn keep_alive(inner: Weak<Inner>, session: std::sync::Arc<Session>) {
+pub(crate) async fn keep_alive<H: SessionHost>(inner: Weak<H>, session: std::sync::Arc<Session>) {
     let period = session.ttl / 3;
     let retry = (session.ttl / 10).min(Duration::from_millis(250));
     let mut stream: Option<(LeaseKeeper, LeaseKeepAliveStream)> = None;
@@ -158,12 +171,11 @@ pub(crate) async fn keep_alive(inner: Weak<Inner>, session: std::sync::Arc<Sessi
         }
         let Some(store) = inner.upgrade() else { return };
         let timeout = store
-            .config
             .request_timeout()
             .min(session.ttl / 2)
             .max(Duration::from_millis(50));
-        let mut lease = store.client.lease_client();
-        store.stats.keepalive();
+        let mut lease = store.lease_client();
+        store.count_keepalive();
         drop(store);
         let sent_at = Instant::now();
         last_sent = sent_at;
@@ -217,7 +229,7 @@ fn fail(session: &Session, sent_at: Instant, why: String) {
     });
 }
 
-fn session_gone(inner: &Weak<Inner>, session: &Session) {
+fn session_gone<H: SessionHost>(inner: &Weak<H>, session: &Session) {
     tracing::warn!(
         session = session.id,
         "etcd session lease expired; its held records are gone"

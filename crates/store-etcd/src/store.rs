@@ -20,10 +20,10 @@ use tokio::time::Instant;
 use crate::config::EtcdConfig;
 use crate::error::{self, Effect};
 use crate::keys::{Keys, encode_fence};
-use crate::session::{self, Cover, Session};
+use crate::session::{self, Cover, Session, SessionHost};
 use crate::state::{Claim, Decoded, Held, Reap, RecordCmp, RecordKv, Snapshot, State, decode, version_of};
 use crate::stats::{EtcdStats, Stats};
-use crate::watch::{self, WaitHub};
+use crate::watch::{self, WaitHub, WatchHost};
 
 /// Pause before retrying an expiry delete that failed.
 const REAP_RETRY: Duration = Duration::from_millis(250);
@@ -144,6 +144,44 @@ impl EtcdStore {
     /// The requests this store has sent so far.
     pub fn stats(&self) -> EtcdStats {
         self.inner.stats.snapshot()
+    }
+}
+
+impl SessionHost for Inner {
+    fn lease_client(&self) -> etcd_client::LeaseClient {
+        self.client.lease_client()
+    }
+    fn request_timeout(&self) -> Duration {
+        self.config.request_timeout()
+    }
+    fn count_keepalive(&self) {
+        self.stats.keepalive();
+    }
+    fn session_gone(&self, id: i64) {
+        Inner::session_gone(self, id);
+    }
+}
+
+#[async_trait]
+impl WatchHost for Inner {
+    fn hub(&self) -> &WaitHub {
+        &self.hub
+    }
+    fn record_key(&self, name: &LeaseName) -> Vec<u8> {
+        self.keys(name).record
+    }
+    fn last_seen(&self, name: &LeaseName) -> Option<(Option<i64>, i64)> {
+        Inner::last_seen(self, name)
+    }
+    async fn read_state(&self, name: &LeaseName) -> Result<(Option<i64>, i64)> {
+        Inner::read_state(self, name).await
+    }
+    fn watch_client(&self) -> etcd_client::WatchClient {
+        self.stats.watch();
+        self.client.watch_client()
+    }
+    fn observe_event(&self, name: &LeaseName, rev: i64, kv: Option<&RecordKv>) {
+        Inner::observe_event(self, name, rev, kv);
     }
 }
 

@@ -28,7 +28,6 @@ use leasehold_core::{LeaseName, Result, store::record_codec};
 use tokio::sync::oneshot;
 
 use crate::state::RecordKv;
-use crate::store::Inner;
 
 /// How long a watch with no waiters stays open (in case they come back).
 const IDLE_CLOSE: Duration = Duration::from_secs(2);
@@ -106,11 +105,36 @@ impl WaitHub {
     }
 }
 
+/// What a name's watch needs from the store that owns it: the wait hub, the record's
+/// key, what the store last saw of the record (or a fresh read), a watch client, and
+/// to hear of each event. The store implements it, so this module does not depend on
+/// the store's internals.
+#[async_trait::async_trait]
+pub(crate) trait WatchHost: Send + Sync + 'static {
+    /// The store's waiters, one entry per watched name.
+    fn hub(&self) -> &WaitHub;
+    /// The key of `name`'s lease record.
+    fn record_key(&self, name: &LeaseName) -> Vec<u8>;
+    /// What the store last saw of `name`'s record: `(mod revision or absent, revision)`.
+    fn last_seen(&self, name: &LeaseName) -> Option<(Option<i64>, i64)>;
+    /// Reads `name`'s record afresh: `(mod revision or absent, revision)`.
+    async fn read_state(&self, name: &LeaseName) -> Result<(Option<i64>, i64)>;
+    /// A watch client of the store's etcd client (counted as one watch request).
+    fn watch_client(&self) -> etcd_client::WatchClient;
+    /// An event on `name`'s record at revision `rev` (`None`: deleted).
+    fn observe_event(&self, name: &LeaseName, rev: i64, kv: Option<&RecordKv>);
+}
+
 /// Waits until `name`'s record may have changed from `seen` (`None`: absent), or
 /// `max_wait` passed.
-pub(crate) async fn wait(inner: &Arc<Inner>, name: &LeaseName, seen: Option<i64>, max_wait: Duration) -> Result<()> {
-    let nw = inner.hub.entry(name);
-    let id = inner.hub.next_id.fetch_add(1, Ordering::Relaxed);
+pub(crate) async fn wait<H: WatchHost>(
+    inner: &Arc<H>,
+    name: &LeaseName,
+    seen: Option<i64>,
+    max_wait: Duration,
+) -> Result<()> {
+    let nw = inner.hub().entry(name);
+    let id = inner.hub().next_id.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = oneshot::channel();
     let spawn = {
         let mut st = nw.lock();
@@ -175,7 +199,7 @@ fn next_tick(st: &WatchState) -> tokio::time::Instant {
 }
 
 /// One name's watch: runs while it has waiters.
-async fn run(inner: Weak<Inner>, name: LeaseName, nw: Arc<NameWatch>) {
+async fn run<H: WatchHost>(inner: Weak<H>, name: LeaseName, nw: Arc<NameWatch>) {
     let mut idle_since: Option<tokio::time::Instant> = None;
     let mut fresh_read = false;
     'reopen: loop {
@@ -183,7 +207,7 @@ async fn run(inner: Weak<Inner>, name: LeaseName, nw: Arc<NameWatch>) {
             nw.lock().running = false;
             return;
         };
-        let keys = store.keys(&name);
+        let record_key = store.record_key(&name);
         // Where to start: the state this store last saw, or a fresh read.
         let start = {
             let st = nw.lock();
@@ -211,11 +235,10 @@ async fn run(inner: Weak<Inner>, name: LeaseName, nw: Arc<NameWatch>) {
             wake_one(&mut st);
         }
         let from = nw.lock().rev + 1;
-        let mut client = store.client.watch_client();
-        store.stats.watch();
+        let mut client = store.watch_client();
         drop(store);
         let opened = client
-            .watch(keys.record.clone(), Some(WatchOptions::new().with_start_revision(from)))
+            .watch(record_key.clone(), Some(WatchOptions::new().with_start_revision(from)))
             .await;
         let mut stream = match opened {
             Ok(s) => s,
@@ -241,7 +264,7 @@ async fn run(inner: Weak<Inner>, name: LeaseName, nw: Arc<NameWatch>) {
                             st.running = false;
                             drop(st);
                             if let Some(store) = inner.upgrade() {
-                                store.hub.remove_if(&name, &nw);
+                                store.hub().remove_if(&name, &nw);
                             }
                             return;
                         }
