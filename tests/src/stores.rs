@@ -7,7 +7,7 @@
 //! | Postgres | `$LEASEHOLD_STORES_SCRIPT start postgres` on its own port and dir | `pg_ctl -m immediate` stop, then start | kept (fsync on) |
 //! | Redis | `… start redis` (no persistence, as the script configures it) | `kill -9`, then start | **lost**: leases and token counters |
 //! | etcd | `… start etcd-cluster`, three members | `kill -9` of one member (the leader about half the time), restarted after a while | kept (Raft quorum) |
-//! | DynamoDB, S3 | moto behind one lock (see [`MOTO_SERIALIZED`]) | `kill -9`, then start | **lost**: moto keeps everything in memory |
+//! | DynamoDB, S3 | moto behind one lock (`scripts/moto_serial.py`) | `kill -9`, then start | **lost**: moto keeps everything in memory |
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -76,41 +76,7 @@ impl StoreKind {
     }
 }
 
-/// moto's WSGI app behind one lock, so moto applies one request at a time, as DynamoDB
-/// applies one write per item at a time and S3 one conditional write per key. moto's own
-/// threaded server checks a condition and applies the write without a lock: two racing
-/// conditional writes can both "win" there (leasehold-dynamodb and leasehold-s3 measured it),
-/// which no real service does. A watchdog ends it when its parent is gone.
-pub const MOTO_SERIALIZED: &str = r#"
-import logging, os, sys, threading, time
-from werkzeug.serving import run_simple
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
-port = int(sys.argv[1])
-parent = os.getppid()
-def watchdog():
-    while os.getppid() == parent:
-        time.sleep(0.2)
-    os._exit(0)
-threading.Thread(target=watchdog, daemon=True).start()
-os.environ["MOTO_PORT"] = str(port)
-logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
-inner = DomainDispatcherApplication(create_backend_app)
-lock = threading.Lock()
-def app(environ, start_response):
-    with lock:
-        return list(inner(environ, start_response))
-run_simple("127.0.0.1", port, app, threaded=True, request_handler=MotoRequestHandler)
-"#;
-
-/// A variable the harness cannot run without.
-///
-/// # Panics
-/// If it is not set, with a message saying how to set it.
-pub fn env(var: &str) -> String {
-    std::env::var(var).unwrap_or_else(|_| {
-        panic!("{var} is not set: run `scripts/stores.sh start postgres` and `eval \"$(scripts/stores.sh env)\"` first")
-    })
-}
+pub use leasehold_testkit::env;
 
 /// A restart or member kill the controller injected.
 #[derive(Debug, Clone)]
@@ -250,7 +216,8 @@ impl Dedicated {
         let python = self.venv.join("bin/python");
         let log = std::fs::File::create(self.dir.join("moto.log")).unwrap_or_else(|e| panic!("moto log: {e}"));
         let child = tokio::process::Command::new(&python)
-            .args(["-c", MOTO_SERIALIZED, &self.port.to_string()])
+            .arg(leasehold_testkit::moto_serial_script())
+            .args(["127.0.0.1", &self.port.to_string(), "--exit-with-parent"])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(log)

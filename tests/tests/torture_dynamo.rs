@@ -1,6 +1,6 @@
 //! Torture on DynamoDB (`leasehold-dynamodb`, linearizable, expiry by observation) on moto: a bounded seeded run with every fault, and a run with skewed and
 //! jumping client clocks (no restarts).
-//! moto runs behind one lock (`stores::MOTO_SERIALIZED`): its own threaded server lets two
+//! moto runs behind one lock (`scripts/moto_serial.py`): its own threaded server lets two
 //! racing conditional writes both succeed, which DynamoDB never does. A moto restart
 //! (`kill -9`) loses everything moto holds (the table, every lease, every token): a real
 //! DynamoDB never does that, so the checker treats it as a data-loss epoch, like a Redis

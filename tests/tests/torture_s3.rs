@@ -1,6 +1,6 @@
 //! Torture on S3 (`leasehold-s3`, linearizable conditional writes, expiry by observation) on moto: a bounded seeded run with every fault, and a run with skewed and
 //! jumping client clocks (no restarts).
-//! moto runs behind one lock (`stores::MOTO_SERIALIZED`): its own threaded server lets two
+//! moto runs behind one lock (`scripts/moto_serial.py`): its own threaded server lets two
 //! racing conditional PUTs both succeed, which S3 never does. A moto restart (`kill -9`)
 //! loses the bucket and every lease object: a real S3 never does that, so the checker
 //! treats it as a data-loss epoch, like a Redis restart; the resource must still refuse

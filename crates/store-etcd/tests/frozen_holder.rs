@@ -137,7 +137,7 @@ async fn frozen_holder_inside_etcd() {
 }
 
 async fn frozen_holder_on_postgres() {
-    let url = common::env("LEASEHOLD_PG_URL");
+    let url = leasehold_testkit::pg_url();
     let pool = sqlx::PgPool::connect(&url)
         .await
         .unwrap_or_else(|e| panic!("cannot connect to Postgres at LEASEHOLD_PG_URL: {e}"));

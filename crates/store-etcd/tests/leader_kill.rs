@@ -60,7 +60,7 @@ struct Cluster {
 
 impl Cluster {
     async fn start() -> Cluster {
-        let root = PathBuf::from(common::env("LEASEHOLD_STORES_DIR"))
+        let root = PathBuf::from(leasehold_testkit::env("LEASEHOLD_STORES_DIR"))
             .join("leasehold-etcd")
             .join("leader-kill");
         let mut why = Vec::new();

@@ -21,12 +21,7 @@ use leasehold_dynamodb::DynamoStore;
 
 /// The moto endpoint (`scripts/stores.sh start moto`; `eval "$(scripts/stores.sh env)"`).
 pub fn endpoint() -> String {
-    std::env::var("LEASEHOLD_MOTO_ENDPOINT").unwrap_or_else(|_| {
-        panic!(
-            "LEASEHOLD_MOTO_ENDPOINT is not set: run `scripts/stores.sh start moto` and \
-             `eval \"$(scripts/stores.sh env)\"` first"
-        )
-    })
+    leasehold_testkit::moto_endpoint()
 }
 
 /// Counts the HTTP requests the SDK hands to its HTTP client (one per attempt).
@@ -97,11 +92,7 @@ pub fn client(counter: Option<&HttpCounter>) -> Client {
 
 /// A table name no other run uses.
 pub fn unique_table(purpose: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!("leasehold-dynamo-{purpose}-{}-{nanos:x}", std::process::id())
+    format!("leasehold-dynamo-{purpose}-{}", leasehold_testkit::unique_suffix())
 }
 
 /// A lease store on `table`, creating the table (idempotently) first.

@@ -10,16 +10,9 @@ use std::time::Duration;
 use etcd_client::{Client, ConnectOptions, DeleteOptions};
 use leasehold_etcd::{EtcdConfig, EtcdStore};
 
-/// Reads a required environment variable or fails the test with a clear message.
-pub fn env(var: &str) -> String {
-    std::env::var(var).unwrap_or_else(|_| {
-        panic!("{var} is not set: start the stores with `scripts/stores.sh start etcd` and `eval \"$(scripts/stores.sh env)\"`")
-    })
-}
-
 /// The single-member etcd the tests share.
 pub fn endpoints() -> Vec<String> {
-    env("LEASEHOLD_ETCD_ENDPOINTS").split(',').map(str::to_owned).collect()
+    leasehold_testkit::etcd_endpoints()
 }
 
 /// A client of `endpoints`, checked to answer.
@@ -36,11 +29,7 @@ pub async fn connect(endpoints: &[String]) -> Client {
 
 /// A key prefix no other test or run uses.
 pub fn unique_prefix(tag: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!("lh-test/store-etcd/{tag}/{}-{nanos:x}/", std::process::id())
+    format!("lh-test/store-etcd/{tag}/{}/", leasehold_testkit::unique_suffix())
 }
 
 /// A store on the shared etcd under a fresh prefix.

@@ -15,9 +15,7 @@ use sqlx::{AssertSqlSafe, Row};
 
 /// The server under test; panics with a clear message without it.
 pub fn pg_url() -> String {
-    std::env::var("LEASEHOLD_PG_URL").unwrap_or_else(|_| {
-        panic!("LEASEHOLD_PG_URL is not set: run `scripts/stores.sh start postgres` and `eval \"$(scripts/stores.sh env)\"`")
-    })
+    leasehold_testkit::pg_url()
 }
 
 /// A small pool on the server under test.
@@ -33,13 +31,7 @@ pub async fn pool() -> PgPool {
 
 /// A table name no other test run uses.
 pub fn unique_table(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!("{prefix}_{}_{:x}_{n}", std::process::id(), nanos % 0xffff_ffff)
+    format!("{prefix}_{}", leasehold_testkit::unique_suffix().replace('-', "_"))
 }
 
 /// Creates (if needed) and opens a lease table.

@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,28 +16,16 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
-/// An environment variable the test cannot run without.
-pub fn env(var: &str) -> String {
-    std::env::var(var).unwrap_or_else(|_| {
-        panic!("{var} is not set: start the stores with `scripts/stores.sh start redis` and `eval \"$(scripts/stores.sh env)\"`")
-    })
-}
+pub use leasehold_testkit::env;
 
 /// The shared Redis (never flushed or restarted by these tests).
 pub fn shared_url() -> String {
-    env("LEASEHOLD_REDIS_URL")
+    leasehold_testkit::redis_url()
 }
-
-static SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// A key prefix no other test or run uses.
 pub fn unique_prefix(tag: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let n = SEQ.fetch_add(1, Ordering::Relaxed);
-    format!("lhtest:{tag}:{}-{nanos:x}-{n}:", std::process::id())
+    format!("lhtest:{tag}:{}:", leasehold_testkit::unique_suffix())
 }
 
 pub fn client(url: &str) -> redis::Client {

@@ -5,7 +5,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -23,28 +22,12 @@ use aws_smithy_types::body::SdkBody;
 
 /// The shared moto server (`scripts/stores.sh start moto`).
 pub fn endpoint() -> String {
-    std::env::var("LEASEHOLD_MOTO_ENDPOINT").unwrap_or_else(|_| {
-        panic!(
-            "LEASEHOLD_MOTO_ENDPOINT is not set: run `scripts/stores.sh start moto` and \
-             `eval \"$(scripts/stores.sh env)\"` first"
-        )
-    })
+    leasehold_testkit::moto_endpoint()
 }
-
-static SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// A bucket name no other test or run uses (the shared moto is never reset).
 pub fn unique_bucket(tag: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let n = SEQ.fetch_add(1, Ordering::Relaxed);
-    let name = format!(
-        "lh-s3-{tag}-{:x}-{:x}-{n}",
-        std::process::id(),
-        nanos & 0xffff_ffff_ffff
-    );
+    let name = format!("lh-s3-{tag}-{}", leasehold_testkit::unique_suffix());
     assert!(name.len() <= 63, "bucket name too long: {name}");
     name
 }
@@ -217,64 +200,9 @@ pub async fn wait_until(what: &str, timeout: Duration, cond: impl FnMut() -> boo
     );
 }
 
-/// moto's request handler behind one lock, so each request runs alone, and a watchdog
-/// that ends the server when the process that started it (the test binary) is gone.
-///
-/// Why: moto's conditional PUT is check-then-act without a lock
-/// (`moto/s3/responses.py`, `put_object`), so under its threaded server two `If-Match`
-/// PUTs on the same ETag can both succeed (seen: 6 of 40 runs of the conformance
-/// suite's 5 x 10 CAS increments lost one on the shared moto). S3 never does that; the
-/// tests that race writers on one key run against this serialized moto instead.
-const SERIALIZED_MOTO: &str = r#"
-import os, sys, threading, time
-from werkzeug.serving import run_simple
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
-port = int(sys.argv[1])
-parent = os.getppid()
-def watchdog():
-    while os.getppid() == parent:
-        time.sleep(0.1)
-    os._exit(0)
-threading.Thread(target=watchdog, daemon=True).start()
-os.environ["MOTO_PORT"] = str(port)
-inner = DomainDispatcherApplication(create_backend_app)
-lock = threading.Lock()
-def app(environ, start_response):
-    with lock:
-        return list(inner(environ, start_response))
-run_simple("127.0.0.1", port, app, threaded=True, request_handler=MotoRequestHandler)
-"#;
-
-/// The venv that holds moto (`scripts/install-deps.sh`).
-pub fn venv() -> String {
-    std::env::var("LEASEHOLD_VENV")
-        .unwrap_or_else(|_| format!("{}/.cache/leasehold-venv", std::env::var("HOME").expect("HOME")))
-}
-
 /// Where this crate's own servers keep their logs.
 pub fn own_dir() -> String {
-    let dir = std::env::var("LEASEHOLD_STORES_DIR").unwrap_or_else(|_| "/tmp/leasehold-stores".into());
-    let dir = format!("{dir}/store-s3");
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {dir}: {e}"));
-    dir
-}
-
-/// Waits until something accepts connections on `port` (std only: works from any runtime).
-fn wait_listening(port: u16, child: &mut Child, what: &str) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("{what} on port {port} exited at start: {status} (see {}/)", own_dir());
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{what} on port {port} not listening after 30 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    leasehold_testkit::stores_dir("store-s3").display().to_string()
 }
 
 /// This test binary's serialized moto on `port` (one of 55200-55209), started on first
@@ -286,20 +214,8 @@ pub fn serialized_moto(port: u16) -> String {
     if let Some(endpoint) = started.get(&port) {
         return endpoint.clone();
     }
-    assert!(
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
-        "port {port} is already in use; a server left from an earlier run? (stop it by its pid)"
-    );
-    let python = format!("{}/bin/python", venv());
-    let log = std::fs::File::create(format!("{}/moto-serialized-{port}.log", own_dir())).expect("log file");
-    let mut child = Command::new(&python)
-        .args(["-c", SERIALIZED_MOTO, &port.to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting {python}: {e} (run scripts/install-deps.sh)"));
-    wait_listening(port, &mut child, "serialized moto");
+    let log = std::path::PathBuf::from(own_dir()).join(format!("moto-serialized-{port}.log"));
+    let child = leasehold_testkit::start_serialized_moto(port, &log);
     // The watchdog ends it with this process; the handle is deliberately not waited on.
     std::mem::forget(child);
     let endpoint = format!("http://127.0.0.1:{port}");
@@ -326,7 +242,7 @@ pub fn own_moto(port: u16, env: &[(&str, &str)]) -> OwnMoto {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
         "port {port} is already in use; a server left from an earlier run? (stop it by its pid)"
     );
-    let bin = format!("{}/bin/moto_server", venv());
+    let bin = leasehold_testkit::venv().join("bin/moto_server");
     let log = std::fs::File::create(format!("{}/moto-{port}.log", own_dir())).expect("log file");
     let mut child = Command::new(&bin)
         .args(["-H", "127.0.0.1", "-p", &port.to_string()])
@@ -335,8 +251,8 @@ pub fn own_moto(port: u16, env: &[(&str, &str)]) -> OwnMoto {
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
-        .unwrap_or_else(|e| panic!("starting {bin}: {e} (run scripts/install-deps.sh)"));
-    wait_listening(port, &mut child, "moto_server");
+        .unwrap_or_else(|e| panic!("starting {}: {e} (run scripts/install-deps.sh)", bin.display()));
+    leasehold_testkit::wait_listening(port, &mut child, "moto_server", Duration::from_secs(30));
     OwnMoto {
         child,
         endpoint: format!("http://127.0.0.1:{port}"),
