@@ -191,22 +191,9 @@ async fn a_frozen_holder_is_fenced_off_after_a_takeover() {
 
 /// This binary is also the worker process: run with `--worker`, it is the holder.
 fn main() -> std::process::ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("--worker") {
-        return worker::main(&args[1..]);
-    }
-    if args.iter().any(|a| a == "--list") {
-        println!("a_frozen_holder_is_fenced_off_after_a_takeover: test");
-        return std::process::ExitCode::SUCCESS;
-    }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    println!("running 1 test");
-    rt.block_on(a_frozen_holder_is_fenced_off_after_a_takeover());
-    println!("test a_frozen_holder_is_fenced_off_after_a_takeover ... ok");
-    println!("\ntest result: ok. 1 passed; 0 failed");
-    std::process::ExitCode::SUCCESS
+    leasehold_testkit::one_test_main(
+        "a_frozen_holder_is_fenced_off_after_a_takeover",
+        worker::main,
+        a_frozen_holder_is_fenced_off_after_a_takeover,
+    )
 }

@@ -234,23 +234,12 @@ async fn frozen_holder_commit_is_refused_after_takeover() {
 
 /// This binary is also the worker process: run with `--worker`, it is the holder.
 fn main() -> std::process::ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("--worker") {
-        worker::main();
-        return std::process::ExitCode::SUCCESS;
-    }
-    if args.iter().any(|a| a == "--list") {
-        println!("frozen_holder_commit_is_refused_after_takeover: test");
-        return std::process::ExitCode::SUCCESS;
-    }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    println!("running 1 test");
-    rt.block_on(frozen_holder_commit_is_refused_after_takeover());
-    println!("test frozen_holder_commit_is_refused_after_takeover ... ok");
-    println!("\ntest result: ok. 1 passed; 0 failed");
-    std::process::ExitCode::SUCCESS
+    leasehold_testkit::one_test_main(
+        "frozen_holder_commit_is_refused_after_takeover",
+        |_| {
+            worker::main();
+            std::process::ExitCode::SUCCESS
+        },
+        frozen_holder_commit_is_refused_after_takeover,
+    )
 }

@@ -6,8 +6,9 @@
 //! uses, and the serialized moto a test binary starts for itself. Not published; the
 //! store crates take it as a path-only dev-dependency.
 
+use std::future::Future;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -125,6 +126,37 @@ pub fn wait_listening(port: u16, child: &mut Child, what: &str, limit: Duration)
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The `main` of a test binary (`harness = false`) that runs one test, `name`, and is
+/// also its own worker process: run with `--worker ARGS…` it calls `worker(ARGS)` and
+/// exits with its code; otherwise it runs `test` on a two-thread runtime and prints the
+/// lines of Rust's test runner (a panic fails the binary, as in any test).
+///
+/// # Panics
+/// If the runtime cannot be built, or the test panics.
+pub fn one_test_main<F>(name: &str, worker: impl FnOnce(&[String]) -> ExitCode, test: impl FnOnce() -> F) -> ExitCode
+where
+    F: Future<Output = ()>,
+{
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--worker") {
+        return worker(&args[1..]);
+    }
+    if args.iter().any(|a| a == "--list") {
+        println!("{name}: test");
+        return ExitCode::SUCCESS;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!("running 1 test");
+    rt.block_on(test());
+    println!("test {name} ... ok");
+    println!("\ntest result: ok. 1 passed; 0 failed");
+    ExitCode::SUCCESS
 }
 
 #[cfg(test)]
