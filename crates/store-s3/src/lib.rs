@@ -122,9 +122,11 @@
 //! locks belong in etcd or the database.
 //!
 //! ## Setup
-//! - A bucket (general purpose; any region). Use an unversioned bucket, or a lifecycle
-//!   rule that expires noncurrent versions under the prefix: with versioning every
-//!   renewal keeps a new version.
+//! - A bucket (general purpose; any region): yours, or created by
+//!   [`S3Store::provision`] (needs `s3:CreateBucket`; idempotent), which then runs
+//!   [`S3Store::verify`]. Use an unversioned bucket, or a lifecycle rule that expires
+//!   noncurrent versions under the prefix: with versioning every renewal keeps a new
+//!   version.
 //! - A prefix of the store's own: every object under it is read as a lease record, and
 //!   anything else found there is [`leasehold_core::Error::CorruptRecord`], never a free lease.
 //! - IAM, for the lease prefix (add `s3:DeleteObject` for [`S3Store::verify`] and
