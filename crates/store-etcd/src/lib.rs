@@ -155,6 +155,9 @@
 //! anything is sent.
 //!
 //! ## Setup
+//! - Nothing to create: [`EtcdStore::provision`] (the setup verb every store has) only
+//!   checks, as [`EtcdStore::verify`] does, that the cluster answers and the prefix may
+//!   be read.
 //! - etcd 3.3 or later (nested transactions; tested with 3.4).
 //! - With authentication on: a role with read-write permission on the key range of the
 //!   prefix (`etcdctl role grant-permission --prefix=true <role> readwrite <prefix>`);

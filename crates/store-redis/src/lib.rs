@@ -119,6 +119,8 @@
 //! - For data that must not stall or double-apply, use a linearizable store.
 //!
 //! ## Setup
+//! - [`RedisStore::provision`] loads the scripts (all Redis needs);
+//!   [`RedisStore::verify`] checks that the server answers and accepts them.
 //! - Redis 7.0 or later (scripts declare flags with a `#!lua` shebang; a writing
 //!   script is refused up front when Redis is out of memory instead of failing half way).
 //! - The connection is yours: TLS, `AUTH`/ACL user, database, timeouts
