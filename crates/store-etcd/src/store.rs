@@ -114,11 +114,10 @@ impl EtcdStore {
         let opts = GetOptions::new().with_prefix().with_count_only();
         let mut kv = inner.client.kv_client();
         inner.stats.range();
-        match tokio::time::timeout(inner.config.request_timeout(), kv.get(prefix, Some(opts))).await {
-            Err(_) => Err(error::timed_out("verify", Effect::Read, inner.config.request_timeout())),
-            Ok(Err(e)) => Err(error::map("verify", Effect::Read, e)),
-            Ok(Ok(_)) => Ok(()),
-        }
+        inner
+            .bounded("verify", Effect::Read, kv.get(prefix, Some(opts)))
+            .await
+            .map(drop)
     }
 
     /// The etcd client this store uses.
@@ -203,6 +202,19 @@ impl Inner {
         }
     }
 
+    /// `request` bounded by the request timeout, its failure mapped for `what`.
+    async fn bounded<T>(
+        &self,
+        what: &str,
+        op: Effect,
+        request: impl std::future::Future<Output = std::result::Result<T, etcd_client::Error>>,
+    ) -> Result<T> {
+        match tokio::time::timeout(self.config.request_timeout(), request).await {
+            Err(_) => Err(error::timed_out(what, op, self.config.request_timeout())),
+            Ok(r) => r.map_err(|e| error::map(what, op, e)),
+        }
+    }
+
     pub(crate) fn failure(&self, what: &str, op: Effect, f: Failure) -> Error {
         match f {
             Failure::Timeout => error::timed_out(what, op, self.config.request_timeout()),
@@ -216,18 +228,9 @@ impl Inner {
         self.stats.range();
         let mut kv = self.client.kv_client();
         let opts = GetOptions::new().with_range(keys.range_end.clone());
-        let resp =
-            match tokio::time::timeout(self.config.request_timeout(), kv.get(keys.record.clone(), Some(opts))).await {
-                Err(_) => {
-                    return Err(error::timed_out(
-                        "range read",
-                        Effect::Read,
-                        self.config.request_timeout(),
-                    ));
-                }
-                Ok(Err(e)) => return Err(error::map("range read", Effect::Read, e)),
-                Ok(Ok(r)) => r,
-            };
+        let resp = self
+            .bounded("range read", Effect::Read, kv.get(keys.record.clone(), Some(opts)))
+            .await?;
         let rev = resp.header().map_or(0, |h| h.revision());
         let snap = Snapshot::from_kvs(&keys, rev, resp.kvs());
         Ok((keys, snap))
@@ -294,17 +297,9 @@ impl Inner {
         let mut lease = self.client.lease_client();
         // A grant that failed or timed out leaves at most an unused lease that expires on
         // its own; the record write it was for was not sent, so this is `Unavailable`.
-        let resp = match tokio::time::timeout(self.config.request_timeout(), lease.grant(secs, None)).await {
-            Err(_) => {
-                return Err(error::timed_out(
-                    "lease grant",
-                    Effect::Read,
-                    self.config.request_timeout(),
-                ));
-            }
-            Ok(Err(e)) => return Err(error::map("lease grant", Effect::Read, e)),
-            Ok(Ok(r)) => r,
-        };
+        let resp = self
+            .bounded("lease grant", Effect::Read, lease.grant(secs, None))
+            .await?;
         let granted = u64::try_from(resp.ttl()).unwrap_or(0);
         if granted < class {
             return Err(Error::Unavailable {
