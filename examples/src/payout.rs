@@ -11,10 +11,10 @@ use std::error::Error;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_core::fence::{Dialect, FencedUpdate};
-use leasehold_core::{ClientConfig, LeaseClient, store::CasStore};
+use leasehold_core::fence::FencedUpdate;
+use leasehold_core::{ClientConfig, FencingToken, LeaseClient, store::CasStore};
 use leasehold_postgres::{PostgresConfig, PostgresStore};
-use leasehold_sqlite::{SqliteConfig, SqliteStore};
+use leasehold_sqlite::{RowFence, SqlValue, SqliteConfig, SqliteStore};
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqlitePool, SqlitePoolOptions};
 use sqlx::{AssertSqlSafe, Connection, Row};
@@ -92,14 +92,6 @@ impl Db {
         }
     }
 
-    /// The dialect of the demo's statements.
-    pub(crate) fn dialect(&self) -> Dialect {
-        match self {
-            Self::Pg(_) => Dialect::Postgres,
-            Self::Lite(..) => Dialect::Sqlite,
-        }
-    }
-
     /// Placeholder `n` in this dialect.
     pub(crate) fn ph(&self, n: usize) -> String {
         match self {
@@ -173,11 +165,31 @@ impl Db {
         })
     }
 
-    /// A fenced write: `Err(FenceRejected)` when the row has seen a newer token.
-    pub(crate) async fn fenced(&self, write: &leasehold_sqlite::FencedWrite<'_>) -> leasehold_core::Result<u64> {
+    /// A fenced write of `update` with `token`: `Err(FenceRejected)` when the row has
+    /// seen a newer token. The fence is generated for this database's type.
+    pub(crate) async fn fenced(
+        &self,
+        update: &FencedUpdate,
+        token: FencingToken,
+        values: &[(&str, SqlValue)],
+        keys: &[(&str, SqlValue)],
+    ) -> leasehold_core::Result<u64> {
+        macro_rules! run {
+            ($db:ty, $pool:expr) => {{
+                let fence = RowFence::<$db>::update(update)?;
+                let mut write = fence.write(token);
+                for (column, v) in values {
+                    write = write.value(column, v.clone());
+                }
+                for (column, v) in keys {
+                    write = write.key(column, v.clone());
+                }
+                write.execute($pool).await.map(|o| o.applied().unwrap_or(0))
+            }};
+        }
         match self {
-            Self::Pg(pool) => leasehold_postgres::execute_fenced(pool, write).await,
-            Self::Lite(pool, _) => leasehold_sqlite::execute_fenced(pool, write).await,
+            Self::Pg(pool) => run!(sqlx::Postgres, pool),
+            Self::Lite(pool, _) => run!(sqlx::Sqlite, pool),
         }
     }
 
@@ -330,12 +342,10 @@ pub(crate) async fn work(db: &Db, t: &Tables, suffix: &str, name: &str, unfenced
         .acquire_timeout(lease_name(suffix), TTL, Duration::from_secs(20))
         .await?;
     let token = lease.token();
-    let d = db.dialect();
     // A new holder first raises the fence on the whole batch to its token.
-    let raise = FencedUpdate::new(&t.payouts, "last_token")?.key("batch")?.build(d)?;
+    let raise = FencedUpdate::new(&t.payouts, "last_token")?.key("batch")?;
     if !unfenced {
-        db.fenced(&leasehold_sqlite::FencedWrite::new(&raise, token).key("batch", 1_i64))
-            .await?;
+        db.fenced(&raise, token, &[], &[("batch", 1_i64.into())]).await?;
     }
     println!("lease {token} {}", waited.elapsed().as_millis());
     let pending = db
@@ -352,8 +362,7 @@ pub(crate) async fn work(db: &Db, t: &Tables, suffix: &str, name: &str, unfenced
         .set("paid_by")?
         .set("paid_token")?
         .increment("pay_count")?
-        .key("id")?
-        .build(d)?;
+        .key("id")?;
     let log_attempt = format!(
         "INSERT INTO {} (worker, payout_id, token) VALUES ({}, {}, {})",
         t.attempts,
@@ -387,13 +396,13 @@ pub(crate) async fn work(db: &Db, t: &Tables, suffix: &str, name: &str, unfenced
                 .await
                 .map_err(|e| leasehold_core::Error::invalid("payout", e.to_string()))
         } else {
-            let write = leasehold_sqlite::FencedWrite::new(&pay, token)
-                .value("status", "paid")
-                .value("paid_by", name)
-                .value("paid_token", tok)
-                .value("pay_count", 1_i64)
-                .key("id", id);
-            db.fenced(&write).await
+            let values = [
+                ("status", "paid".into()),
+                ("paid_by", name.into()),
+                ("paid_token", tok.into()),
+                ("pay_count", 1_i64.into()),
+            ];
+            db.fenced(&pay, token, &values, &[("id", id.into())]).await
         };
         match outcome {
             Ok(_) => println!("paid {id} {cents}"),

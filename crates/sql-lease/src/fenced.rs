@@ -1,15 +1,22 @@
-//! Running a [`FencedStatement`] with the caller's values and token.
+//! The SQL fence: a fenced statement on a user's table, for one database type, and its
+//! writes.
 //!
-//! [`leasehold_core::fence::FencedUpdate`] builds the statement; [`FencedWrite`] carries the
-//! values for its placeholders (by column name) and the writer's token, and binds them in
-//! the statement's order. The store crates execute it and turn the rows affected into
-//! the outcome with [`leasehold_core::fence::check_rows`]: zero rows is
+//! [`leasehold_core::fence::FencedUpdate`] describes the write (table, columns, keys,
+//! mode); [`RowFence`] generates it for the database `DB` (the dialect comes from the
+//! type, so a Postgres fence cannot run on an SQLite pool); [`RowWrite`] carries the
+//! values for its placeholders (by column name) and the writer's token, binds them in
+//! the statement's order, and runs it: one statement, one round trip. Zero rows is
 //! [`leasehold_core::Error::FenceRejected`].
 
-use leasehold_core::fence::{FencedStatement, Param};
+use std::marker::PhantomData;
+
+use leasehold_core::fence::{FencedOutcome, FencedStatement, FencedUpdate, Param, check_rows};
 use leasehold_core::{Error, FencingToken, Result};
 use sqlx::query::Query;
-use sqlx::{Database, Encode, Type};
+use sqlx::{AssertSqlSafe, Database, Encode, Executor, Type};
+
+use crate::SqlDatabase;
+use crate::errors::{Phase, Target};
 
 /// A value bound to a fenced statement. `None` binds a typed `NULL`.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,38 +63,137 @@ from_value! {
     Vec<u8> => Bytes,
 }
 
-/// A fenced statement with its values and the writer's token, ready to run.
+/// A fenced statement on a user's table, generated for the database `DB`.
 ///
 /// ```
-/// use leasehold_core::fence::{Dialect, FencedUpdate};
-/// use leasehold_core::FencingToken;
-/// use leasehold_sql::FencedWrite;
-/// let stmt = FencedUpdate::new("accounts", "last_token")?.increment("balance")?.key("id")?.build(Dialect::Sqlite)?;
-/// let write = FencedWrite::new(&stmt, FencingToken::new(7)).value("balance", -250_i64).key("id", "acct-1");
-/// assert_eq!(write.args()?.len(), 4); // balance, token, id, token
-/// let incomplete = FencedWrite::new(&stmt, FencingToken::new(7)).value("balance", 1_i64);
-/// assert!(incomplete.args().is_err());
+/// use leasehold_core::fence::FencedUpdate;
+/// use leasehold_sql::RowFence;
+/// use sqlx::{Postgres, Sqlite};
+/// let pay = FencedUpdate::new("payouts", "last_token")?.set("status")?.key("id")?;
+/// let pg = RowFence::<Postgres>::update(&pay)?;
+/// assert_eq!(pg.sql(), r#"UPDATE "payouts" SET "status" = $1, "last_token" = $2 WHERE "id" = $3 AND "last_token" <= $2"#);
+/// let lite = RowFence::<Sqlite>::upsert(&pay.strict())?;
+/// assert!(lite.sql().starts_with(r#"INSERT INTO "payouts" ("id", "status", "last_token") VALUES (?, ?, ?) ON CONFLICT"#));
 /// # Ok::<(), leasehold_core::Error>(())
 /// ```
-#[derive(Debug, Clone)]
-pub struct FencedWrite<'s> {
-    statement: &'s FencedStatement,
-    token: FencingToken,
-    values: Vec<(String, SqlValue)>,
-    keys: Vec<(String, SqlValue)>,
+///
+/// A fence for one database does not run on another's executor; this does not compile:
+///
+/// ```compile_fail
+/// # async fn demo(pg: sqlx::PgPool, lite: leasehold_sql::RowFence<sqlx::Sqlite>) {
+/// let _ = lite.write(leasehold_core::FencingToken::new(1)).execute(&pg).await;
+/// # }
+/// ```
+pub struct RowFence<DB> {
+    statement: FencedStatement,
+    db: PhantomData<fn() -> DB>,
 }
 
-impl<'s> FencedWrite<'s> {
-    /// A write of `statement` carrying `token` (the lease's [`leasehold_core::Lease::token`]).
-    pub fn new(statement: &'s FencedStatement, token: FencingToken) -> Self {
+impl<DB> Clone for RowFence<DB> {
+    fn clone(&self) -> Self {
+        Self {
+            statement: self.statement.clone(),
+            db: PhantomData,
+        }
+    }
+}
+
+impl<DB> std::fmt::Debug for RowFence<DB> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RowFence").field("sql", &self.statement.sql).finish()
+    }
+}
+
+impl<DB: SqlDatabase> RowFence<DB> {
+    /// The fenced `UPDATE` of `write` (zero rows when the row is missing, too).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] as [`FencedUpdate::build`].
+    pub fn update(write: &FencedUpdate) -> Result<Self> {
+        Ok(Self::of(write.build(DB::DIALECT)?))
+    }
+
+    /// The insert-or-fenced-update of `write`: creates the row if it is missing.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] as [`FencedUpdate::build_upsert`].
+    pub fn upsert(write: &FencedUpdate) -> Result<Self> {
+        Ok(Self::of(write.build_upsert(DB::DIALECT)?))
+    }
+
+    fn of(statement: FencedStatement) -> Self {
         Self {
             statement,
+            db: PhantomData,
+        }
+    }
+
+    /// The SQL text.
+    pub fn sql(&self) -> &str {
+        &self.statement.sql
+    }
+
+    /// The generated statement and its parameter order.
+    pub fn statement(&self) -> &FencedStatement {
+        &self.statement
+    }
+
+    /// A write of this statement carrying `token` (the lease's
+    /// [`leasehold_core::Lease::token`]); give it its values, then
+    /// [`execute`](RowWrite::execute) it.
+    pub fn write(&self, token: FencingToken) -> RowWrite<'_, DB> {
+        RowWrite {
+            fence: self,
             token,
             values: Vec::new(),
             keys: Vec::new(),
         }
     }
+}
 
+/// One write of a [`RowFence`]: its values and the writer's token, ready to run.
+///
+/// ```
+/// use leasehold_core::fence::FencedUpdate;
+/// use leasehold_core::FencingToken;
+/// use leasehold_sql::RowFence;
+/// let add = RowFence::<sqlx::Sqlite>::update(&FencedUpdate::new("accounts", "last_token")?.increment("balance")?.key("id")?)?;
+/// let write = add.write(FencingToken::new(7)).value("balance", -250_i64).key("id", "acct-1");
+/// assert_eq!(write.args()?.len(), 4); // balance, token, id, token
+/// let incomplete = add.write(FencingToken::new(7)).value("balance", 1_i64);
+/// assert!(incomplete.args().is_err());
+/// # Ok::<(), leasehold_core::Error>(())
+/// ```
+pub struct RowWrite<'f, DB> {
+    fence: &'f RowFence<DB>,
+    token: FencingToken,
+    values: Vec<(String, SqlValue)>,
+    keys: Vec<(String, SqlValue)>,
+}
+
+impl<DB> Clone for RowWrite<'_, DB> {
+    fn clone(&self) -> Self {
+        Self {
+            fence: self.fence,
+            token: self.token,
+            values: self.values.clone(),
+            keys: self.keys.clone(),
+        }
+    }
+}
+
+impl<DB> std::fmt::Debug for RowWrite<'_, DB> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RowWrite")
+            .field("sql", &self.fence.statement.sql)
+            .field("token", &self.token)
+            .field("values", &self.values)
+            .field("keys", &self.keys)
+            .finish()
+    }
+}
+
+impl<DB: SqlDatabase> RowWrite<'_, DB> {
     /// The new value of (or the amount to add to) `column`.
     #[must_use]
     pub fn value(mut self, column: &str, value: impl Into<SqlValue>) -> Self {
@@ -100,11 +206,6 @@ impl<'s> FencedWrite<'s> {
     pub fn key(mut self, column: &str, value: impl Into<SqlValue>) -> Self {
         self.keys.push((column.to_owned(), value.into()));
         self
-    }
-
-    /// The statement.
-    pub fn statement(&self) -> &FencedStatement {
-        self.statement
     }
 
     /// The token the write carries.
@@ -125,8 +226,8 @@ impl<'s> FencedWrite<'s> {
                 .map(|(_, v)| v.clone())
                 .ok_or_else(|| Error::invalid("fenced write", format!("no {what} bound for column {col:?}")))
         };
-        let mut out = Vec::with_capacity(self.statement.params.len());
-        for p in &self.statement.params {
+        let mut out = Vec::with_capacity(self.fence.statement.params.len());
+        for p in &self.fence.statement.params {
             out.push(match p {
                 Param::Value(c) => find(&self.values, c, "value")?,
                 Param::Key(c) => find(&self.keys, c, "key")?,
@@ -134,7 +235,7 @@ impl<'s> FencedWrite<'s> {
             });
         }
         let known = |c: &str, key: bool| {
-            self.statement.params.iter().any(|p| match p {
+            self.fence.statement.params.iter().any(|p| match p {
                 Param::Value(v) => !key && v == c,
                 Param::Key(k) => key && k == c,
                 Param::Token => false,
@@ -162,13 +263,12 @@ impl<'s> FencedWrite<'s> {
     /// Binds the values in placeholder order onto a query of the statement's text.
     ///
     /// # Errors
-    /// As [`FencedWrite::args`].
-    pub fn bind<'q, DB>(
+    /// As [`RowWrite::args`].
+    pub fn bind<'q>(
         &self,
         mut q: Query<'q, DB, <DB as Database>::Arguments>,
     ) -> Result<Query<'q, DB, <DB as Database>::Arguments>>
     where
-        DB: Database,
         for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
         for<'a> Option<String>: Encode<'a, DB> + Type<DB>,
         for<'a> Option<f64>: Encode<'a, DB> + Type<DB>,
@@ -188,19 +288,56 @@ impl<'s> FencedWrite<'s> {
     }
 }
 
+impl<DB> RowWrite<'_, DB>
+where
+    DB: SqlDatabase,
+    for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
+    for<'a> Option<String>: Encode<'a, DB> + Type<DB>,
+    for<'a> Option<f64>: Encode<'a, DB> + Type<DB>,
+    for<'a> Option<bool>: Encode<'a, DB> + Type<DB>,
+    for<'a> Option<Vec<u8>>: Encode<'a, DB> + Type<DB>,
+    for<'a> <DB as Database>::Arguments: sqlx::IntoArguments<DB>,
+{
+    /// Runs the write on `executor`: a pool, a connection or a transaction of `DB` (to
+    /// make the write atomic with others of the caller's). One statement.
+    ///
+    /// `Applied(rows)` (at least 1): the row's high-water mark is now the token. The
+    /// guard is inside the statement; zero rows (the row has seen a newer token, or, for
+    /// a plain update, it does not exist) is [`Error::FenceRejected`]: the caller has
+    /// lost the lease and must stop.
+    ///
+    /// # Errors
+    /// [`Error::FenceRejected`] for zero rows; [`Error::InvalidInput`] for missing or
+    /// unknown values or a value the database refuses; [`Error::Misconfigured`] for a
+    /// missing table or column; [`Error::Indeterminate`] when the connection broke with
+    /// the statement sent; [`Error::Unavailable`] when it was not sent (or SQLite's write
+    /// lock stayed taken past the busy timeout).
+    pub async fn execute<'e, E>(&self, executor: E) -> Result<FencedOutcome<u64>>
+    where
+        E: Executor<'e, Database = DB>,
+    {
+        let query = self.bind(sqlx::query(AssertSqlSafe(self.fence.statement.sql.clone())))?;
+        let done = query
+            .execute(executor)
+            .await
+            .map_err(|e| DB::map_error(e, Phase::Write, Target::User, "fenced write"))?;
+        check_rows(DB::rows_affected(&done), self.token)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use leasehold_core::fence::{Dialect, FencedUpdate};
 
     #[test]
     fn args_follow_the_statement_order() {
         let stmt = FencedUpdate::new("t", "last_token")
             .and_then(|f| f.set("status"))
             .and_then(|f| f.key("id"))
-            .and_then(|f| f.build(Dialect::Postgres))
+            .and_then(|f| RowFence::<sqlx::Postgres>::update(&f))
             .expect("stmt");
-        let w = FencedWrite::new(&stmt, FencingToken::new(9))
+        let w = stmt
+            .write(FencingToken::new(9))
             .key("id", 4_i64)
             .value("status", "paid");
         assert_eq!(
@@ -213,11 +350,12 @@ mod tests {
         );
         let extra = w.clone().value("nope", 1_i64);
         assert!(extra.args().is_err());
-        let wrong_kind = FencedWrite::new(&stmt, FencingToken::new(9))
+        let wrong_kind = stmt
+            .write(FencingToken::new(9))
             .value("id", 4_i64)
             .value("status", "paid");
         assert!(wrong_kind.args().is_err());
-        assert!(FencedWrite::new(&stmt, FencingToken::new(u64::MAX)).args().is_err());
+        assert!(stmt.write(FencingToken::new(u64::MAX)).args().is_err());
         assert_eq!(SqlValue::from(None::<i64>), SqlValue::Int(None));
     }
 }

@@ -3,7 +3,7 @@
 //! The SQL that `leasehold-postgres` and `leasehold-sqlite` share, written once: the lease
 //! table's definition and its check ([`schema`]), the one statement per operation in each
 //! dialect ([`statements`]), the values they bind ([`LeaseArgs`]), what their rows mean
-//! ([`row`]), the fenced write on a user's own table ([`FencedWrite`]), and the
+//! ([`row`]), the fenced write on a user's own table ([`RowFence`], for a [`SqlDatabase`]), and the
 //! classification of driver errors ([`errors`]). The store crates add only what is the
 //! driver's: the pool, executing, and their database's error codes.
 //!
@@ -20,6 +20,7 @@
 //! ```
 
 mod args;
+mod database;
 pub mod errors;
 mod fenced;
 pub mod row;
@@ -31,7 +32,8 @@ mod table;
 pub mod testing;
 
 pub use args::{LeaseArgs, write_statement};
-pub use fenced::{FencedWrite, SqlValue};
+pub use database::SqlDatabase;
+pub use fenced::{RowFence, RowWrite, SqlValue};
 pub use row::RawRow;
 pub use schema::{ColumnInfo, ColumnLimits};
 pub use statements::{LeaseStatement, Statements};

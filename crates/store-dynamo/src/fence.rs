@@ -11,9 +11,14 @@
 //! ```
 //!
 //! so the write applies only if the item has never seen a newer token, and it raises the
-//! mark to the writer's token. [`FenceMode::Newer`] (`<`, via [`ItemFence::strict`]) is
-//! for items written once per grant. A refused fence is [`Error::FenceRejected`]: the
-//! writer has lost its lease and must stop.
+//! mark to the writer's token. [`FenceMode::Newer`] (`<`, via [`ItemFence::strict`] or
+//! [`ItemFence::mode`]) is for items written once per grant. This is the DynamoDB side of
+//! the contract of [`leasehold_core::fence`]: [`ItemFence::put`] and [`ItemFence::update`]
+//! send the guarded request and return the core's [`FencedOutcome`], `Applied` with the
+//! SDK's output, or `ConditionFailed` with the item as it was (`None`: it did not exist)
+//! when the guard passed but the caller's own condition did not. A refused fence is
+//! [`Error::FenceRejected`] (through [`leasehold_core::fence::rejected`], so it is
+//! counted): the writer has lost its lease and must stop.
 //!
 //! The guard uses the placeholders [`NAME_PLACEHOLDER`] and [`TOKEN_PLACEHOLDER`]; the
 //! caller's own expression attribute names and values are kept, and a clash is refused
@@ -48,8 +53,9 @@
 //!     guarded.get_condition_expression().as_deref(),
 //!     Some("(attribute_exists(#bal)) AND (attribute_not_exists(#leasehold_fence) OR #leasehold_fence <= :leasehold_token)")
 //! );
-//! // Send it with `fence.update(update).await?` instead to get the outcome typed:
-//! // Ok(Applied(output)), Ok(ConditionFailed { .. }) or Err(Error::FenceRejected { .. }).
+//! // Send it with `fence.update(update).await` instead to get the outcome typed:
+//! // Ok(FencedOutcome::Applied(output)), Ok(FencedOutcome::ConditionFailed(old_item))
+//! // or Err(Error::FenceRejected { .. }).
 //! # Ok::<(), leasehold_core::Error>(())
 //! ```
 
@@ -60,7 +66,7 @@ use aws_sdk_dynamodb::operation::put_item::{PutItemError, PutItemOutput};
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
-use leasehold_core::fence::FenceMode;
+use leasehold_core::fence::{FenceMode, FencedOutcome, rejected};
 use leasehold_core::{Error, FencingToken, Result};
 
 use crate::error::{Effect, SentFlag, is_conditional_check_failed, map_sdk_error};
@@ -73,30 +79,6 @@ pub const TOKEN_PLACEHOLDER: &str = ":leasehold_token";
 
 /// The longest attribute name DynamoDB accepts in an expression, in bytes.
 const MAX_ATTRIBUTE_NAME_LEN: usize = 65_535;
-
-/// The outcome of a fenced write whose fence passed (a refused fence is
-/// [`Error::FenceRejected`]).
-#[derive(Debug, Clone, PartialEq)]
-pub enum FencedOutcome<O> {
-    /// The write applied; the item's high-water mark is now the writer's token.
-    Applied(O),
-    /// The fence would have passed, but the caller's own condition did not hold;
-    /// nothing changed. `item` is the item as it was (`None`: it does not exist).
-    ConditionFailed {
-        /// The item the condition was evaluated on.
-        item: Option<HashMap<String, AttributeValue>>,
-    },
-}
-
-impl<O> FencedOutcome<O> {
-    /// The output, if the write applied.
-    pub fn applied(self) -> Option<O> {
-        match self {
-            Self::Applied(o) => Some(o),
-            Self::ConditionFailed { .. } => None,
-        }
-    }
-}
 
 /// The fence guard for one writer's token on items whose high-water mark is kept in
 /// one number attribute. See the [module docs](self).
@@ -155,10 +137,7 @@ impl ItemFence {
     /// The guard alone, for composing by hand (a `TransactWriteItems` condition
     /// check): uses [`ItemFence::names`] and [`ItemFence::values`].
     pub fn condition(&self) -> String {
-        let op = match self.mode {
-            FenceMode::NotOlder => "<=",
-            FenceMode::Newer => "<",
-        };
+        let op = self.mode.operator();
         format!("attribute_not_exists({NAME_PLACEHOLDER}) OR {NAME_PLACEHOLDER} {op} {TOKEN_PLACEHOLDER}")
     }
 
@@ -284,11 +263,19 @@ impl ItemFence {
 
     /// Guards and sends the caller's `PutItem` (one request, no SDK retry).
     ///
+    /// [`FencedOutcome::Applied`] with the SDK's output when the write applied (the
+    /// item's mark is now the token); [`FencedOutcome::ConditionFailed`] with the item as
+    /// it was (`None`: it did not exist) when the guard passed but the caller's own
+    /// condition did not, and nothing changed.
+    ///
     /// # Errors
     /// [`Error::FenceRejected`] if the item has seen a newer token (or, strict, the
     /// same one); [`Error::Indeterminate`] if the request may have applied;
     /// otherwise as [`ItemFence::guard_put`] and the crate's error mapping.
-    pub async fn put(&self, put: PutItemFluentBuilder) -> Result<FencedOutcome<PutItemOutput>> {
+    pub async fn put(
+        &self,
+        put: PutItemFluentBuilder,
+    ) -> Result<FencedOutcome<PutItemOutput, Option<HashMap<String, AttributeValue>>>> {
         let had_condition = has_condition(put.get_condition_expression().as_deref());
         let table = put.get_table_name().clone().unwrap_or_default();
         let guarded = self.guard_put(put)?;
@@ -312,11 +299,15 @@ impl ItemFence {
         }
     }
 
-    /// Guards and sends the caller's `UpdateItem` (one request, no SDK retry).
+    /// Guards and sends the caller's `UpdateItem` (one request, no SDK retry). The
+    /// outcome is as for [`ItemFence::put`].
     ///
     /// # Errors
     /// As [`ItemFence::put`].
-    pub async fn update(&self, update: UpdateItemFluentBuilder) -> Result<FencedOutcome<UpdateItemOutput>> {
+    pub async fn update(
+        &self,
+        update: UpdateItemFluentBuilder,
+    ) -> Result<FencedOutcome<UpdateItemOutput, Option<HashMap<String, AttributeValue>>>> {
         let had_condition = has_condition(update.get_condition_expression().as_deref());
         let table = update.get_table_name().clone().unwrap_or_default();
         let guarded = self.guard_update(update)?;
@@ -342,33 +333,28 @@ impl ItemFence {
 
     /// Tells a refused fence from the caller's own failed condition, by the item as it
     /// was when the condition was evaluated.
-    fn judge<O>(&self, had_condition: bool, old: Option<HashMap<String, AttributeValue>>) -> Result<FencedOutcome<O>> {
+    fn judge<O>(
+        &self,
+        had_condition: bool,
+        old: Option<HashMap<String, AttributeValue>>,
+    ) -> Result<FencedOutcome<O, Option<HashMap<String, AttributeValue>>>> {
         if !had_condition {
             // The guard was the only condition.
-            return rejected(self.token);
+            return Err(rejected(self.token));
         }
         let mark = match old.as_ref().and_then(|item| item.get(&self.attribute)) {
-            None => None,
-            Some(AttributeValue::N(n)) => Some(n.parse::<u64>().map_err(|_| not_a_mark(&self.attribute, n))?),
+            None => FencingToken::ZERO,
+            Some(AttributeValue::N(n)) => {
+                FencingToken::new(n.parse::<u64>().map_err(|_| not_a_mark(&self.attribute, n))?)
+            }
             Some(other) => return Err(not_a_mark(&self.attribute, &format!("{other:?}"))),
         };
-        let passes = match (mark, self.mode) {
-            (None, _) => true,
-            (Some(m), FenceMode::NotOlder) => m <= self.token.get(),
-            (Some(m), FenceMode::Newer) => m < self.token.get(),
-        };
-        if passes {
-            Ok(FencedOutcome::ConditionFailed { item: old })
+        if self.mode.admits(mark, self.token) {
+            Ok(FencedOutcome::ConditionFailed(old))
         } else {
-            rejected(self.token)
+            Err(rejected(self.token))
         }
     }
-}
-
-fn rejected<O>(token: FencingToken) -> Result<FencedOutcome<O>> {
-    // Counts the rejection in the library's metrics, like every other store's fence.
-    leasehold_core::fence::check_rows(0, token)?;
-    Err(Error::FenceRejected { token })
 }
 
 fn not_a_mark(attribute: &str, value: &str) -> Error {
@@ -502,11 +488,11 @@ mod tests {
         // With a user condition, the old item decides.
         assert!(matches!(
             f.judge::<()>(true, None),
-            Ok(FencedOutcome::ConditionFailed { item: None })
+            Ok(FencedOutcome::ConditionFailed(None))
         ));
         assert!(matches!(
             f.judge::<()>(true, item(n("5"))),
-            Ok(FencedOutcome::ConditionFailed { .. })
+            Ok(FencedOutcome::ConditionFailed(Some(_)))
         ));
         assert!(matches!(
             f.judge::<()>(true, item(n("6"))),

@@ -6,14 +6,16 @@
 //! version, writes the record, and hands back either the new item or, on conflict,
 //! the current one. [`ItemFence`] adds the fencing guard to your own `PutItem` /
 //! `UpdateItem`, so a holder that froze past its lease cannot write after a successor
-//! was granted.
+//! was granted; it keeps the fence contract of [`leasehold_core::fence`] (its outcome is
+//! the core's [`FencedOutcome`](leasehold_core::fence::FencedOutcome)).
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
 //! use aws_sdk_dynamodb::types::AttributeValue;
 //! use leasehold_core::LeaseClient;
-//! use leasehold_dynamodb::{DynamoConfig, DynamoStore, FencedOutcome, ItemFence};
+//! use leasehold_core::fence::FencedOutcome;
+//! use leasehold_dynamodb::{DynamoConfig, DynamoStore, ItemFence};
 //!
 //! // Your region, credentials, endpoint and timeouts.
 //! let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
@@ -35,7 +37,7 @@
 //!     .item("state", AttributeValue::S("sent".into()));
 //! match fence.put(put).await {
 //!     Ok(FencedOutcome::Applied(_)) => {}
-//!     Ok(FencedOutcome::ConditionFailed { .. }) => unreachable!("no condition of our own"),
+//!     Ok(FencedOutcome::ConditionFailed(_)) => unreachable!("no condition of our own"),
 //!     Err(leasehold_core::Error::FenceRejected { .. }) => return Ok(()), // lost the lease: stop
 //!     Err(e) => return Err(e.into()),
 //! }
@@ -177,8 +179,9 @@
 //!   is a lost lease whatever happens.
 //!
 //! ## Testing against moto, and where it differs from DynamoDB
-//! The crate's tests run the leasehold-core conformance suite, a frozen-holder test with
-//! real processes, a skewed-clock test and request counts against `moto_server`
+//! The crate's tests run the leasehold-core conformance suite (the lease cases on the
+//! store, the fence cases on [`ItemFence`]'s `PutItem` and `UpdateItem`), a frozen-holder
+//! test with real processes, a skewed-clock test and request counts against `moto_server`
 //! (PyPI `moto[server]`, started by `scripts/stores.sh start moto`) with dummy
 //! credentials and a custom endpoint. moto (5.2) evaluates everything the store uses
 //! as DynamoDB does: condition and update expressions, `ReturnValues = ALL_NEW`,
@@ -218,7 +221,7 @@ pub use config::{
     ATTR_FENCE, ATTR_FORMAT, ATTR_HOLDER, ATTR_TTL_MS, ATTR_VERSION, ATTR_WALL_EXPIRES_AT_MS, DEFAULT_KEY_ATTRIBUTE,
     DynamoConfig, ITEM_FORMAT, LEASE_ATTRIBUTES, TableName,
 };
-pub use fence::{FencedOutcome, ItemFence, NAME_PLACEHOLDER, TOKEN_PLACEHOLDER};
+pub use fence::{ItemFence, NAME_PLACEHOLDER, TOKEN_PLACEHOLDER};
 pub use store::{DynamoStore, TABLE_ACTIVE_TIMEOUT};
 
 /// The client crate this store is built on, re-exported so that your client is built

@@ -11,15 +11,18 @@
 
 mod common;
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use aws_sdk_dynamodb::operation::update_item::UpdateItemOutput;
 use aws_sdk_dynamodb::types::AttributeValue;
+use leasehold_core::fence::FencedOutcome;
 use leasehold_core::testing::process::{freeze, kill9, poll, process_state, resume};
 use leasehold_core::{ClientConfig, Error, FencingToken, LeaseClient, LeaseName, store::CasStore};
-use leasehold_dynamodb::{DynamoStore, FencedOutcome, ItemFence};
+use leasehold_dynamodb::{DynamoStore, ItemFence};
 use tokio::time::Instant;
 
 const WORKER_ENV: &str = "LEASEHOLD_DYNAMO_FROZEN_WORKER";
@@ -67,7 +70,7 @@ async fn append(
     table: &str,
     token: FencingToken,
     entry: &str,
-) -> leasehold_core::Result<FencedOutcome<aws_sdk_dynamodb::operation::update_item::UpdateItemOutput>> {
+) -> leasehold_core::Result<FencedOutcome<UpdateItemOutput, Option<HashMap<String, AttributeValue>>>> {
     let req = client
         .update_item()
         .table_name(table)
@@ -110,7 +113,7 @@ async fn worker() {
         // Deliberately no `lease.is_valid()` check: the fence must stop this writer.
         match append(&client, &ledger, token, &format!("t{token}-w{seq}")).await {
             Ok(FencedOutcome::Applied(_)) => say(&format!("ok {seq}")),
-            Ok(FencedOutcome::ConditionFailed { .. }) => say(&format!("condition {seq}")),
+            Ok(FencedOutcome::ConditionFailed(_)) => say(&format!("condition {seq}")),
             Err(Error::FenceRejected { .. }) => {
                 rejected += 1;
                 say(&format!("rejected {seq}"));

@@ -9,12 +9,13 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use leasehold_core::fence::FencedOutcome;
 use leasehold_core::testing::{FaultPlan, FaultStore};
 use leasehold_core::{
     AcquireOutcome, ClientConfig, Error, FencingToken, LeaseClient, LeaseName, SkewBound, store::CasStore,
     testing::SkewedWallClock,
 };
-use leasehold_dynamodb::{DynamoStore, FencedOutcome, ItemFence};
+use leasehold_dynamodb::{DynamoStore, ItemFence};
 use tokio::time::Instant;
 
 const TTL: Duration = Duration::from_millis(600);

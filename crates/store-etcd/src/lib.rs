@@ -107,6 +107,8 @@
 //! | read | 1 range read |
 //! | waiting for a release | one watch per name per store; each change wakes one waiter |
 //! | a held record abandoned while its process lives | 1 Txn at its TTL |
+//! | fenced write ([`EtcdStore::fenced_put`], [`EtcdStore::fenced_txn`]), applied or refused | 1 Txn |
+//! | read of a fenced key ([`EtcdStore::read_fenced`]) | 1 range read |
 //!
 //! The claim Txn: `If(record create_revision == 0 | record mod_revision == v) AND
 //! If(fence == n | fence absent) Then(put record [lease = session], put fence n + 1)
@@ -135,13 +137,28 @@
 //! took the lease) learns of the change at its own `max_wait`.
 //!
 //! ## Fenced writes
-//! - **Inside etcd**: [`EtcdStore::fence`] captures the tenure's guard right after the
-//!   grant; [`EtcdStore::fenced_txn`] runs your puts and deletes in one Txn that applies
-//!   only while the lease record still has that tenure's revision — the mitigation Jepsen
-//!   recommended for etcd locks. A frozen holder's write after its record expired or was
-//!   taken over is refused by etcd itself ([`leasehold_core::Error::FenceRejected`]). To
-//!   build your own Txn, add [`EtcdFence::compare`].
-//! - **Outside etcd**: carry [`leasehold_core::Lease::token`] (also [`EtcdFence::token`]) to
+//! Every fence keeps the contract of [`leasehold_core::fence`]: guard and effect are one
+//! etcd transaction (one round trip), a refused guard is
+//! [`leasehold_core::Error::FenceRejected`] (nothing was written, the writer has lost its
+//! lease and must stop), and a write whose guard passed returns a
+//! [`leasehold_core::fence::FencedOutcome`].
+//!
+//! - **A key of yours, marked with the token** ([`KeyFence`]): the key's value carries
+//!   the highest token that wrote it and your bytes
+//!   (`leasehold-fence/1 token=<20 digits>\n<bytes>`); [`EtcdStore::fenced_put`] checks
+//!   the mark and writes in one Txn (a nested one creates the key when it was never
+//!   written), in [`leasehold_core::fence::FenceMode::NotOlder`] (`mark <= token`, the
+//!   default) or strict (`mark < token`, [`KeyFence::strict`]) mode;
+//!   [`EtcdStore::read_fenced`] reads `(mark, bytes)` back. A key holding anything else
+//!   is [`leasehold_core::Error::CorruptRecord`], never overwritten. The conformance
+//!   fence cases run on it against the real etcd.
+//! - **Any operations, guarded by the tenure** ([`TxnFence`]): [`EtcdStore::fence`]
+//!   captures the tenure's guard right after the grant; [`EtcdStore::fenced_txn`] runs
+//!   your puts and deletes in one Txn that applies only while the lease record still has
+//!   that tenure's revision — the mitigation Jepsen recommended for etcd locks. A frozen
+//!   holder's write after its record expired or was taken over is refused by etcd
+//!   itself. To build your own Txn, add [`TxnFence::compare`].
+//! - **Outside etcd**: carry [`leasehold_core::Lease::token`] (also [`TxnFence::token`]) to
 //!   the resource and check it in the write itself, for example with
 //!   [`leasehold_core::fence::FencedUpdate`] for a SQL row (`... WHERE last_token <= $token`).
 //!
@@ -185,7 +202,7 @@
 //! let fence = store.fence(&lease)?; // this tenure's guard, taken once
 //! tokio::select! {
 //!     done = store.fenced_txn(&fence, [TxnOp::put("payments/batch/2026-11-30", "done", None)]) => {
-//!         done?; // Err(FenceRejected): the lease was lost, nothing was written
+//!         let _response = done?; // Err(FenceRejected): the lease was lost, nothing was written
 //!     }
 //!     cause = lease.lost() => eprintln!("lost the lease: {cause}"),
 //! }
@@ -195,18 +212,20 @@
 
 mod config;
 mod error;
-mod fence;
+mod key_fence;
 mod keys;
 mod session;
 mod state;
 mod stats;
 mod store;
+mod txn_fence;
 mod watch;
 
 pub use config::EtcdConfig;
-pub use fence::EtcdFence;
+pub use key_fence::{KEY_FENCE_HEADER, KeyFence};
 pub use stats::EtcdStats;
 pub use store::EtcdStore;
+pub use txn_fence::TxnFence;
 
 /// The client crate this store is built on, re-exported so that your client is built
 /// with the very version this crate links.

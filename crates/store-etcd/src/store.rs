@@ -203,7 +203,7 @@ impl Inner {
     }
 
     /// `request` bounded by the request timeout, its failure mapped for `what`.
-    async fn bounded<T>(
+    pub(crate) async fn bounded<T>(
         &self,
         what: &str,
         op: Effect,

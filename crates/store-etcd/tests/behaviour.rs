@@ -15,7 +15,7 @@ use leasehold_core::{
     ClientConfig, Error, FencingToken, HolderId, Lease, LeaseClient, LeaseName, LossCause, Ttl,
     store::{CasOutcome, CasStore, LeaseRecord, Precondition, Version},
 };
-use leasehold_etcd::{EtcdConfig, EtcdStats, EtcdStore};
+use leasehold_etcd::{EtcdConfig, EtcdStats, EtcdStore, KeyFence};
 use tokio::time::Instant;
 
 fn name(s: &str) -> LeaseName {
@@ -227,7 +227,9 @@ async fn session_leases_and_the_fence_counter() {
             [TxnOp::put(format!("{}data", store.config().prefix()), "1", None)],
         )
         .await
-        .expect("fenced write while held");
+        .expect("fenced write while held")
+        .applied()
+        .expect("applied");
 
     // The session ends (as when the holder process dies): etcd deletes the record.
     let mut admin = raw.clone();
@@ -337,7 +339,9 @@ async fn fenced_transactions_follow_the_tenure() {
         store
             .fenced_txn(&fa, [TxnOp::put(data.clone(), v, None)])
             .await
-            .expect("fenced write while held");
+            .expect("fenced write while held")
+            .applied()
+            .expect("applied");
     }
     la.release().await.expect("release");
     match store
@@ -353,7 +357,9 @@ async fn fenced_transactions_follow_the_tenure() {
     store
         .fenced_txn(&fb, [TxnOp::put(data.clone(), "3", None)])
         .await
-        .expect("b writes");
+        .expect("b writes")
+        .applied()
+        .expect("applied");
     match store.fenced_txn(&fa, [TxnOp::put(data.clone(), "stale", None)]).await {
         Err(Error::FenceRejected { token }) => assert_eq!(token, FencingToken::new(1)),
         other => panic!("a stale tenure's write applied: {other:?}"),
@@ -388,6 +394,12 @@ async fn unreachable_etcd_is_unavailable() {
     assert!(matches!(write, Err(Error::Unavailable { .. })), "write: {write:?}");
     let claim = store.write(&n, &Precondition::Claimable, &held("x", 1, 1000)).await;
     assert!(matches!(claim, Err(Error::Unavailable { .. })), "claim: {claim:?}");
+    let fence = KeyFence::new("down/fenced", FencingToken::new(1)).expect("fence");
+    let fenced = store.fenced_put(&fence, "x").await;
+    assert!(
+        matches!(fenced, Err(Error::Unavailable { .. })),
+        "fenced put: {fenced:?}"
+    );
     let c = LeaseClient::new(store.clone());
     match c.try_acquire(n.as_str(), Duration::from_secs(1)).await {
         Err(e) => assert!(e.is_retryable(), "{e:?}"),
@@ -429,6 +441,15 @@ async fn a_request_that_times_out_after_sending_is_indeterminate() {
         .await
         .expect("the unanswered write applied");
     assert!(String::from_utf8_lossy(kv.value()).contains("\"me\""));
+    // A key-fenced write without its answer is indeterminate too: it applied.
+    let fenced_key = format!("{}fenced/lost-reply", store.config().prefix()).into_bytes();
+    let fence = KeyFence::new(fenced_key.clone(), FencingToken::new(3)).expect("fence");
+    let e = store.fenced_put(&fence, "v").await.expect_err("no reply can arrive");
+    assert!(e.is_indeterminate(), "{e:?}");
+    let kv = raw_get(&direct, fenced_key)
+        .await
+        .expect("the unanswered fenced write applied");
+    assert_eq!(kv.value(), fence.encode(b"v"));
     // A fenced write in the same state is indeterminate too, never a silent success.
     let c = LeaseClient::new(store.clone());
     match c.try_acquire("other", Duration::from_secs(5)).await {

@@ -80,7 +80,9 @@ async fn frozen_holder_inside_etcd() {
         store
             .fenced_txn(&fence, [TxnOp::put(format!("{data}2-new{i}"), "x", None)])
             .await
-            .expect("the new holder writes");
+            .expect("the new holder writes")
+            .applied()
+            .expect("applied");
     }
 
     resume(worker.pid).expect("resume");

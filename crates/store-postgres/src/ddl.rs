@@ -14,7 +14,7 @@
 
 use sqlx::{AssertSqlSafe, PgPool};
 
-use crate::error::{code_of, sqlstate};
+use leasehold_sql::errors::postgres::{code_of, sqlstate};
 
 /// The advisory lock every leasehold DDL transaction takes: the two-key form
 /// (`'lhld'` as a big-endian `int4`, 1), a key space apart from single-`bigint`

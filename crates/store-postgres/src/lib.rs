@@ -77,8 +77,8 @@
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
 //! use leasehold_core::LeaseClient;
-//! use leasehold_core::fence::{Dialect, FencedUpdate};
-//! use leasehold_postgres::{FencedWrite, PostgresConfig, PostgresStore, execute_fenced};
+//! use leasehold_core::fence::FencedUpdate;
+//! use leasehold_postgres::{PostgresConfig, PostgresStore, RowFence, sqlx::Postgres};
 //!
 //! let pool = sqlx::PgPool::connect("postgres://app@db-primary/app").await?;
 //! let config = PostgresConfig::new();
@@ -88,9 +88,8 @@
 //!
 //! let lease = client.acquire("payouts:2026-11-30", Duration::from_secs(30)).await?;
 //! // The protected row keeps the highest token that wrote it (`last_token`, 0 at first).
-//! let pay = FencedUpdate::new("payouts", "last_token")?.set("status")?.key("id")?.build(Dialect::Postgres)?;
-//! let write = FencedWrite::new(&pay, lease.token()).value("status", "paid").key("id", 42_i64);
-//! match execute_fenced(&pool, &write).await {
+//! let pay = RowFence::<Postgres>::update(&FencedUpdate::new("payouts", "last_token")?.set("status")?.key("id")?)?;
+//! match pay.write(lease.token()).value("status", "paid").key("id", 42_i64).execute(&pool).await {
 //!     Ok(_) => {}
 //!     Err(leasehold_core::Error::FenceRejected { .. }) => { /* a newer holder exists: stop */ }
 //!     Err(e) => return Err(e.into()),
@@ -101,15 +100,12 @@
 
 mod config;
 mod ddl;
-mod error;
-mod fenced;
 mod notify;
 mod store;
 
 pub use config::PostgresConfig;
 pub use ddl::run_ddl_serialized;
-pub use fenced::execute_fenced;
-pub use leasehold_sql::{ColumnLimits, FencedWrite, LeaseTable, SqlValue, Statements};
+pub use leasehold_sql::{ColumnLimits, LeaseTable, RowFence, RowWrite, SqlValue, Statements};
 pub use store::PostgresStore;
 
 /// The client crate this store is built on, re-exported so that your client is built

@@ -20,8 +20,9 @@ use sqlx::postgres::PgRow;
 use sqlx::{AssertSqlSafe, PgPool, Row};
 
 use crate::PostgresConfig;
-use crate::error::{Target, map_error};
 use crate::notify::Waiters;
+use leasehold_sql::errors::Target;
+use leasehold_sql::errors::postgres::map_error;
 
 /// Lease records in a Postgres table, judged on the server's clock.
 ///

@@ -57,3 +57,8 @@ async fn concurrent_claims_issue_each_token_once() {
     let name = leasehold_core::conformance::unique_name("claims");
     leasehold_sql::testing::concurrent_claims_issue_each_token_once(Arc::new(f.store.clone()), &name, 6, 10).await;
 }
+
+/// The fence cases on a row of a user's table, written with `RowFence`.
+mod fence {
+    leasehold_core::conformance::fence_tests!(leasehold_sql::testing::RowFixture::new(super::common::pool().await));
+}

@@ -6,9 +6,10 @@ mod common;
 
 use std::time::Duration;
 
-use leasehold_core::fence::{Dialect, FencedStatement, FencedUpdate};
+use leasehold_core::fence::{FencedOutcome, FencedUpdate};
 use leasehold_core::{Error, FencingToken, LeaseClient};
-use leasehold_postgres::{FencedWrite, execute_fenced};
+use leasehold_postgres::RowFence;
+use sqlx::Postgres;
 use sqlx::{PgPool, Row};
 
 async fn accounts(pool: &PgPool) -> String {
@@ -33,11 +34,18 @@ async fn row(pool: &PgPool, t: &str, id: i64) -> Option<(i64, i64)> {
     .map(|r| (r.get(0), r.get(1)))
 }
 
-async fn write(pool: &PgPool, stmt: &FencedStatement, token: u64, id: i64, amount: i64) -> leasehold_core::Result<u64> {
-    let w = FencedWrite::new(stmt, FencingToken::new(token))
+async fn write(
+    pool: &PgPool,
+    stmt: &RowFence<Postgres>,
+    token: u64,
+    id: i64,
+    amount: i64,
+) -> leasehold_core::Result<u64> {
+    let w = stmt
+        .write(FencingToken::new(token))
         .value("balance", amount)
         .key("id", id);
-    execute_fenced(pool, &w).await
+    w.execute(pool).await.map(|o| o.applied().unwrap_or(0))
 }
 
 fn rejected(r: leasehold_core::Result<u64>) -> bool {
@@ -45,15 +53,15 @@ fn rejected(r: leasehold_core::Result<u64>) -> bool {
 }
 
 #[tokio::test]
-async fn not_older_guard_accepts_the_same_token_and_refuses_older() {
+async fn increments_apply_under_the_guard_and_a_missing_row_is_refused() {
     let pool = common::pool().await;
     let t = accounts(&pool).await;
     let add = FencedUpdate::new(&t, "last_token")
         .and_then(|f| f.increment("balance"))
         .and_then(|f| f.key("id"))
-        .and_then(|f| f.build(Dialect::Postgres))
+        .and_then(|f| RowFence::<Postgres>::update(&f))
         .expect("stmt");
-    assert!(add.sql.contains("\"last_token\" <= $2"), "{}", add.sql);
+    assert!(add.sql().contains("\"last_token\" <= $2"), "{}", add.sql());
     assert_eq!(write(&pool, &add, 2, 1, -10).await.expect("token 2"), 1);
     assert_eq!(write(&pool, &add, 2, 1, -10).await.expect("token 2 again"), 1);
     assert!(
@@ -73,28 +81,6 @@ async fn not_older_guard_accepts_the_same_token_and_refuses_older() {
 }
 
 #[tokio::test]
-async fn strict_guard_refuses_the_same_token() {
-    let pool = common::pool().await;
-    let t = accounts(&pool).await;
-    let set = FencedUpdate::new(&t, "last_token")
-        .and_then(|f| f.set("balance"))
-        .and_then(|f| f.key("id"))
-        .and_then(|f| f.strict().build(Dialect::Postgres))
-        .expect("stmt");
-    assert!(set.sql.contains("\"last_token\" < $2"), "{}", set.sql);
-    assert_eq!(write(&pool, &set, 3, 1, 50).await.expect("token 3"), 1);
-    assert!(
-        rejected(write(&pool, &set, 3, 1, 60).await),
-        "strict guard accepted the same token"
-    );
-    assert!(rejected(write(&pool, &set, 2, 1, 60).await));
-    assert_eq!(row(&pool, &t, 1).await, Some((50, 3)));
-    assert_eq!(write(&pool, &set, 4, 1, 70).await.expect("token 4"), 1);
-    assert_eq!(row(&pool, &t, 1).await, Some((70, 4)));
-    common::exec(&pool, &format!("DROP TABLE \"{t}\"")).await;
-}
-
-#[tokio::test]
 async fn upsert_inserts_then_guards() {
     let pool = common::pool().await;
     let t = accounts(&pool).await;
@@ -105,7 +91,7 @@ async fn upsert_inserts_then_guards() {
             .and_then(|f| f.key("id"))
             .expect("builder");
         let b = if strict { b.strict() } else { b };
-        let up = b.build_upsert(Dialect::Postgres).expect("upsert");
+        let up = RowFence::<Postgres>::upsert(&b).expect("upsert");
         assert_eq!(write(&pool, &up, 5, id, 1).await.expect("insert"), 1);
         assert_eq!(row(&pool, &t, id).await, Some((1, 5)));
         let same = write(&pool, &up, 5, id, 2).await;
@@ -135,7 +121,7 @@ async fn a_lease_token_fences_out_the_previous_holder() {
     let set = FencedUpdate::new(&t, "last_token")
         .and_then(|f| f.set("balance"))
         .and_then(|f| f.key("id"))
-        .and_then(|f| f.build(Dialect::Postgres))
+        .and_then(|f| RowFence::<Postgres>::update(&f))
         .expect("stmt");
     let la = a.acquire("fence/ledger", Duration::from_secs(5)).await.expect("a");
     let old = la.token();
@@ -165,49 +151,37 @@ async fn bad_fenced_writes_are_typed_errors() {
         .and_then(|f| f.set("balance"))
         .and_then(|f| f.key("id"))
         .expect("builder");
-    let pg = set.build(Dialect::Postgres).expect("pg");
+    let pg = RowFence::<Postgres>::update(&set).expect("pg");
     // A value missing: refused before sending.
-    let incomplete = FencedWrite::new(&pg, FencingToken::new(1)).key("id", 1_i64);
+    let incomplete = pg.write(FencingToken::new(1)).key("id", 1_i64);
     assert!(matches!(
-        execute_fenced(&pool, &incomplete).await,
-        Err(Error::InvalidInput { .. })
-    ));
-    // A statement for another dialect.
-    let lite = set.build(Dialect::Sqlite).expect("sqlite");
-    let w = FencedWrite::new(&lite, FencingToken::new(1))
-        .value("balance", 1_i64)
-        .key("id", 1_i64);
-    assert!(matches!(
-        execute_fenced(&pool, &w).await,
+        incomplete.execute(&pool).await,
         Err(Error::InvalidInput { .. })
     ));
     // A table that does not exist.
     let missing = FencedUpdate::new("lh_no_such_table", "last_token")
         .and_then(|f| f.set("balance"))
         .and_then(|f| f.key("id"))
-        .and_then(|f| f.build(Dialect::Postgres))
+        .and_then(|f| RowFence::<Postgres>::update(&f))
         .expect("stmt");
-    let w = FencedWrite::new(&missing, FencingToken::new(1))
+    let w = missing
+        .write(FencingToken::new(1))
         .value("balance", 1_i64)
         .key("id", 1_i64);
-    assert!(matches!(
-        execute_fenced(&pool, &w).await,
-        Err(Error::Misconfigured { .. })
-    ));
+    assert!(matches!(w.execute(&pool).await, Err(Error::Misconfigured { .. })));
     // A value of the wrong type for the column: the database refuses it.
-    let w = FencedWrite::new(&pg, FencingToken::new(1))
-        .value("balance", "lots")
-        .key("id", 1_i64);
+    let w = pg.write(FencingToken::new(1)).value("balance", "lots").key("id", 1_i64);
     assert!(matches!(
-        execute_fenced(&pool, &w).await,
+        w.execute(&pool).await,
         Err(Error::Misconfigured { .. } | Error::InvalidInput { .. })
     ));
     // Inside the caller's transaction: rolled back with it.
     let mut tx = pool.begin().await.expect("begin");
-    let w = FencedWrite::new(&pg, FencingToken::new(7))
+    let w = pg
+        .write(FencingToken::new(7))
         .value("balance", 999_i64)
         .key("id", 1_i64);
-    assert_eq!(execute_fenced(&mut *tx, &w).await.expect("in tx"), 1);
+    assert_eq!(w.execute(&mut *tx).await.expect("in tx"), FencedOutcome::Applied(1));
     tx.rollback().await.expect("rollback");
     assert_eq!(row(&pool, &t, 1).await, Some((100, 0)), "nothing changed");
     common::exec(&pool, &format!("DROP TABLE \"{t}\"")).await;

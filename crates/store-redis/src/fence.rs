@@ -2,15 +2,17 @@
 //! the resource's high-water mark and writes, in one atomic step (rule 4 of docs/DESIGN.md).
 //!
 //! A resource is a Redis hash; its high-water mark is one field of that hash
-//! ([`FencedWrite::DEFAULT_MARK_FIELD`] unless chosen), so the mark and the data can
+//! ([`HashFence::DEFAULT_MARK_FIELD`] unless chosen), so the mark and the data can
 //! never be written apart. The guard is [`FenceMode::NotOlder`] (`mark <= token`, many
-//! writes per tenure) unless [`FencedWrite::strict`] asks for `mark < token` (one write
-//! per grant). A refused write changes nothing and is [`Error::FenceRejected`].
+//! writes per tenure) unless [`HashFence::strict`] asks for `mark < token` (one write
+//! per grant). This is the Redis side of the contract in [`leasehold_core::fence`]: an
+//! applied write is [`FencedOutcome::Applied`] (always: Redis has no caller condition),
+//! a refused one changes nothing and is [`Error::FenceRejected`].
 
 use std::collections::HashSet;
 use std::time::Duration;
 
-use leasehold_core::fence::FenceMode;
+use leasehold_core::fence::{FenceMode, FencedOutcome, rejected};
 use leasehold_core::{Error, FencingToken, Result};
 use redis::aio::ConnectionLike;
 
@@ -42,43 +44,49 @@ impl Op {
 /// A write to one Redis hash that applies only if the writer's token is not older than
 /// the hash's high-water mark, checked and written in one script (rule 4 of docs/DESIGN.md).
 ///
-/// The mark is a field of the same hash ([`FencedWrite::DEFAULT_MARK_FIELD`] unless
-/// [`FencedWrite::mark_field`] names another), so mark and data are never written
+/// The mark is a field of the same hash ([`HashFence::DEFAULT_MARK_FIELD`] unless
+/// [`HashFence::mark_field`] names another), so mark and data are never written
 /// apart. The guard is [`FenceMode::NotOlder`] (`mark <= token`: many writes per
-/// tenure) unless [`FencedWrite::strict`] asks for `mark < token` (one write per
-/// grant). A refused write changes nothing and is [`Error::FenceRejected`]. All
-/// operations of one write apply together or not at all.
+/// tenure) unless [`HashFence::strict`] asks for `mark < token` (one write per
+/// grant). An applied write is [`FencedOutcome::Applied`] with a [`HashWrite`] (Redis
+/// has no caller condition, so never [`FencedOutcome::ConditionFailed`]); a refused
+/// write changes nothing and is [`Error::FenceRejected`]. All operations of one write
+/// apply together or not at all.
 ///
 /// ```no_run
 /// # async fn demo(mut conn: redis::aio::ConnectionManager, lease: leasehold_core::Lease) -> leasehold_core::Result<()> {
-/// use leasehold_redis::FencedWrite;
-/// let outcome = FencedWrite::new("ledger:acct-7")
+/// use leasehold_redis::{FencedOutcome, HashFence};
+/// let outcome = HashFence::new("ledger:acct-7")
 ///     .incr("balance", -250)
 ///     .set("last_payout", "2026-11-30")
 ///     .apply(&mut conn, lease.token())
 ///     .await?; // Err(Error::FenceRejected { .. }) if a newer holder has written
-/// assert_eq!(outcome.counters.len(), 1);
+/// let FencedOutcome::Applied(write) = outcome else {
+///     unreachable!("a Redis fenced write has no caller condition")
+/// };
+/// assert_eq!(write.counters.len(), 1);
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FencedWrite {
+pub struct HashFence {
     key: String,
     mark_field: String,
     mode: FenceMode,
     ops: Vec<Op>,
 }
 
-/// What an applied fenced write saw and did.
+/// What an applied [`HashFence`] write saw and did: the output in its
+/// [`FencedOutcome::Applied`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FencedOutcome {
+pub struct HashWrite {
     /// The high-water mark before this write ([`FencingToken::ZERO`] if none).
     pub previous_mark: FencingToken,
-    /// The new value of each [`FencedWrite::incr`] field, in the order added.
+    /// The new value of each [`HashFence::incr`] field, in the order added.
     pub counters: Vec<(String, i64)>,
 }
 
-impl FencedWrite {
-    /// The field that holds the high-water mark unless [`FencedWrite::mark_field`] is set.
+impl HashFence {
+    /// The field that holds the high-water mark unless [`HashFence::mark_field`] is set.
     pub const DEFAULT_MARK_FIELD: &'static str = "_fence_token";
 
     /// A fenced write to the hash at `key`.
@@ -172,7 +180,9 @@ impl FencedWrite {
         Ok(())
     }
 
-    /// Applies the write with `token` through `conn`: one `EVALSHA`.
+    /// Applies the write with `token` through `conn`: one `EVALSHA` (once the script is
+    /// in the server's cache: [`crate::RedisStore::provision`]). Always
+    /// [`FencedOutcome::Applied`] when it returns `Ok`.
     ///
     /// # Errors
     /// - [`Error::FenceRejected`]: the resource has seen a newer token (or, strict,
@@ -183,7 +193,7 @@ impl FencedWrite {
     ///   written twice or named like the mark, an increment above [`MAX_INCREMENT`].
     /// - [`Error::Indeterminate`]: sent without an answer; the write may have applied.
     /// - [`Error::Unavailable`], [`Error::Misconfigured`] as for the store.
-    pub async fn apply<C>(&self, conn: &mut C, token: FencingToken) -> Result<FencedOutcome>
+    pub async fn apply<C>(&self, conn: &mut C, token: FencingToken) -> Result<FencedOutcome<HashWrite>>
     where
         C: ConnectionLike + Send,
     {
@@ -195,7 +205,7 @@ impl FencedWrite {
         conn: &mut C,
         token: FencingToken,
         timeout: Option<Duration>,
-    ) -> Result<FencedOutcome>
+    ) -> Result<FencedOutcome<HashWrite>>
     where
         C: ConnectionLike + Send,
     {
@@ -232,13 +242,13 @@ impl FencedWrite {
                     })?;
                     counters.push((f, v));
                 }
-                Ok(FencedOutcome {
+                Ok(FencedOutcome::Applied(HashWrite {
                     previous_mark,
                     counters,
-                })
+                }))
             }
-            // Zero rows: counts the refusal in the `leasehold_fence_rejections_total` metric.
-            "rejected" => leasehold_core::fence::check_rows(0, token).and(Err(Error::FenceRejected { token })),
+            // Counted in the `leasehold_fence_rejections_total` metric.
+            "rejected" => Err(rejected(token)),
             "corrupt" => Err(reply.corrupt(&self.key)),
             other => Err(crate::error::bad_reply(
                 Effect::Write,
@@ -291,23 +301,23 @@ mod tests {
     #[test]
     fn bad_writes_are_refused_before_sending() {
         let t = FencingToken::new(3);
-        assert!(FencedWrite::new("k").set("a", "1").validate(t).is_ok());
-        assert!(FencedWrite::new("k").validate(FencingToken::ZERO).is_err());
-        assert!(FencedWrite::new("k").validate(FencingToken::new(u64::MAX)).is_err());
-        assert!(FencedWrite::new("").set("a", "1").validate(t).is_err());
-        assert!(FencedWrite::new("k").set("a", "1").incr("a", 1).validate(t).is_err());
-        assert!(FencedWrite::new("k").set("_fence_token", "1").validate(t).is_err());
+        assert!(HashFence::new("k").set("a", "1").validate(t).is_ok());
+        assert!(HashFence::new("k").validate(FencingToken::ZERO).is_err());
+        assert!(HashFence::new("k").validate(FencingToken::new(u64::MAX)).is_err());
+        assert!(HashFence::new("").set("a", "1").validate(t).is_err());
+        assert!(HashFence::new("k").set("a", "1").incr("a", 1).validate(t).is_err());
+        assert!(HashFence::new("k").set("_fence_token", "1").validate(t).is_err());
         assert!(
-            FencedWrite::new("k")
+            HashFence::new("k")
                 .mark_field("m")
                 .set("_fence_token", "1")
                 .validate(t)
                 .is_ok()
         );
-        assert!(FencedWrite::new("k").incr("n", MAX_INCREMENT).validate(t).is_ok());
-        assert!(FencedWrite::new("k").incr("n", -MAX_INCREMENT).validate(t).is_ok());
-        assert!(FencedWrite::new("k").incr("n", MAX_INCREMENT + 1).validate(t).is_err());
-        assert!(FencedWrite::new("k").incr("n", i64::MIN).validate(t).is_err());
-        assert!(FencedWrite::new("k").mark_field("").validate(t).is_err());
+        assert!(HashFence::new("k").incr("n", MAX_INCREMENT).validate(t).is_ok());
+        assert!(HashFence::new("k").incr("n", -MAX_INCREMENT).validate(t).is_ok());
+        assert!(HashFence::new("k").incr("n", MAX_INCREMENT + 1).validate(t).is_err());
+        assert!(HashFence::new("k").incr("n", i64::MIN).validate(t).is_err());
+        assert!(HashFence::new("k").mark_field("").validate(t).is_err());
     }
 }

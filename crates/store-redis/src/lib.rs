@@ -30,7 +30,7 @@
 //! # async fn demo() -> leasehold_core::Result<()> {
 //! use std::time::Duration;
 //! use leasehold_core::{ClientConfig, LeaseClient};
-//! use leasehold_redis::{FencedWrite, RedisConfig, RedisStore};
+//! use leasehold_redis::{HashFence, RedisConfig, RedisStore};
 //!
 //! let client = redis::Client::open("redis://127.0.0.1:6379/")
 //!     .map_err(|e| leasehold_core::Error::invalid("redis url", e.to_string()))?;
@@ -38,10 +38,12 @@
 //! let leases = LeaseClient::efficiency_only(store.clone(), ClientConfig::default())?;
 //!
 //! let lease = leases.acquire("reports:daily", Duration::from_secs(30)).await?;
-//! // Every protected write carries the token; a stale holder's write is refused.
-//! store
-//!     .fenced_write(&FencedWrite::new("reports:state").set("last_run", "2026-11-30"), lease.token())
+//! // Every protected write carries the token; a stale holder's write is refused
+//! // (`Error::FenceRejected`), and one that passes is `FencedOutcome::Applied`.
+//! let outcome = store
+//!     .fenced_write(&HashFence::new("reports:state").set("last_run", "2026-11-30"), lease.token())
 //!     .await?;
+//! assert!(outcome.is_applied(), "Redis has no caller condition");
 //! lease.release().await?;
 //! # Ok(()) }
 //! ```
@@ -68,12 +70,14 @@
 //! | a refused acquire | the conflict reply names the holder, its token and its `PTTL` (how long to wait) | 1 |
 //! | read | the record and its `PTTL` | 1 |
 //! | conflict | any write whose check fails returns the current record and its `PTTL` in the same reply | (same call) |
-//! | fenced write ([`FencedWrite`]) | compares the token with the hash's high-water mark, writes the fields and the mark | 1 |
+//! | fenced write ([`HashFence`]) | compares the token with the hash's high-water mark, writes the fields and the mark; a refusal is [`leasehold_core::Error::FenceRejected`] | 1 |
 //!
 //! `tests/round_trips.rs` counts these at the server (`MONITOR` on a dedicated Redis,
 //! script-internal commands excluded): acquire, renewal, release, re-acquire, read, a
-//! refused attempt, a takeover of an expired lease and a fenced write are each exactly
-//! one `EVALSHA` on the wire.
+//! refused attempt and a takeover of an expired lease are each exactly one `EVALSHA` on
+//! the wire. A fenced write is counted by the core's fence conformance cases
+//! (`tests/conformance.rs`), below the library (every command the connection sends):
+//! one per write, applied or refused.
 //!
 //! Versions come from a per-name write counter that never goes back (and carries an
 //! epoch, so a counter recreated after data loss never repeats a version). Tokens come
@@ -145,8 +149,8 @@ mod scripts;
 mod store;
 
 pub use config::{KeyLayout, RedisConfig};
-pub use fence::{FencedOutcome, FencedWrite, MAX_INCREMENT, read_high_water};
-pub use leasehold_core::fence::FenceMode;
+pub use fence::{HashFence, HashWrite, MAX_INCREMENT, read_high_water};
+pub use leasehold_core::fence::{FenceMode, FencedOutcome};
 pub use store::RedisStore;
 
 /// The client crate this store is built on, re-exported so that your client is built

@@ -7,6 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leasehold_core::{
     Error, FencingToken, LeaseName, Result,
+    fence::FencedOutcome,
     store::{
         Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Precondition,
         Stored, Version,
@@ -17,7 +18,7 @@ use redis::aio::{ConnectionLike, ConnectionManager};
 
 use crate::config::{KeyLayout, RedisConfig};
 use crate::error::{self, Effect};
-use crate::fence::{FencedOutcome, FencedWrite};
+use crate::fence::{HashFence, HashWrite};
 use crate::notify::Notifier;
 use crate::reply::Reply;
 use crate::scripts::{self, DELETE_SCRIPT, READ_SCRIPT, SEED_SCRIPT, WRITE_SCRIPT};
@@ -173,11 +174,11 @@ where
         }
     }
 
-    /// Applies a fenced write through this store's connection (see [`FencedWrite`]).
+    /// Applies a fenced write through this store's connection (see [`HashFence`]).
     ///
     /// # Errors
-    /// As [`FencedWrite::apply`].
-    pub async fn fenced_write(&self, write: &FencedWrite, token: FencingToken) -> Result<FencedOutcome> {
+    /// As [`HashFence::apply`].
+    pub async fn fenced_write(&self, write: &HashFence, token: FencingToken) -> Result<FencedOutcome<HashWrite>> {
         let mut conn = self.conn.clone();
         write.apply_with_timeout(&mut conn, token, self.call_timeout).await
     }

@@ -9,7 +9,7 @@ use leasehold_core::{
     AcquireOutcome, ClientConfig, Error, FencingToken, HolderId, LeaseClient, LeaseName, Ttl,
     store::{CasOutcome, CasStore, LeaseRecord, Precondition},
 };
-use leasehold_redis::{FencedWrite, RedisConfig, RedisStore, read_high_water};
+use leasehold_redis::{HashFence, RedisConfig, RedisStore, read_high_water};
 use redis::aio::{ConnectionManagerConfig, MultiplexedConnection};
 use support::{OwnRedis, Persistence, Proxy, ProxyMode};
 
@@ -195,16 +195,16 @@ async fn fenced_writes_on_bad_data_are_refused_whole() {
 
     let string_key = format!("{p}string");
     run(&mut admin, &["SET", &string_key, "x", "EX", "600"]).await;
-    let r = FencedWrite::new(&string_key).set("a", "1").apply(&mut admin, t).await;
+    let r = HashFence::new(&string_key).set("a", "1").apply(&mut admin, t).await;
     assert!(is_corrupt(&r), "{r:?}");
-    let r = read_high_water(&mut admin, &string_key, FencedWrite::DEFAULT_MARK_FIELD).await;
+    let r = read_high_water(&mut admin, &string_key, HashFence::DEFAULT_MARK_FIELD).await;
     assert!(is_corrupt(&r), "{r:?}");
 
     let bad_mark = format!("{p}bad-mark");
     run(&mut admin, &["HSET", &bad_mark, "_fence_token", "soon", "a", "0"]).await;
-    let r = FencedWrite::new(&bad_mark).set("a", "1").apply(&mut admin, t).await;
+    let r = HashFence::new(&bad_mark).set("a", "1").apply(&mut admin, t).await;
     assert!(is_corrupt(&r), "{r:?}");
-    let r = read_high_water(&mut admin, &bad_mark, FencedWrite::DEFAULT_MARK_FIELD).await;
+    let r = read_high_water(&mut admin, &bad_mark, HashFence::DEFAULT_MARK_FIELD).await;
     assert!(is_corrupt(&r), "{r:?}");
 
     // The set comes first in the list, the bad incr second: nothing at all is written.
@@ -215,7 +215,7 @@ async fn fenced_writes_on_bad_data_are_refused_whole() {
     )
     .await;
     let before = support::hgetall(&mut admin, &bad_field).await;
-    let r = FencedWrite::new(&bad_field)
+    let r = HashFence::new(&bad_field)
         .set("a", "1")
         .incr("n", 1)
         .apply(&mut admin, t)
@@ -224,9 +224,9 @@ async fn fenced_writes_on_bad_data_are_refused_whole() {
     assert_eq!(support::hgetall(&mut admin, &bad_field).await, before);
 
     // Input refused before sending.
-    let r = FencedWrite::new(&bad_field).apply(&mut admin, FencingToken::ZERO).await;
+    let r = HashFence::new(&bad_field).apply(&mut admin, FencingToken::ZERO).await;
     assert!(matches!(r, Err(Error::InvalidInput { .. })), "{r:?}");
-    let r = FencedWrite::new(&bad_field)
+    let r = HashFence::new(&bad_field)
         .apply(&mut admin, FencingToken::new(u64::MAX))
         .await;
     assert!(matches!(r, Err(Error::InvalidInput { .. })), "{r:?}");
@@ -314,13 +314,14 @@ async fn a_script_missing_from_the_cache_is_reloaded_and_runs_once() {
         FencingToken::new(10)
     );
     flush(&mut admin).await;
-    store
-        .fenced_write(&FencedWrite::new("res").set("a", "1"), FencingToken::new(1))
+    let out = store
+        .fenced_write(&HashFence::new("res").set("a", "1"), FencingToken::new(1))
         .await
         .expect("fenced write after flush");
+    assert!(out.is_applied(), "{out:?}");
     flush(&mut admin).await;
     assert_eq!(
-        read_high_water(&mut admin, "res", FencedWrite::DEFAULT_MARK_FIELD)
+        read_high_water(&mut admin, "res", HashFence::DEFAULT_MARK_FIELD)
             .await
             .expect("mark after flush"),
         FencingToken::new(1)
@@ -384,7 +385,7 @@ async fn a_connection_dropped_after_sending_is_indeterminate_never_a_grant() {
     let mut conn = support::admin(&proxy.url()).await;
     let resource = format!("{prefix}resource");
     proxy.set_mode(ProxyMode::DropReply);
-    let r = FencedWrite::new(&resource)
+    let r = HashFence::new(&resource)
         .incr("n", 1)
         .apply(&mut conn, FencingToken::new(3))
         .await;

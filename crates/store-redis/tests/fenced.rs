@@ -1,30 +1,45 @@
-//! Fenced writes on Redis hashes: the token check and the write are one atomic step,
-//! in both guard modes, and a refusal changes nothing.
+//! Fenced writes on Redis hashes, what the core's fence conformance cases
+//! (`tests/conformance.rs`) do not cover: the outcome's previous mark and counters, a
+//! chosen mark field, deletes, numeric comparison of marks, and racing writers.
 
 mod support;
 
 use std::sync::Arc;
 
 use leasehold_core::{Error, FencingToken};
-use leasehold_redis::{FenceMode, FencedWrite, read_high_water};
+use leasehold_redis::{FenceMode, FencedOutcome, HashFence, HashWrite, read_high_water};
 
 fn t(n: u64) -> FencingToken {
     FencingToken::new(n)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn not_older_accepts_the_same_token_again_and_refuses_an_older_one() {
-    let mut conn = support::admin(&support::shared_url()).await;
-    let key = format!("{}acct", support::unique_prefix("fenced-le"));
-    let pay = |n: i64| FencedWrite::new(&key).incr("balance", n).set("memo", format!("{n}"));
+/// The output of a write that must have applied (a Redis fenced write has no caller
+/// condition, so every `Ok` is `Applied`).
+fn applied(r: leasehold_core::Result<FencedOutcome<HashWrite>>, what: &str) -> HashWrite {
+    match r {
+        Ok(FencedOutcome::Applied(w)) => w,
+        Ok(FencedOutcome::ConditionFailed(())) => panic!("{what}: a Redis fenced write has no caller condition"),
+        Err(e) => panic!("{what}: {e}"),
+    }
+}
 
-    let first = pay(100).apply(&mut conn, t(3)).await.expect("first write");
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_applied_write_reports_the_previous_mark_and_the_new_counters() {
+    let mut conn = support::admin(&support::shared_url()).await;
+    let key = format!("{}acct", support::unique_prefix("fenced-counters"));
+    let pay = |n: i64| HashFence::new(&key).incr("balance", n).set("memo", format!("{n}"));
+
+    let first = applied(pay(100).apply(&mut conn, t(3)).await, "first write");
     assert_eq!(first.previous_mark, FencingToken::ZERO);
     assert_eq!(first.counters, vec![("balance".to_owned(), 100)]);
-    let again = pay(-30).apply(&mut conn, t(3)).await.expect("same tenure writes again");
+    let again = applied(pay(-30).apply(&mut conn, t(3)).await, "same tenure");
     assert_eq!(again.previous_mark, t(3));
     assert_eq!(again.counters, vec![("balance".to_owned(), 70)]);
+    let newer = applied(pay(5).apply(&mut conn, t(9)).await, "a newer token");
+    assert_eq!(newer.previous_mark, t(3));
+    assert_eq!(newer.counters, vec![("balance".to_owned(), 75)]);
 
+    // A refused write leaves every field as it was, the incremented one included.
     let before = support::hgetall(&mut conn, &key).await;
     match pay(1_000).apply(&mut conn, t(2)).await {
         Err(Error::FenceRejected { token }) => assert_eq!(token, t(2)),
@@ -35,19 +50,12 @@ async fn not_older_accepts_the_same_token_again_and_refuses_an_older_one() {
         before,
         "a refused write changed data"
     );
-
-    let newer = pay(5).apply(&mut conn, t(9)).await.expect("a newer token writes");
-    assert_eq!(newer.previous_mark, t(3));
-    assert!(matches!(
-        pay(1).apply(&mut conn, t(3)).await,
-        Err(Error::FenceRejected { .. })
-    ));
     let data = support::hgetall(&mut conn, &key).await;
     assert_eq!(data.get("balance").map(String::as_str), Some("75"));
     assert_eq!(data.get("memo").map(String::as_str), Some("5"));
     assert_eq!(data.get("_fence_token").map(String::as_str), Some("9"));
     assert_eq!(
-        read_high_water(&mut conn, &key, FencedWrite::DEFAULT_MARK_FIELD)
+        read_high_water(&mut conn, &key, HashFence::DEFAULT_MARK_FIELD)
             .await
             .expect("mark"),
         t(9)
@@ -56,41 +64,44 @@ async fn not_older_accepts_the_same_token_again_and_refuses_an_older_one() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn strict_mode_accepts_each_token_once() {
+async fn a_chosen_mark_field_holds_the_mark_and_del_removes_a_field() {
     let mut conn = support::admin(&support::shared_url()).await;
-    let key = format!("{}deploy", support::unique_prefix("fenced-lt"));
+    let key = format!("{}deploy", support::unique_prefix("fenced-mark-field"));
+    assert_eq!(
+        HashFence::new(&key).strict(),
+        HashFence::new(&key).mode(FenceMode::Newer),
+        "strict() is the Newer mode"
+    );
     let deploy = |v: &str| {
-        FencedWrite::new(&key)
+        HashFence::new(&key)
             .mark_field("epoch")
             .strict()
             .set("version", v.to_owned())
     };
-    deploy("v1").apply(&mut conn, t(1)).await.expect("first grant writes");
-    assert!(matches!(
-        deploy("v1-again").apply(&mut conn, t(1)).await,
-        Err(Error::FenceRejected { .. })
-    ));
-    assert!(matches!(
-        deploy("v0").apply(&mut conn, t(0).next()).await,
-        Err(Error::FenceRejected { .. })
-    ));
-    deploy("v2").apply(&mut conn, t(2)).await.expect("next grant writes");
+    applied(deploy("v1").apply(&mut conn, t(1)).await, "first grant");
+    applied(deploy("v2").apply(&mut conn, t(2)).await, "next grant");
     let data = support::hgetall(&mut conn, &key).await;
     assert_eq!(data.get("version").map(String::as_str), Some("v2"));
     assert_eq!(data.get("epoch").map(String::as_str), Some("2"));
-    assert!(!data.contains_key(FencedWrite::DEFAULT_MARK_FIELD));
+    assert!(!data.contains_key(HashFence::DEFAULT_MARK_FIELD));
     assert_eq!(
-        FencedWrite::new(&key)
-            .mark_field("epoch")
-            .mode(FenceMode::NotOlder)
-            .del("version")
-            .apply(&mut conn, t(2))
+        read_high_water(&mut conn, &key, HashFence::DEFAULT_MARK_FIELD)
             .await
-            .expect("NotOlder with the same token")
-            .previous_mark,
-        t(2)
+            .expect("default mark field"),
+        FencingToken::ZERO,
+        "the default mark field was never written"
     );
-    assert!(!support::hgetall(&mut conn, &key).await.contains_key("version"));
+
+    let removed = HashFence::new(&key)
+        .mark_field("epoch")
+        .mode(FenceMode::NotOlder)
+        .del("version")
+        .apply(&mut conn, t(2))
+        .await;
+    assert_eq!(applied(removed, "a delete").previous_mark, t(2));
+    let data = support::hgetall(&mut conn, &key).await;
+    assert!(!data.contains_key("version"), "{data:?}");
+    assert_eq!(read_high_water(&mut conn, &key, "epoch").await.expect("mark"), t(2));
     let _: () = redis::cmd("DEL").arg(&key).query_async(&mut conn).await.expect("DEL");
 }
 
@@ -98,21 +109,21 @@ async fn strict_mode_accepts_each_token_once() {
 async fn marks_compare_as_numbers_not_strings() {
     let mut conn = support::admin(&support::shared_url()).await;
     let key = format!("{}num", support::unique_prefix("fenced-num"));
-    let w = || FencedWrite::new(&key).incr("n", 1);
-    w().apply(&mut conn, t(10)).await.expect("10");
+    let w = || HashFence::new(&key).incr("n", 1);
+    applied(w().apply(&mut conn, t(10)).await, "10");
     // "9" > "10" as strings; as tokens it is older.
     assert!(matches!(
         w().apply(&mut conn, t(9)).await,
         Err(Error::FenceRejected { .. })
     ));
     let big = FencingToken::new(u64::try_from(i64::MAX).expect("fits"));
-    w().apply(&mut conn, big).await.expect("the largest token");
+    applied(w().apply(&mut conn, big).await, "the largest token");
     assert!(matches!(
         w().apply(&mut conn, FencingToken::new(9_007_199_254_740_993)).await,
         Err(Error::FenceRejected { .. })
     ));
     assert_eq!(
-        read_high_water(&mut conn, &key, FencedWrite::DEFAULT_MARK_FIELD)
+        read_high_water(&mut conn, &key, HashFence::DEFAULT_MARK_FIELD)
             .await
             .expect("mark"),
         big,
@@ -132,14 +143,15 @@ async fn racing_writers_with_different_tokens_never_let_an_older_one_in_after_a_
         tasks.push(tokio::spawn(async move {
             let mut applied = 0u64;
             for i in 0..20 {
-                let w = FencedWrite::new(key.as_str())
+                let w = HashFence::new(key.as_str())
                     .incr("applied", 1)
                     .set(format!("t{token}:{i}"), "1");
                 match w.apply(&mut conn, FencingToken::new(token)).await {
-                    Ok(out) => {
+                    Ok(FencedOutcome::Applied(out)) => {
                         assert!(out.previous_mark.get() <= token, "{out:?} for token {token}");
                         applied += 1;
                     }
+                    Ok(FencedOutcome::ConditionFailed(())) => panic!("a Redis fenced write has no caller condition"),
                     Err(Error::FenceRejected { .. }) => {}
                     Err(e) => panic!("{e}"),
                 }

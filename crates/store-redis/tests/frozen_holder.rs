@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use leasehold_core::testing::process::{freeze, kill9, poll, process_state, resume};
 use leasehold_core::{ClientConfig, FencingToken, LeaseClient};
-use leasehold_redis::{FencedWrite, RedisConfig, RedisStore};
+use leasehold_redis::{HashFence, RedisConfig, RedisStore};
 
 const TTL_MS: u64 = 500;
 
@@ -119,10 +119,11 @@ async fn a_frozen_holder_is_fenced_off_after_a_takeover() {
         "A must still be frozen at the takeover"
     );
     for i in 1..=3 {
-        let w = FencedWrite::new(&resource)
+        let w = HashFence::new(&resource)
             .incr("count", 1)
             .set(format!("w:B:{i}"), b.token().to_string());
-        store.fenced_write(&w, b.token()).await.expect("B's write applies");
+        let out = store.fenced_write(&w, b.token()).await.expect("B's write applies");
+        assert!(out.is_applied(), "{out:?}");
     }
     let at_takeover = support::hgetall(&mut admin, &resource).await;
     let a_before = label_seqs(&at_takeover, "A");
@@ -172,7 +173,7 @@ async fn a_frozen_holder_is_fenced_off_after_a_takeover() {
         "count and entries disagree: a lost or duplicated effect"
     );
     assert_eq!(
-        data.get(FencedWrite::DEFAULT_MARK_FIELD),
+        data.get(HashFence::DEFAULT_MARK_FIELD),
         Some(&b.token().to_string()),
         "the high-water mark is B's token"
     );

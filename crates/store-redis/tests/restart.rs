@@ -9,7 +9,7 @@ use std::time::Duration;
 use leasehold_core::{
     AcquireOutcome, ClientConfig, Error, FencingToken, LeaseClient, LeaseName, LossCause, store::CasStore,
 };
-use leasehold_redis::{FencedWrite, RedisConfig, RedisStore, read_high_water};
+use leasehold_redis::{HashFence, RedisConfig, RedisStore, read_high_water};
 use redis::aio::ConnectionManagerConfig;
 use support::{OwnRedis, Persistence};
 
@@ -74,25 +74,28 @@ async fn a_restart_without_persistence_loses_the_lease_and_resets_tokens_and_the
     let shared_url = support::shared_url();
     let mut shared = support::admin(&shared_url).await;
     let resource = format!("{}resource", support::unique_prefix("restart"));
-    let write = |tag: &str| {
-        FencedWrite::new(&resource)
-            .incr("payouts", 1)
-            .set("last", tag.to_owned())
-    };
+    let write = |tag: &str| HashFence::new(&resource).incr("payouts", 1).set("last", tag.to_owned());
 
     // Tokens 1..3 come and go; token 4 is held and writes.
     for expected in 1..=3 {
         let l = grant(&leases, name, Duration::from_secs(2)).await;
         assert_eq!(l.token(), FencingToken::new(expected));
-        write(&format!("t{expected}"))
+        let out = write(&format!("t{expected}"))
             .apply(&mut shared, l.token())
             .await
             .expect("write");
+        assert!(out.is_applied(), "{out:?}");
         l.release().await.expect("release");
     }
     let held = grant(&leases, name, Duration::from_millis(1200)).await;
     assert_eq!(held.token(), FencingToken::new(4));
-    write("t4").apply(&mut shared, held.token()).await.expect("write t4");
+    assert!(
+        write("t4")
+            .apply(&mut shared, held.token())
+            .await
+            .expect("write t4")
+            .is_applied()
+    );
 
     // Restart while the lease is held.
     redis.kill9();
@@ -145,7 +148,7 @@ async fn a_restart_without_persistence_loses_the_lease_and_resets_tokens_and_the
         "a refused write changed data"
     );
     assert_eq!(
-        read_high_water(&mut shared, &resource, FencedWrite::DEFAULT_MARK_FIELD)
+        read_high_water(&mut shared, &resource, HashFence::DEFAULT_MARK_FIELD)
             .await
             .expect("mark"),
         FencingToken::new(4)
@@ -159,7 +162,7 @@ async fn a_restart_without_persistence_loses_the_lease_and_resets_tokens_and_the
     // The way out: seed the counter from the resource's high-water mark; the next
     // grant is above it and writes again.
     again.release().await.expect("release");
-    let mark = read_high_water(&mut shared, &resource, FencedWrite::DEFAULT_MARK_FIELD)
+    let mark = read_high_water(&mut shared, &resource, HashFence::DEFAULT_MARK_FIELD)
         .await
         .expect("mark");
     let seeded = store.seed_fence_counter(&lease_name, mark).await.expect("seed");
@@ -173,7 +176,9 @@ async fn a_restart_without_persistence_loses_the_lease_and_resets_tokens_and_the
     let out = write("after-seed")
         .apply(&mut shared, next.token())
         .await
-        .expect("write after seed");
+        .expect("write after seed")
+        .applied()
+        .expect("a Redis fenced write has no caller condition");
     assert_eq!(out.previous_mark, FencingToken::new(4));
     assert_eq!(
         out.counters,

@@ -2,14 +2,14 @@
 //!
 //! Leases and fencing tokens on Amazon S3 (or an S3-compatible server) through
 //! conditional writes, with no other service to run: [`S3Store`] implements
-//! [`leasehold_core::store::CasStore`], and [`FencedManifest`] fences commits of data kept in the
+//! [`leasehold_core::store::CasStore`], and [`ManifestFence`] fences commits of data kept in the
 //! bucket itself.
 //!
 //! ```no_run
 //! # async fn demo() -> leasehold_core::Result<()> {
 //! use std::time::Duration;
-//! use leasehold_core::LeaseClient;
-//! use leasehold_s3::{Commit, S3Store, S3Config};
+//! use leasehold_core::{LeaseClient, fence::FencedOutcome};
+//! use leasehold_s3::{S3Store, S3Config};
 //!
 //! // On AWS: aws_sdk_s3::Client::new(&aws_config::load_defaults(BehaviorVersion::latest()).await)
 //! let client = leasehold_s3::local_client("http://127.0.0.1:55000");
@@ -24,8 +24,8 @@
 //! let base = manifest.fence(lease.token()).await?; // older holders are refused from now on
 //! // ... write data/v0042.parquet under a new key, then:
 //! match manifest.commit(lease.token(), Some(&base), b"data/v0042.parquet".to_vec()).await {
-//!     Ok(Commit::Committed(_)) => {}
-//!     Ok(Commit::Conflict(_)) => { /* same tenure raced: rebase, retry */ }
+//!     Ok(FencedOutcome::Applied(_)) => {}
+//!     Ok(FencedOutcome::ConditionFailed(_)) => { /* same tenure raced: rebase, retry */ }
 //!     Err(leasehold_core::Error::FenceRejected { .. }) => { /* lost the lease: stop */ }
 //!     Err(e) => return Err(e),
 //! }
@@ -88,14 +88,19 @@
 //! [`leasehold_core::Error::InvalidInput`].
 //!
 //! ## Fenced commits on data in the bucket
-//! A lease only limits who *starts*. [`FencedManifest`] makes the commit itself the fence:
-//! a manifest object carries the token of the writer that committed it, and a commit is a
-//! PutObject with `If-Match` on the ETag of the manifest the writer based its work on
-//! (`If-None-Match: *` for the first), sent only if that manifest's token is not newer
-//! than the writer's. The token check is on exactly the content the ETag names, so check
-//! and write are one atomic step. A holder that froze past its lease fails on the ETag or
-//! the token with [`leasehold_core::Error::FenceRejected`]. A new holder should call
-//! [`FencedManifest::fence`] right after its grant to raise the mark at once.
+//! A lease only limits who *starts*. [`ManifestFence`] makes the commit itself the fence
+//! (the S3 guard of [`leasehold_core::fence`]): a manifest object carries the token of the
+//! writer that committed it, and a commit is a PutObject with `If-Match` on the ETag of
+//! the manifest the writer based its work on (`If-None-Match: *` for the first), sent only
+//! if that manifest's token passes the fence's [`leasehold_core::fence::FenceMode`]: not
+//! newer than the writer's (the default), or older ([`ManifestFence::strict`], one commit
+//! per grant). The token check is on exactly the content the ETag names, so check and
+//! write are one atomic step, one request. The outcome is a
+//! [`leasehold_core::fence::FencedOutcome`]: `Applied` (the new manifest) or
+//! `ConditionFailed` (the manifest changed under the same tenure: rebase). A holder that
+//! froze past its lease fails on the ETag or the token with
+//! [`leasehold_core::Error::FenceRejected`]. A new holder should call
+//! [`ManifestFence::fence`] right after its grant to raise the mark at once.
 //!
 //! ## Cost and rates
 //! A held lease is renewed every third of its TTL, one PutObject each:
@@ -206,7 +211,7 @@ pub use config::{
     DEFAULT_CONFLICT_BACKOFF, DEFAULT_CONFLICT_RETRIES, DEFAULT_REQUEST_TIMEOUT, MAX_KEY_LEN, MAX_PREFIX_LEN, S3Config,
     local_client,
 };
-pub use manifest::{Commit, FencedManifest, MAX_MANIFEST_BYTES, Manifest};
+pub use manifest::{MAX_MANIFEST_BYTES, Manifest, ManifestFence};
 pub use store::{MAX_RECORD_BYTES, S3Store};
 
 /// The client crate this store is built on, re-exported so that your client is built

@@ -9,12 +9,16 @@
 //!
 //! 1. the manifest is still exactly the one the writer based its work on (`If-Match` on
 //!    its ETag; `If-None-Match: *` for the first commit), and
-//! 2. the writer's token is not older than the token in that manifest.
+//!
+//! 2. the writer's token passes the fence's [`FenceMode`] against the token in that
+//!    manifest: not older (`mark <= token`, the default: many commits per tenure) or,
+//!    with [`ManifestFence::strict`], newer (`mark < token`: one commit per grant).
 //!
 //! Check 2 is made on the base manifest the writer read, and check 1 makes S3 apply the
 //! PUT only if that base is still current, so the pair is atomic: no read-then-compare
-//! window. A holder that froze past its lease and wakes up fails on the ETag (the new
-//! holder committed, or raised the fence with [`FencedManifest::fence`]) or on the token.
+//! window, and guard and effect are one PutObject. A holder that froze past its lease and
+//! wakes up fails on the ETag (the new holder committed, or raised the fence with
+//! [`ManifestFence::fence`]) or on the token, with [`Error::FenceRejected`].
 //!
 //! The object's body is a header line `leasehold-manifest/1 token=<n>` and a newline,
 //! then the caller's bytes, untouched. Never delete a manifest: it holds the
@@ -26,6 +30,7 @@ use std::time::Duration;
 
 use rand::Rng;
 
+use leasehold_core::fence::{FenceMode, FencedOutcome, rejected};
 use leasehold_core::{Error, FencingToken, Result, store::Version};
 
 use crate::bucket::{Bucket, Cond, Found, Written};
@@ -38,10 +43,10 @@ pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 /// The first bytes of every manifest, before the token.
 const HEADER: &[u8] = b"leasehold-manifest/1 token=";
 
-/// How many conflicting commits [`FencedManifest::update`] retries through.
+/// How many conflicting commits [`ManifestFence::update`] retries through.
 const MAX_UPDATE_ATTEMPTS: u32 = 64;
 
-/// The longest random pause between two rounds of [`FencedManifest::update`].
+/// The longest random pause between two rounds of [`ManifestFence::update`].
 const MAX_UPDATE_BACKOFF: Duration = Duration::from_millis(50);
 
 /// The content type of manifest objects.
@@ -58,51 +63,49 @@ pub struct Manifest {
     pub version: Version,
 }
 
-/// The outcome of [`FencedManifest::commit`] when the writer's token is not stale.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Commit {
-    /// The manifest now holds the new data with the writer's token.
-    Committed(Manifest),
-    /// The manifest changed since the base was read (by a writer with the same or an
-    /// older token); nothing was written. Rebase on this one (`None`: it was deleted) and
-    /// commit again.
-    Conflict(Option<Manifest>),
-}
-
-/// A manifest object whose replacement is fenced by lease tokens.
+/// A manifest object whose replacement is fenced by lease tokens: the guard of
+/// [`leasehold_core::fence`] on S3.
+///
+/// [`ManifestFence::commit`] returns a [`FencedOutcome`]: `Applied` with the new manifest,
+/// or `ConditionFailed` with the manifest that replaced the base (`None`: it was deleted),
+/// written by a writer whose token also passes the fence (the same tenure, racing), so
+/// rebase on it and commit again. A stale token is [`Error::FenceRejected`].
 ///
 /// ```no_run
 /// # async fn demo(store: leasehold_s3::S3Store, lease: leasehold_core::Lease) -> leasehold_core::Result<()> {
-/// use leasehold_s3::Commit;
+/// use leasehold_core::fence::FencedOutcome;
 /// let manifest = store.manifest("tables/orders/_manifest")?;
 /// // After a grant: raise the fence, so every older holder's commit is refused from now on.
 /// let mut base = manifest.fence(lease.token()).await?;
 /// // Write the data under a new key (not shown), then point the manifest at it.
 /// match manifest.commit(lease.token(), Some(&base), b"data/v0042.parquet".to_vec()).await? {
-///     Commit::Committed(m) => base = m,
-///     Commit::Conflict(_) => { /* same tenure raced: rebase and retry */ }
+///     FencedOutcome::Applied(m) => base = m,
+///     FencedOutcome::ConditionFailed(_) => { /* same tenure raced: rebase and retry */ }
 /// }
 /// // A stale holder gets Err(Error::FenceRejected { .. }) and must stop.
 /// # let _ = base; Ok(()) }
 /// ```
 #[derive(Clone)]
-pub struct FencedManifest {
+pub struct ManifestFence {
     bucket: Arc<Bucket>,
     key: String,
+    mode: FenceMode,
 }
 
-impl fmt::Debug for FencedManifest {
+impl fmt::Debug for ManifestFence {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FencedManifest")
+        f.debug_struct("ManifestFence")
             .field("bucket", &self.bucket.config().bucket())
             .field("key", &self.key)
+            .field("mode", &self.mode)
             .finish_non_exhaustive()
     }
 }
 
-impl FencedManifest {
+impl ManifestFence {
     /// The manifest at `key` in the bucket of `config`, sent with `client` and the
-    /// request options of `config` (the prefix of `config` is not used).
+    /// request options of `config` (the prefix of `config` is not used), fenced in the
+    /// default mode, [`FenceMode::NotOlder`].
     ///
     /// The key follows the prefix rules of [`crate::S3Config::new`] (lease-name
     /// characters, no empty, `.` or `..` segments), up to 1024 bytes.
@@ -118,7 +121,49 @@ impl FencedManifest {
         Ok(Self {
             bucket,
             key: key.to_owned(),
+            mode: FenceMode::NotOlder,
         })
+    }
+
+    /// Uses the strict guard `mark < token`: one write per grant. A commit then also
+    /// refuses a token equal to the base manifest's, and [`ManifestFence::fence`] is
+    /// itself that one write (see there).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> leasehold_core::Result<()> {
+    /// use leasehold_core::{Error, FencingToken, fence::FenceMode, store::Version};
+    /// use leasehold_s3::{Manifest, S3Config, S3Store};
+    ///
+    /// // Nothing listens on port 9: the refusals below send no request.
+    /// let client = leasehold_s3::local_client("http://127.0.0.1:9");
+    /// let store = S3Store::new(client, S3Config::new("my-bucket", "leases")?);
+    /// let base = Manifest {
+    ///     token: FencingToken::new(3),
+    ///     data: b"data/v1.parquet".to_vec(),
+    ///     version: Version::new("\"etag-1\""),
+    /// };
+    /// // Token 3 committed the base, so a strict commit with token 3 is refused at once.
+    /// let manifest = store.manifest("tables/orders/_manifest")?.strict();
+    /// let again = manifest.commit(FencingToken::new(3), Some(&base), b"data/v2.parquet".to_vec());
+    /// assert!(matches!(again.await, Err(Error::FenceRejected { .. })));
+    /// // In the default mode the same token passes (it would send the PUT); an older one
+    /// // is refused in either mode.
+    /// let manifest = manifest.mode(FenceMode::NotOlder);
+    /// let stale = manifest.commit(FencingToken::new(2), Some(&base), b"x".to_vec());
+    /// assert!(matches!(stale.await, Err(Error::FenceRejected { .. })));
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn strict(self) -> Self {
+        self.mode(FenceMode::Newer)
+    }
+
+    /// Uses the given guard mode ([`FenceMode::NotOlder`] unless set).
+    #[must_use]
+    pub fn mode(mut self, mode: FenceMode) -> Self {
+        self.mode = mode;
+        self
     }
 
     /// The object key.
@@ -126,10 +171,12 @@ impl FencedManifest {
         &self.key
     }
 
-    /// Reads the manifest (`None` before the first commit). One GetObject.
+    /// Reads the manifest (`None` before the first commit). One GetObject, plain: no
+    /// guard, no write.
     ///
     /// # Errors
-    /// [`Error::CorruptRecord`] for an object that is not a manifest; store errors.
+    /// [`Error::CorruptRecord`] for an object that is not a manifest (or is larger than
+    /// [`MAX_MANIFEST_BYTES`]); store errors.
     pub async fn read(&self) -> Result<Option<Manifest>> {
         match self.bucket.get(&self.key, MAX_MANIFEST_BYTES).await? {
             Found::Missing => Ok(None),
@@ -150,11 +197,18 @@ impl FencedManifest {
 
     /// Commits `data` with `token` on top of `base` (the manifest the work was based on,
     /// `None` for the first commit): one conditional PutObject, plus one GetObject when
-    /// the condition fails (to tell a stale writer from a concurrent one).
+    /// the condition fails (to tell a stale writer from a concurrent one). Nothing is
+    /// sent when `base` already refuses the token.
+    ///
+    /// Returns `Applied` with the new manifest, or `ConditionFailed` with the manifest
+    /// that replaced `base` (`None`: deleted; `Some` for a first commit that lost to an
+    /// existing manifest) when its token also passes the fence: nothing was written;
+    /// rebase on it and commit again.
     ///
     /// # Errors
-    /// - [`Error::FenceRejected`] if `base` or the manifest that replaced it carries a
-    ///   newer token: the caller has lost its lease and must stop (never retried).
+    /// - [`Error::FenceRejected`] if the token does not pass the fence's mode against
+    ///   `base` or the manifest that replaced it (a newer token, or in strict mode the
+    ///   same one): the caller has lost its lease and must stop (never retried).
     /// - [`Error::InvalidInput`] for token 0 (never issued).
     /// - [`Error::Indeterminate`] if the answer was lost: the commit may have applied.
     /// - other store errors.
@@ -163,11 +217,11 @@ impl FencedManifest {
         token: FencingToken,
         base: Option<&Manifest>,
         data: impl Into<Vec<u8>>,
-    ) -> Result<Commit> {
+    ) -> Result<FencedOutcome<Manifest, Option<Manifest>>> {
         if token == FencingToken::ZERO {
             return Err(Error::invalid("fencing token", "0 is never issued"));
         }
-        if base.is_some_and(|b| b.token > token) {
+        if !self.admits(base, token) {
             return Err(rejected(token));
         }
         let data = data.into();
@@ -180,25 +234,38 @@ impl FencedManifest {
             .put(&self.key, encode(token, &data), cond, MANIFEST_CONTENT_TYPE)
             .await?
         {
-            Written::Applied(etag) => Ok(Commit::Committed(Manifest {
+            Written::Applied(etag) => Ok(FencedOutcome::Applied(Manifest {
                 token,
                 data,
                 version: Version::new(etag),
             })),
-            Written::PreconditionFailed | Written::NoSuchKey => match self.read().await? {
-                Some(current) if current.token > token => Err(rejected(token)),
-                current => Ok(Commit::Conflict(current)),
-            },
+            Written::PreconditionFailed | Written::NoSuchKey => {
+                let current = self.read().await?;
+                if !self.admits(current.as_ref(), token) {
+                    return Err(rejected(token));
+                }
+                Ok(FencedOutcome::ConditionFailed(current))
+            }
         }
     }
 
+    /// Whether a write carrying `token` passes the fence against `manifest` (`None`:
+    /// never written, mark [`FencingToken::ZERO`]).
+    fn admits(&self, manifest: Option<&Manifest>, token: FencingToken) -> bool {
+        self.mode
+            .admits(manifest.map_or(FencingToken::ZERO, |m| m.token), token)
+    }
+
     /// Reads the manifest, computes the new data from it with `f` and commits it with
-    /// `token`, again on every conflict with a writer of the same or an older token (at
-    /// most 64 rounds, after a random pause growing to 50 ms, so that concurrent writers
-    /// do not retry in step). Two requests without contention.
+    /// `token`, again on every conflict with a writer whose token also passes the fence
+    /// (at most 64 rounds, after a random pause growing to 50 ms, so that concurrent
+    /// writers do not retry in step). Two requests without contention.
+    ///
+    /// In strict mode a manifest that already carries `token` refuses the update: this
+    /// grant has had its one write.
     ///
     /// # Errors
-    /// As [`FencedManifest::commit`]; [`Error::Unavailable`] after 64 conflicting rounds.
+    /// As [`ManifestFence::commit`]; [`Error::Unavailable`] after 64 conflicting rounds.
     pub async fn update<F>(&self, token: FencingToken, mut f: F) -> Result<Manifest>
     where
         F: FnMut(Option<&Manifest>) -> Vec<u8> + Send,
@@ -207,8 +274,8 @@ impl FencedManifest {
         for round in 0..MAX_UPDATE_ATTEMPTS {
             let data = f(base.as_ref());
             match self.commit(token, base.as_ref(), data).await? {
-                Commit::Committed(m) => return Ok(m),
-                Commit::Conflict(current) => base = current,
+                FencedOutcome::Applied(m) => return Ok(m),
+                FencedOutcome::ConditionFailed(current) => base = current,
             }
             let ceiling = Duration::from_millis(1 << round.min(6)).min(MAX_UPDATE_BACKOFF);
             let pause = ceiling.mul_f64(rand::rng().random_range(0.0..1.0));
@@ -224,21 +291,26 @@ impl FencedManifest {
     }
 
     /// Raises the manifest's high-water mark to `token`, keeping its data (an empty
-    /// manifest is created if there is none). A new holder calls this right after its
-    /// grant: from then on every commit by an older holder is refused, even one based
-    /// on a manifest it read before.
+    /// manifest is created if there is none): an [`update`](ManifestFence::update) that
+    /// rewrites the current data. A new holder calls this right after its grant: from
+    /// then on every commit by an older holder is refused, even one based on a manifest
+    /// it read before.
+    ///
+    /// In the default mode a mark already at `token` passes, so a holder may fence as
+    /// often as it likes. In strict mode the fence is itself the grant's one write: it
+    /// applies only if the mark is older than `token` (so it fails with
+    /// [`Error::FenceRejected`] if this grant, or a newer one, has written the manifest
+    /// already), and after it every strict write with `token` (another `fence`, a
+    /// `commit`, an `update`) is refused. A strict writer therefore needs no fence before
+    /// its commit: the commit raises the mark itself, and a fence first would spend the
+    /// grant's one write on rewriting the old data.
     ///
     /// # Errors
-    /// As [`FencedManifest::update`].
+    /// As [`ManifestFence::update`].
     pub async fn fence(&self, token: FencingToken) -> Result<Manifest> {
         self.update(token, |current| current.map(|m| m.data.clone()).unwrap_or_default())
             .await
     }
-}
-
-fn rejected(token: FencingToken) -> Error {
-    metrics::counter!(leasehold_core::observe::FENCE_REJECTIONS).increment(1);
-    Error::FenceRejected { token }
 }
 
 fn encode(token: FencingToken, data: &[u8]) -> Vec<u8> {
@@ -337,13 +409,23 @@ mod tests {
             version: Version::new("\"x\""),
         };
         // Nothing listens on port 9: a request would fail with Unavailable, not this.
-        match m.commit(FencingToken::new(4), Some(&base), b"x".to_vec()).await {
-            Err(Error::FenceRejected { token }) => assert_eq!(token, FencingToken::new(4)),
-            other => panic!("{other:?}"),
+        let refused = |r: Result<FencedOutcome<Manifest, Option<Manifest>>>, token: u64| match r {
+            Err(Error::FenceRejected { token: got }) => assert_eq!(got, FencingToken::new(token)),
+            other => panic!("token {token}: {other:?}"),
+        };
+        refused(m.commit(FencingToken::new(4), Some(&base), b"x".to_vec()).await, 4);
+        let strict = m.clone().strict();
+        refused(strict.commit(FencingToken::new(4), Some(&base), b"x".to_vec()).await, 4);
+        refused(strict.commit(FencingToken::new(5), Some(&base), b"x".to_vec()).await, 5);
+        for m in [&m, &strict] {
+            assert!(matches!(
+                m.commit(FencingToken::ZERO, None, b"x".to_vec()).await,
+                Err(Error::InvalidInput { .. })
+            ));
         }
-        assert!(matches!(
-            m.commit(FencingToken::ZERO, None, b"x".to_vec()).await,
-            Err(Error::InvalidInput { .. })
-        ));
+        // Modes are builder settings: the original is untouched, and the mode shows.
+        assert!(format!("{m:?}").contains("NotOlder"), "{m:?}");
+        assert!(format!("{strict:?}").contains("Newer"), "{strict:?}");
+        assert!(format!("{:?}", strict.mode(FenceMode::NotOlder)).contains("NotOlder"));
     }
 }

@@ -14,7 +14,7 @@ use leasehold_core::{
 
 use crate::bucket::{Bucket, Cond, Found, Written};
 use crate::error::{Effect, Failure, SentFlag, classify};
-use crate::{FencedManifest, S3Config, body};
+use crate::{ManifestFence, S3Config, body};
 
 /// The largest object the store reads as a lease record; anything bigger under the
 /// prefix is [`Error::CorruptRecord`] without being downloaded.
@@ -119,12 +119,13 @@ impl S3Store {
     }
 
     /// A fenced manifest in the same bucket, with the same client and request options
-    /// (`key` is a full object key, outside the lease prefix or not).
+    /// (`key` is a full object key, outside the lease prefix or not), in the default
+    /// fence mode ([`ManifestFence::strict`] for one commit per grant).
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] for an invalid key (see [`FencedManifest::new`]).
-    pub fn manifest(&self, key: &str) -> Result<FencedManifest> {
-        FencedManifest::from_bucket(self.bucket.clone(), key)
+    /// [`Error::InvalidInput`] for an invalid key (see [`ManifestFence::new`]).
+    pub fn manifest(&self, key: &str) -> Result<ManifestFence> {
+        ManifestFence::from_bucket(self.bucket.clone(), key)
     }
 
     /// Checks that the bucket exists, the credentials may read and write under the

@@ -194,7 +194,7 @@ async fn manifest_commit_resends_after_409() {
         .await
         .expect("commit")
     {
-        leasehold_s3::Commit::Committed(c) => assert_eq!(c.version.as_str(), "\"m1\""),
+        leasehold_core::fence::FencedOutcome::Applied(c) => assert_eq!(c.version.as_str(), "\"m1\""),
         other => panic!("{other:?}"),
     }
     assert_eq!(http.seen().len(), 2);

@@ -165,8 +165,8 @@ async fn frozen_holder_commit_is_refused_after_takeover() {
         let mut data = base.data.clone();
         data.extend_from_slice(format!("new 2 {seq}\n").as_bytes());
         base = match manifest.commit(lease.token(), Some(&base), data).await.expect("commit") {
-            leasehold_s3::Commit::Committed(m) => m,
-            leasehold_s3::Commit::Conflict(c) => panic!("new holder conflicted with {c:?}"),
+            leasehold_core::fence::FencedOutcome::Applied(m) => m,
+            leasehold_core::fence::FencedOutcome::ConditionFailed(c) => panic!("new holder conflicted with {c:?}"),
         };
     }
 

@@ -8,9 +8,10 @@ mod common;
 use std::time::Duration;
 
 use common::{RequestCounter, client_with, create_bucket, endpoint, unique_bucket, wait_until};
+use leasehold_core::fence::FencedOutcome;
 use leasehold_core::testing::{CountingStore, FaultPlan, FaultStore};
 use leasehold_core::{AcquireOutcome, FencingToken, LeaseClient};
-use leasehold_s3::{Commit, S3Config, S3Store};
+use leasehold_s3::{S3Config, S3Store};
 use tokio::time::Instant;
 
 fn counts(c: &RequestCounter) -> (u64, u64, u64) {
@@ -131,7 +132,7 @@ async fn manifest_and_verify_request_counts() {
 
     let m = store.manifest("tables/t/_manifest").expect("manifest");
     http.reset();
-    let Commit::Committed(first) = m
+    let FencedOutcome::Applied(first) = m
         .commit(FencingToken::new(1), None, b"v1".to_vec())
         .await
         .expect("first")
@@ -141,7 +142,7 @@ async fn manifest_and_verify_request_counts() {
     assert_eq!(counts(&http), (0, 1, 1), "a commit is one PUT");
 
     http.reset();
-    let Commit::Committed(_) = m
+    let FencedOutcome::Applied(_) = m
         .commit(FencingToken::new(2), Some(&first), b"v2".to_vec())
         .await
         .expect("second")

@@ -58,8 +58,8 @@
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! use std::time::Duration;
 //! use leasehold_core::{AcquireOutcome, LeaseClient};
-//! use leasehold_core::fence::{Dialect, FencedUpdate};
-//! use leasehold_sqlite::{FencedWrite, SqliteConfig, SqliteStore, execute_fenced};
+//! use leasehold_core::fence::FencedUpdate;
+//! use leasehold_sqlite::{RowFence, SqliteConfig, SqliteStore, sqlx::Sqlite};
 //!
 //! let dir = std::env::temp_dir().join(format!("leasehold-doc-{}", std::process::id()));
 //! std::fs::create_dir_all(&dir).unwrap();
@@ -78,21 +78,18 @@
 //! sqlx::query("CREATE TABLE IF NOT EXISTS payouts (id INTEGER PRIMARY KEY, status TEXT, last_token INTEGER NOT NULL DEFAULT 0)")
 //!     .execute(&pool).await.unwrap();
 //! sqlx::query("INSERT OR IGNORE INTO payouts (id, status) VALUES (42, 'pending')").execute(&pool).await.unwrap();
-//! let pay = FencedUpdate::new("payouts", "last_token")?.set("status")?.key("id")?.build(Dialect::Sqlite)?;
-//! execute_fenced(&pool, &FencedWrite::new(&pay, lease.token()).value("status", "paid").key("id", 42_i64)).await?;
+//! let pay = RowFence::<Sqlite>::update(&FencedUpdate::new("payouts", "last_token")?.set("status")?.key("id")?)?;
+//! pay.write(lease.token()).value("status", "paid").key("id", 42_i64).execute(&pool).await?;
 //! lease.release().await?;
 //! # std::fs::remove_dir_all(&dir).ok();
 //! # Ok::<(), leasehold_core::Error>(()) }).unwrap();
 //! ```
 
 mod config;
-mod error;
-mod fenced;
 mod store;
 
 pub use config::{DEFAULT_BUSY_TIMEOUT, SqliteConfig, connect_options};
-pub use fenced::execute_fenced;
-pub use leasehold_sql::{ColumnLimits, FencedWrite, LeaseTable, SqlValue, Statements};
+pub use leasehold_sql::{ColumnLimits, LeaseTable, RowFence, RowWrite, SqlValue, Statements};
 pub use store::SqliteStore;
 
 /// The client crate this store is built on, re-exported so that your client is built

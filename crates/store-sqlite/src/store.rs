@@ -21,7 +21,8 @@ use sqlx::{AssertSqlSafe, Row, SqlitePool};
 
 use crate::SqliteConfig;
 use crate::config::connect_options;
-use crate::error::{Target, map_error};
+use leasehold_sql::errors::Target;
+use leasehold_sql::errors::sqlite::map_error;
 
 /// Lease records in a SQLite table, judged on the host's clock.
 ///

@@ -54,3 +54,35 @@ async fn concurrent_claims_issue_each_token_once() {
     let name = leasehold_core::conformance::unique_name("claims");
     leasehold_sql::testing::concurrent_claims_issue_each_token_once(Arc::new(f.store.clone()), &name, 6, 10).await;
 }
+
+/// The fence cases on a row of a user's table, written with `RowFence`.
+mod fence {
+    use async_trait::async_trait;
+    use leasehold_core::conformance::{FenceFixture, FencedResource};
+    use leasehold_sql::testing::RowFixture;
+
+    use super::common;
+
+    /// The fixture, and the database file it lives in (removed when the case ends).
+    struct LiteRows {
+        rows: RowFixture<sqlx::Sqlite>,
+        _db: common::TempDb,
+    }
+
+    async fn rows() -> LiteRows {
+        let db = common::db_path("fence");
+        LiteRows {
+            rows: RowFixture::new(common::pool(db.path()).await),
+            _db: db,
+        }
+    }
+
+    #[async_trait]
+    impl FenceFixture for LiteRows {
+        async fn resource(&self, case: &str) -> Box<dyn FencedResource> {
+            self.rows.resource(case).await
+        }
+    }
+
+    leasehold_core::conformance::fence_tests!(rows().await);
+}

@@ -7,9 +7,10 @@ mod common;
 
 use std::time::Duration;
 
-use leasehold_core::fence::{Dialect, FencedStatement, FencedUpdate};
+use leasehold_core::fence::{FencedOutcome, FencedUpdate};
 use leasehold_core::{Error, FencingToken, LeaseClient};
-use leasehold_sqlite::{FencedWrite, execute_fenced};
+use leasehold_sqlite::RowFence;
+use sqlx::Sqlite;
 use sqlx::{Row, SqlitePool};
 
 async fn accounts() -> (SqlitePool, common::TempDb) {
@@ -35,15 +36,16 @@ async fn row(pool: &SqlitePool, id: i64) -> Option<(i64, i64)> {
 
 async fn write(
     pool: &SqlitePool,
-    stmt: &FencedStatement,
+    stmt: &RowFence<Sqlite>,
     token: u64,
     id: i64,
     amount: i64,
 ) -> leasehold_core::Result<u64> {
-    let w = FencedWrite::new(stmt, FencingToken::new(token))
+    let w = stmt
+        .write(FencingToken::new(token))
         .value("balance", amount)
         .key("id", id);
-    execute_fenced(pool, &w).await
+    w.execute(pool).await.map(|o| o.applied().unwrap_or(0))
 }
 
 fn rejected(r: leasehold_core::Result<u64>) -> bool {
@@ -65,10 +67,10 @@ fn builder(strict: bool, increment: bool) -> FencedUpdate {
 }
 
 #[tokio::test]
-async fn not_older_guard_accepts_the_same_token_and_refuses_older() {
+async fn increments_apply_under_the_guard_and_a_missing_row_is_refused() {
     let (pool, _db) = accounts().await;
-    let add = builder(false, true).build(Dialect::Sqlite).expect("stmt");
-    assert!(add.sql.contains("\"last_token\" <= ?"), "{}", add.sql);
+    let add = RowFence::<Sqlite>::update(&builder(false, true)).expect("stmt");
+    assert!(add.sql().contains("\"last_token\" <= ?"), "{}", add.sql());
     assert_eq!(write(&pool, &add, 2, 1, -10).await.expect("token 2"), 1);
     assert_eq!(write(&pool, &add, 2, 1, -10).await.expect("token 2 again"), 1);
     assert!(
@@ -82,27 +84,11 @@ async fn not_older_guard_accepts_the_same_token_and_refuses_older() {
 }
 
 #[tokio::test]
-async fn strict_guard_refuses_the_same_token() {
-    let (pool, _db) = accounts().await;
-    let set = builder(true, false).build(Dialect::Sqlite).expect("stmt");
-    assert!(set.sql.contains("\"last_token\" < ?"), "{}", set.sql);
-    assert_eq!(write(&pool, &set, 3, 1, 50).await.expect("token 3"), 1);
-    assert!(
-        rejected(write(&pool, &set, 3, 1, 60).await),
-        "strict guard accepted the same token"
-    );
-    assert!(rejected(write(&pool, &set, 2, 1, 60).await));
-    assert_eq!(row(&pool, 1).await, Some((50, 3)));
-    assert_eq!(write(&pool, &set, 4, 1, 70).await.expect("token 4"), 1);
-    assert_eq!(row(&pool, 1).await, Some((70, 4)));
-}
-
-#[tokio::test]
 async fn upsert_inserts_then_guards() {
     let (pool, _db) = accounts().await;
     for strict in [false, true] {
         let id = if strict { 20 } else { 10 };
-        let up = builder(strict, false).build_upsert(Dialect::Sqlite).expect("upsert");
+        let up = RowFence::<Sqlite>::upsert(&builder(strict, false)).expect("upsert");
         assert_eq!(write(&pool, &up, 5, id, 1).await.expect("insert"), 1);
         assert_eq!(row(&pool, id).await, Some((1, 5)));
         let same = write(&pool, &up, 5, id, 2).await;
@@ -127,7 +113,7 @@ async fn a_lease_token_fences_out_the_previous_holder() {
     let (pool, _db) = accounts().await;
     let store = common::store_on(&pool, "leases").await;
     let (a, b) = (LeaseClient::new(store.clone()), LeaseClient::new(store));
-    let set = builder(false, false).build(Dialect::Sqlite).expect("stmt");
+    let set = RowFence::<Sqlite>::update(&builder(false, false)).expect("stmt");
     let la = a.acquire("fence/ledger", Duration::from_secs(5)).await.expect("a");
     let old = la.token();
     assert_eq!(write(&pool, &set, old.get(), 1, 1).await.expect("a writes"), 1);
@@ -146,45 +132,34 @@ async fn a_lease_token_fences_out_the_previous_holder() {
 #[tokio::test]
 async fn bad_fenced_writes_are_typed_errors() {
     let (pool, _db) = accounts().await;
-    let lite = builder(false, false).build(Dialect::Sqlite).expect("sqlite");
-    let incomplete = FencedWrite::new(&lite, FencingToken::new(1)).key("id", 1_i64);
+    let lite = RowFence::<Sqlite>::update(&builder(false, false)).expect("sqlite");
+    let incomplete = lite.write(FencingToken::new(1)).key("id", 1_i64);
     assert!(matches!(
-        execute_fenced(&pool, &incomplete).await,
-        Err(Error::InvalidInput { .. })
-    ));
-    let pg = builder(false, false).build(Dialect::Postgres).expect("pg");
-    let w = FencedWrite::new(&pg, FencingToken::new(1))
-        .value("balance", 1_i64)
-        .key("id", 1_i64);
-    assert!(matches!(
-        execute_fenced(&pool, &w).await,
+        incomplete.execute(&pool).await,
         Err(Error::InvalidInput { .. })
     ));
     let missing = FencedUpdate::new("no_such_table", "last_token")
         .and_then(|f| f.set("balance"))
         .and_then(|f| f.key("id"))
-        .and_then(|f| f.build(Dialect::Sqlite))
+        .and_then(|f| RowFence::<Sqlite>::update(&f))
         .expect("stmt");
-    let w = FencedWrite::new(&missing, FencingToken::new(1))
+    let w = missing
+        .write(FencingToken::new(1))
         .value("balance", 1_i64)
         .key("id", 1_i64);
-    assert!(matches!(
-        execute_fenced(&pool, &w).await,
-        Err(Error::Misconfigured { .. })
-    ));
+    assert!(matches!(w.execute(&pool).await, Err(Error::Misconfigured { .. })));
     // A NOT NULL column given NULL: the database refuses the input.
-    let w = FencedWrite::new(&lite, FencingToken::new(1))
+    let w = lite
+        .write(FencingToken::new(1))
         .value("balance", None::<i64>)
         .key("id", 1_i64);
-    assert!(matches!(
-        execute_fenced(&pool, &w).await,
-        Err(Error::InvalidInput { .. })
-    ));
+    assert!(matches!(w.execute(&pool).await, Err(Error::InvalidInput { .. })));
     let mut tx = pool.begin().await.expect("begin");
-    let w = FencedWrite::new(&lite, FencingToken::new(7))
+    let w = lite
+        .write(FencingToken::new(7))
         .value("balance", 999_i64)
         .key("id", 1_i64);
-    assert_eq!(execute_fenced(&mut *tx, &w).await.expect("in tx"), 1);
+    assert_eq!(w.execute(&mut *tx).await.expect("in tx"), FencedOutcome::Applied(1));
     tx.rollback().await.expect("rollback");
     assert_eq!(row(&pool, 1).await, Some((100, 0)), "nothing changed");
 }

@@ -28,13 +28,13 @@ use leasehold_core::testing::process;
 use leasehold_core::{ClientConfig, Error, FencingToken, LeaseClient, Result, store::CasStore};
 use tokio::time::Instant;
 
-use crate::{FencedWrite, SqlValue};
+use crate::{RowFence, RowWrite, SqlDatabase, SqlValue};
 
 /// What the scenario needs from a store crate.
 #[async_trait]
 pub trait Backend: Send + Sync + Sized + 'static {
-    /// The dialect of the harness's own statements.
-    const DIALECT: Dialect;
+    /// The database (its dialect is that of the harness's own statements).
+    type Db: SqlDatabase;
 
     /// Where the database is (a URL, a file path), read in the test process; passed to
     /// the workers. Panics with a clear message when the environment does not say.
@@ -54,7 +54,7 @@ pub trait Backend: Send + Sync + Sized + 'static {
     async fn query_ints(&self, sql: &str, args: Vec<SqlValue>) -> Result<Vec<Vec<i64>>>;
 
     /// Runs a fenced write.
-    async fn fenced(&self, write: &FencedWrite<'_>) -> Result<u64>;
+    async fn fenced(&self, write: &RowWrite<'_, Self::Db>) -> Result<u64>;
 
     /// Whether no other connection holds a write lock right now (SQLite: a process
     /// frozen inside a write transaction blocks every writer; Postgres: always true, the
@@ -165,19 +165,19 @@ async fn worker<B: Backend>(role: &str, target: &str, suffix: &str) -> std::resu
     // stale holder's later writes to any of it are refused.
     let raise = FencedUpdate::new(&t.items, "last_token")
         .and_then(|f| f.key("job"))
-        .and_then(|f| f.build(B::DIALECT))
+        .and_then(|f| RowFence::<B::Db>::update(&f))
         .map_err(|e| e.to_string())?;
     let rows = backend
-        .fenced(&FencedWrite::new(&raise, token).key("job", 1_i64))
+        .fenced(&raise.write(token).key("job", 1_i64))
         .await
         .map_err(|e| format!("raise fence: {e}"))?;
     println!("token {token} raised {rows}");
     let attempts_sql = format!(
         "INSERT INTO \"{}\" (worker, item, token) VALUES ({}, {}, {}) RETURNING seq",
         t.attempts,
-        ph(B::DIALECT, 1),
-        ph(B::DIALECT, 2),
-        ph(B::DIALECT, 3)
+        ph(<B::Db as SqlDatabase>::DIALECT, 1),
+        ph(<B::Db as SqlDatabase>::DIALECT, 2),
+        ph(<B::Db as SqlDatabase>::DIALECT, 3)
     );
     let log = |item: i64| {
         let args = vec![
@@ -211,12 +211,13 @@ async fn worker<B: Backend>(role: &str, target: &str, suffix: &str) -> std::resu
         .and_then(|f| f.set("writer_token"))
         .and_then(|f| f.increment("writes"))
         .and_then(|f| f.key("item"))
-        .and_then(|f| f.build(B::DIALECT))
+        .and_then(|f| RowFence::<B::Db>::update(&f))
         .map_err(|e| e.to_string())?;
     for item in items {
         let seq = log(item).await?;
         println!("attempt {seq} {item}");
-        let w = FencedWrite::new(&write, token)
+        let w = write
+            .write(token)
             .value("writer_token", token.to_i64().unwrap_or(-1))
             .value("writes", 1_i64)
             .key("item", item);
@@ -347,7 +348,7 @@ async fn scenario<B: Backend>() {
     let suffix = format!("{}_{nanos:x}", std::process::id());
     let t = Tables::new(&suffix);
     let backend = B::open(&target, &t.lease).await;
-    let d = B::DIALECT;
+    let d = <B::Db as SqlDatabase>::DIALECT;
     let serial = match d {
         Dialect::Postgres => "BIGSERIAL PRIMARY KEY",
         _ => "INTEGER PRIMARY KEY AUTOINCREMENT",

@@ -139,7 +139,7 @@ pub async fn fenced_increment(
         .execute(pool)
         .await
         .map_err(|e| Error::indeterminate("postgres fenced update", e))?;
-    leasehold_core::fence::check_rows(done.rows_affected(), token)
+    leasehold_core::fence::check_rows(done.rows_affected(), token).map(drop)
 }
 
 /// Acquires the lease, reports it, and keeps it (renewed by the client) until killed.

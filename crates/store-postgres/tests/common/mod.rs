@@ -5,11 +5,10 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use leasehold_core::fence::Dialect;
 use leasehold_core::{Result, store::CasStore};
-use leasehold_postgres::{PostgresConfig, PostgresStore, execute_fenced};
+use leasehold_postgres::{PostgresConfig, PostgresStore};
 use leasehold_sql::testing::Backend;
-use leasehold_sql::{FencedWrite, SqlValue};
+use leasehold_sql::{RowWrite, SqlValue};
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Row};
 
@@ -71,7 +70,7 @@ fn bind_all<'q>(
 
 #[async_trait]
 impl Backend for Pg {
-    const DIALECT: Dialect = Dialect::Postgres;
+    type Db = sqlx::Postgres;
 
     fn target() -> String {
         pg_url()
@@ -115,7 +114,7 @@ impl Backend for Pg {
             .collect()
     }
 
-    async fn fenced(&self, write: &FencedWrite<'_>) -> Result<u64> {
-        execute_fenced(&self.pool, write).await
+    async fn fenced(&self, write: &RowWrite<'_, Self::Db>) -> Result<u64> {
+        write.execute(&self.pool).await.map(|o| o.applied().unwrap_or(0))
     }
 }

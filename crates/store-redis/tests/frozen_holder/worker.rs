@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use leasehold_core::{ClientConfig, Error, LeaseClient};
-use leasehold_redis::{FencedWrite, RedisConfig, RedisStore};
+use leasehold_redis::{HashFence, RedisConfig, RedisStore};
 use tokio::time::Instant;
 
 const REJECTIONS_BEFORE_EXIT: u32 = 5;
@@ -78,7 +78,7 @@ async fn run(
     let mut seq = 0u64;
     while rejections < REJECTIONS_BEFORE_EXIT && Instant::now() < until {
         seq += 1;
-        let write = FencedWrite::new(resource)
+        let write = HashFence::new(resource)
             .incr("count", 1)
             .set(format!("w:{label}:{seq}"), token.to_string());
         match store.fenced_write(&write, token).await {

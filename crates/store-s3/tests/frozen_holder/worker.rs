@@ -16,8 +16,9 @@
 use std::io::Write as _;
 use std::time::Duration;
 
+use leasehold_core::fence::FencedOutcome;
 use leasehold_core::{Error, LeaseClient};
-use leasehold_s3::{Commit, S3Config, S3Store};
+use leasehold_s3::{S3Config, S3Store};
 use tokio::time::Instant;
 
 fn env(name: &str) -> String {
@@ -98,11 +99,11 @@ async fn run() {
         say(&format!("PREPARED {seq} {base_token}"));
         tokio::time::sleep(pause).await;
         match manifest.commit(token, base.as_ref(), data).await {
-            Ok(Commit::Committed(_)) => {
+            Ok(FencedOutcome::Applied(_)) => {
                 say(&format!("COMMITTED {seq}"));
                 seq += 1;
             }
-            Ok(Commit::Conflict(_)) => say(&format!("CONFLICT {seq}")),
+            Ok(FencedOutcome::ConditionFailed(_)) => say(&format!("CONFLICT {seq}")),
             Err(Error::FenceRejected { .. }) => {
                 say(&format!("REFUSED {seq}"));
                 std::process::exit(0);

@@ -7,11 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use leasehold_core::fence::Dialect;
 use leasehold_core::{Result, store::CasStore};
 use leasehold_sql::testing::Backend;
-use leasehold_sql::{FencedWrite, SqlValue};
-use leasehold_sqlite::{SqliteConfig, SqliteStore, connect_options, execute_fenced};
+use leasehold_sql::{RowWrite, SqlValue};
+use leasehold_sqlite::{SqliteConfig, SqliteStore, connect_options};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::{AssertSqlSafe, Connection, Row, SqlitePool};
 
@@ -95,7 +94,7 @@ fn bind_all<'q>(
 
 #[async_trait]
 impl Backend for Lite {
-    const DIALECT: Dialect = Dialect::Sqlite;
+    type Db = sqlx::Sqlite;
 
     fn target() -> String {
         let db = db_path("frozen");
@@ -139,8 +138,8 @@ impl Backend for Lite {
             .collect()
     }
 
-    async fn fenced(&self, write: &FencedWrite<'_>) -> Result<u64> {
-        execute_fenced(&self.pool, write).await
+    async fn fenced(&self, write: &RowWrite<'_, Self::Db>) -> Result<u64> {
+        write.execute(&self.pool).await.map(|o| o.applied().unwrap_or(0))
     }
 
     async fn cleanup(&self, _tables: &[&str]) {

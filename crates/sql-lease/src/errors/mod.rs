@@ -1,12 +1,26 @@
 //! Driver errors → [`leasehold_core::Error`] kinds, for what every sqlx driver shares.
 //!
-//! Each store crate classifies its database's own error codes (SQLSTATE for Postgres,
-//! result codes for SQLite) into the core's [`ErrorClass`] through named constants; the rest
+//! Each database's own error codes (SQLSTATE for Postgres, result codes for SQLite) are
+//! classified into the core's [`ErrorClass`] through named constants ([`postgres`],
+//! [`sqlite`]); the rest
 //! (pool, I/O, protocol, decode errors) is classified here, by the phase the error
 //! happened in: nothing can have applied before a statement was sent.
 
 use leasehold_core::Error;
 use leasehold_core::store::{Effect, ErrorClass};
+
+pub mod postgres;
+pub mod sqlite;
+
+/// Whose statement failed: constraint violations mean a broken lease table, but bad
+/// input on a user's table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// The lease table.
+    Lease,
+    /// The user's table (a fenced write).
+    User,
+}
 
 /// When an error happened, which decides whether a write may have applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

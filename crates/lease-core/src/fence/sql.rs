@@ -1,16 +1,5 @@
-//! Fenced writes for SQL resources: the guard on the token is part of the statement.
-//!
-//! The protected row keeps the highest token that has written it (its high-water mark,
-//! one per resource, rule 5 of docs/DESIGN.md). A write carries the writer's token and applies
-//! only if the row's mark is not newer:
-//!
-//! - [`FenceMode::NotOlder`] (default): `last_token <= :token`. One tenure may write many
-//!   times with its one token; a stale holder (older token) is refused.
-//! - [`FenceMode::Newer`]: `last_token < :token`, for resources written once per grant.
-//!
-//! Zero rows affected is the refused outcome ([`check_rows`] turns it into
-//! [`Error::FenceRejected`]). No database driver here: store crates and users run the
-//! statement with the parameters bound in [`FencedStatement::params`] order.
+//! The SQL guard builder: a fenced `UPDATE` (or insert-or-update) on a user's table,
+//! its placeholders and quoting per [`Dialect`].
 //!
 //! ```
 //! use leasehold_core::fence::{Dialect, FencedUpdate, Param};
@@ -35,7 +24,8 @@
 
 use std::fmt::Write as _;
 
-use crate::{Error, FencingToken, Result};
+use super::FenceMode;
+use crate::{Error, Result};
 
 /// Which placeholder and quoting style to generate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,31 +39,12 @@ pub enum Dialect {
     MySql,
 }
 
-/// The guard's comparison.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum FenceMode {
-    /// `last_token <= :token`: many writes per tenure.
-    #[default]
-    NotOlder,
-    /// `last_token < :token`: one write per grant.
-    Newer,
-}
-
-impl FenceMode {
-    fn op(self) -> &'static str {
-        match self {
-            Self::NotOlder => "<=",
-            Self::Newer => "<",
-        }
-    }
-}
-
 /// What to bind at each placeholder, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Param {
     /// The new value of this column (or the amount to add, for [`FencedUpdate::increment`]).
     Value(String),
-    /// The writer's fencing token (as a signed 64-bit integer: [`FencingToken::to_i64`]).
+    /// The writer's fencing token (as a signed 64-bit integer: [`crate::FencingToken::to_i64`]).
     Token,
     /// The value of this key column, identifying the row.
     Key(String),
@@ -273,7 +244,7 @@ impl FencedUpdate {
             write!(sql, "{} = {ph} AND ", k.quoted(dialect)).ok();
         }
         let ph = p.token();
-        write!(sql, "{tok} {} {ph}", self.mode.op()).ok();
+        write!(sql, "{tok} {} {ph}", self.mode.operator()).ok();
         Ok(FencedStatement {
             dialect,
             sql,
@@ -329,7 +300,7 @@ impl FencedUpdate {
             vals.join(", "),
             keys.join(", "),
             sets.join(", "),
-            self.mode.op()
+            self.mode.operator()
         );
         Ok(FencedStatement {
             dialect,
@@ -372,23 +343,4 @@ impl Placeholders {
             }
         }
     }
-}
-
-/// Turns a fenced write's rows-affected count into its outcome: zero rows means the
-/// resource has seen a newer token (or the row does not exist, for a plain update).
-///
-/// ```
-/// use leasehold_core::{fence::check_rows, Error, FencingToken};
-/// assert!(check_rows(1, FencingToken::new(3)).is_ok());
-/// assert!(matches!(check_rows(0, FencingToken::new(3)), Err(Error::FenceRejected { .. })));
-/// ```
-///
-/// # Errors
-/// [`Error::FenceRejected`] for zero rows.
-pub fn check_rows(rows_affected: u64, token: FencingToken) -> Result<()> {
-    if rows_affected == 0 {
-        metrics::counter!(crate::observe::FENCE_REJECTIONS).increment(1);
-        return Err(Error::FenceRejected { token });
-    }
-    Ok(())
 }

@@ -1,75 +1,65 @@
 //! Postgres errors → [`leasehold_core::Error`] kinds, through named SQLSTATE codes.
 
+use super::{Phase, Target, classify, error_of};
 use leasehold_core::Error;
 use leasehold_core::store::ErrorClass;
-use leasehold_sql::errors::{Phase, classify, error_of};
 
 /// SQLSTATE codes this crate gives a meaning to (Postgres appendix A).
-pub(crate) mod sqlstate {
+pub mod sqlstate {
     /// `42P01` undefined_table: the lease table (or a user's table) does not exist.
-    pub(crate) const UNDEFINED_TABLE: &str = "42P01";
+    pub const UNDEFINED_TABLE: &str = "42P01";
     /// `42P07` duplicate_table: a concurrent `CREATE TABLE IF NOT EXISTS` won.
-    pub(crate) const DUPLICATE_TABLE: &str = "42P07";
+    pub const DUPLICATE_TABLE: &str = "42P07";
     /// `42710` duplicate_object: a concurrent `CREATE TABLE` made the table's row type.
-    pub(crate) const DUPLICATE_OBJECT: &str = "42710";
+    pub const DUPLICATE_OBJECT: &str = "42710";
     /// `42701` duplicate_column: a concurrent `ADD COLUMN IF NOT EXISTS` won.
-    pub(crate) const DUPLICATE_COLUMN: &str = "42701";
+    pub const DUPLICATE_COLUMN: &str = "42701";
     /// `23505` unique_violation (also a concurrent `CREATE TABLE` racing on `pg_type`).
-    pub(crate) const UNIQUE_VIOLATION: &str = "23505";
+    pub const UNIQUE_VIOLATION: &str = "23505";
     /// `25006` read_only_sql_transaction: connected to a standby (read replica).
-    pub(crate) const READ_ONLY_SQL_TRANSACTION: &str = "25006";
+    pub const READ_ONLY_SQL_TRANSACTION: &str = "25006";
     /// `57014` query_canceled (statement_timeout, cancel request): rolled back.
-    pub(crate) const QUERY_CANCELED: &str = "57014";
+    pub const QUERY_CANCELED: &str = "57014";
     /// `57P01` admin_shutdown: the backend was terminated, maybe while committing.
-    pub(crate) const ADMIN_SHUTDOWN: &str = "57P01";
+    pub const ADMIN_SHUTDOWN: &str = "57P01";
     /// `57P02` crash_shutdown.
-    pub(crate) const CRASH_SHUTDOWN: &str = "57P02";
+    pub const CRASH_SHUTDOWN: &str = "57P02";
     /// `57P03` cannot_connect_now: the server is starting or stopping.
-    pub(crate) const CANNOT_CONNECT_NOW: &str = "57P03";
+    pub const CANNOT_CONNECT_NOW: &str = "57P03";
     /// `57P04` database_dropped.
-    pub(crate) const DATABASE_DROPPED: &str = "57P04";
+    pub const DATABASE_DROPPED: &str = "57P04";
 
     /// Class `08`: connection exception.
-    pub(crate) const CLASS_CONNECTION: &str = "08";
+    pub const CLASS_CONNECTION: &str = "08";
     /// Class `22`: data exception (value too long, out of range).
-    pub(crate) const CLASS_DATA: &str = "22";
+    pub const CLASS_DATA: &str = "22";
     /// Class `23`: integrity constraint violation.
-    pub(crate) const CLASS_INTEGRITY: &str = "23";
+    pub const CLASS_INTEGRITY: &str = "23";
     /// Class `28`: invalid authorization.
-    pub(crate) const CLASS_AUTH: &str = "28";
+    pub const CLASS_AUTH: &str = "28";
     /// Class `3D`: invalid catalog (database) name.
-    pub(crate) const CLASS_CATALOG: &str = "3D";
+    pub const CLASS_CATALOG: &str = "3D";
     /// Class `3F`: invalid schema name.
-    pub(crate) const CLASS_SCHEMA: &str = "3F";
+    pub const CLASS_SCHEMA: &str = "3F";
     /// Class `40`: transaction rollback (serialization failure, deadlock): not applied.
-    pub(crate) const CLASS_ROLLBACK: &str = "40";
+    pub const CLASS_ROLLBACK: &str = "40";
     /// Class `42`: syntax error or access rule violation (missing table/column, type
     /// mismatch, no privilege, no unique index for `ON CONFLICT`).
-    pub(crate) const CLASS_SYNTAX_OR_ACCESS: &str = "42";
+    pub const CLASS_SYNTAX_OR_ACCESS: &str = "42";
     /// Class `53`: insufficient resources (too many connections, disk full): not applied.
-    pub(crate) const CLASS_RESOURCES: &str = "53";
+    pub const CLASS_RESOURCES: &str = "53";
     /// Class `54`: program limit exceeded.
-    pub(crate) const CLASS_LIMIT: &str = "54";
+    pub const CLASS_LIMIT: &str = "54";
     /// Class `55`: object not in prerequisite state (lock not available): not applied.
-    pub(crate) const CLASS_STATE: &str = "55";
+    pub const CLASS_STATE: &str = "55";
     /// Class `58`: system error (I/O error in the server).
-    pub(crate) const CLASS_SYSTEM: &str = "58";
+    pub const CLASS_SYSTEM: &str = "58";
     /// Class `XX`: internal error.
-    pub(crate) const CLASS_INTERNAL: &str = "XX";
-}
-
-/// Whose statement failed: constraint violations mean a broken lease table, but bad
-/// input on a user's table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Target {
-    /// The lease table.
-    Lease,
-    /// The user's table (a fenced write).
-    User,
+    pub const CLASS_INTERNAL: &str = "XX";
 }
 
 /// The class of a Postgres error code.
-pub(crate) fn classify_code(code: &str, target: Target) -> ErrorClass {
+pub fn classify_code(code: &str, target: Target) -> ErrorClass {
     use sqlstate::*;
     match code {
         READ_ONLY_SQL_TRANSACTION => return ErrorClass::Misconfigured,
@@ -93,7 +83,7 @@ pub(crate) fn classify_code(code: &str, target: Target) -> ErrorClass {
 }
 
 /// The SQLSTATE of a database error, if it is one.
-pub(crate) fn code_of(err: &sqlx::Error) -> Option<String> {
+pub fn code_of(err: &sqlx::Error) -> Option<String> {
     match err {
         sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
         _ => None,
@@ -101,7 +91,7 @@ pub(crate) fn code_of(err: &sqlx::Error) -> Option<String> {
 }
 
 /// Maps a driver error from `phase` of an operation on `target`.
-pub(crate) fn map_error(err: sqlx::Error, phase: Phase, target: Target, context: &str) -> Error {
+pub fn map_error(err: sqlx::Error, phase: Phase, target: Target, context: &str) -> Error {
     let class = match classify(&err, phase) {
         Some(c) => c,
         None => {

@@ -1,8 +1,11 @@
-//! Fenced writes inside etcd: the user's operations in a transaction guarded by a
-//! compare on the lease record (the mitigation Jepsen recommended for etcd locks).
+//! Fenced transactions on the lease record itself: the user's operations in a
+//! transaction guarded by a compare on the lease record's mod revision (the mitigation
+//! Jepsen recommended for etcd locks). For a key that carries its own token mark, see
+//! [`KeyFence`](crate::KeyFence).
 
 use etcd_client::{Compare, CompareOp, Txn, TxnOp, TxnResponse};
-use leasehold_core::{Error, FencingToken, Lease, LeaseName, Result};
+use leasehold_core::fence::{FencedOutcome, rejected};
+use leasehold_core::{FencingToken, Lease, LeaseName, Result};
 
 use crate::error::Effect;
 use crate::store::EtcdStore;
@@ -16,14 +19,14 @@ use crate::store::EtcdStore;
 /// renewals do not rewrite it), so a transaction comparing it applies only while the
 /// tenure is still current, on etcd itself, in the same atomic step as the write.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EtcdFence {
+pub struct TxnFence {
     name: LeaseName,
     key: Vec<u8>,
     revision: i64,
     token: FencingToken,
 }
 
-impl EtcdFence {
+impl TxnFence {
     /// A guard from its parts (for writers that learned them another way).
     pub fn new(name: LeaseName, key: Vec<u8>, revision: i64, token: FencingToken) -> Self {
         Self {
@@ -66,44 +69,55 @@ impl EtcdStore {
     /// [`leasehold_core::LeaseClient`] over it).
     ///
     /// # Errors
-    /// [`Error::FenceRejected`] if this store no longer holds that grant (released,
-    /// expired, taken over, or never granted through this store).
-    pub fn fence(&self, lease: &Lease) -> Result<EtcdFence> {
+    /// [`leasehold_core::Error::FenceRejected`] (through [`rejected`]) if this store no
+    /// longer holds that grant (released, expired, taken over, or never granted through
+    /// this store).
+    pub fn fence(&self, lease: &Lease) -> Result<TxnFence> {
         let held = self.inner.held_version(lease.name(), lease.holder(), lease.token());
         match held {
-            Some(revision) => Ok(EtcdFence::new(
+            Some(revision) => Ok(TxnFence::new(
                 lease.name().clone(),
                 self.record_key(lease.name()),
                 revision,
                 lease.token(),
             )),
-            None => Err(Error::FenceRejected { token: lease.token() }),
+            None => Err(rejected(lease.token())),
         }
     }
 
     /// Runs `ops` in one transaction that applies only if `fence`'s tenure is still
-    /// current (the lease record still has its revision). One round trip.
+    /// current (the lease record still has its revision). One round trip: guard and
+    /// effect are one etcd transaction.
+    ///
+    /// The outcome is [`FencedOutcome::Applied`] with etcd's answer (the responses of
+    /// `ops`, in order); it is never [`FencedOutcome::ConditionFailed`] (the guard is the
+    /// only condition).
     ///
     /// ```no_run
     /// # async fn demo(store: leasehold_etcd::EtcdStore, lease: leasehold_core::Lease) -> leasehold_core::Result<()> {
     /// use etcd_client::TxnOp;
+    /// use leasehold_core::fence::FencedOutcome;
     /// let fence = store.fence(&lease)?;
-    /// store.fenced_txn(&fence, [TxnOp::put("ledger/balance", "42", None)]).await?;
+    /// let outcome = store.fenced_txn(&fence, [TxnOp::put("ledger/balance", "42", None)]).await?;
+    /// assert!(matches!(outcome, FencedOutcome::Applied(_)));
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
-    /// [`Error::FenceRejected`] when the tenure is over: nothing was written, the caller
-    /// has lost the lease and must stop. [`Error::Indeterminate`] when no answer came
-    /// (the writes may have applied); [`Error::Unavailable`] when it was not sent.
-    pub async fn fenced_txn(&self, fence: &EtcdFence, ops: impl Into<Vec<TxnOp>>) -> Result<TxnResponse> {
+    /// [`leasehold_core::Error::FenceRejected`] (through [`rejected`]) when the tenure is
+    /// over: nothing was written, the caller has lost the lease and must stop.
+    /// [`leasehold_core::Error::Indeterminate`] when no answer came (the writes may have
+    /// applied); [`leasehold_core::Error::Unavailable`] when it was not sent.
+    pub async fn fenced_txn(&self, fence: &TxnFence, ops: impl Into<Vec<TxnOp>>) -> Result<FencedOutcome<TxnResponse>> {
         let txn = Txn::new().when([fence.compare()]).and_then(ops);
         let resp = self
             .inner
             .send_txn(txn)
             .await
             .map_err(|f| self.inner.failure("fenced transaction", Effect::Write, f))?;
-        leasehold_core::fence::check_rows(u64::from(resp.succeeded()), fence.token())?;
-        Ok(resp)
+        if !resp.succeeded() {
+            return Err(rejected(fence.token()));
+        }
+        Ok(FencedOutcome::Applied(resp))
     }
 }

@@ -1,62 +1,52 @@
 //! SQLite errors → [`leasehold_core::Error`] kinds, through named result codes.
 
+use super::{Phase, Target, classify, error_of};
 use leasehold_core::Error;
 use leasehold_core::store::ErrorClass;
-use leasehold_sql::errors::{Phase, classify, error_of};
 
 /// SQLite primary result codes this crate gives a meaning to
 /// (<https://sqlite.org/rescode.html>; extended codes carry the primary in the low byte).
-pub(crate) mod code {
+pub mod code {
     /// Generic error: a missing table or column, a syntax error.
-    pub(crate) const ERROR: i64 = 1;
+    pub const ERROR: i64 = 1;
     /// Access permission denied.
-    pub(crate) const PERM: i64 = 3;
+    pub const PERM: i64 = 3;
     /// Interrupted before completing: rolled back.
-    pub(crate) const INTERRUPT: i64 = 9;
+    pub const INTERRUPT: i64 = 9;
     /// The database file is locked by another connection (after `busy_timeout`).
-    pub(crate) const BUSY: i64 = 5;
+    pub const BUSY: i64 = 5;
     /// A table is locked (shared cache).
-    pub(crate) const LOCKED: i64 = 6;
+    pub const LOCKED: i64 = 6;
     /// Out of memory.
-    pub(crate) const NOMEM: i64 = 7;
+    pub const NOMEM: i64 = 7;
     /// Attempt to write a read-only database.
-    pub(crate) const READONLY: i64 = 8;
+    pub const READONLY: i64 = 8;
     /// A disk I/O error: a commit may or may not have reached the file.
-    pub(crate) const IOERR: i64 = 10;
+    pub const IOERR: i64 = 10;
     /// The database file is malformed.
-    pub(crate) const CORRUPT: i64 = 11;
+    pub const CORRUPT: i64 = 11;
     /// The disk is full: the transaction was rolled back.
-    pub(crate) const FULL: i64 = 13;
+    pub const FULL: i64 = 13;
     /// The database file cannot be opened.
-    pub(crate) const CANTOPEN: i64 = 14;
+    pub const CANTOPEN: i64 = 14;
     /// A locking protocol error.
-    pub(crate) const PROTOCOL: i64 = 15;
+    pub const PROTOCOL: i64 = 15;
     /// The schema changed under a prepared statement.
-    pub(crate) const SCHEMA: i64 = 17;
+    pub const SCHEMA: i64 = 17;
     /// A string or blob too large.
-    pub(crate) const TOOBIG: i64 = 18;
+    pub const TOOBIG: i64 = 18;
     /// A constraint (CHECK, NOT NULL, UNIQUE) failed.
-    pub(crate) const CONSTRAINT: i64 = 19;
+    pub const CONSTRAINT: i64 = 19;
     /// A datatype mismatch.
-    pub(crate) const MISMATCH: i64 = 20;
+    pub const MISMATCH: i64 = 20;
     /// Authorization denied.
-    pub(crate) const AUTH: i64 = 23;
+    pub const AUTH: i64 = 23;
     /// Not a database file.
-    pub(crate) const NOTADB: i64 = 26;
-}
-
-/// Whose statement failed: constraint failures mean a broken lease table, but bad input
-/// on a user's table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Target {
-    /// The lease table.
-    Lease,
-    /// The user's table (a fenced write).
-    User,
+    pub const NOTADB: i64 = 26;
 }
 
 /// The class of an (extended) SQLite result code.
-pub(crate) fn classify_code(extended: i64, phase: Phase, target: Target) -> ErrorClass {
+pub fn classify_code(extended: i64, phase: Phase, target: Target) -> ErrorClass {
     use code::*;
     match extended & 0xff {
         BUSY | LOCKED | INTERRUPT | NOMEM | FULL | PROTOCOL | SCHEMA => ErrorClass::Unavailable,
@@ -76,7 +66,7 @@ pub(crate) fn classify_code(extended: i64, phase: Phase, target: Target) -> Erro
 }
 
 /// The extended result code of a database error, if it is one.
-pub(crate) fn code_of(err: &sqlx::Error) -> Option<i64> {
+pub fn code_of(err: &sqlx::Error) -> Option<i64> {
     match err {
         sqlx::Error::Database(db) => db.code().and_then(|c| c.parse().ok()),
         _ => None,
@@ -84,7 +74,7 @@ pub(crate) fn code_of(err: &sqlx::Error) -> Option<i64> {
 }
 
 /// Maps a driver error from `phase` of an operation on `target`.
-pub(crate) fn map_error(err: sqlx::Error, phase: Phase, target: Target, context: &str) -> Error {
+pub fn map_error(err: sqlx::Error, phase: Phase, target: Target, context: &str) -> Error {
     let class =
         classify(&err, phase).unwrap_or_else(|| classify_code(code_of(&err).unwrap_or(code::ERROR), phase, target));
     let missing = matches!(&err, sqlx::Error::Database(db) if db.message().starts_with("no such table"));

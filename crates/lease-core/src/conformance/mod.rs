@@ -10,12 +10,19 @@
 //! ```
 //!
 //! Cases use fresh, unique lease names, so they share one server without a reset.
+//!
+//! The [`fence`] cases check each store's fenced write on its own kind of resource
+//! ([`fence_tests!`](crate::conformance::fence_tests)).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+
+pub mod fence;
+
+pub use fence::{FenceFixture, FencedResource};
 use tokio::time::Instant;
 
 use crate::testing::{CountingStore, FaultPlan, FaultStore};
@@ -672,3 +679,6 @@ pub async fn acquire_waits_for_release(f: &dyn Fixture) {
 /// the given expression (which may `.await`).
 #[doc(inline)]
 pub use crate::__conformance_tests as conformance_tests;
+/// Generates one test per [`fence`] case: `fence_tests!(fixture_expression)`.
+#[doc(inline)]
+pub use crate::__fence_tests as fence_tests;

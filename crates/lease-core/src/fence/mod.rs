@@ -1,0 +1,154 @@
+//! The fenced-write contract: how a protected resource refuses a stale lease holder.
+//!
+//! A lease only limits who *starts*; the fence decides who *succeeds*. The protected
+//! resource keeps the highest token that has written it, its **high-water mark** (one per
+//! resource). Every write carries the writer's [`FencingToken`], and the guard on the
+//! token is part of the same store operation as the effect, so there is no window
+//! between the check and the write. Every store crate offers this contract on its own kind
+//! of resource, under one naming scheme:
+//!
+//! | store | guard | resource |
+//! |---|---|---|
+//! | Postgres, SQLite | `RowFence` (from a [`FencedUpdate`]) | a row of the caller's table |
+//! | DynamoDB | `ItemFence` | an item of the caller's table |
+//! | Redis | `HashFence` | a hash key |
+//! | etcd | `KeyFence` (and `TxnFence`, on the lease record itself) | an etcd key |
+//! | S3 | `ManifestFence` | a manifest object |
+//!
+//! and each one keeps the same three promises, which the conformance suite checks on
+//! every store against its real server:
+//!
+//! - **The mode.** [`FenceMode::NotOlder`] (the default, `mark <= token`) lets one tenure
+//!   write many times with its one token; [`FenceMode::Newer`] (strict, `mark < token`)
+//!   is for resources written once per grant. A write that passes sets the mark to the
+//!   writer's token.
+//! - **The outcome.** A write whose guard passed returns a [`FencedOutcome`]. A refused
+//!   guard is [`Error::FenceRejected`]: the resource has seen a newer token (or, strict,
+//!   this one), nothing was written, and the writer has lost its lease and must stop. It
+//!   is never retried.
+//! - **The cost.** Guard and effect are one round trip to the store.
+//!
+//! A store without a native fence for some resource can still protect it with
+//! [`FencedUpdate`] (SQL) or by keeping the mark beside the data and writing both under
+//! one compare-and-swap.
+
+mod sql;
+
+pub use sql::{Dialect, FencedStatement, FencedUpdate, Ident, Param};
+
+use crate::{Error, FencingToken, Result};
+
+/// The guard's comparison of the resource's high-water mark with the writer's token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum FenceMode {
+    /// `mark <= token`: many writes per tenure (the default).
+    #[default]
+    NotOlder,
+    /// `mark < token`: one write per grant (strict).
+    Newer,
+}
+
+impl FenceMode {
+    /// The comparison operator, as SQL and most expression languages write it: `<=` or `<`.
+    ///
+    /// ```
+    /// use leasehold_core::fence::FenceMode;
+    /// assert_eq!(FenceMode::NotOlder.operator(), "<=");
+    /// assert_eq!(FenceMode::Newer.operator(), "<");
+    /// ```
+    pub fn operator(self) -> &'static str {
+        match self {
+            Self::NotOlder => "<=",
+            Self::Newer => "<",
+        }
+    }
+
+    /// Whether a write carrying `token` passes a resource whose mark is `mark`
+    /// ([`FencingToken::ZERO`]: never written).
+    ///
+    /// ```
+    /// use leasehold_core::{FencingToken, fence::FenceMode};
+    /// let (two, three) = (FencingToken::new(2), FencingToken::new(3));
+    /// assert!(FenceMode::NotOlder.admits(three, three));
+    /// assert!(!FenceMode::Newer.admits(three, three));
+    /// assert!(!FenceMode::NotOlder.admits(three, two));
+    /// ```
+    pub fn admits(self, mark: FencingToken, token: FencingToken) -> bool {
+        match self {
+            Self::NotOlder => mark <= token,
+            Self::Newer => mark < token,
+        }
+    }
+}
+
+/// What a fenced write did when its guard passed. A refused guard is never an outcome:
+/// it is [`Error::FenceRejected`].
+///
+/// `O` is what the store's write returns (rows affected, a response, the new manifest);
+/// `C` is what a store that lets the caller add a condition of their own reports when
+/// that condition failed (DynamoDB: the item as it was).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub enum FencedOutcome<O, C = ()> {
+    /// The write applied; the resource's high-water mark is now the writer's token.
+    Applied(O),
+    /// The guard passed, but the caller's own condition did not hold; nothing changed.
+    ConditionFailed(C),
+}
+
+impl<O, C> FencedOutcome<O, C> {
+    /// The store's output, if the write applied.
+    pub fn applied(self) -> Option<O> {
+        match self {
+            Self::Applied(o) => Some(o),
+            Self::ConditionFailed(_) => None,
+        }
+    }
+
+    /// Whether the write applied.
+    pub fn is_applied(&self) -> bool {
+        matches!(self, Self::Applied(_))
+    }
+
+    /// The output, with the caller's failed condition as an error of the caller's choice.
+    ///
+    /// # Errors
+    /// `f(c)` when the caller's own condition failed.
+    pub fn or_else<E>(self, f: impl FnOnce(C) -> E) -> std::result::Result<O, E> {
+        match self {
+            Self::Applied(o) => Ok(o),
+            Self::ConditionFailed(c) => Err(f(c)),
+        }
+    }
+}
+
+/// The refusal of a write carrying `token`: [`Error::FenceRejected`], counted in the
+/// `leasehold_fence_rejections_total` metric. Every store's fence refuses through this.
+///
+/// ```
+/// use leasehold_core::{Error, FencingToken, fence::rejected};
+/// assert!(matches!(rejected(FencingToken::new(3)), Error::FenceRejected { .. }));
+/// ```
+pub fn rejected(token: FencingToken) -> Error {
+    metrics::counter!(crate::observe::FENCE_REJECTIONS).increment(1);
+    Error::FenceRejected { token }
+}
+
+/// Turns a fenced write's rows-affected count into its outcome: zero rows means the
+/// resource has seen a newer token (or the row does not exist, for a plain update).
+///
+/// ```
+/// use leasehold_core::{fence::{FencedOutcome, check_rows}, Error, FencingToken};
+/// assert_eq!(check_rows(1, FencingToken::new(3))?, FencedOutcome::Applied(1));
+/// assert!(matches!(check_rows(0, FencingToken::new(3)), Err(Error::FenceRejected { .. })));
+/// # Ok::<(), Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::FenceRejected`] for zero rows.
+pub fn check_rows(rows_affected: u64, token: FencingToken) -> Result<FencedOutcome<u64>> {
+    if rows_affected == 0 {
+        return Err(rejected(token));
+    }
+    Ok(FencedOutcome::Applied(rows_affected))
+}
