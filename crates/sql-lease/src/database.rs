@@ -1,16 +1,29 @@
 //! The databases the SQL stores run on, as a trait of sqlx's own database types: what
 //! differs between them is known from the executor's type at compile time.
 
+use async_trait::async_trait;
 use leasehold_core::Error;
 use leasehold_core::fence::Dialect;
+use sqlx::{AssertSqlSafe, Pool};
 
 use crate::errors::{self, Phase, Target};
+use crate::{LeaseArgs, LeaseStatement, RawRow};
+
+/// Where running a lease statement failed.
+#[derive(Debug)]
+pub enum RunError {
+    /// Getting a connection from the pool: nothing was sent.
+    Connect(sqlx::Error),
+    /// The statement, or decoding its rows.
+    Statement(sqlx::Error),
+}
 
 /// A sqlx database that leasehold's SQL code supports: the dialect its statements are
-/// generated in, and the meaning of its error codes.
+/// generated in, the meaning of its error codes, and running a lease statement.
 ///
 /// Implemented for [`sqlx::Postgres`] and [`sqlx::Sqlite`]. A fence built for one
 /// database cannot be run on another's executor: the type says which.
+#[async_trait]
 pub trait SqlDatabase: sqlx::Database {
     /// The placeholder and quoting style of this database's statements.
     const DIALECT: Dialect;
@@ -21,28 +34,50 @@ pub trait SqlDatabase: sqlx::Database {
 
     /// The rows a statement changed.
     fn rows_affected(result: &Self::QueryResult) -> u64;
+
+    /// Runs one lease statement with its values on a connection of `pool` and decodes
+    /// its rows.
+    ///
+    /// # Errors
+    /// Where it failed, with the driver's error.
+    async fn fetch_lease_rows(
+        pool: &Pool<Self>,
+        statement: &LeaseStatement,
+        args: &LeaseArgs,
+    ) -> std::result::Result<Vec<RawRow>, RunError>;
 }
 
-impl SqlDatabase for sqlx::Postgres {
-    const DIALECT: Dialect = Dialect::Postgres;
+/// One implementation for every database: the concrete types satisfy sqlx's bounds.
+macro_rules! sql_database {
+    ($db:ty, $dialect:expr, $errors:ident) => {
+        #[async_trait]
+        impl SqlDatabase for $db {
+            const DIALECT: Dialect = $dialect;
 
-    fn map_error(err: sqlx::Error, phase: Phase, target: Target, context: &str) -> Error {
-        errors::postgres::map_error(err, phase, target, context)
-    }
+            fn map_error(err: sqlx::Error, phase: Phase, target: Target, context: &str) -> Error {
+                errors::$errors::map_error(err, phase, target, context)
+            }
 
-    fn rows_affected(result: &Self::QueryResult) -> u64 {
-        result.rows_affected()
-    }
+            fn rows_affected(result: &Self::QueryResult) -> u64 {
+                result.rows_affected()
+            }
+
+            async fn fetch_lease_rows(
+                pool: &Pool<Self>,
+                statement: &LeaseStatement,
+                args: &LeaseArgs,
+            ) -> std::result::Result<Vec<RawRow>, RunError> {
+                let mut conn = pool.acquire().await.map_err(RunError::Connect)?;
+                let query = args.bind(statement, sqlx::query(AssertSqlSafe(statement.sql.clone())));
+                let rows = query.fetch_all(&mut *conn).await.map_err(RunError::Statement)?;
+                rows.iter()
+                    .map(RawRow::decode)
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .map_err(RunError::Statement)
+            }
+        }
+    };
 }
 
-impl SqlDatabase for sqlx::Sqlite {
-    const DIALECT: Dialect = Dialect::Sqlite;
-
-    fn map_error(err: sqlx::Error, phase: Phase, target: Target, context: &str) -> Error {
-        errors::sqlite::map_error(err, phase, target, context)
-    }
-
-    fn rows_affected(result: &Self::QueryResult) -> u64 {
-        result.rows_affected()
-    }
-}
+sql_database!(sqlx::Postgres, Dialect::Postgres, postgres);
+sql_database!(sqlx::Sqlite, Dialect::Sqlite, sqlite);

@@ -1,14 +1,20 @@
 //! # leasehold-sql
 //!
-//! The SQL that `leasehold-postgres` and `leasehold-sqlite` share, written once: the lease
-//! table's definition and its check ([`schema`]), the one statement per operation in each
-//! dialect ([`statements`]), the values they bind ([`LeaseArgs`]), what their rows mean
-//! ([`row`]), the fenced write on a user's own table ([`RowFence`], for a [`SqlDatabase`]), and the
-//! classification of driver errors ([`errors`]). The store crates add only what is the
-//! driver's: the pool, executing, and their database's error codes.
+//! The SQL lease store, written once for every database: [`SqlStore`], generic over a
+//! [`SqlBackend`] that a store crate supplies (the catalog check of the lease table, its
+//! creation, and, where the database can push, a [`ChangeFeed`] of releases). Beneath it,
+//! per [`SqlDatabase`] (a sqlx database type): the lease table's definition and its
+//! check ([`schema`]), the one statement per operation in each dialect ([`statements`]),
+//! the values they bind ([`LeaseArgs`]), what their rows mean ([`row`]), the
+//! classification of driver errors with each database's codes ([`errors`]), and the
+//! fenced write on a user's own table ([`RowFence`], whose dialect comes from the
+//! database type).
 //!
-//! Nothing here talks to a database; it is tested without one. Users normally depend on
-//! a store crate, which re-exports what they need.
+//! `leasehold-postgres` (`PostgresStore = SqlStore<PgBackend>`) and `leasehold-sqlite`
+//! (`SqliteStore = SqlStore<SqliteBackend>`, with [`SqlStore::open_file`] through
+//! [`FileBackend`]) are the two backends; a third database is a [`SqlDatabase`]
+//! implementation here (its dialect, its error codes) and a small crate with its
+//! backend. Users normally depend on a store crate, which re-exports what they need.
 //!
 //! ```
 //! use leasehold_core::fence::Dialect;
@@ -20,21 +26,27 @@
 //! ```
 
 mod args;
+mod config;
 mod database;
 pub mod errors;
 mod fenced;
+mod file;
 pub mod row;
 pub mod schema;
 pub mod statements;
+mod store;
 mod table;
 
 #[cfg(feature = "testing")]
 pub mod testing;
 
 pub use args::{LeaseArgs, write_statement};
-pub use database::SqlDatabase;
+pub use config::SqlConfig;
+pub use database::{RunError, SqlDatabase};
 pub use fenced::{RowFence, RowWrite, SqlValue};
+pub use file::FileBackend;
 pub use row::RawRow;
 pub use schema::{ColumnInfo, ColumnLimits};
 pub use statements::{LeaseStatement, Statements};
+pub use store::{ChangeFeed, SqlBackend, SqlStore};
 pub use table::{DEFAULT_TABLE, LeaseTable};

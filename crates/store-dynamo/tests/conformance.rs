@@ -84,21 +84,14 @@ mod read_on_conflict {
 /// The fence cases on [`ItemFence`](leasehold_dynamodb::ItemFence): each resource is a
 /// fresh item (a key no other case uses) of one resource table, its value in the number
 /// attribute `v` and its mark in `last_token`, written through the crate's public fence
-/// API (`UpdateItem` and `PutItem`: each has its own guard) and read plainly.
+/// API (`UpdateItem` and `PutItem`: each has its own guard) and read plainly
+/// ([`common::item::FencedItem`], also the frozen-holder test's resource).
 mod fence {
-    use std::collections::HashMap;
-
-    use aws_sdk_dynamodb::Client;
     use leasehold_core::conformance::{FenceFixture, FencedResource};
-    use leasehold_core::fence::{FenceMode, FencedOutcome};
-    use leasehold_core::{FencingToken, Result};
-    use leasehold_dynamodb::ItemFence;
     use tokio::sync::OnceCell;
 
     use super::*;
-
-    const MARK: &str = "last_token";
-    const VALUE: &str = "v";
+    use crate::common::item::{FencedItem, Via};
 
     /// One resource table per test process, created by the first case that needs it.
     async fn resource_table() -> &'static str {
@@ -112,102 +105,15 @@ mod fence {
             .await
     }
 
-    /// Which of the fence's sending methods the writes go through.
-    #[derive(Debug, Clone, Copy)]
-    pub(super) enum Via {
-        /// `ItemFence::update`: `SET #v = :v`.
-        Update,
-        /// `ItemFence::put`: the whole item.
-        Put,
-    }
-
     pub(super) struct Items(pub(super) Via);
 
     #[async_trait]
     impl FenceFixture for Items {
         async fn resource(&self, case: &str) -> Box<dyn FencedResource> {
             let table = resource_table().await;
-            // Clients made here, on the case's own runtime (see `Dynamo::store`).
-            let http = common::HttpCounter::default();
-            Box::new(Item {
-                fenced: common::client(Some(&http)),
-                http,
-                plain: common::client(None),
-                table,
-                key: format!("fence/{case}/{}", leasehold_testkit::unique_suffix()),
-                via: self.0,
-            })
-        }
-    }
-
-    struct Item {
-        /// The client of the fenced writes, counted by `http`.
-        fenced: Client,
-        http: common::HttpCounter,
-        /// The client of the plain reads.
-        plain: Client,
-        table: &'static str,
-        key: String,
-        via: Via,
-    }
-
-    /// `Ok(())` for an applied write. The writes carry no condition of the caller's own,
-    /// so the fence must never report one as failed.
-    fn applied<O>(outcome: FencedOutcome<O, Option<HashMap<String, AttributeValue>>>, via: Via) -> Result<()> {
-        match outcome {
-            FencedOutcome::Applied(_) => Ok(()),
-            FencedOutcome::ConditionFailed(item) => {
-                panic!("{via:?}: no condition of the caller's own, yet ConditionFailed (item as it was: {item:?})")
-            }
-        }
-    }
-
-    #[async_trait]
-    impl FencedResource for Item {
-        async fn write(&self, token: FencingToken, mode: FenceMode, value: i64) -> Result<()> {
-            let fence = ItemFence::new(MARK, token)?.mode(mode);
-            let value = AttributeValue::N(value.to_string());
-            match self.via {
-                Via::Update => {
-                    let update = self
-                        .fenced
-                        .update_item()
-                        .table_name(self.table)
-                        .key("id", common::s(&self.key))
-                        .update_expression("SET #v = :v")
-                        .expression_attribute_names("#v", VALUE)
-                        .expression_attribute_values(":v", value);
-                    applied(fence.update(update).await?, self.via)
-                }
-                Via::Put => {
-                    let put = self
-                        .fenced
-                        .put_item()
-                        .table_name(self.table)
-                        .item("id", common::s(&self.key))
-                        .item(VALUE, value);
-                    applied(fence.put(put).await?, self.via)
-                }
-            }
-        }
-
-        async fn read(&self) -> Option<(FencingToken, i64)> {
-            let item = common::get_item(&self.plain, self.table, ("id", &self.key)).await?;
-            let number = |attribute: &str| match item.get(attribute) {
-                Some(AttributeValue::N(n)) => n.clone(),
-                other => panic!("item {:?}: {attribute} is {other:?}, not a number", self.key),
-            };
-            let mark = number(MARK)
-                .parse::<u64>()
-                .unwrap_or_else(|e| panic!("item {:?}: {MARK}: {e}", self.key));
-            let value = number(VALUE)
-                .parse::<i64>()
-                .unwrap_or_else(|e| panic!("item {:?}: {VALUE}: {e}", self.key));
-            Some((FencingToken::new(mark), value))
-        }
-
-        fn round_trips(&self) -> u64 {
-            self.http.get()
+            // Made here, on the case's own runtime (see `Dynamo::store`).
+            let key = format!("fence/{case}/{}", leasehold_testkit::unique_suffix());
+            Box::new(FencedItem::new(table, &key, self.0))
         }
     }
 

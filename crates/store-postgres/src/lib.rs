@@ -98,15 +98,25 @@
 //! # Ok(()) }
 //! ```
 
-mod config;
 mod ddl;
 mod notify;
 mod store;
 
-pub use config::PostgresConfig;
 pub use ddl::run_ddl_serialized;
-pub use leasehold_sql::{ColumnLimits, LeaseTable, RowFence, RowWrite, SqlValue, Statements};
-pub use store::PostgresStore;
+pub use leasehold_sql::{ColumnLimits, LeaseTable, RowFence, RowWrite, SqlStore, SqlValue, Statements};
+pub use store::{PgBackend, PostgresStore};
+
+/// Options of a [`PostgresStore`]: the lease table (default `leasehold_leases` in the
+/// connection's `search_path`).
+///
+/// ```
+/// use leasehold_postgres::PostgresConfig;
+/// let config = PostgresConfig::new().table("ops.leases")?;
+/// assert_eq!(config.lease_table().display(), "ops.leases");
+/// assert!(PostgresConfig::new().table("leases; DROP TABLE users").is_err());
+/// # Ok::<(), leasehold_core::Error>(())
+/// ```
+pub type PostgresConfig = leasehold_sql::SqlConfig;
 
 /// The client crate this store is built on, re-exported so that your client is built
 /// with the very version this crate links.

@@ -332,3 +332,14 @@ async fn run(mut listener: PgListener, board: Arc<Board>) {
         }
     }
 }
+
+#[async_trait::async_trait]
+impl leasehold_sql::ChangeFeed for Waiters {
+    fn claimed(&self, name: &LeaseName, version: &Version) {
+        Waiters::claimed(self, name, version);
+    }
+
+    async fn wait(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) {
+        Waiters::wait(self, name, seen, max_wait).await;
+    }
+}

@@ -1,10 +1,43 @@
-//! A holder process SIGSTOPped past its TTL, a takeover, the holder resumed: its writes
-//! are refused by the fence, every item is written exactly once (real processes, real
-//! Postgres). See `leasehold_sql::testing`.
+//! The shared frozen-holder case (`leasehold_testkit::frozen`) on real Postgres: a
+//! holder process SIGSTOPped past its TTL, a takeover, the holder resumed; its writes to
+//! rows of a user's table, made with `RowFence`, are refused.
 #![allow(missing_docs)]
 
 mod common;
 
-fn main() {
-    leasehold_sql::testing::main::<common::Pg>();
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use leasehold_core::conformance::FencedResource;
+use leasehold_core::store::CasStore;
+use leasehold_postgres::PostgresStore;
+use leasehold_sql::testing::RowFixture;
+use leasehold_testkit::frozen::World;
+
+struct Pg {
+    store: PostgresStore,
+    rows: RowFixture<sqlx::Postgres>,
+}
+
+#[async_trait]
+impl World for Pg {
+    async fn store(&self) -> Arc<dyn CasStore> {
+        Arc::new(self.store.clone())
+    }
+
+    async fn resource(&self, name: &str) -> Box<dyn FencedResource> {
+        self.rows.row(name).await
+    }
+}
+
+fn main() -> ExitCode {
+    leasehold_testkit::frozen::main(|_run| async {
+        let pool = common::pool().await;
+        let store = common::store_on(&pool, "leasehold_frozen_holder").await;
+        Pg {
+            store,
+            rows: RowFixture::new(pool),
+        }
+    })
 }

@@ -73,103 +73,15 @@ mod multiplexed_connection_polling {
 /// The fence cases on Redis hashes: each resource a fresh hash key on the shared
 /// server, its value in the field `value`, its mark in the default mark field, written
 /// through [`HashFence::apply`](leasehold_redis::HashFence::apply) over a connection
-/// that counts every request it sends.
+/// that counts every request it sends ([`support::fence::FencedHash`]).
 mod fence {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicU64, Ordering};
-
     use async_trait::async_trait;
     use leasehold_core::conformance::{FenceFixture, FencedResource};
-    use leasehold_core::fence::FenceMode;
-    use leasehold_core::{FencingToken, Result};
-    use leasehold_redis::{HashFence, RedisConfig, RedisStore};
-    use redis::aio::{ConnectionLike, MultiplexedConnection};
-    use redis::{Cmd, Pipeline, RedisFuture, Value};
+    use leasehold_redis::{RedisConfig, RedisStore};
+    use redis::aio::MultiplexedConnection;
 
     use crate::support;
-
-    /// The field that holds a resource's value.
-    const VALUE: &str = "value";
-
-    /// A connection that counts what it sends to Redis: one per command, one per
-    /// pipeline. A script missing from the server's cache would show here as three
-    /// (`EVALSHA`, `SCRIPT LOAD`, `EVALSHA`).
-    #[derive(Clone)]
-    struct Counting {
-        inner: MultiplexedConnection,
-        sent: Arc<AtomicU64>,
-    }
-
-    impl ConnectionLike for Counting {
-        fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-            self.sent.fetch_add(1, Ordering::SeqCst);
-            self.inner.req_packed_command(cmd)
-        }
-
-        fn req_packed_commands<'a>(
-            &'a mut self,
-            pipeline: &'a Pipeline,
-            offset: usize,
-            count: usize,
-        ) -> RedisFuture<'a, Vec<Value>> {
-            self.sent.fetch_add(1, Ordering::SeqCst);
-            self.inner.req_packed_commands(pipeline, offset, count)
-        }
-
-        fn get_db(&self) -> i64 {
-            self.inner.get_db()
-        }
-    }
-
-    /// One hash key: fenced writes through the counting connection, plain reads through
-    /// another.
-    struct Hash {
-        key: String,
-        fenced: Counting,
-        plain: MultiplexedConnection,
-    }
-
-    #[async_trait]
-    impl FencedResource for Hash {
-        async fn write(&self, token: FencingToken, mode: FenceMode, value: i64) -> Result<()> {
-            let mut conn = self.fenced.clone();
-            HashFence::new(&self.key)
-                .mode(mode)
-                .set(VALUE, value.to_string())
-                .apply(&mut conn, token)
-                .await?
-                .or_else(|()| unreachable!("a Redis fenced write has no caller condition"))
-                .map(drop)
-        }
-
-        async fn read(&self) -> Option<(FencingToken, i64)> {
-            let mut conn = self.plain.clone();
-            let (mark, value): (Option<String>, Option<String>) = redis::cmd("HMGET")
-                .arg(&self.key)
-                .arg(HashFence::DEFAULT_MARK_FIELD)
-                .arg(VALUE)
-                .query_async(&mut conn)
-                .await
-                .unwrap_or_else(|e| panic!("HMGET {}: {e}", self.key));
-            match (mark, value) {
-                (None, None) => None,
-                (Some(mark), Some(value)) => {
-                    let mark = mark
-                        .parse::<u64>()
-                        .unwrap_or_else(|e| panic!("{}: mark {mark:?}: {e}", self.key));
-                    let value = value
-                        .parse::<i64>()
-                        .unwrap_or_else(|e| panic!("{}: value {value:?}: {e}", self.key));
-                    Some((FencingToken::new(mark), value))
-                }
-                (mark, value) => panic!("{}: mark {mark:?} and value {value:?}: written apart", self.key),
-            }
-        }
-
-        fn round_trips(&self) -> u64 {
-            self.fenced.sent.load(Ordering::SeqCst)
-        }
-    }
+    use crate::support::fence::FencedHash;
 
     /// Fresh hash keys under a prefix of their own, on the shared server, with the
     /// store's scripts loaded as a user loads them ([`RedisStore::provision`]).
@@ -192,14 +104,7 @@ mod fence {
     #[async_trait]
     impl FenceFixture for Hashes {
         async fn resource(&self, case: &str) -> Box<dyn FencedResource> {
-            Box::new(Hash {
-                key: format!("{}{case}", self.prefix),
-                fenced: Counting {
-                    inner: self.conn.clone(),
-                    sent: Arc::default(),
-                },
-                plain: self.conn.clone(),
-            })
+            Box::new(FencedHash::at_key(self.conn.clone(), format!("{}{case}", self.prefix)))
         }
     }
 

@@ -3,15 +3,14 @@
 use std::path::Path;
 use std::time::Duration;
 
-use leasehold_core::Result;
-use leasehold_sql::LeaseTable;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 
 /// How long a statement waits for another process's write lock before giving up with
 /// [`leasehold_core::Error::Unavailable`].
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Options of a [`crate::SqliteStore`].
+/// Options of a [`crate::SqliteStore`]: the lease table (default `leasehold_leases` in
+/// the main database; `schema.name` for an attached database).
 ///
 /// ```
 /// use leasehold_sqlite::SqliteConfig;
@@ -20,31 +19,7 @@ pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// assert!(SqliteConfig::new().table("x'; --").is_err());
 /// # Ok::<(), leasehold_core::Error>(())
 /// ```
-#[derive(Debug, Clone, Default)]
-pub struct SqliteConfig {
-    table: LeaseTable,
-}
-
-impl SqliteConfig {
-    /// The default: table `leasehold_leases` in the main database.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Uses `table` (`name`, or `schema.name` for an attached database).
-    ///
-    /// # Errors
-    /// [`leasehold_core::Error::InvalidInput`] for anything but plain identifiers.
-    pub fn table(mut self, table: &str) -> Result<Self> {
-        self.table = LeaseTable::new(table)?;
-        Ok(self)
-    }
-
-    /// The lease table.
-    pub fn lease_table(&self) -> &LeaseTable {
-        &self.table
-    }
-}
+pub type SqliteConfig = leasehold_sql::SqlConfig;
 
 /// Connect options for a lease database file shared by several processes: created if
 /// missing, WAL journal (readers never block the writer), `synchronous = FULL` (a

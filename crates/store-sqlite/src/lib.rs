@@ -89,8 +89,8 @@ mod config;
 mod store;
 
 pub use config::{DEFAULT_BUSY_TIMEOUT, SqliteConfig, connect_options};
-pub use leasehold_sql::{ColumnLimits, LeaseTable, RowFence, RowWrite, SqlValue, Statements};
-pub use store::SqliteStore;
+pub use leasehold_sql::{ColumnLimits, LeaseTable, RowFence, RowWrite, SqlStore, SqlValue, Statements};
+pub use store::{SqliteBackend, SqliteStore};
 
 /// The client crate this store is built on, re-exported so that your client is built
 /// with the very version this crate links.

@@ -3,8 +3,11 @@
 //! What every store's tests need, once: the settings of the stores that
 //! `scripts/stores.sh` started (read from the environment, failing with a clear message
 //! without them: a test that needs a store never skips), names no other test or run
-//! uses, and the serialized moto a test binary starts for itself. Not published; the
+//! uses, the serialized moto a test binary starts for itself, and the frozen-holder
+//! scenario every store runs ([`frozen`]). Not published; the
 //! store crates take it as a path-only dev-dependency.
+
+pub mod frozen;
 
 use std::future::Future;
 use std::path::PathBuf;

@@ -31,7 +31,7 @@ impl<DB: Database> RowFixture<DB> {
 }
 
 /// One protected row: `id = 1` of its own table.
-struct Row<DB: Database> {
+pub struct FencedRow<DB: Database> {
     pool: Pool<DB>,
     log: StatementLog,
     table: String,
@@ -44,21 +44,37 @@ static SEQ: AtomicU64 = AtomicU64::new(0);
 impl<DB> FenceFixture for RowFixture<DB>
 where
     DB: SqlDatabase,
-    Row<DB>: FencedResource,
+    FencedRow<DB>: FencedResource,
     for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
 {
     async fn resource(&self, case: &str) -> Box<dyn FencedResource> {
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
-        let case: String = case.chars().filter(char::is_ascii_alphanumeric).collect();
-        let table = format!("lh_fence_{case}_{}_{n}", std::process::id());
+        self.row(&format!("{case}_{}_{n}", std::process::id())).await
+    }
+}
+
+impl<DB> RowFixture<DB>
+where
+    DB: SqlDatabase,
+    FencedRow<DB>: FencedResource,
+    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
+{
+    /// The row called `name` (in table `lh_fence_<name>`, created if missing): the same
+    /// one from every process on the same database.
+    pub async fn row(&self, name: &str) -> Box<dyn FencedResource> {
+        let name: String = name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        let table = format!("lh_fence_{name}");
         let ddl = format!(
-            "CREATE TABLE \"{table}\" (id BIGINT PRIMARY KEY, value BIGINT NOT NULL, last_token BIGINT NOT NULL DEFAULT 0)"
+            "CREATE TABLE IF NOT EXISTS \"{table}\" (id BIGINT PRIMARY KEY, value BIGINT NOT NULL, last_token BIGINT NOT NULL DEFAULT 0)"
         );
         self.pool
             .execute(AssertSqlSafe(ddl))
             .await
             .unwrap_or_else(|e| panic!("create the fence test table {table}: {e}"));
-        Box::new(Row {
+        Box::new(FencedRow {
             pool: self.pool.clone(),
             log: self.log.clone(),
             mark: self.log.mark(),
@@ -68,7 +84,7 @@ where
 }
 
 #[async_trait]
-impl<DB> FencedResource for Row<DB>
+impl<DB> FencedResource for FencedRow<DB>
 where
     DB: SqlDatabase,
     for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,

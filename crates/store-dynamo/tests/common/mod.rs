@@ -1,7 +1,9 @@
 //! Shared test setup: an SDK client for the moto server the project's script started,
-//! unique tables, and a counter of the HTTP requests the SDK actually sends.
+//! unique tables, a counter of the HTTP requests the SDK actually sends, and the fenced
+//! item the fence tests protect ([`item::FencedItem`]).
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
+pub mod item;
 mod serial;
 
 use std::collections::HashMap;
@@ -13,11 +15,13 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::config::{BehaviorVersion, ConfigBag, Credentials, Intercept, Region, RuntimeComponents};
-use aws_sdk_dynamodb::error::BoxError;
+use aws_sdk_dynamodb::error::{BoxError, SdkError};
+use aws_sdk_dynamodb::operation::create_table::{CreateTableError, CreateTableOutput};
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, TableStatus,
 };
 use leasehold_dynamodb::DynamoStore;
+use tokio::time::Instant;
 
 /// The moto endpoint (`scripts/stores.sh start moto`; `eval "$(scripts/stores.sh env)"`).
 pub fn endpoint() -> String {
@@ -109,6 +113,47 @@ pub async fn lease_store(client: Client, table: &str) -> DynamoStore {
 
 /// Creates a plain table with a string partition key `id` (a protected resource).
 pub async fn create_resource_table(client: &Client, table: &str) {
+    try_create_resource_table(client, table)
+        .await
+        .unwrap_or_else(|e| panic!("create table {table}: {e:?}"));
+}
+
+/// Makes sure the resource table `table` (as [`create_resource_table`] makes it) exists
+/// and is `ACTIVE`: creates it if it is missing (another process may have created it,
+/// or be creating it), then polls until it is `ACTIVE`.
+pub async fn ensure_resource_table(client: &Client, table: &str) {
+    match try_create_resource_table(client, table).await {
+        Ok(_) => {}
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(CreateTableError::is_resource_in_use_exception) => {}
+        Err(e) => panic!("create table {table}: {e:?}"),
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = client
+            .describe_table()
+            .table_name(table)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("describe table {table}: {e:?}"))
+            .table
+            .and_then(|t| t.table_status);
+        if status == Some(TableStatus::Active) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "table {table} not ACTIVE within 30 s (status {status:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn try_create_resource_table(
+    client: &Client,
+    table: &str,
+) -> Result<CreateTableOutput, SdkError<CreateTableError, aws_sdk_dynamodb::config::http::HttpResponse>> {
     client
         .create_table()
         .table_name(table)
@@ -129,7 +174,6 @@ pub async fn create_resource_table(client: &Client, table: &str) {
         )
         .send()
         .await
-        .unwrap_or_else(|e| panic!("create table {table}: {e:?}"));
 }
 
 /// Deletes a table this test created.

@@ -1,7 +1,8 @@
 //! Shared pieces of this crate's tests: connection settings from the environment,
-//! unique key prefixes, clean-up.
+//! unique key prefixes, clean-up, the fenced resource.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod fenced;
 pub mod proxy;
 pub mod worker;
 
@@ -34,8 +35,14 @@ pub fn unique_prefix(tag: &str) -> String {
 
 /// A store on the shared etcd under a fresh prefix.
 pub async fn store(tag: &str) -> EtcdStore {
+    store_under(&unique_prefix(tag)).await
+}
+
+/// A store on the shared etcd under `prefix` (the same keys in every process that
+/// passes the same prefix).
+pub async fn store_under(prefix: &str) -> EtcdStore {
     let client = connect(&endpoints()).await;
-    let config = EtcdConfig::new(unique_prefix(tag)).unwrap_or_else(|e| panic!("config: {e}"));
+    let config = EtcdConfig::new(prefix).unwrap_or_else(|e| panic!("config: {e}"));
     EtcdStore::new(client, config)
 }
 

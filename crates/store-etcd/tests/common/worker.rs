@@ -12,7 +12,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use etcd_client::{Client, Txn, TxnOp};
-use leasehold_core::fence::{Dialect, FencedUpdate, Param};
 use leasehold_core::{Error, LeaseClient};
 use leasehold_etcd::{EtcdConfig, EtcdStore};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -41,8 +40,6 @@ pub fn run_if_worker() -> bool {
         .unwrap_or_else(|e| panic!("runtime: {e}"));
     rt.block_on(async move {
         match mode.as_str() {
-            "fenced-etcd" => fenced_etcd().await,
-            "fenced-pg" => fenced_pg().await,
             "hold" => hold().await,
             "increment" => increment().await,
             other => panic!("unknown worker mode {other}"),
@@ -66,80 +63,6 @@ async fn store_from_env() -> EtcdStore {
 
 fn ttl() -> Duration {
     Duration::from_millis(var("LH_TTL_MS").parse().unwrap_or_else(|e| panic!("LH_TTL_MS: {e}")))
-}
-
-/// Holds the lease and writes through the etcd fence every 50 ms, forever: a zombie
-/// that never checks whether it still holds the lease, so only the fence can stop it.
-async fn fenced_etcd() {
-    let store = store_from_env().await;
-    let client = LeaseClient::new(store.clone());
-    let name = var("LH_NAME");
-    let data = var("LH_DATA");
-    let lease = client
-        .acquire(&name, ttl())
-        .await
-        .unwrap_or_else(|e| panic!("acquire: {e}"));
-    let fence = store.fence(&lease).unwrap_or_else(|e| panic!("fence: {e}"));
-    say(format!("granted {}", lease.token()));
-    for seq in 0u64.. {
-        let key = format!("{data}{}-{seq}", lease.token());
-        match store.fenced_txn(&fence, [TxnOp::put(key, "x", None)]).await {
-            Ok(_) => say(format!("ok {seq}")),
-            Err(Error::FenceRejected { .. }) => say(format!("rejected {seq}")),
-            Err(e) => say(format!("error {seq} {e}")),
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Holds the lease and increments a Postgres row through the token fence every 50 ms,
-/// forever, without checking the lease.
-async fn fenced_pg() {
-    let store = store_from_env().await;
-    let client = LeaseClient::new(store.clone());
-    let pool = sqlx::PgPool::connect(&var("LH_PG_URL"))
-        .await
-        .unwrap_or_else(|e| panic!("pg connect: {e}"));
-    let lease = client
-        .acquire(var("LH_NAME"), ttl())
-        .await
-        .unwrap_or_else(|e| panic!("acquire: {e}"));
-    let token = lease.token();
-    say(format!("granted {token}"));
-    for seq in 0u64.. {
-        match fenced_increment(&pool, &var("LH_TABLE"), token).await {
-            Ok(()) => say(format!("ok {seq}")),
-            Err(Error::FenceRejected { .. }) => say(format!("rejected {seq}")),
-            Err(e) => say(format!("error {seq} {e}")),
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// `value = value + 1` on row `'row'` of `table`, only if the row's high-water mark is
-/// not newer than `token` (leasehold-core's fenced SQL, run with sqlx).
-pub async fn fenced_increment(
-    pool: &sqlx::PgPool,
-    table: &str,
-    token: leasehold_core::FencingToken,
-) -> leasehold_core::Result<()> {
-    let stmt = FencedUpdate::new(table, "last_token")?
-        .increment("value")?
-        .key("id")?
-        .build(Dialect::Postgres)?;
-    let mut q = sqlx::query(sqlx::AssertSqlSafe(stmt.sql.clone()));
-    for p in &stmt.params {
-        q = match p {
-            Param::Value(_) => q.bind(1i64),
-            Param::Token => q.bind(token.to_i64()?),
-            Param::Key(_) => q.bind("row"),
-        };
-    }
-    let done = q
-        .execute(pool)
-        .await
-        .map_err(|e| Error::indeterminate("postgres fenced update", e))?;
-    leasehold_core::fence::check_rows(done.rows_affected(), token).map(drop)
 }
 
 /// Acquires the lease, reports it, and keeps it (renewed by the client) until killed.

@@ -1,7 +1,9 @@
 //! Shared pieces of this crate's tests: the shared server from the environment, a
-//! dedicated `redis-server` a test may kill and restart, and a TCP proxy that drops
-//! connections at chosen moments.
+//! dedicated `redis-server` a test may kill and restart, a TCP proxy that drops
+//! connections at chosen moments, and the fenced hash resource ([`fence`]).
 #![allow(dead_code, missing_docs, unreachable_pub)]
+
+pub mod fence;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -1,7 +1,10 @@
 //! Shared pieces of the leasehold-s3 integration tests: the moto endpoint, unique buckets,
-//! an SDK interceptor that counts real HTTP requests, and a scripted HTTP client that
-//! answers like S3 does in cases moto never produces (409, 503 SlowDown).
+//! an SDK interceptor that counts real HTTP requests, a scripted HTTP client that answers
+//! like S3 does in cases moto never produces (409, 503 SlowDown), and the manifest
+//! resource of the shared fence and frozen-holder cases ([`fenced`]).
 #![allow(dead_code, unreachable_pub, missing_docs)]
+
+pub mod fenced;
 
 use std::collections::{HashMap, VecDeque};
 use std::process::{Child, Command, Stdio};

@@ -1,18 +1,12 @@
-//! What the SQLite tests share: database files under a temporary directory, a lease
-//! table, and the frozen-holder backend.
+//! What the SQLite tests share: database files under a temporary directory and a lease
+//! table.
 #![allow(dead_code, unreachable_pub)]
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
 
-use async_trait::async_trait;
-use leasehold_core::{Result, store::CasStore};
-use leasehold_sql::testing::Backend;
-use leasehold_sql::{RowWrite, SqlValue};
 use leasehold_sqlite::{SqliteConfig, SqliteStore, connect_options};
-use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
-use sqlx::{AssertSqlSafe, Connection, Row, SqlitePool};
+use sqlx::sqlite::SqlitePoolOptions;
+use sqlx::{AssertSqlSafe, SqlitePool};
 
 /// A database file in a fresh directory under the system temp dir, removed on drop.
 pub struct TempDb(PathBuf);
@@ -47,6 +41,15 @@ pub fn db_path(prefix: &str) -> TempDb {
     TempDb(dir.join("leases.db"))
 }
 
+/// The database file of run `run` (the same path in every process that names the run).
+pub fn db_file(prefix: &str, run: &str) -> TempDb {
+    let dir = std::env::temp_dir()
+        .join("leasehold-store-sqlite-tests")
+        .join(format!("{prefix}-{run}"));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+    TempDb(dir.join("leases.db"))
+}
+
 /// A pool on `path` with the recommended options.
 pub async fn pool(path: &std::path::Path) -> SqlitePool {
     SqlitePoolOptions::new()
@@ -69,99 +72,4 @@ pub async fn exec(pool: &SqlitePool, sql: &str) {
         .execute(pool)
         .await
         .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
-
-/// The frozen-holder scenario's view of SQLite.
-pub struct Lite {
-    path: PathBuf,
-    pool: SqlitePool,
-    store: SqliteStore,
-}
-
-fn bind_all<'q>(
-    mut q: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
-    args: Vec<SqlValue>,
-) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments> {
-    for a in args {
-        q = match a {
-            SqlValue::Int(v) => q.bind(v),
-            SqlValue::Text(v) => q.bind(v),
-            other => panic!("unsupported test value {other:?}"),
-        };
-    }
-    q
-}
-
-#[async_trait]
-impl Backend for Lite {
-    type Db = sqlx::Sqlite;
-
-    fn target() -> String {
-        let db = db_path("frozen");
-        let target = db.path().display().to_string();
-        std::mem::forget(db); // removed by `cleanup` at the end of the scenario
-        target
-    }
-
-    async fn open(target: &str, lease_table: &str) -> Self {
-        let path = PathBuf::from(target);
-        let pool = pool(&path).await;
-        let store = store_on(&pool, lease_table).await;
-        Self { path, pool, store }
-    }
-
-    fn store(&self) -> Arc<dyn CasStore> {
-        Arc::new(self.store.clone())
-    }
-
-    async fn execute(&self, sql: &str, args: Vec<SqlValue>) -> Result<u64> {
-        let q = bind_all(sqlx::query(AssertSqlSafe(sql.to_owned())), args);
-        q.execute(&self.pool)
-            .await
-            .map(|r| r.rows_affected())
-            .map_err(|e| leasehold_core::Error::unavailable(format!("{sql}: {e}"), e))
-    }
-
-    async fn query_ints(&self, sql: &str, args: Vec<SqlValue>) -> Result<Vec<Vec<i64>>> {
-        let q = bind_all(sqlx::query(AssertSqlSafe(sql.to_owned())), args);
-        let rows = q
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| leasehold_core::Error::unavailable(format!("{sql}: {e}"), e))?;
-        rows.iter()
-            .map(|r| {
-                (0..r.len())
-                    .map(|i| r.try_get::<i64, _>(i))
-                    .collect::<std::result::Result<Vec<_>, _>>()
-                    .map_err(|e| leasehold_core::Error::unavailable(format!("{sql}: {e}"), e))
-            })
-            .collect()
-    }
-
-    async fn fenced(&self, write: &RowWrite<'_, Self::Db>) -> Result<u64> {
-        write.execute(&self.pool).await.map(|o| o.applied().unwrap_or(0))
-    }
-
-    async fn cleanup(&self, _tables: &[&str]) {
-        self.pool.close().await;
-        if let Some(dir) = self.path.parent() {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
-
-    async fn quiescent(&self) -> bool {
-        // Can a write transaction start right now, without waiting?
-        let options = SqliteConnectOptions::new()
-            .filename(&self.path)
-            .busy_timeout(Duration::ZERO);
-        let Ok(mut conn) = sqlx::SqliteConnection::connect_with(&options).await else {
-            return false;
-        };
-        let free = sqlx::query("BEGIN IMMEDIATE").execute(&mut conn).await.is_ok();
-        if free {
-            let _ = sqlx::query("ROLLBACK").execute(&mut conn).await;
-        }
-        let _ = conn.close().await;
-        free
-    }
 }

@@ -1,0 +1,243 @@
+//! The SQL lease store, written once for every database: one statement per operation
+//! (from [`Statements`]), rows decoded by [`crate::row`], errors classified by the
+//! database's [`SqlDatabase::map_error`]. A store crate supplies a [`SqlBackend`]: the
+//! catalog check of the lease table, how to create it, and (if the database can push)
+//! a [`ChangeFeed`] of releases.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use leasehold_core::store::{
+    Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Linearizable,
+    Precondition, Stored, Version,
+};
+use leasehold_core::{Error, LeaseName, Result};
+use sqlx::Pool;
+
+use crate::database::RunError;
+use crate::errors::{Phase, Target};
+use crate::schema::{self, ColumnLimits};
+use crate::{LeaseArgs, LeaseStatement, LeaseTable, RawRow, SqlConfig, SqlDatabase, Statements, row, write_statement};
+
+/// What a store crate supplies for its database.
+#[async_trait]
+pub trait SqlBackend: Send + Sync + 'static {
+    /// The sqlx database.
+    type Db: SqlDatabase;
+
+    /// The store's name in messages and `Debug` (`"PostgresStore"`).
+    const STORE: &'static str;
+
+    /// Reads the catalog and checks the lease table: its columns, that `name` is its
+    /// key, that the connection may write it. Returns what its columns hold.
+    ///
+    /// # Errors
+    /// [`Error::Misconfigured`] naming what is wrong; store errors.
+    async fn check(pool: &Pool<Self::Db>, table: &LeaseTable) -> Result<ColumnLimits>;
+
+    /// Runs the lease table's idempotent `CREATE TABLE` (`sql`), safely when several
+    /// processes do it at once.
+    ///
+    /// # Errors
+    /// Store errors, classified.
+    async fn create(pool: &Pool<Self::Db>, sql: &str) -> Result<()>;
+
+    /// The feed of releases that wakes waiters, if the database can push one.
+    fn feed(pool: &Pool<Self::Db>, table: &LeaseTable) -> Option<Arc<dyn ChangeFeed>>;
+}
+
+/// Releases pushed by the database (Postgres: `LISTEN`/`NOTIFY`), waking waiters.
+#[async_trait]
+pub trait ChangeFeed: Send + Sync + 'static {
+    /// A write showed `name` at `version`: a wake-up handed out for an older release is
+    /// used up.
+    fn claimed(&self, name: &LeaseName, version: &Version);
+
+    /// Waits until `name` may have changed from `seen`, or `max_wait`.
+    async fn wait(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration);
+}
+
+/// Lease records in a SQL table, judged on the database's clock. Cheap to clone; clones
+/// share the pool (and the change feed).
+pub struct SqlStore<B: SqlBackend> {
+    inner: Arc<Inner<B>>,
+}
+
+struct Inner<B: SqlBackend> {
+    pool: Pool<B::Db>,
+    table: LeaseTable,
+    statements: Statements,
+    limits: ColumnLimits,
+    feed: Option<Arc<dyn ChangeFeed>>,
+    backend: PhantomData<fn() -> B>,
+}
+
+impl<B: SqlBackend> Clone for SqlStore<B> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<B: SqlBackend> fmt::Debug for SqlStore<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(B::STORE)
+            .field("table", &self.inner.table.display())
+            .field("limits", &self.inner.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: SqlBackend> SqlStore<B> {
+    /// The lease table's `CREATE TABLE` as a SQL file, for users who run their own
+    /// migrations (the store crates ship the default one as `sql/leasehold_leases.sql`).
+    ///
+    /// # Errors
+    /// Never for a valid config; the signature leaves room for other dialects.
+    pub fn schema_sql(config: &SqlConfig) -> Result<String> {
+        schema::schema_sql(B::Db::DIALECT, config.lease_table())
+    }
+
+    /// Creates the lease table if it does not exist (idempotent; several processes may
+    /// call it at once). Needs the privilege to create tables.
+    ///
+    /// # Errors
+    /// [`Error::Misconfigured`] without the privilege or schema, or for a read-only
+    /// database; store errors.
+    pub async fn provision(pool: &Pool<B::Db>, config: &SqlConfig) -> Result<()> {
+        let sql = schema::create_table(B::Db::DIALECT, config.lease_table())?;
+        B::create(pool, &sql).await
+    }
+
+    /// A store on `pool`, after checking the lease table: its columns, that `name` is
+    /// its primary key, and what the database needs besides (Postgres: the role may
+    /// write it, the server is the primary).
+    ///
+    /// # Errors
+    /// [`Error::Misconfigured`] naming what is wrong; store errors.
+    pub async fn new(pool: Pool<B::Db>, config: SqlConfig) -> Result<Self> {
+        let table = config.lease_table().clone();
+        let limits = B::check(&pool, &table).await?;
+        let statements = Statements::new(B::Db::DIALECT, &table)?;
+        let feed = B::feed(&pool, &table);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                pool,
+                table,
+                statements,
+                limits,
+                feed,
+                backend: PhantomData,
+            }),
+        })
+    }
+
+    /// Checks the lease table again (the same checks as [`Self::new`]): run it at
+    /// startup or from a health check.
+    ///
+    /// # Errors
+    /// [`Error::Misconfigured`] naming what is wrong; store errors.
+    pub async fn verify(&self) -> Result<()> {
+        B::check(&self.inner.pool, &self.inner.table).await.map(|_| ())
+    }
+
+    /// The pool the store uses.
+    pub fn pool(&self) -> &Pool<B::Db> {
+        &self.inner.pool
+    }
+
+    /// The lease table.
+    pub fn table(&self) -> &LeaseTable {
+        &self.inner.table
+    }
+
+    /// The longest lease name and holder id the table's columns hold.
+    pub fn limits(&self) -> ColumnLimits {
+        self.inner.limits
+    }
+
+    /// The statements this store runs (for inspection and documentation).
+    pub fn statements(&self) -> &Statements {
+        &self.inner.statements
+    }
+}
+
+impl<B: SqlBackend> SqlStore<B> {
+    async fn run(
+        &self,
+        name: &LeaseName,
+        statement: &LeaseStatement,
+        args: &LeaseArgs,
+        phase: Phase,
+        what: &str,
+    ) -> Result<Vec<RawRow>> {
+        B::Db::fetch_lease_rows(&self.inner.pool, statement, args)
+            .await
+            .map_err(|e| match e {
+                RunError::Connect(e) => B::Db::map_error(e, Phase::Connect, Target::Lease, what),
+                // The table's columns were checked at open: a value of the wrong type in
+                // a row (SQLite keeps whatever a writer stored) is a corrupt record.
+                RunError::Statement(sqlx::Error::ColumnDecode { index, source }) => {
+                    Error::corrupt(name.as_str(), format!("column {index}: {source}"))
+                }
+                RunError::Statement(e) => B::Db::map_error(e, phase, Target::Lease, what),
+            })
+    }
+}
+
+#[async_trait]
+impl<B: SqlBackend> CasStore for SqlStore<B> {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            clock: ClockSource::Store,
+            grade: Grade::Linearizable,
+            conflict_returns_current: true,
+            notifies_waiters: self.inner.feed.is_some(),
+        }
+    }
+
+    async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {
+        let args = LeaseArgs::read(name, &self.inner.limits)?;
+        let rows = self
+            .run(name, &self.inner.statements.read, &args, Phase::Read, "read lease")
+            .await?;
+        row::read_outcome(name, &rows)
+    }
+
+    async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
+        let args = LeaseArgs::write(name, &self.inner.limits, expect, record)?;
+        let statement = write_statement(&self.inner.statements, expect);
+        let rows = self.run(name, statement, &args, Phase::Write, "write lease").await?;
+        let outcome = row::write_outcome(name, expect, &rows)?;
+        if let Some(feed) = &self.inner.feed {
+            // What the write showed ends a wake-up handed out for an older release.
+            match &outcome {
+                CasOutcome::Written(s) | CasOutcome::Conflict(Current::Present(s)) => feed.claimed(name, &s.version),
+                CasOutcome::Conflict(_) => {}
+            }
+        }
+        Ok(outcome)
+    }
+
+    async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        let args = LeaseArgs::delete(name, &self.inner.limits, version)?;
+        let rows = self
+            .run(name, &self.inner.statements.delete, &args, Phase::Write, "delete lease")
+            .await?;
+        row::delete_outcome(name, &rows)
+    }
+
+    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
+        match &self.inner.feed {
+            Some(feed) => feed.wait(name, seen, max_wait).await,
+            None => tokio::time::sleep(max_wait).await,
+        }
+        Ok(())
+    }
+}
+
+impl<B: SqlBackend> Linearizable for SqlStore<B> {}
