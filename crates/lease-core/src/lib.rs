@@ -66,6 +66,7 @@ mod seen;
 pub mod store;
 mod token;
 mod ttl;
+mod wake_hub;
 
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]

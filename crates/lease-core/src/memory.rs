@@ -5,10 +5,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::store::{Capabilities, CasOutcome, ClockSource, Current, DeleteOutcome, Grade, Precondition};
+use crate::store::{Capabilities, CasOutcome, ClockSource, Current, DeleteOutcome, Grade, Precondition, WakeHub};
 use crate::{
     Error, LeaseName, Result,
     store::{CasStore, LeaseRecord, Linearizable, Stored, Version, record_codec},
@@ -33,7 +32,8 @@ struct State {
 #[derive(Debug)]
 struct Shared {
     state: Mutex<State>,
-    changed: Notify,
+    /// Wakes one waiter per change (a renewal is not one).
+    hub: WakeHub,
     clock: ClockSource,
     returns_current: bool,
 }
@@ -43,8 +43,9 @@ struct Shared {
 /// It copies the real stores' behaviour so tests on it mean something: versions are
 /// never reused, records are kept encoded (so a corrupt one is a typed error), conflicts
 /// report the current record (or not, [`MemoryStore::without_current_on_conflict`]),
-/// expiry follows Tokio's clock (so paused-time tests are exact), and writers wake
-/// waiters. Clones share the same records.
+/// expiry follows Tokio's clock (so paused-time tests are exact), and each change wakes
+/// one waiter ([`crate::store::WakeHub`]; a renewal wakes nobody). Clones share the same
+/// records.
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -85,7 +86,7 @@ impl MemoryStore {
         Self {
             shared: Arc::new(Shared {
                 state: Mutex::new(State::default()),
-                changed: Notify::new(),
+                hub: WakeHub::new(),
                 clock: self.shared.clock,
                 returns_current: false,
             }),
@@ -96,7 +97,7 @@ impl MemoryStore {
         Self {
             shared: Arc::new(Shared {
                 state: Mutex::new(State::default()),
-                changed: Notify::new(),
+                hub: WakeHub::new(),
                 clock,
                 returns_current,
             }),
@@ -118,7 +119,7 @@ impl MemoryStore {
             },
         );
         drop(st);
-        self.shared.changed.notify_waiters();
+        self.shared.hub.announce(name.as_str(), version, false);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -172,6 +173,10 @@ impl CasStore for MemoryStore {
         let now = Instant::now();
         let mut st = self.lock();
         let existing = st.entries.get(name);
+        // A renewal (same holder, same token) is not a change anyone waits for.
+        let renewal = existing
+            .and_then(|e| record_codec::decode(name, &e.bytes).ok())
+            .is_some_and(|cur| cur.holder.is_some() && cur.holder == record.holder && cur.token == record.token);
         let mut record = record.clone();
         let applies = match (expect, existing) {
             (Precondition::Absent, None) => true,
@@ -217,7 +222,11 @@ impl CasStore for MemoryStore {
         let stored = self.stored(name, &entry, now)?;
         st.entries.insert(name.clone(), entry);
         drop(st);
-        self.shared.changed.notify_waiters();
+        if renewal {
+            self.shared.hub.claimed(name.as_str(), version);
+        } else {
+            self.shared.hub.announce(name.as_str(), version, record.is_vacant());
+        }
         Ok(CasOutcome::Written(stored))
     }
 
@@ -227,16 +236,19 @@ impl CasStore for MemoryStore {
         match st.entries.get(name) {
             Some(e) if e.version.to_string() == version.as_str() => {
                 st.entries.remove(name);
+                st.next_version += 1;
+                let at = st.next_version;
                 drop(st);
-                self.shared.changed.notify_waiters();
+                self.shared.hub.announce(name.as_str(), at, true);
                 Ok(DeleteOutcome::Deleted)
             }
             _ => Ok(DeleteOutcome::Conflict(self.current(&st, name, now)?)),
         }
     }
 
-    async fn wait_for_change(&self, _name: &LeaseName, _seen: Option<&Version>, max_wait: Duration) -> Result<()> {
-        let _ = tokio::time::timeout(max_wait, self.shared.changed.notified()).await;
+    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
+        let seen = seen.and_then(|v| v.as_str().parse().ok()).unwrap_or(0);
+        self.shared.hub.wait(name.as_str(), seen, max_wait).await;
         Ok(())
     }
 }

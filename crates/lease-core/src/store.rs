@@ -7,7 +7,8 @@
 //! Stores that back correctness locks also implement [`Linearizable`]. The
 //! [`record_codec`] is the one byte format for stores that keep a record as a blob.
 //! [`ErrorClass`] and [`Effect`] are the one classification of a failed call: a write
-//! whose answer was lost is "may have applied", never "did not apply".
+//! whose answer was lost is "may have applied", never "did not apply". [`WakeHub`] is the one
+//! way a store that pushes its changes wakes its waiters: one per change.
 
 use std::fmt;
 use std::time::Duration;
@@ -16,6 +17,7 @@ use async_trait::async_trait;
 
 pub use crate::failure::{Effect, ErrorClass, no_answer};
 pub use crate::record::{LeaseRecord, Stored, Version, record_codec};
+pub use crate::wake_hub::{BATON_PASS, WakeHub};
 use crate::{LeaseName, Result};
 
 /// Where expiry is judged (rule 2 of docs/DESIGN.md).

@@ -87,3 +87,22 @@ mod fence {
 
     leasehold_core::conformance::fence_tests!(Cells);
 }
+
+/// One release wakes one waiter, on the in-process store's wake-up hub.
+mod wake {
+    use leasehold_core::conformance::WakeFixture;
+
+    use super::*;
+
+    struct Shared;
+
+    #[async_trait]
+    impl WakeFixture for Shared {
+        async fn stores(&self, _tag: &str) -> (Arc<dyn CasStore>, Arc<dyn CasStore>) {
+            let store = MemoryStore::new();
+            (Arc::new(store.clone()), Arc::new(store))
+        }
+    }
+
+    leasehold_core::conformance::wake_tests!(Shared);
+}

@@ -61,16 +61,17 @@
 //! ## Waiting
 //! A release (or delete) calls `pg_notify` in the same statement; each store keeps one
 //! `LISTEN` connection (opened with the pool's connect options, not taken from the pool)
-//! and wakes a waiter of that name, so a blocked [`leasehold_core::LeaseClient::acquire`]
-//! gets a released lease without polling ([`leasehold_core::store::Capabilities::notifies_waiters`]).
-//! It wakes **one** waiter per release, not all: the wake-up passes to the next waiter
-//! when the woken one waits again without claiming (an election observer) or has not
-//! tried to claim 500 ms later (it went away). The price: a waiter that is not woken (an
-//! observer behind the acquirer that took the lease) learns of the change at its own
-//! `max_wait`. Measured with `cargo test -p leasehold-postgres --test wake_ups -- --nocapture`:
-//! 50 waiters in one store, one release — 1 store call (the winner's write), granted
-//! 12 ms after the release, against 50 writes before; an acquirer behind an observer
-//! granted in 7 ms, behind a waiter that went away in 510 ms.
+//! feeds each release into the core's wake-up hub ([`leasehold_core::store::WakeHub`]),
+//! so a blocked [`leasehold_core::LeaseClient::acquire`] gets a released lease without
+//! polling ([`leasehold_core::store::Capabilities::notifies_waiters`]). It wakes **one**
+//! waiter per release, not all: the wake-up passes to the next waiter when the woken one
+//! waits again without claiming (an election observer) or has not tried to claim 500 ms
+//! later (it went away). The price: a waiter that is not woken (an observer behind the
+//! acquirer that took the lease) learns of the change at its own `max_wait`. Measured
+//! with `cargo test -p leasehold-postgres --test conformance wake -- --nocapture` (the
+//! conformance suite's wake-up cases): 50 waiters in one store, one release — 1 store
+//! call (the winner's write), granted 11 ms after the release; an acquirer behind an
+//! observer granted in 6 ms, behind a waiter that went away in 509 ms.
 //!
 //! ## Example
 //! ```no_run

@@ -62,3 +62,30 @@ async fn concurrent_claims_issue_each_token_once() {
 mod fence {
     leasehold_core::conformance::fence_tests!(leasehold_sql::testing::RowFixture::new(super::common::pool().await));
 }
+
+/// One release wakes one waiter (`LISTEN/NOTIFY` into the core's wake-up hub). The
+/// holder's store and the waiters' store each have their own pool and `LISTEN`
+/// connection.
+mod wake {
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+    use leasehold_core::conformance::WakeFixture;
+    use leasehold_core::store::CasStore;
+
+    use super::common;
+
+    struct TwoStores;
+
+    #[async_trait]
+    impl WakeFixture for TwoStores {
+        async fn stores(&self, _tag: &str) -> (Arc<dyn CasStore>, Arc<dyn CasStore>) {
+            let table = "leasehold_conformance";
+            let holder = common::store_on(&common::pool().await, table).await;
+            let waiters = common::store_on(&common::pool().await, table).await;
+            (Arc::new(holder), Arc::new(waiters))
+        }
+    }
+
+    leasehold_core::conformance::wake_tests!(TwoStores);
+}

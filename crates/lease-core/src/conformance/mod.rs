@@ -12,7 +12,9 @@
 //! Cases use fresh, unique lease names, so they share one server without a reset.
 //!
 //! The [`fence`] cases check each store's fenced write on its own kind of resource
-//! ([`fence_tests!`](crate::conformance::fence_tests)).
+//! ([`fence_tests!`](crate::conformance::fence_tests)); the [`wake`] cases, that a store
+//! that pushes its changes wakes one waiter per release
+//! ([`wake_tests!`](crate::conformance::wake_tests)).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,9 +23,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 pub mod fence;
+pub mod wake;
 
 pub use fence::{FenceFixture, FencedResource};
 use tokio::time::Instant;
+pub use wake::WakeFixture;
 
 use crate::testing::{CountingStore, FaultPlan, FaultStore};
 use crate::{
@@ -682,3 +686,6 @@ pub use crate::__conformance_tests as conformance_tests;
 /// Generates one test per [`fence`] case: `fence_tests!(fixture_expression)`.
 #[doc(inline)]
 pub use crate::__fence_tests as fence_tests;
+/// Generates one test per [`wake`] case: `wake_tests!(fixture_expression)`.
+#[doc(inline)]
+pub use crate::__wake_tests as wake_tests;

@@ -1,0 +1,353 @@
+//! One wake-up per change: the hub of waiters for stores that push their changes.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+/// The most names remembered before those without waiters are forgotten.
+const MAX_REMEMBERED: usize = 16_384;
+
+/// How long a waiter woken while the lease is free has to claim it before the next
+/// waiter is woken too (a read and a write take a millisecond or two on a healthy store).
+pub const BATON_PASS: Duration = Duration::from_millis(500);
+
+struct Waiter {
+    id: u64,
+    seen: u64,
+    wake: oneshot::Sender<()>,
+}
+
+/// One name's waiters and what was announced for it.
+#[derive(Default)]
+struct Name {
+    /// The position of the latest announced change.
+    announced: u64,
+    /// Whether that change left the lease free to take.
+    free: bool,
+    waiters: VecDeque<Waiter>,
+    /// Bumped by every baton; a pass timer only acts if it is still current.
+    baton: u64,
+    /// Whether a woken waiter holds the baton (nobody has claimed since).
+    baton_out: bool,
+}
+
+impl Name {
+    /// Wakes the longest-waiting waiter that has not seen the announced change; when
+    /// the lease is free, hands it the baton: `Some(generation)` for the pass timer.
+    fn wake_one(&mut self) -> Option<u64> {
+        self.baton_out = false;
+        while let Some(i) = self.waiters.iter().position(|w| w.seen < self.announced) {
+            let Some(w) = self.waiters.remove(i) else { break };
+            if w.wake.send(()).is_ok() {
+                if !self.free {
+                    return None;
+                }
+                self.baton += 1;
+                self.baton_out = true;
+                return Some(self.baton);
+            }
+        }
+        None
+    }
+}
+
+#[derive(Default)]
+struct Board {
+    names: Mutex<HashMap<String, Name>>,
+    next_id: AtomicU64,
+}
+
+impl Board {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Name>> {
+        self.names.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Passes the baton of wake-up `generation` on if nobody claimed within `pass`.
+    fn pass_later(self: &Arc<Self>, name: &str, generation: Option<u64>, pass: Duration) {
+        let Some(generation) = generation else { return };
+        let board: Weak<Self> = Arc::downgrade(self);
+        let name = name.to_owned();
+        tokio::spawn(async move {
+            tokio::time::sleep(pass).await;
+            let Some(board) = board.upgrade() else { return };
+            let timer = {
+                let mut names = board.lock();
+                let Some(n) = names.get_mut(&name) else { return };
+                if !(n.baton_out && n.baton == generation) {
+                    return;
+                }
+                n.wake_one()
+            };
+            board.pass_later(&name, timer, pass);
+        });
+    }
+
+    /// Forgets waiter `id` (woken, timed out or cancelled), and the name too when
+    /// nothing about it is left to remember.
+    fn leave(&self, name: &str, id: u64) {
+        let mut names = self.lock();
+        if let Some(n) = names.get_mut(name) {
+            n.waiters.retain(|w| w.id != id);
+            if n.waiters.is_empty() && n.announced == 0 && !n.baton_out {
+                names.remove(name);
+            }
+        }
+    }
+}
+
+/// The waiters of one store, woken one per change, for stores that push their changes (Postgres `NOTIFY`, an
+/// etcd watch, Redis pub/sub, the in-process store).
+///
+/// A store feeds the hub what its change events say ([`WakeHub::announce`]: name, the
+/// change's position in the name's history, and whether it left the lease free to take),
+/// and each waiter waits in the hub ([`WakeHub::wait`]) with the version it last saw.
+/// Each announced change wakes **one** waiter: the longest waiting that has not seen it.
+/// N waiters in one process then cost O(1) store calls per release instead of N (every
+/// one of them trying once, one winning).
+///
+/// A wake-up while the lease is **free** is a baton: the woken waiter should take the
+/// lease. Not every waiter takes it (an election observer waits for changes from a read
+/// loop beside the same process's acquirer), so the baton passes to the next waiter that
+/// has not seen the change when the woken one waits again having seen it free (it did
+/// not take the lease), or when nobody through this store has claimed the name
+/// [`BATON_PASS`] after the wake-up (the woken waiter went away). A write through the
+/// store that shows a newer position ([`WakeHub::claimed`]), or a waiter that has seen
+/// one, ends it. The price: a waiter that is not woken (an observer behind the acquirer
+/// that took the lease) learns of the change at its own `max_wait`.
+///
+/// A waiter registers, then checks whether a change it has not seen was announced
+/// already, so a change between its last read and its wait is not missed. When the feed
+/// may have dropped events (a lost connection), [`WakeHub::wake_all`] wakes everyone.
+/// Spurious wake-ups are allowed by the store contract; missed ones only cost up to
+/// `max_wait`.
+///
+/// Cheap to clone; clones share the waiters.
+#[derive(Clone)]
+pub struct WakeHub {
+    board: Arc<Board>,
+    pass: Duration,
+}
+
+impl Default for WakeHub {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for WakeHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WakeHub")
+            .field("names", &self.board.lock().len())
+            .field("pass", &self.pass)
+            .finish()
+    }
+}
+
+/// Drop guard of one registered wait.
+struct Leave<'a> {
+    board: &'a Board,
+    name: &'a str,
+    id: u64,
+}
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        self.board.leave(self.name, self.id);
+    }
+}
+
+impl WakeHub {
+    /// A hub that passes an unused baton on after [`BATON_PASS`].
+    pub fn new() -> Self {
+        Self::with_pass(BATON_PASS)
+    }
+
+    /// A hub that passes an unused baton on after `pass`.
+    pub fn with_pass(pass: Duration) -> Self {
+        Self {
+            board: Arc::default(),
+            pass,
+        }
+    }
+
+    /// The store saw a change of `name` at position `at` (its version or revision: a
+    /// number that grows with every change of the name), which left the lease `free`
+    /// (released, deleted, expired) or not (granted, renewed). Wakes one waiter that has
+    /// not seen it. Needs a Tokio runtime (the baton's pass timer).
+    pub fn announce(&self, name: &str, at: u64, free: bool) {
+        let timer = {
+            let mut names = self.board.lock();
+            if names.len() >= MAX_REMEMBERED && !names.contains_key(name) {
+                names.retain(|_, n| !n.waiters.is_empty());
+            }
+            let n = names.entry(name.to_owned()).or_default();
+            // The latest wins, even when lower: a table recreated from scratch restarts
+            // its versions, and the feed delivers in commit order.
+            n.announced = at;
+            n.free = free;
+            n.wake_one()
+        };
+        self.board.pass_later(name, timer, self.pass);
+    }
+
+    /// The feed may have lost changes (its connection dropped): every waiter wakes and
+    /// looks again.
+    pub fn wake_all(&self) {
+        for n in self.board.lock().values_mut() {
+            n.baton_out = false;
+            for w in n.waiters.drain(..) {
+                let _ = w.wake.send(());
+            }
+        }
+    }
+
+    /// A write through this store showed `name` at position `at`: if that is newer than
+    /// the announced change, the lease was claimed and the baton did its work.
+    pub fn claimed(&self, name: &str, at: u64) {
+        if let Some(n) = self.board.lock().get_mut(name) {
+            if at > n.announced {
+                n.baton_out = false;
+            }
+        }
+    }
+
+    /// How many waiters wait on `name` now (a store keeps a per-name subscription open
+    /// while this is above zero).
+    pub fn waiting(&self, name: &str) -> usize {
+        self.board.lock().get(name).map_or(0, |n| n.waiters.len())
+    }
+
+    /// Waits until `name` may have changed from position `seen` (0: the caller saw no
+    /// record), or `max_wait` passed. Returns at once if a change the caller has not
+    /// seen was announced already.
+    pub async fn wait(&self, name: &str, seen: u64, max_wait: Duration) {
+        let deadline = tokio::time::Instant::now() + max_wait;
+        let board = &self.board;
+        let id = board.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        let timer = {
+            let mut names = board.lock();
+            let n = names.entry(name.to_owned()).or_default();
+            if n.announced > seen {
+                // Changed after the caller looked: look again now.
+                return;
+            }
+            let timer = if n.baton_out && n.free && seen == n.announced && seen > 0 {
+                // The caller saw the free record and waits rather than claiming it (an
+                // observer): the baton goes to a waiter that has not seen it.
+                n.wake_one()
+            } else {
+                if seen > n.announced {
+                    // The caller saw a newer record than the change: it was claimed.
+                    n.baton_out = false;
+                }
+                None
+            };
+            n.waiters.push_back(Waiter { id, seen, wake: tx });
+            timer
+        };
+        board.pass_later(name, timer, self.pass);
+        // Removes the registration however this future ends, dropped included.
+        let _leave = Leave { board, name, id };
+        let _ = tokio::time::timeout_at(deadline, rx).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn settle() {
+        for _ in 0..8 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    fn waiters(hub: &WakeHub, n: usize, seen: u64) -> Vec<tokio::task::JoinHandle<()>> {
+        (0..n)
+            .map(|_| {
+                let hub = hub.clone();
+                tokio::spawn(async move { hub.wait("a", seen, Duration::from_secs(60)).await })
+            })
+            .collect()
+    }
+
+    fn done(tasks: &[tokio::task::JoinHandle<()>]) -> usize {
+        tasks.iter().filter(|t| t.is_finished()).count()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_release_wakes_one_waiter_and_an_unused_baton_passes_on() {
+        let hub = WakeHub::new();
+        let tasks = waiters(&hub, 5, 3);
+        settle().await;
+        assert_eq!(hub.waiting("a"), 5);
+        hub.announce("a", 4, true);
+        settle().await;
+        assert_eq!(done(&tasks), 1, "one release, one wake-up");
+        tokio::time::sleep(BATON_PASS + Duration::from_millis(1)).await;
+        settle().await;
+        assert_eq!(done(&tasks), 2, "nobody claimed: the baton passed to the next waiter");
+        hub.claimed("a", 5);
+        tokio::time::sleep(BATON_PASS * 4).await;
+        settle().await;
+        assert_eq!(done(&tasks), 2, "claimed: no further wake-ups");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_grant_wakes_one_without_a_baton_and_a_missed_change_returns_at_once() {
+        let hub = WakeHub::new();
+        let tasks = waiters(&hub, 3, 7);
+        settle().await;
+        hub.announce("a", 8, false);
+        settle().await;
+        assert_eq!(done(&tasks), 1);
+        tokio::time::sleep(BATON_PASS * 4).await;
+        settle().await;
+        assert_eq!(done(&tasks), 1, "a change that left the lease held hands out no baton");
+        // A caller that saw version 7 waits after 8 was announced: it returns at once.
+        tokio::time::timeout(Duration::from_millis(1), hub.wait("a", 7, Duration::from_secs(60)))
+            .await
+            .expect("returns at once");
+        hub.wake_all();
+        settle().await;
+        assert_eq!(done(&tasks), 3, "wake_all wakes everyone");
+        assert_eq!(hub.waiting("a"), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_observer_that_saw_the_release_hands_the_baton_on() {
+        let hub = WakeHub::new();
+        let acquirer = waiters(&hub, 1, 3);
+        settle().await;
+        let observer = waiters(&hub, 1, 3);
+        settle().await;
+        hub.announce("a", 4, true);
+        settle().await;
+        assert_eq!(
+            (done(&acquirer), done(&observer)),
+            (1, 0),
+            "the longest waiting is woken"
+        );
+        // The woken one was an observer after all: it waits again having seen 4.
+        let again = waiters(&hub, 1, 4);
+        settle().await;
+        assert_eq!(done(&observer), 1, "the baton went to the next waiter at once");
+        assert_eq!(done(&again), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_ends_at_its_deadline_and_leaves_nothing_behind() {
+        let hub = WakeHub::new();
+        hub.wait("a", 0, Duration::from_millis(50)).await;
+        assert_eq!(hub.waiting("a"), 0);
+        assert_eq!(
+            hub.board.lock().len(),
+            0,
+            "a name with nothing to remember is forgotten"
+        );
+    }
+}
