@@ -239,7 +239,7 @@ impl CasStore for MemoryStore {
                 st.next_version += 1;
                 let at = st.next_version;
                 drop(st);
-                self.shared.hub.announce(name.as_str(), at, true);
+                self.shared.hub.announce_deleted(name.as_str(), at);
                 Ok(DeleteOutcome::Deleted)
             }
             _ => Ok(DeleteOutcome::Conflict(self.current(&st, name, now)?)),

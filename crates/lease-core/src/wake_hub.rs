@@ -27,6 +27,9 @@ struct Name {
     announced: u64,
     /// Whether that change left the lease free to take.
     free: bool,
+    /// Whether that change removed the record (a waiter that saw no record, `seen` 0,
+    /// has seen it).
+    absent: bool,
     waiters: VecDeque<Waiter>,
     /// Bumped by every baton; a pass timer only acts if it is still current.
     baton: u64,
@@ -35,11 +38,16 @@ struct Name {
 }
 
 impl Name {
+    /// Whether a waiter that saw position `seen` has seen the announced change.
+    fn has_seen(&self, seen: u64) -> bool {
+        seen >= self.announced || (seen == 0 && self.absent)
+    }
+
     /// Wakes the longest-waiting waiter that has not seen the announced change; when
     /// the lease is free, hands it the baton: `Some(generation)` for the pass timer.
     fn wake_one(&mut self) -> Option<u64> {
         self.baton_out = false;
-        while let Some(i) = self.waiters.iter().position(|w| w.seen < self.announced) {
+        while let Some(i) = self.waiters.iter().position(|w| !self.has_seen(w.seen)) {
             let Some(w) = self.waiters.remove(i) else { break };
             if w.wake.send(()).is_ok() {
                 if !self.free {
@@ -178,6 +186,16 @@ impl WakeHub {
     /// (released, deleted, expired) or not (granted, renewed). Wakes one waiter that has
     /// not seen it. Needs a Tokio runtime (the baton's pass timer).
     pub fn announce(&self, name: &str, at: u64, free: bool) {
+        self.announce_change(name, at, free, false);
+    }
+
+    /// The store saw `name`'s record removed at position `at` (deleted, or expired with
+    /// its session): free to take, and a waiter that saw no record (`seen` 0) has seen it.
+    pub fn announce_deleted(&self, name: &str, at: u64) {
+        self.announce_change(name, at, true, true);
+    }
+
+    fn announce_change(&self, name: &str, at: u64, free: bool, absent: bool) {
         let timer = {
             let mut names = self.board.lock();
             if names.len() >= MAX_REMEMBERED && !names.contains_key(name) {
@@ -188,6 +206,7 @@ impl WakeHub {
             // its versions, and the feed delivers in commit order.
             n.announced = at;
             n.free = free;
+            n.absent = absent;
             n.wake_one()
         };
         self.board.pass_later(name, timer, self.pass);
@@ -231,11 +250,12 @@ impl WakeHub {
         let timer = {
             let mut names = board.lock();
             let n = names.entry(name.to_owned()).or_default();
-            if n.announced > seen {
+            if !n.has_seen(seen) {
                 // Changed after the caller looked: look again now.
                 return;
             }
-            let timer = if n.baton_out && n.free && seen == n.announced && seen > 0 {
+            let saw_it_free = n.free && ((seen == n.announced && seen > 0) || (seen == 0 && n.absent));
+            let timer = if n.baton_out && saw_it_free {
                 // The caller saw the free record and waits rather than claiming it (an
                 // observer): the baton goes to a waiter that has not seen it.
                 n.wake_one()
@@ -337,6 +357,25 @@ mod tests {
         settle().await;
         assert_eq!(done(&observer), 1, "the baton went to the next waiter at once");
         assert_eq!(done(&again), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiter_that_saw_no_record_has_seen_the_delete() {
+        let hub = WakeHub::new();
+        let before = waiters(&hub, 1, 5);
+        settle().await;
+        hub.announce_deleted("a", 6);
+        settle().await;
+        assert_eq!(done(&before), 1, "the delete wakes a waiter that saw the record");
+        // Read after the delete: no record. It must wait, not return at once (a spin).
+        let after = waiters(&hub, 1, 0);
+        settle().await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        settle().await;
+        assert_eq!(done(&after), 0, "a waiter that saw no record has seen the delete");
+        hub.announce("a", 7, false);
+        settle().await;
+        assert_eq!(done(&after), 1, "the next change wakes it");
     }
 
     #[tokio::test(start_paused = true)]

@@ -118,23 +118,44 @@
 //! record ([`leasehold_core::store::Capabilities::conflict_returns_current`]).
 //!
 //! ## Waiting without a thundering herd
-//! [`leasehold_core::store::CasStore::wait_for_change`] watches the record key (one etcd watch per
-//! name per store, shared by all its waiters) and wakes **one** waiter per change: a
-//! release wakes one acquirer; its grant (a change) wakes the next, which finds the lease
-//! held and waits again. Fifty waiters on one release cost a handful of requests, not
-//! fifty (a test counts them). Waiters in other processes each have their own store and
-//! watch: one wake-up per process per change.
+//! [`leasehold_core::store::CasStore::wait_for_change`] waits in the core's wake-up hub
+//! ([`leasehold_core::store::WakeHub`], one per store), fed by one etcd watch per name
+//! per store on the record key, open while the name has waiters. The watch announces
+//! each change at its revision, free when the record was released (vacant) or deleted
+//! (its holder's session expired); the hub wakes **one** waiter per change: a release
+//! wakes one acquirer; its grant (a change) wakes the next, which finds the lease held
+//! and waits again. A wake-up while the lease is free is passed on if its waiter does
+//! not take it — an election observer that shares the watch with its process's campaign
+//! waits again having seen it free (vacant or absent), or the woken waiter went away and
+//! nobody through this store claimed the lease 500 ms later
+//! ([`leasehold_core::store::BATON_PASS`]). An observer that is not woken (behind the
+//! acquirer that took the lease) learns of the change at its own `max_wait`. Waiters in
+//! other processes each have their own store and watch: one wake-up per process per
+//! change.
 //!
-//! A wake-up while the lease is free (released, or deleted when its holder's session
-//! expired) is passed on if its waiter does not take the lease — an election observer
-//! that shares the watch with its process's campaign waits again having seen it free, or
-//! the woken waiter went away and the lease is still free 500 ms later — so the acquirer
-//! is never left asleep for its whole `max_wait` (`cargo test -p leasehold-etcd --test
-//! wake_ups -- --nocapture`: granted 8 ms
-//! after a release with the observer woken first, through the hand-over when it waits
-//! again; 509 ms when the woken waiter went away, through the timer; both fail against
-//! a 5 s limit with neither). An observer that is not woken (behind the acquirer that
-//! took the lease) learns of the change at its own `max_wait`.
+//! A watch that breaks (a lost connection) reopens after the last revision it saw, so a
+//! change made meanwhile still wakes a waiter once it reconnects; one that etcd cancels
+//! (compacted past that revision) wakes every waiter and starts over from a read. While
+//! etcd cannot be reached, waiters sleep until their `max_wait`.
+//!
+//! Measured on a loopback single-member etcd, three runs each of `cargo test -p
+//! leasehold-etcd --test conformance wake -- --nocapture` (the conformance wake-up
+//! cases: the holder and the waiters in two stores, the holder's TTL 30 s) and `cargo
+//! test -p leasehold-etcd --test wake_ups -- --nocapture`:
+//!
+//! - 50 waiters, one release: 2 store calls in all (the winner's claim, and the refused
+//!   claim of the one waiter its grant woke; no read), granted 8–9 ms after the release;
+//!   with holder and waiters in one store (`wake_ups`), 3 etcd Txns counting the release
+//!   itself, no range read, and one watch for all 50 waiters.
+//! - An observer woken first hands the wake-up on: the acquirer is granted 4–9 ms after
+//!   a release, and 3–9 ms after etcd deleted the record because its holder's session
+//!   was revoked (the observer reads it 3 times in all: before, after the delete, after
+//!   the grant; passing "no record seen" as position 0 instead made it read 559 times
+//!   in one run, in the 509 ms before the pass timer woke the acquirer).
+//! - The woken waiter gone: granted 506–507 ms after the release, through the pass
+//!   timer.
+//! - A release while the waiters' connection was cut: granted 257–296 ms after it, when
+//!   the watch reopened (it retries every 200 ms).
 //!
 //! ## Fenced writes
 //! Every fence keeps the contract of [`leasehold_core::fence`]: guard and effect are one

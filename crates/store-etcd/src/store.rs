@@ -23,7 +23,7 @@ use crate::keys::{Keys, encode_fence};
 use crate::session::{self, Cover, Session, SessionHost};
 use crate::state::{Claim, Decoded, Held, Reap, RecordCmp, RecordKv, Snapshot, State, decode, version_of};
 use crate::stats::{EtcdStats, Stats};
-use crate::watch::{self, WaitHub, WatchHost};
+use crate::watch::{self, Look, WatchHost, Watches};
 
 /// Pause before retrying an expiry delete that failed.
 const REAP_RETRY: Duration = Duration::from_millis(250);
@@ -46,7 +46,7 @@ pub(crate) struct Inner {
     pub(crate) client: etcd_client::Client,
     pub(crate) config: EtcdConfig,
     pub(crate) stats: Stats,
-    pub(crate) hub: WaitHub,
+    pub(crate) watches: Watches,
     state: Mutex<State>,
     sessions: tokio::sync::Mutex<HashMap<u64, Arc<Session>>>,
     reaper_kick: Arc<Notify>,
@@ -81,7 +81,7 @@ impl EtcdStore {
                 client,
                 config,
                 stats: Stats::default(),
-                hub: WaitHub::default(),
+                watches: Watches::default(),
                 state: Mutex::new(State::default()),
                 sessions: tokio::sync::Mutex::new(HashMap::new()),
                 reaper_kick: Arc::new(Notify::new()),
@@ -163,16 +163,16 @@ impl SessionHost for Inner {
 
 #[async_trait]
 impl WatchHost for Inner {
-    fn hub(&self) -> &WaitHub {
-        &self.hub
+    fn watches(&self) -> &Watches {
+        &self.watches
     }
     fn record_key(&self, name: &LeaseName) -> Vec<u8> {
         self.keys(name).record
     }
-    fn last_seen(&self, name: &LeaseName) -> Option<(Option<i64>, i64)> {
+    fn last_seen(&self, name: &LeaseName) -> Option<Look> {
         Inner::last_seen(self, name)
     }
-    async fn read_state(&self, name: &LeaseName) -> Result<(Option<i64>, i64)> {
+    async fn read_state(&self, name: &LeaseName) -> Result<Look> {
         Inner::read_state(self, name).await
     }
     fn watch_client(&self) -> etcd_client::WatchClient {
@@ -236,24 +236,50 @@ impl Inner {
         Ok((keys, snap))
     }
 
-    /// Reads the record key's state for a new watch: `(mod revision or absent, revision)`.
-    pub(crate) async fn read_state(&self, name: &LeaseName) -> Result<(Option<i64>, i64)> {
+    /// Reads the record key's state for a new watch.
+    pub(crate) async fn read_state(&self, name: &LeaseName) -> Result<Look> {
         let (_, snap) = self.read_snapshot(name).await?;
         let d = decode(name, &snap);
         self.lock().observe(name, &snap, &d);
-        Ok((snap.record.as_ref().map(|r| r.version), snap.rev))
+        Ok(match &d.record {
+            None => Look {
+                version: None,
+                free: true,
+                rev: snap.rev,
+            },
+            Some((version, _, r)) => Look {
+                version: Some(*version),
+                free: r.as_ref().is_ok_and(LeaseRecord::is_vacant),
+                rev: snap.rev,
+            },
+        })
     }
 
-    /// The record key's state as this store last saw it: `(mod revision or absent, revision)`.
-    pub(crate) fn last_seen(&self, name: &LeaseName) -> Option<(Option<i64>, i64)> {
+    /// The record key's state as this store last saw it.
+    pub(crate) fn last_seen(&self, name: &LeaseName) -> Option<Look> {
         let st = self.lock();
-        st.known(name).map(|k| {
-            let v = match &k.record {
-                crate::state::RecordSeen::Absent => None,
-                crate::state::RecordSeen::Present { version, .. } => Some(*version),
-            };
-            (v, k.rev)
+        st.known(name).map(|k| match &k.record {
+            crate::state::RecordSeen::Absent => Look {
+                version: None,
+                free: true,
+                rev: k.rev,
+            },
+            crate::state::RecordSeen::Present { version, record } => Look {
+                version: Some(*version),
+                free: record.as_ref().is_some_and(LeaseRecord::is_vacant),
+                rev: k.rev,
+            },
         })
+    }
+
+    /// Tells the waiters what a write through this store showed of `name`: a wake-up
+    /// handed out for an older change did its work if that is a newer record.
+    fn claimed(&self, name: &LeaseName, outcome: &CasOutcome) {
+        if let CasOutcome::Written(s) | CasOutcome::Conflict(Current::Present(s)) = outcome {
+            if let Ok(v) = parse_version(&s.version) {
+                self.watches.claimed(name, v);
+            }
+        }
     }
 
     pub(crate) fn observe_event(&self, name: &LeaseName, rev: i64, kv: Option<&RecordKv>) {
@@ -366,9 +392,15 @@ impl Inner {
             });
         };
         let (name, expect, record) = (name.clone(), expect.clone(), record.clone());
-        tokio::spawn(async move { me.write_to_end(&name, &expect, &record).await })
-            .await
-            .unwrap_or_else(|e| Err(Error::indeterminate("the etcd write task ended before its answer", e)))
+        tokio::spawn(async move {
+            let outcome = me.write_to_end(&name, &expect, &record).await;
+            if let Ok(o) = &outcome {
+                me.claimed(&name, o);
+            }
+            outcome
+        })
+        .await
+        .unwrap_or_else(|e| Err(Error::indeterminate("the etcd write task ended before its answer", e)))
     }
 
     async fn write_to_end(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {

@@ -1,6 +1,6 @@
 //! The etcd store's own promises, against the shared single-member etcd: round trips per
-//! operation, no thundering herd, session leases, fenced transactions, and typed errors
-//! for bad input and faults.
+//! operation, session leases, fenced transactions, and typed errors for bad input and
+//! faults (waiting: `tests/wake_ups.rs` and the conformance wake-up cases).
 #![allow(missing_docs)]
 
 mod common;
@@ -12,7 +12,7 @@ use etcd_client::{Client, ConnectOptions, TxnOp};
 use leasehold_core::testing::CountingStore;
 use leasehold_core::testing::process::poll;
 use leasehold_core::{
-    ClientConfig, Error, FencingToken, HolderId, Lease, LeaseClient, LeaseName, LossCause, Ttl,
+    Error, FencingToken, HolderId, Lease, LeaseClient, LeaseName, LossCause, Ttl,
     store::{CasOutcome, CasStore, LeaseRecord, Precondition, Version},
 };
 use leasehold_etcd::{EtcdConfig, EtcdStats, EtcdStore, KeyFence};
@@ -125,87 +125,6 @@ async fn round_trips_per_operation() {
     );
     la3.release().await.expect("release");
     lb.release().await.expect("release b");
-    common::cleanup(&store).await;
-}
-
-/// Fifty waiters, one release: O(1) store requests, not fifty.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fifty_waiters_one_release_is_not_a_thundering_herd() {
-    const WAITERS: usize = 50;
-    let store = common::store("herd").await;
-    let counting = CountingStore::new(store.clone());
-    let n = name("herd");
-    let ttl = Duration::from_secs(30);
-    let holder = LeaseClient::new(store.clone());
-    let lease = holder.acquire(n.as_str(), ttl).await.expect("holder");
-
-    let config = ClientConfig::builder()
-        .max_acquire_backoff(Duration::from_secs(60))
-        .build()
-        .expect("client config");
-    let mut waiters = Vec::new();
-    for _ in 0..WAITERS {
-        let c = LeaseClient::with_config(counting.clone(), config.clone()).expect("client");
-        let n = n.clone();
-        waiters.push(tokio::spawn(async move {
-            c.acquire_timeout(n.as_str(), ttl, Duration::from_secs(60)).await
-        }));
-    }
-    assert!(
-        poll(Duration::from_secs(10), || counting.counts().waits >= WAITERS as u64).await,
-        "waiters never parked: {:?}",
-        counting.counts()
-    );
-    let parked = counting.counts();
-    assert_eq!(
-        parked.reads + parked.writes,
-        WAITERS as u64,
-        "one attempt each before waiting: {parked:?}"
-    );
-    counting.reset();
-    let s0 = store.stats();
-
-    lease.release().await.expect("release");
-    assert!(
-        poll(Duration::from_secs(10), || waiters
-            .iter()
-            .filter(|w| w.is_finished())
-            .count()
-            == 1)
-        .await,
-        "no waiter was granted the released lease"
-    );
-    // The grant is a change too: it wakes one more waiter, which finds it held.
-    let settled = poll(Duration::from_secs(3), || counting.counts().writes >= 2).await;
-    // Measurement window: a herd would show up within milliseconds of the release.
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    let calls = counting.counts();
-    let sent = store.stats().since(&s0);
-    println!("50 waiters, one release: store calls {calls:?}; etcd requests {sent:?}");
-    assert!(settled, "the grant did not wake a second waiter: {calls:?}");
-    assert_eq!(
-        waiters.iter().filter(|w| w.is_finished()).count(),
-        1,
-        "more than one waiter returned"
-    );
-    assert!(calls.reads <= 2, "reads after one release: {calls:?}");
-    assert!(calls.writes <= 3, "writes after one release: {calls:?}");
-    assert!(
-        sent.ranges <= 2 && sent.txns <= 4,
-        "etcd requests after one release: {sent:?}"
-    );
-
-    let mut winner = None;
-    for w in waiters {
-        if w.is_finished() {
-            winner = Some(w.await.expect("task").expect("granted"));
-        } else {
-            w.abort();
-        }
-    }
-    let winner = winner.expect("a winner");
-    assert_eq!(winner.token(), FencingToken::new(2));
-    winner.release().await.expect("release");
     common::cleanup(&store).await;
 }
 

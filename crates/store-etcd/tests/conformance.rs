@@ -52,3 +52,25 @@ mod fence {
 
     leasehold_core::conformance::fence_tests!(FencedKeys(common::store("fence").await));
 }
+
+/// The wake-up cases: the holder's store and the waiters' store are two stores (two
+/// clients, two sets of watches) on the same keys, as two processes are.
+mod wake {
+    use leasehold_core::conformance::WakeFixture;
+
+    use super::*;
+
+    struct TwoStores;
+
+    #[async_trait]
+    impl WakeFixture for TwoStores {
+        async fn stores(&self, tag: &str) -> (Arc<dyn CasStore>, Arc<dyn CasStore>) {
+            let prefix = common::unique_prefix(tag);
+            let holder = common::store_under(&prefix).await;
+            let waiters = common::store_under(&prefix).await;
+            (Arc::new(holder), Arc::new(waiters))
+        }
+    }
+
+    leasehold_core::conformance::wake_tests!(TwoStores);
+}

@@ -1,12 +1,7 @@
-//! A release wakes one waiter, and that wake-up reaches a waiter that takes the lease
-//! even when the first one woken does not take it.
-//!
-//! An election observer (`wait_for_change` in a read loop) and the same process's
-//! campaign (`acquire`) wait on one watch. Before the baton pass, a release or a
-//! session expiry that woke the observer left the acquirer asleep until its own
-//! `max_wait` (the holder's remaining TTL): new leaders at 2 × TTL in 2 of 10 runs of
-//! the examples' etcd leader-election test. Here the holder's TTL is 30 s, so an
-//! acquirer that is not handed the wake-up sleeps ~30 s and the 5 s limit fails.
+//! The etcd watch behind `wait_for_change`, beyond the conformance wake-up cases
+//! (`tests/conformance.rs`, `mod wake`): one watch per name per store and the etcd
+//! requests under one release, a record deleted by a session's end (not released), a
+//! lost connection, and a dead server.
 #![allow(missing_docs)]
 
 mod common;
@@ -15,138 +10,219 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use common::proxy::Proxy;
+use etcd_client::{Client, ConnectOptions};
+use leasehold_core::store::{BATON_PASS, CasStore, Version};
 use leasehold_core::testing::CountingStore;
 use leasehold_core::testing::process::poll;
-use leasehold_core::{ClientConfig, Lease, LeaseClient, LeaseName, store::CasStore};
-use leasehold_etcd::EtcdStore;
+use leasehold_core::{ClientConfig, FencingToken, Lease, LeaseClient, LeaseName, Result};
+use leasehold_etcd::{EtcdConfig, EtcdStore};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+/// A waiter neither woken nor handed the wake-up sleeps until the holder's TTL is out.
 const HOLDER_TTL: Duration = Duration::from_secs(30);
-/// Far below `HOLDER_TTL`, far above a read and a write on a loopback etcd plus the
-/// 500 ms after which a wake-up nobody used is passed on.
+/// Far below `HOLDER_TTL`, far above a read and a write on a loopback etcd.
 const LIMIT: Duration = Duration::from_secs(5);
 
-struct Setup {
-    store: EtcdStore,
-    counting: CountingStore<EtcdStore>,
-    name: LeaseName,
-    lease: Lease,
+fn name(s: &str) -> LeaseName {
+    LeaseName::new(s).unwrap_or_else(|e| panic!("{e}"))
 }
 
-async fn held_lease(tag: &str) -> Setup {
-    let store = common::store(tag).await;
-    let counting = CountingStore::new(store.clone());
-    let name = LeaseName::new(tag).expect("name");
-    let lease = LeaseClient::new(store.clone())
-        .acquire(name.as_str(), HOLDER_TTL)
-        .await
-        .expect("holder");
-    Setup {
-        store,
-        counting,
-        name,
-        lease,
-    }
-}
-
-/// Parks an acquirer (after its one read and write) that would otherwise sleep up to
-/// the holder's remaining TTL, and waits until `waits` waits have been registered.
-async fn park_acquirer(s: &Setup, waits: u64) -> JoinHandle<leasehold_core::Result<Lease>> {
+/// An acquirer on `store` that, once refused, waits up to the holder's remaining TTL.
+fn acquirer(store: &CountingStore<EtcdStore>, n: &LeaseName) -> JoinHandle<Result<Lease>> {
     let config = ClientConfig::builder()
         .max_acquire_backoff(Duration::from_secs(60))
         .build()
         .expect("client config");
-    let client = LeaseClient::with_config(s.counting.clone(), config).expect("client");
-    let name = s.name.clone();
-    let task = tokio::spawn(async move {
+    let client = LeaseClient::with_config(store.clone(), config).expect("client");
+    let n = n.clone();
+    tokio::spawn(async move {
         client
-            .acquire_timeout(name.as_str(), HOLDER_TTL, Duration::from_secs(60))
+            .acquire_timeout(n.as_str(), HOLDER_TTL, Duration::from_secs(60))
             .await
-    });
+    })
+}
+
+async fn parked(store: &CountingStore<EtcdStore>, waits: u64) {
     assert!(
-        poll(Duration::from_secs(10), || s.counting.counts().waits >= waits).await,
-        "the acquirer never parked: {:?}",
-        s.counting.counts()
+        poll(Duration::from_secs(10), || store.counts().waits >= waits).await,
+        "waiters never parked: {:?}",
+        store.counts()
     );
-    task
 }
 
-/// Releases, then returns how long the parked acquirer took to be granted.
-async fn release_and_time(s: Setup, acquirer: JoinHandle<leasehold_core::Result<Lease>>) -> Duration {
-    let released = Instant::now();
-    s.lease.release().await.expect("release");
-    let granted = tokio::time::timeout(LIMIT, acquirer).await;
-    let took = released.elapsed();
-    let lease = match granted {
-        Ok(joined) => joined.expect("task").expect("granted"),
-        Err(_) => panic!("the acquirer was not granted the released lease within {LIMIT:?}"),
-    };
-    lease.release().await.expect("release");
-    common::cleanup(&s.store).await;
-    took
+async fn granted(task: JoinHandle<Result<Lease>>) -> Lease {
+    match tokio::time::timeout(LIMIT, task).await {
+        Ok(joined) => joined.expect("task").unwrap_or_else(|e| panic!("granted: {e}")),
+        Err(_) => panic!("the acquirer was not granted the lease within {LIMIT:?}"),
+    }
 }
 
+/// Fifty waiters of one name in one store share one watch; one release costs a few etcd
+/// requests in all (the conformance case counts store calls; this counts what they
+/// send).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_observer_woken_by_a_release_hands_the_wake_up_to_the_acquirer() {
-    let s = held_lease("baton-observer").await;
-    // The observer parks first, so it is the longest waiting and gets the wake-up.
+async fn fifty_waiters_share_one_watch() {
+    const WAITERS: u64 = 50;
+    let store = common::store("herd").await;
+    let counting = CountingStore::new(store.clone());
+    let n = name("herd");
+    let lease = LeaseClient::new(store.clone())
+        .acquire(n.as_str(), HOLDER_TTL)
+        .await
+        .expect("holder");
+    let s0 = store.stats();
+    let tasks: Vec<_> = (0..WAITERS).map(|_| acquirer(&counting, &n)).collect();
+    parked(&counting, WAITERS).await;
+    assert_eq!(store.stats().since(&s0).watches, 1, "one watch for all the waiters");
+    counting.reset();
+    let s1 = store.stats();
+
+    lease.release().await.expect("release");
+    assert!(
+        poll(LIMIT, || tasks.iter().filter(|t| t.is_finished()).count() == 1).await,
+        "no waiter was granted the released lease: {:?}",
+        counting.counts()
+    );
+    // Measurement window: a wake-up passed on, or a herd, would show in the counts.
+    tokio::time::sleep(BATON_PASS * 2).await;
+    let calls = counting.counts();
+    let sent = store.stats().since(&s1);
+    println!("{WAITERS} waiters, one release: store calls {calls:?}; etcd requests {sent:?}");
+    assert_eq!(tasks.iter().filter(|t| t.is_finished()).count(), 1);
+    assert!(
+        sent.ranges <= 2 && sent.txns <= 4 && sent.watches == 0,
+        "etcd requests after one release: {sent:?}"
+    );
+    for t in tasks {
+        if t.is_finished() {
+            let winner = t.await.expect("task").expect("granted");
+            assert_eq!(winner.token(), FencingToken::new(2));
+            winner.release().await.expect("release");
+        } else {
+            t.abort();
+        }
+    }
+    common::cleanup(&store).await;
+}
+
+/// etcd deletes the record when its holder's session ends (no release): an election
+/// observer woken by the delete reads the record absent and waits again, which hands
+/// the wake-up to its process's acquirer at once, without the observer spinning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_that_saw_the_record_deleted_hands_the_wake_up_on() {
+    let prefix = common::unique_prefix("deleted");
+    let holder = common::store_under(&prefix).await;
+    let waiters = CountingStore::new(common::store_under(&prefix).await);
+    let n = name("deleted");
+    let _held = LeaseClient::new(holder.clone())
+        .acquire(n.as_str(), HOLDER_TTL)
+        .await
+        .expect("holder");
     let reads = Arc::new(AtomicU64::new(0));
+    // The observer parks first, so it is the longest waiting and gets the wake-up.
     let observer = {
-        let (store, name, reads) = (s.counting.clone(), s.name.clone(), reads.clone());
+        let (store, n, reads) = (waiters.clone(), n.clone(), reads.clone());
         tokio::spawn(async move {
             loop {
-                let seen = store.read(&name).await.expect("observer read").map(|c| c.version);
+                let seen = store.read(&n).await.expect("observer read").map(|c| c.version);
                 reads.fetch_add(1, Ordering::SeqCst);
-                let _ = store
-                    .wait_for_change(&name, seen.as_ref(), Duration::from_secs(60))
-                    .await;
+                let _ = store.wait_for_change(&n, seen.as_ref(), Duration::from_secs(60)).await;
             }
         })
     };
-    assert!(
-        poll(Duration::from_secs(10), || s.counting.counts().waits >= 1).await,
-        "the observer never parked"
-    );
-    let acquirer = park_acquirer(&s, 2).await;
-    let took = release_and_time(s, acquirer).await;
-    let woken = poll(Duration::from_secs(2), || reads.load(Ordering::SeqCst) >= 2).await;
+    parked(&waiters, 1).await;
+    let task = acquirer(&waiters, &n);
+    parked(&waiters, 2).await;
+
+    // The session ends as when the holder process dies: etcd deletes its records.
+    let mut raw = holder.client().clone();
+    let kv = raw.get(holder.record_key(&n), None).await.expect("get");
+    let session = kv.kvs().first().expect("record").lease();
+    let ended = Instant::now();
+    raw.lease_revoke(session).await.expect("revoke");
+    let taken = granted(task).await;
+    let took = ended.elapsed();
+    // The grant is a change: it wakes the observer once more.
+    let woken = poll(Duration::from_secs(2), || reads.load(Ordering::SeqCst) >= 3).await;
+    let observer_reads = reads.load(Ordering::SeqCst);
     observer.abort();
     println!(
-        "observer woken first: acquirer granted {took:?} after the release (observer reads: {})",
-        reads.load(Ordering::SeqCst)
+        "record deleted, observer woken first: acquirer granted {took:?} after the delete (observer reads: {observer_reads})"
     );
     assert!(
         woken,
-        "the observer was never woken: the test did not exercise the hand-over"
+        "the observer was not woken by the delete and the grant ({observer_reads} reads)"
     );
+    assert!(
+        observer_reads <= 4,
+        "the observer read {observer_reads} times: it did not wait after seeing the record absent"
+    );
+    assert_eq!(taken.token(), FencingToken::new(2));
+    taken.release().await.expect("release");
+    common::cleanup(&holder).await;
 }
 
+/// The waiters' connection is lost, and the lease released meanwhile: the watch reopens
+/// after the last revision it saw, so the release still wakes the acquirer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_wake_up_whose_waiter_went_away_is_passed_on() {
-    let s = held_lease("baton-gone").await;
-    // A waiter that is woken and then never reads nor waits again (its task ends).
-    let woken = {
-        let (store, name) = (s.counting.clone(), s.name.clone());
-        let seen = store.read(&name).await.expect("read").map(|c| c.version);
-        tokio::spawn(async move {
-            let at = Instant::now();
-            let _ = store
-                .wait_for_change(&name, seen.as_ref(), Duration::from_secs(60))
-                .await;
-            at.elapsed()
-        })
-    };
-    assert!(
-        poll(Duration::from_secs(10), || s.counting.counts().waits >= 1).await,
-        "the first waiter never parked"
-    );
-    let acquirer = park_acquirer(&s, 2).await;
-    let took = release_and_time(s, acquirer).await;
-    let first_waited = woken.await.expect("first waiter");
-    println!("first waiter gone after its wake-up: acquirer granted {took:?} after the release");
-    assert!(
-        first_waited < HOLDER_TTL,
-        "the first waiter was not the one woken by the release ({first_waited:?})"
-    );
+async fn a_release_while_the_watch_is_cut_off_wakes_the_acquirer_on_reconnect() {
+    let prefix = common::unique_prefix("cut");
+    let holder = common::store_under(&prefix).await;
+    let upstream = common::endpoints()[0].trim_start_matches("http://").to_owned();
+    let proxy = Proxy::start(&upstream).await;
+    let via_proxy = Client::connect([proxy.endpoint()], None)
+        .await
+        .expect("connect via proxy");
+    let store = EtcdStore::new(via_proxy, EtcdConfig::new(prefix.as_str()).expect("config"));
+    let waiters = CountingStore::new(store.clone());
+    let n = name("cut");
+    let lease = LeaseClient::new(holder.clone())
+        .acquire(n.as_str(), HOLDER_TTL)
+        .await
+        .expect("holder");
+    let task = acquirer(&waiters, &n);
+    parked(&waiters, 1).await;
+    let s0 = store.stats();
+
+    proxy.cut();
+    let released = Instant::now();
+    lease.release().await.expect("release");
+    proxy.reconnect();
+    let taken = granted(task).await;
+    let took = released.elapsed();
+    let reopened = store.stats().since(&s0).watches;
+    println!("release while cut off: acquirer granted {took:?} after the release ({reopened} watch reopens)");
+    assert!(reopened >= 1, "the watch was never reopened: the cut did not break it");
+    taken.release().await.expect("release");
+    common::cleanup(&holder).await;
+}
+
+/// No etcd to watch: a wait sleeps until its deadline, neither returning at once (a
+/// tight loop for its caller) nor longer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_server_degrades_waits_to_sleeping_until_their_deadline() {
+    // Nothing listens on this port of the crate's range.
+    let client = Client::connect(
+        ["http://127.0.0.1:52599"],
+        Some(ConnectOptions::new().with_connect_timeout(Duration::from_secs(1))),
+    )
+    .await
+    .expect("a client connects lazily");
+    let store = EtcdStore::new(client, EtcdConfig::new(common::unique_prefix("dead")).expect("config"));
+    let n = name("dead");
+    let max_wait = Duration::from_millis(300);
+    for seen in [None, Some(Version::new("7"))] {
+        let at = Instant::now();
+        store
+            .wait_for_change(&n, seen.as_ref(), max_wait)
+            .await
+            .expect("a wait does not fail");
+        let waited = at.elapsed();
+        assert!(
+            waited >= max_wait && waited < max_wait + Duration::from_secs(2),
+            "seen {seen:?}: waited {waited:?} for a max_wait of {max_wait:?}"
+        );
+    }
 }

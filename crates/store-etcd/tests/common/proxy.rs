@@ -1,9 +1,10 @@
 //! A loopback TCP proxy that can stop delivering replies: requests still reach etcd and
-//! apply, their answers never come back (the "sent, outcome unknown" fault).
+//! apply, their answers never come back (the "sent, outcome unknown" fault); and that can
+//! cut its connections and refuse new ones for a while (a lost connection).
 #![allow(dead_code, unreachable_pub)]
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -15,6 +16,8 @@ const PORTS: std::ops::RangeInclusive<u16> = 52590..=52598;
 pub struct Proxy {
     pub port: u16,
     drop_replies: Arc<AtomicBool>,
+    refuse: Arc<AtomicBool>,
+    pipes: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -30,20 +33,30 @@ impl Proxy {
         }
         let (listener, port) = bound.unwrap_or_else(|| panic!("no free proxy port in {PORTS:?}"));
         let drop_replies = Arc::new(AtomicBool::new(false));
+        let refuse = Arc::new(AtomicBool::new(false));
+        let pipes = Arc::new(Mutex::new(Vec::new()));
         let upstream = upstream.to_owned();
-        let flag = drop_replies.clone();
+        let (flag, refusing, open) = (drop_replies.clone(), refuse.clone(), pipes.clone());
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
+                if refusing.load(Ordering::SeqCst) {
+                    continue;
+                }
                 let Ok(server) = TcpStream::connect(&upstream).await else {
                     continue;
                 };
                 let flag = flag.clone();
-                tokio::spawn(pipe(client, server, flag));
+                let piped = tokio::spawn(pipe(client, server, flag));
+                open.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push(piped);
             }
         });
         Proxy {
             port,
             drop_replies,
+            refuse,
+            pipes,
             task,
         }
     }
@@ -57,18 +70,41 @@ impl Proxy {
     pub fn drop_replies(&self, on: bool) {
         self.drop_replies.store(on, Ordering::SeqCst);
     }
+
+    /// Closes every open connection and refuses new ones (closes them at once) until
+    /// [`Proxy::reconnect`].
+    pub fn cut(&self) {
+        self.refuse.store(true, Ordering::SeqCst);
+        let pipes = std::mem::take(&mut *self.pipes.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        for p in pipes {
+            p.abort();
+        }
+    }
+
+    /// Accepts connections again after [`Proxy::cut`].
+    pub fn reconnect(&self) {
+        self.refuse.store(false, Ordering::SeqCst);
+    }
 }
 
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.task.abort();
+        self.cut();
     }
 }
 
 async fn pipe(client: TcpStream, server: TcpStream, drop_replies: Arc<AtomicBool>) {
     let (mut cr, mut cw) = client.into_split();
     let (mut sr, mut sw) = server.into_split();
-    let up = tokio::spawn(async move {
+    // Aborted with this task (a cut closes both directions at once).
+    struct AbortOnDrop(tokio::task::JoinHandle<()>);
+    impl Drop for AbortOnDrop {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    let _up = AbortOnDrop(tokio::spawn(async move {
         let mut buf = vec![0u8; 16 * 1024];
         loop {
             match cr.read(&mut buf).await {
@@ -80,7 +116,7 @@ async fn pipe(client: TcpStream, server: TcpStream, drop_replies: Arc<AtomicBool
                 }
             }
         }
-    });
+    }));
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         match sr.read(&mut buf).await {
@@ -95,5 +131,4 @@ async fn pipe(client: TcpStream, server: TcpStream, drop_replies: Arc<AtomicBool
             }
         }
     }
-    up.abort();
 }
