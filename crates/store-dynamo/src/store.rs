@@ -33,8 +33,8 @@ pub const TABLE_ACTIVE_TIMEOUT: Duration = Duration::from_secs(120);
 const RESOURCE_IN_USE: &str = "ResourceInUseException";
 
 /// Lease records in a DynamoDB table: one item per lease name, written with one
-/// conditional `UpdateItem` per operation. See the [crate docs](crate) for the protocol,
-/// its guarantee and its cost.
+/// conditional `UpdateItem` per operation. See the [crate docs](crate) for its setup and
+/// cost, and `docs/STORES.md` (section DynamoDB) for the protocol and why it holds.
 ///
 /// Cheap to clone (the SDK client is an `Arc` inside).
 #[derive(Debug, Clone)]

@@ -33,16 +33,18 @@
 //! # Ok(()) }
 //! ```
 //!
-//! ## Guarantee: linearizable ([`leasehold_core::store::Grade::Linearizable`])
-//! S3 has been strongly consistent for every GET and PUT since December 2020: a read
-//! returns the latest acknowledged write. Its conditional writes are atomic per key:
-//! `If-None-Match: *` (August 2024) creates an object only if none exists, and
-//! `If-Match: <etag>` (November 2024) replaces it only if its ETag is still the one
-//! given; of concurrent conditional writes on one ETag at most one applies, the others
-//! get `412 Precondition Failed` (or `409 ConditionalRequestConflict` while another is
-//! in flight, which the store re-sends with backoff). A lease record is one object,
-//! `<prefix>/<lease name>`; its version is the object's ETag. Each method of the store is
-//! one request:
+//! ## Guarantee and clock
+//! S3 reads are strongly consistent and its conditional writes (`If-None-Match: *`,
+//! `If-Match: <etag>`) are atomic per key, so the store is
+//! [`leasehold_core::store::Grade::Linearizable`]: a lease record is one object,
+//! `<prefix>/<lease name>`, and its version is the object's ETag. Expiry is judged by
+//! observation ([`leasehold_core::store::ClockSource::Observation`]): a challenger takes
+//! over only after it has seen the same ETag unchanged for the record's TTL plus the
+//! safety margin (5% by default) on its own monotonic clock, so a takeover needs one full
+//! TTL of watching: at least two requests spread over a TTL (look, then swap).
+//!
+//! ## Cost per operation
+//! Each method of the store is one request:
 //!
 //! | operation | S3 request |
 //! |---|---|
@@ -52,57 +54,10 @@
 //! | first look at a held lease | PutObject (412) + GetObject |
 //! | administrative delete | DeleteObject `If-Match: <etag>` |
 //!
-//! S3's ETag of a single-part upload is the MD5 of the body, so writing the same bytes
-//! twice would reuse a version (and a renewal could look like no change to a challenger
-//! watching the ETag). Every write therefore ends the JSON record with a random 128-bit
-//! nonce spelled in JSON whitespace: the object is still one JSON document that
-//! [`leasehold_core::store::record_codec`] decodes, and ETags never repeat (collision odds 2^-128).
 //! A failed condition is an empty 412, so a conflict cannot carry the current record
 //! ([`leasehold_core::store::Capabilities::conflict_returns_current`] is `false`): the client reads
 //! it with one GetObject.
 //!
-//! ## Clock: observation ([`leasehold_core::store::ClockSource::Observation`])
-//! No decision compares two machines' clocks. A challenger takes over only after it has
-//! seen the same ETag unchanged for the record's TTL plus the safety margin (5% by
-//! default) on its own monotonic clock; the holder trusts its lease until its renewal's
-//! *send* time plus the TTL minus the margin. So a takeover needs one full TTL of
-//! watching: at least two requests spread over a TTL (look, then swap).
-//!
-//! Callers that try once (a scheduled job) can opt into an explicit wall-clock skew
-//! bound instead, [`leasehold_core::ClientConfig::skew_bound`]: each record carries its
-//! holder's wall-clock expiry, and a challenger takes over once its own wall clock is
-//! past that expiry plus the bound. If real clocks disagree by more than the bound, two
-//! holders can overlap; the fence still protects the data.
-//!
-//! **Why not S3's own clock.** An object's `Last-Modified` against the `Date` header of
-//! the answer that reports it would give "time since the last write" on the server's
-//! clock without watching. It is not used, because it is not sound on S3's published
-//! guarantees: the two timestamps are taken by different hosts of a distributed service
-//! whose clock agreement AWS does not bound (comparing them is comparing two machines'
-//! clocks, rule 2 of docs/DESIGN.md), both have one-second resolution, and S3 does not say which
-//! instant of a request (receipt, or the moment it applied) `Last-Modified` records.
-//! Besides, [`leasehold_core::store::Precondition::Claimable`] (the store judging expiry inside the
-//! write) cannot be expressed as an S3 condition, so a server-clock mode would still need
-//! a read before every takeover. The store therefore reports no
-//! [`leasehold_core::store::Stored::remaining`] and refuses `Claimable` with
-//! [`leasehold_core::Error::InvalidInput`].
-//!
-//! ## Fenced commits on data in the bucket
-//! A lease only limits who *starts*. [`ManifestFence`] makes the commit itself the fence
-//! (the S3 guard of [`leasehold_core::fence`]): a manifest object carries the token of the
-//! writer that committed it, and a commit is a PutObject with `If-Match` on the ETag of
-//! the manifest the writer based its work on (`If-None-Match: *` for the first), sent only
-//! if that manifest's token passes the fence's [`leasehold_core::fence::FenceMode`]: not
-//! newer than the writer's (the default), or older ([`ManifestFence::strict`], one commit
-//! per grant). The token check is on exactly the content the ETag names, so check and
-//! write are one atomic step, one request. The outcome is a
-//! [`leasehold_core::fence::FencedOutcome`]: `Applied` (the new manifest) or
-//! `ConditionFailed` (the manifest changed under the same tenure: rebase). A holder that
-//! froze past its lease fails on the ETag or the token with
-//! [`leasehold_core::Error::FenceRejected`]. A new holder should call
-//! [`ManifestFence::fence`] right after its grant to raise the mark at once.
-//!
-//! ## Cost and rates
 //! A held lease is renewed every third of its TTL, one PutObject each:
 //! `259 200 / TTL-in-seconds` PUTs per day per lease. At S3 Standard's $0.005 per 1,000
 //! PUTs (us-east-1):
@@ -114,17 +69,20 @@
 //! | 30 s | 10 s | 8 640 | about $1.30 |
 //! | 60 s | 20 s | 4 320 | about $0.65 |
 //!
-//! A waiting challenger adds one or two requests per TTL. AWS publishes request rates
-//! per partitioned prefix (at least 3,500 PUT/DELETE and 5,500 GET per second) and no
-//! figure for one key; concurrent conditional writes on one key may be answered
-//! `409 ConditionalRequestConflict` (re-sent by the store). One lease is one key written `3 / TTL` times per second by its holder, so
-//! the per-key rate is never the limit: latency is. S3 PUTs take tens of milliseconds,
-//! with tails of hundreds of milliseconds and throttling (`503 SlowDown`, retried by the
-//! client). A renewal sent at a third of the TTL must land before the TTL minus the
-//! margin, retry included, so keep [`S3Config::request_timeout`] at most about a
-//! quarter of the TTL, and the TTL at **5 s or more** (10–60 s is typical). Shorter TTLs
-//! work on a local emulator (the tests use 0.2–1 s) but not reliably on S3. Per-request
-//! locks belong in etcd or the database.
+//! A waiting challenger adds one or two requests per TTL.
+//!
+//! ## Fenced commits on data in the bucket
+//! A lease only limits who *starts*. [`ManifestFence`] makes the commit itself the fence
+//! (the S3 guard of [`leasehold_core::fence`]): a manifest object carries the token of the
+//! writer that committed it, and a commit is one PutObject with `If-Match` on the ETag of
+//! the manifest the writer based its work on (`If-None-Match: *` for the first), sent only
+//! if that manifest's token passes the fence's [`leasehold_core::fence::FenceMode`]: not
+//! newer than the writer's (the default), or older ([`ManifestFence::strict`], one commit
+//! per grant). The outcome is a [`leasehold_core::fence::FencedOutcome`]: `Applied` (the
+//! new manifest) or `ConditionFailed` (the manifest changed under the same tenure:
+//! rebase). A holder that froze past its lease fails on the ETag or the token with
+//! [`leasehold_core::Error::FenceRejected`]. A new holder should call
+//! [`ManifestFence::fence`] right after its grant to raise the mark at once.
 //!
 //! ## Setup
 //! - A bucket (general purpose; any region): yours, or created by
@@ -152,13 +110,22 @@
 //!   the SDK signs whenever the client has a credentials provider, and sends unsigned
 //!   requests, refused with 403, when it has none). S3 refuses requests from a machine
 //!   whose clock is more than 15 minutes off (403 `RequestTimeTooSkewed`, reported as
-//!   misconfiguration): a condition for talking to S3 at all, not something the lease
-//!   logic relies on.
-//! - The store switches the SDK's retries off for its writes (a retried conditional PUT
-//!   whose first attempt applied would come back 412 and look like a conflict), lets
-//!   the SDK retry a GetObject on transient failures (three attempts, short backoff:
-//!   reads change nothing), and bounds each call by [`S3Config::request_timeout`],
-//!   whatever retry and timeout settings the client was built with.
+//!   misconfiguration).
+//! - Any `aws_sdk_s3::Client`: the store switches the SDK's retries off for its writes,
+//!   lets the SDK retry a GetObject on transient failures (three attempts, short backoff),
+//!   and bounds each call by [`S3Config::request_timeout`], whatever retry and timeout
+//!   settings the client was built with.
+//!
+//! ## Configuration
+//! - [`S3Config::new`]: the bucket and the lease prefix.
+//! - [`S3Config::request_timeout`] (default [`DEFAULT_REQUEST_TIMEOUT`]): keep it at most
+//!   about a quarter of the TTL.
+//! - [`S3Config::conflict_retries`] (default [`DEFAULT_CONFLICT_RETRIES`], first backoff
+//!   [`DEFAULT_CONFLICT_BACKOFF`]): how often a `409 ConditionalRequestConflict` is re-sent.
+//! - Callers that try once (a scheduled job) can opt into an explicit wall-clock skew
+//!   bound instead of watching, [`leasehold_core::ClientConfig::skew_bound`]: each record
+//!   carries its holder's wall-clock expiry, and a challenger takes over once its own wall
+//!   clock is past that expiry plus the bound.
 //!
 //! ## Errors
 //! | S3 answer / SDK failure | result |
@@ -171,33 +138,20 @@
 //! | other 5xx, a lost connection or a timeout after the request left, an unreadable answer | writes: [`leasehold_core::Error::Indeterminate`] (may have applied); reads: retried, then [`leasehold_core::Error::Unavailable`] |
 //! | an object under the prefix that is not a lease record (or over [`MAX_RECORD_BYTES`]) | [`leasehold_core::Error::CorruptRecord`] |
 //!
-//! Whether a request left is recorded, not guessed: an interceptor on every request
-//! notes when the SDK hands it to the HTTP connector.
+//! ## Limits
+//! - Keep the TTL at **5 s or more** (10–60 s is typical); per-request locks belong in
+//!   etcd or the database.
+//! - Shorter TTLs work on a local emulator (the tests use 0.2–1 s) but not reliably on S3.
+//! - A takeover needs one full TTL of watching (unless you opt into a skew bound).
+//! - With a skew bound, real clocks that disagree by more than the bound can let two
+//!   holders overlap; the fence still protects the data.
+//! - No [`leasehold_core::store::Stored::remaining`] is reported, and
+//!   [`leasehold_core::store::Precondition::Claimable`] is refused with
+//!   [`leasehold_core::Error::InvalidInput`].
+//! - moto, which the tests run against, differs from S3 in ways that matter (concurrent
+//!   conditional PUTs, throttling, credentials): see the link below.
 //!
-//! ## Where moto (the test emulator) differs from S3
-//! The tests run against `moto_server` (moto 5.2) with path-style addressing and dummy
-//! credentials. Checked there: `If-None-Match: *` and `If-Match` answer 412 on conflict,
-//! `If-Match` on a missing key 404 `NoSuchKey`, conditional DeleteObject is enforced
-//! (404 `NoSuchKey` on a missing key), ETags are body MD5s as on S3. Differences:
-//! - **moto's conditional PUT is not atomic under concurrency.** It checks `If-Match` /
-//!   `If-None-Match` and then stores the object in a separate step, with no lock, in a
-//!   threaded server: two racing PUTs on one ETag can both succeed (the conformance
-//!   suite's 5 × 10 compare-and-swap increments lost one in 6 of 40 runs on a plain
-//!   `moto_server`). S3 applies conditional writes atomically. The tests that race
-//!   writers on one key therefore run on a moto of their own whose requests are
-//!   serialized (one lock around moto's request handler); the others use the shared one.
-//! - moto can answer a GetObject racing an overwrite of the same key with a 500 (it
-//!   closes the old object's buffer under the reader). The store retries reads on
-//!   transient 5xx anyway, as S3 recommends.
-//! - moto never answers `409 ConditionalRequestConflict` and never throttles
-//!   (`503 SlowDown`): the tests replay those answers through a scripted HTTP client, so
-//!   the SDK parses them as it would S3's, and unit tests cover the rest of the mapping.
-//! - moto checks neither credentials nor IAM unless started with
-//!   `INITIAL_NO_AUTH_ACTION_COUNT`; the access-denied test starts its own moto that way.
-//! - moto keeps objects in memory (no durability) and answers in about a millisecond,
-//!   which is why sub-second TTLs work in the tests and not on S3.
-//! - `Last-Modified` and `Date` come from one host clock on moto, so a server-clock
-//!   scheme would look sound there while S3 gives no such promise.
+//! Why it is built this way: [docs/STORES.md](https://example.invalid/leasehold/blob/main/docs/STORES.md#s3).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod body;

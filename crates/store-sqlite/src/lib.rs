@@ -2,29 +2,13 @@
 //!
 //! Leases and fencing tokens in a SQLite file: the zero-setup store for the processes
 //! of **one host**, over a [`sqlx::SqlitePool`] (or [`SqliteStore::open_file`]), plus
-//! fenced writes on your own tables in the same (or another) SQLite database.
-//!
-//! ## Guarantee: linearizable, on one host
-//! SQLite runs one write transaction at a time per database file, and every lease
-//! operation is one statement (its own transaction): the grant, its fencing token and
-//! the expiry are one atomic write ([`leasehold_core::store::Grade::Linearizable`],
-//! [`leasehold_core::store::Linearizable`]). Every process that opens the same file on the same
-//! host sees the same records. Not for files on network filesystems (NFS, SMB), whose
-//! locking SQLite cannot trust, and not across hosts: use `leasehold-postgres` there.
-//! [`connect_options`] uses `synchronous = FULL`, so a grant survives power loss and no
-//! token is issued twice after a reboot.
-//!
-//! A process frozen *inside* a write transaction (a statement takes well under a
-//! millisecond) holds the file's write lock until it resumes: other processes then get
-//! [`leasehold_core::Error::Unavailable`] after the busy timeout, and a blocked holder's
-//! lease still expires on the clock; nobody is granted anything wrongly.
-//!
-//! ## Clock: the host's
-//! Expiry is judged inside each statement with SQLite's `julianday('now')`, in Unix
-//! milliseconds ([`leasehold_core::store::ClockSource::Store`]): the clock of the one host every
-//! process shares, which SQLite keeps fixed within a statement. A forward step of the
-//! host clock expires leases early (the fence still protects the data); keep it slewed
-//! by NTP, not stepped.
+//! fenced writes on your own tables in the same (or another) SQLite database. Every lease
+//! operation is one statement: the grant, its fencing token and the expiry are one atomic
+//! write ([`leasehold_core::store::Grade::Linearizable`],
+//! [`leasehold_core::store::Linearizable`]), and every process that opens the same file on
+//! the same host sees the same records. Expiry is judged inside each statement on the
+//! host's clock ([`leasehold_core::store::ClockSource::Store`]), the one clock every process
+//! shares.
 //!
 //! ## Setup
 //! One table in the file ([`SqliteStore::provision`] or [`SqliteStore::open_file`]
@@ -40,6 +24,12 @@
 //! before sending. A value of the wrong type in a row (SQLite stores what it is given) is
 //! [`leasehold_core::Error::CorruptRecord`].
 //!
+//! ## Configuration
+//! - [`SqliteConfig`]: the lease table (default `leasehold_leases` in the main database).
+//! - [`connect_options`] for a pool of your own on the lease file: it uses
+//!   `synchronous = FULL`, so a grant survives power loss and no token is issued twice
+//!   after a reboot, and waits [`DEFAULT_BUSY_TIMEOUT`] for another process's write.
+//!
 //! ## Cost per operation
 //! | operation | statements |
 //! |-----------|------------|
@@ -48,9 +38,8 @@
 //! | refused acquire | 1, and it returns the holder and its time left (same statement) |
 //! | read | 1 `SELECT`, time left computed by SQLite |
 //!
-//! A conflicting write still takes the write lock for an instant (its `UPDATE` matches
-//! the row and leaves every column as it was, so `RETURNING` can report the current
-//! record); see [`leasehold_sql::statements`]. Waiters poll with jittered backoff
+//! A conflicting write still takes the write lock for an instant; see
+//! [`leasehold_sql::statements`]. Waiters poll with jittered backoff
 //! ([`leasehold_core::store::Capabilities::notifies_waiters`] is false): SQLite has no push.
 //!
 //! ## Example
@@ -84,6 +73,17 @@
 //! # std::fs::remove_dir_all(&dir).ok();
 //! # Ok::<(), leasehold_core::Error>(()) }).unwrap();
 //! ```
+//!
+//! ## Limits
+//! - One host only: across hosts, use `leasehold-postgres`.
+//! - Not for files on network filesystems (NFS, SMB), whose locking SQLite cannot trust.
+//! - A forward step of the host clock expires leases early (the fence still protects the
+//!   data); keep it slewed by NTP, not stepped (rule 9 of docs/DESIGN.md).
+//! - A process frozen inside a write transaction makes the others' operations
+//!   [`leasehold_core::Error::Unavailable`] (after the busy timeout) until it resumes.
+//! - No push: waiters poll.
+//!
+//! Why it is built this way: [docs/STORES.md](https://example.invalid/leasehold/blob/main/docs/STORES.md#sqlite).
 
 mod config;
 mod store;
