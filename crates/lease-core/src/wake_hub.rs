@@ -184,7 +184,9 @@ impl WakeHub {
     /// The store saw a change of `name` at position `at` (its version or revision: a
     /// number that grows with every change of the name), which left the lease `free`
     /// (released, deleted, expired) or not (granted, renewed). Wakes one waiter that has
-    /// not seen it. Needs a Tokio runtime (the baton's pass timer).
+    /// not seen it; a position not above the last announced one is ignored (reported
+    /// twice, or by a read that raced the feed). Needs a Tokio runtime (the baton's pass
+    /// timer).
     pub fn announce(&self, name: &str, at: u64, free: bool) {
         self.announce_change(name, at, free, false);
     }
@@ -202,8 +204,11 @@ impl WakeHub {
                 names.retain(|_, n| !n.waiters.is_empty());
             }
             let n = names.entry(name.to_owned()).or_default();
-            // The latest wins, even when lower: a table recreated from scratch restarts
-            // its versions, and the feed delivers in commit order.
+            if at <= n.announced {
+                // Seen already (a feed and a read both reporting one change), or older
+                // (a read that raced the feed): nothing new to wake anyone for.
+                return;
+            }
             n.announced = at;
             n.free = free;
             n.absent = absent;
@@ -376,6 +381,21 @@ mod tests {
         hub.announce("a", 7, false);
         settle().await;
         assert_eq!(done(&after), 1, "the next change wakes it");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_change_reported_twice_or_late_wakes_nobody_more() {
+        let hub = WakeHub::new();
+        let tasks = waiters(&hub, 3, 1);
+        settle().await;
+        hub.announce("a", 4, true);
+        hub.announce("a", 4, true);
+        hub.announce("a", 2, false);
+        settle().await;
+        assert_eq!(done(&tasks), 1, "one change, one wake-up, however often reported");
+        tokio::time::sleep(BATON_PASS + Duration::from_millis(1)).await;
+        settle().await;
+        assert_eq!(done(&tasks), 2, "the late older report did not end the baton");
     }
 
     #[tokio::test(start_paused = true)]

@@ -13,7 +13,7 @@ pub struct RedisConfig {
     /// bytes, without `{` or `}` (the lease name is the key's hash tag).
     pub key_prefix: String,
     /// A client for a dedicated pub/sub connection. With it, a release publishes on the
-    /// lease's channel and [`leasehold_core::store::CasStore::wait_for_change`] wakes waiters at once
+    /// lease's channel and [`leasehold_core::store::CasStore::wait_for_change`] wakes a waiter at once
     /// ([`leasehold_core::store::Capabilities::notifies_waiters`] is then true); without it waiters
     /// poll with jittered backoff. [`crate::RedisStore::connect`] fills it in.
     pub notify_client: Option<redis::Client>,
@@ -92,8 +92,8 @@ impl fmt::Debug for RedisConfig {
 /// | key / channel   | type    | expiry             | holds                                   |
 /// |-----------------|---------|--------------------|-----------------------------------------|
 /// | `P{N}`          | hash    | `PX` = the TTL     | the record: `h` holder (`""` = vacant), `t` token, `ttl` ms, `w` wall expiry ms (optional), `v` version |
-/// | `P{N}:meta`     | hash    | none (persistent)  | `f` the highest token issued, `n` the write counter, `e` the epoch (server time when created) |
-/// | `P{N}:released` | channel | —                  | a message (the new version) on each release or delete |
+/// | `P{N}:meta`     | hash    | none (persistent)  | `f` the highest token issued, `n` the write counter (raised by every write and delete), `e` the epoch (server time when created) |
+/// | `P{N}:released` | channel | —                  | a message on each release or delete: the version after it (`e:n`) |
 ///
 /// Versions are `e:n`: the write counter never goes back while the meta hash lives, and
 /// a recreated meta hash (after a restart without persistence) gets a new epoch, so a

@@ -1,13 +1,30 @@
 //! Waking waiters on release: one pub/sub connection per store, one channel per lease
-//! name, subscribed while somebody waits on it.
+//! name (subscribed while somebody waits on it), feeding the core's [`WakeHub`].
 //!
-//! The release and delete scripts `PUBLISH` on the name's channel in the same atomic
-//! step as the write. A waiter subscribes first, then checks whether the record already
-//! changed from the version it saw (so a release between its last read and the
-//! subscription is not missed), then sleeps until a message or its deadline. Anything
-//! going wrong on the pub/sub connection degrades to sleeping until the deadline: a
-//! waiter never returns early because of an error, so a dead server cannot turn
-//! waiting into a busy loop.
+//! The release and delete scripts `PUBLISH` the name's new version (`epoch:n`) on its
+//! channel in the same atomic step as the write. The connection's dispatcher announces
+//! each message to the hub as a change at position `n` that left the lease free, and the
+//! hub wakes **one** waiter of that name, passing the wake-up on if it goes unused (see
+//! [`WakeHub`]); each write's outcome tells the hub when the lease was claimed
+//! ([`Notifier::claimed`]). A message that does not parse (anyone may `PUBLISH`) is
+//! ignored. Positions count within one epoch: the hub's key is the channel and the
+//! epoch, so versions that start again under a new epoch (the counter hash lost) are
+//! never compared with the old ones.
+//!
+//! A waiter enters the hub first (so waiters are woken in the order they came; it
+//! returns at once if a change it has not seen was announced), then subscribes. A
+//! release published before the subscription took effect reached nobody, so whoever
+//! subscribes the channel reads the record right after and announces what it shows as
+//! one more change: its version, free if the record is vacant; with no record, the
+//! version counter's position (a delete raised it). The hub wakes one waiter that had
+//! not seen it, as for a release, and every waiter that comes later and saw less
+//! returns at once. A waiter that saw no record waits for a grant, which publishes
+//! nothing: it looks once and sleeps.
+//!
+//! A lost connection wakes every waiter (messages may have been dropped); they subscribe
+//! again on a new one. Anything going wrong when subscribing degrades to sleeping until
+//! the deadline: a waiter never returns early because of an error, so a dead server
+//! cannot turn waiting into a busy loop.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -17,8 +34,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use futures::StreamExt;
+use leasehold_core::store::{Version, WakeHub};
 use redis::aio::{PubSubSink, PubSubStream};
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 /// The pub/sub side of a store.
@@ -40,6 +58,8 @@ struct Inner {
     conn: tokio::sync::Mutex<Option<Live>>,
     channels: Mutex<HashMap<String, Arc<Chan>>>,
     generation: AtomicU64,
+    /// Outlives connections: waiters stay registered across a reconnect.
+    hub: WakeHub,
 }
 
 struct Live {
@@ -51,11 +71,46 @@ struct Live {
 
 #[derive(Default)]
 struct Chan {
-    notify: Notify,
     /// Changed only under the `channels` lock.
     waiters: AtomicUsize,
     /// Changed only under the `conn` lock.
     subscribed: AtomicBool,
+}
+
+/// A name's record as the store reads it for its waiters: `HMGET` of the record's `v`
+/// and `h`, and of the version counter hash's `e` and `n` (`None` where missing).
+#[derive(Debug, Default)]
+pub(crate) struct Now {
+    pub(crate) version: Option<String>,
+    pub(crate) holder: Option<String>,
+    pub(crate) epoch: Option<String>,
+    pub(crate) counter: Option<String>,
+}
+
+impl Now {
+    /// The change the record shows, as a version and whether it left the lease free:
+    /// the record's version (free if vacant), or with no record the counter's (free).
+    fn change(&self) -> Option<(String, bool)> {
+        match (&self.version, &self.epoch, &self.counter) {
+            (Some(v), _, _) => Some((v.clone(), self.holder.as_deref() == Some(""))),
+            (None, Some(e), Some(n)) => Some((format!("{e}:{n}"), true)),
+            _ => None,
+        }
+    }
+}
+
+/// A version's epoch and its position in the epoch (`epoch:n`).
+fn position(version: &str) -> Option<(&str, u64)> {
+    let (epoch, n) = version.split_once(':')?;
+    if epoch.is_empty() || !epoch.bytes().all(|b| b.is_ascii_digit()) || n.starts_with('+') {
+        return None;
+    }
+    n.parse().ok().filter(|&n| n > 0).map(|n| (epoch, n))
+}
+
+/// The hub's key for the versions of `channel` in `epoch`.
+fn hub_key(channel: &str, epoch: &str) -> String {
+    format!("{channel} {epoch}")
 }
 
 impl Notifier {
@@ -66,31 +121,53 @@ impl Notifier {
                 conn: tokio::sync::Mutex::new(None),
                 channels: Mutex::new(HashMap::new()),
                 generation: AtomicU64::new(0),
+                hub: WakeHub::new(),
             }),
         }
     }
 
-    /// Waits until a message on `channel`, until `changed` reports that the record
-    /// already changed, or until `max_wait` passed.
-    pub(crate) async fn wait(&self, channel: &str, max_wait: Duration, changed: impl Future<Output = bool>) {
+    /// Waits until `channel` announces a change the caller, who saw `seen`, has not
+    /// seen, or `max_wait` passed. `now` reads the record, if this wait has to.
+    pub(crate) async fn wait(
+        &self,
+        channel: &str,
+        seen: Option<&Version>,
+        max_wait: Duration,
+        now: impl Future<Output = redis::RedisResult<Now>>,
+    ) {
         let deadline = Instant::now() + max_wait;
-        let reg = Registration::new(&self.inner, channel);
-        let notified = reg.chan.notify.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        match tokio::time::timeout_at(deadline, self.inner.subscribe(channel, &reg.chan)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::warn!(channel, error = %e, "redis pub/sub unavailable; waiting without notification");
+        let Some((epoch, at)) = seen.and_then(|v| position(v.as_str())) else {
+            // No record seen: the next change is a grant, which publishes nothing.
+            let present = tokio::time::timeout_at(deadline, now).await;
+            if !matches!(present, Ok(Ok(Now { version: Some(_), .. }))) {
                 tokio::time::sleep_until(deadline).await;
-                return;
             }
-            Err(_) => return,
-        }
-        if tokio::time::timeout_at(deadline, changed).await == Ok(true) {
+            return;
+        };
+        let reg = Registration::new(&self.inner, channel);
+        let key = hub_key(channel, epoch);
+        let mut woken = Box::pin(self.inner.hub.wait(&key, at, max_wait));
+        if futures::poll!(woken.as_mut()).is_ready() {
             return;
         }
-        let _ = tokio::time::timeout_at(deadline, notified).await;
+        match tokio::time::timeout_at(deadline, self.inner.subscribe(channel, &reg.chan, now)).await {
+            Ok(Ok(())) => woken.await,
+            Ok(Err(e)) => {
+                tracing::warn!(channel, error = %e, "redis pub/sub unavailable; waiting without notification");
+                // Leave the hub: a sleeper must not take a wake-up meant for another.
+                drop(woken);
+                tokio::time::sleep_until(deadline).await;
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// A write through this store showed the record of `channel` at `version` (its
+    /// outcome): a wake-up handed out for an older release did its work.
+    pub(crate) fn claimed(&self, channel: &str, version: &Version) {
+        if let Some((epoch, at)) = position(version.as_str()) {
+            self.inner.hub.claimed(&hub_key(channel, epoch), at);
+        }
     }
 
     /// How many channels are subscribed or being waited on (for tests).
@@ -105,7 +182,14 @@ impl Inner {
         self.channels.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    async fn subscribe(self: &Arc<Self>, channel: &str, chan: &Chan) -> redis::RedisResult<()> {
+    /// Subscribes `channel` unless it is; a new subscription reads the record (`now`)
+    /// and announces what it shows.
+    async fn subscribe(
+        self: &Arc<Self>,
+        channel: &str,
+        chan: &Chan,
+        now: impl Future<Output = redis::RedisResult<Now>>,
+    ) -> redis::RedisResult<()> {
         let mut conn = self.conn.lock().await;
         if chan.subscribed.load(Ordering::SeqCst) && conn.is_some() {
             return Ok(());
@@ -114,17 +198,22 @@ impl Inner {
             Some(live) => live,
             None => conn.insert(self.connect().await?),
         };
-        match live.sink.subscribe(channel).await {
-            Ok(()) => {
-                chan.subscribed.store(true, Ordering::SeqCst);
-                Ok(())
+        if let Err(e) = live.sink.subscribe(channel).await {
+            // A refusal (an ACL without `SUBSCRIBE`) leaves the connection as it was.
+            if e.is_unrecoverable_error() {
+                self.drop_connection(&mut conn);
             }
-            Err(e) => {
-                *conn = None;
-                self.forget_subscriptions();
-                Err(e)
+            return Err(e);
+        }
+        chan.subscribed.store(true, Ordering::SeqCst);
+        // A failed read only leaves a release before the subscription to `max_wait`.
+        let change = now.await.ok().and_then(|now| now.change());
+        if let Some((version, free)) = change {
+            if let Some((epoch, at)) = position(&version) {
+                self.hub.announce(&hub_key(channel, epoch), at, free);
             }
         }
+        Ok(())
     }
 
     /// A new connection, with its dispatcher running. Called holding the `conn` lock.
@@ -148,6 +237,14 @@ impl Inner {
         }
     }
 
+    /// Drops the connection (`conn`, locked): its messages may be lost, so every waiter
+    /// wakes and looks again.
+    fn drop_connection(&self, conn: &mut Option<Live>) {
+        *conn = None;
+        self.forget_subscriptions();
+        self.hub.wake_all();
+    }
+
     /// Unsubscribes `channel` if nobody waits on it any more.
     async fn cleanup(self: Arc<Self>, channel: String) {
         let mut conn = self.conn.lock().await;
@@ -157,9 +254,13 @@ impl Inner {
         };
         if chan.subscribed.swap(false, Ordering::SeqCst) {
             if let Some(live) = conn.as_mut() {
-                if live.sink.unsubscribe(&channel).await.is_err() {
-                    *conn = None;
-                    self.forget_subscriptions();
+                if live
+                    .sink
+                    .unsubscribe(&channel)
+                    .await
+                    .is_err_and(|e| e.is_unrecoverable_error())
+                {
+                    self.drop_connection(&mut conn);
                 }
             }
         }
@@ -173,8 +274,8 @@ impl Inner {
     }
 }
 
-/// Routes messages to waiters until the connection ends or the store is dropped; then
-/// wakes every waiter (they re-subscribe on a new connection or time out).
+/// Announces each release to the hub until the connection ends or the store is dropped;
+/// then wakes every waiter (they subscribe again on a new connection or time out).
 async fn dispatch(inner: Weak<Inner>, generation: u64, mut stream: PubSubStream, mut stopped: oneshot::Receiver<()>) {
     loop {
         tokio::select! {
@@ -182,8 +283,10 @@ async fn dispatch(inner: Weak<Inner>, generation: u64, mut stream: PubSubStream,
             msg = stream.next() => match msg {
                 Some(msg) => {
                     let Some(inner) = inner.upgrade() else { return };
-                    if let Some(chan) = inner.channels().get(msg.get_channel_name()) {
-                        chan.notify.notify_waiters();
+                    let payload = msg.get_payload::<String>().unwrap_or_default();
+                    match position(&payload) {
+                        Some((epoch, at)) => inner.hub.announce(&hub_key(msg.get_channel_name(), epoch), at, true),
+                        None => tracing::debug!(channel = msg.get_channel_name(), payload = payload.as_str(), "ignored a message that is not ours"),
                     }
                 }
                 None => break,
@@ -192,14 +295,9 @@ async fn dispatch(inner: Weak<Inner>, generation: u64, mut stream: PubSubStream,
     }
     let Some(inner) = inner.upgrade() else { return };
     let mut conn = inner.conn.lock().await;
-    if conn.as_ref().is_some_and(|l| l.generation == generation) {
-        *conn = None;
-        inner.forget_subscriptions();
-    }
-    drop(conn);
     tracing::debug!("redis pub/sub connection ended; waking waiters");
-    for chan in inner.channels().values() {
-        chan.notify.notify_waiters();
+    if conn.as_ref().is_some_and(|l| l.generation == generation) {
+        inner.drop_connection(&mut conn);
     }
 }
 
@@ -250,13 +348,46 @@ mod tests {
         let client = redis::Client::open("redis://127.0.0.1:1/").expect("client");
         let n = Notifier::new(client);
         let started = Instant::now();
-        n.wait("c", Duration::from_millis(150), async { true }).await;
+        let seen = Version::new("17:3");
+        let now = Now {
+            version: Some("17:4".to_owned()),
+            ..Now::default()
+        };
+        n.wait("c", Some(&seen), Duration::from_millis(150), async { Ok(now) })
+            .await;
         let waited = started.elapsed();
         assert!(waited >= Duration::from_millis(150), "returned early after {waited:?}");
         assert!(
             lease_core_poll(|| n.channel_count() == 0).await,
             "registration not cleaned up"
         );
+    }
+
+    #[test]
+    fn only_versions_of_this_store_are_positions() {
+        assert_eq!(position("1733000000123456:42"), Some(("1733000000123456", 42)));
+        for foreign in [
+            "deleted", "", "7", ":3", "x:3", "17:0", "17:-3", "17:+3", "17:3:4", "17:ab",
+        ] {
+            assert_eq!(position(foreign), None, "{foreign:?}");
+        }
+    }
+
+    #[test]
+    fn a_snapshot_is_the_records_version_or_the_counters_and_free_when_nobody_holds_it() {
+        let s = |v: Option<&str>, h: Option<&str>, e: Option<&str>, n: Option<&str>| Now {
+            version: v.map(str::to_owned),
+            holder: h.map(str::to_owned),
+            epoch: e.map(str::to_owned),
+            counter: n.map(str::to_owned),
+        };
+        let held = s(Some("17:3"), Some("w1"), Some("17"), Some("3")).change();
+        assert_eq!(held, Some(("17:3".to_owned(), false)));
+        let vacant = s(Some("17:3"), Some(""), Some("17"), Some("3")).change();
+        assert_eq!(vacant, Some(("17:3".to_owned(), true)));
+        let deleted = s(None, None, Some("17"), Some("4")).change();
+        assert_eq!(deleted, Some(("17:4".to_owned(), true)));
+        assert_eq!(s(None, None, None, None).change(), None, "never written");
     }
 
     async fn lease_core_poll(mut cond: impl FnMut() -> bool) -> bool {

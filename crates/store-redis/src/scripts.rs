@@ -87,7 +87,8 @@ return { 'absent' }
 
 /// `write` and `renew`: KEYS = record, meta. ARGV = mode (`absent`, `version`,
 /// `claim`, `renew`), expected version, holder (`""` = vacant), token, ttl ms, wall
-/// expiry ms (`""` = none), channel.
+/// expiry ms (`""` = none), channel. A write that leaves the record vacant (a release)
+/// publishes the record's new version on the channel.
 ///
 /// Reply: `{'written', record…}`, `{'conflict', record…}`, `{'conflict_absent'}`,
 /// `{'corrupt', why}` or `{'exhausted'}` (the token counter is at 2^63 - 1).
@@ -140,15 +141,21 @@ if holder == '' then redis.call('PUBLISH', chan, v) end
 return { 'written', holder, token, ttl, wall, v, redis.call('PTTL', KEYS[1]) }
 "#;
 
-/// `delete`: KEYS = record. ARGV = version, channel. Reply: `{'deleted'}`,
-/// `{'conflict', record…}`, `{'conflict_absent'}` or `{'corrupt', why}`.
+/// `delete`: KEYS = record, meta. ARGV = version, channel. Raises the write counter, so
+/// the delete has a version of its own (`epoch:n`, above the deleted record's), and
+/// publishes it. Reply: `{'deleted'}`, `{'conflict', record…}`, `{'conflict_absent'}` or
+/// `{'corrupt', why}`.
 const DELETE: &str = r#"
 local st, cur = load_rec(KEYS[1])
 if st == 'corrupt' then return { 'corrupt', cur } end
 if st == 'absent' then return { 'conflict_absent' } end
 if cur.v ~= ARGV[1] then return reply('conflict', cur) end
+local mst, meta = load_meta(KEYS[2])
+if mst == 'corrupt' then return { 'corrupt', meta } end
+if mst == 'absent' then meta = init_meta(KEYS[2]) end
+redis.call('HINCRBY', KEYS[2], 'n', 1)
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[2], 'deleted')
+redis.call('PUBLISH', ARGV[2], meta.e .. ':' .. redis.call('HGET', KEYS[2], 'n'))
 return { 'deleted' }
 "#;
 

@@ -19,7 +19,7 @@ use redis::aio::{ConnectionLike, ConnectionManager};
 use crate::config::{KeyLayout, RedisConfig};
 use crate::error::{self, Effect};
 use crate::fence::{HashFence, HashWrite};
-use crate::notify::Notifier;
+use crate::notify::{Notifier, Now};
 use crate::reply::Reply;
 use crate::scripts::{self, DELETE_SCRIPT, READ_SCRIPT, SEED_SCRIPT, WRITE_SCRIPT};
 
@@ -188,16 +188,35 @@ where
         invoke(&mut conn, self.call_timeout, inv, effect, what).await
     }
 
-    /// The record's version now (`None`: no record), for waiters. Errors count as "no
-    /// change seen".
-    async fn changed_from(&self, name: &LeaseName, seen: Option<&Version>) -> bool {
-        let mut conn = self.conn.clone();
-        let cmd = redis::cmd("HGET").arg(self.keys.record(name)).arg("v").clone();
-        let now: redis::RedisResult<Option<String>> = cmd.query_async(&mut conn).await;
-        match now {
-            Ok(now) => now.as_deref() != seen.map(Version::as_str),
-            Err(_) => false,
+    /// Reports a write's outcome (`name` as `stored`) to the waiters: a wake-up handed
+    /// out for an older release did its work.
+    fn claimed(&self, name: &LeaseName, stored: Stored) -> Stored {
+        if let Some(n) = &self.notifier {
+            n.claimed(&self.keys.channel(name), &stored.version);
         }
+        stored
+    }
+
+    /// The record of `name` and its version counter, for waiters: one pipeline.
+    async fn now(&self, name: &LeaseName) -> redis::RedisResult<Now> {
+        let mut conn = self.conn.clone();
+        let ((version, holder), (epoch, counter)) = redis::pipe()
+            .cmd("HMGET")
+            .arg(self.keys.record(name))
+            .arg("v")
+            .arg("h")
+            .cmd("HMGET")
+            .arg(self.keys.meta(name))
+            .arg("e")
+            .arg("n")
+            .query_async(&mut conn)
+            .await?;
+        Ok(Now {
+            version,
+            holder,
+            epoch,
+            counter,
+        })
     }
 }
 
@@ -265,8 +284,10 @@ where
         let what = format!("write of {name}");
         let reply = self.call(&inv, Effect::Write, &what).await?;
         match reply.status.as_str() {
-            "written" => Ok(CasOutcome::Written(reply.stored(name)?)),
-            "conflict" => Ok(CasOutcome::Conflict(Current::Present(reply.stored(name)?))),
+            "written" => Ok(CasOutcome::Written(self.claimed(name, reply.stored(name)?))),
+            "conflict" => Ok(CasOutcome::Conflict(Current::Present(
+                self.claimed(name, reply.stored(name)?),
+            ))),
             "conflict_absent" => Ok(CasOutcome::Conflict(Current::Absent)),
             "corrupt" => Err(reply.corrupt(name.as_str())),
             "exhausted" => Err(Error::corrupt(
@@ -313,13 +334,16 @@ where
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
         let mut inv = DELETE_SCRIPT.prepare_invoke();
         inv.key(self.keys.record(name))
+            .key(self.keys.meta(name))
             .arg(version.as_str())
             .arg(self.keys.channel(name));
         let what = format!("delete of {name}");
         let reply = self.call(&inv, Effect::Write, &what).await?;
         match reply.status.as_str() {
             "deleted" => Ok(DeleteOutcome::Deleted),
-            "conflict" => Ok(DeleteOutcome::Conflict(Current::Present(reply.stored(name)?))),
+            "conflict" => Ok(DeleteOutcome::Conflict(Current::Present(
+                self.claimed(name, reply.stored(name)?),
+            ))),
             "conflict_absent" => Ok(DeleteOutcome::Conflict(Current::Absent)),
             "corrupt" => Err(reply.corrupt(name.as_str())),
             other => Err(error::bad_reply(Effect::Write, &what, format!("status {other:?}"))),
@@ -337,8 +361,7 @@ where
     async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
         match &self.notifier {
             Some(n) => {
-                n.wait(&self.keys.channel(name), max_wait, self.changed_from(name, seen))
-                    .await;
+                n.wait(&self.keys.channel(name), seen, max_wait, self.now(name)).await;
             }
             None => tokio::time::sleep(max_wait).await,
         }

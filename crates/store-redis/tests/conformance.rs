@@ -1,7 +1,7 @@
 //! The leasehold-core conformance suite against the shared Redis: once over a
 //! `ConnectionManager` with the pub/sub waiter, once over a bare
-//! `MultiplexedConnection` that polls; and the fence cases on [`HashFence`] writes to
-//! fresh hashes.
+//! `MultiplexedConnection` that polls; the wake-up cases on the pub/sub waiter; and the
+//! fence cases on [`HashFence`] writes to fresh hashes.
 //!
 //! [`HashFence`]: leasehold_redis::HashFence
 
@@ -68,6 +68,37 @@ mod connection_manager_pubsub {
 mod multiplexed_connection_polling {
     use super::*;
     leasehold_core::conformance::conformance_tests!(multiplexed_polling().await);
+}
+
+/// The wake-up cases: the holder and the waiters each on a store of their own
+/// ([`RedisStore::connect`]: its own connection and pub/sub waiter), on the same keys.
+mod wake {
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+    use leasehold_core::conformance::WakeFixture;
+    use leasehold_core::store::CasStore;
+    use leasehold_redis::{RedisConfig, RedisStore};
+
+    use crate::support;
+
+    struct TwoStores;
+
+    #[async_trait]
+    impl WakeFixture for TwoStores {
+        async fn stores(&self, tag: &str) -> (Arc<dyn CasStore>, Arc<dyn CasStore>) {
+            let url = support::shared_url();
+            let config = RedisConfig::default().with_prefix(support::unique_prefix(tag));
+            let connect = || async {
+                RedisStore::connect(support::client(&url), config.clone())
+                    .await
+                    .unwrap_or_else(|e| panic!("cannot reach Redis at {url}: {e}"))
+            };
+            (Arc::new(connect().await), Arc::new(connect().await))
+        }
+    }
+
+    leasehold_core::conformance::wake_tests!(TwoStores);
 }
 
 /// The fence cases on Redis hashes: each resource a fresh hash key on the shared

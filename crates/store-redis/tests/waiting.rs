@@ -1,111 +1,189 @@
-//! Waiting on a release: the release script publishes, waiters wake at once, and
-//! their subscriptions go away when they stop waiting.
+//! Waiting on pub/sub, what is Redis's own (one wake-up per release is the core's wake-up
+//! cases, in `tests/conformance.rs`): only releases and deletes publish, with their
+//! version; a name is subscribed only while someone waits on it; a message that is not a
+//! version wakes nobody; a change before the wait returns at once; and a lost pub/sub
+//! connection wakes every waiter, after which waiters sleep until their deadline.
 
 mod support;
 
 use std::time::Duration;
 
+use futures::StreamExt;
 use leasehold_core::testing::process::poll_async;
 use leasehold_core::{
-    AcquireOutcome, ClientConfig, FencingToken, LeaseClient, LeaseName,
-    store::{CasOutcome, CasStore},
+    AcquireOutcome, ClientConfig, FencingToken, HolderId, LeaseClient, LeaseName, Ttl,
+    store::{CasOutcome, CasStore, DeleteOutcome, LeaseRecord, Precondition, Stored},
 };
-use leasehold_redis::RedisStore;
+use leasehold_redis::{RedisConfig, RedisStore};
 use redis::aio::MultiplexedConnection;
 use tokio::time::Instant;
 
-async fn subscribers(conn: &mut MultiplexedConnection, channel: &str) -> u64 {
+async fn subscribers(conn: &MultiplexedConnection, channel: &str) -> u64 {
     let reply: (String, u64) = redis::cmd("PUBSUB")
         .arg("NUMSUB")
         .arg(channel)
-        .query_async(conn)
+        .query_async(&mut conn.clone())
         .await
         .expect("PUBSUB NUMSUB");
     reply.1
 }
 
-fn client(store: &RedisStore) -> LeaseClient {
-    LeaseClient::efficiency_only(store.clone(), ClientConfig::default()).expect("client")
+/// Polls until `channel` has `n` subscribers, with a deadline.
+async fn until_subscribers(conn: &MultiplexedConnection, channel: &str, n: u64) -> bool {
+    poll_async(Duration::from_secs(5), || async move {
+        subscribers(conn, channel).await == n
+    })
+    .await
+}
+
+fn held(holder: &str) -> LeaseRecord {
+    LeaseRecord::held(
+        HolderId::new(holder).expect("holder"),
+        FencingToken::new(1),
+        Ttl::from_millis(30_000).expect("ttl"),
+    )
+}
+
+async fn written<C>(store: &RedisStore<C>, name: &LeaseName, expect: Precondition, record: &LeaseRecord) -> Stored
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    match store.write(name, &expect, record).await.expect("write") {
+        CasOutcome::Written(s) => s,
+        other => panic!("{other:?}"),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_release_wakes_a_waiter_at_once_and_the_subscription_is_dropped() {
-    let store = support::shared_store("waiting").await;
-    assert!(store.capabilities().notifies_waiters);
+async fn only_releases_and_deletes_publish_and_they_publish_their_version() {
+    let store = support::shared_store("publish").await;
+    let name = LeaseName::new("publish").expect("name");
+    let mut messages = support::client(&support::shared_url())
+        .get_async_pubsub()
+        .await
+        .expect("pub/sub");
+    messages
+        .subscribe(store.keys().channel(&name))
+        .await
+        .expect("SUBSCRIBE");
+    let mut messages = messages.into_on_message();
+
+    let record = held("h");
+    let mut now = written(&store, &name, Precondition::Claimable, &record).await;
+    for _ in 0..3 {
+        now = match store.renew(&name, &now.version, &now.record).await.expect("renew") {
+            CasOutcome::Written(s) => s,
+            other => panic!("{other:?}"),
+        };
+    }
+    let released = written(&store, &name, Precondition::Version(now.version), &record.vacated()).await;
+    let again = written(
+        &store,
+        &name,
+        Precondition::Version(released.version.clone()),
+        &held("h"),
+    )
+    .await;
+    assert_eq!(
+        store.delete(&name, &again.version).await.expect("delete"),
+        DeleteOutcome::Deleted
+    );
+
+    let mut next = async || {
+        let msg = tokio::time::timeout(Duration::from_secs(5), messages.next())
+            .await
+            .expect("a message")
+            .expect("the subscription ended");
+        msg.get_payload::<String>().expect("text")
+    };
+    // A grant and its renewals publish nothing: the first message is the release's.
+    assert_eq!(next().await, released.version.as_str());
+    let deleted = next().await;
+    let (epoch, n) = again.version.as_str().split_once(':').expect("epoch:n");
+    assert_eq!(
+        deleted,
+        format!("{epoch}:{}", n.parse::<u64>().expect("n") + 1),
+        "a delete publishes a version of its own, above the deleted record's"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_is_subscribed_only_while_someone_waits_on_it() {
+    let store = support::shared_store("subscribed").await;
     let probe = support::admin(&support::shared_url()).await;
     let name = LeaseName::new("reports/daily").expect("name");
     let channel = store.keys().channel(&name);
-
-    let a = client(&store);
-    let held = match a.try_acquire(&name, Duration::from_secs(30)).await.expect("a") {
+    let leases = LeaseClient::efficiency_only(store.clone(), ClientConfig::default()).expect("client");
+    let lease = match leases.try_acquire(&name, Duration::from_secs(30)).await.expect("grant") {
         AcquireOutcome::Granted(l) => l,
         other => panic!("{other:?}"),
     };
-    let b = client(&store);
+    assert_eq!(subscribers(&probe, &channel).await, 0);
     let waiter = {
-        let name = name.clone();
+        let (leases, name) = (leases.clone(), name.clone());
         tokio::spawn(async move {
-            b.acquire_timeout(&name, Duration::from_secs(30), Duration::from_secs(20))
+            leases
+                .acquire_timeout(&name, Duration::from_secs(30), Duration::from_secs(20))
                 .await
         })
     };
-    // The waiter is parked on the channel (without it, it would sleep ~5 s per round).
-    let channel_probe = channel.clone();
     assert!(
-        poll_async(Duration::from_secs(5), || {
-            let mut probe = probe.clone();
-            let channel = channel_probe.clone();
-            async move { subscribers(&mut probe, &channel).await == 1 }
-        })
-        .await,
+        until_subscribers(&probe, &channel, 1).await,
         "the waiter never subscribed"
     );
-    assert!(!waiter.is_finished());
-    let released_at = Instant::now();
-    held.release().await.expect("release");
-    let next = waiter.await.expect("task").expect("granted");
-    let handoff = released_at.elapsed();
-    assert!(handoff < Duration::from_secs(1), "handoff took {handoff:?}");
-    assert_eq!(next.token(), FencingToken::new(2));
+    lease.release().await.expect("release");
+    let next = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("the release did not wake the waiter")
+        .expect("task")
+        .expect("granted");
     assert!(
-        poll_async(Duration::from_secs(5), || {
-            let mut probe = probe.clone();
-            let channel = channel.clone();
-            async move { subscribers(&mut probe, &channel).await == 0 }
-        })
-        .await,
+        until_subscribers(&probe, &channel, 0).await,
         "the subscription outlived its waiter"
     );
     next.release().await.expect("release");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_that_is_not_a_version_wakes_nobody() {
+    let store = support::shared_store("foreign").await;
+    let mut admin = support::admin(&support::shared_url()).await;
+    let name = LeaseName::new("foreign").expect("name");
+    let channel = store.keys().channel(&name);
+    let now = written(&store, &name, Precondition::Absent, &held("h")).await;
+    let waiter = {
+        let (store, name, seen) = (store.clone(), name.clone(), now.version.clone());
+        tokio::spawn(async move {
+            let started = Instant::now();
+            store
+                .wait_for_change(&name, Some(&seen), Duration::from_millis(700))
+                .await
+                .expect("wait");
+            started.elapsed()
+        })
+    };
+    assert!(until_subscribers(&admin, &channel, 1).await, "never subscribed");
+    for foreign in ["deleted", "hello", "17", "x:3", "17:0"] {
+        let _: u64 = redis::cmd("PUBLISH")
+            .arg(&channel)
+            .arg(foreign)
+            .query_async(&mut admin)
+            .await
+            .expect("PUBLISH");
+    }
+    let waited = waiter.await.expect("task");
+    assert!(
+        waited >= Duration::from_millis(690),
+        "woken after {waited:?} by a foreign message"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_before_the_wait_returns_at_once_and_no_change_waits_it_out() {
     let store = support::shared_store("wait-seen").await;
     let name = LeaseName::new("w").expect("name");
-    let rec = leasehold_core::store::LeaseRecord::held(
-        leasehold_core::HolderId::new("h").expect("holder"),
-        FencingToken::new(1),
-        leasehold_core::Ttl::from_millis(30_000).expect("ttl"),
-    );
-    let CasOutcome::Written(v1) = store
-        .write(&name, &leasehold_core::store::Precondition::Absent, &rec)
-        .await
-        .expect("write")
-    else {
-        panic!("conflict")
-    };
-    let CasOutcome::Written(v2) = store
-        .write(
-            &name,
-            &leasehold_core::store::Precondition::Version(v1.version.clone()),
-            &rec,
-        )
-        .await
-        .expect("write")
-    else {
-        panic!("conflict")
-    };
+    let v1 = written(&store, &name, Precondition::Absent, &held("h")).await;
+    let v2 = written(&store, &name, Precondition::Version(v1.version.clone()), &held("h")).await;
     // Seen v1, but it is v2 now: no need to wait.
     let started = Instant::now();
     store
@@ -131,4 +209,59 @@ async fn a_change_before_the_wait_returns_at_once_and_no_change_waits_it_out() {
         waited >= Duration::from_millis(300) && waited < Duration::from_secs(2),
         "{waited:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_pubsub_connection_wakes_every_waiter_then_waiters_sleep_until_their_deadline() {
+    let url = support::shared_url();
+    let port: u16 = url
+        .trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {url}"));
+    // Commands go straight to the server; pub/sub goes through a proxy this test cuts.
+    let proxy = support::Proxy::start(port).await;
+    let config = RedisConfig::default()
+        .with_prefix(support::unique_prefix("lost-pubsub"))
+        .with_notify_client(support::client(&proxy.url()));
+    let store = RedisStore::new(support::admin(&url).await, config).expect("store");
+    let probe = support::admin(&url).await;
+    let names = [LeaseName::new("a").expect("name"), LeaseName::new("b").expect("name")];
+    let mut waiters = Vec::new();
+    for name in &names {
+        let seen = written(&store, name, Precondition::Absent, &held("h")).await.version;
+        for _ in 0..2 {
+            let (store, name, seen) = (store.clone(), name.clone(), seen.clone());
+            waiters.push(tokio::spawn(async move {
+                let started = Instant::now();
+                store
+                    .wait_for_change(&name, Some(&seen), Duration::from_secs(30))
+                    .await
+                    .expect("wait");
+                started.elapsed()
+            }));
+        }
+        assert!(
+            until_subscribers(&probe, &store.keys().channel(name), 1).await,
+            "never subscribed"
+        );
+    }
+    proxy.close();
+    for w in waiters {
+        let waited = tokio::time::timeout(Duration::from_secs(10), w)
+            .await
+            .expect("a waiter was not woken by the lost connection")
+            .expect("task");
+        assert!(waited < Duration::from_secs(10), "{waited:?}");
+    }
+    // The proxy refuses connections now: a wait cannot subscribe and sleeps it out.
+    let seen = store.read(&names[0]).await.expect("read").expect("present").version;
+    let started = Instant::now();
+    store
+        .wait_for_change(&names[0], Some(&seen), Duration::from_millis(300))
+        .await
+        .expect("wait");
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(300), "returned early after {waited:?}");
 }
