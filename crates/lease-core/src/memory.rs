@@ -44,7 +44,7 @@ struct Shared {
 /// never reused, records are kept encoded (so a corrupt one is a typed error), conflicts
 /// report the current record (or not, [`MemoryStore::without_current_on_conflict`]),
 /// expiry follows Tokio's clock (so paused-time tests are exact), and each change wakes
-/// one waiter ([`crate::store::WakeHub`]; a renewal wakes nobody). Clones share the same
+/// one waiter ([`crate::store::WakeHub`]; a renewal wakes nobody when the store keeps time). Clones share the same
 /// records.
 ///
 /// ```
@@ -173,7 +173,7 @@ impl CasStore for MemoryStore {
         let now = Instant::now();
         let mut st = self.lock();
         let existing = st.entries.get(name);
-        // A renewal (same holder, same token) is not a change anyone waits for.
+        // A renewal: same holder, same token.
         let renewal = existing
             .and_then(|e| record_codec::decode(name, &e.bytes).ok())
             .is_some_and(|cur| cur.holder.is_some() && cur.holder == record.holder && cur.token == record.token);
@@ -222,7 +222,10 @@ impl CasStore for MemoryStore {
         let stored = self.stored(name, &entry, now)?;
         st.entries.insert(name.clone(), entry);
         drop(st);
-        if renewal {
+        if renewal && self.shared.clock == ClockSource::Store {
+            // Nobody waits for a renewal where the store keeps time: a challenger learns
+            // the time left from the store. By observation it must see every new
+            // version to time its window from it, so there a renewal is a change.
             self.shared.hub.claimed(name.as_str(), version);
         } else {
             self.shared.hub.announce(name.as_str(), version, record.is_vacant());
