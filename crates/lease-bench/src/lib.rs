@@ -2,9 +2,12 @@
 //!
 //! The benchmarks of leasehold, run on the real stores by one command,
 //! `scripts/bench.sh`, which starts the stores the way `scripts/test.sh` does, runs the
-//! `leasehold-bench` binary of this crate in release mode and rewrites
-//! `docs/PERFORMANCE.md` with what it measured. Nothing in that file is written by
-//! hand: every figure comes from the run that wrote it.
+//! `leasehold-bench` binary of this crate in release mode, writes what it measured to
+//! `docs/performance.json` ([`data`]) and renders that into the tables of
+//! `docs/PERFORMANCE.md` ([`render`]). Every figure in those tables comes from the
+//! results file; the explanations around them are Markdown written by hand, outside the
+//! regions the renderer fills (`<!-- bench:table overhead postgres -->` …
+//! `<!-- /bench:table -->`, see [`markers`]).
 //!
 //! What is measured (one module each):
 //!
@@ -29,27 +32,31 @@
 //! etcd at the end; the shared servers are never flushed or restarted.
 //!
 //! The smoke test (`cargo test -p leasehold-bench`) runs every benchmark with tiny counts
-//! against the real stores, so the benchmarks cannot rot; the full run is the documented
-//! command, not part of CI's time.
+//! against the real stores and renders its results into a copy of the document, so the
+//! benchmarks and the renderer cannot rot; the full run is the documented command, not
+//! part of CI's time.
 //!
 //! ```no_run
 //! # async fn demo() -> leasehold_bench::Result<()> {
-//! use leasehold_bench::{Plan, StoreKind, run};
+//! use leasehold_bench::{Plan, StoreKind, data::Results, render, run};
 //! let report = run(&Plan::smoke(), &StoreKind::ALL).await?;
-//! let markdown = leasehold_bench::report::render(&report, "cargo test -p leasehold-bench");
-//! assert!(markdown.contains("Overhead against the floor"));
+//! let results = Results::from_report(&report, "cargo test -p leasehold-bench");
+//! let doc = std::fs::read_to_string("docs/PERFORMANCE.md")?;
+//! let rendered = render::render(&doc, &results)?;
+//! assert!(rendered.contains("Overhead against the floor"));
 //! # Ok(()) }
 //! ```
 
 pub mod backends;
 pub mod contention;
-mod explain;
+pub mod data;
 pub mod handoff;
 pub mod machine;
+pub mod markers;
 pub mod overhead;
 pub mod peers;
 mod plan;
-pub mod report;
+pub mod render;
 pub mod scale;
 pub mod stats;
 
@@ -114,24 +121,23 @@ pub fn run_tag() -> String {
     format!("b{}x{:x}", std::process::id(), nanos % (1u128 << 40))
 }
 
-/// Everything one run measured, ready for [`report::render`].
+/// Everything one run measured, exactly; [`data::Results::from_report`] makes the
+/// results file of it.
 #[derive(Debug, Default)]
 pub struct Report {
-    /// The machine it ran on, at the start of the run.
+    /// The machine it ran on (load averages at the start and the end of the run).
     pub machine: machine::Machine,
-    /// Load average at the end of the run.
-    pub load_after: String,
     /// Each store's version and settings.
     pub stores: Vec<backends::StoreInfo>,
-    /// Table 2.
+    /// The overhead table, one entry per store.
     pub overhead: Vec<overhead::OverheadResult>,
-    /// Table 3.
+    /// The peers table.
     pub peers: Vec<peers::PeerResult>,
-    /// Table 4.
+    /// The scale table.
     pub scale: Vec<scale::ScaleResult>,
-    /// Table 5.
+    /// The handoff table.
     pub handoff: Vec<handoff::HandoffResult>,
-    /// Table 6.
+    /// The contention table.
     pub contention: Vec<contention::ContentionResult>,
     /// The plan the run followed.
     pub plan: Plan,
@@ -160,7 +166,7 @@ pub async fn run(plan: &Plan, stores: &[StoreKind]) -> Result<Report> {
         result?;
         cleaned?;
     }
-    report.load_after = machine::load_average();
+    report.machine.load_end = machine::load_average();
     report.elapsed = started.elapsed();
     Ok(report)
 }

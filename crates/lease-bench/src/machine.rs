@@ -4,27 +4,35 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-/// What the report says about the machine.
-#[derive(Debug, Clone, Default)]
+use serde::{Deserialize, Serialize};
+
+/// What the report says about the machine (in the results file as it is).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Machine {
     /// Logical CPUs this process may use.
     pub nproc: usize,
     /// `model name` from `/proc/cpuinfo`.
     pub cpu_model: String,
-    /// `MemTotal` from `/proc/meminfo`.
-    pub memory: String,
+    /// `MemTotal` from `/proc/meminfo`, in GiB (`None`: unreadable).
+    pub memory_gib: Option<f64>,
     /// The kernel release.
     pub kernel: String,
-    /// `/proc/loadavg` when the run started.
-    pub load_before: String,
     /// `rustc --version` (the compiler on the PATH).
     pub rustc: String,
-    /// Where the stores keep their data (`LEASEHOLD_STORES_DIR`) and on what filesystem.
+    /// Where the stores keep their data (`LEASEHOLD_STORES_DIR`).
     pub stores_dir: String,
+    /// The filesystem and device of [`stores_dir`](Machine::stores_dir).
+    pub stores_fs: String,
+    /// The 1, 5 and 15 minute load averages when the run started.
+    pub load_start: Vec<f64>,
+    /// The same at the end of the run.
+    pub load_end: Vec<f64>,
 }
 
 impl Machine {
-    /// Reads the machine's description.
+    /// Reads the machine's description (and the load average now as both the start and
+    /// the end; the run sets [`load_end`](Machine::load_end) when it ends).
     pub fn probe() -> Self {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let cpu_model = cpuinfo
@@ -33,24 +41,27 @@ impl Machine {
             .map(|v| v.trim_start_matches([' ', '\t', ':']).trim().to_owned())
             .unwrap_or_else(|| "unknown".to_owned());
         let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-        let memory = meminfo
+        let memory_gib = meminfo
             .lines()
             .find_map(|l| l.strip_prefix("MemTotal:"))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .map(|kb| format!("{:.1} GiB", kb as f64 / 1024.0 / 1024.0))
-            .unwrap_or_else(|| "unknown".to_owned());
+            .map(|kb| kb as f64 / 1024.0 / 1024.0);
+        let stores_dir = std::env::var("LEASEHOLD_STORES_DIR").ok();
+        let load = load_average();
         Self {
             nproc: std::thread::available_parallelism().map_or(1, |n| n.get()),
             cpu_model,
-            memory,
+            memory_gib,
             kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
                 .map(|s| s.trim().to_owned())
                 .unwrap_or_default(),
-            load_before: load_average(),
             rustc: command_output("rustc", &["--version"]).unwrap_or_else(|| "unknown".to_owned()),
-            stores_dir: std::env::var("LEASEHOLD_STORES_DIR")
-                .map(|d| format!("{d} ({})", filesystem_of(&d)))
-                .unwrap_or_else(|_| "unknown".to_owned()),
+            stores_fs: stores_dir
+                .as_deref()
+                .map_or_else(|| "unknown".to_owned(), filesystem_of),
+            stores_dir: stores_dir.unwrap_or_else(|| "unknown".to_owned()),
+            load_start: load.clone(),
+            load_end: load,
         }
     }
 }
@@ -70,10 +81,10 @@ pub fn filesystem_of(path: &str) -> String {
         .map_or_else(|| "filesystem unknown".to_owned(), |(_, d)| d)
 }
 
-/// The 1, 5 and 15 minute load averages.
-pub fn load_average() -> String {
+/// The 1, 5 and 15 minute load averages (empty when `/proc/loadavg` is unreadable).
+pub fn load_average() -> Vec<f64> {
     std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .map(|s| s.split_whitespace().take(3).filter_map(|v| v.parse().ok()).collect())
         .unwrap_or_default()
 }
 
@@ -186,5 +197,6 @@ mod tests {
         let m = Machine::probe();
         assert!(m.nproc >= 1);
         assert_ne!(m.cpu_model, "");
+        assert_eq!(m.load_start.len(), 3, "three load averages");
     }
 }

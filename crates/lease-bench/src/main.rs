@@ -1,54 +1,70 @@
-//! `leasehold-bench`: runs the benchmarks and writes the report.
+//! `leasehold-bench`: runs the benchmarks into a results file, and renders a results
+//! file into the tables of a document.
 //!
 //! ```text
-//! leasehold-bench [--smoke] [--stores memory,postgres,...] [--out docs/PERFORMANCE.md] [--command "<as run>"]
+//! leasehold-bench [run] [--smoke] [--stores memory,postgres,...] [--command "<as run>"]
+//!                       [--json docs/performance.json] [--merge]
+//! leasehold-bench render docs/performance.json docs/PERFORMANCE.md [--out FILE | --check]
 //! ```
 //!
 //! The stores come from `eval "$(scripts/stores.sh env)"`; `scripts/bench.sh` does all
-//! of it and is the documented way to run this.
+//! of it (run, then render) and is the documented way to run this.
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use leasehold_bench::{Plan, StoreKind, report, run};
+use leasehold_bench::data::{Results, Target};
+use leasehold_bench::{Plan, StoreKind, render, run};
 
-struct Args {
+const USAGE: &str = "usage: leasehold-bench [run] [--smoke] [--stores memory,postgres,sqlite,etcd,dynamo,s3,redis] \
+                     [--command TEXT] [--json FILE] [--merge]\n       \
+                     leasehold-bench render RESULTS.json DOC.md [--out FILE | --check]";
+
+struct RunArgs {
     smoke: bool,
     stores: Vec<StoreKind>,
-    out: String,
+    json: PathBuf,
+    merge: bool,
     command: String,
 }
 
-fn parse() -> Result<Args, String> {
-    let mut args = Args {
+fn parse_run(args: &[String]) -> Result<RunArgs, String> {
+    let mut out = RunArgs {
         smoke: false,
         stores: StoreKind::ALL.to_vec(),
-        out: "docs/PERFORMANCE.md".into(),
+        json: "docs/performance.json".into(),
+        merge: false,
         command: "scripts/bench.sh".into(),
     };
-    let mut it = std::env::args().skip(1);
+    let mut it = args.iter();
     while let Some(a) = it.next() {
+        let mut value = |what: &str| it.next().cloned().ok_or(format!("{a} needs {what}"));
         match a.as_str() {
-            "--smoke" => args.smoke = true,
+            "--smoke" => out.smoke = true,
+            "--merge" => out.merge = true,
             "--stores" => {
-                let v = it.next().ok_or("--stores needs a list")?;
-                args.stores = v
+                out.stores = value("a list")?
                     .split(',')
                     .map(|s| StoreKind::parse(s.trim()).ok_or(format!("unknown store {s:?}")))
                     .collect::<Result<_, _>>()?;
             }
-            "--out" => args.out = it.next().ok_or("--out needs a path")?,
-            "--command" => args.command = it.next().ok_or("--command needs a string")?,
-            "-h" | "--help" => {
-                return Err(
-                    "usage: leasehold-bench [--smoke] [--stores memory,postgres,sqlite,etcd,dynamo,s3,redis] \
-                            [--out FILE] [--command TEXT]"
-                        .into(),
-                );
-            }
-            other => return Err(format!("unknown argument {other:?} (try --help)")),
+            "--json" => out.json = value("a path")?.into(),
+            "--command" => out.command = value("a string")?,
+            "-h" | "--help" => return Err(USAGE.into()),
+            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
     }
-    Ok(args)
+    Ok(out)
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("leasehold-bench: cannot start the runtime: {e}");
+            ExitCode::FAILURE
+        })
 }
 
 fn scale_child(args: &[String]) -> ExitCode {
@@ -68,12 +84,9 @@ fn scale_child(args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match runtime() {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("leasehold-bench: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     match runtime.block_on(leasehold_bench::scale_child(
         kind,
@@ -91,12 +104,8 @@ fn scale_child(args: &[String]) -> ExitCode {
     }
 }
 
-fn main() -> ExitCode {
-    let raw: Vec<String> = std::env::args().skip(1).collect();
-    if raw.first().map(String::as_str) == Some("--scale-child") {
-        return scale_child(&raw[1..]);
-    }
-    let args = match parse() {
+fn measure(args: &[String]) -> ExitCode {
+    let args = match parse_run(args) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("{e}");
@@ -105,26 +114,128 @@ fn main() -> ExitCode {
     };
     let mut plan = if args.smoke { Plan::smoke() } else { Plan::full() };
     plan.child_exe = std::env::current_exe().ok();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // Check what the run merges into before measuring for minutes.
+    let earlier = if args.merge {
+        match Results::load(&args.json).and_then(|r| r.can_merge(&plan, &Target::CURRENT).map(|()| r)) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                eprintln!("leasehold-bench: --merge into {}: {e}", args.json.display());
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
+    let runtime = match runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let report = match runtime.block_on(run(&plan, &args.stores)) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("leasehold-bench: cannot start the runtime: {e}");
+            eprintln!("leasehold-bench: {e}");
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(&plan, &args.stores)) {
-        Ok(r) => {
-            let md = report::render(&r, &args.command);
-            if let Err(e) = std::fs::write(&args.out, md) {
-                eprintln!("leasehold-bench: cannot write {}: {e}", args.out);
-                return ExitCode::FAILURE;
+    let results = Results::from_report(&report, &args.command);
+    let results = match earlier.map_or(Ok(results.clone()), |e| e.merge(results)) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("leasehold-bench: --merge: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Err(e) = results.save(&args.json) {
+        eprintln!("leasehold-bench: {e}");
+        return ExitCode::FAILURE;
+    }
+    eprintln!(
+        "leasehold-bench: wrote {} ({:.0} s)",
+        args.json.display(),
+        report.elapsed.as_secs_f64()
+    );
+    ExitCode::SUCCESS
+}
+
+fn render_cmd(args: &[String]) -> ExitCode {
+    let mut paths: Vec<&Path> = Vec::new();
+    let (mut out, mut check) = (None, false);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--check" => check = true,
+            "--out" => match it.next() {
+                Some(p) => out = Some(Path::new(p)),
+                None => {
+                    eprintln!("--out needs a path\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            },
+            "-h" | "--help" => {
+                eprintln!("{USAGE}");
+                return ExitCode::from(2);
             }
-            eprintln!("leasehold-bench: wrote {} ({:.0} s)", args.out, r.elapsed.as_secs_f64());
+            p if !p.starts_with('-') => paths.push(Path::new(p)),
+            other => {
+                eprintln!("unknown argument {other:?}\n{USAGE}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    if out.is_some() && check {
+        eprintln!("render: --out and --check do not go together\n{USAGE}");
+        return ExitCode::from(2);
+    }
+    let &[json, doc] = paths.as_slice() else {
+        eprintln!("render needs a results file and a document\n{USAGE}");
+        return ExitCode::from(2);
+    };
+    if check {
+        let checked = Results::load(json).and_then(|r| {
+            let text = std::fs::read_to_string(doc)?;
+            Ok(render::render(&text, &r)? == text)
+        });
+        return match checked {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => {
+                eprintln!(
+                    "leasehold-bench: {} is not rendered from {}: run `leasehold-bench render {} {}`",
+                    doc.display(),
+                    json.display(),
+                    json.display(),
+                    doc.display()
+                );
+                ExitCode::FAILURE
+            }
+            Err(e) => {
+                eprintln!("leasehold-bench: {}: {e}", doc.display());
+                ExitCode::FAILURE
+            }
+        };
+    }
+    match render::render_file(json, doc, out) {
+        Ok(changed) => {
+            let target = out.unwrap_or(doc).display();
+            if changed {
+                eprintln!("leasehold-bench: rendered {} into {target}", json.display());
+            } else {
+                eprintln!("leasehold-bench: {target} already shows {}", json.display());
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {
             eprintln!("leasehold-bench: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+fn main() -> ExitCode {
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    match raw.first().map(String::as_str) {
+        Some("--scale-child") => scale_child(&raw[1..]),
+        Some("render") => render_cmd(&raw[1..]),
+        Some("run") => measure(&raw[1..]),
+        _ => measure(&raw),
     }
 }

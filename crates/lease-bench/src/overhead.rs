@@ -28,12 +28,16 @@ use leasehold_core::{
     store::{CasOutcome, CasStore, LeaseRecord, Precondition},
 };
 
+use serde::{Deserialize, Serialize};
+
 use crate::backends::{Floor, holder_value};
 use crate::stats::{Samples, Summary, time};
 use crate::{Backend, Plan, Result, StoreKind, client_for, fail};
 
-/// The four operations of table 2.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The four operations of table 2 (in the results file: `"acquire"`, `"renew"`,
+/// `"release"`, `"takeover"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Op {
     /// Acquire of a free (released) lease.
     Acquire,
@@ -77,6 +81,33 @@ pub struct OpResult {
     /// Untimed attempts that found the lease not yet expired (takeover only):
     /// library, floor.
     pub retries: (usize, usize),
+}
+
+impl OpResult {
+    /// `op` from its library and floor samples and the library's `calls` store calls
+    /// in all.
+    fn new(op: Op, library: &Samples, floor: &Samples, calls: u64) -> Self {
+        Self {
+            op,
+            library: library.summary(),
+            floor: floor.summary(),
+            direct: None,
+            store_calls: if library.is_empty() {
+                0.0
+            } else {
+                calls as f64 / library.len() as f64
+            },
+            retries: (0, 0),
+        }
+    }
+
+    /// With the samples of the store crate's call alone.
+    fn with_direct(self, direct: &Samples) -> Self {
+        Self {
+            direct: Some(direct.summary()),
+            ..self
+        }
+    }
 }
 
 /// Table 2 for one store.
@@ -199,23 +230,8 @@ pub async fn run(plan: &Plan, backend: &dyn Backend) -> Result<OverheadResult> {
             }
         }
     }
-    let per = |c: u64, s: &Samples| if s.is_empty() { 0.0 } else { c as f64 / s.len() as f64 };
-    let acquire = OpResult {
-        op: Op::Acquire,
-        library: la.summary(),
-        floor: ra.summary(),
-        direct: Some(da.summary()),
-        store_calls: per(calls_acq, &la),
-        retries: (0, 0),
-    };
-    let release = OpResult {
-        op: Op::Release,
-        library: lr.summary(),
-        floor: rr.summary(),
-        direct: Some(dr.summary()),
-        store_calls: per(calls_rel, &lr),
-        retries: (0, 0),
-    };
+    let acquire = OpResult::new(Op::Acquire, &la, &ra, calls_acq).with_direct(&da);
+    let release = OpResult::new(Op::Release, &lr, &rr, calls_rel).with_direct(&dr);
 
     let renew = renewals(plan, n, &counting, &store, floor.as_ref(), ttl).await?;
 
@@ -295,18 +311,7 @@ async fn renewals(
         )
         .await?;
     floor.release(raw).await?;
-    Ok(OpResult {
-        op: Op::Renew,
-        library: lib.summary(),
-        floor: flo.summary(),
-        direct: None,
-        store_calls: if lib.is_empty() {
-            0.0
-        } else {
-            calls as f64 / lib.len() as f64
-        },
-        retries: (0, 0),
-    })
+    Ok(OpResult::new(Op::Renew, &lib, &flo, calls))
 }
 
 async fn takeovers(
@@ -402,15 +407,7 @@ async fn takeovers(
     }
     drop(victim);
     Ok(OpResult {
-        op: Op::Takeover,
-        library: lib.summary(),
-        floor: flo.summary(),
-        direct: None,
-        store_calls: if lib.is_empty() {
-            0.0
-        } else {
-            calls as f64 / lib.len() as f64
-        },
         retries: (lib_retries, flo_retries),
+        ..OpResult::new(Op::Takeover, &lib, &flo, calls)
     })
 }

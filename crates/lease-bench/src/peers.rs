@@ -6,10 +6,10 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use leasehold_core::{AcquireOutcome, LeaseClient};
+use leasehold_core::{AcquireOutcome, ClientConfig, LeaseClient};
 
 use crate::stats::{Samples, Summary, time};
-use crate::{Backend, Plan, Result, StoreKind, fail};
+use crate::{Backend, Plan, Result, StoreKind, client_for, fail};
 
 /// One side of a comparison.
 #[async_trait]
@@ -26,6 +26,9 @@ pub struct LibraryCycle {
     ttl: Duration,
 }
 
+/// Names each side of a comparison cycles over.
+pub const POOL: usize = 16;
+
 impl LibraryCycle {
     /// Cycles over `pool` names under `prefix` with leases of `ttl`.
     pub fn new(client: LeaseClient, prefix: &str, pool: usize, ttl: Duration) -> Self {
@@ -34,6 +37,16 @@ impl LibraryCycle {
             names: (0..pool.max(1)).map(|i| format!("{prefix}/{i}")).collect(),
             ttl,
         }
+    }
+
+    /// The library's side against a peer on `backend`'s server: a client on a store
+    /// instance of its own, [`POOL`] names, leases of the plan's latency TTL.
+    ///
+    /// # Errors
+    /// The store cannot be opened.
+    pub async fn on(backend: &dyn Backend, plan: &Plan) -> Result<Self> {
+        let client = client_for(backend.store().await?, ClientConfig::default())?;
+        Ok(Self::new(client, "peer/lib", POOL, plan.latency_ttl))
     }
 }
 
@@ -58,8 +71,6 @@ pub struct PeerResult {
     pub store: StoreKind,
     /// The peer (crate, version, calls).
     pub peer: String,
-    /// What the peer's cycle sends, and what it does not give.
-    pub notes: Vec<String>,
     /// Library: acquire, release, whole cycle.
     pub library: [Summary; 3],
     /// Peer: acquire, release, whole cycle.
@@ -82,7 +93,6 @@ pub async fn compare(
     plan: &Plan,
     store: StoreKind,
     peer_name: &str,
-    notes: Vec<String>,
     lib: &dyn Cycle,
     peer: &dyn Cycle,
 ) -> Result<PeerResult> {
@@ -122,7 +132,6 @@ pub async fn compare(
     Ok(PeerResult {
         store,
         peer: peer_name.to_owned(),
-        notes,
         library: [l[0].summary(), l[1].summary(), l[2].summary()],
         other: [p[0].summary(), p[1].summary(), p[2].summary()],
     })

@@ -2,8 +2,12 @@
 
 use std::time::Duration;
 
-/// Counts and durations of one run.
-#[derive(Debug, Clone, Default)]
+use serde::{Deserialize, Serialize};
+
+/// Counts and durations of one run. In the results file durations are whole
+/// milliseconds (`*_ms`); [`child_exe`](Plan::child_exe) is not recorded.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Plan {
     /// Whether this is the tiny smoke run (the report says so).
     pub smoke: bool,
@@ -19,28 +23,57 @@ pub struct Plan {
     pub takeover_samples_emulated: usize,
     /// TTL of the leases in the latency loops (long enough that nothing renews or
     /// expires while measuring).
+    #[serde(rename = "latency_ttl_ms", with = "millis")]
     pub latency_ttl: Duration,
     /// Acquire + release cycles per side against each peer.
     pub peer_cycles: usize,
     /// Lease counts of the scale benchmark (MemoryStore and Postgres).
     pub scale_sizes: Vec<usize>,
     /// TTL of the scale benchmark's leases (renewed every third of it).
+    #[serde(rename = "scale_ttl_ms", with = "millis")]
     pub scale_ttl: Duration,
     /// Waiter counts of the handoff benchmark.
     pub handoff_waiters: Vec<usize>,
     /// Handoffs timed per waiter count.
     pub handoff_max: usize,
     /// TTL of the handoff benchmark's lease.
+    #[serde(rename = "handoff_ttl_ms", with = "millis")]
     pub handoff_ttl: Duration,
     /// How long each new holder keeps the lease before releasing it.
+    #[serde(rename = "handoff_hold_ms", with = "millis")]
     pub handoff_hold: Duration,
     /// Workers of the contention benchmark.
     pub contention_workers: usize,
     /// How long each contention configuration runs.
+    #[serde(rename = "contention_duration_ms", with = "millis")]
     pub contention_duration: Duration,
     /// The `leasehold-bench` executable to run each scale configuration in a fresh process
     /// (`None`: in this process).
+    #[serde(skip)]
     pub child_exe: Option<std::path::PathBuf>,
+}
+
+impl PartialEq for Plan {
+    /// The same counts and durations: what the results file records
+    /// ([`child_exe`](Plan::child_exe) aside).
+    fn eq(&self, other: &Self) -> bool {
+        serde_json::to_value(self).ok() == serde_json::to_value(other).ok()
+    }
+}
+
+/// A [`Duration`] as whole milliseconds.
+mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
+    }
 }
 
 impl Plan {

@@ -96,9 +96,14 @@ pub async fn time<T, F: std::future::Future<Output = T>>(f: F) -> (Duration, T) 
     (start.elapsed(), out)
 }
 
-/// A duration in the unit that reads best in a table (µs below 10 ms, ms above).
-pub fn fmt_dur(d: Duration) -> String {
-    let us = d.as_secs_f64() * 1e6;
+/// A duration in microseconds, as the results file keeps it.
+pub fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// A duration of `us` microseconds in the unit that reads best in a table (µs below
+/// 10 ms, ms above).
+pub fn fmt_us(us: f64) -> String {
     if us < 10.0 {
         format!("{us:.1} µs")
     } else if us < 10_000.0 {
@@ -143,6 +148,19 @@ mod tests {
         assert_eq!(sum.p50, Duration::from_millis(50));
         assert_eq!(sum.p99, Duration::from_millis(99));
         assert!((sum.ops_per_sec - 100.0 / 5.05).abs() < 1e-6);
+    }
+
+    #[test]
+    fn table_formats() {
+        assert_eq!(fmt_us(2.5), "2.5 µs");
+        assert_eq!(fmt_us(4721.0), "4721 µs");
+        assert_eq!(fmt_us(10_400.0), "10.4 ms");
+        assert_eq!(fmt_us(micros(Duration::from_micros(1_552_000))), "1552.0 ms");
+        assert_eq!(fmt_ops(12_000.0), "12k");
+        assert_eq!(fmt_ops(1117.0), "1117");
+        assert_eq!(fmt_ops(90.5), "90.5");
+        assert_eq!(fmt_ratio(22.49), "22.49");
+        assert_eq!(fmt_ratio(f64::INFINITY), "∞");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use aws_sdk_dynamodb::types::{
 use leasehold_core::store::CasStore;
 use leasehold_dynamodb::DynamoStore;
 
-use super::{Backend, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env, ttl_ms};
+use super::{Backend, CRASHED, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env, lost, ttl_ms};
 use crate::{Result, fail};
 
 const KEY: &str = "lock_key";
@@ -193,7 +193,8 @@ impl DynamoFloor {
         }
     }
 
-    async fn take(
+    /// Writes `holder` with a fresh version if `condition` holds.
+    async fn take_if(
         &self,
         key: &str,
         holder: &str,
@@ -219,58 +220,56 @@ impl DynamoFloor {
                 version,
             }))
     }
+
+    /// `update` on a held lock: only if its version is still `lock.version`.
+    async fn on_version(
+        &self,
+        lock: &RawLock,
+        update: &str,
+        mut values: HashMap<String, AttributeValue>,
+    ) -> Result<()> {
+        values.insert(":old".to_owned(), AttributeValue::S(lock.version.clone()));
+        self.update(&lock.key, update, "attribute_exists(#k) AND rvn = :old", values)
+            .await?
+            .ok_or_else(|| lost(self.label(), &lock.key))
+    }
 }
 
 #[async_trait]
 impl Floor for DynamoFloor {
-    async fn acquire(&self, key: &str, holder: &str, ttl: Duration) -> Result<RawLock> {
-        self.take(
+    fn label(&self) -> &'static str {
+        "dynamo"
+    }
+
+    async fn take(&self, key: &str, holder: &str, ttl: Duration) -> Result<Option<RawLock>> {
+        self.take_if(
             key,
             holder,
             ttl,
             "attribute_not_exists(#k) OR attribute_not_exists(holder)",
             None,
         )
-        .await?
-        .ok_or_else(|| fail(format!("dynamo floor: {key} is not free")))
+        .await
     }
 
     async fn renew(&self, lock: &mut RawLock, ttl: Duration) -> Result<()> {
         let new = rvn();
         let values = HashMap::from([
-            (":old".to_owned(), AttributeValue::S(lock.version.clone())),
             (":r".to_owned(), AttributeValue::S(new.clone())),
             (":t".to_owned(), AttributeValue::N(ttl_ms(ttl).to_string())),
         ]);
-        self.update(
-            &lock.key,
-            "SET rvn = :r, ttl_ms = :t",
-            "attribute_exists(#k) AND rvn = :old",
-            values,
-        )
-        .await?
-        .ok_or_else(|| fail(format!("dynamo floor: lost {}", lock.key)))?;
+        self.on_version(lock, "SET rvn = :r, ttl_ms = :t", values).await?;
         lock.version = new;
         Ok(())
     }
 
     async fn release(&self, lock: RawLock) -> Result<()> {
-        let values = HashMap::from([
-            (":old".to_owned(), AttributeValue::S(lock.version.clone())),
-            (":r".to_owned(), AttributeValue::S(rvn())),
-        ]);
-        self.update(
-            &lock.key,
-            "REMOVE holder SET rvn = :r",
-            "attribute_exists(#k) AND rvn = :old",
-            values,
-        )
-        .await?
-        .ok_or_else(|| fail(format!("dynamo floor: lost {}", lock.key)))
+        let values = HashMap::from([(":r".to_owned(), AttributeValue::S(rvn()))]);
+        self.on_version(&lock, "REMOVE holder SET rvn = :r", values).await
     }
 
     async fn plant(&self, key: &str, ttl: Duration) -> Result<()> {
-        self.take(key, "raw-crashed", ttl, "attribute_not_exists(#k)", None)
+        self.take_if(key, CRASHED, ttl, "attribute_not_exists(#k)", None)
             .await?
             .map(drop)
             .ok_or_else(|| fail(format!("dynamo floor: cannot plant {key}")))
@@ -296,7 +295,7 @@ impl Floor for DynamoFloor {
         let seen = seen
             .as_deref()
             .ok_or_else(|| fail(format!("dynamo floor: {key} was never observed")))?;
-        self.take(key, holder, ttl, "attribute_exists(#k) AND rvn = :seen", Some(seen))
+        self.take_if(key, holder, ttl, "attribute_exists(#k) AND rvn = :seen", Some(seen))
             .await
     }
 }

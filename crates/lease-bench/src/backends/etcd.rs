@@ -9,14 +9,14 @@ use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, DeleteOptions, LeaseKeepAliveStream, LeaseKeeper, LockOptions,
     PutOptions, Txn, TxnOp,
 };
-use leasehold_core::{ClientConfig, store::CasStore};
+use leasehold_core::store::CasStore;
 use leasehold_etcd::{EtcdConfig, EtcdStore};
 use tokio::sync::Mutex;
 
-use super::{Backend, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env};
-use crate::peers::{Cycle, LibraryCycle, PeerResult, compare};
+use super::{Backend, CRASHED, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env, lost};
+use crate::peers::{Cycle, LibraryCycle, POOL, PeerResult, compare};
 use crate::stats::time;
-use crate::{Plan, Result, client_for, fail};
+use crate::{Plan, Result, fail};
 
 /// The shared single-member etcd, under a prefix of this run.
 pub(crate) struct EtcdBackend {
@@ -114,12 +114,7 @@ impl Backend for EtcdBackend {
     }
 
     async fn peer(&self, plan: &Plan) -> Result<Option<PeerResult>> {
-        let lib = LibraryCycle::new(
-            client_for(self.store().await?, ClientConfig::default())?,
-            "peer/lib",
-            16,
-            plan.latency_ttl,
-        );
+        let lib = LibraryCycle::on(self, plan).await?;
         let mut client = connect(&self.endpoints).await?;
         let session = client
             .lease_grant(lease_secs(plan.latency_ttl).max(60), None)
@@ -128,22 +123,12 @@ impl Backend for EtcdBackend {
         let peer = EtcdLockCycle {
             client,
             session,
-            names: (0..16).map(|i| format!("{}peer/lock/{i}", self.prefix)).collect(),
+            names: (0..POOL).map(|i| format!("{}peer/lock/{i}", self.prefix)).collect(),
         };
-        let notes = vec![
-            "etcd lock RPC: `Lock(name, lease)` (the server's concurrency/v3lock: a Txn creating `name/<lease id>` with the lease, \
-             then a range read of the waiters, plus a watch when someone is ahead), `Unlock(key)` (a delete); one lease granted once \
-             for the whole run, like the library's session"
-                .into(),
-            "the peer's key revision can fence writes inside etcd; the library adds a per-name token counter (1, 2, 3, ...), \
-             the renewal driver and the loss signal"
-                .into(),
-        ];
         let result = compare(
             plan,
             StoreKind::Etcd,
             "etcd-client 0.21 `LockClient` (`lock` with an explicit lease, `unlock`)",
-            notes,
             &lib,
             &peer,
         )
@@ -192,10 +177,12 @@ impl EtcdFloor {
 
 #[async_trait]
 impl Floor for EtcdFloor {
-    async fn acquire(&self, key: &str, holder: &str, _ttl: Duration) -> Result<RawLock> {
-        self.create(key, holder, self.lease)
-            .await?
-            .ok_or_else(|| fail(format!("etcd floor: {key} is not free")))
+    fn label(&self) -> &'static str {
+        "etcd"
+    }
+
+    async fn take(&self, key: &str, holder: &str, _ttl: Duration) -> Result<Option<RawLock>> {
+        self.create(key, holder, self.lease).await
     }
 
     async fn renew(&self, lock: &mut RawLock, _ttl: Duration) -> Result<()> {
@@ -217,7 +204,7 @@ impl Floor for EtcdFloor {
         if c.txn(txn).await?.succeeded() {
             Ok(())
         } else {
-            Err(fail(format!("etcd floor: lost {}", lock.key)))
+            Err(lost(self.label(), &lock.key))
         }
     }
 
@@ -235,7 +222,7 @@ impl Floor for EtcdFloor {
                 }
             }
         };
-        self.create(key, "raw-crashed", lease)
+        self.create(key, CRASHED, lease)
             .await?
             .map(drop)
             .ok_or_else(|| fail(format!("etcd floor: cannot plant {key}")))

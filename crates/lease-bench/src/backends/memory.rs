@@ -10,8 +10,8 @@ use leasehold_core::{
     store::{CasOutcome, CasStore, LeaseRecord, Precondition},
 };
 
-use super::{Backend, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind};
-use crate::{Result, fail};
+use super::{Backend, Floor, OpTexts, RawLock, StoreInfo, StoreKind, lost};
+use crate::Result;
 
 /// The in-process store.
 #[derive(Debug)]
@@ -81,7 +81,23 @@ fn record(holder: &str, ttl: Duration) -> Result<LeaseRecord> {
 }
 
 impl MemoryFloor {
-    async fn claim(&self, key: &str, holder: &str, ttl: Duration) -> Result<Option<RawLock>> {
+    async fn on_version(&self, lock: &RawLock, rec: LeaseRecord) -> Result<String> {
+        let name = LeaseName::new(&lock.key)?;
+        let expect = Precondition::Version(leasehold_core::store::Version::new(lock.version.as_str()));
+        match self.store.write(&name, &expect, &rec).await? {
+            CasOutcome::Written(s) => Ok(s.version.as_str().to_owned()),
+            CasOutcome::Conflict(_) => Err(lost(self.label(), &lock.key)),
+        }
+    }
+}
+
+#[async_trait]
+impl Floor for MemoryFloor {
+    fn label(&self) -> &'static str {
+        "memory"
+    }
+
+    async fn take(&self, key: &str, holder: &str, ttl: Duration) -> Result<Option<RawLock>> {
         let name = LeaseName::new(key)?;
         match self
             .store
@@ -97,24 +113,6 @@ impl MemoryFloor {
         }
     }
 
-    async fn on_version(&self, lock: &RawLock, rec: LeaseRecord) -> Result<String> {
-        let name = LeaseName::new(&lock.key)?;
-        let expect = Precondition::Version(leasehold_core::store::Version::new(lock.version.as_str()));
-        match self.store.write(&name, &expect, &rec).await? {
-            CasOutcome::Written(s) => Ok(s.version.as_str().to_owned()),
-            CasOutcome::Conflict(_) => Err(fail(format!("memory floor: lost {}", lock.key))),
-        }
-    }
-}
-
-#[async_trait]
-impl Floor for MemoryFloor {
-    async fn acquire(&self, key: &str, holder: &str, ttl: Duration) -> Result<RawLock> {
-        self.claim(key, holder, ttl)
-            .await?
-            .ok_or_else(|| fail(format!("memory floor: {key} is not free")))
-    }
-
     async fn renew(&self, lock: &mut RawLock, ttl: Duration) -> Result<()> {
         lock.version = self.on_version(lock, record(&lock.holder, ttl)?).await?;
         Ok(())
@@ -123,16 +121,5 @@ impl Floor for MemoryFloor {
     async fn release(&self, lock: RawLock) -> Result<()> {
         let rec = record(&lock.holder, Duration::from_secs(1))?.vacated();
         self.on_version(&lock, rec).await.map(drop)
-    }
-
-    async fn plant(&self, key: &str, ttl: Duration) -> Result<()> {
-        self.claim(key, "raw-crashed", ttl)
-            .await?
-            .map(drop)
-            .ok_or_else(|| fail(format!("memory floor: cannot plant {key}")))
-    }
-
-    async fn takeover(&self, key: &str, _seen: &Observed, holder: &str, ttl: Duration) -> Result<Option<RawLock>> {
-        self.claim(key, holder, ttl).await
     }
 }

@@ -15,11 +15,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold_core::store::CasStore;
+use serde::{Deserialize, Serialize};
 
-use crate::{Result, fail};
+use crate::{BenchError, Result, fail};
 
-/// The stores the benchmarks know.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The stores the benchmarks know. In the results file each is its
+/// [`key`](StoreKind::key) (`"memory"`, `"postgres"`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum StoreKind {
     /// `leasehold_core::MemoryStore`, in process (the library's own cost, no network).
     Memory,
@@ -89,6 +92,24 @@ impl StoreKind {
     pub fn scales(self) -> bool {
         matches!(self, Self::Memory | Self::Postgres)
     }
+
+    /// Compared with a peer lock on the same server (the peers table).
+    pub fn has_peer(self) -> bool {
+        matches!(self, Self::Postgres | Self::Etcd | Self::Redis)
+    }
+
+    /// How this store's waiters learn of a release (the handoff table's column), given
+    /// whether it pushes changes at all.
+    pub fn wake_mechanism(self, notifies: bool) -> &'static str {
+        match (self, notifies) {
+            (Self::Memory, true) => "in-process notify",
+            (Self::Postgres, true) => "`LISTEN` / `pg_notify`",
+            (Self::Etcd, true) => "etcd watch",
+            (Self::Redis, true) => "Redis pub/sub",
+            (_, true) => "store notification",
+            (_, false) => "polling with backoff",
+        }
+    }
 }
 
 /// A lock taken by a floor, as the hand-written lock would keep it.
@@ -105,17 +126,38 @@ pub struct RawLock {
 /// What a challenger learned of a planted lock before waiting for it to expire.
 pub type Observed = Option<String>;
 
+/// The holder value of the locks a crashed holder left behind (planted, never renewed).
+pub(crate) const CRASHED: &str = "raw-crashed";
+
 /// The bare operations of a hand-written lock: one request each, no library.
+///
+/// A floor implements [`take`](Floor::take), [`renew`](Floor::renew) and
+/// [`release`](Floor::release); acquire, plant and takeover are `take` unless the
+/// store's lock does something else for them.
 #[async_trait]
 pub trait Floor: Send + Sync {
+    /// The store's name in messages (`"postgres"`, `"redis"`, ...).
+    fn label(&self) -> &'static str;
+    /// The lock's take: writes `holder` on `key` when the key is free for it (absent,
+    /// released or expired); `Ok(None)` when it is held.
+    async fn take(&self, key: &str, holder: &str, ttl: Duration) -> Result<Option<RawLock>>;
     /// Takes a free lock (absent or released key).
-    async fn acquire(&self, key: &str, holder: &str, ttl: Duration) -> Result<RawLock>;
+    async fn acquire(&self, key: &str, holder: &str, ttl: Duration) -> Result<RawLock> {
+        self.take(key, holder, ttl)
+            .await?
+            .ok_or_else(|| fail(format!("{} floor: {key} is not free", self.label())))
+    }
     /// Extends a held lock.
     async fn renew(&self, lock: &mut RawLock, ttl: Duration) -> Result<()>;
     /// Gives a held lock back.
     async fn release(&self, lock: RawLock) -> Result<()>;
     /// Writes a lock held by a crashed holder that expires after `ttl` (not timed).
-    async fn plant(&self, key: &str, ttl: Duration) -> Result<()>;
+    async fn plant(&self, key: &str, ttl: Duration) -> Result<()> {
+        self.take(key, CRASHED, ttl)
+            .await?
+            .map(drop)
+            .ok_or_else(|| fail(format!("{} floor: cannot plant {key}", self.label())))
+    }
     /// What a challenger reads before waiting out the holder (not timed).
     async fn observe(&self, key: &str) -> Result<Observed> {
         let _ = key;
@@ -123,13 +165,23 @@ pub trait Floor: Send + Sync {
     }
     /// Takes over an expired lock: `Ok(None)` when the store still shows it held (the
     /// caller retries; only the successful attempt is timed).
-    async fn takeover(&self, key: &str, seen: &Observed, holder: &str, ttl: Duration) -> Result<Option<RawLock>>;
+    async fn takeover(&self, key: &str, seen: &Observed, holder: &str, ttl: Duration) -> Result<Option<RawLock>> {
+        let _ = seen;
+        self.take(key, holder, ttl).await
+    }
 }
 
-/// What the report says about one store.
-#[derive(Debug, Clone)]
+/// The error of a floor whose lock on `key` is gone (another holder, or expired).
+pub(crate) fn lost(label: &str, key: &str) -> BenchError {
+    fail(format!("{label} floor: lost {key}"))
+}
+
+/// What the report says about one store (in the results file as it is).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct StoreInfo {
     /// Which store.
+    #[serde(rename = "store")]
     pub kind: StoreKind,
     /// Server version.
     pub version: String,
@@ -142,7 +194,8 @@ pub struct StoreInfo {
 }
 
 /// One line per operation.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct OpTexts {
     /// Acquire of a free lease.
     pub acquire: String,

@@ -5,16 +5,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use leasehold_core::{ClientConfig, store::CasStore};
+use leasehold_core::store::CasStore;
 use leasehold_postgres::{PostgresConfig, PostgresStore};
 use sqlx::postgres::{PgAdvisoryLock, PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Either, Row};
 
 use super::sql_floor::SqlFloor;
 use super::{Backend, Floor, OpTexts, StoreInfo, StoreKind, env};
-use crate::peers::{Cycle, LibraryCycle, PeerResult, compare};
+use crate::peers::{Cycle, LibraryCycle, POOL, PeerResult, compare};
 use crate::stats::time;
-use crate::{Plan, Result, client_for, fail};
+use crate::{Plan, Result, fail};
 
 /// Connections per pool (the shared server allows 200 for every helper and test).
 const POOL_SIZE: u32 = 10;
@@ -135,33 +135,18 @@ impl Backend for PostgresBackend {
     }
 
     async fn peer(&self, plan: &Plan) -> Result<Option<PeerResult>> {
-        let lib = LibraryCycle::new(
-            client_for(self.store().await?, ClientConfig::default())?,
-            "peer/lib",
-            16,
-            plan.latency_ttl,
-        );
+        let lib = LibraryCycle::on(self, plan).await?;
         let peer = AdvisoryCycle {
             pool: pool(&self.url, POOL_SIZE).await?,
-            locks: (0..16)
+            locks: (0..POOL)
                 .map(|i| PgAdvisoryLock::new(format!("{}/peer/{i}", self.lib_table)))
                 .collect(),
         };
-        let notes = vec![
-            "PgAdvisoryLock: take a pooled connection, `SELECT pg_try_advisory_lock($1)`, then `SELECT pg_advisory_unlock($1)` \
-             and return the connection. Nothing is written: no WAL, no fsync"
-                .into(),
-            "an advisory lock is a session lock: no TTL (it lasts while that one connection lives, so the holder must keep \
-             it open, one connection per held lock), no fencing token, nothing visible to other tools; the library writes a \
-             durable row with a token and an expiry"
-                .into(),
-        ];
         Ok(Some(
             compare(
                 plan,
                 StoreKind::Postgres,
                 "sqlx 0.9 `PgAdvisoryLock` (`try_acquire` / `release_now`)",
-                notes,
                 &lib,
                 &peer,
             )

@@ -10,11 +10,10 @@ use leasehold_redis::{RedisConfig, RedisStore};
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
 
-use super::{Backend, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env, ttl_ms};
-use crate::peers::{Cycle, LibraryCycle, PeerResult, compare};
+use super::{Backend, Floor, OpTexts, RawLock, StoreInfo, StoreKind, env, lost, ttl_ms};
+use crate::peers::{Cycle, LibraryCycle, POOL, PeerResult, compare};
 use crate::stats::time;
-use crate::{Plan, Result, client_for, fail};
-use leasehold_core::ClientConfig;
+use crate::{Plan, Result, fail};
 
 /// Compare-and-delete: the release of the classic Redis lock (and of rslock).
 const UNLOCK: &str =
@@ -114,31 +113,17 @@ impl Backend for RedisBackend {
     }
 
     async fn peer(&self, plan: &Plan) -> Result<Option<PeerResult>> {
-        let lib = LibraryCycle::new(
-            client_for(self.store().await?, ClientConfig::default())?,
-            "peer/lib",
-            16,
-            plan.latency_ttl,
-        );
+        let lib = LibraryCycle::on(self, plan).await?;
         let peer = RslockCycle {
             manager: rslock::LockManager::from_clients(vec![self.client.clone()]),
-            keys: (0..16).map(|i| format!("{}peer:rslock:{i}", self.prefix)).collect(),
+            keys: (0..POOL).map(|i| format!("{}peer:rslock:{i}", self.prefix)).collect(),
             ttl: plan.latency_ttl,
         };
-        let notes = vec![
-            "rslock acquire: `SET key random NX PX ttl` (one server: quorum 1), plus its clock-drift arithmetic; \
-             release: `EVALSHA` of compare-and-delete, errors ignored (best effort)"
-                .into(),
-            "rslock gives no fencing token and no renewal driver or loss signal; leasehold-redis gives both, \
-             with the same efficiency-only guarantee"
-                .into(),
-        ];
         Ok(Some(
             compare(
                 plan,
                 StoreKind::Redis,
                 "rslock 0.10 (`LockManager::lock` / `unlock`)",
-                notes,
                 &lib,
                 &peer,
             )
@@ -178,7 +163,30 @@ struct RedisFloor {
 }
 
 impl RedisFloor {
-    async fn set_nx(&self, key: &str, holder: &str, ttl: Duration) -> Result<Option<RawLock>> {
+    /// Runs a compare-and-`op` script on a held lock (1: done, 0: not this holder's).
+    async fn on_holder(&self, script: &redis::Script, lock: &RawLock, ttl: Option<Duration>) -> Result<()> {
+        let mut c = self.conn.clone();
+        let mut call = script.key(&lock.key);
+        call.arg(&lock.holder);
+        if let Some(ttl) = ttl {
+            call.arg(ttl_ms(ttl));
+        }
+        let n: i64 = call.invoke_async(&mut c).await?;
+        if n == 1 {
+            Ok(())
+        } else {
+            Err(lost(self.label(), &lock.key))
+        }
+    }
+}
+
+#[async_trait]
+impl Floor for RedisFloor {
+    fn label(&self) -> &'static str {
+        "redis"
+    }
+
+    async fn take(&self, key: &str, holder: &str, ttl: Duration) -> Result<Option<RawLock>> {
         let k = format!("{}{key}", self.prefix);
         let mut c = self.conn.clone();
         let ok: Option<String> = redis::cmd("SET")
@@ -195,56 +203,13 @@ impl RedisFloor {
             version: String::new(),
         }))
     }
-}
-
-#[async_trait]
-impl Floor for RedisFloor {
-    async fn acquire(&self, key: &str, holder: &str, ttl: Duration) -> Result<RawLock> {
-        self.set_nx(key, holder, ttl)
-            .await?
-            .ok_or_else(|| fail(format!("redis floor: {key} is not free")))
-    }
 
     async fn renew(&self, lock: &mut RawLock, ttl: Duration) -> Result<()> {
-        let mut c = self.conn.clone();
-        let n: i64 = self
-            .extend
-            .key(&lock.key)
-            .arg(&lock.holder)
-            .arg(ttl_ms(ttl))
-            .invoke_async(&mut c)
-            .await?;
-        if n == 1 {
-            Ok(())
-        } else {
-            Err(fail(format!("redis floor: lost {}", lock.key)))
-        }
+        self.on_holder(&self.extend, lock, Some(ttl)).await
     }
 
     async fn release(&self, lock: RawLock) -> Result<()> {
-        let mut c = self.conn.clone();
-        let n: i64 = self
-            .unlock
-            .key(&lock.key)
-            .arg(&lock.holder)
-            .invoke_async(&mut c)
-            .await?;
-        if n == 1 {
-            Ok(())
-        } else {
-            Err(fail(format!("redis floor: lost {}", lock.key)))
-        }
-    }
-
-    async fn plant(&self, key: &str, ttl: Duration) -> Result<()> {
-        self.set_nx(key, "raw-crashed", ttl)
-            .await?
-            .map(drop)
-            .ok_or_else(|| fail(format!("redis floor: cannot plant {key}")))
-    }
-
-    async fn takeover(&self, key: &str, _seen: &Observed, holder: &str, ttl: Duration) -> Result<Option<RawLock>> {
-        self.set_nx(key, holder, ttl).await
+        self.on_holder(&self.unlock, &lock, None).await
     }
 }
 

@@ -11,7 +11,7 @@ use aws_sdk_s3::primitives::ByteStream;
 use leasehold_core::store::CasStore;
 use leasehold_s3::{S3Config, S3Store, local_client};
 
-use super::{Backend, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env};
+use super::{Backend, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env, lost};
 use crate::{Result, fail};
 
 /// moto's S3, with a bucket of this run.
@@ -151,10 +151,12 @@ impl S3Floor {
 
 #[async_trait]
 impl Floor for S3Floor {
-    async fn acquire(&self, key: &str, holder: &str, _ttl: Duration) -> Result<RawLock> {
-        self.put(key, holder, None)
-            .await?
-            .ok_or_else(|| fail(format!("s3 floor: {key} is not free")))
+    fn label(&self) -> &'static str {
+        "s3"
+    }
+
+    async fn take(&self, key: &str, holder: &str, _ttl: Duration) -> Result<Option<RawLock>> {
+        self.put(key, holder, None).await
     }
 
     async fn renew(&self, lock: &mut RawLock, _ttl: Duration) -> Result<()> {
@@ -162,7 +164,7 @@ impl Floor for S3Floor {
         let next = self
             .put(&k, &lock.holder, Some(&lock.version))
             .await?
-            .ok_or_else(|| fail(format!("s3 floor: lost {}", lock.key)))?;
+            .ok_or_else(|| lost(self.label(), &lock.key))?;
         lock.version = next.version;
         Ok(())
     }
@@ -178,16 +180,9 @@ impl Floor for S3Floor {
             .await
         {
             Ok(_) => Ok(()),
-            Err(e) if precondition_failed(&e) => Err(fail(format!("s3 floor: lost {}", lock.key))),
+            Err(e) if precondition_failed(&e) => Err(lost(self.label(), &lock.key)),
             Err(e) => Err(e.into()),
         }
-    }
-
-    async fn plant(&self, key: &str, _ttl: Duration) -> Result<()> {
-        self.put(key, "raw-crashed", None)
-            .await?
-            .map(drop)
-            .ok_or_else(|| fail(format!("s3 floor: cannot plant {key}")))
     }
 
     async fn observe(&self, key: &str) -> Result<Observed> {

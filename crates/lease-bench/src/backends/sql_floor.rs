@@ -7,15 +7,16 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sqlx::{AssertSqlSafe, Database, Decode, Encode, Executor, IntoArguments, Pool, Type};
 
-use super::{Floor, Observed, RawLock, ttl_ms};
-use crate::{Result, fail};
+use super::{Floor, RawLock, lost, ttl_ms};
+use crate::Result;
 
 /// The floor's three statements, bound as `(name, holder, ttl_ms[, token])`.
 pub(super) struct SqlFloor<DB: Database> {
     pub(super) pool: Pool<DB>,
     /// `"postgres"`, `"sqlite"`: for messages.
     pub(super) label: &'static str,
-    /// `(name, holder, ttl_ms)` → the token, or no row when held.
+    /// `(name, holder, ttl_ms)` → the token, or no row when held (acquire, plant and
+    /// takeover alike).
     pub(super) acquire: String,
     /// `(name, holder, ttl_ms, token)` → one row when still held.
     pub(super) renew: String,
@@ -25,34 +26,12 @@ pub(super) struct SqlFloor<DB: Database> {
     pub(super) rows_affected: fn(&DB::QueryResult) -> u64,
 }
 
-impl<DB> SqlFloor<DB>
-where
-    DB: Database,
-    <DB as Database>::Arguments: IntoArguments<DB>,
-    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
-    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
-    for<'q> i64: Encode<'q, DB> + Decode<'q, DB> + Type<DB>,
-    for<'r> (i64,): sqlx::FromRow<'r, DB::Row>,
-{
-    async fn insert(&self, key: &str, holder: &str, ttl: Duration) -> Result<Option<RawLock>> {
-        let token: Option<i64> = sqlx::query_scalar(AssertSqlSafe(self.acquire.as_str()))
-            .bind(key)
-            .bind(holder)
-            .bind(ttl_ms(ttl))
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(token.map(|t| RawLock {
-            key: key.to_owned(),
-            holder: holder.to_owned(),
-            version: t.to_string(),
-        }))
-    }
-
-    fn held(&self, rows: u64, lock: &RawLock) -> Result<()> {
-        if rows == 1 {
+impl<DB: Database> SqlFloor<DB> {
+    fn held(&self, done: &DB::QueryResult, lock: &RawLock) -> Result<()> {
+        if (self.rows_affected)(done) == 1 {
             Ok(())
         } else {
-            Err(fail(format!("{} floor: lost {}", self.label, lock.key)))
+            Err(lost(self.label, &lock.key))
         }
     }
 }
@@ -67,10 +46,22 @@ where
     for<'q> i64: Encode<'q, DB> + Decode<'q, DB> + Type<DB>,
     for<'r> (i64,): sqlx::FromRow<'r, DB::Row>,
 {
-    async fn acquire(&self, key: &str, holder: &str, ttl: Duration) -> Result<RawLock> {
-        self.insert(key, holder, ttl)
-            .await?
-            .ok_or_else(|| fail(format!("{} floor: {key} is not free", self.label)))
+    fn label(&self) -> &'static str {
+        self.label
+    }
+
+    async fn take(&self, key: &str, holder: &str, ttl: Duration) -> Result<Option<RawLock>> {
+        let token: Option<i64> = sqlx::query_scalar(AssertSqlSafe(self.acquire.as_str()))
+            .bind(key)
+            .bind(holder)
+            .bind(ttl_ms(ttl))
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(token.map(|t| RawLock {
+            key: key.to_owned(),
+            holder: holder.to_owned(),
+            version: t.to_string(),
+        }))
     }
 
     async fn renew(&self, lock: &mut RawLock, ttl: Duration) -> Result<()> {
@@ -82,7 +73,7 @@ where
             .bind(token)
             .execute(&self.pool)
             .await?;
-        self.held((self.rows_affected)(&done), lock)
+        self.held(&done, lock)
     }
 
     async fn release(&self, lock: RawLock) -> Result<()> {
@@ -93,17 +84,6 @@ where
             .bind(token)
             .execute(&self.pool)
             .await?;
-        self.held((self.rows_affected)(&done), &lock)
-    }
-
-    async fn plant(&self, key: &str, ttl: Duration) -> Result<()> {
-        self.insert(key, "raw-crashed", ttl)
-            .await?
-            .map(drop)
-            .ok_or_else(|| fail(format!("{} floor: cannot plant {key}", self.label)))
-    }
-
-    async fn takeover(&self, key: &str, _seen: &Observed, holder: &str, ttl: Duration) -> Result<Option<RawLock>> {
-        self.insert(key, holder, ttl).await
+        self.held(&done, &lock)
     }
 }
