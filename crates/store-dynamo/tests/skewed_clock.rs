@@ -15,20 +15,19 @@ use leasehold_core::{
     AcquireOutcome, ClientConfig, Error, FencingToken, LeaseClient, LeaseName, SkewBound, store::CasStore,
     testing::SkewedWallClock,
 };
-use leasehold_dynamodb::{DynamoStore, ItemFence};
+use leasehold_dynamodb::ItemFence;
 use tokio::time::Instant;
 
-const TTL: Duration = Duration::from_millis(600);
-const TTL_MS: i64 = 600;
+/// Long enough that a renewal answered late by moto on a loaded machine (CI runs it
+/// beside every other suite) is still in time: at 600 ms one run in a few lost its lease
+/// to `OutcomeUnknown` and failed for that, not for a takeover.
+const TTL: Duration = Duration::from_millis(1_500);
+const TTL_MS: i64 = 1_500;
 /// Ten times the TTL.
 const SKEW_MS: i64 = 10 * TTL_MS;
 
 fn unique(case: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!("skew/{case}/{}-{nanos:x}", std::process::id())
+    common::unique_name("skew", case)
 }
 
 fn config(label: &str, offset_ms: i64, bound: Option<SkewBound>) -> ClientConfig {
@@ -47,30 +46,14 @@ fn config(label: &str, offset_ms: i64, bound: Option<SkewBound>) -> ClientConfig
 /// again while A renews, then A freezes and B takes over: never before A's validity
 /// ended, with the next token, and A knows it lost.
 async fn no_early_takeover(case: &str, offset_a: i64, offset_b: i64, bound: Option<SkewBound>) {
-    let table = common::unique_table(case);
-    let admin = common::client(None);
-    common::lease_store(admin.clone(), &table).await;
+    let (admin, table) = common::fresh_lease_table(case).await;
     let name = unique(case);
-    let a_store = FaultStore::new(
-        DynamoStore::new(
-            common::client(None),
-            leasehold_dynamodb::DynamoConfig::new(&table).expect("store"),
-        ),
-        11,
-    );
-    let b_store = DynamoStore::new(
-        common::client(None),
-        leasehold_dynamodb::DynamoConfig::new(&table).expect("store"),
-    );
+    let a_store = FaultStore::new(common::store_on(&table), 11);
+    let b_store = common::store_on(&table);
     let a = LeaseClient::with_config(a_store.clone(), config("a", offset_a, bound)).expect("a");
     let b = LeaseClient::with_config(b_store.clone(), config("b", offset_b, bound)).expect("b");
 
-    let la = a
-        .try_acquire(&name, TTL)
-        .await
-        .expect("a acquire")
-        .granted()
-        .expect("a granted");
+    let la = common::granted(&a, &name, TTL, "a").await;
 
     // While A renews: B is refused every time, over five TTLs, whatever its clock says.
     // A fresh client for each try as well (a one-shot caller knows nothing).
@@ -133,9 +116,7 @@ async fn no_early_takeover(case: &str, offset_a: i64, offset_b: i64, bound: Opti
         .expect("record");
     assert_eq!(truth.record.holder.as_ref(), Some(lb.holder()));
     assert_eq!(truth.record.token, lb.token());
-    lb.release().await.expect("release");
-    drop(la);
-    common::delete_table(&admin, &table).await;
+    common::clean_up_takeover(lb, la, &admin, &table).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -176,30 +157,14 @@ async fn skew_bound_mode_holder_clock_ahead() {
 /// never does so while the holder could still be valid.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skew_bound_lets_a_one_shot_caller_take_over_a_dead_lease() {
-    let table = common::unique_table("oneshot");
-    let admin = common::client(None);
-    common::lease_store(admin.clone(), &table).await;
+    let (admin, table) = common::fresh_lease_table("oneshot").await;
     let name = unique("oneshot");
-    let a_store = FaultStore::new(
-        DynamoStore::new(
-            common::client(None),
-            leasehold_dynamodb::DynamoConfig::new(&table).expect("store"),
-        ),
-        13,
-    );
-    let la = LeaseClient::with_config(a_store.clone(), config("a", 0, honest()))
-        .expect("a")
-        .try_acquire(&name, TTL)
-        .await
-        .expect("a acquire")
-        .granted()
-        .expect("a granted");
+    let a_store = FaultStore::new(common::store_on(&table), 13);
+    let a = LeaseClient::with_config(a_store.clone(), config("a", 0, honest())).expect("a");
+    let la = common::granted(&a, &name, TTL, "a").await;
     a_store.set_plan(FaultPlan::hang());
     let a_valid_until = la.valid_until();
-    let store = DynamoStore::new(
-        common::client(None),
-        leasehold_dynamodb::DynamoConfig::new(&table).expect("store"),
-    );
+    let store = common::store_on(&table);
     let deadline = Instant::now() + Duration::from_secs(20);
     let lb = loop {
         // Without a bound, a fresh client always has to watch first.
@@ -223,9 +188,7 @@ async fn skew_bound_lets_a_one_shot_caller_take_over_a_dead_lease() {
     assert!(Instant::now() >= a_valid_until, "early takeover");
     assert!(!la.is_valid());
     assert_eq!(lb.token(), la.token().next());
-    lb.release().await.expect("release");
-    drop(la);
-    common::delete_table(&admin, &table).await;
+    common::clean_up_takeover(lb, la, &admin, &table).await;
 }
 
 /// The opt-in rule is only as good as the bound: with clocks 10 TTLs apart and a bound
@@ -233,31 +196,17 @@ async fn skew_bound_lets_a_one_shot_caller_take_over_a_dead_lease() {
 /// the protected item still refuses the old holder once the new one wrote.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn understated_skew_bound_can_double_grant_and_the_fence_still_holds() {
-    let table = common::unique_table("understated");
+    let (admin, table) = common::fresh_lease_table("understated").await;
     let resources = common::unique_table("understated-res");
-    let admin = common::client(None);
-    common::lease_store(admin.clone(), &table).await;
     common::create_resource_table(&admin, &resources).await;
     let name = unique("understated");
-    let store = DynamoStore::new(
-        common::client(None),
-        leasehold_dynamodb::DynamoConfig::new(&table).expect("store"),
-    );
+    let store = common::store_on(&table);
     let bound = Some(SkewBound(TTL));
-    let la = LeaseClient::with_config(store.clone(), config("a", 0, bound))
-        .expect("a")
-        .try_acquire(&name, TTL)
-        .await
-        .expect("a")
-        .granted()
-        .expect("a granted");
-    let lb = LeaseClient::with_config(store.clone(), config("b", SKEW_MS, bound))
-        .expect("b")
-        .try_acquire(&name, TTL)
-        .await
-        .expect("b")
-        .granted()
-        .expect("with an understated bound, B takes over at once");
+    let a = LeaseClient::with_config(store.clone(), config("a", 0, bound)).expect("a");
+    let la = common::granted(&a, &name, TTL, "a").await;
+    // With an understated bound, B takes over at once.
+    let b = LeaseClient::with_config(store.clone(), config("b", SKEW_MS, bound)).expect("b");
+    let lb = common::granted(&b, &name, TTL, "b").await;
     assert!(la.is_valid(), "A's validity had ended: this test shows nothing");
     assert_eq!(lb.token(), FencingToken::new(2));
 
@@ -287,8 +236,6 @@ async fn understated_skew_bound_can_double_grant_and_the_fence_still_holds() {
         .expect("item");
     assert_eq!(item.get("writer"), Some(&common::s("b")));
     assert_eq!(item.get("mark"), Some(&common::n(2)));
-    lb.release().await.expect("release");
-    drop(la);
-    common::delete_table(&admin, &table).await;
+    common::clean_up_takeover(lb, la, &admin, &table).await;
     common::delete_table(&admin, &resources).await;
 }
