@@ -1,20 +1,18 @@
 //! # leasehold-redis
 //!
 //! Leases with fencing tokens on Redis (7.0 or later), each store operation **one Lua
-//! script call**, and fenced writes on data kept in Redis. The best lock Redis can
-//! give, with its limits in the types.
+//! script call**, and fenced writes on data kept in Redis: the best lock Redis can give,
+//! with its limits in the types. Redis replicates asynchronously and, without
+//! `appendfsync always`, forgets recent writes on a crash: a failover or a restart can
+//! **lose a lease** (a second holder is granted it while the first still works) and
+//! **reset its token counter**. So the store is
+//! [`leasehold_core::store::Grade::EfficiencyOnly`] (rule 6 of docs/DESIGN.md): a very good
+//! lock for avoiding duplicate work, not one that should stand between a customer and a
+//! double debit. Expiry is judged on the Redis server's clock alone
+//! ([`leasehold_core::store::ClockSource::Store`]): every record is written with `PX` =
+//! its TTL.
 //!
-//! ## Guarantee: efficiency only (rule 6 of docs/DESIGN.md)
-//! Redis replicates asynchronously and, without `appendfsync always`, forgets recent
-//! writes on a crash. A failover to a replica that had not yet received the grant, or a
-//! restart without persistence, **loses the lease** (a second holder is granted it
-//! while the first still works) and **can reset the token counter** (tokens start again
-//! from 1). This is the Redis half of the Redlock debate (seed 004, section 13:
-//! Kleppmann's critique, Sanfilippo's reply): a Redis lock is a very good *efficiency*
-//! lock (it avoids duplicate work) and not what should stand between a customer and a
-//! double debit (seed 000).
-//!
-//! So [`RedisStore`] implements [`leasehold_core::store::CasStore`] but **not**
+//! [`RedisStore`] implements [`leasehold_core::store::CasStore`] but **not**
 //! [`leasehold_core::store::Linearizable`]. Asking for a correctness lease does not compile:
 //!
 //! ```compile_fail,E0277
@@ -51,16 +49,40 @@
 //! ([`leasehold_core::LeaseClient::from_dyn`] refuses the store at run time too, since
 //! its [`leasehold_core::store::Capabilities::grade`] is [`leasehold_core::store::Grade::EfficiencyOnly`].)
 //!
-//! ## Clock: the server's (rule 2 of docs/DESIGN.md)
-//! [`leasehold_core::store::ClockSource::Store`]. Every record is written with `PX` = its TTL, so
-//! expiry is judged by the Redis server's clock alone; reads report the time left from
-//! `PTTL`. [`leasehold_core::store::Precondition::Claimable`] (how a free, released or expired
-//! lease is acquired) is evaluated inside the script: the record is absent (never
-//! written, deleted, or expired: `PX` removed it) or vacant (released).
+//! ## Setup
+//! - [`RedisStore::provision`] loads the scripts (all Redis needs);
+//!   [`RedisStore::verify`] checks that the server answers and accepts them.
+//! - Redis 7.0 or later (scripts declare flags with a `#!lua` shebang; a writing
+//!   script is refused up front when Redis is out of memory instead of failing half way).
+//! - The connection is yours: TLS, `AUTH`/ACL user, database, timeouts
+//!   ([`redis::aio::ConnectionManager`] reconnects by itself; or bring a
+//!   [`redis::aio::MultiplexedConnection`] to [`RedisStore::new`]). With ACLs
+//!   the user needs `EVALSHA`, `SCRIPT LOAD`, and for waiters `HMGET`, `SUBSCRIBE` /
+//!   `UNSUBSCRIBE`, on keys and channels `P*` (`P` the [`RedisConfig::key_prefix`]);
+//!   the scripts call `TYPE HGETALL HMGET HLEN HGET HSET HINCRBY HDEL DEL PEXPIRE PTTL
+//!   TIME PUBLISH`. Fenced resources need the same on their own keys.
+//! - Keys per lease name are in [`KeyLayout`]: the record hash `P{name}` (with `PX`) and
+//!   a persistent counter hash `P{name}:meta`; releases are published on
+//!   `P{name}:released`.
+//! - Each lease name keeps one small persistent hash (its counters) forever: deleting
+//!   it resets the name's tokens, with the consequences under "After a restart or
+//!   failover".
+//! - Both keys of a name share the hash tag `{name}`: one cluster slot. Tested on a
+//!   standalone server.
 //!
-//! ## How each operation works (one `EVALSHA` each)
-//! Keys per lease name are in [`KeyLayout`]: the record hash `P{name}` (with `PX`) and
-//! a persistent counter hash `P{name}:meta`.
+//! ## Configuration
+//! - [`RedisConfig::key_prefix`] (default [`RedisConfig::DEFAULT_PREFIX`],
+//!   [`RedisConfig::with_prefix`]): several applications can share one Redis.
+//! - [`RedisConfig::notify_client`] (set by [`RedisStore::connect`]): a pub/sub client,
+//!   so that a release wakes a waiter at once; without one, waiters back off with jitter.
+//! - [`RedisConfig::call_timeout`] (default [`RedisConfig::DEFAULT_CALL_TIMEOUT`]): the
+//!   bound on one script call; a write that runs out of time is
+//!   [`leasehold_core::Error::Indeterminate`].
+//! - On the server: `appendonly yes` and `appendfsync always` keep leases and tokens
+//!   across a crash of the server (see "After a restart or failover").
+//!
+//! ## Cost per operation
+//! Each operation is one `EVALSHA`; what the script does, atomically:
 //!
 //! | operation | what the script does, atomically | round trips |
 //! |-----------|----------------------------------|-------------|
@@ -79,45 +101,20 @@
 //! (`tests/conformance.rs`), below the library (every command the connection sends):
 //! one per write, applied or refused.
 //!
-//! Versions come from a per-name write counter that never goes back (and carries an
-//! epoch, so a counter recreated after data loss never repeats a version). Tokens come
-//! from the per-name token counter, which every write raises to at least its token:
-//! strictly increasing for every grant, across releases, expiries and deletes, **as long
-//! as Redis keeps the counter hash**. A script missing from the server's script cache
-//! (after a restart, `SCRIPT FLUSH` or a failover) is reloaded and retried once by
-//! [`redis::Script`] (`NOSCRIPT` → `SCRIPT LOAD` → `EVALSHA`: three commands, once);
-//! [`RedisStore::connect`] preloads every script. The scripts validate everything they
-//! read before their first write, so they apply whole or not at all, and never grant a
-//! key that is not a well-formed record ([`leasehold_core::Error::CorruptRecord`]).
+//! A script missing from the server's script cache (after a restart, `SCRIPT FLUSH` or a
+//! failover) is reloaded and retried once by [`redis::Script`] (`NOSCRIPT` →
+//! `SCRIPT LOAD` → `EVALSHA`: three commands, once); [`RedisStore::connect`] preloads
+//! every script.
 //!
 //! ## Waiting
-//! With a pub/sub client ([`RedisConfig::notify_client`], set by
-//! [`RedisStore::connect`]) a release wakes a waiter at once
-//! ([`leasehold_core::store::Capabilities::notifies_waiters`]): the release and delete
-//! scripts publish the name's new version on `P{name}:released` in the same atomic step
-//! as the write. The store's one pub/sub connection subscribes a name's channel while
-//! someone in the process waits on it, and hands each release to the core's
-//! [`leasehold_core::store::WakeHub`], which wakes **one** waiter per release and passes
-//! the wake-up on when that waiter does not take the lease (an election observer hands
-//! it on at once; a waiter that went away, after
-//! [`leasehold_core::store::BATON_PASS`]). Whoever subscribes a name reads its record
-//! right after (two `HMGET`s in one round trip), so that a release just before the
-//! subscription still wakes a waiter. A grant, a renewal and an expiry publish nothing
-//! (keyspace events need server configuration): a waiter wakes at the holder's remaining
-//! time, which the conflict reply carries. A lost pub/sub connection wakes every waiter;
-//! when pub/sub cannot be reached, waiters sleep until their deadline. Without a client,
-//! waiters back off with jitter.
+//! With a pub/sub client ([`RedisConfig::notify_client`]) a release wakes a waiter at once
+//! ([`leasehold_core::store::Capabilities::notifies_waiters`]): **one** waiter per release,
+//! and the wake-up passes to the next when that waiter does not take the lease
+//! ([`leasehold_core::store::BATON_PASS`]). N waiters in one process cost O(1) store calls
+//! per release, not N. A grant, a renewal and an expiry publish nothing: a waiter wakes at
+//! the holder's remaining time, which the conflict reply carries.
 //!
-//! So N waiters in one process cost O(1) store calls per release, not N. Measured with
-//! the core's wake-up cases (`cargo test -p leasehold-redis --all-features --test
-//! conformance wake -- --nocapture`, three runs against a local Redis 7.0.15 on two
-//! shared cores; the waiters share one store, the holder has another): 50 waiters and
-//! one release cost **1** store call in all (the grant), granted 6.4–6.9 ms after the
-//! release. An observer woken first hands the wake-up to the acquirer, granted 2.4–4.8
-//! ms after the release; a woken waiter that went away delays the grant by the pass
-//! time (granted 503–504 ms after the release).
-//!
-//! ## What a restart does to tokens, and how to avoid the stall
+//! ## After a restart or failover
 //! A Redis without persistence restarted while a lease is held (tested in
 //! `tests/restart.rs`):
 //! 1. the lease is gone: the holder's next renewal finds no record and its loss signal
@@ -127,8 +124,7 @@
 //!    holder's writes ([`leasehold_core::Error::FenceRejected`]) until the tokens climb past
 //!    its high-water mark: the resource is safe from the *new* tokens, but stalled;
 //! 4. the *previous* holder's token is still the highest the resource has seen: if that
-//!    holder ignores its loss signal it can go on writing. Two holders, and the old one
-//!    passes the fence: the reason Redis leases are efficiency-only.
+//!    holder ignores its loss signal it can go on writing.
 //!
 //! Ways out, from strongest:
 //! - Run Redis with `appendonly yes` and `appendfsync always`: the counter and the lease
@@ -140,22 +136,15 @@
 //!   above it (tested).
 //! - For data that must not stall or double-apply, use a linearizable store.
 //!
-//! ## Setup
-//! - [`RedisStore::provision`] loads the scripts (all Redis needs);
-//!   [`RedisStore::verify`] checks that the server answers and accepts them.
-//! - Redis 7.0 or later (scripts declare flags with a `#!lua` shebang; a writing
-//!   script is refused up front when Redis is out of memory instead of failing half way).
-//! - The connection is yours: TLS, `AUTH`/ACL user, database, timeouts
-//!   ([`redis::aio::ConnectionManager`] reconnects by itself; or bring a
-//!   [`redis::aio::MultiplexedConnection`] to [`RedisStore::new`]). With ACLs
-//!   the user needs `EVALSHA`, `SCRIPT LOAD`, and for waiters `HMGET`, `SUBSCRIBE` /
-//!   `UNSUBSCRIBE`, on keys and channels `P*` (`P` the [`RedisConfig::key_prefix`]);
-//!   the scripts call `TYPE HGETALL HMGET HLEN HGET HSET HINCRBY HDEL DEL PEXPIRE PTTL
-//!   TIME PUBLISH`. Fenced resources need the same on their own keys.
-//! - Each lease name keeps one small persistent hash (its counters) forever: deleting
-//!   it resets the name's tokens, with the consequences above.
-//! - Both keys of a name share the hash tag `{name}`: one cluster slot. Tested on a
-//!   standalone server.
+//! ## Limits
+//! - Efficiency only: a failover to a replica that had not yet received the grant, or a
+//!   restart without persistence, can grant the lease twice and reset its tokens.
+//! - Tokens strictly increase only as long as Redis keeps the name's counter hash.
+//! - Tested on a standalone server, not on Redis Cluster.
+//! - A grant, a renewal and an expiry wake no waiter (keyspace events need server
+//!   configuration); when pub/sub cannot be reached, waiters sleep until their deadline.
+//!
+//! Why it is built this way: [docs/STORES.md](https://example.invalid/leasehold/blob/main/docs/STORES.md#redis).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod config;
