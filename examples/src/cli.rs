@@ -1,6 +1,7 @@
 //! What the example programs `leader-election` and `scheduled-job` share: printing,
-//! start-up retries, the `--store` lease client and the `--data` database. Included by
-//! each as `#[path = "../cli.rs"] mod cli;`, so each adds its own methods to [`Data`].
+//! start-up retries, the options both take, the `--store` lease client and the `--data`
+//! database. Included by each as `#[path = "../cli.rs"] mod cli;`, so each adds its own
+//! methods to [`Data`].
 
 use std::error::Error;
 use std::io::Write as _;
@@ -9,6 +10,7 @@ use std::time::Duration;
 use leasehold_core::{ClientConfig, LeaseClient};
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqlitePool, SqlitePoolOptions};
+use tokio_util::sync::CancellationToken;
 
 /// Every error of the example programs, boxed.
 pub(crate) type BoxResult<T> = Result<T, Box<dyn Error + Send + Sync>>;
@@ -18,6 +20,92 @@ pub(crate) fn say(line: &str) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{line}");
     let _ = out.flush();
+}
+
+/// The options both programs take: `--store`, `--data`, `--prefix`, `--instance`,
+/// `--run-for-ms`.
+pub(crate) struct Common {
+    pub(crate) store: String,
+    pub(crate) data: Option<String>,
+    pub(crate) prefix: String,
+    pub(crate) instance: String,
+    pub(crate) run_for: Option<Duration>,
+}
+
+/// A whole number of milliseconds.
+pub(crate) fn ms(v: String) -> BoxResult<Duration> {
+    Ok(Duration::from_millis(v.parse()?))
+}
+
+/// Parses the command line: the [`Common`] options here, every other flag by
+/// `own(flag, value)`, which answers `false` for a flag it does not know. `source` is the
+/// program's source file, whose doc comment `--help` points to.
+pub(crate) fn parse_args(
+    source: &str,
+    mut own: impl FnMut(&str, &mut dyn FnMut() -> BoxResult<String>) -> BoxResult<bool>,
+) -> BoxResult<Common> {
+    let default_db = std::env::temp_dir().join("leasehold-examples.db");
+    let mut a = Common {
+        store: format!("sqlite:{}", default_db.display()),
+        data: None,
+        prefix: "demo".into(),
+        instance: format!("pid-{}", std::process::id()),
+        run_for: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || -> BoxResult<String> { Ok(it.next().ok_or_else(|| format!("{flag} needs a value"))?) };
+        match flag.as_str() {
+            "--store" => a.store = value()?,
+            "--data" => a.data = Some(value()?),
+            "--prefix" => a.prefix = value()?,
+            "--instance" => a.instance = value()?,
+            "--run-for-ms" => a.run_for = Some(ms(value()?)?),
+            "-h" | "--help" => {
+                println!("see the doc comment of {source}");
+                std::process::exit(0);
+            }
+            other => {
+                if !own(other, &mut value)? {
+                    return Err(format!("unknown option {other}").into());
+                }
+            }
+        }
+    }
+    if !a.prefix.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err("--prefix: letters, digits and _ only".into());
+    }
+    Ok(a)
+}
+
+impl Common {
+    /// Opens the lease store and the data (retrying, see [`retry`]).
+    pub(crate) async fn open(&self) -> BoxResult<(LeaseClient, Data)> {
+        let client = retry("open the lease store", || {
+            lease_client(&self.store, &self.prefix, &self.instance)
+        })
+        .await?;
+        let data = retry("open the data", || Data::open(&self.store, self.data.as_deref())).await?;
+        Ok((client, data))
+    }
+
+    /// The shutdown token: cancelled after `--run-for-ms`, if given.
+    pub(crate) fn shutdown(&self) -> CancellationToken {
+        let shutdown = CancellationToken::new();
+        if let Some(d) = self.run_for {
+            let s = shutdown.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(d).await;
+                s.cancel();
+            });
+        }
+        shutdown
+    }
+
+    /// Prints the `ready` line.
+    pub(crate) fn ready(&self) {
+        say(&format!("ready instance={} pid={}", self.instance, std::process::id()));
+    }
 }
 
 /// Retries start-up steps for a few seconds: copies starting together on one SQLite
@@ -47,13 +135,13 @@ pub(crate) async fn lease_client(spec: &str, prefix: &str, label: &str) -> BoxRe
         return Ok(LeaseClient::with_config(leasehold_core::MemoryStore::new(), config)?);
     }
     if let Some(path) = spec.strip_prefix("sqlite:") {
-        let cfg = leasehold_sqlite::SqliteConfig::new().table(&format!("{prefix}_leases"))?;
+        let cfg = leasehold_sqlite::SqliteConfig::new().with_table(&format!("{prefix}_leases"))?;
         let store = leasehold_sqlite::SqliteStore::open_file(path, cfg).await?;
         return Ok(LeaseClient::with_config(store, config)?);
     }
     if spec.starts_with("postgres:") || spec.starts_with("postgresql:") {
         let pool = PgPoolOptions::new().max_connections(4).connect(spec).await?;
-        let cfg = leasehold_postgres::PostgresConfig::new().table(&format!("{prefix}_leases"))?;
+        let cfg = leasehold_postgres::PostgresConfig::new().with_table(&format!("{prefix}_leases"))?;
         leasehold_postgres::PostgresStore::provision(&pool, &cfg).await?;
         let store = leasehold_postgres::PostgresStore::new(pool, cfg).await?;
         return Ok(LeaseClient::with_config(store, config)?);
@@ -76,6 +164,18 @@ pub(crate) async fn lease_client(spec: &str, prefix: &str, label: &str) -> BoxRe
     Err(format!("unknown --store {spec}").into())
 }
 
+/// Runs `$body` with `$pool` bound to the pool of `$data` (a [`Data`]), whichever
+/// database it is.
+macro_rules! on_pool {
+    ($data:expr, $pool:ident => $body:expr) => {
+        match $data {
+            Data::Pg($pool) => $body,
+            Data::Lite($pool) => $body,
+        }
+    };
+}
+pub(crate) use on_pool;
+
 /// The program's own tables, in Postgres or SQLite.
 pub(crate) enum Data {
     /// `--data postgres:URL` (or the Postgres lease store's database).
@@ -85,6 +185,14 @@ pub(crate) enum Data {
 }
 
 impl Data {
+    /// `sql`, written with Postgres placeholders (`$1`), for this database (`?1` in SQLite).
+    pub(crate) fn sql(&self, pg: String) -> String {
+        match self {
+            Self::Pg(_) => pg,
+            Self::Lite(_) => pg.replace('$', "?"),
+        }
+    }
+
     /// Opens the database named by `--data` (default: the lease store's own database;
     /// an in-memory SQLite for `memory`; required with etcd).
     pub(crate) async fn open(store: &str, data: Option<&str>) -> BoxResult<Self> {

@@ -72,6 +72,20 @@ pub(crate) enum Val {
     T(String),
 }
 
+/// `sqlx::query($sql)` with each [`Val`] of `$args` bound, for either database.
+macro_rules! bound {
+    ($sql:expr, $args:expr) => {{
+        let mut q = sqlx::query(AssertSqlSafe($sql.to_owned()));
+        for a in $args {
+            q = match a {
+                Val::I(v) => q.bind(*v),
+                Val::T(v) => q.bind(v.clone()),
+            };
+        }
+        q
+    }};
+}
+
 impl Db {
     /// Connects to `store`: a `postgres://` URL, or a SQLite file path.
     pub(crate) async fn connect(store: &str) -> BoxResult<Self> {
@@ -104,12 +118,12 @@ impl Db {
     pub(crate) async fn lease_store(&self, table: &str) -> BoxResult<Arc<dyn CasStore>> {
         Ok(match self {
             Self::Pg(pool) => {
-                let config = PostgresConfig::new().table(table)?;
+                let config = PostgresConfig::new().with_table(table)?;
                 PostgresStore::provision(pool, &config).await?;
                 Arc::new(PostgresStore::new(pool.clone(), config).await?)
             }
             Self::Lite(pool, _) => {
-                let config = SqliteConfig::new().table(table)?;
+                let config = SqliteConfig::new().with_table(table)?;
                 SqliteStore::provision(pool, &config).await?;
                 Arc::new(SqliteStore::new(pool.clone(), config).await?)
             }
@@ -119,16 +133,7 @@ impl Db {
     /// Runs a statement; the rows affected.
     pub(crate) async fn exec(&self, sql: &str, args: &[Val]) -> BoxResult<u64> {
         macro_rules! run {
-            ($pool:expr) => {{
-                let mut q = sqlx::query(AssertSqlSafe(sql.to_owned()));
-                for a in args {
-                    q = match a {
-                        Val::I(v) => q.bind(*v),
-                        Val::T(v) => q.bind(v.clone()),
-                    };
-                }
-                q.execute($pool).await?.rows_affected()
-            }};
+            ($pool:expr) => {{ bound!(sql, args).execute($pool).await?.rows_affected() }};
         }
         Ok(match self {
             Self::Pg(pool) => run!(pool),
@@ -140,14 +145,7 @@ impl Db {
     pub(crate) async fn ints(&self, sql: &str, args: &[Val]) -> BoxResult<Vec<Vec<i64>>> {
         macro_rules! run {
             ($pool:expr) => {{
-                let mut q = sqlx::query(AssertSqlSafe(sql.to_owned()));
-                for a in args {
-                    q = match a {
-                        Val::I(v) => q.bind(*v),
-                        Val::T(v) => q.bind(v.clone()),
-                    };
-                }
-                let rows = q.fetch_all($pool).await?;
+                let rows = bound!(sql, args).fetch_all($pool).await?;
                 let mut out = Vec::with_capacity(rows.len());
                 for r in &rows {
                     let mut cols = Vec::with_capacity(r.len());

@@ -8,17 +8,14 @@ mod common;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::{Db, Proc, etcd_endpoints, pg_url, scratch_dir, serial, unique_prefix, wait_for};
+use common::{Db, Place, Proc, serial, wait_procs};
 use tokio::time::Instant;
 
 const BIN: &str = env!("CARGO_BIN_EXE_scheduled-job");
 const INTERVAL_MS: u64 = 100;
 
 struct Scenario {
-    label: &'static str,
-    store: String,
-    data: String,
-    prefix: String,
+    at: Place,
     /// lock_at_most_for: how long a killed runner's slot waits for its takeover.
     lock: Duration,
     /// How long instances are killed and restarted.
@@ -27,34 +24,36 @@ struct Scenario {
     kill_every: Duration,
 }
 
+impl Scenario {
+    /// Three copies at `at`, one killed about every `kill_every_ms` for `chaos_secs`;
+    /// lock_at_most_for 1 s.
+    fn new(at: Place, chaos_secs: u64, kill_every_ms: u64) -> Self {
+        Self {
+            at,
+            lock: Duration::from_millis(1_000),
+            chaos: Duration::from_secs(chaos_secs),
+            kill_every: Duration::from_millis(kill_every_ms),
+        }
+    }
+}
+
 fn args(s: &Scenario, instance: &str) -> Vec<String> {
-    [
-        "--store",
-        &s.store,
-        "--data",
-        &s.data,
-        "--prefix",
-        &s.prefix,
+    let (every, lock) = (INTERVAL_MS.to_string(), s.lock.as_millis().to_string());
+    let rest = [
         "--job",
         "it",
         "--every-ms",
-        &INTERVAL_MS.to_string(),
+        &every,
         "--lock-ms",
-        &s.lock.as_millis().to_string(),
+        &lock,
         "--catch-up-ms",
         "6000",
         "--keep-done-ms",
         "600000",
         "--work-ms",
         "5",
-        "--instance",
-        instance,
-        "--run-for-ms",
-        "120000",
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect()
+    ];
+    s.at.args(instance, 120_000, &rest)
 }
 
 fn wall_ms() -> u64 {
@@ -84,14 +83,10 @@ async fn run(s: Scenario) {
     let mut rng = Lcg(seed);
     let names = ["a", "b", "c"];
     let mut procs: Vec<Proc> = names.iter().map(|n| Proc::spawn(BIN, n, &args(&s, n))).collect();
-    let dump = |procs: &[Proc]| procs.iter().map(Proc::dump).collect::<Vec<_>>().join("\n");
     for i in 0..procs.len() {
-        wait_for(
-            "ready",
-            Duration::from_secs(40),
-            || procs[i].saw("ready").is_some(),
-            || dump(&procs),
-        )
+        wait_procs(&procs, "ready", Duration::from_secs(40), |p| {
+            p[i].saw("ready").is_some()
+        })
         .await;
     }
     // Slots from one second after every instance is up.
@@ -120,8 +115,8 @@ async fn run(s: Scenario) {
         p.kill9();
     }
 
-    let db = Db::open(&s.data).await;
-    let p = &s.prefix;
+    let db = Db::open(&s.at.data).await;
+    let p = &s.at.prefix;
     let range = format!("job = 'it' AND slot >= {first_slot} AND slot <= {last_slot}");
     let effects = db
         .pairs(&format!(
@@ -145,58 +140,30 @@ async fn run(s: Scenario) {
     eprintln!(
         "{}: slots={expected} ran={ran} duplicates={} missed={} kills={kills} \
          (bodies started again for a slot already done or taken over: {reruns}; seed {seed})",
-        s.label,
+        s.at.label,
         duplicates.len(),
         missed.len()
     );
-    assert!(duplicates.is_empty(), "{}: slots run twice: {duplicates:?}", s.label);
-    assert!(missed.is_empty(), "{}: slots never run: {missed:?}", s.label);
+    assert!(duplicates.is_empty(), "{}: slots run twice: {duplicates:?}", s.at.label);
+    assert!(missed.is_empty(), "{}: slots never run: {missed:?}", s.at.label);
     assert_eq!(ran, expected);
     db.drop_tables(p, &["job_effects", "job_attempts", "job_slots", "leases"])
         .await;
+    s.at.remove_scratch();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_slots_run_exactly_once_under_kill9() {
-    run(Scenario {
-        label: "postgres",
-        store: pg_url(),
-        data: pg_url(),
-        prefix: unique_prefix("sj"),
-        lock: Duration::from_millis(1_000),
-        chaos: Duration::from_secs(22),
-        kill_every: Duration::from_millis(1_200),
-    })
-    .await;
+    run(Scenario::new(Place::postgres("sj"), 22, 1_200)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_slots_run_exactly_once_under_kill9() {
-    run(Scenario {
-        label: "etcd",
-        store: format!("etcd:{}", etcd_endpoints()),
-        data: pg_url(),
-        prefix: unique_prefix("sj"),
-        lock: Duration::from_millis(1_000),
-        chaos: Duration::from_secs(22),
-        kill_every: Duration::from_millis(1_200),
-    })
-    .await;
+    run(Scenario::new(Place::etcd("sj"), 22, 1_200)).await;
 }
 
 /// The default embedded store: three copies on one SQLite file, a few kills.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_slots_run_exactly_once_under_kill9() {
-    let dir = scratch_dir("sched");
-    run(Scenario {
-        label: "sqlite",
-        store: format!("sqlite:{}", dir.join("leases.db").display()),
-        data: format!("sqlite:{}", dir.join("data.db").display()),
-        prefix: "demo".into(),
-        lock: Duration::from_millis(1_000),
-        chaos: Duration::from_secs(6),
-        kill_every: Duration::from_millis(1_500),
-    })
-    .await;
-    let _ = std::fs::remove_dir_all(dir);
+    run(Scenario::new(Place::sqlite("sched"), 6, 1_500)).await;
 }

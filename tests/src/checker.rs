@@ -707,29 +707,53 @@ mod tests {
         check(events, rows).violations.join("\n")
     }
 
+    /// The violations of [`clean`] after `edit` changed its events and rows.
+    fn violations_edited(edit: impl FnOnce(&mut Vec<Event>, &mut Vec<ResourceRow>)) -> String {
+        let (mut events, mut rows) = clean();
+        edit(&mut events, &mut rows);
+        violations_of(&events, &rows)
+    }
+
+    /// The violations of [`clean`] with `extra` events appended.
+    fn violations_with(extra: impl IntoIterator<Item = Event>) -> String {
+        violations_edited(|events, _| events.extend(extra))
+    }
+
+    /// The violations of [`clean`] with event `i` replaced by `e`.
+    fn violations_replacing(i: usize, e: Event) -> String {
+        violations_edited(|events, _| events[i] = e)
+    }
+
+    /// Asserts that the violations `text` say `what`.
+    fn assert_reports(text: &str, what: &str) {
+        assert!(text.contains(what), "{text}");
+    }
+
+    /// Drops worker 2's release and the vacancy it left: worker 2 holds to the end.
+    fn without_release(events: &mut Vec<Event>) {
+        events.retain(|e| !matches!(e, Event::Releasing { .. } | Event::Observed { holder: None, .. }));
+    }
+
     #[test]
     fn an_accepted_regression_is_reported() {
-        let (mut events, mut rows) = clean();
-        events[9] = done(1, 1, 2, WriteOutcome::Accepted, 1310);
-        rows.push(row(3, 1, 1, 2, 1305));
-        let text = violations_of(&events, &rows);
-        assert!(
-            text.contains("accepted token 1 (worker 1 seq 2) after token 2"),
-            "{text}"
-        );
+        let text = violations_edited(|events, rows| {
+            events[9] = done(1, 1, 2, WriteOutcome::Accepted, 1310);
+            rows.push(row(3, 1, 1, 2, 1305));
+        });
+        assert_reports(&text, "accepted token 1 (worker 1 seq 2) after token 2");
     }
 
     #[test]
     fn interleaved_writes_of_one_token_are_reported() {
-        let (mut events, mut rows) = clean();
         // Worker 3 also writes with token 2, after worker 2, with no grant of its own.
-        events.push(sent(3, 2, 1, 1250, 2000));
-        events.push(done(3, 2, 1, WriteOutcome::Accepted, 1260));
-        rows.push(row(3, 2, 3, 1, 1255));
-        let text = violations_of(&events, &rows);
-        assert!(
-            text.contains("token 2 from worker 2 (seq 1) and then from worker 3 (seq 1): two holders"),
-            "{text}"
+        let text = violations_edited(|events, rows| {
+            events.push(sent(3, 2, 1, 1250, 2000));
+            events.push(done(3, 2, 1, WriteOutcome::Accepted, 1260));
+            rows.push(row(3, 2, 3, 1, 1255));
+        });
+        assert_reports(
+            &text,
+            "token 2 from worker 2 (seq 1) and then from worker 3 (seq 1): two holders",
         );
     }
 
@@ -752,22 +776,16 @@ mod tests {
         let text = violations_of(&events, &rows[..1]);
         assert!(text.contains("no newer token than 2"), "{text}");
         // Worker 1's refusal answered before token 2 reached the resource.
-        let (mut events, _) = clean();
-        events[9] = done(1, 1, 2, WriteOutcome::Refused, 1100);
-        let text = violations_of(&events, &rows);
+        let text = violations_replacing(9, done(1, 1, 2, WriteOutcome::Refused, 1100));
         assert!(text.contains("worker 1 seq 2 refused"), "{text}");
     }
 
     #[test]
     fn a_double_grant_and_an_early_takeover_are_reported() {
-        let (mut events, rows) = clean();
-        events.push(granted(3, 2, 1500, 2500));
-        let text = violations_of(&events, &rows);
+        let text = violations_with([granted(3, 2, 1500, 2500)]);
         assert!(text.contains("token 2 granted to workers 2 (at 1100) and 3"), "{text}");
-        let (mut events, rows) = clean();
         // Worker 2 granted at 900, while worker 1 trusted token 1 until 1000.
-        events[4] = granted(2, 2, 900, 2000);
-        let text = violations_of(&events, &rows);
+        let text = violations_replacing(4, granted(2, 2, 900, 2000));
         assert!(
             text.contains("early takeover: worker 2 was granted token 2 at 900"),
             "{text}"
@@ -781,7 +799,7 @@ mod tests {
         events.push(granted(3, 3, 1410, 2400));
         assert!(check(&events, &rows).violations.is_empty());
         // Without the release it would be early.
-        events.retain(|e| !matches!(e, Event::Releasing { .. } | Event::Observed { holder: None, .. }));
+        without_release(&mut events);
         let text = violations_of(&events, &rows);
         assert!(
             text.contains("early takeover: worker 3 was granted token 3 at 1410"),
@@ -791,18 +809,12 @@ mod tests {
 
     #[test]
     fn the_record_going_back_or_vacated_under_its_holder_is_reported() {
-        let (mut events, rows) = clean();
-        events.push(observed(Some(1), 1, 1430));
-        let text = violations_of(&events, &rows);
+        let text = violations_with([observed(Some(1), 1, 1430)]);
         assert!(text.contains("went back from token 2"), "{text}");
         // Vacated at 1250 while worker 2 trusted it until 2000 and never released.
-        let (mut events, rows) = clean();
-        events.push(observed(None, 2, 1250));
-        let text = violations_of(&events, &rows);
+        let text = violations_with([observed(None, 2, 1250)]);
         assert!(text.contains("made vacant (seen at 1250)"), "{text}");
-        let (mut events, rows) = clean();
-        events[5] = observed(Some(3), 2, 1150);
-        let text = violations_of(&events, &rows);
+        let text = violations_replacing(5, observed(Some(3), 2, 1150));
         assert!(text.contains("names worker 3 with token 2"), "{text}");
     }
 
@@ -811,7 +823,7 @@ mod tests {
         // Redis restarted at 1500-1600: the counter restarts; worker 3 gets token 1
         // again while worker 2 still trusts token 2. Its write is refused.
         let (mut events, rows) = clean();
-        events.retain(|e| !matches!(e, Event::Releasing { .. } | Event::Observed { holder: None, .. }));
+        without_release(&mut events);
         events.push(data_loss(1500, 1600));
         events.push(granted(3, 1, 1700, 2700));
         events.push(sent(3, 1, 1, 1710, 2700));
@@ -844,7 +856,7 @@ mod tests {
         // The same worker granted the same token again after a restart is a new tenure:
         // its validity does not reach back into the first one.
         let (mut events, rows) = clean();
-        events.retain(|e| !matches!(e, Event::Releasing { .. } | Event::Observed { holder: None, .. }));
+        without_release(&mut events);
         events.push(granted(3, 3, 2100, 2250));
         events.push(data_loss(2300, 2400));
         events.push(granted(2, 2, 2500, 3500));
@@ -853,9 +865,7 @@ mod tests {
         assert!(r.violations.is_empty(), "{r:?}");
         assert_eq!(r.grants, 4, "{r:?}");
         // Without the restart, the same grant is a double grant and an early takeover.
-        let (mut events, rows) = clean();
-        events.push(granted(3, 1, 1700, 2700));
-        let text = violations_of(&events, &rows);
+        let text = violations_with([granted(3, 1, 1700, 2700)]);
         assert!(text.contains("token 1 granted to workers 1"), "{text}");
     }
 
@@ -871,7 +881,7 @@ mod tests {
         // Restart 1500-1600. Requested at 1450 (before the proxies closed), answered at
         // 1650 (after they opened): either instance may have granted token 1 again.
         let (mut events, rows) = clean();
-        events.retain(|e| !matches!(e, Event::Releasing { .. } | Event::Observed { holder: None, .. }));
+        without_release(&mut events);
         events.push(data_loss(1500, 1600));
         events.push(straddling(1650, 1450));
         let r = check(&events, &rows);
@@ -888,7 +898,7 @@ mod tests {
         assert!(text.contains("token 1 granted to workers 1"), "{text}");
         // Requested at 1550, after the proxies closed: the new instance granted it.
         let (mut events, rows) = clean();
-        events.retain(|e| !matches!(e, Event::Releasing { .. } | Event::Observed { holder: None, .. }));
+        without_release(&mut events);
         events.push(data_loss(1500, 1600));
         events.push(straddling(1650, 1550));
         let r = check(&events, &rows);

@@ -15,6 +15,7 @@ use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::checker::ResourceRow;
+use crate::stores::is_sql_word;
 
 /// The key of the one high-water row.
 pub const RESOURCE_KEY: &str = "r";
@@ -35,13 +36,7 @@ impl ResourceTables {
     /// If `run` holds anything but ASCII lowercase letters, digits and `_` (it is
     /// spliced into SQL).
     pub fn for_run(run: &str) -> Self {
-        assert!(
-            !run.is_empty()
-                && run
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
-            "run id {run:?} must be [a-z0-9_]+"
-        );
+        assert!(is_sql_word(run), "run id {run:?} must be [a-z0-9_]+");
         Self {
             hw: format!("lht_{run}_hw"),
             writes: format!("lht_{run}_writes"),

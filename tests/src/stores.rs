@@ -88,6 +88,12 @@ pub struct Restart {
     pub data_loss: bool,
 }
 
+impl Restart {
+    const fn new(kind: &'static str, data_loss: bool) -> Self {
+        Self { kind, data_loss }
+    }
+}
+
 /// A dedicated store instance for one run.
 #[derive(Debug)]
 pub struct Dedicated {
@@ -263,21 +269,13 @@ impl Dedicated {
                 // stores.sh stops Postgres with `pg_ctl -m immediate` (a crash: no
                 // shutdown checkpoint), then starts it and waits for pg_isready.
                 self.script(&["stop", "postgres"]).await;
-                tokio::time::sleep(down_for).await;
-                self.script(&["start", "postgres"]).await;
-                Restart {
-                    kind: "postgres_immediate",
-                    data_loss: false,
-                }
+                self.start_after(down_for, "postgres").await;
+                Restart::new("postgres_immediate", false)
             }
             StoreKind::Redis => {
                 self.kill9_pidfile("redis/redis.pid").await;
-                tokio::time::sleep(down_for).await;
-                self.script(&["start", "redis"]).await;
-                Restart {
-                    kind: "redis_kill9",
-                    data_loss: true,
-                }
+                self.start_after(down_for, "redis").await;
+                Restart::new("redis_kill9", true)
             }
             StoreKind::Etcd => {
                 let leader = self.etcd_leader().await;
@@ -301,14 +299,12 @@ impl Dedicated {
                     "etcd member {member} did not come back (see {})",
                     self.dir.display()
                 );
-                Restart {
-                    kind: if was_leader {
-                        "etcd_kill9_leader"
-                    } else {
-                        "etcd_kill9_follower"
-                    },
-                    data_loss: false,
-                }
+                let kind = if was_leader {
+                    "etcd_kill9_leader"
+                } else {
+                    "etcd_kill9_follower"
+                };
+                Restart::new(kind, false)
             }
             StoreKind::Dynamo | StoreKind::S3 => {
                 if let Some(mut child) = self.moto.take() {
@@ -319,12 +315,15 @@ impl Dedicated {
                 }
                 tokio::time::sleep(down_for).await;
                 self.start_moto().await;
-                Restart {
-                    kind: "moto_kill9",
-                    data_loss: true,
-                }
+                Restart::new("moto_kill9", true)
             }
         }
+    }
+
+    /// Waits `down_for`, then starts `service` again with `stores.sh`.
+    async fn start_after(&self, down_for: Duration, service: &str) {
+        tokio::time::sleep(down_for).await;
+        self.script(&["start", service]).await;
     }
 
     /// The etcd member that leads now, if one answers.
@@ -383,6 +382,13 @@ async fn etcd_status(endpoint: &str) -> Option<(u64, u64)> {
     Some((member, s.leader()))
 }
 
+/// Whether `s` is `[a-z0-9_]+`: safe to splice into SQL and store object names.
+pub(crate) fn is_sql_word(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
 /// Names a run's store objects derive from its namespace (`[a-z0-9_]+`).
 #[derive(Debug, Clone)]
 pub struct Namespace(String);
@@ -393,13 +399,7 @@ impl Namespace {
     /// # Panics
     /// If it holds anything but ASCII lowercase letters, digits and `_`.
     pub fn new(ns: &str) -> Self {
-        assert!(
-            !ns.is_empty()
-                && ns
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
-            "namespace {ns:?} must be [a-z0-9_]+"
-        );
+        assert!(is_sql_word(ns), "namespace {ns:?} must be [a-z0-9_]+");
         Self(ns.to_owned())
     }
 
@@ -457,7 +457,7 @@ pub async fn prepare(kind: StoreKind, endpoint: &str, ns: &Namespace) -> LeaseRe
                 .connect(endpoint)
                 .await
                 .map_err(|e| Error::unavailable("connect to postgres", e))?;
-            let config = leasehold_postgres::PostgresConfig::new().table(&ns.pg_table())?;
+            let config = leasehold_postgres::PostgresConfig::new().with_table(&ns.pg_table())?;
             leasehold_postgres::PostgresStore::provision(&pool, &config).await?;
             pool.close().await;
             Ok(())
@@ -509,7 +509,7 @@ pub fn dynamo_client(endpoint: &str, timeout: Duration) -> aws_sdk_dynamodb::Cli
 }
 
 /// Builds the lease store of `kind` on `endpoints` (one per etcd member), every call
-/// bounded by `call_timeout` ([`Bounded`]).
+/// bounded by `request_timeout` ([`Bounded`]).
 ///
 /// # Errors
 /// Store errors (the store is down, the table is missing).
@@ -517,7 +517,7 @@ pub async fn build(
     kind: StoreKind,
     endpoints: &[String],
     ns: &Namespace,
-    call_timeout: Duration,
+    request_timeout: Duration,
 ) -> LeaseResult<Built> {
     let first = endpoints
         .first()
@@ -526,11 +526,11 @@ pub async fn build(
         StoreKind::Postgres => {
             let pool = sqlx::postgres::PgPoolOptions::new()
                 .max_connections(4)
-                .acquire_timeout(call_timeout)
+                .acquire_timeout(request_timeout)
                 .connect(first)
                 .await
                 .map_err(|e| Error::unavailable("connect to postgres", e))?;
-            let config = leasehold_postgres::PostgresConfig::new().table(&ns.pg_table())?;
+            let config = leasehold_postgres::PostgresConfig::new().with_table(&ns.pg_table())?;
             (
                 Arc::new(leasehold_postgres::PostgresStore::new(pool, config).await?),
                 None,
@@ -539,30 +539,31 @@ pub async fn build(
         StoreKind::Redis => {
             let client = redis::Client::open(first.as_str()).map_err(|e| Error::invalid("redis url", e.to_string()))?;
             let mut config = leasehold_redis::RedisConfig::default().with_prefix(ns.redis_prefix());
-            config.call_timeout = Some(call_timeout);
+            config.request_timeout = Some(request_timeout);
             let s = leasehold_redis::RedisStore::connect(client, config).await?;
             (Arc::new(s.clone()), Some(s))
         }
         StoreKind::Etcd => {
             let opts = etcd_client::ConnectOptions::new()
                 .with_connect_timeout(Duration::from_secs(1))
-                .with_timeout(call_timeout);
+                .with_timeout(request_timeout);
             let client = etcd_client::Client::connect(endpoints, Some(opts))
                 .await
                 .map_err(|e| Error::unavailable("connect to etcd", e))?;
-            let config = leasehold_etcd::EtcdConfig::new(ns.etcd_prefix())?.with_request_timeout(call_timeout)?;
+            let config = leasehold_etcd::EtcdConfig::new(ns.etcd_prefix())?.with_request_timeout(request_timeout)?;
             (Arc::new(leasehold_etcd::EtcdStore::new(client, config)), None)
         }
         StoreKind::Dynamo => {
             let s = leasehold_dynamodb::DynamoStore::new(
-                dynamo_client(first, call_timeout),
+                dynamo_client(first, request_timeout),
                 leasehold_dynamodb::DynamoConfig::new(ns.dynamo_table())?,
             );
             s.verify().await?;
             (Arc::new(s), None)
         }
         StoreKind::S3 => {
-            let config = leasehold_s3::S3Config::new(ns.s3_bucket(), "leases")?.request_timeout(call_timeout)?;
+            let config =
+                leasehold_s3::S3Config::new(ns.s3_bucket(), "leases")?.with_request_timeout(request_timeout)?;
             let s = leasehold_s3::S3Store::new(leasehold_s3::local_client(first), config);
             (Arc::new(s), None)
         }
@@ -570,7 +571,7 @@ pub async fn build(
     Ok(Built {
         store: Arc::new(Bounded {
             inner: store,
-            timeout: call_timeout,
+            timeout: request_timeout,
         }),
         redis,
     })

@@ -23,7 +23,7 @@ fn stores(endpoint: &str) -> Vec<(&'static str, Arc<dyn CasStore>)> {
         leasehold_dynamodb::DynamoConfig::new("leases").expect("dynamo config"),
     );
     let s3_config = leasehold_s3::S3Config::new("leases", "leases")
-        .and_then(|c| c.request_timeout(CALL_TIMEOUT))
+        .and_then(|c| c.with_request_timeout(CALL_TIMEOUT))
         .expect("s3 config");
     let s3 = leasehold_s3::S3Store::new(leasehold_s3::local_client(endpoint), s3_config);
     vec![("dynamodb", Arc::new(dynamo)), ("s3", Arc::new(s3))]

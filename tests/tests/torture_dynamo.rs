@@ -15,27 +15,7 @@ use leasehold_tests::stores::StoreKind;
 
 const KIND: StoreKind = StoreKind::Dynamo;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bounded_run_with_every_fault_is_clean() {
-    every_fault_run(
-        Plan {
-            kind: KIND,
-            seed: 401,
-            port: 21310,
-            secs: 40,
-        },
-        3,
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn skewed_and_jumping_client_clocks_cause_no_early_takeover() {
-    skew_run(Plan {
-        kind: KIND,
-        seed: 402,
-        port: 21320,
-        secs: 25,
-    })
-    .await;
+common::torture_tests! {
+    bounded_run_with_every_fault_is_clean => every_fault_run(Plan::new(KIND, 401, 21310, 40), 3);
+    skewed_and_jumping_client_clocks_cause_no_early_takeover => skew_run(Plan::new(KIND, 402, 21320, 25));
 }

@@ -14,27 +14,7 @@ use leasehold_tests::stores::StoreKind;
 
 const KIND: StoreKind = StoreKind::Etcd;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bounded_run_with_every_fault_is_clean() {
-    every_fault_run(
-        Plan {
-            kind: KIND,
-            seed: 301,
-            port: 21210,
-            secs: 50,
-        },
-        2,
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn skewed_and_jumping_client_clocks_cause_no_early_takeover() {
-    skew_run(Plan {
-        kind: KIND,
-        seed: 302,
-        port: 21230,
-        secs: 22,
-    })
-    .await;
+common::torture_tests! {
+    bounded_run_with_every_fault_is_clean => every_fault_run(Plan::new(KIND, 301, 21210, 50), 2);
+    skewed_and_jumping_client_clocks_cause_no_early_takeover => skew_run(Plan::new(KIND, 302, 21230, 22));
 }

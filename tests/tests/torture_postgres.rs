@@ -10,43 +10,29 @@ use std::time::Duration;
 
 use common::{Plan, every_fault_run, seed, serial, show, skew_run, worker_exe};
 use leasehold_tests::stores::StoreKind;
-use leasehold_tests::torture::{self, FaultMix, Mutant, RunConfig};
+use leasehold_tests::torture::{self, FaultMix, Mutant, RunConfig, RunReport};
 
 const KIND: StoreKind = StoreKind::Postgres;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bounded_run_with_every_fault_is_clean() {
-    every_fault_run(
-        Plan {
-            kind: KIND,
-            seed: 101,
-            port: 21010,
-            secs: 40,
-        },
-        3,
-    )
-    .await;
+/// A 15 s run of `mutant` under pauses (default seed `seed_default`, port `port`), shown.
+async fn mutant_run(mutant: Mutant, seed_default: u64, port: u16) -> RunReport {
+    let _one = serial().await;
+    let mut cfg = RunConfig::new(KIND, seed(seed_default), port, worker_exe(), Duration::from_secs(15));
+    cfg.mutant = mutant;
+    cfg.faults = FaultMix::PAUSES;
+    let r = torture::run(cfg).await;
+    show(&r);
+    r
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn skewed_and_jumping_client_clocks_cause_no_early_takeover() {
-    skew_run(Plan {
-        kind: KIND,
-        seed: 102,
-        port: 21020,
-        secs: 20,
-    })
-    .await;
+common::torture_tests! {
+    bounded_run_with_every_fault_is_clean => every_fault_run(Plan::new(KIND, 101, 21010, 40), 3);
+    skewed_and_jumping_client_clocks_cause_no_early_takeover => skew_run(Plan::new(KIND, 102, 21020, 20));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_checker_catches_a_resource_without_its_fence() {
-    let _one = serial().await;
-    let mut cfg = RunConfig::new(KIND, seed(103), 21030, worker_exe(), Duration::from_secs(15));
-    cfg.mutant = Mutant::NoFence;
-    cfg.faults = FaultMix::PAUSES;
-    let r = torture::run(cfg).await;
-    show(&r);
+    let r = mutant_run(Mutant::NoFence, 103, 21030).await;
     assert!(
         r.check
             .violations
@@ -58,12 +44,7 @@ async fn the_checker_catches_a_resource_without_its_fence() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_checker_catches_a_release_that_ignores_the_holder() {
-    let _one = serial().await;
-    let mut cfg = RunConfig::new(KIND, seed(104), 21040, worker_exe(), Duration::from_secs(15));
-    cfg.mutant = Mutant::BlindRelease;
-    cfg.faults = FaultMix::PAUSES;
-    let r = torture::run(cfg).await;
-    show(&r);
+    let r = mutant_run(Mutant::BlindRelease, 104, 21040).await;
     assert!(
         !r.check.violations.is_empty(),
         "deposed holders vacated their successors' leases, and the checker did not see it:\n{r}"

@@ -17,16 +17,7 @@ const KIND: StoreKind = StoreKind::Redis;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bounded_run_with_restarts_never_accepts_a_regression() {
-    let r = every_fault_run(
-        Plan {
-            kind: KIND,
-            seed: 201,
-            port: 21110,
-            secs: 35,
-        },
-        3,
-    )
-    .await;
+    let r = every_fault_run(Plan::new(KIND, 201, 21110, 35), 3).await;
     assert!(r.check.epochs >= 2, "no restart lost Redis's data:\n{r}");
     assert_eq!(
         r.check.reissued.accepted, 0,
@@ -34,13 +25,6 @@ async fn bounded_run_with_restarts_never_accepts_a_regression() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn skewed_and_jumping_client_clocks_cause_no_early_takeover() {
-    skew_run(Plan {
-        kind: KIND,
-        seed: 202,
-        port: 21120,
-        secs: 20,
-    })
-    .await;
+common::torture_tests! {
+    skewed_and_jumping_client_clocks_cause_no_early_takeover => skew_run(Plan::new(KIND, 202, 21120, 20));
 }

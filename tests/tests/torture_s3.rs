@@ -15,27 +15,7 @@ use leasehold_tests::stores::StoreKind;
 
 const KIND: StoreKind = StoreKind::S3;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bounded_run_with_every_fault_is_clean() {
-    every_fault_run(
-        Plan {
-            kind: KIND,
-            seed: 501,
-            port: 21410,
-            secs: 40,
-        },
-        3,
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn skewed_and_jumping_client_clocks_cause_no_early_takeover() {
-    skew_run(Plan {
-        kind: KIND,
-        seed: 502,
-        port: 21420,
-        secs: 25,
-    })
-    .await;
+common::torture_tests! {
+    bounded_run_with_every_fault_is_clean => every_fault_run(Plan::new(KIND, 501, 21410, 40), 3);
+    skewed_and_jumping_client_clocks_cause_no_early_takeover => skew_run(Plan::new(KIND, 502, 21420, 25));
 }

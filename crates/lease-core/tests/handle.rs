@@ -5,12 +5,23 @@
 use std::time::Duration;
 
 use leasehold_core::testing::{CountingStore, FaultPlan, FaultStore, process::poll_async};
-use leasehold_core::{AcquireOutcome, Error, LeaseClient, LeaseName, LossCause, MemoryStore, store::CasStore};
+use leasehold_core::{AcquireOutcome, Error, Lease, LeaseClient, LeaseName, LossCause, MemoryStore, store::CasStore};
 use tokio::time::Instant;
 
 async fn vacant(store: &MemoryStore, name: &str) -> bool {
     let name = LeaseName::new(name).expect("name");
     matches!(store.read(&name).await, Ok(Some(s)) if s.record.holder.is_none())
+}
+
+/// A lease on `name` for `ttl`, acquired through a store whose faults (seeded with
+/// `seed`) the test then turns on.
+async fn lease_on_faulty_store(seed: u64, name: &str, ttl: Duration) -> (FaultStore<MemoryStore>, Lease) {
+    let store = FaultStore::new(MemoryStore::new(), seed);
+    let lease = LeaseClient::new(store.clone())
+        .acquire(name, ttl)
+        .await
+        .expect("acquire");
+    (store, lease)
 }
 
 #[tokio::test(start_paused = true)]
@@ -48,9 +59,7 @@ async fn ten_thousand_leases_are_renewed_by_one_driver_task() {
 
 #[tokio::test(start_paused = true)]
 async fn loss_fires_exactly_at_the_deadline_when_the_store_hangs() {
-    let store = FaultStore::new(MemoryStore::new(), 9);
-    let client = LeaseClient::new(store.clone());
-    let lease = client.acquire("hang", Duration::from_secs(9)).await.expect("acquire");
+    let (store, lease) = lease_on_faulty_store(9, "hang", Duration::from_secs(9)).await;
     let deadline = lease.valid_until();
     assert_eq!(
         deadline - Instant::now(),
@@ -67,9 +76,7 @@ async fn loss_fires_exactly_at_the_deadline_when_the_store_hangs() {
 
 #[tokio::test(start_paused = true)]
 async fn a_store_that_refuses_every_call_ends_the_lease_as_unreachable() {
-    let store = FaultStore::new(MemoryStore::new(), 9);
-    let client = LeaseClient::new(store.clone());
-    let lease = client.acquire("down", Duration::from_secs(3)).await.expect("acquire");
+    let (store, lease) = lease_on_faulty_store(9, "down", Duration::from_secs(3)).await;
     let deadline = lease.valid_until();
     store.set_plan(FaultPlan::down());
     let cause = lease.lost().await;
@@ -79,9 +86,7 @@ async fn a_store_that_refuses_every_call_ends_the_lease_as_unreachable() {
 
 #[tokio::test(start_paused = true)]
 async fn renewals_whose_outcome_is_unknown_are_retried_not_read_as_loss() {
-    let store = FaultStore::new(MemoryStore::new(), 42);
-    let client = LeaseClient::new(store.clone());
-    let lease = client.acquire("flaky", Duration::from_secs(3)).await.expect("acquire");
+    let (store, lease) = lease_on_faulty_store(42, "flaky", Duration::from_secs(3)).await;
     // 30% of all calls apply but lose their reply.
     store.set_plan(FaultPlan {
         apply_then_fail: 0.3,

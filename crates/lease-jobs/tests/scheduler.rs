@@ -77,27 +77,55 @@ fn every_second(name: &str) -> JobSpec {
     .keep_done_for(Duration::from_secs(600))
 }
 
-/// Three instances whose clocks disagree by up to a second run a 1 s schedule for
-/// 40 s: every slot runs exactly once, and no job body ever runs twice.
-#[tokio::test(start_paused = true)]
-async fn three_skewed_instances_run_every_slot_exactly_once() {
+/// Runs one scheduler per `(who, skew)` on one fresh store (wall clock T0 + skew), each running
+/// `spec` with the job `make_job(who)` gives, for `run_for`; then shuts them all down and
+/// waits for them.
+async fn run_instances<F, Fut>(
+    instances: &[(&'static str, i64)],
+    events: Option<&Arc<Mutex<Vec<SlotEvent>>>>,
+    spec: &JobSpec,
+    run_for: Duration,
+    make_job: impl Fn(&'static str) -> F,
+) where
+    F: FnMut(JobContext) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<(), String>> + Send,
+{
     let store = MemoryStore::new();
-    let table: Shared = Arc::default();
     let shutdown = CancellationToken::new();
     let mut tasks = Vec::new();
-    for (who, skew) in [("a", 0_i64), ("b", 300), ("c", -700)] {
-        let s = scheduler(LeaseClient::new(store.clone()), T0.saturating_add_signed(skew), None);
-        let spec = every_second("skewed");
-        let (table, shutdown) = (table.clone(), shutdown.clone());
-        tasks.push(tokio::spawn(
-            async move { s.run(spec, job(table, who), shutdown).await },
-        ));
+    for &(who, skew) in instances {
+        let s = scheduler(
+            LeaseClient::new(store.clone()),
+            T0.saturating_add_signed(skew),
+            events.cloned(),
+        );
+        let (spec, job, shutdown) = (spec.clone(), make_job(who), shutdown.clone());
+        tasks.push(tokio::spawn(async move { s.run(spec, job, shutdown).await }));
     }
-    tokio::time::sleep(Duration::from_secs(40)).await;
+    tokio::time::sleep(run_for).await;
     shutdown.cancel();
     for t in tasks {
         t.await.expect("task").expect("scheduler");
     }
+}
+
+/// [`run_instances`] of [`job`]; returns the table the jobs wrote.
+async fn run_each(instances: &[(&'static str, i64)], spec: &JobSpec, run_for: Duration) -> Shared {
+    let table: Shared = Arc::default();
+    run_instances(instances, None, spec, run_for, |who| job(table.clone(), who)).await;
+    table
+}
+
+/// Three instances whose clocks disagree by up to a second run a 1 s schedule for
+/// 40 s: every slot runs exactly once, and no job body ever runs twice.
+#[tokio::test(start_paused = true)]
+async fn three_skewed_instances_run_every_slot_exactly_once() {
+    let table = run_each(
+        &[("a", 0), ("b", 300), ("c", -700)],
+        &every_second("skewed"),
+        Duration::from_secs(40),
+    )
+    .await;
     let t = table.lock().unwrap();
     // The instance furthest ahead reaches T0 + 40.3 s; all slots up to T0 + 38 s are
     // surely done; slots from the catch-up window before T0 are included.
@@ -300,51 +328,37 @@ async fn missed_slot_policies() {
 /// succeeds; the slot is then done once.
 #[tokio::test(start_paused = true)]
 async fn a_failed_slot_is_retried_then_done_once() {
-    let store = MemoryStore::new();
     let attempts: Arc<Mutex<BTreeMap<Slot, u32>>> = Arc::default();
     let table: Shared = Arc::default();
     let events: Arc<Mutex<Vec<SlotEvent>>> = Arc::default();
-    let shutdown = CancellationToken::new();
-    let mut tasks = Vec::new();
-    for (who, skew) in [("a", 0_i64), ("b", 200)] {
-        let s = scheduler(
-            LeaseClient::new(store.clone()),
-            T0.saturating_add_signed(skew),
-            Some(events.clone()),
-        );
-        let spec = every_second("retry").retry_failed_after(Duration::from_millis(700));
-        let (table, attempts, shutdown) = (table.clone(), attempts.clone(), shutdown.clone());
-        tasks.push(tokio::spawn(async move {
-            s.run(
-                spec,
-                move |ctx: JobContext| {
-                    let (table, attempts) = (table.clone(), attempts.clone());
-                    async move {
-                        let slot = ctx.slot().expect("slot");
-                        let n = {
-                            let mut a = attempts.lock().unwrap();
-                            let n = a.entry(slot).or_default();
-                            *n += 1;
-                            *n
-                        };
-                        // Every slot fails twice before it succeeds.
-                        if n <= 2 {
-                            return Err(format!("attempt {n} failed"));
-                        }
-                        table.lock().unwrap().commit(slot, ctx.token(), who);
-                        Ok(())
+    run_instances(
+        &[("a", 0), ("b", 200)],
+        Some(&events),
+        &every_second("retry").retry_failed_after(Duration::from_millis(700)),
+        Duration::from_secs(8),
+        |who| {
+            let (table, attempts) = (table.clone(), attempts.clone());
+            move |ctx: JobContext| {
+                let (table, attempts) = (table.clone(), attempts.clone());
+                async move {
+                    let slot = ctx.slot().expect("slot");
+                    let n = {
+                        let mut a = attempts.lock().unwrap();
+                        let n = a.entry(slot).or_default();
+                        *n += 1;
+                        *n
+                    };
+                    // Every slot fails twice before it succeeds.
+                    if n <= 2 {
+                        return Err(format!("attempt {n} failed"));
                     }
-                },
-                shutdown,
-            )
-            .await
-        }));
-    }
-    tokio::time::sleep(Duration::from_secs(8)).await;
-    shutdown.cancel();
-    for t in tasks {
-        t.await.expect("task").expect("scheduler");
-    }
+                    table.lock().unwrap().commit(slot, ctx.token(), who);
+                    Ok(())
+                }
+            }
+        },
+    )
+    .await;
     let t = table.lock().unwrap();
     let attempts = attempts.lock().unwrap();
     for k in 1..=5_u64 {
@@ -363,29 +377,14 @@ async fn a_failed_slot_is_retried_then_done_once() {
 /// A cron schedule with seconds runs on its slots only, each once, on two instances.
 #[tokio::test(start_paused = true)]
 async fn cron_schedule_fires_on_its_slots() {
-    let store = MemoryStore::new();
-    let table: Shared = Arc::default();
-    let shutdown = CancellationToken::new();
-    let mut tasks = Vec::new();
-    for (who, skew) in [("a", 0_i64), ("b", -400)] {
-        let s = scheduler(LeaseClient::new(store.clone()), T0.saturating_add_signed(skew), None);
-        let spec = JobSpec::new(
-            "cron",
-            Schedule::cron("*/3 * * * * *").expect("cron"),
-            Duration::from_secs(1),
-        )
-        .catch_up(Duration::from_millis(500))
-        .keep_done_for(Duration::from_secs(600));
-        let (table, shutdown) = (table.clone(), shutdown.clone());
-        tasks.push(tokio::spawn(
-            async move { s.run(spec, job(table, who), shutdown).await },
-        ));
-    }
-    tokio::time::sleep(Duration::from_millis(13_500)).await;
-    shutdown.cancel();
-    for t in tasks {
-        t.await.expect("task").expect("scheduler");
-    }
+    let spec = JobSpec::new(
+        "cron",
+        Schedule::cron("*/3 * * * * *").expect("cron"),
+        Duration::from_secs(1),
+    )
+    .catch_up(Duration::from_millis(500))
+    .keep_done_for(Duration::from_secs(600));
+    let table = run_each(&[("a", 0), ("b", -400)], &spec, Duration::from_millis(13_500)).await;
     let t = table.lock().unwrap();
     let keys: Vec<String> = t.effects.iter().map(|(s, _, _)| s.key()).collect();
     // T0 is 08:00:00 UTC: a multiple of three seconds.
@@ -407,25 +406,10 @@ async fn cron_schedule_fires_on_its_slots() {
 #[tokio::test(start_paused = true)]
 async fn per_slot_naming_survives_skew_that_breaks_job_name_locks() {
     for (naming, expect_duplicates) in [(LockNaming::JobName, true), (LockNaming::PerSlot, false)] {
-        let store = MemoryStore::new();
-        let table: Shared = Arc::default();
-        let shutdown = CancellationToken::new();
-        let mut tasks = Vec::new();
-        for (who, skew) in [("a", 0_i64), ("b", -800)] {
-            let s = scheduler(LeaseClient::new(store.clone()), T0.saturating_add_signed(skew), None);
-            let spec = every_second("skew")
-                .lock_at_least_for(Duration::from_millis(200))
-                .naming(naming);
-            let (table, shutdown) = (table.clone(), shutdown.clone());
-            tasks.push(tokio::spawn(
-                async move { s.run(spec, job(table, who), shutdown).await },
-            ));
-        }
-        tokio::time::sleep(Duration::from_secs(10)).await;
-        shutdown.cancel();
-        for t in tasks {
-            t.await.expect("task").expect("scheduler");
-        }
+        let spec = every_second("skew")
+            .lock_at_least_for(Duration::from_millis(200))
+            .naming(naming);
+        let table = run_each(&[("a", 0), ("b", -800)], &spec, Duration::from_secs(10)).await;
         let t = table.lock().unwrap();
         let dup = t.bodies.values().filter(|n| **n > 1).count();
         if expect_duplicates {
@@ -439,25 +423,10 @@ async fn per_slot_naming_survives_skew_that_breaks_job_name_locks() {
 /// With a job-name lock and lock_at_least_for above the skew, each fire time runs once.
 #[tokio::test(start_paused = true)]
 async fn job_name_lock_with_enough_lock_at_least_for_runs_each_fire_time_once() {
-    let store = MemoryStore::new();
-    let table: Shared = Arc::default();
-    let shutdown = CancellationToken::new();
-    let mut tasks = Vec::new();
-    for (who, skew) in [("a", 0_i64), ("b", -300), ("c", 250)] {
-        let s = scheduler(LeaseClient::new(store.clone()), T0.saturating_add_signed(skew), None);
-        let spec = every_second("shedlock-style")
-            .lock_at_least_for(Duration::from_millis(800))
-            .naming(LockNaming::JobName);
-        let (table, shutdown) = (table.clone(), shutdown.clone());
-        tasks.push(tokio::spawn(
-            async move { s.run(spec, job(table, who), shutdown).await },
-        ));
-    }
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    shutdown.cancel();
-    for t in tasks {
-        t.await.expect("task").expect("scheduler");
-    }
+    let spec = every_second("shedlock-style")
+        .lock_at_least_for(Duration::from_millis(800))
+        .naming(LockNaming::JobName);
+    let table = run_each(&[("a", 0), ("b", -300), ("c", 250)], &spec, Duration::from_secs(10)).await;
     let t = table.lock().unwrap();
     assert!(t.bodies.len() >= 9, "{:?}", t.bodies);
     assert!(t.bodies.values().all(|n| *n == 1), "{:?}", t.bodies);

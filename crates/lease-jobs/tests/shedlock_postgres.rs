@@ -166,30 +166,31 @@ impl JavaShedLock {
         } else {
             format!("UPDATE {t} AS {tname}{update_clause}")
         };
-        let done = sqlx::query(AssertSqlSafe(sql))
-            .bind(name)
-            .bind(Self::interval(at_most))
-            .bind(&self.locked_by)
-            .execute(&self.pool)
-            .await
-            .expect("java lock");
-        done.rows_affected() == 1
+        self.run(sql, name, at_most, "java lock").await == 1
     }
 
     /// `unlock`: keeps the lock until `locked_at + lockAtLeastFor` if that is later.
     async fn unlock(&self, name: &str, at_least: Duration) {
         let (t, now) = (&self.table, Self::NOW);
         let at_least_expr = "locked_at + cast($2 as interval)";
-        sqlx::query(AssertSqlSafe(format!(
+        let sql = format!(
             "UPDATE {t} SET lock_until = CASE WHEN {at_least_expr} > {now} THEN {at_least_expr} ELSE {now} END \
              WHERE name = $1 AND locked_by = $3"
-        )))
-        .bind(name)
-        .bind(Self::interval(at_least))
-        .bind(&self.locked_by)
-        .execute(&self.pool)
-        .await
-        .expect("java unlock");
+        );
+        self.run(sql, name, at_least, "java unlock").await;
+    }
+
+    /// Runs one of ShedLock's statements with its parameters: `$1` the lock name, `$2`
+    /// the interval `d`, `$3` this instance's `locked_by`; returns the rows it changed.
+    async fn run(&self, sql: String, name: &str, d: Duration, what: &str) -> u64 {
+        sqlx::query(AssertSqlSafe(sql))
+            .bind(name)
+            .bind(Self::interval(d))
+            .bind(&self.locked_by)
+            .execute(&self.pool)
+            .await
+            .expect(what)
+            .rows_affected()
     }
 }
 

@@ -9,9 +9,9 @@ use crate::LeaseTable;
 ///
 /// ```
 /// use leasehold_sql::SqlConfig;
-/// let config = SqlConfig::new().table("ops.leases")?;
+/// let config = SqlConfig::new().with_table("ops.leases")?;
 /// assert_eq!(config.lease_table().display(), "ops.leases");
-/// assert!(SqlConfig::new().table("leases; DROP TABLE users").is_err());
+/// assert!(SqlConfig::new().with_table("leases; DROP TABLE users").is_err());
 /// # Ok::<(), leasehold_core::Error>(())
 /// ```
 #[derive(Debug, Clone, Default)]
@@ -31,7 +31,7 @@ impl SqlConfig {
     ///
     /// # Errors
     /// [`leasehold_core::Error::InvalidInput`] for anything else.
-    pub fn table(mut self, table: &str) -> Result<Self> {
+    pub fn with_table(mut self, table: &str) -> Result<Self> {
         self.table = LeaseTable::new(table)?;
         Ok(self)
     }

@@ -106,10 +106,10 @@ impl fmt::Display for TableName {
 ///
 /// ```
 /// use leasehold_dynamodb::DynamoConfig;
-/// let config = DynamoConfig::new("leases")?.key_attribute("pk")?;
+/// let config = DynamoConfig::new("leases")?.with_key_attribute("pk")?;
 /// assert_eq!(config.table().as_str(), "leases");
 /// assert_eq!(config.key(), "pk");
-/// assert!(DynamoConfig::new("leases")?.key_attribute("fence").is_err());
+/// assert!(DynamoConfig::new("leases")?.with_key_attribute("fence").is_err());
 /// # Ok::<(), leasehold_core::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,7 +137,7 @@ impl DynamoConfig {
     /// # Errors
     /// [`Error::InvalidInput`] for an empty or too long name, or one of the lease
     /// item's own attribute names ([`LEASE_ATTRIBUTES`]).
-    pub fn key_attribute(mut self, name: impl Into<String>) -> Result<Self> {
+    pub fn with_key_attribute(mut self, name: impl Into<String>) -> Result<Self> {
         let name = name.into();
         if name.is_empty() || name.len() > MAX_KEY_ATTRIBUTE_LEN {
             return Err(Error::invalid(
@@ -162,7 +162,7 @@ impl DynamoConfig {
     /// conflicts then report [`leasehold_core::store::Current::Unknown`] and the lease client
     /// reads the item, one more round trip.
     #[must_use]
-    pub fn conflict_returns_current(mut self, yes: bool) -> Self {
+    pub fn with_conflict_returns_current(mut self, yes: bool) -> Self {
         self.conflict_returns_current = yes;
         self
     }
@@ -200,11 +200,14 @@ mod tests {
     #[test]
     fn key_attribute_rules() {
         let c = DynamoConfig::new("leases").expect("config");
-        assert!(c.clone().key_attribute("").is_err());
-        assert!(c.clone().key_attribute("x".repeat(256)).is_err());
+        assert!(c.clone().with_key_attribute("").is_err());
+        assert!(c.clone().with_key_attribute("x".repeat(256)).is_err());
         for own in LEASE_ATTRIBUTES {
-            assert!(c.clone().key_attribute(own).is_err(), "{own}");
+            assert!(c.clone().with_key_attribute(own).is_err(), "{own}");
         }
-        assert_eq!(c.key_attribute("name with space").expect("ok").key(), "name with space");
+        assert_eq!(
+            c.with_key_attribute("name with space").expect("ok").key(),
+            "name with space"
+        );
     }
 }

@@ -85,7 +85,7 @@
 //!
 //! ## Configuration
 //! - [`DynamoConfig`]: the table and its partition key attribute.
-//! - [`DynamoConfig::conflict_returns_current`]`(false)` for an emulator that does not
+//! - [`DynamoConfig::with_conflict_returns_current`]`(false)` for an emulator that does not
 //!   support `ReturnValuesOnConditionCheckFailure` (dynalite): conflicts then report
 //!   `Current::Unknown` and the lease client falls back to a read.
 //! - Callers that try once (a scheduled job started by cron on several machines) can opt

@@ -9,6 +9,7 @@ mod fake_http;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
 use fake_http::{FakeHttp, Script};
 use leasehold_core::{
@@ -55,7 +56,9 @@ async fn invalid_table_name_is_refused_before_sending() {
         );
     }
     assert!(matches!(
-        DynamoConfig::new("leases").expect("config").key_attribute(ATTR_FENCE),
+        DynamoConfig::new("leases")
+            .expect("config")
+            .with_key_attribute(ATTR_FENCE),
         Err(Error::InvalidInput { .. })
     ));
 }
@@ -115,7 +118,7 @@ async fn wrong_key_schema_is_misconfigured() {
         client.clone(),
         DynamoConfig::new(&table)
             .expect("config")
-            .key_attribute("id")
+            .with_key_attribute("id")
             .expect("key"),
     );
     right.verify().await.expect("verify with key id");
@@ -295,13 +298,18 @@ async fn unreachable_endpoint_is_unavailable_and_fast() {
     assert!(matches!(r, Err(Error::Unavailable { .. })), "{r:?}");
 }
 
+/// A fake DynamoDB endpoint running `script`, an SDK client on it and a store on that
+/// client.
+async fn on_fake(script: Script) -> (FakeHttp, Client, DynamoStore) {
+    let fake = FakeHttp::start(script).await;
+    let client = common::client_for(&fake.endpoint, None);
+    let store = DynamoStore::new(client.clone(), DynamoConfig::new("leases").expect("store"));
+    (fake, client, store)
+}
+
 #[tokio::test]
 async fn timeout_after_send_is_indeterminate_for_writes() {
-    let fake = FakeHttp::start(Script::Hang).await;
-    let store = DynamoStore::new(
-        common::client_for(&fake.endpoint, None),
-        DynamoConfig::new("leases").expect("store"),
-    );
+    let (fake, _, store) = on_fake(Script::Hang).await;
     let n = name("hang");
     let started = Instant::now();
     assert_eq!(
@@ -321,9 +329,7 @@ async fn timeout_after_send_is_indeterminate_for_writes() {
 
 #[tokio::test]
 async fn connection_cut_after_send_is_indeterminate_for_writes() {
-    let fake = FakeHttp::start(Script::Drop).await;
-    let client = common::client_for(&fake.endpoint, None);
-    let store = DynamoStore::new(client.clone(), DynamoConfig::new("leases").expect("store"));
+    let (fake, client, store) = on_fake(Script::Drop).await;
     let n = name("dropped");
     assert_eq!(
         kind(&store.write(&n, &Precondition::Absent, &rec()).await),
@@ -339,9 +345,7 @@ async fn connection_cut_after_send_is_indeterminate_for_writes() {
 
 #[tokio::test]
 async fn dynamodb_error_codes_map_to_kinds() {
-    let fake = FakeHttp::start(Script::Hang).await;
-    let client = common::client_for(&fake.endpoint, None);
-    let store = DynamoStore::new(client.clone(), DynamoConfig::new("leases").expect("store"));
+    let (fake, client, store) = on_fake(Script::Hang).await;
     let n = name("codes");
     // (status, code, write kind, read kind)
     let cases = [

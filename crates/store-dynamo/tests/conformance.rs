@@ -36,7 +36,7 @@ impl Fixture for Dynamo {
         // and every case runs on its own runtime.
         let config = DynamoConfig::new(table())
             .expect("config")
-            .conflict_returns_current(self.returns_current);
+            .with_conflict_returns_current(self.returns_current);
         Arc::new(DynamoStore::new(common::client(None), config))
     }
 

@@ -100,39 +100,18 @@ async fn clashes_with_the_guard_are_refused_before_sending() {
     let counter = common::HttpCounter::default();
     let client = common::client(Some(&counter));
     let f = fence(3);
+    let put = || client.put_item().table_name("anything").item("id", common::s("x"));
+    let update = || client.update_item().table_name("anything").key("id", common::s("x"));
     let cases = [
-        f.put(
-            client
-                .put_item()
-                .table_name("anything")
-                .item("id", common::s("x"))
-                .expression_attribute_names(NAME_PLACEHOLDER, "other"),
-        )
-        .await
-        .map(|_| ()),
-        f.put(
-            client
-                .put_item()
-                .table_name("anything")
-                .item("id", common::s("x"))
-                .expression_attribute_values(TOKEN_PLACEHOLDER, common::n(1)),
-        )
-        .await
-        .map(|_| ()),
-        f.put(
-            client
-                .put_item()
-                .table_name("anything")
-                .item("id", common::s("x"))
-                .item("mark", common::n(99)),
-        )
-        .await
-        .map(|_| ()),
+        f.put(put().expression_attribute_names(NAME_PLACEHOLDER, "other"))
+            .await
+            .map(|_| ()),
+        f.put(put().expression_attribute_values(TOKEN_PLACEHOLDER, common::n(1)))
+            .await
+            .map(|_| ()),
+        f.put(put().item("mark", common::n(99))).await.map(|_| ()),
         f.update(
-            client
-                .update_item()
-                .table_name("anything")
-                .key("id", common::s("x"))
+            update()
                 .update_expression("SET #m = :v")
                 .expression_attribute_names("#m", "mark")
                 .expression_attribute_values(":v", common::n(1)),
@@ -140,35 +119,22 @@ async fn clashes_with_the_guard_are_refused_before_sending() {
         .await
         .map(|_| ()),
         // The legacy parameters cannot be combined with the guard's expressions.
-        f.put(
-            client
-                .put_item()
-                .table_name("anything")
-                .item("id", common::s("x"))
-                .expected("id", ExpectedAttributeValue::builder().exists(false).build()),
+        f.put(put().expected("id", ExpectedAttributeValue::builder().exists(false).build()))
+            .await
+            .map(|_| ()),
+        f.update(
+            update().attribute_updates(
+                "v",
+                AttributeValueUpdate::builder()
+                    .action(AttributeAction::Put)
+                    .value(common::n(1))
+                    .build(),
+            ),
         )
         .await
         .map(|_| ()),
         f.update(
-            client
-                .update_item()
-                .table_name("anything")
-                .key("id", common::s("x"))
-                .attribute_updates(
-                    "v",
-                    AttributeValueUpdate::builder()
-                        .action(AttributeAction::Put)
-                        .value(common::n(1))
-                        .build(),
-                ),
-        )
-        .await
-        .map(|_| ()),
-        f.update(
-            client
-                .update_item()
-                .table_name("anything")
-                .key("id", common::s("x"))
+            update()
                 .update_expression("SET v = :v")
                 .expression_attribute_values(":v", common::n(1))
                 .conditional_operator(ConditionalOperator::And),

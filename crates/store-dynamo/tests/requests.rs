@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use leasehold_core::testing::{CountingStore, FaultPlan, FaultStore};
 use leasehold_core::{
-    AcquireOutcome, ClientConfig, FencingToken, HolderId, LeaseClient, LeaseName, SkewBound, Ttl,
+    AcquireOutcome, ClientConfig, FencingToken, HolderId, Lease, LeaseClient, LeaseName, SkewBound, Ttl,
     store::{CasOutcome, CasStore, Current, LeaseRecord, Precondition},
 };
 use leasehold_dynamodb::DynamoStore;
@@ -48,29 +48,27 @@ impl Counted {
 }
 
 fn unique(case: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!("requests/{case}/{}-{nanos:x}", std::process::id())
+    common::unique_name("requests", case)
+}
+
+/// A holder of `name` on `table`, frozen: its store (faults seeded with `seed`) stops
+/// answering right after the grant, so it never renews or releases.
+async fn frozen_holder(table: &str, name: &str, seed: u64) -> Lease {
+    let frozen = FaultStore::new(common::store_on(table), seed);
+    let held = common::granted(&LeaseClient::new(frozen.clone()), name, TTL, "holder").await;
+    frozen.set_plan(FaultPlan::hang());
+    held
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_renew_release_are_one_request_each() {
-    let table = common::unique_table("requests");
-    let admin = common::client(None);
-    common::lease_store(admin.clone(), &table).await;
+    let (admin, table) = common::fresh_lease_table("requests").await;
     let c = Counted::new(&table);
     let client = LeaseClient::with_config(c.calls.clone(), ClientConfig::default()).expect("client");
     let name = unique("basic");
 
     c.reset();
-    let lease = client
-        .try_acquire(&name, TTL)
-        .await
-        .expect("acquire")
-        .granted()
-        .expect("free lease granted");
+    let lease = common::granted(&client, &name, TTL, "free lease").await;
     let acquire = c.counts();
     assert_eq!(acquire, (1, 1), "acquire of a free lease: (http, calls)");
 
@@ -91,12 +89,7 @@ async fn acquire_renew_release_are_one_request_each() {
     // The vacant record keeps its token: the next grant takes the next one, in one
     // request (the client remembers the vacant record it wrote).
     c.reset();
-    let again = client
-        .try_acquire(&name, TTL)
-        .await
-        .expect("again")
-        .granted()
-        .expect("granted again");
+    let again = common::granted(&client, &name, TTL, "again").await;
     assert_eq!(again.token(), FencingToken::new(2));
     let reacquire = c.counts();
     assert_eq!(reacquire, (1, 1), "re-acquire after release");
@@ -109,9 +102,7 @@ async fn acquire_renew_release_are_one_request_each() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conflict_returns_the_current_item_in_the_same_request() {
-    let table = common::unique_table("requests-conflict");
-    let admin = common::client(None);
-    common::lease_store(admin.clone(), &table).await;
+    let (admin, table) = common::fresh_lease_table("requests-conflict").await;
     let c = Counted::new(&table);
     let name = LeaseName::new(unique("conflict")).expect("name");
     let held = LeaseRecord::held(
@@ -150,25 +141,10 @@ async fn a_conflict_returns_the_current_item_in_the_same_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn takeover_is_at_most_two_requests() {
-    let table = common::unique_table("requests-takeover");
-    let admin = common::client(None);
-    common::lease_store(admin.clone(), &table).await;
+    let (admin, table) = common::fresh_lease_table("requests-takeover").await;
     let name = unique("takeover");
 
-    // The holder renews through a store that will stop answering (a frozen holder).
-    let holder_store = DynamoStore::new(
-        common::client(None),
-        leasehold_dynamodb::DynamoConfig::new(&table).expect("store"),
-    );
-    let frozen = FaultStore::new(holder_store, 7);
-    let holder = LeaseClient::new(frozen.clone());
-    let held = holder
-        .try_acquire(&name, TTL)
-        .await
-        .expect("holder acquire")
-        .granted()
-        .expect("holder granted");
-    frozen.set_plan(FaultPlan::hang());
+    let held = frozen_holder(&table, &name, 7).await;
     let holder_valid_until = held.valid_until();
 
     let c = Counted::new(&table);
@@ -195,29 +171,14 @@ async fn takeover_is_at_most_two_requests() {
     );
     assert_eq!(lease.token(), held.token().next());
     eprintln!("takeover attempts (http, store calls): {attempts:?}");
-    lease.release().await.expect("release");
-    drop(held);
-    common::delete_table(&admin, &table).await;
+    common::clean_up_takeover(lease, held, &admin, &table).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skew_bound_one_shot_takeover_is_two_requests() {
-    let table = common::unique_table("requests-oneshot");
-    let admin = common::client(None);
-    common::lease_store(admin.clone(), &table).await;
+    let (admin, table) = common::fresh_lease_table("requests-oneshot").await;
     let name = unique("oneshot");
-    let holder_store = DynamoStore::new(
-        common::client(None),
-        leasehold_dynamodb::DynamoConfig::new(&table).expect("store"),
-    );
-    let frozen = FaultStore::new(holder_store, 9);
-    let held = LeaseClient::new(frozen.clone())
-        .try_acquire(&name, TTL)
-        .await
-        .expect("holder acquire")
-        .granted()
-        .expect("granted");
-    frozen.set_plan(FaultPlan::hang());
+    let held = frozen_holder(&table, &name, 9).await;
     // Clocks agree here; the bound says they may disagree by up to one TTL. A one-shot
     // caller (a fresh client, as a cron-started job has) may take over once the
     // holder's wall-clock expiry plus the bound is past: 2 TTLs after its last write.
@@ -228,17 +189,11 @@ async fn skew_bound_one_shot_takeover_is_two_requests() {
         .build()
         .expect("client config");
     let one_shot = LeaseClient::with_config(c.calls.clone(), config).expect("client");
-    let lease = one_shot
-        .try_acquire(&name, TTL)
-        .await
-        .expect("one shot")
-        .granted()
-        .expect("a one-shot caller with a skew bound takes over a dead lease");
+    // A one-shot caller with a skew bound takes over a dead lease.
+    let lease = common::granted(&one_shot, &name, TTL, "one shot").await;
     let counts = c.counts();
     assert_eq!(counts, (2, 2), "one-shot takeover: read + write");
     assert_eq!(lease.token(), held.token().next());
     eprintln!("one-shot takeover with SkewBound (http, store calls): {counts:?}");
-    lease.release().await.expect("release");
-    drop(held);
-    common::delete_table(&admin, &table).await;
+    common::clean_up_takeover(lease, held, &admin, &table).await;
 }

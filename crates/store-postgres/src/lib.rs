@@ -110,9 +110,9 @@ pub use store::{PgBackend, PostgresStore};
 ///
 /// ```
 /// use leasehold_postgres::PostgresConfig;
-/// let config = PostgresConfig::new().table("ops.leases")?;
+/// let config = PostgresConfig::new().with_table("ops.leases")?;
 /// assert_eq!(config.lease_table().display(), "ops.leases");
-/// assert!(PostgresConfig::new().table("leases; DROP TABLE users").is_err());
+/// assert!(PostgresConfig::new().with_table("leases; DROP TABLE users").is_err());
 /// # Ok::<(), leasehold_core::Error>(())
 /// ```
 pub type PostgresConfig = leasehold_sql::SqlConfig;

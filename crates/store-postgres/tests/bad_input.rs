@@ -19,7 +19,7 @@ const GOOD_COLUMNS: &str = "name VARCHAR(200) PRIMARY KEY, holder VARCHAR(128), 
     wall_expires_at_ms BIGINT, deleted BOOLEAN NOT NULL DEFAULT FALSE";
 
 async fn open(pool: &PgPool, table: &str) -> leasehold_core::Result<PostgresStore> {
-    PostgresStore::new(pool.clone(), PostgresConfig::new().table(table)?).await
+    PostgresStore::new(pool.clone(), PostgresConfig::new().with_table(table)?).await
 }
 
 fn misconfigured<T: std::fmt::Debug>(r: leasehold_core::Result<T>) -> bool {
@@ -32,6 +32,14 @@ fn rec(holder: &str) -> LeaseRecord {
         FencingToken::FIRST,
         Ttl::from_millis(1000).expect("ttl"),
     )
+}
+
+/// A pool, a lease table of its own (`<prefix>_…`) and a store on it.
+async fn fresh_store(prefix: &str) -> (PgPool, String, PostgresStore) {
+    let pool = common::pool().await;
+    let table = common::unique_table(prefix);
+    let store = common::store_on(&pool, &table).await;
+    (pool, table, store)
 }
 
 async fn count(pool: &PgPool, table: &str) -> i64 {
@@ -144,9 +152,7 @@ async fn names_and_holders_longer_than_the_columns_are_invalid_input() {
 
 #[tokio::test]
 async fn ttl_of_zero_or_beyond_range_is_invalid_input() {
-    let pool = common::pool().await;
-    let table = common::unique_table("lh_ttl");
-    let store = common::store_on(&pool, &table).await;
+    let (pool, table, store) = fresh_store("lh_ttl").await;
     let client = LeaseClient::new(store);
     for ttl in [
         Duration::ZERO,
@@ -165,9 +171,7 @@ async fn ttl_of_zero_or_beyond_range_is_invalid_input() {
 
 #[tokio::test]
 async fn corrupt_rows_are_corrupt_records_and_never_claimed() {
-    let pool = common::pool().await;
-    let table = common::unique_table("lh_corrupt");
-    let store = common::store_on(&pool, &table).await;
+    let (pool, table, store) = fresh_store("lh_corrupt").await;
     let client = LeaseClient::new(store.clone());
     // Every row is expired (or vacant), so only its corruption keeps it from a claim.
     let corruptions = [

@@ -54,7 +54,7 @@ async fn sixteen_sessions_creating_one_lease_table_at_once_all_succeed() {
         for pool in &pools {
             let (pool, table, barrier) = (pool.clone(), table.clone(), barrier.clone());
             tasks.push(tokio::spawn(async move {
-                let config = PostgresConfig::new().table(&table).expect("table name");
+                let config = PostgresConfig::new().with_table(&table).expect("table name");
                 barrier.wait().await;
                 PostgresStore::provision(&pool, &config).await
             }));
@@ -63,7 +63,7 @@ async fn sixteen_sessions_creating_one_lease_table_at_once_all_succeed() {
             let result = task.await.expect("task");
             assert!(result.is_ok(), "round {round}, session {i}: {result:?}");
         }
-        let config = PostgresConfig::new().table(&table).expect("table name");
+        let config = PostgresConfig::new().with_table(&table).expect("table name");
         PostgresStore::new(pools[0].clone(), config)
             .await
             .expect("the table every session created opens");

@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::shared::accounts_update;
+
 use std::time::Duration;
 
 use leasehold_core::fence::{FencedOutcome, FencedUpdate};
@@ -56,11 +58,7 @@ fn rejected(r: leasehold_core::Result<u64>) -> bool {
 async fn increments_apply_under_the_guard_and_a_missing_row_is_refused() {
     let pool = common::pool().await;
     let t = accounts(&pool).await;
-    let add = FencedUpdate::new(&t, "last_token")
-        .and_then(|f| f.increment("balance"))
-        .and_then(|f| f.key("id"))
-        .and_then(|f| RowFence::<Postgres>::update(&f))
-        .expect("stmt");
+    let add = RowFence::<Postgres>::update(&accounts_update(&t, false, true)).expect("stmt");
     assert!(add.sql().contains("\"last_token\" <= $2"), "{}", add.sql());
     assert_eq!(write(&pool, &add, 2, 1, -10).await.expect("token 2"), 1);
     assert_eq!(write(&pool, &add, 2, 1, -10).await.expect("token 2 again"), 1);
@@ -86,12 +84,7 @@ async fn upsert_inserts_then_guards() {
     let t = accounts(&pool).await;
     for strict in [false, true] {
         let id = if strict { 20 } else { 10 };
-        let b = FencedUpdate::new(&t, "last_token")
-            .and_then(|f| f.set("balance"))
-            .and_then(|f| f.key("id"))
-            .expect("builder");
-        let b = if strict { b.strict() } else { b };
-        let up = RowFence::<Postgres>::upsert(&b).expect("upsert");
+        let up = RowFence::<Postgres>::upsert(&accounts_update(&t, strict, false)).expect("upsert");
         assert_eq!(write(&pool, &up, 5, id, 1).await.expect("insert"), 1);
         assert_eq!(row(&pool, &t, id).await, Some((1, 5)));
         let same = write(&pool, &up, 5, id, 2).await;
@@ -118,11 +111,7 @@ async fn a_lease_token_fences_out_the_previous_holder() {
     let t = accounts(&pool).await;
     let store = common::store_on(&pool, &common::unique_table("lh_fence_leases")).await;
     let (a, b) = (LeaseClient::new(store.clone()), LeaseClient::new(store.clone()));
-    let set = FencedUpdate::new(&t, "last_token")
-        .and_then(|f| f.set("balance"))
-        .and_then(|f| f.key("id"))
-        .and_then(|f| RowFence::<Postgres>::update(&f))
-        .expect("stmt");
+    let set = RowFence::<Postgres>::update(&accounts_update(&t, false, false)).expect("stmt");
     let la = a.acquire("fence/ledger", Duration::from_secs(5)).await.expect("a");
     let old = la.token();
     assert_eq!(write(&pool, &set, old.get(), 1, 1).await.expect("a writes"), 1);
@@ -147,11 +136,7 @@ async fn a_lease_token_fences_out_the_previous_holder() {
 async fn bad_fenced_writes_are_typed_errors() {
     let pool = common::pool().await;
     let t = accounts(&pool).await;
-    let set = FencedUpdate::new(&t, "last_token")
-        .and_then(|f| f.set("balance"))
-        .and_then(|f| f.key("id"))
-        .expect("builder");
-    let pg = RowFence::<Postgres>::update(&set).expect("pg");
+    let pg = RowFence::<Postgres>::update(&accounts_update(&t, false, false)).expect("pg");
     // A value missing: refused before sending.
     let incomplete = pg.write(FencingToken::new(1)).key("id", 1_i64);
     assert!(matches!(

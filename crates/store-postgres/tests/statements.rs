@@ -10,9 +10,9 @@ mod common;
 
 use std::time::Duration;
 
+use leasehold_core::testing::CountingStore;
 use leasehold_core::testing::process::poll;
-use leasehold_core::testing::{CountingStore, FaultPlan, FaultStore};
-use leasehold_core::{AcquireOutcome, LeaseClient};
+use leasehold_core::{LeaseClient, store::CasStore};
 use leasehold_sql::testing::StatementLog;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Executor, PgPool, Row};
@@ -97,6 +97,19 @@ impl ServerLog {
     }
 }
 
+/// What one operation cost: one store call (since the last reset), one statement
+/// through sqlx (`driver`), one statement on the server.
+fn one_of_each<S: CasStore>(counting: &CountingStore<S>, driver: &[String], on_server: &[String]) {
+    assert_eq!(
+        counting.counts().round_trips(),
+        1,
+        "store calls: {:?}",
+        counting.counts()
+    );
+    assert_eq!(driver.len(), 1, "statements sqlx ran: {driver:#?}");
+    assert_eq!(on_server.len(), 1, "statements the server ran: {on_server:#?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_renew_release_are_one_statement_each() {
     let log = StatementLog::install();
@@ -135,33 +148,15 @@ async fn acquire_renew_release_are_one_statement_each() {
         })
         .await;
     let lease = lease.expect("a free lease is granted");
-    let driver = log.since(mark, &table);
-    assert_eq!(
-        counting.counts().round_trips(),
-        1,
-        "store calls: {:?}",
-        counting.counts()
-    );
-    assert_eq!(driver.len(), 1, "statements sqlx ran: {driver:#?}");
-    assert_eq!(on_server.len(), 1, "statements the server ran: {on_server:#?}");
+    one_of_each(&counting, &log.since(mark, &table), &on_server);
     assert!(on_server[0].contains("INSERT INTO") && on_server[0].contains("ON CONFLICT (name) DO UPDATE"));
 
     // A refused acquire: one statement, and the answer names the holder and its time.
     let mark = log.mark();
     let on_server = server
         .count(async {
-            match rival.try_acquire(name, Duration::from_secs(5)).await.expect("rival") {
-                AcquireOutcome::Held {
-                    holder,
-                    token,
-                    retry_after,
-                } => {
-                    assert_eq!(holder.as_ref(), Some(lease.holder()));
-                    assert_eq!(token, lease.token());
-                    assert!(retry_after > Duration::ZERO && retry_after <= Duration::from_millis(900));
-                }
-                AcquireOutcome::Granted(_) => panic!("two holders"),
-            }
+            let outcome = rival.try_acquire(name, Duration::from_secs(5)).await.expect("rival");
+            common::shared::assert_held_by(outcome, &lease, Duration::from_millis(900));
         })
         .await;
     assert_eq!(log.since(mark, &table).len(), 1);
@@ -179,11 +174,8 @@ async fn acquire_renew_release_are_one_statement_each() {
             );
         })
         .await;
-    let driver = log.since(mark, &table);
-    let n = counting.counts();
-    assert_eq!((n.renews, n.round_trips()), (1, 1), "store calls: {n:?}");
-    assert_eq!(driver.len(), 1, "statements sqlx ran: {driver:#?}");
-    assert_eq!(on_server.len(), 1, "statements the server ran: {on_server:#?}");
+    assert_eq!(counting.counts().renews, 1, "store calls: {:?}", counting.counts());
+    one_of_each(&counting, &log.since(mark, &table), &on_server);
     assert!(on_server[0].contains("UPDATE"));
 
     // Release.
@@ -194,28 +186,11 @@ async fn acquire_renew_release_are_one_statement_each() {
             lease.release().await.expect("release");
         })
         .await;
-    let driver = log.since(mark, &table);
-    assert_eq!(
-        counting.counts().round_trips(),
-        1,
-        "store calls: {:?}",
-        counting.counts()
-    );
-    assert_eq!(driver.len(), 1, "statements sqlx ran: {driver:#?}");
-    assert_eq!(on_server.len(), 1, "statements the server ran: {on_server:#?}");
+    one_of_each(&counting, &log.since(mark, &table), &on_server);
 
     // Takeover of an expired lease (its holder stopped answering): one statement too.
-    let frozen = FaultStore::new(store.clone(), 7);
-    let holder_client = LeaseClient::new(frozen.clone());
-    let held = holder_client
-        .try_acquire("count/expired", Duration::from_millis(300))
-        .await
-        .expect("acquire")
-        .granted()
-        .expect("granted");
-    frozen.set_plan(FaultPlan::hang());
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let taken = loop {
+    let held = common::shared::frozen_holder(store.clone(), "count/expired", Duration::from_millis(300)).await;
+    common::shared::take_over(&held, async || {
         let mark = log.mark();
         let mut granted = None;
         let on_server = server
@@ -233,14 +208,9 @@ async fn acquire_renew_release_are_one_statement_each() {
             1,
             "one statement per attempt on the server: {on_server:#?}"
         );
-        if let Some(l) = granted {
-            break l;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "never took over");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert_eq!(taken.token(), held.token().next());
-    taken.release().await.expect("release");
+        granted
+    })
+    .await;
     println!(
         "statements per operation (CountingStore / sqlx / server log): acquire 1/1/1, refused 1/1/1, renew 1/1/1, release 1/1/1, takeover 1/1/1"
     );

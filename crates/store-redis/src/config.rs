@@ -20,7 +20,7 @@ pub struct RedisConfig {
     /// Upper bound on one script call, on top of the connection's own response timeout
     /// (default 5 s). A write that runs out of time is
     /// [`Error::Indeterminate`](leasehold_core::Error::Indeterminate).
-    pub call_timeout: Option<Duration>,
+    pub request_timeout: Option<Duration>,
 }
 
 impl RedisConfig {
@@ -31,7 +31,7 @@ impl RedisConfig {
     pub const DEFAULT_PREFIX: &'static str = "leasehold:";
 
     /// The default bound on one script call.
-    pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(5);
+    pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
     /// This config with another key prefix.
     #[must_use]
@@ -60,8 +60,8 @@ impl RedisConfig {
                 "must not contain '{' or '}' (the lease name is the hash tag)",
             ));
         }
-        if self.call_timeout.is_some_and(|d| d.is_zero()) {
-            return Err(Error::invalid("call_timeout", "must be above zero"));
+        if self.request_timeout.is_some_and(|d| d.is_zero()) {
+            return Err(Error::invalid("request_timeout", "must be above zero"));
         }
         Ok(())
     }
@@ -72,7 +72,7 @@ impl Default for RedisConfig {
         Self {
             key_prefix: Self::DEFAULT_PREFIX.to_owned(),
             notify_client: None,
-            call_timeout: Some(Self::DEFAULT_CALL_TIMEOUT),
+            request_timeout: Some(Self::DEFAULT_REQUEST_TIMEOUT),
         }
     }
 }
@@ -82,7 +82,7 @@ impl fmt::Debug for RedisConfig {
         f.debug_struct("RedisConfig")
             .field("key_prefix", &self.key_prefix)
             .field("notify", &self.notify_client.is_some())
-            .field("call_timeout", &self.call_timeout)
+            .field("request_timeout", &self.request_timeout)
             .finish()
     }
 }
@@ -156,7 +156,7 @@ mod tests {
         assert!(RedisConfig::default().with_prefix("a{b").validate().is_err());
         assert!(RedisConfig::default().with_prefix("x".repeat(101)).validate().is_err());
         let zero = RedisConfig {
-            call_timeout: Some(Duration::ZERO),
+            request_timeout: Some(Duration::ZERO),
             ..RedisConfig::default()
         };
         assert!(zero.validate().is_err());

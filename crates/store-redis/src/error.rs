@@ -89,7 +89,7 @@ pub(crate) fn from_redis(err: RedisError, effect: Effect, what: &str) -> Error {
     ErrorClass::after_send(effect).error(message, err)
 }
 
-/// A call that ran out of [`crate::RedisConfig::call_timeout`].
+/// A call that ran out of [`crate::RedisConfig::request_timeout`].
 pub(crate) fn timed_out(effect: Effect, what: &str, after: Duration) -> Error {
     no_answer(effect, &format!("redis {what}"), after)
 }

@@ -75,7 +75,7 @@
 //!   [`RedisConfig::with_prefix`]): several applications can share one Redis.
 //! - [`RedisConfig::notify_client`] (set by [`RedisStore::connect`]): a pub/sub client,
 //!   so that a release wakes a waiter at once; without one, waiters back off with jitter.
-//! - [`RedisConfig::call_timeout`] (default [`RedisConfig::DEFAULT_CALL_TIMEOUT`]): the
+//! - [`RedisConfig::request_timeout`] (default [`RedisConfig::DEFAULT_REQUEST_TIMEOUT`]): the
 //!   bound on one script call; a write that runs out of time is
 //!   [`leasehold_core::Error::Indeterminate`].
 //! - On the server: `appendonly yes` and `appendfsync always` keep leases and tokens

@@ -36,7 +36,7 @@ use crate::scripts::{self, DELETE_SCRIPT, READ_SCRIPT, SEED_SCRIPT, WRITE_SCRIPT
 pub struct RedisStore<C = ConnectionManager> {
     conn: C,
     keys: KeyLayout,
-    call_timeout: Option<Duration>,
+    request_timeout: Option<Duration>,
     notifier: Option<Arc<Notifier>>,
 }
 
@@ -45,7 +45,7 @@ impl<C: Clone> Clone for RedisStore<C> {
         Self {
             conn: self.conn.clone(),
             keys: self.keys.clone(),
-            call_timeout: self.call_timeout,
+            request_timeout: self.request_timeout,
             notifier: self.notifier.clone(),
         }
     }
@@ -55,7 +55,7 @@ impl<C> fmt::Debug for RedisStore<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisStore")
             .field("prefix", &self.keys.prefix())
-            .field("call_timeout", &self.call_timeout)
+            .field("request_timeout", &self.request_timeout)
             .field("notifies_waiters", &self.notifier.is_some())
             .finish_non_exhaustive()
     }
@@ -98,7 +98,7 @@ where
         Ok(Self {
             conn,
             keys: KeyLayout::new(&config.key_prefix),
-            call_timeout: config.call_timeout,
+            request_timeout: config.request_timeout,
             notifier: config.notify_client.map(|c| Arc::new(Notifier::new(c))),
         })
     }
@@ -135,7 +135,7 @@ where
         for script in scripts::all() {
             let mut conn = self.conn.clone();
             with_timeout(
-                self.call_timeout,
+                self.request_timeout,
                 Effect::Read,
                 "SCRIPT LOAD",
                 script.load_async(&mut conn),
@@ -180,12 +180,12 @@ where
     /// As [`HashFence::apply`].
     pub async fn fenced_write(&self, write: &HashFence, token: FencingToken) -> Result<FencedOutcome<HashWrite>> {
         let mut conn = self.conn.clone();
-        write.apply_with_timeout(&mut conn, token, self.call_timeout).await
+        write.apply_with_timeout(&mut conn, token, self.request_timeout).await
     }
 
     async fn call(&self, inv: &ScriptInvocation<'_>, effect: Effect, what: &str) -> Result<Reply> {
         let mut conn = self.conn.clone();
-        invoke(&mut conn, self.call_timeout, inv, effect, what).await
+        invoke(&mut conn, self.request_timeout, inv, effect, what).await
     }
 
     /// Reports a write's outcome (`name` as `stored`) to the waiters: a wake-up handed

@@ -155,7 +155,7 @@ impl Bucket {
             }
             Ok::<_, aws_sdk_s3::primitives::ByteStreamError>(Ok(body))
         };
-        match tokio::time::timeout(self.config.timeout(), read_body).await {
+        match tokio::time::timeout(self.config.request_timeout(), read_body).await {
             Ok(Ok(Ok(body))) => Ok(Found::Object { body, etag }),
             Ok(Ok(Err(len))) => Ok(Found::TooLarge { len }),
             Ok(Err(e)) => Err(Error::unavailable(format!("{}: reading the body failed", what()), e)),

@@ -80,7 +80,7 @@ impl S3Config {
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for a zero timeout.
-    pub fn request_timeout(mut self, timeout: Duration) -> Result<Self> {
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Result<Self> {
         if timeout.is_zero() {
             return Err(Error::invalid("request timeout", "must be above zero"));
         }
@@ -93,7 +93,7 @@ impl S3Config {
     /// [`DEFAULT_CONFLICT_RETRIES`]), and the first wait between them (doubled each time,
     /// with jitter).
     #[must_use]
-    pub fn conflict_retries(mut self, retries: u32, first_backoff: Duration) -> Self {
+    pub fn with_conflict_retries(mut self, retries: u32, first_backoff: Duration) -> Self {
         self.conflict_retries = retries;
         self.conflict_backoff = first_backoff;
         self
@@ -110,7 +110,7 @@ impl S3Config {
     }
 
     /// The bound on one request.
-    pub fn timeout(&self) -> Duration {
+    pub fn request_timeout(&self) -> Duration {
         self.request_timeout
     }
 
@@ -273,9 +273,9 @@ mod tests {
     #[test]
     fn zero_timeout_is_refused() {
         let config = S3Config::new("bucket-1", "p").expect("config");
-        assert!(config.clone().request_timeout(Duration::ZERO).is_err());
+        assert!(config.clone().with_request_timeout(Duration::ZERO).is_err());
         let t = config
-            .request_timeout(Duration::from_millis(300))
+            .with_request_timeout(Duration::from_millis(300))
             .expect("timeout")
             .timeouts(Some(
                 &TimeoutConfig::builder().connect_timeout(Duration::from_secs(1)).build(),

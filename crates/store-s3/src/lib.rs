@@ -118,9 +118,9 @@
 //!
 //! ## Configuration
 //! - [`S3Config::new`]: the bucket and the lease prefix.
-//! - [`S3Config::request_timeout`] (default [`DEFAULT_REQUEST_TIMEOUT`]): keep it at most
+//! - [`S3Config::with_request_timeout`] (default [`DEFAULT_REQUEST_TIMEOUT`]): keep it at most
 //!   about a quarter of the TTL.
-//! - [`S3Config::conflict_retries`] (default [`DEFAULT_CONFLICT_RETRIES`], first backoff
+//! - [`S3Config::with_conflict_retries`] (default [`DEFAULT_CONFLICT_RETRIES`], first backoff
 //!   [`DEFAULT_CONFLICT_BACKOFF`]): how often a `409 ConditionalRequestConflict` is re-sent.
 //! - Callers that try once (a scheduled job) can opt into an explicit wall-clock skew
 //!   bound instead of watching, [`leasehold_core::ClientConfig::skew_bound`]: each record
@@ -132,7 +132,7 @@
 //! |---|---|
 //! | 412 `PreconditionFailed` | `Conflict(Current::Unknown)` (nothing changed) |
 //! | 404 `NoSuchKey` on `If-Match` | `Conflict(Current::Absent)` |
-//! | 409 `ConditionalRequestConflict` / `OperationAborted` | re-sent after a jittered backoff ([`S3Config::conflict_retries`]), then [`leasehold_core::Error::Unavailable`] |
+//! | 409 `ConditionalRequestConflict` / `OperationAborted` | re-sent after a jittered backoff ([`S3Config::with_conflict_retries`]), then [`leasehold_core::Error::Unavailable`] |
 //! | 503 `SlowDown`, 400 `RequestTimeout`, any failure before the request left (connection refused, DNS, connect timeout, a failing credentials provider) | [`leasehold_core::Error::Unavailable`] (not applied; retry is safe) |
 //! | 404 `NoSuchBucket` (or a 404 without `NoSuchKey`), 401/403 (`AccessDenied`, `InvalidAccessKeyId`, `SignatureDoesNotMatch`, `RequestTimeTooSkewed`), 3xx, 501, other 4xx | [`leasehold_core::Error::Misconfigured`] |
 //! | other 5xx, a lost connection or a timeout after the request left, an unreadable answer | writes: [`leasehold_core::Error::Indeterminate`] (may have applied); reads: retried, then [`leasehold_core::Error::Unavailable`] |

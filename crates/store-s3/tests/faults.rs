@@ -29,13 +29,18 @@ fn name() -> LeaseName {
     LeaseName::new("jobs/fault").expect("name")
 }
 
+/// `store` creates the lease [`name`] for holder `a` with token 1.
+async fn create(store: &S3Store) -> leasehold_core::Result<CasOutcome> {
+    store.write(&name(), &Precondition::Absent, &rec("a", 1)).await
+}
+
 /// A store whose HTTP is the script (the endpoint is never dialled).
 fn scripted(replies: Vec<Reply>, retries: u32) -> (S3Store, ScriptedHttp) {
     let http = ScriptedHttp::new(replies);
     let client = client_with("http://127.0.0.1:9", None, Some(http.clone()));
     let config = S3Config::new("bucket-1", "leases")
         .expect("config")
-        .conflict_retries(retries, Duration::from_millis(2));
+        .with_conflict_retries(retries, Duration::from_millis(2));
     (S3Store::new(client, config), http)
 }
 
@@ -90,7 +95,7 @@ async fn conflict_409_then_412_is_a_conflict() {
 #[tokio::test]
 async fn persistent_409_gives_up_as_unavailable_after_the_bound() {
     let (store, http) = scripted(vec![Reply::Error(409, "ConditionalRequestConflict"); 10], 2);
-    match store.write(&name(), &Precondition::Absent, &rec("a", 1)).await {
+    match create(&store).await {
         Err(e @ Error::Unavailable { .. }) => assert!(e.to_string().contains("409"), "{e}"),
         other => panic!("{other:?}"),
     }
@@ -100,10 +105,7 @@ async fn persistent_409_gives_up_as_unavailable_after_the_bound() {
 #[tokio::test]
 async fn slow_down_503_is_unavailable_without_sdk_retries() {
     let (store, http) = scripted(vec![Reply::Error(503, "SlowDown"); 4], 4);
-    assert!(matches!(
-        store.write(&name(), &Precondition::Absent, &rec("a", 1)).await,
-        Err(Error::Unavailable { .. })
-    ));
+    assert!(matches!(create(&store).await, Err(Error::Unavailable { .. })));
     // The SDK's standard retry mode would have retried a 503 on the write.
     assert_eq!(http.seen().len(), 1);
     // A read changes nothing: it is retried (three attempts in all) before giving up.
@@ -114,10 +116,7 @@ async fn slow_down_503_is_unavailable_without_sdk_retries() {
 #[tokio::test]
 async fn internal_error_is_indeterminate_for_writes_unavailable_for_reads() {
     let (store, http) = scripted(vec![Reply::Error(500, "InternalError"); 4], 4);
-    assert!(matches!(
-        store.write(&name(), &Precondition::Absent, &rec("a", 1)).await,
-        Err(Error::Indeterminate { .. })
-    ));
+    assert!(matches!(create(&store).await, Err(Error::Indeterminate { .. })));
     assert_eq!(http.seen().len(), 1, "a write is never re-sent after a 500");
     assert!(matches!(store.read(&name()).await, Err(Error::Unavailable { .. })));
     assert_eq!(http.seen().len(), 4, "a read is retried after a 500");
@@ -144,10 +143,7 @@ async fn access_denied_and_missing_bucket_are_misconfigured() {
         ],
         4,
     );
-    assert!(matches!(
-        store.write(&name(), &Precondition::Absent, &rec("a", 1)).await,
-        Err(Error::Misconfigured { .. })
-    ));
+    assert!(matches!(create(&store).await, Err(Error::Misconfigured { .. })));
     assert!(matches!(store.read(&name()).await, Err(Error::Misconfigured { .. })));
     assert!(matches!(store.read(&name()).await, Err(Error::Misconfigured { .. })));
     assert!(matches!(store.read(&name()).await, Err(Error::Misconfigured { .. })));
@@ -270,11 +266,11 @@ async fn silent_server_times_out_indeterminate_for_writes() {
     let endpoint = silent_server().await;
     let config = S3Config::new("bucket-1", "leases")
         .expect("config")
-        .request_timeout(Duration::from_millis(300))
+        .with_request_timeout(Duration::from_millis(300))
         .expect("timeout");
     let store = S3Store::new(leasehold_s3::local_client(&endpoint), config);
     let started = tokio::time::Instant::now();
-    match store.write(&name(), &Precondition::Absent, &rec("a", 1)).await {
+    match create(&store).await {
         Err(Error::Indeterminate { .. }) => {}
         other => panic!("{other:?}"),
     }

@@ -14,9 +14,9 @@ pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 ///
 /// ```
 /// use leasehold_sqlite::SqliteConfig;
-/// let config = SqliteConfig::new().table("my_leases")?;
+/// let config = SqliteConfig::new().with_table("my_leases")?;
 /// assert_eq!(config.lease_table().name(), "my_leases");
-/// assert!(SqliteConfig::new().table("x'; --").is_err());
+/// assert!(SqliteConfig::new().with_table("x'; --").is_err());
 /// # Ok::<(), leasehold_core::Error>(())
 /// ```
 pub type SqliteConfig = leasehold_sql::SqlConfig;

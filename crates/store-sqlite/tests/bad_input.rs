@@ -22,7 +22,7 @@ const GOOD_COLUMNS: &str = "name VARCHAR(200) NOT NULL PRIMARY KEY, holder VARCH
 const NOW_MS: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
 
 async fn open(pool: &SqlitePool, table: &str) -> leasehold_core::Result<SqliteStore> {
-    SqliteStore::new(pool.clone(), SqliteConfig::new().table(table)?).await
+    SqliteStore::new(pool.clone(), SqliteConfig::new().with_table(table)?).await
 }
 
 fn rec(holder: &str) -> LeaseRecord {

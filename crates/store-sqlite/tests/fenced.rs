@@ -53,17 +53,7 @@ fn rejected(r: leasehold_core::Result<u64>) -> bool {
 }
 
 fn builder(strict: bool, increment: bool) -> FencedUpdate {
-    let b = FencedUpdate::new("accounts", "last_token")
-        .and_then(|f| {
-            if increment {
-                f.increment("balance")
-            } else {
-                f.set("balance")
-            }
-        })
-        .and_then(|f| f.key("id"))
-        .expect("builder");
-    if strict { b.strict() } else { b }
+    common::shared::accounts_update("accounts", strict, increment)
 }
 
 #[tokio::test]

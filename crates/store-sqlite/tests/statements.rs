@@ -8,9 +8,9 @@ mod common;
 
 use std::time::Duration;
 
+use leasehold_core::LeaseClient;
+use leasehold_core::testing::CountingStore;
 use leasehold_core::testing::process::poll;
-use leasehold_core::testing::{CountingStore, FaultPlan, FaultStore};
-use leasehold_core::{AcquireOutcome, LeaseClient};
 use leasehold_sql::testing::StatementLog;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -45,18 +45,8 @@ async fn acquire_renew_release_are_one_statement_each() {
 
     // A refused acquire: one statement, and the answer names the holder and its time.
     let mark = log.mark();
-    match rival.try_acquire(name, Duration::from_secs(5)).await.expect("rival") {
-        AcquireOutcome::Held {
-            holder,
-            token,
-            retry_after,
-        } => {
-            assert_eq!(holder.as_ref(), Some(lease.holder()));
-            assert_eq!(token, lease.token());
-            assert!(retry_after > Duration::ZERO && retry_after <= Duration::from_millis(900));
-        }
-        AcquireOutcome::Granted(_) => panic!("two holders"),
-    }
+    let outcome = rival.try_acquire(name, Duration::from_secs(5)).await.expect("rival");
+    common::shared::assert_held_by(outcome, &lease, Duration::from_millis(900));
     assert_eq!(log.since(mark, table).len(), 1, "refused acquire");
 
     // One renewal.
@@ -85,17 +75,8 @@ async fn acquire_renew_release_are_one_statement_each() {
     assert_eq!(log.since(mark, table).len(), 1, "release");
 
     // Takeover of an expired lease whose holder stopped answering.
-    let frozen = FaultStore::new(store.clone(), 7);
-    let holder_client = LeaseClient::new(frozen.clone());
-    let held = holder_client
-        .try_acquire("count/expired", Duration::from_millis(300))
-        .await
-        .expect("acquire")
-        .granted()
-        .expect("granted");
-    frozen.set_plan(FaultPlan::hang());
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let taken = loop {
+    let held = common::shared::frozen_holder(store.clone(), "count/expired", Duration::from_millis(300)).await;
+    common::shared::take_over(&held, async || {
         let mark = log.mark();
         let granted = client
             .try_acquire("count/expired", Duration::from_secs(5))
@@ -103,14 +84,9 @@ async fn acquire_renew_release_are_one_statement_each() {
             .expect("takeover")
             .granted();
         assert_eq!(log.since(mark, table).len(), 1, "one statement per attempt");
-        if let Some(l) = granted {
-            break l;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "never took over");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert_eq!(taken.token(), held.token().next());
-    taken.release().await.expect("release");
+        granted
+    })
+    .await;
     println!(
         "statements per operation (CountingStore / sqlx): acquire 1/1, refused 1, renew 1/1, release 1/1, takeover 1"
     );

@@ -28,59 +28,34 @@ use std::time::Duration;
 #[path = "../cli.rs"]
 mod cli;
 
-use cli::{BoxResult, Data, lease_client, retry, say};
+use cli::{BoxResult, Common, Data, ms, retry, say};
 use leasehold_core::FencingToken;
 use leasehold_election::{Callbacks, Election, ElectionConfig};
 use sqlx::{AssertSqlSafe, Row};
-use tokio_util::sync::CancellationToken;
 
+/// The options of this program; [`Common`] has the rest.
 struct Args {
-    store: String,
-    data: Option<String>,
-    prefix: String,
     election: String,
     ttl: Duration,
     write_every: Duration,
-    instance: String,
-    run_for: Option<Duration>,
 }
 
-fn parse_args() -> BoxResult<Args> {
-    let default_db = std::env::temp_dir().join("leasehold-examples.db");
+fn parse_args() -> BoxResult<(Common, Args)> {
     let mut a = Args {
-        store: format!("sqlite:{}", default_db.display()),
-        data: None,
-        prefix: "demo".into(),
         election: "leader".into(),
         ttl: Duration::from_secs(2),
         write_every: Duration::from_millis(50),
-        instance: format!("pid-{}", std::process::id()),
-        run_for: None,
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        let ms = |v: String| -> BoxResult<Duration> { Ok(Duration::from_millis(v.parse()?)) };
-        match flag.as_str() {
-            "--store" => a.store = value()?,
-            "--data" => a.data = Some(value()?),
-            "--prefix" => a.prefix = value()?,
+    let common = cli::parse_args("examples/src/bin/leader-election.rs", |flag, value| {
+        match flag {
             "--election" => a.election = value()?,
             "--ttl-ms" => a.ttl = ms(value()?)?,
             "--write-every-ms" => a.write_every = ms(value()?)?,
-            "--instance" => a.instance = value()?,
-            "--run-for-ms" => a.run_for = Some(ms(value()?)?),
-            "-h" | "--help" => {
-                println!("see the doc comment of examples/src/bin/leader-election.rs");
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown option {other}").into()),
+            _ => return Ok(false),
         }
-    }
-    if !a.prefix.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        return Err("--prefix: letters, digits and _ only".into());
-    }
-    Ok(a)
+        Ok(true)
+    })?;
+    Ok((common, a))
 }
 
 impl Data {
@@ -126,86 +101,50 @@ impl Data {
     /// the row. `false`: refused by the fence, nothing written.
     async fn fenced_write(&self, p: &str, election: &str, instance: &str, token: FencingToken) -> BoxResult<bool> {
         let t = token.to_i64()?;
-        match self {
-            Self::Pg(pool) => {
-                let mut tx = pool.begin().await?;
-                let n = sqlx::query(AssertSqlSafe(format!(
-                    "UPDATE {p}_leader_fence SET last_token = $1 WHERE election = $2 AND last_token <= $1"
-                )))
+        let fence = self.sql(format!(
+            "UPDATE {p}_leader_fence SET last_token = $1 WHERE election = $2 AND last_token <= $1"
+        ));
+        let write = self.sql(format!(
+            "INSERT INTO {p}_leader_writes (election, instance, token) VALUES ($1, $2, $3)"
+        ));
+        cli::on_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let n = sqlx::query(AssertSqlSafe(fence))
                 .bind(t)
                 .bind(election)
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
-                if n == 0 {
-                    return Ok(false);
-                }
-                sqlx::query(AssertSqlSafe(format!(
-                    "INSERT INTO {p}_leader_writes (election, instance, token) VALUES ($1, $2, $3)"
-                )))
+            if n == 0 {
+                return Ok(false);
+            }
+            sqlx::query(AssertSqlSafe(write))
                 .bind(election)
                 .bind(instance)
                 .bind(t)
                 .execute(&mut *tx)
                 .await?;
-                tx.commit().await?;
-            }
-            Self::Lite(pool) => {
-                let mut tx = pool.begin().await?;
-                let n = sqlx::query(AssertSqlSafe(format!(
-                    "UPDATE {p}_leader_fence SET last_token = ?1 WHERE election = ?2 AND last_token <= ?1"
-                )))
-                .bind(t)
-                .bind(election)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                if n == 0 {
-                    return Ok(false);
-                }
-                sqlx::query(AssertSqlSafe(format!(
-                    "INSERT INTO {p}_leader_writes (election, instance, token) VALUES (?1, ?2, ?3)"
-                )))
-                .bind(election)
-                .bind(instance)
-                .bind(t)
-                .execute(&mut *tx)
-                .await?;
-                tx.commit().await?;
-            }
-        }
+            tx.commit().await?;
+        });
         Ok(true)
     }
 
     async fn count_writes(&self, p: &str, election: &str) -> BoxResult<i64> {
-        let sql = match self {
-            Self::Pg(_) => format!("SELECT count(*) FROM {p}_leader_writes WHERE election = $1"),
-            Self::Lite(_) => format!("SELECT count(*) FROM {p}_leader_writes WHERE election = ?1"),
-        };
-        Ok(match self {
-            Self::Pg(pool) => sqlx::query(AssertSqlSafe(sql))
-                .bind(election)
-                .fetch_one(pool)
-                .await?
-                .try_get(0)?,
-            Self::Lite(pool) => sqlx::query(AssertSqlSafe(sql))
-                .bind(election)
-                .fetch_one(pool)
-                .await?
-                .try_get(0)?,
-        })
+        let sql = self.sql(format!("SELECT count(*) FROM {p}_leader_writes WHERE election = $1"));
+        Ok(cli::on_pool!(self, pool => sqlx::query(AssertSqlSafe(sql))
+            .bind(election)
+            .fetch_one(pool)
+            .await?
+            .try_get(0)?))
     }
 }
 
 #[tokio::main]
 async fn main() -> BoxResult<()> {
-    let args = parse_args()?;
-    let client = retry("open the lease store", || {
-        lease_client(&args.store, &args.prefix, &args.instance)
-    })
-    .await?;
-    let data = std::sync::Arc::new(retry("open the data", || Data::open(&args.store, args.data.as_deref())).await?);
-    retry("create the tables", || data.setup(&args.prefix, &args.election)).await?;
+    let (common, args) = parse_args()?;
+    let (client, data) = common.open().await?;
+    let data = std::sync::Arc::new(data);
+    retry("create the tables", || data.setup(&common.prefix, &args.election)).await?;
     let election = Election::with_config(
         client,
         &args.election,
@@ -214,20 +153,13 @@ async fn main() -> BoxResult<()> {
             ..ElectionConfig::new(args.ttl)
         },
     )?;
-    let shutdown = CancellationToken::new();
-    if let Some(d) = args.run_for {
-        let s = shutdown.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(d).await;
-            s.cancel();
-        });
-    }
-    say(&format!("ready instance={} pid={}", args.instance, std::process::id()));
+    let shutdown = common.shutdown();
+    common.ready();
 
     let (prefix, name, instance, every) = (
-        args.prefix.clone(),
+        common.prefix.clone(),
         args.election.clone(),
-        args.instance.clone(),
+        common.instance.clone(),
         args.write_every,
     );
     let callbacks = Callbacks::new(move |ctx| {
@@ -263,11 +195,11 @@ async fn main() -> BoxResult<()> {
         None => say("new-leader none"),
     });
     election.run(callbacks, shutdown).await?;
-    let data = Data::open(&args.store, args.data.as_deref()).await?;
+    let data = Data::open(&common.store, common.data.as_deref()).await?;
     say(&format!(
         "exit instance={} writes-in-table={}",
-        args.instance,
-        data.count_writes(&args.prefix, &args.election).await.unwrap_or(-1)
+        common.instance,
+        data.count_writes(&common.prefix, &args.election).await.unwrap_or(-1)
     ));
     Ok(())
 }

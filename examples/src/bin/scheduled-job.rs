@@ -31,18 +31,14 @@ use std::time::Duration;
 #[path = "../cli.rs"]
 mod cli;
 
-use cli::{BoxResult, Data, lease_client, retry, say};
+use cli::{BoxResult, Common, Data, ms, retry, say};
 use leasehold_core::FencingToken;
 use leasehold_jobs::{JobContext, JobSpec, MissedSlots, Schedule, Scheduler, Slot};
 use sqlx::{AssertSqlSafe, Row};
-use tokio_util::sync::CancellationToken;
 
+/// The options of this program; [`Common`] has the rest.
 struct Args {
-    store: String,
-    data: Option<String>,
-    prefix: String,
     job: String,
-    instance: String,
     schedule: Schedule,
     lock: Duration,
     at_least: Duration,
@@ -50,17 +46,11 @@ struct Args {
     keep_done: Duration,
     work: Duration,
     missed: MissedSlots,
-    run_for: Option<Duration>,
 }
 
-fn parse_args() -> BoxResult<Args> {
-    let default_db = std::env::temp_dir().join("leasehold-examples.db");
+fn parse_args() -> BoxResult<(Common, Args)> {
     let mut a = Args {
-        store: format!("sqlite:{}", default_db.display()),
-        data: None,
-        prefix: "demo".into(),
         job: "report".into(),
-        instance: format!("pid-{}", std::process::id()),
         schedule: Schedule::every(Duration::from_secs(1))?,
         lock: Duration::from_secs(2),
         at_least: Duration::ZERO,
@@ -68,18 +58,10 @@ fn parse_args() -> BoxResult<Args> {
         keep_done: Duration::from_secs(3600),
         work: Duration::from_millis(20),
         missed: MissedSlots::RunLateOnce,
-        run_for: None,
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        let ms = |v: String| -> BoxResult<Duration> { Ok(Duration::from_millis(v.parse()?)) };
-        match flag.as_str() {
-            "--store" => a.store = value()?,
-            "--data" => a.data = Some(value()?),
-            "--prefix" => a.prefix = value()?,
+    let common = cli::parse_args("examples/src/bin/scheduled-job.rs", |flag, value| {
+        match flag {
             "--job" => a.job = value()?,
-            "--instance" => a.instance = value()?,
             "--every-ms" => a.schedule = Schedule::every(ms(value()?)?)?,
             "--cron" => a.schedule = Schedule::cron(&value()?)?,
             "--lock-ms" => a.lock = ms(value()?)?,
@@ -95,18 +77,11 @@ fn parse_args() -> BoxResult<Args> {
                     other => return Err(format!("--missed {other}: run-late, latest or skip").into()),
                 }
             }
-            "--run-for-ms" => a.run_for = Some(ms(value()?)?),
-            "-h" | "--help" => {
-                println!("see the doc comment of examples/src/bin/scheduled-job.rs");
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown option {other}").into()),
+            _ => return Ok(false),
         }
-    }
-    if !a.prefix.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        return Err("--prefix: letters, digits and _ only".into());
-    }
-    Ok(a)
+        Ok(true)
+    })?;
+    Ok((common, a))
 }
 
 /// What one run of the job found.
@@ -163,107 +138,91 @@ impl Data {
     ) -> BoxResult<Outcome> {
         let (slot_v, t) = (i64::try_from(slot.unix_ms())?, token.to_i64()?);
         // Placeholders: $n for Postgres, ?n for SQLite.
-        let sql = |pg: String| match self {
-            Self::Pg(_) => pg,
-            Self::Lite(_) => pg.replace('$', "?"),
-        };
-        let attempt = sql(format!(
+        let attempt = self.sql(format!(
             "INSERT INTO {p}_job_attempts (job, slot, token, instance) VALUES ($1, $2, $3, $4)"
         ));
-        let claim = sql(format!(
+        let claim = self.sql(format!(
             "INSERT INTO {p}_job_slots (job, slot, token, done) VALUES ($1, $2, $3, false) \
              ON CONFLICT (job, slot) DO UPDATE SET token = excluded.token \
              WHERE {p}_job_slots.token <= excluded.token AND NOT {p}_job_slots.done"
         ));
-        let effect = sql(format!(
+        let effect = self.sql(format!(
             "INSERT INTO {p}_job_effects (job, slot, token, instance) VALUES ($1, $2, $3, $4)"
         ));
-        let done = sql(format!(
+        let done = self.sql(format!(
             "UPDATE {p}_job_slots SET done = true WHERE job = $1 AND slot = $2 AND token = $3"
         ));
-        let is_done = sql(format!("SELECT done FROM {p}_job_slots WHERE job = $1 AND slot = $2"));
-        macro_rules! body {
-            ($pool:expr) => {{
-                let pool = $pool;
-                sqlx::query(AssertSqlSafe(attempt))
+        let is_done = self.sql(format!("SELECT done FROM {p}_job_slots WHERE job = $1 AND slot = $2"));
+        cli::on_pool!(self, pool => {
+            sqlx::query(AssertSqlSafe(attempt))
+                .bind(job)
+                .bind(slot_v)
+                .bind(t)
+                .bind(instance)
+                .execute(pool)
+                .await?;
+            let mut tx = pool.begin().await?;
+            let n = sqlx::query(AssertSqlSafe(claim))
+                .bind(job)
+                .bind(slot_v)
+                .bind(t)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if n == 0 {
+                drop(tx);
+                let done: bool = sqlx::query(AssertSqlSafe(is_done))
                     .bind(job)
                     .bind(slot_v)
-                    .bind(t)
-                    .bind(instance)
-                    .execute(pool)
-                    .await?;
-                let mut tx = pool.begin().await?;
-                let n = sqlx::query(AssertSqlSafe(claim))
-                    .bind(job)
-                    .bind(slot_v)
-                    .bind(t)
-                    .execute(&mut *tx)
+                    .fetch_one(pool)
                     .await?
-                    .rows_affected();
-                if n == 0 {
-                    drop(tx);
-                    let done: bool = sqlx::query(AssertSqlSafe(is_done))
-                        .bind(job)
-                        .bind(slot_v)
-                        .fetch_one(pool)
-                        .await?
-                        .try_get(0)?;
-                    return if done {
-                        Ok(Outcome::AlreadyDone)
-                    } else {
-                        Err(format!("fenced: token {token} is stale").into())
-                    };
-                }
-                sqlx::query(AssertSqlSafe(effect))
-                    .bind(job)
-                    .bind(slot_v)
-                    .bind(t)
-                    .bind(instance)
-                    .execute(&mut *tx)
-                    .await?;
-                tokio::time::sleep(work).await;
-                sqlx::query(AssertSqlSafe(done))
-                    .bind(job)
-                    .bind(slot_v)
-                    .bind(t)
-                    .execute(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-                Ok(Outcome::Ran)
-            }};
-        }
-        match self {
-            Self::Pg(pool) => body!(pool),
-            Self::Lite(pool) => body!(pool),
-        }
+                    .try_get(0)?;
+                return if done {
+                    Ok(Outcome::AlreadyDone)
+                } else {
+                    Err(format!("fenced: token {token} is stale").into())
+                };
+            }
+            sqlx::query(AssertSqlSafe(effect))
+                .bind(job)
+                .bind(slot_v)
+                .bind(t)
+                .bind(instance)
+                .execute(&mut *tx)
+                .await?;
+            tokio::time::sleep(work).await;
+            sqlx::query(AssertSqlSafe(done))
+                .bind(job)
+                .bind(slot_v)
+                .bind(t)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(Outcome::Ran)
+        })
     }
 }
 
 #[tokio::main]
 async fn main() -> BoxResult<()> {
-    let args = parse_args()?;
-    let client = retry("open the lease store", || {
-        lease_client(&args.store, &args.prefix, &args.instance)
-    })
-    .await?;
-    let data = Arc::new(retry("open the data", || Data::open(&args.store, args.data.as_deref())).await?);
-    retry("create the tables", || data.setup(&args.prefix)).await?;
+    let (common, args) = parse_args()?;
+    let (client, data) = common.open().await?;
+    let data = Arc::new(data);
+    retry("create the tables", || data.setup(&common.prefix)).await?;
     let spec = JobSpec::new(&args.job, args.schedule.clone(), args.lock)
         .lock_at_least_for(args.at_least)
         .catch_up(args.catch_up)
         .keep_done_for(args.keep_done)
         .missed(args.missed);
     let scheduler = Scheduler::new(client).on_event(|e| say(&format!("event {e:?}")));
-    let shutdown = CancellationToken::new();
-    if let Some(d) = args.run_for {
-        let s = shutdown.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(d).await;
-            s.cancel();
-        });
-    }
-    say(&format!("ready instance={} pid={}", args.instance, std::process::id()));
-    let (prefix, job, instance, work) = (args.prefix.clone(), args.job.clone(), args.instance.clone(), args.work);
+    let shutdown = common.shutdown();
+    common.ready();
+    let (prefix, job, instance, work) = (
+        common.prefix.clone(),
+        args.job.clone(),
+        common.instance.clone(),
+        args.work,
+    );
     scheduler
         .run(
             spec,
@@ -281,6 +240,6 @@ async fn main() -> BoxResult<()> {
             shutdown,
         )
         .await?;
-    say(&format!("exit instance={}", args.instance));
+    say(&format!("exit instance={}", common.instance));
     Ok(())
 }

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leasehold_core::testing::process::{freeze, kill9, resume};
-use sqlx::postgres::{PgPool, PgPoolOptions};
-use sqlx::sqlite::{SqlitePool, SqlitePoolOptions};
+use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
+use sqlx::sqlite::{SqlitePool, SqlitePoolOptions, SqliteRow};
 use tokio::time::Instant;
 
 /// A running example program and the lines it printed, with when they arrived.
@@ -132,6 +132,88 @@ pub async fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> b
     assert!(ok, "timed out after {timeout:?} waiting for {what}\n{}", dump());
 }
 
+/// The last lines of every process.
+pub fn dump_all(procs: &[Proc]) -> String {
+    procs.iter().map(Proc::dump).collect::<Vec<_>>().join("\n")
+}
+
+/// [`wait_for`] `cond` on `procs`, dumping all of them on a timeout.
+pub async fn wait_procs(procs: &[Proc], what: &str, timeout: Duration, cond: impl Fn(&[Proc]) -> bool) {
+    wait_for(what, timeout, || cond(procs), || dump_all(procs)).await;
+}
+
+/// Where a scenario's lease store and the program's tables live.
+pub struct Place {
+    pub label: &'static str,
+    pub store: String,
+    pub data: String,
+    pub prefix: String,
+    /// The scratch directory of the SQLite files, if any.
+    scratch: Option<std::path::PathBuf>,
+}
+
+impl Place {
+    /// Lease store and data in two SQLite files of a fresh scratch directory.
+    pub fn sqlite(what: &str) -> Self {
+        let dir = scratch_dir(what);
+        Self {
+            label: "sqlite",
+            store: format!("sqlite:{}", dir.join("leases.db").display()),
+            data: format!("sqlite:{}", dir.join("data.db").display()),
+            prefix: "demo".into(),
+            scratch: Some(dir),
+        }
+    }
+
+    /// Lease store and data on the Postgres server under test, tables named `ex_<what>_…`.
+    pub fn postgres(what: &str) -> Self {
+        Self {
+            label: "postgres",
+            store: pg_url(),
+            data: pg_url(),
+            prefix: unique_prefix(what),
+            scratch: None,
+        }
+    }
+
+    /// Leases in the etcd cluster under test, data on the Postgres server.
+    pub fn etcd(what: &str) -> Self {
+        Self {
+            label: "etcd",
+            store: format!("etcd:{}", etcd_endpoints()),
+            data: pg_url(),
+            prefix: unique_prefix(what),
+            scratch: None,
+        }
+    }
+
+    /// The command line of one copy: `--store`, `--data`, `--prefix`, `--instance` and
+    /// `--run-for-ms` from here, then `rest`.
+    pub fn args(&self, instance: &str, run_for_ms: u64, rest: &[&str]) -> Vec<String> {
+        let run_for = run_for_ms.to_string();
+        let common = [
+            "--store",
+            &self.store,
+            "--data",
+            &self.data,
+            "--prefix",
+            &self.prefix,
+            "--instance",
+            instance,
+            "--run-for-ms",
+            &run_for,
+        ];
+        common.iter().chain(rest).map(|s| (*s).to_owned()).collect()
+    }
+
+    /// After a passed run: removes the scratch directory of the SQLite files, if any.
+    pub fn remove_scratch(&self) {
+        if let Some(dir) = &self.scratch {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
 pub fn pg_url() -> String {
     std::env::var("LEASEHOLD_PG_URL")
         .unwrap_or_else(|_| panic!("LEASEHOLD_PG_URL is not set: run `eval \"$(scripts/stores.sh env)\"`"))
@@ -187,49 +269,27 @@ impl Db {
         }
     }
 
+    /// The rows of a query, each decoded as a `T` (a tuple of its columns).
+    async fn rows<T>(&self, sql: &str) -> Vec<T>
+    where
+        T: Send + Unpin + for<'r> sqlx::FromRow<'r, PgRow> + for<'r> sqlx::FromRow<'r, SqliteRow>,
+    {
+        let sql = sqlx::AssertSqlSafe(sql.to_owned());
+        match self {
+            Self::Pg(p) => sqlx::query_as(sql).fetch_all(p).await,
+            Self::Lite(p) => sqlx::query_as(sql).fetch_all(p).await,
+        }
+        .expect("query")
+    }
+
     /// Rows of a query returning two BIGINT/INTEGER columns.
     pub async fn pairs(&self, sql: &str) -> Vec<(i64, i64)> {
-        use sqlx::Row;
-        let sql = sqlx::AssertSqlSafe(sql.to_owned());
-        let map = |r: Vec<_>| -> Vec<(i64, i64)> { r };
-        match self {
-            Self::Pg(p) => map(sqlx::query(sql)
-                .fetch_all(p)
-                .await
-                .expect("query")
-                .iter()
-                .map(|r| (r.get::<i64, _>(0), r.get::<i64, _>(1)))
-                .collect()),
-            Self::Lite(p) => map(sqlx::query(sql)
-                .fetch_all(p)
-                .await
-                .expect("query")
-                .iter()
-                .map(|r| (r.get::<i64, _>(0), r.get::<i64, _>(1)))
-                .collect()),
-        }
+        self.rows(sql).await
     }
 
     /// Rows of a query returning a BIGINT and a TEXT column.
     pub async fn int_text(&self, sql: &str) -> Vec<(i64, String)> {
-        use sqlx::Row;
-        let sql = sqlx::AssertSqlSafe(sql.to_owned());
-        match self {
-            Self::Pg(p) => sqlx::query(sql)
-                .fetch_all(p)
-                .await
-                .expect("query")
-                .iter()
-                .map(|r| (r.get::<i64, _>(0), r.get::<String, _>(1)))
-                .collect(),
-            Self::Lite(p) => sqlx::query(sql)
-                .fetch_all(p)
-                .await
-                .expect("query")
-                .iter()
-                .map(|r| (r.get::<i64, _>(0), r.get::<String, _>(1)))
-                .collect(),
-        }
+        self.rows(sql).await
     }
 
     /// Drops the tables of `prefix` (Postgres only: SQLite files are removed whole).

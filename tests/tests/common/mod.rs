@@ -86,6 +86,11 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// A plan for `kind`: default seed `seed`, dedicated port `port`, `secs` of faults.
+    pub const fn new(kind: StoreKind, seed: u64, port: u16, secs: u64) -> Self {
+        Self { kind, seed, port, secs }
+    }
+
     fn config(&self) -> RunConfig {
         RunConfig::new(
             self.kind,
@@ -151,3 +156,17 @@ pub async fn skew_run(plan: Plan) -> RunReport {
     assert!(r.clock_jumps >= 1, "no clock jumped:\n{r}");
     r
 }
+
+/// Test functions, each a multi-threaded tokio test awaiting one run:
+/// `name => run_expression;`.
+macro_rules! torture_tests {
+    ($($name:ident => $run:expr;)+) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                $run.await;
+            }
+        )+
+    };
+}
+pub(crate) use torture_tests;

@@ -42,7 +42,7 @@ impl PostgresBackend {
         let admin = pool(&url, 2).await?;
         let lib_table = format!("lhbench_{tag}");
         let raw_table = format!("lhbench_raw_{tag}");
-        PostgresStore::provision(&admin, &PostgresConfig::new().table(&lib_table)?).await?;
+        PostgresStore::provision(&admin, &PostgresConfig::new().with_table(&lib_table)?).await?;
         let create = format!(
             "CREATE TABLE {raw_table} (name TEXT PRIMARY KEY, holder TEXT, token BIGINT NOT NULL, \
              expires_at TIMESTAMPTZ NOT NULL)"
@@ -66,7 +66,7 @@ impl Backend for PostgresBackend {
     async fn store(&self) -> Result<Arc<dyn CasStore>> {
         let pool = pool(&self.url, POOL_SIZE).await?;
         Ok(Arc::new(
-            PostgresStore::new(pool, PostgresConfig::new().table(&self.lib_table)?).await?,
+            PostgresStore::new(pool, PostgresConfig::new().with_table(&self.lib_table)?).await?,
         ))
     }
 

@@ -38,17 +38,26 @@ fn write(step: AcquireStep) -> (Precondition, LeaseRecord) {
     }
 }
 
+/// `me` asks for a 30 s lease at `now` (wall clock `wall`), knowing `known`.
+fn ask(p: &Policy, now: Instant, wall: u64, known: Known<'_>) -> AcquireStep {
+    decision::acquire(p, &me(), ttl_s(30), now, wall, known)
+}
+
+/// `me` asks for a 30 s lease at `now`, having seen `s` unchanged since `first_seen`.
+fn ask_seen(p: &Policy, now: Instant, wall: u64, s: &Stored, first_seen: Instant) -> AcquireStep {
+    ask(p, now, wall, Known::Present { stored: s, first_seen })
+}
+
+/// `me` asks for a 30 s lease now, having just seen `s` for the first time.
+fn ask_now(p: &Policy, s: &Stored) -> AcquireStep {
+    let now = Instant::now();
+    ask_seen(p, now, WALL, s, now)
+}
+
 #[test]
 fn store_clock_first_attempt_is_a_claimable_write_with_token_one() {
     let p = Policy::new(ClockSource::Store);
-    let (expect, rec) = write(decision::acquire(
-        &p,
-        &me(),
-        ttl_s(30),
-        Instant::now(),
-        WALL,
-        Known::Nothing,
-    ));
+    let (expect, rec) = write(ask(&p, Instant::now(), WALL, Known::Nothing));
     assert_eq!(expect, Precondition::Claimable);
     assert_eq!(rec.holder, Some(me()));
     assert_eq!(rec.token, FencingToken::FIRST);
@@ -59,14 +68,7 @@ fn store_clock_first_attempt_is_a_claimable_write_with_token_one() {
 #[test]
 fn observation_first_attempt_is_a_create() {
     let p = Policy::new(ClockSource::Observation);
-    let (expect, rec) = write(decision::acquire(
-        &p,
-        &me(),
-        ttl_s(30),
-        Instant::now(),
-        WALL,
-        Known::Absent,
-    ));
+    let (expect, rec) = write(ask(&p, Instant::now(), WALL, Known::Absent));
     assert_eq!(expect, Precondition::Absent);
     assert_eq!(rec.token, FencingToken::FIRST);
 }
@@ -75,18 +77,7 @@ fn observation_first_attempt_is_a_create() {
 fn store_clock_live_holder_means_wait_for_its_remaining_time() {
     let p = Policy::new(ClockSource::Store);
     let s = stored(Some(other()), 4, Some(Duration::from_millis(2_500)));
-    let now = Instant::now();
-    let step = decision::acquire(
-        &p,
-        &me(),
-        ttl_s(30),
-        now,
-        WALL,
-        Known::Present {
-            stored: &s,
-            first_seen: now,
-        },
-    );
+    let step = ask_now(&p, &s);
     assert_eq!(
         step,
         AcquireStep::Wait {
@@ -101,18 +92,7 @@ fn store_clock_live_holder_means_wait_for_its_remaining_time() {
 fn store_clock_expired_holder_is_claimed_with_the_next_token() {
     let p = Policy::new(ClockSource::Store);
     let s = stored(Some(other()), 4, Some(Duration::ZERO));
-    let now = Instant::now();
-    let (expect, rec) = write(decision::acquire(
-        &p,
-        &me(),
-        ttl_s(30),
-        now,
-        WALL,
-        Known::Present {
-            stored: &s,
-            first_seen: now,
-        },
-    ));
+    let (expect, rec) = write(ask_now(&p, &s));
     assert_eq!(expect, Precondition::Claimable);
     assert_eq!(rec.token, FencingToken::new(5));
 }
@@ -121,51 +101,19 @@ fn store_clock_expired_holder_is_claimed_with_the_next_token() {
 fn store_clock_record_without_remaining_is_never_free() {
     let p = Policy::new(ClockSource::Store);
     let s = stored(Some(other()), 4, None);
-    let now = Instant::now();
-    let step = decision::acquire(
-        &p,
-        &me(),
-        ttl_s(30),
-        now,
-        WALL,
-        Known::Present {
-            stored: &s,
-            first_seen: now,
-        },
-    );
+    let step = ask_now(&p, &s);
     assert!(matches!(step, AcquireStep::Wait { retry_after, .. } if retry_after == Duration::from_secs(10)));
 }
 
 #[test]
 fn vacant_record_is_taken_at_once_with_the_next_token() {
-    let now = Instant::now();
     let s = stored(None, 9, None);
     let p = Policy::new(ClockSource::Observation);
-    let (expect, rec) = write(decision::acquire(
-        &p,
-        &me(),
-        ttl_s(30),
-        now,
-        WALL,
-        Known::Present {
-            stored: &s,
-            first_seen: now,
-        },
-    ));
+    let (expect, rec) = write(ask_now(&p, &s));
     assert_eq!(expect, Precondition::Version(Version::new("v7")));
     assert_eq!(rec.token, FencingToken::new(10));
     let p = Policy::new(ClockSource::Store);
-    let (expect, _) = write(decision::acquire(
-        &p,
-        &me(),
-        ttl_s(30),
-        now,
-        WALL,
-        Known::Present {
-            stored: &s,
-            first_seen: now,
-        },
-    ));
+    let (expect, _) = write(ask_now(&p, &s));
     assert_eq!(expect, Precondition::Claimable);
 }
 
@@ -177,44 +125,14 @@ fn observation_waits_the_full_window_from_first_sight() {
     let window = p.observation_window(ttl_s(10));
     assert_eq!(window, Duration::from_millis(10_500), "ttl 10 s + 5% margin");
 
-    let step = decision::acquire(
-        &p,
-        &me(),
-        ttl_s(30),
-        seen,
-        WALL,
-        Known::Present {
-            stored: &s,
-            first_seen: seen,
-        },
-    );
+    let step = ask_seen(&p, seen, WALL, &s, seen);
     assert!(matches!(step, AcquireStep::Wait { retry_after, .. } if retry_after == window));
 
     let almost = seen + window - Duration::from_millis(1);
-    let step = decision::acquire(
-        &p,
-        &me(),
-        ttl_s(30),
-        almost,
-        WALL,
-        Known::Present {
-            stored: &s,
-            first_seen: seen,
-        },
-    );
+    let step = ask_seen(&p, almost, WALL, &s, seen);
     assert!(matches!(step, AcquireStep::Wait { retry_after, .. } if retry_after == Duration::from_millis(1)));
 
-    let (expect, rec) = write(decision::acquire(
-        &p,
-        &me(),
-        ttl_s(30),
-        seen + window,
-        WALL,
-        Known::Present {
-            stored: &s,
-            first_seen: seen,
-        },
-    ));
+    let (expect, rec) = write(ask_seen(&p, seen + window, WALL, &s, seen));
     assert_eq!(expect, Precondition::Version(Version::new("v7")));
     assert_eq!(rec.token, FencingToken::new(5));
 }
@@ -226,17 +144,7 @@ fn wall_clock_is_ignored_without_an_explicit_skew_bound() {
     let p = Policy::new(ClockSource::Observation);
     let s = stored(Some(other()), 4, None);
     let now = Instant::now();
-    let step = decision::acquire(
-        &p,
-        &me(),
-        ttl_s(30),
-        now,
-        1_000_000 + 3_600_000,
-        Known::Present {
-            stored: &s,
-            first_seen: now,
-        },
-    );
+    let step = ask_seen(&p, now, 1_000_000 + 3_600_000, &s, now);
     assert!(matches!(step, AcquireStep::Wait { .. }));
 }
 
@@ -246,19 +154,7 @@ fn skew_bound_allows_takeover_only_past_expiry_plus_bound() {
     p.skew = Some(SkewBound(Duration::from_secs(60)));
     let s = stored(Some(other()), 4, None); // wall expiry 1_000_000 ms
     let now = Instant::now();
-    let at = |wall| {
-        decision::acquire(
-            &p,
-            &me(),
-            ttl_s(30),
-            now,
-            wall,
-            Known::Present {
-                stored: &s,
-                first_seen: now,
-            },
-        )
-    };
+    let at = |wall| ask_seen(&p, now, wall, &s, now);
     assert!(
         matches!(at(1_000_000 + 60_000), AcquireStep::Wait { .. }),
         "exactly at the bound: not yet"
@@ -272,18 +168,7 @@ fn skew_bound_allows_takeover_only_past_expiry_plus_bound() {
 fn our_own_record_is_confirmed_on_its_version_keeping_the_token() {
     let p = Policy::new(ClockSource::Store);
     let s = stored(Some(me()), 4, Some(Duration::from_secs(3)));
-    let now = Instant::now();
-    let (expect, rec) = write(decision::acquire(
-        &p,
-        &me(),
-        ttl_s(30),
-        now,
-        WALL,
-        Known::Present {
-            stored: &s,
-            first_seen: now,
-        },
-    ));
+    let (expect, rec) = write(ask_now(&p, &s));
     assert_eq!(expect, Precondition::Version(Version::new("v7")));
     assert_eq!(rec.token, FencingToken::new(4));
 }

@@ -20,6 +20,7 @@ use aws_sdk_dynamodb::operation::create_table::{CreateTableError, CreateTableOut
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, TableStatus,
 };
+use leasehold_core::{Lease, LeaseClient};
 use leasehold_dynamodb::DynamoStore;
 use tokio::time::Instant;
 
@@ -109,6 +110,50 @@ pub async fn lease_store(client: Client, table: &str) -> DynamoStore {
         .await
         .unwrap_or_else(|e| panic!("create lease table {table} on {}: {e}", endpoint()));
     store
+}
+
+/// A fresh lease table: the admin client that created it (and deletes it) and its name.
+pub async fn fresh_lease_table(purpose: &str) -> (Client, String) {
+    let table = unique_table(purpose);
+    let admin = client(None);
+    lease_store(admin.clone(), &table).await;
+    (admin, table)
+}
+
+/// A store on the existing lease table `table`, with a client of its own.
+pub fn store_on(table: &str) -> DynamoStore {
+    DynamoStore::new(
+        client(None),
+        leasehold_dynamodb::DynamoConfig::new(table).expect("store"),
+    )
+}
+
+/// A lease name no other run uses: `<group>/<case>/<pid>-<nanos>`.
+pub fn unique_name(group: &str, case: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{group}/{case}/{}-{nanos:x}", std::process::id())
+}
+
+/// `client` asks for `name` once; the lease, which it must be granted (`who` names the
+/// asker in the panic messages).
+pub async fn granted(client: &LeaseClient, name: &str, ttl: Duration, who: &str) -> Lease {
+    client
+        .try_acquire(name, ttl)
+        .await
+        .unwrap_or_else(|e| panic!("{who}: acquire: {e}"))
+        .granted()
+        .unwrap_or_else(|| panic!("{who}: not granted"))
+}
+
+/// After a takeover: releases the new holder's `lease`, drops the old holder's `old` (its
+/// store may hang) and deletes the lease table.
+pub async fn clean_up_takeover(lease: Lease, old: Lease, admin: &Client, table: &str) {
+    lease.release().await.expect("release");
+    drop(old);
+    delete_table(admin, table).await;
 }
 
 /// Creates a plain table with a string partition key `id` (a protected resource).

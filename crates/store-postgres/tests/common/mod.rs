@@ -2,9 +2,11 @@
 //! of their own.
 #![allow(dead_code, unreachable_pub)]
 
-use leasehold_postgres::{PostgresConfig, PostgresStore};
-use sqlx::AssertSqlSafe;
+use leasehold_postgres::PostgresStore;
 use sqlx::postgres::{PgPool, PgPoolOptions};
+
+#[path = "../../../store-sqlite/tests/shared/mod.rs"]
+pub mod shared;
 
 /// The server under test; panics with a clear message without it.
 pub fn pg_url() -> String {
@@ -29,15 +31,9 @@ pub fn unique_table(prefix: &str) -> String {
 
 /// Creates (if needed) and opens a lease table.
 pub async fn store_on(pool: &PgPool, table: &str) -> PostgresStore {
-    let config = PostgresConfig::new().table(table).expect("table name");
-    PostgresStore::provision(pool, &config).await.expect("create schema");
-    PostgresStore::new(pool.clone(), config).await.expect("open store")
+    shared::store_on(pool, table).await
 }
 
 /// Runs one statement.
-pub async fn exec(pool: &PgPool, sql: &str) {
-    sqlx::query(AssertSqlSafe(sql.to_owned()))
-        .execute(pool)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
+#[allow(unused_imports)] // not every test binary runs statements
+pub use shared::exec;

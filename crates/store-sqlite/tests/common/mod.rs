@@ -4,9 +4,12 @@
 
 use std::path::PathBuf;
 
-use leasehold_sqlite::{SqliteConfig, SqliteStore, connect_options};
+use leasehold_sqlite::{SqliteStore, connect_options};
+use sqlx::SqlitePool;
 use sqlx::sqlite::SqlitePoolOptions;
-use sqlx::{AssertSqlSafe, SqlitePool};
+
+#[path = "../shared/mod.rs"]
+pub mod shared;
 
 /// A database file in a fresh directory under the system temp dir, removed on drop.
 pub struct TempDb(PathBuf);
@@ -61,15 +64,9 @@ pub async fn pool(path: &std::path::Path) -> SqlitePool {
 
 /// Creates (if needed) and opens a lease table.
 pub async fn store_on(pool: &SqlitePool, table: &str) -> SqliteStore {
-    let config = SqliteConfig::new().table(table).expect("table name");
-    SqliteStore::provision(pool, &config).await.expect("create schema");
-    SqliteStore::new(pool.clone(), config).await.expect("open store")
+    shared::store_on(pool, table).await
 }
 
 /// Runs one statement.
-pub async fn exec(pool: &SqlitePool, sql: &str) {
-    sqlx::query(AssertSqlSafe(sql.to_owned()))
-        .execute(pool)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
+#[allow(unused_imports)] // not every test binary runs statements
+pub use shared::exec;

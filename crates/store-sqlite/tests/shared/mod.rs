@@ -1,0 +1,106 @@
+//! What the SQLite and the Postgres tests share, generic over the backend. It lives here
+//! and the Postgres tests include it too, from their `common` module:
+//! `#[path = "../../../store-sqlite/tests/shared/mod.rs"] mod shared;`.
+#![allow(dead_code, unreachable_pub)]
+
+use std::time::Duration;
+
+use leasehold_core::fence::FencedUpdate;
+use leasehold_core::store::Linearizable;
+use leasehold_core::testing::{FaultPlan, FaultStore};
+use leasehold_core::{AcquireOutcome, Lease, LeaseClient};
+use leasehold_sql::{SqlBackend, SqlConfig, SqlStore};
+use sqlx::{AssertSqlSafe, Database, Executor, Pool};
+
+/// Creates (if needed) and opens the lease table `table`.
+pub async fn store_on<B: SqlBackend>(pool: &Pool<B::Db>, table: &str) -> SqlStore<B> {
+    let config = SqlConfig::new().with_table(table).expect("table name");
+    SqlStore::<B>::provision(pool, &config).await.expect("create schema");
+    SqlStore::new(pool.clone(), config).await.expect("open store")
+}
+
+/// Runs one statement.
+pub async fn exec<DB: Database>(pool: &Pool<DB>, sql: &str)
+where
+    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
+{
+    pool.execute(AssertSqlSafe(sql.to_owned()))
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// A holder of `name` for `ttl` through `store` that then stops answering (its store
+/// hangs right after the grant): it never renews or releases.
+pub async fn frozen_holder<S: Linearizable + Clone>(store: S, name: &str, ttl: Duration) -> Lease {
+    let frozen = FaultStore::new(store, 7);
+    let held = LeaseClient::new(frozen.clone())
+        .try_acquire(name, ttl)
+        .await
+        .expect("acquire")
+        .granted()
+        .expect("granted");
+    frozen.set_plan(FaultPlan::hang());
+    held
+}
+
+/// Takes over from `held` (a [`frozen_holder`]): runs `attempt` every 50 ms, for up to
+/// 10 s, until it is granted the lease; that lease must carry the next token. Releases it.
+pub async fn take_over(held: &Lease, mut attempt: impl AsyncFnMut() -> Option<Lease>) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let taken = loop {
+        if let Some(l) = attempt().await {
+            break l;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never took over");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(taken.token(), held.token().next());
+    taken.release().await.expect("release");
+}
+
+/// A rival's `outcome` while `lease` (of `ttl`) is held: refused, naming the holder and
+/// its token, with a wait of at most `ttl`.
+pub fn assert_held_by(outcome: AcquireOutcome, lease: &Lease, ttl: Duration) {
+    match outcome {
+        AcquireOutcome::Held {
+            holder,
+            token,
+            retry_after,
+        } => {
+            assert_eq!(holder.as_ref(), Some(lease.holder()));
+            assert_eq!(token, lease.token());
+            assert!(retry_after > Duration::ZERO && retry_after <= ttl);
+        }
+        AcquireOutcome::Granted(_) => panic!("two holders"),
+    }
+}
+
+/// The fenced update of the `accounts` tests on `table`: `balance` set (or, with
+/// `increment`, incremented) on the row of key `id`, fenced by `last_token`, strict or not.
+pub fn accounts_update(table: &str, strict: bool, increment: bool) -> FencedUpdate {
+    let b = FencedUpdate::new(table, "last_token")
+        .and_then(|f| {
+            if increment {
+                f.increment("balance")
+            } else {
+                f.set("balance")
+            }
+        })
+        .and_then(|f| f.key("id"))
+        .expect("builder");
+    if strict { b.strict() } else { b }
+}
+
+/// The crate's shipped `sql/leasehold_leases.sql` is exactly `generated` (what
+/// `provision` runs); with `LEASEHOLD_BLESS` set, it is rewritten first.
+pub fn assert_shipped_sql_is(manifest_dir: &str, generated: &str) {
+    let path = format!("{manifest_dir}/sql/leasehold_leases.sql");
+    if std::env::var_os("LEASEHOLD_BLESS").is_some() {
+        std::fs::write(&path, generated).expect("write sql file");
+    }
+    let shipped = std::fs::read_to_string(&path).expect("read sql file");
+    assert_eq!(
+        shipped, generated,
+        "sql/leasehold_leases.sql is stale: rerun with LEASEHOLD_BLESS=1"
+    );
+}
