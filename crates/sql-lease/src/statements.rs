@@ -7,7 +7,7 @@
 //! | read | `SELECT … WHERE name = ?`, time left computed by the database |
 //! | write `Claimable` | `INSERT … ON CONFLICT (name) DO UPDATE … WHERE vacant OR expired`, token = old + 1 (1 when new) |
 //! | write `Absent` | `INSERT … ON CONFLICT (name) DO UPDATE … WHERE deleted` |
-//! | write `Version(v)` | `UPDATE … WHERE name = ? AND version = v` |
+//! | write `Version(v)` | `UPDATE … WHERE name = ? AND version = v AND fence_token <= :token AND <the row is a valid record>` (a foreign writer can change a row without its version: a token it raised is never written back, a corrupt row never healed) |
 //! | delete `v` | `UPDATE … SET deleted … WHERE name = ? AND version = v` (a tombstone) |
 //!
 //! A write that does not apply returns the current row **in the same statement**:
@@ -182,6 +182,14 @@ impl Postgres {
         )
     }
 
+    /// What a version-guarded write also requires of the row it replaces, because a
+    /// foreign writer (an operator's `UPDATE`) can change a row without touching its
+    /// version: a token not above the new one (a token never goes backwards) and a valid
+    /// record (a corrupt one is reported, never healed).
+    fn unchanged_by_others(a: &str, token: &str) -> String {
+        format!("{a}.fence_token <= {token} AND {}", Self::valid(a))
+    }
+
     fn claimable(a: &str) -> String {
         format!(
             "({a}.deleted OR {a}.holder IS NULL OR {a}.expires_at <= now()) AND {}",
@@ -281,9 +289,13 @@ impl Postgres {
                  acquired_at = CASE WHEN l.holder IS NOT DISTINCT FROM {holder} AND l.fence_token = {token} \
                  THEN l.acquired_at ELSE now() END, \
                  expires_at = now() + {ttl} * interval '1 millisecond', wall_expires_at_ms = {wall} \
-                 WHERE l.name = {name} AND l.version = {ver} AND NOT l.deleted"
+                 WHERE l.name = {name} AND l.version = {ver} AND NOT l.deleted AND {guard}",
+                guard = Self::unchanged_by_others("l", &token),
             );
-            let stale = format!("c.version = {ver} AND NOT c.deleted");
+            let stale = format!(
+                "c.version = {ver} AND NOT c.deleted AND {}",
+                Self::unchanged_by_others("c", &token)
+            );
             let sql = self.with_current(&write, &stale, &mut p);
             p.finish(sql)
         };
@@ -445,7 +457,14 @@ impl Sqlite {
                 p.get(Arg::Version),
                 p.get(Arg::WriteId),
             );
-            let cond = format!("(l.version = {ver} AND l.deleted = 0)");
+            // A foreign writer (an operator's `UPDATE`) can change the row without
+            // touching its version: the token must not be above the new one (tokens never
+            // go backwards) and the record must be valid (a corrupt one is reported, never
+            // healed).
+            let cond = format!(
+                "(l.version = {ver} AND l.deleted = 0 AND l.fence_token <= {token} AND {})",
+                Self::valid()
+            );
             let set = Self::guarded_set(
                 &cond,
                 &[

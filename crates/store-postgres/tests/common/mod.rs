@@ -37,3 +37,10 @@ pub async fn store_on(pool: &PgPool, table: &str) -> PostgresStore {
 /// Runs one statement.
 #[allow(unused_imports)] // not every test binary runs statements
 pub use shared::exec;
+
+/// A store on a lease table of its own, for the foreign-writer tests: the store, the
+/// table's name, and what must live as long as the test (nothing, here).
+pub async fn foreign_store() -> (PostgresStore, String, ()) {
+    let table = unique_table("lh_foreign");
+    (store_on(&pool().await, &table).await, table, ())
+}

@@ -70,3 +70,12 @@ pub async fn store_on(pool: &SqlitePool, table: &str) -> SqliteStore {
 /// Runs one statement.
 #[allow(unused_imports)] // not every test binary runs statements
 pub use shared::exec;
+
+/// A store on a database file of its own, for the foreign-writer tests: the store, the
+/// lease table's name, and the file (removed when the test ends).
+pub async fn foreign_store() -> (SqliteStore, String, TempDb) {
+    let db = db_path("foreign");
+    let table = "leasehold_leases".to_owned();
+    let store = store_on(&pool(db.path()).await, &table).await;
+    (store, table, db)
+}

@@ -104,3 +104,42 @@ pub fn assert_shipped_sql_is(manifest_dir: &str, generated: &str) {
         "sql/leasehold_leases.sql is stale: rerun with LEASEHOLD_BLESS=1"
     );
 }
+
+/// An operator raises a held lease's token by hand (`UPDATE … SET fence_token = 100`,
+/// the version untouched, as `psql` or `sqlite3` would). The holder's next renewal must
+/// not write its own token back over it: the holder loses the lease, the row keeps 100,
+/// and the next grant is 101, above every token a resource may have seen.
+pub async fn a_raised_token_is_never_written_back<B: SqlBackend>(store: SqlStore<B>, table: &str)
+where
+    for<'c> &'c Pool<B::Db>: Executor<'c, Database = B::Db>,
+{
+    use leasehold_core::store::CasStore;
+    let ttl = Duration::from_millis(600);
+    let name = format!("foreign/raised/{}", leasehold_testkit::unique_suffix());
+    let lease = LeaseClient::new(store.clone())
+        .acquire(&name, ttl)
+        .await
+        .expect("acquire");
+    assert_eq!(lease.token().get(), 1);
+    exec(
+        store.pool(),
+        &format!("UPDATE \"{table}\" SET fence_token = 100 WHERE name = '{name}'"),
+    )
+    .await;
+    let cause = tokio::time::timeout(Duration::from_secs(5), lease.lost())
+        .await
+        .unwrap_or_else(|_| panic!("the holder never noticed its token was moved (it renews every ~200 ms)"));
+    let key = leasehold_core::LeaseName::new(&name).expect("name");
+    let row = store.read(&key).await.expect("read").expect("the record");
+    assert_eq!(
+        row.record.token.get(),
+        100,
+        "a renewal wrote the token back ({cause:?}): tokens went backwards"
+    );
+    let next = LeaseClient::new(store.clone())
+        .acquire_timeout(&name, ttl, Duration::from_secs(10))
+        .await
+        .expect("the next grant");
+    assert_eq!(next.token().get(), 101, "the next grant must be above the raised token");
+    next.release().await.expect("release");
+}
