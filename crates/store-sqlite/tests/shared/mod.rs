@@ -143,3 +143,42 @@ where
     assert_eq!(next.token().get(), 101, "the next grant must be above the raised token");
     next.release().await.expect("release");
 }
+
+/// An operator (or a bad restore) leaves a held row invalid: an empty holder, a zero
+/// TTL, a negative token. The holder's renewal must not heal it: the holder loses the
+/// lease, the row keeps what was written, and reads and grants report it as corrupt.
+pub async fn a_corrupted_held_row_is_never_healed<B: SqlBackend>(store: SqlStore<B>, table: &str)
+where
+    for<'c> &'c Pool<B::Db>: Executor<'c, Database = B::Db>,
+{
+    use leasehold_core::store::CasStore;
+    let ttl = Duration::from_millis(600);
+    for (what, set) in [
+        ("an empty holder", "holder = ''"),
+        ("a zero TTL", "ttl_ms = 0"),
+        ("a negative token", "fence_token = -5"),
+    ] {
+        let name = format!("foreign/corrupt/{}", leasehold_testkit::unique_suffix());
+        let lease = LeaseClient::new(store.clone())
+            .acquire(&name, ttl)
+            .await
+            .expect("acquire");
+        exec(
+            store.pool(),
+            &format!("UPDATE \"{table}\" SET {set} WHERE name = '{name}'"),
+        )
+        .await;
+        let cause = tokio::time::timeout(Duration::from_secs(5), lease.lost())
+            .await
+            .unwrap_or_else(|_| panic!("{what}: the holder never noticed its row was corrupted"));
+        let key = leasehold_core::LeaseName::new(&name).expect("name");
+        match store.read(&key).await {
+            Err(leasehold_core::Error::CorruptRecord { .. }) => {}
+            other => panic!("{what}: a renewal healed the row ({cause:?}): read gives {other:?}"),
+        }
+        match LeaseClient::new(store.clone()).try_acquire(&name, ttl).await {
+            Err(leasehold_core::Error::CorruptRecord { .. }) => {}
+            other => panic!("{what}: a corrupt row must never be granted: {other:?}"),
+        }
+    }
+}
