@@ -142,7 +142,10 @@ pub(crate) fn lease_update(
         }
         Precondition::Version(v) => {
             values.insert(":expect".into(), AttributeValue::S(v.as_str().to_owned()));
-            "#v = :expect".to_owned()
+            // Another program can change the item without its version (an operator's
+            // `update-item`): a token it raised must never be written back (tokens
+            // never go backwards), so the item's token may not be above the new one.
+            "#v = :expect AND #f <= :f".to_owned()
         }
         Precondition::Claimable => {
             return Err(Error::invalid(
@@ -213,7 +216,7 @@ mod tests {
     fn vacant_record_removes_holder_and_wall_expiry() {
         let vacant = rec().vacated();
         let u = lease_update("lease", &Precondition::Version(Version::new("v1")), &vacant, "v2").expect("update");
-        assert_eq!(u.condition_expression, "#v = :expect");
+        assert_eq!(u.condition_expression, "#v = :expect AND #f <= :f");
         assert_eq!(u.values[":expect"], AttributeValue::S("v1".into()));
         assert!(
             u.update_expression.ends_with("REMOVE #h, #w"),
