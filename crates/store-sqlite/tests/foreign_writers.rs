@@ -4,14 +4,7 @@
 
 mod common;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_raised_token_is_never_written_back() {
-    let (store, table, _keep) = common::foreign_store().await;
-    common::shared::a_raised_token_is_never_written_back(store, &table).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_corrupted_held_row_is_never_healed() {
-    let (store, table, _keep) = common::foreign_store().await;
-    common::shared::a_corrupted_held_row_is_never_healed(store, &table).await;
-}
+common::shared::foreign_writer_tests!(
+    a_raised_token_is_never_written_back,
+    a_corrupted_held_row_is_never_healed
+);

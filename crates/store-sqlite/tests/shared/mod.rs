@@ -1,14 +1,15 @@
 //! What the SQLite and the Postgres tests share, generic over the backend. It lives here
 //! and the Postgres tests include it too, from their `common` module:
 //! `#[path = "../../../store-sqlite/tests/shared/mod.rs"] mod shared;`.
-#![allow(dead_code, unreachable_pub)]
+#![allow(dead_code, unreachable_pub, unused_macros, unused_imports)]
 
 use std::time::Duration;
 
 use leasehold_core::fence::FencedUpdate;
+use leasehold_core::store::CasStore;
 use leasehold_core::store::Linearizable;
 use leasehold_core::testing::{FaultPlan, FaultStore};
-use leasehold_core::{AcquireOutcome, Lease, LeaseClient};
+use leasehold_core::{AcquireOutcome, Lease, LeaseClient, LossCause};
 use leasehold_sql::{SqlBackend, SqlConfig, SqlStore};
 use sqlx::{AssertSqlSafe, Database, Executor, Pool};
 
@@ -105,30 +106,40 @@ pub fn assert_shipped_sql_is(manifest_dir: &str, generated: &str) {
     );
 }
 
-/// An operator raises a held lease's token by hand (`UPDATE … SET fence_token = 100`,
-/// the version untouched, as `psql` or `sqlite3` would). The holder's next renewal must
-/// not write its own token back over it: the holder loses the lease, the row keeps 100,
-/// and the next grant is 101, above every token a resource may have seen.
-pub async fn a_raised_token_is_never_written_back<B: SqlBackend>(store: SqlStore<B>, table: &str)
+/// Takes `name` through `store`, changes its row by hand (`SET {set}`, the way `psql` or
+/// `sqlite3` would, the version untouched), and waits for the holder to notice: the loss
+/// cause. Panics if the holder still believes it holds the lease 5 s later (it renews
+/// every ~200 ms).
+async fn hold_then_change_by_hand<B: SqlBackend>(store: &SqlStore<B>, table: &str, name: &str, set: &str) -> LossCause
 where
     for<'c> &'c Pool<B::Db>: Executor<'c, Database = B::Db>,
 {
-    use leasehold_core::store::CasStore;
     let ttl = Duration::from_millis(600);
-    let name = format!("foreign/raised/{}", leasehold_testkit::unique_suffix());
     let lease = LeaseClient::new(store.clone())
-        .acquire(&name, ttl)
+        .acquire(name, ttl)
         .await
         .expect("acquire");
     assert_eq!(lease.token().get(), 1);
     exec(
         store.pool(),
-        &format!("UPDATE \"{table}\" SET fence_token = 100 WHERE name = '{name}'"),
+        &format!("UPDATE \"{table}\" SET {set} WHERE name = '{name}'"),
     )
     .await;
-    let cause = tokio::time::timeout(Duration::from_secs(5), lease.lost())
+    tokio::time::timeout(Duration::from_secs(5), lease.lost())
         .await
-        .unwrap_or_else(|_| panic!("the holder never noticed its token was moved (it renews every ~200 ms)"));
+        .unwrap_or_else(|_| panic!("`SET {set}`: the holder never noticed its row was changed"))
+}
+
+/// An operator raises a held lease's token by hand (`UPDATE … SET fence_token = 100`,
+/// the version untouched). The holder's next renewal must not write its own token back
+/// over it: the holder loses the lease, the row keeps 100, and the next grant is 101,
+/// above every token a resource may have seen.
+pub async fn a_raised_token_is_never_written_back<B: SqlBackend>(store: SqlStore<B>, table: &str)
+where
+    for<'c> &'c Pool<B::Db>: Executor<'c, Database = B::Db>,
+{
+    let name = format!("foreign/raised/{}", leasehold_testkit::unique_suffix());
+    let cause = hold_then_change_by_hand(&store, table, &name, "fence_token = 100").await;
     let key = leasehold_core::LeaseName::new(&name).expect("name");
     let row = store.read(&key).await.expect("read").expect("the record");
     assert_eq!(
@@ -137,7 +148,7 @@ where
         "a renewal wrote the token back ({cause:?}): tokens went backwards"
     );
     let next = LeaseClient::new(store.clone())
-        .acquire_timeout(&name, ttl, Duration::from_secs(10))
+        .acquire_timeout(&name, Duration::from_millis(600), Duration::from_secs(10))
         .await
         .expect("the next grant");
     assert_eq!(next.token().get(), 101, "the next grant must be above the raised token");
@@ -151,34 +162,39 @@ pub async fn a_corrupted_held_row_is_never_healed<B: SqlBackend>(store: SqlStore
 where
     for<'c> &'c Pool<B::Db>: Executor<'c, Database = B::Db>,
 {
-    use leasehold_core::store::CasStore;
-    let ttl = Duration::from_millis(600);
     for (what, set) in [
         ("an empty holder", "holder = ''"),
         ("a zero TTL", "ttl_ms = 0"),
         ("a negative token", "fence_token = -5"),
     ] {
         let name = format!("foreign/corrupt/{}", leasehold_testkit::unique_suffix());
-        let lease = LeaseClient::new(store.clone())
-            .acquire(&name, ttl)
-            .await
-            .expect("acquire");
-        exec(
-            store.pool(),
-            &format!("UPDATE \"{table}\" SET {set} WHERE name = '{name}'"),
-        )
-        .await;
-        let cause = tokio::time::timeout(Duration::from_secs(5), lease.lost())
-            .await
-            .unwrap_or_else(|_| panic!("{what}: the holder never noticed its row was corrupted"));
+        let cause = hold_then_change_by_hand(&store, table, &name, set).await;
         let key = leasehold_core::LeaseName::new(&name).expect("name");
         match store.read(&key).await {
             Err(leasehold_core::Error::CorruptRecord { .. }) => {}
             other => panic!("{what}: a renewal healed the row ({cause:?}): read gives {other:?}"),
         }
-        match LeaseClient::new(store.clone()).try_acquire(&name, ttl).await {
+        match LeaseClient::new(store.clone())
+            .try_acquire(&name, Duration::from_millis(600))
+            .await
+        {
             Err(leasehold_core::Error::CorruptRecord { .. }) => {}
             other => panic!("{what}: a corrupt row must never be granted: {other:?}"),
         }
     }
 }
+
+/// The foreign-writer tests of a SQL store: `common::foreign_store()` gives the store,
+/// its lease table's name, and what must live as long as the test.
+macro_rules! foreign_writer_tests {
+    ($($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let (store, table, _keep) = common::foreign_store().await;
+                common::shared::$case(store, &table).await;
+            }
+        )*
+    };
+}
+pub(crate) use foreign_writer_tests;
