@@ -631,8 +631,10 @@ impl CasStore for Bounded {
 }
 
 /// The release mutant: a release (a write of a vacant record on the holder's version)
-/// that conflicts is re-sent on whatever version the record has now, so a deposed
-/// holder's release vacates its successor's lease. The checker must catch it.
+/// that conflicts is re-sent on whatever version and token the record has now, so a
+/// deposed holder's release vacates its successor's lease. (Re-sent with its own older
+/// token, the stores refuse it: a version-guarded write never lowers a token.) The
+/// checker must catch it.
 #[derive(Debug)]
 pub struct BlindRelease {
     /// The store.
@@ -659,7 +661,9 @@ impl CasStore for BlindRelease {
         };
         match current {
             Some(s) if s.record.holder.is_some() => {
-                self.inner.write(name, &Precondition::Version(s.version), record).await
+                let mut blind = record.clone();
+                blind.token = s.record.token;
+                self.inner.write(name, &Precondition::Version(s.version), &blind).await
             }
             Some(s) => Ok(CasOutcome::Conflict(Current::Present(s))),
             None => Ok(CasOutcome::Conflict(Current::Absent)),
