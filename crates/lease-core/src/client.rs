@@ -10,8 +10,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::decision::{self, AcquireStep, Known, Policy, SkewBound};
-use crate::driver::{self, Command, DriverCtx};
-use crate::lease::{HeldState, LeaseShared};
+use crate::driver::{self, DriverCtx};
+use crate::lease::{Command, HeldState, LeaseShared};
 use crate::{
     Error, FencingToken, HolderId, Lease, LeaseName, Result, Ttl,
     clock::{SystemWallClock, WallClock},

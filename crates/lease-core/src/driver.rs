@@ -16,23 +16,12 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use crate::decision::{self, ConflictVerdict, Policy};
-use crate::lease::{HeldState, LeaseShared};
+use crate::lease::{Command, HeldState, LeaseShared};
 use crate::{
     Error, LossCause, Result,
     clock::WallClock,
     store::{CasOutcome, CasStore, Current, LeaseRecord, Precondition, Stored, Version},
 };
-
-/// Messages from guards and the client to the driver.
-pub(crate) enum Command {
-    /// Start renewing this lease.
-    Register(Arc<LeaseShared>),
-    /// Release it (from `Lease::release` with a reply, or from `Drop` without).
-    Release {
-        lease: Arc<LeaseShared>,
-        reply: Option<oneshot::Sender<Result<()>>>,
-    },
-}
 
 /// What the driver needs from its client.
 pub(crate) struct DriverCtx {

@@ -8,7 +8,6 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::driver::Command;
 use crate::{
     Error, FencingToken, HolderId, LeaseName, Result, Ttl,
     store::{LeaseRecord, Version},
@@ -60,6 +59,17 @@ impl fmt::Display for LossCause {
             other => f.write_str(other.label()),
         }
     }
+}
+
+/// Messages from guards and the client to the driver.
+pub(crate) enum Command {
+    /// Start renewing this lease.
+    Register(Arc<LeaseShared>),
+    /// Release it (from `Lease::release` with a reply, or from `Drop` without).
+    Release {
+        lease: Arc<LeaseShared>,
+        reply: Option<oneshot::Sender<Result<()>>>,
+    },
 }
 
 /// What the driver tracks of a held lease; shared with its guard.

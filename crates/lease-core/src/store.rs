@@ -8,7 +8,9 @@
 //! [`record_codec`] is the one byte format for stores that keep a record as a blob.
 //! [`ErrorClass`] and [`Effect`] are the one classification of a failed call: a write
 //! whose answer was lost is "may have applied", never "did not apply". [`WakeHub`] is the one
-//! way a store that pushes its changes wakes its waiters: one per change.
+//! way a store that pushes its changes wakes its waiters: one per change. [`session`] is
+//! the model of stores whose held records live on a liveness session the store keeps
+//! alive (etcd, ZooKeeper): its book of held records and the task that expires them.
 
 use std::fmt;
 use std::time::Duration;
@@ -19,6 +21,8 @@ pub use crate::failure::{Effect, ErrorClass, no_answer};
 pub use crate::record::{LeaseRecord, Stored, Version, record_codec};
 pub use crate::wake_hub::{BATON_PASS, WakeHub};
 use crate::{LeaseName, Result};
+
+pub mod session;
 
 /// Where expiry is judged (rule 2 of docs/DESIGN.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -129,6 +129,15 @@ impl Session {
     }
 }
 
+impl leasehold_core::store::session::Session for Session {
+    fn id(&self) -> i64 {
+        self.id
+    }
+    fn is_dead(&self) -> bool {
+        Session::is_dead(self)
+    }
+}
+
 /// The TTL class of a record TTL: whole seconds, rounded up, at least one.
 pub(crate) fn class_of(ttl: Duration) -> u64 {
     let secs = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);

@@ -1,19 +1,19 @@
 //! What a store remembers between requests: the last state it saw of each name (to
 //! predict the compares of a claim so it usually costs one transaction), and the held
 //! records it wrote itself (renewed without a transaction, deleted when their holder
-//! stops renewing them).
+//! stops renewing them: the core's [`SessionBook`]).
 //!
 //! Everything here is a cache of etcd's truth except the held records' deadlines, which
 //! are this process's promise to its own holders. Forgetting any of it is safe: a wrong
 //! prediction costs one more transaction, never a wrong grant (etcd's compares decide).
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::time::Duration;
 
 use etcd_client::KeyValue;
 use leasehold_core::{
     FencingToken, LeaseName, Result,
+    store::session::{Expiry, SessionBook},
     store::{LeaseRecord, Stored, Version, record_codec},
 };
 use tokio::time::Instant;
@@ -90,27 +90,12 @@ pub(crate) struct Known {
     pub(crate) fence: FenceSeen,
 }
 
-/// A held record this store wrote, attached to one of its sessions.
-#[derive(Debug, Clone)]
-pub(crate) struct Held {
-    /// Its mod revision; `None` while the write's outcome is unknown.
-    pub(crate) version: Option<i64>,
-    pub(crate) bytes: Vec<u8>,
-    pub(crate) record: LeaseRecord,
-    pub(crate) session: Arc<Session>,
-    /// When the record expires unless renewed (this process's monotonic clock).
-    pub(crate) deadline: Instant,
-    /// The revision at which this entry was last confirmed.
-    pub(crate) rev: i64,
-    /// An expiry delete is in flight.
-    pub(crate) reaping: bool,
-}
+/// A held record this store wrote, attached to one of its sessions (`version`: its mod
+/// revision; `seen_at`: the revision at which the entry was last confirmed).
+pub(crate) type Held = leasehold_core::store::session::Held<Session, i64>;
 
-impl Held {
-    pub(crate) fn expired(&self, now: Instant) -> bool {
-        self.reaping || self.deadline <= now
-    }
-}
+/// An expiry delete the store must send.
+pub(crate) type Reap = Expiry<i64>;
 
 /// How a claim must find the record key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,27 +115,11 @@ pub(crate) struct Claim {
     pub(crate) token: FencingToken,
 }
 
-/// An expiry delete the reaper must send.
-#[derive(Debug, Clone)]
-pub(crate) struct Reap {
-    pub(crate) name: LeaseName,
-    pub(crate) version: Option<i64>,
-    pub(crate) bytes: Vec<u8>,
-    pub(crate) session: i64,
-    /// A record no held entry stands for any more (see [`State::hold`]).
-    pub(crate) orphan: bool,
-}
-
 /// The store's memory.
 #[derive(Debug, Default)]
 pub(crate) struct State {
     known: HashMap<LeaseName, Known>,
-    held: HashMap<LeaseName, Held>,
-    schedule: BTreeSet<(Instant, u64, LeaseName)>,
-    /// Records that may exist on this store's sessions although no held entry stands for
-    /// them any more, with their deadlines: deleted then (guarded), like abandoned ones.
-    orphans: Vec<(Instant, Reap)>,
-    seq: u64,
+    book: SessionBook<Session, i64>,
 }
 
 /// A decoded snapshot.
@@ -187,15 +156,15 @@ impl State {
         let fence = decoded.fence.as_ref().ok().copied().unwrap_or(FenceSeen::Unknown);
         self.learn(name, snap.rev, record, fence);
         // A held entry whose record was replaced or deleted by someone else is gone.
-        if let Some(h) = self.held.get_mut(name) {
+        if let Some(h) = self.book.get_mut(name) {
             match (h.version, &snap.record) {
                 (None, Some(kv)) if kv.bytes == h.bytes => {
                     h.version = Some(kv.version);
-                    h.rev = snap.rev;
+                    h.seen_at = snap.rev;
                 }
-                (Some(v), Some(kv)) if kv.version == v => h.rev = h.rev.max(snap.rev),
-                (Some(_), _) if snap.rev >= h.rev => {
-                    self.held.remove(name);
+                (Some(v), Some(kv)) if kv.version == v => h.seen_at = h.seen_at.max(snap.rev),
+                (Some(_), _) if snap.rev >= h.seen_at => {
+                    self.book.unhold(name);
                 }
                 _ => {}
             }
@@ -223,14 +192,14 @@ impl State {
             (None, _) => FenceSeen::Unknown,
         };
         self.learn(name, rev, record, fence);
-        if let Some(h) = self.held.get(name) {
+        if let Some(h) = self.book.get(name) {
             let replaced = match (h.version, kv) {
                 (Some(v), Some(kv)) => kv.version != v,
                 (Some(_), None) => true,
                 (None, _) => false,
             };
-            if replaced && rev >= h.rev {
-                self.held.remove(name);
+            if replaced && rev >= h.seen_at {
+                self.book.unhold(name);
             }
         }
     }
@@ -291,9 +260,9 @@ impl State {
     /// Records that the record key was deleted at revision `rev`.
     pub(crate) fn deleted(&mut self, name: &LeaseName, rev: i64) {
         self.learn(name, rev, RecordSeen::Absent, FenceSeen::Unknown);
-        if let Some(h) = self.held.get(name) {
-            if h.version.is_some() && rev >= h.rev {
-                self.held.remove(name);
+        if let Some(h) = self.book.get(name) {
+            if h.version.is_some() && rev >= h.seen_at {
+                self.book.unhold(name);
             }
         }
     }
@@ -329,145 +298,50 @@ impl State {
 
     /// True when this store holds `name` at `version` and that record has expired.
     pub(crate) fn own_expired(&self, name: &LeaseName, version: i64, now: Instant) -> bool {
-        self.held
-            .get(name)
-            .is_some_and(|h| h.version == Some(version) && h.expired(now))
+        self.book.own_expired(name, version, now)
     }
 
     /// The held entry of `name`.
     pub(crate) fn held(&self, name: &LeaseName) -> Option<&Held> {
-        self.held.get(name)
+        self.book.get(name)
     }
 
-    /// Stores a held entry and schedules its expiry.
-    ///
-    /// An entry it replaces that stands for another record (a write whose outcome is
-    /// unknown, replaced by a later attempt's) is kept as an orphan: that record may be on
-    /// one of this store's sessions, which live as long as the store, so it is deleted at
-    /// its deadline unless it has been replaced by then (the delete compares it).
+    /// Stores a held entry and schedules its expiry ([`SessionBook::hold`]).
     pub(crate) fn hold(&mut self, name: &LeaseName, held: Held) {
-        self.seq += 1;
-        self.schedule.insert((held.deadline, self.seq, name.clone()));
-        // An orphan with these very bytes is this record now (a retried write): it must
-        // not be deleted at the old deadline.
-        self.orphans
-            .retain(|(_, r)| !(r.name == *name && r.bytes == held.bytes && r.session == held.session.id));
-        let replaced = self
-            .held
-            .get(name)
-            .filter(|old| old.bytes != held.bytes || old.session.id != held.session.id)
-            .map(|old| {
-                let reap = Reap {
-                    name: name.clone(),
-                    version: old.version,
-                    bytes: old.bytes.clone(),
-                    session: old.session.id,
-                    orphan: true,
-                };
-                (old.deadline, reap)
-            });
-        self.orphans.extend(replaced);
-        self.held.insert(name.clone(), held);
+        self.book.hold(name, held);
     }
 
     /// Drops the held entry of `name` (released, deleted, replaced by a vacant record).
     pub(crate) fn unhold(&mut self, name: &LeaseName) {
-        self.held.remove(name);
+        self.book.unhold(name);
     }
 
     /// Extends the held entry of `name` at `version` to `deadline`; false if it is gone,
     /// changed or expired.
     pub(crate) fn extend(&mut self, name: &LeaseName, version: i64, call: Instant, deadline: Instant) -> bool {
-        let Some(h) = self.held.get_mut(name) else {
-            return false;
-        };
-        if h.version != Some(version) || h.expired(call) || h.session.is_dead() {
-            return false;
-        }
-        if deadline > h.deadline {
-            h.deadline = deadline;
-            self.seq += 1;
-            self.schedule.insert((deadline, self.seq, name.clone()));
-        }
-        true
+        self.book.extend(name, version, call, deadline)
     }
 
     /// Drops every held entry on a session etcd says is gone (its records were deleted).
     pub(crate) fn session_gone(&mut self, session: i64) {
-        let gone: Vec<LeaseName> = self
-            .held
-            .iter()
-            .filter(|(_, h)| h.session.id == session)
-            .map(|(n, _)| n.clone())
-            .collect();
-        self.orphans.retain(|(_, r)| r.session != session);
-        for name in gone {
-            self.held.remove(&name);
+        for name in self.book.session_gone(session) {
             if let Some(k) = self.known.get_mut(&name) {
                 k.record = RecordSeen::Absent;
             }
         }
     }
 
-    /// Takes the expiries due at `now` (marking them in flight) and returns when the
-    /// next one is due.
+    /// Takes the expiries due at `now` and returns when the next one is due.
     pub(crate) fn take_due(&mut self, now: Instant) -> (Vec<Reap>, Option<Instant>) {
-        let (ripe, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.orphans)
-            .into_iter()
-            .partition(|(t, _)| *t <= now);
-        self.orphans = waiting;
-        let mut due: Vec<Reap> = ripe.into_iter().map(|(_, r)| r).collect();
-        let next_orphan = self.orphans.iter().map(|(t, _)| *t).min();
-        while let Some((t, seq, name)) = self.schedule.first().cloned() {
-            if t > now {
-                return (due, Some(next_orphan.map_or(t, |o| o.min(t))));
-            }
-            self.schedule.remove(&(t, seq, name.clone()));
-            let Some(h) = self.held.get_mut(&name) else { continue };
-            if h.reaping || h.deadline > now {
-                continue;
-            }
-            h.reaping = true;
-            due.push(Reap {
-                name,
-                version: h.version,
-                bytes: h.bytes.clone(),
-                session: h.session.id,
-                orphan: false,
-            });
-        }
-        (due, next_orphan)
+        self.book.take_due(now)
     }
 
     /// An expiry delete finished: `Some(rev)` if it deleted the record (or found it
     /// already replaced), `None` if it must be retried at `retry_at`.
     pub(crate) fn reaped(&mut self, reap: &Reap, done: Option<i64>, retry_at: Instant) {
-        if reap.orphan {
-            if done.is_none() {
-                self.orphans.push((retry_at, reap.clone()));
-            }
-            return;
-        }
-        match done {
-            Some(rev) => {
-                if self
-                    .held
-                    .get(&reap.name)
-                    .is_some_and(|h| h.reaping && h.bytes == reap.bytes)
-                {
-                    self.held.remove(&reap.name);
-                }
-                self.learn(&reap.name, rev, RecordSeen::Absent, FenceSeen::Unknown);
-            }
-            None => {
-                if let Some(h) = self.held.get_mut(&reap.name) {
-                    if h.reaping && h.bytes == reap.bytes {
-                        h.reaping = false;
-                        self.seq += 1;
-                        self.schedule.insert((retry_at, self.seq, reap.name.clone()));
-                    }
-                }
-            }
+        self.book.expired(reap, done.is_some(), retry_at);
+        if let (Some(rev), false) = (done, reap.orphan) {
+            self.learn(&reap.name, rev, RecordSeen::Absent, FenceSeen::Unknown);
         }
     }
 
@@ -476,20 +350,13 @@ impl State {
         if record.is_vacant() {
             return Duration::ZERO;
         }
-        match self.held.get(name) {
-            Some(h) if h.version == Some(version) => {
-                if h.expired(now) {
-                    Duration::ZERO
-                } else {
-                    h.deadline.saturating_duration_since(now)
-                }
-            }
-            // Held through another session: a present key means that session is alive
-            // (etcd deletes the keys of an expired one). How long it stays alive is not
-            // known without a LeaseTimeToLive round trip; the record's TTL is the
-            // holder's own renewal horizon, a positive estimate.
-            _ => record.ttl.get(),
-        }
+        // Held through another session: a present key means that session is alive
+        // (etcd deletes the keys of an expired one). How long it stays alive is not
+        // known without a LeaseTimeToLive round trip; the record's TTL is the holder's
+        // own renewal horizon, a positive estimate.
+        self.book
+            .remaining(name, version, now)
+            .unwrap_or_else(|| record.ttl.get())
     }
 
     /// A present record as a [`Stored`].
@@ -601,49 +468,5 @@ mod tests {
         let d = decode(&n, &s);
         assert!(matches!(d.record, Some((1, 0, Err(_)))));
         assert!(d.fence.is_err());
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_replaced_entry_is_deleted_at_its_deadline_unless_rewritten() {
-        let n = name();
-        let t0 = Instant::now();
-        let session = Arc::new(Session::new(7, Duration::from_secs(2), t0));
-        let pending = |holder: &str, deadline_ms: u64| Held {
-            version: None,
-            bytes: record_codec::encode(&rec(Some(holder), 1)),
-            record: rec(Some(holder), 1),
-            session: session.clone(),
-            deadline: t0 + Duration::from_millis(deadline_ms),
-            rev: 0,
-            reaping: false,
-        };
-        let mut st = State::default();
-        st.hold(&n, pending("first", 1000));
-        // A second attempt replaces the first: the first's record (if it applied) is an
-        // orphan, due at the first's deadline, not before.
-        st.hold(&n, pending("second", 1500));
-        let (due, next) = st.take_due(t0 + Duration::from_millis(999));
-        assert!(due.is_empty());
-        assert_eq!(next, Some(t0 + Duration::from_millis(1000)));
-        let (due, _) = st.take_due(t0 + Duration::from_millis(1000));
-        assert_eq!(due.len(), 1);
-        assert!(due[0].orphan && due[0].bytes == pending("first", 0).bytes && due[0].session == 7);
-        // A failed delete is retried.
-        st.reaped(&due[0], None, t0 + Duration::from_millis(1200));
-        assert_eq!(
-            st.take_due(t0 + Duration::from_millis(1100)).1,
-            Some(t0 + Duration::from_millis(1200))
-        );
-        // The same bytes written again (a retry that applied) are no orphan any more.
-        st.hold(&n, pending("first", 3000));
-        let (due, _) = st.take_due(t0 + Duration::from_millis(1200));
-        assert!(
-            due.iter().all(|r| r.bytes != pending("first", 0).bytes || !r.orphan),
-            "{due:?}"
-        );
-        // Orphans on a session etcd says is gone were deleted by etcd.
-        st.hold(&n, pending("third", 4000));
-        st.session_gone(7);
-        assert!(st.orphans.is_empty());
     }
 }

@@ -17,6 +17,8 @@ use leasehold_core::{
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use leasehold_core::store::session::{Expire, expire_due};
+
 use crate::config::EtcdConfig;
 use crate::error::{self, Effect};
 use crate::keys::{Keys, encode_fence};
@@ -27,8 +29,6 @@ use crate::watch::{self, Look, WatchHost, Watches};
 
 /// Pause before retrying an expiry delete that failed.
 const REAP_RETRY: Duration = Duration::from_millis(250);
-/// The longest the expiry task sleeps without checking that its store still exists.
-const REAPER_IDLE: Duration = Duration::from_secs(1);
 
 /// Lease records in etcd: linearizable, expiry on etcd's clock through session leases,
 /// conflicts answered with the current record, waiters woken by a watch.
@@ -346,7 +346,7 @@ impl Inner {
 
     fn start_reaper(&self) {
         if self.reaper_started.set(()).is_ok() {
-            tokio::spawn(reaper(self.me.clone(), self.reaper_kick.clone()));
+            tokio::spawn(expire_due(self.me.clone(), self.reaper_kick.clone()));
         }
     }
 
@@ -473,15 +473,14 @@ impl Inner {
                     if let Some(s) = &session {
                         self.hold(
                             name,
-                            Held {
-                                version: Some(rev),
+                            Held::new(
+                                Some(rev),
                                 bytes,
-                                record: to_write.clone(),
-                                session: s.clone(),
-                                deadline: call + to_write.ttl.get(),
+                                to_write.clone(),
+                                s.clone(),
+                                call + to_write.ttl.get(),
                                 rev,
-                                reaping: false,
-                            },
+                            ),
                         );
                         // The holder will trust the grant until `call + ttl - margin`: the
                         // session must live on etcd at least that long (rule 3 of docs/DESIGN.md).
@@ -543,15 +542,7 @@ impl Inner {
                             // If it applied, the record is on our session: expire it on time.
                             self.hold(
                                 name,
-                                Held {
-                                    version: None,
-                                    bytes,
-                                    record: to_write,
-                                    session: s.clone(),
-                                    deadline: call + record.ttl.get(),
-                                    rev: 0,
-                                    reaping: false,
-                                },
+                                Held::new(None, bytes, to_write, s.clone(), call + record.ttl.get(), 0),
                             );
                         }
                     }
@@ -665,9 +656,18 @@ impl Inner {
             _ => Ok(None),
         }
     }
+}
+
+#[async_trait]
+impl Expire for Inner {
+    type Version = i64;
+
+    fn take_due(&self, now: Instant) -> (Vec<Reap>, Option<Instant>) {
+        self.lock().take_due(now)
+    }
 
     /// Deletes a held record whose holder stopped renewing it.
-    async fn reap(&self, reap: &Reap) {
+    async fn expire(&self, reap: &Reap) {
         let keys = self.keys(&reap.name);
         let guard = match reap.version {
             Some(v) => vec![Compare::mod_revision(keys.record.clone(), CompareOp::Equal, v)],
@@ -694,28 +694,6 @@ impl Inner {
             }
         };
         self.lock().reaped(reap, done, Instant::now() + REAP_RETRY);
-    }
-}
-
-/// Deletes held records whose holders stopped renewing them, at their deadlines.
-async fn reaper(inner: Weak<Inner>, kick: Arc<Notify>) {
-    loop {
-        let next = {
-            let Some(store) = inner.upgrade() else { return };
-            let (due, next) = store.lock().take_due(Instant::now());
-            for r in &due {
-                store.reap(r).await;
-            }
-            if due.is_empty() { next } else { Some(Instant::now()) }
-        };
-        // Wake at least every second to notice that the store was dropped.
-        let wake = next.map_or(REAPER_IDLE, |t| {
-            t.saturating_duration_since(Instant::now()).min(REAPER_IDLE)
-        });
-        tokio::select! {
-            () = tokio::time::sleep(wake) => {}
-            () = kick.notified() => {}
-        }
     }
 }
 
