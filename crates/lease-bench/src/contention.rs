@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use leasehold_core::testing::CountingStore;
 use leasehold_core::{AcquireOutcome, ClientConfig, store::CasStore};
 
-use crate::{Backend, Plan, Result, StoreKind, client_for, fail};
+use crate::{Opened, Plan, Result, StoreKind, client_for, fail};
 
 /// One row of table 6.
 #[derive(Debug, Clone)]
@@ -69,7 +69,7 @@ struct Tally {
 ///
 /// # Errors
 /// Store errors while setting up, or a run with no grant at all.
-pub async fn run(plan: &Plan, backend: &dyn Backend, hot: bool) -> Result<ContentionResult> {
+pub async fn run(plan: &Plan, backend: &Opened, hot: bool) -> Result<ContentionResult> {
     let counting = CountingStore::new(backend.store().await?);
     let store: Arc<dyn CasStore> = Arc::new(counting.clone());
     let workers = plan.contention_workers;

@@ -17,7 +17,7 @@ use leasehold_core::{AcquireOutcome, ClientConfig, store::CasStore};
 use tokio::sync::{mpsc, watch};
 
 use crate::stats::{Samples, Summary};
-use crate::{Backend, Plan, Result, StoreKind, client_for, fail};
+use crate::{Opened, Plan, Result, StoreKind, client_for, fail};
 
 /// One row of table 5.
 #[derive(Debug, Clone)]
@@ -48,7 +48,7 @@ enum Event {
 ///
 /// # Errors
 /// Store errors, or a handoff that did not happen within a few TTLs.
-pub async fn run(plan: &Plan, backend: &dyn Backend, waiters: usize) -> Result<HandoffResult> {
+pub async fn run(plan: &Plan, backend: &Opened, waiters: usize) -> Result<HandoffResult> {
     let counting = CountingStore::new(backend.store().await?);
     let store: Arc<dyn CasStore> = Arc::new(counting.clone());
     let notifies = store.capabilities().notifies_waiters;

@@ -67,7 +67,7 @@ use leasehold_core::{
     store::{CasStore, Grade},
 };
 
-pub use backends::{Backend, StoreKind};
+pub use backends::{Backend, Opened, StoreKind};
 pub use plan::Plan;
 
 /// Any error of a benchmark run (store errors, unexpected outcomes), with its message.
@@ -105,7 +105,7 @@ pub async fn scale_child(kind: StoreKind, leases: usize, ttl: std::time::Duratio
         ..Plan::smoke()
     };
     let backend = backends::open(kind, &run_tag()).await?;
-    let result = scale::run(&plan, backend.as_ref(), leases).await;
+    let result = scale::run(&plan, &backend, leases).await;
     let cleaned = backend.cleanup().await;
     let line = scale::to_line(&result?);
     cleaned?;
@@ -161,7 +161,7 @@ pub async fn run(plan: &Plan, stores: &[StoreKind]) -> Result<Report> {
     for &kind in stores {
         let backend = backends::open(kind, &tag).await?;
         eprintln!("leasehold-bench: {} ...", kind.label());
-        let result = run_store(plan, backend.as_ref(), &mut report).await;
+        let result = run_store(plan, &backend, &mut report).await;
         let cleaned = backend.cleanup().await;
         result?;
         cleaned?;
@@ -171,7 +171,7 @@ pub async fn run(plan: &Plan, stores: &[StoreKind]) -> Result<Report> {
     Ok(report)
 }
 
-async fn run_store(plan: &Plan, backend: &dyn Backend, report: &mut Report) -> Result<()> {
+async fn run_store(plan: &Plan, backend: &Opened, report: &mut Report) -> Result<()> {
     let kind = backend.kind();
     report.stores.push(backend.describe().await?);
     eprintln!("leasehold-bench: {}: overhead", kind.label());

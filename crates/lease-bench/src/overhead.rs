@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::backends::{Floor, holder_value};
 use crate::stats::{Samples, Summary, time};
-use crate::{Backend, Plan, Result, StoreKind, client_for, fail};
+use crate::{Opened, Plan, Result, StoreKind, client_for, fail};
 
 /// The four operations of table 2 (in the results file: `"acquire"`, `"renew"`,
 /// `"release"`, `"takeover"`).
@@ -148,7 +148,7 @@ fn shuffle<T>(v: &mut [T]) {
 ///
 /// # Errors
 /// Store errors, or an outcome the loop did not expect (a free name found held).
-pub async fn run(plan: &Plan, backend: &dyn Backend) -> Result<OverheadResult> {
+pub async fn run(plan: &Plan, backend: &Opened) -> Result<OverheadResult> {
     let kind = backend.kind();
     let n = if kind.emulated() {
         plan.overhead_samples_emulated
@@ -315,7 +315,7 @@ async fn renewals(
 }
 
 async fn takeovers(
-    backend: &dyn Backend,
+    backend: &Opened,
     counting: &CountingStore<Arc<dyn CasStore>>,
     client: &leasehold_core::LeaseClient,
     floor: &dyn Floor,

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use leasehold_core::{AcquireOutcome, ClientConfig, LeaseClient};
 
 use crate::stats::{Samples, Summary, time};
-use crate::{Backend, Plan, Result, StoreKind, client_for, fail};
+use crate::{Backend, Opened, Plan, Result, StoreKind, client_for, fail};
 
 /// One side of a comparison.
 #[async_trait]
@@ -81,7 +81,7 @@ pub struct PeerResult {
 ///
 /// # Errors
 /// A store or peer error, or a lock that was not free.
-pub async fn run(plan: &Plan, backend: &dyn Backend) -> Result<Option<PeerResult>> {
+pub async fn run(plan: &Plan, backend: &Opened) -> Result<Option<PeerResult>> {
     backend.peer(plan).await
 }
 

@@ -18,7 +18,7 @@ use leasehold_core::testing::CountingStore;
 use leasehold_core::{AcquireOutcome, ClientConfig, Lease, store::CasStore};
 
 use crate::machine::{cpu_between, cpu_now, rss_bytes};
-use crate::{Backend, Plan, Result, StoreKind, client_for, fail};
+use crate::{Opened, Plan, Result, StoreKind, client_for, fail};
 
 /// One row of table 4.
 #[derive(Debug, Clone)]
@@ -50,7 +50,7 @@ pub struct ScaleResult {
 ///
 /// # Errors
 /// Store errors, or a lease that could not be granted.
-pub async fn run(plan: &Plan, backend: &dyn Backend, leases: usize) -> Result<ScaleResult> {
+pub async fn run(plan: &Plan, backend: &Opened, leases: usize) -> Result<ScaleResult> {
     let counting = CountingStore::new(backend.store().await?);
     let store: Arc<dyn CasStore> = Arc::new(counting.clone());
     let client = client_for(store, ClientConfig::default())?;

@@ -95,10 +95,6 @@ impl DynamoBackend {
 
 #[async_trait]
 impl Backend for DynamoBackend {
-    fn kind(&self) -> StoreKind {
-        StoreKind::Dynamo
-    }
-
     async fn store(&self) -> Result<Arc<dyn CasStore>> {
         Ok(Arc::new(DynamoStore::new(
             client(&self.endpoint),

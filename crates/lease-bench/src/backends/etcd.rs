@@ -55,10 +55,6 @@ impl EtcdBackend {
 
 #[async_trait]
 impl Backend for EtcdBackend {
-    fn kind(&self) -> StoreKind {
-        StoreKind::Etcd
-    }
-
     async fn store(&self) -> Result<Arc<dyn CasStore>> {
         let client = connect(&self.endpoints).await?;
         Ok(Arc::new(EtcdStore::new(

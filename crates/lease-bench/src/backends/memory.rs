@@ -29,10 +29,6 @@ impl MemoryBackend {
 
 #[async_trait]
 impl Backend for MemoryBackend {
-    fn kind(&self) -> StoreKind {
-        StoreKind::Memory
-    }
-
     async fn store(&self) -> Result<Arc<dyn CasStore>> {
         Ok(Arc::new(self.store.clone()))
     }

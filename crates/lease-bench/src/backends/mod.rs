@@ -10,6 +10,7 @@ mod s3;
 mod sql_floor;
 mod sqlite;
 
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -210,8 +211,6 @@ pub struct OpTexts {
 /// One store under test.
 #[async_trait]
 pub trait Backend: Send + Sync {
-    /// Which store.
-    fn kind(&self) -> StoreKind;
     /// A new store instance (own connections) on this run's namespace; instances of
     /// one backend see the same records.
     async fn store(&self) -> Result<Arc<dyn CasStore>>;
@@ -228,12 +227,34 @@ pub trait Backend: Send + Sync {
     }
 }
 
+/// A backend as [`open`] returns it: the store it was opened for, and its [`Backend`]
+/// methods (through `Deref`).
+pub struct Opened {
+    kind: StoreKind,
+    backend: Box<dyn Backend>,
+}
+
+impl Opened {
+    /// Which store.
+    pub fn kind(&self) -> StoreKind {
+        self.kind
+    }
+}
+
+impl Deref for Opened {
+    type Target = dyn Backend;
+
+    fn deref(&self) -> &Self::Target {
+        self.backend.as_ref()
+    }
+}
+
 /// Opens the backend of `kind` for the run tagged `tag`.
 ///
 /// # Errors
 /// A missing `LEASEHOLD_*` variable or an unreachable store.
-pub async fn open(kind: StoreKind, tag: &str) -> Result<Box<dyn Backend>> {
-    Ok(match kind {
+pub async fn open(kind: StoreKind, tag: &str) -> Result<Opened> {
+    let backend: Box<dyn Backend> = match kind {
         StoreKind::Memory => Box::new(memory::MemoryBackend::new()),
         StoreKind::Postgres => Box::new(postgres::PostgresBackend::open(tag).await?),
         StoreKind::Sqlite => Box::new(sqlite::SqliteBackend::open(tag).await?),
@@ -241,7 +262,8 @@ pub async fn open(kind: StoreKind, tag: &str) -> Result<Box<dyn Backend>> {
         StoreKind::Dynamo => Box::new(dynamo::DynamoBackend::open(tag).await?),
         StoreKind::S3 => Box::new(s3::S3Backend::open(tag).await?),
         StoreKind::Redis => Box::new(redis::RedisBackend::open(tag).await?),
-    })
+    };
+    Ok(Opened { kind, backend })
 }
 
 /// A required environment variable (set by `eval "$(scripts/stores.sh env)"`).

@@ -59,10 +59,6 @@ impl PostgresBackend {
 
 #[async_trait]
 impl Backend for PostgresBackend {
-    fn kind(&self) -> StoreKind {
-        StoreKind::Postgres
-    }
-
     async fn store(&self) -> Result<Arc<dyn CasStore>> {
         let pool = pool(&self.url, POOL_SIZE).await?;
         Ok(Arc::new(

@@ -48,10 +48,6 @@ impl RedisBackend {
 
 #[async_trait]
 impl Backend for RedisBackend {
-    fn kind(&self) -> StoreKind {
-        StoreKind::Redis
-    }
-
     async fn store(&self) -> Result<Arc<dyn CasStore>> {
         let store = RedisStore::connect(self.client.clone(), RedisConfig::default().with_prefix(&self.prefix)).await?;
         Ok(Arc::new(store))

@@ -42,10 +42,6 @@ impl S3Backend {
 
 #[async_trait]
 impl Backend for S3Backend {
-    fn kind(&self) -> StoreKind {
-        StoreKind::S3
-    }
-
     async fn store(&self) -> Result<Arc<dyn CasStore>> {
         Ok(Arc::new(S3Store::new(
             local_client(&self.endpoint),

@@ -48,10 +48,6 @@ impl SqliteBackend {
 
 #[async_trait]
 impl Backend for SqliteBackend {
-    fn kind(&self) -> StoreKind {
-        StoreKind::Sqlite
-    }
-
     async fn store(&self) -> Result<Arc<dyn CasStore>> {
         Ok(Arc::new(SqliteStore::open_file(&self.path, SqliteConfig::new()).await?))
     }
