@@ -10,27 +10,8 @@
 mod common;
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
-use async_trait::async_trait;
-use common::fenced::FencedKey;
-use leasehold_core::conformance::FencedResource;
-use leasehold_core::store::CasStore;
-use leasehold_etcd::EtcdStore;
-use leasehold_testkit::frozen::World;
-
-struct Etcd(EtcdStore);
-
-#[async_trait]
-impl World for Etcd {
-    async fn store(&self) -> Arc<dyn CasStore> {
-        Arc::new(self.0.clone())
-    }
-
-    async fn resource(&self, name: &str) -> Box<dyn FencedResource> {
-        Box::new(FencedKey::named(&self.0, name))
-    }
-}
+use common::fixture::Etcd;
 
 fn main() -> ExitCode {
     leasehold_testkit::frozen::main(|run| {

@@ -1,8 +1,9 @@
 //! Shared pieces of this crate's tests: connection settings from the environment,
-//! unique key prefixes, clean-up, the fenced resource.
+//! unique key prefixes, clean-up, the fenced resource, the suites' fixture.
 #![allow(dead_code, unreachable_pub)]
 
 pub mod fenced;
+pub mod fixture;
 pub mod proxy;
 pub mod worker;
 
