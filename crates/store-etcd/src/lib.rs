@@ -56,6 +56,7 @@
 //! | read | 1 range read |
 //! | waiting for a release | one watch per name per store; each change wakes one waiter |
 //! | a held record abandoned while its process lives | 1 Txn at its TTL |
+//! | noticing a foreign delete or overwrite of a held record (`etcdctl del`, `etcdctl put`) | one watch on the store's prefix, opened by the first grant and kept while the store holds any record; the holder's next renewal (a third of the TTL later at most) is then a Txn that finds the change |
 //! | fenced write ([`EtcdStore::fenced_put`], [`EtcdStore::fenced_txn`]), applied or refused | 1 Txn |
 //! | read of a fenced key ([`EtcdStore::read_fenced`]) | 1 range read |
 //!
@@ -147,6 +148,7 @@
 
 mod config;
 mod error;
+mod held_watch;
 mod key_fence;
 mod keys;
 mod session;

@@ -306,6 +306,16 @@ impl State {
         self.book.get(name)
     }
 
+    /// The names this store holds.
+    pub(crate) fn held_names(&self) -> Vec<LeaseName> {
+        self.book.names().cloned().collect()
+    }
+
+    /// True while this store holds any record.
+    pub(crate) fn holds_any(&self) -> bool {
+        !self.book.is_empty()
+    }
+
     /// Stores a held entry and schedules its expiry ([`SessionBook::hold`]).
     pub(crate) fn hold(&mut self, name: &LeaseName, held: Held) {
         self.book.hold(name, held);

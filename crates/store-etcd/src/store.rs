@@ -21,6 +21,7 @@ use leasehold_core::store::session::{Expire, expire_due};
 
 use crate::config::EtcdConfig;
 use crate::error::{self, Effect};
+use crate::held_watch::{self, HeldHost, HeldWatch};
 use crate::keys::{Keys, encode_fence};
 use crate::session::{self, Cover, Session, SessionHost};
 use crate::state::{Claim, Decoded, Held, Reap, RecordCmp, RecordKv, Snapshot, State, decode, version_of};
@@ -47,6 +48,7 @@ pub(crate) struct Inner {
     pub(crate) config: EtcdConfig,
     pub(crate) stats: Stats,
     pub(crate) watches: Watches,
+    held_watch: HeldWatch,
     state: Mutex<State>,
     sessions: tokio::sync::Mutex<HashMap<u64, Arc<Session>>>,
     reaper_kick: Arc<Notify>,
@@ -82,6 +84,7 @@ impl EtcdStore {
                 config,
                 stats: Stats::default(),
                 watches: Watches::default(),
+                held_watch: HeldWatch::default(),
                 state: Mutex::new(State::default()),
                 sessions: tokio::sync::Mutex::new(HashMap::new()),
                 reaper_kick: Arc::new(Notify::new()),
@@ -181,6 +184,34 @@ impl WatchHost for Inner {
     }
     fn observe_event(&self, name: &LeaseName, rev: i64, kv: Option<&RecordKv>) {
         Inner::observe_event(self, name, rev, kv);
+    }
+}
+
+#[async_trait]
+impl HeldHost for Inner {
+    fn held_watch(&self) -> &HeldWatch {
+        &self.held_watch
+    }
+    fn prefix(&self) -> &str {
+        self.config.prefix()
+    }
+    fn watch_client(&self) -> etcd_client::WatchClient {
+        WatchHost::watch_client(self)
+    }
+    fn holds_any(&self) -> bool {
+        self.lock().holds_any()
+    }
+    fn held_names(&self) -> Vec<LeaseName> {
+        self.lock().held_names()
+    }
+    fn observe_held(&self, name: &LeaseName, rev: i64, kv: Option<&RecordKv>) {
+        let mut st = self.lock();
+        if st.held(name).is_some() {
+            st.observe_event(name, rev, kv);
+        }
+    }
+    async fn refresh(&self, name: &LeaseName) -> Result<i64> {
+        Ok(Inner::read_state(self, name).await?.rev)
     }
 }
 
@@ -351,9 +382,15 @@ impl Inner {
     }
 
     fn hold(&self, name: &LeaseName, held: Held) {
+        let confirmed = held.version.map(|_| held.seen_at);
         self.lock().hold(name, held);
         self.start_reaper();
         self.reaper_kick.notify_one();
+        if let Some(rev) = confirmed {
+            // From the revision of the write that made this store a holder: a foreign
+            // change after it is seen, even one made before the watch opened.
+            held_watch::ensure(&self.me, self, rev);
+        }
     }
 
     /// The current record as a conflict reports it, from an else-branch snapshot.

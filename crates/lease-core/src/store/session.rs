@@ -287,6 +287,16 @@ impl<S: Session, V: Copy + Eq + fmt::Debug> SessionBook<S, V> {
         })
     }
 
+    /// True when the store holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    /// The names the store holds.
+    pub fn names(&self) -> impl Iterator<Item = &LeaseName> {
+        self.held.keys()
+    }
+
     /// How many orphans wait for their deadline.
     pub fn orphans(&self) -> usize {
         self.orphans.len()

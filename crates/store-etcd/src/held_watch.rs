@@ -1,0 +1,193 @@
+//! Noticing what others do to the records this store holds.
+//!
+//! A held record is renewed without a request (its session's keep-alive keeps it), so a
+//! renewal alone would never see an operator's `etcdctl del` or `etcdctl put` of the
+//! record. Instead, while a store holds any record, it keeps **one** etcd watch open on
+//! its key prefix, from the revision of the write that made it a holder. An event on a
+//! held name's record that is not the store's own write drops the held entry (the
+//! core's `SessionBook`, guarded by the revision it was confirmed at), so the holder's
+//! next renewal is a transaction again, finds the record changed, and the holder loses
+//! the lease: within one renewal interval, at no request per renewal. Events on names
+//! the store does not hold are ignored.
+//!
+//! A watch that breaks reopens after the last revision it saw; one that etcd cancels
+//! (compacted past it) reads every held record afresh and reopens after the newest
+//! revision read. The watch closes once the store has held nothing for [`IDLE_CLOSE`].
+
+use std::sync::{Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use etcd_client::{EventType, WatchOptions};
+use leasehold_core::{LeaseName, Result};
+
+use crate::keys::FENCE_SUFFIX;
+use crate::state::RecordKv;
+
+/// How long the watch stays open after the store stopped holding anything.
+const IDLE_CLOSE: Duration = Duration::from_secs(2);
+/// How often an open watch with no events checks whether the store still holds anything.
+const IDLE_CHECK: Duration = Duration::from_millis(500);
+/// Pause before reopening a watch that failed.
+const REOPEN_PAUSE: Duration = Duration::from_millis(200);
+
+/// Whether the store's held-record watch runs.
+#[derive(Debug, Default)]
+pub(crate) struct HeldWatch {
+    running: Mutex<bool>,
+}
+
+impl HeldWatch {
+    fn lock(&self) -> MutexGuard<'_, bool> {
+        self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// What the held-record watch needs from its store. The store implements it, so this
+/// module does not depend on the store's internals.
+#[async_trait::async_trait]
+pub(crate) trait HeldHost: Send + Sync + 'static {
+    /// The store's watch flag.
+    fn held_watch(&self) -> &HeldWatch;
+    /// The store's key prefix.
+    fn prefix(&self) -> &str;
+    /// A watch client of the store's etcd client (counted as one watch request).
+    fn watch_client(&self) -> etcd_client::WatchClient;
+    /// True while the store holds any record.
+    fn holds_any(&self) -> bool;
+    /// The names the store holds.
+    fn held_names(&self) -> Vec<LeaseName>;
+    /// An event on `name`'s record at revision `rev` (`None`: deleted), for a held name.
+    fn observe_held(&self, name: &LeaseName, rev: i64, kv: Option<&RecordKv>);
+    /// Reads `name`'s record afresh (updating what the store holds); its revision.
+    async fn refresh(&self, name: &LeaseName) -> Result<i64>;
+}
+
+/// Starts the store's held-record watch, from after revision `after` (the revision of a
+/// write that made the store a holder), unless it runs already.
+pub(crate) fn ensure<H: HeldHost>(inner: &Weak<H>, host: &H, after: i64) {
+    let mut running = host.held_watch().lock();
+    if *running {
+        return;
+    }
+    *running = true;
+    drop(running);
+    tokio::spawn(run(inner.clone(), after));
+}
+
+/// The name whose record `key` is, if it is a record key under `prefix`.
+fn record_name(prefix: &str, key: &[u8]) -> Option<LeaseName> {
+    let rest = key.strip_prefix(prefix.as_bytes())?;
+    if rest.ends_with(FENCE_SUFFIX) {
+        return None;
+    }
+    LeaseName::new(std::str::from_utf8(rest).ok()?).ok()
+}
+
+/// Stops the watch if the store holds nothing. Decided under the flag's lock, after the
+/// store registered its holds, so a hold registered before this finds the watch running
+/// or starts a new one.
+fn stop_if_idle<H: HeldHost>(host: &H, idle_since: &mut Option<tokio::time::Instant>) -> bool {
+    if host.holds_any() {
+        *idle_since = None;
+        return false;
+    }
+    let since = *idle_since.get_or_insert_with(tokio::time::Instant::now);
+    if since.elapsed() < IDLE_CLOSE {
+        return false;
+    }
+    let mut running = host.held_watch().lock();
+    if host.holds_any() {
+        return false;
+    }
+    *running = false;
+    true
+}
+
+/// The watch: runs while the store holds records.
+async fn run<H: HeldHost>(inner: Weak<H>, mut after: i64) {
+    let mut idle_since = None;
+    loop {
+        let Some(store) = inner.upgrade() else { return };
+        if stop_if_idle(&*store, &mut idle_since) {
+            return;
+        }
+        let prefix = store.prefix().to_owned();
+        let mut client = store.watch_client();
+        drop(store);
+        let opts = WatchOptions::new().with_prefix().with_start_revision(after + 1);
+        let mut stream = match client.watch(prefix.clone(), Some(opts)).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!(error = %e, "held-record watch failed to open");
+                tokio::time::sleep(REOPEN_PAUSE).await;
+                continue;
+            }
+        };
+        loop {
+            let msg = tokio::select! {
+                m = stream.message() => m,
+                () = tokio::time::sleep(IDLE_CHECK) => {
+                    let Some(store) = inner.upgrade() else { return };
+                    if stop_if_idle(&*store, &mut idle_since) {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            let Some(store) = inner.upgrade() else { return };
+            match msg {
+                Ok(Some(resp)) if resp.canceled() => {
+                    // Compacted past our revision: what changed since is read afresh.
+                    tracing::debug!(reason = resp.cancel_reason(), "held-record watch cancelled");
+                    for name in store.held_names() {
+                        if let Ok(rev) = store.refresh(&name).await {
+                            after = after.max(rev);
+                        }
+                    }
+                    drop(store);
+                    tokio::time::sleep(REOPEN_PAUSE).await;
+                    break;
+                }
+                Ok(Some(resp)) => {
+                    for ev in resp.events() {
+                        let Some(kv) = ev.kv() else { continue };
+                        let rev = kv.mod_revision();
+                        after = after.max(rev);
+                        let Some(name) = record_name(&prefix, kv.key()) else {
+                            continue;
+                        };
+                        let record = match ev.event_type() {
+                            EventType::Put => Some(RecordKv {
+                                version: rev,
+                                lease: kv.lease(),
+                                bytes: kv.value().to_vec(),
+                            }),
+                            EventType::Delete => None,
+                        };
+                        store.observe_held(&name, rev, record.as_ref());
+                    }
+                }
+                Ok(None) | Err(_) => {
+                    // Broken: reopened after the last revision seen, nothing is lost.
+                    drop(store);
+                    tokio::time::sleep(REOPEN_PAUSE).await;
+                    break;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_record_keys_under_the_prefix_name_a_lease() {
+        let name = |k: &str| record_name("lh/", k.as_bytes()).map(|n| n.as_str().to_owned());
+        assert_eq!(name("lh/jobs/a").as_deref(), Some("jobs/a"));
+        assert_eq!(name("lh/jobs/a!fence"), None);
+        assert_eq!(name("other/jobs/a"), None);
+        assert_eq!(name("lh/"), None);
+    }
+}

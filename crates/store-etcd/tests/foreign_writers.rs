@@ -1,0 +1,111 @@
+//! Records changed by other programs (an operator with `etcdctl`, a script, a restore):
+//! a holder whose record was deleted or overwritten notices within one renewal
+//! interval, although its renewals send no request.
+#![allow(missing_docs)]
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use leasehold_core::store::{LeaseRecord, record_codec};
+use leasehold_core::{FencingToken, LeaseClient, LossCause};
+use leasehold_etcd::EtcdStore;
+use tokio::time::Instant;
+
+/// The lease TTL of these tests: renewals every third of it.
+const TTL: Duration = Duration::from_millis(3000);
+
+/// Runs `etcdctl` against the test etcd with `args`, the value (if any) on stdin.
+fn etcdctl(args: &[&str]) {
+    let endpoints = common::endpoints().join(",");
+    let out = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints={endpoints}"))
+        .arg("--dial-timeout=2s")
+        .arg("--command-timeout=5s")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("etcdctl {args:?} did not run (scripts/install-deps.sh installs it): {e}"));
+    assert!(
+        out.status.success(),
+        "etcdctl {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn record_key(store: &EtcdStore, name: &str) -> String {
+    let key = store.record_key(&leasehold_core::LeaseName::new(name).expect("name"));
+    String::from_utf8(key).expect("a UTF-8 key")
+}
+
+/// Holds `name`, lets one renewal land, runs `change` on the record key with etcdctl,
+/// and returns how the holder lost the lease and how long after the change it noticed.
+async fn hold_then(store: &EtcdStore, name: &str, change: impl FnOnce(&str)) -> (LossCause, Duration) {
+    let client = LeaseClient::new(store.clone());
+    let lease = client.acquire(name, TTL).await.expect("acquire");
+    let before = lease.valid_until();
+    assert!(
+        leasehold_core::testing::process::poll(Duration::from_secs(5), || lease.valid_until() > before).await,
+        "no renewal landed"
+    );
+    change(&record_key(store, name));
+    let changed = Instant::now();
+    // One renewal interval is a third of the TTL; give it the whole TTL before failing.
+    let cause = tokio::time::timeout(TTL, lease.lost())
+        .await
+        .unwrap_or_else(|_| panic!("the holder still believes it holds {name} a full TTL after the change"));
+    (cause, changed.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_record_is_noticed_within_one_renewal_interval() {
+    let store = common::store("foreign-delete").await;
+    let name = "foreign/deleted";
+    let (cause, after) = hold_then(&store, name, |key| etcdctl(&["del", key])).await;
+    assert!(
+        after <= TTL / 3 + Duration::from_millis(500),
+        "noticed only {after:?} after the delete"
+    );
+    assert!(
+        matches!(cause, LossCause::Expired | LossCause::TakenOver { .. }),
+        "{cause:?}"
+    );
+    // The token sequence continues: the next grant is above the deleted holder's token.
+    let next = LeaseClient::new(store.clone())
+        .try_acquire(name, TTL)
+        .await
+        .expect("try_acquire")
+        .granted()
+        .expect("the name is free after the delete");
+    assert_eq!(next.token(), FencingToken::new(2));
+    next.release().await.expect("release");
+    common::cleanup(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overwritten_record_is_noticed_within_one_renewal_interval() {
+    let store = common::store("foreign-put").await;
+    let name = "foreign/overwritten";
+    let (cause, after) = hold_then(&store, name, |key| {
+        // Another holder's record, written the way an operator would: etcdctl put.
+        let other = LeaseRecord::held(
+            leasehold_core::HolderId::new("operator").expect("holder"),
+            FencingToken::new(100),
+            leasehold_core::Ttl::new(TTL).expect("ttl"),
+        );
+        let value = String::from_utf8(record_codec::encode(&other)).expect("JSON");
+        etcdctl(&["put", key, &value]);
+    })
+    .await;
+    assert!(
+        after <= TTL / 3 + Duration::from_millis(500),
+        "noticed only {after:?} after the put"
+    );
+    match cause {
+        LossCause::TakenOver { token, .. } => assert_eq!(token, FencingToken::new(100)),
+        other => panic!("an overwrite by another holder is a takeover: {other:?}"),
+    }
+    common::cleanup(&store).await;
+}
