@@ -36,6 +36,26 @@ async fn snapshot(conn: &mut MultiplexedConnection, key: &str) -> (String, redis
     (ty, dump)
 }
 
+/// Runs the commands of `setup`, each `placeholder` argument replaced by `key`, and
+/// returns the key's [`snapshot`].
+async fn set_up(
+    conn: &mut MultiplexedConnection,
+    setup: &[&[&str]],
+    placeholder: &str,
+    key: &str,
+) -> (String, redis::Value) {
+    for cmd in setup {
+        let args: Vec<&str> = cmd.iter().map(|a| if *a == placeholder { key } else { *a }).collect();
+        run(conn, &args).await;
+    }
+    snapshot(conn, key).await
+}
+
+/// A store over a plain connection to `url`, under `prefix`.
+async fn multiplexed_store(url: &str, prefix: &str) -> RedisStore<MultiplexedConnection> {
+    RedisStore::new(support::admin(url).await, RedisConfig::default().with_prefix(prefix)).expect("store")
+}
+
 fn is_corrupt<T: std::fmt::Debug>(r: &leasehold_core::Result<T>) -> bool {
     matches!(r, Err(Error::CorruptRecord { .. }))
 }
@@ -119,11 +139,7 @@ async fn a_record_key_of_the_wrong_type_or_shape_is_corrupt_never_granted() {
     for (what, setup) in cases {
         let name = LeaseName::new(format!("bad/{}", what.replace(' ', "-"))).expect("name");
         let key = store.keys().record(&name);
-        for cmd in *setup {
-            let args: Vec<&str> = cmd.iter().map(|a| if *a == "K" { key.as_str() } else { *a }).collect();
-            run(&mut admin, &args).await;
-        }
-        let before = snapshot(&mut admin, &key).await;
+        let before = set_up(&mut admin, setup, "K", &key).await;
         let read = store.read(&name).await;
         assert!(is_corrupt(&read), "{what}: read gave {read:?}");
         for expect in [
@@ -165,11 +181,7 @@ async fn a_corrupt_token_counter_is_corrupt_never_granted() {
     for (what, setup) in cases {
         let name = LeaseName::new(format!("bad-meta/{}", what.replace(' ', "-"))).expect("name");
         let meta = store.keys().meta(&name);
-        for cmd in *setup {
-            let args: Vec<&str> = cmd.iter().map(|a| if *a == "M" { meta.as_str() } else { *a }).collect();
-            run(&mut admin, &args).await;
-        }
-        let before = snapshot(&mut admin, &meta).await;
+        let before = set_up(&mut admin, setup, "M", &meta).await;
         let w = store
             .write(&name, &Precondition::Claimable, &record("w", 1, 5_000))
             .await;
@@ -336,23 +348,13 @@ async fn a_script_missing_from_the_cache_is_reloaded_and_runs_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_dropped_after_sending_is_indeterminate_never_a_grant() {
     let url = support::shared_url();
-    let redis_port: u16 = url
-        .trim_end_matches('/')
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {url}"));
+    let redis_port = support::shared_port();
     let prefix = support::unique_prefix("dropped");
-    let direct =
-        RedisStore::new(support::admin(&url).await, RedisConfig::default().with_prefix(&prefix)).expect("store");
+    let direct = multiplexed_store(&url, &prefix).await;
 
     // A store write whose reply is lost: the write applied, the caller cannot know.
     let proxy = Proxy::start(redis_port).await;
-    let via_proxy = RedisStore::new(
-        support::admin(&proxy.url()).await,
-        RedisConfig::default().with_prefix(&prefix),
-    )
-    .expect("store");
+    let via_proxy = multiplexed_store(&proxy.url(), &prefix).await;
     let name = LeaseName::new("dropped/write").expect("name");
     // The scripts must be in the server's cache: on a fresh server the first EVALSHA is
     // answered NOSCRIPT without running, and dropping that reply proves nothing.
@@ -367,11 +369,7 @@ async fn a_connection_dropped_after_sending_is_indeterminate_never_a_grant() {
 
     // Through a lease client: never a grant.
     let proxy = Proxy::start(redis_port).await;
-    let via_proxy = RedisStore::new(
-        support::admin(&proxy.url()).await,
-        RedisConfig::default().with_prefix(&prefix),
-    )
-    .expect("store");
+    let via_proxy = multiplexed_store(&proxy.url(), &prefix).await;
     let leases = LeaseClient::efficiency_only(via_proxy.clone(), ClientConfig::default()).expect("client");
     proxy.set_mode(ProxyMode::DropReply);
     match leases.try_acquire("dropped/acquire", Duration::from_secs(5)).await {
@@ -405,12 +403,7 @@ async fn a_connection_dropped_after_sending_is_indeterminate_never_a_grant() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_connection_is_unavailable_and_nothing_is_written() {
     let url = support::shared_url();
-    let redis_port: u16 = url
-        .trim_end_matches('/')
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {url}"));
+    let redis_port = support::shared_port();
     let prefix = support::unique_prefix("refused");
     let proxy = Proxy::start(redis_port).await;
     let config = ConnectionManagerConfig::new()
@@ -442,8 +435,7 @@ async fn a_refused_connection_is_unavailable_and_nothing_is_written() {
         }
     }
     assert!(unavailable >= 2, "connection refused never surfaced as Unavailable");
-    let direct =
-        RedisStore::new(support::admin(&url).await, RedisConfig::default().with_prefix(&prefix)).expect("store");
+    let direct = multiplexed_store(&url, &prefix).await;
     assert!(
         direct.read(&name).await.expect("read").is_none(),
         "something was written"

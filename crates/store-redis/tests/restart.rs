@@ -32,11 +32,12 @@ fn client(store: &RedisStore) -> LeaseClient {
     LeaseClient::efficiency_only(store.clone(), ClientConfig::default()).expect("client")
 }
 
-async fn grant(c: &LeaseClient, name: &str, ttl: Duration) -> leasehold_core::Lease {
-    match c.try_acquire(name, ttl).await.expect("acquire") {
-        AcquireOutcome::Granted(l) => l,
-        AcquireOutcome::Held { holder, token, .. } => panic!("{name} held by {holder:?} with {token}"),
-    }
+/// A dedicated server on `port`, a store on it and a lease client of that store.
+async fn own_server(port: u16, persistence: Persistence) -> (OwnRedis, RedisStore, LeaseClient) {
+    let redis = OwnRedis::start(port, persistence).await;
+    let store = store_on(&redis.url()).await;
+    let leases = client(&store);
+    (redis, store, leases)
 }
 
 /// Calls `f` until the store answers again after a restart (the connection manager
@@ -64,9 +65,7 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_without_persistence_loses_the_lease_and_resets_tokens_and_the_fence_holds() {
-    let mut redis = OwnRedis::start(56500, Persistence::None).await;
-    let store = store_on(&redis.url()).await;
-    let leases = client(&store);
+    let (mut redis, store, leases) = own_server(56500, Persistence::None).await;
     let name = "payouts/2026-11-30";
     let lease_name = LeaseName::new(name).expect("name");
 
@@ -78,7 +77,7 @@ async fn a_restart_without_persistence_loses_the_lease_and_resets_tokens_and_the
 
     // Tokens 1..3 come and go; token 4 is held and writes.
     for expected in 1..=3 {
-        let l = grant(&leases, name, Duration::from_secs(2)).await;
+        let l = support::grant(&leases, name, Duration::from_secs(2)).await;
         assert_eq!(l.token(), FencingToken::new(expected));
         let out = write(&format!("t{expected}"))
             .apply(&mut shared, l.token())
@@ -87,7 +86,7 @@ async fn a_restart_without_persistence_loses_the_lease_and_resets_tokens_and_the
         assert!(out.is_applied(), "{out:?}");
         l.release().await.expect("release");
     }
-    let held = grant(&leases, name, Duration::from_millis(1200)).await;
+    let held = support::grant(&leases, name, Duration::from_millis(1200)).await;
     assert_eq!(held.token(), FencingToken::new(4));
     assert!(
         write("t4")
@@ -167,7 +166,7 @@ async fn a_restart_without_persistence_loses_the_lease_and_resets_tokens_and_the
         .expect("mark");
     let seeded = store.seed_fence_counter(&lease_name, mark).await.expect("seed");
     assert_eq!(seeded, FencingToken::new(4));
-    let next = grant(&leases, name, Duration::from_secs(5)).await;
+    let next = support::grant(&leases, name, Duration::from_secs(5)).await;
     assert_eq!(
         next.token(),
         FencingToken::new(5),
@@ -204,17 +203,15 @@ async fn a_restart_without_persistence_loses_the_lease_and_resets_tokens_and_the
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_appendfsync_always_the_lease_and_the_counter_survive_a_crash() {
-    let mut redis = OwnRedis::start(56501, Persistence::AofAlways).await;
-    let store = store_on(&redis.url()).await;
-    let leases = client(&store);
+    let (mut redis, store, leases) = own_server(56501, Persistence::AofAlways).await;
     let name = "compactor";
     let lease_name = LeaseName::new(name).expect("name");
     for expected in 1..=3 {
-        let l = grant(&leases, name, Duration::from_secs(2)).await;
+        let l = support::grant(&leases, name, Duration::from_secs(2)).await;
         assert_eq!(l.token(), FencingToken::new(expected));
         l.release().await.expect("release");
     }
-    let held = grant(&leases, name, Duration::from_secs(30)).await;
+    let held = support::grant(&leases, name, Duration::from_secs(30)).await;
     assert_eq!(held.token(), FencingToken::new(4));
 
     redis.kill9();
@@ -233,7 +230,7 @@ async fn with_appendfsync_always_the_lease_and_the_counter_survive_a_crash() {
         AcquireOutcome::Granted(l) => panic!("granted a held lease after the crash: {l:?}"),
     }
     held.release().await.expect("release after the crash");
-    let next = grant(&other, name, Duration::from_secs(5)).await;
+    let next = support::grant(&other, name, Duration::from_secs(5)).await;
     assert_eq!(next.token(), FencingToken::new(5), "the counter continued");
     next.release().await.expect("release");
 }

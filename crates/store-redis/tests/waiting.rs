@@ -12,7 +12,7 @@ use futures::StreamExt;
 use leasehold_core::testing::process::poll_async;
 use leasehold_core::{
     AcquireOutcome, ClientConfig, FencingToken, HolderId, LeaseClient, LeaseName, Ttl,
-    store::{CasOutcome, CasStore, DeleteOutcome, LeaseRecord, Precondition, Stored},
+    store::{CasOutcome, CasStore, DeleteOutcome, LeaseRecord, Precondition, Stored, Version},
 };
 use leasehold_redis::{RedisConfig, RedisStore};
 use redis::aio::MultiplexedConnection;
@@ -34,6 +34,13 @@ async fn until_subscribers(conn: &MultiplexedConnection, channel: &str, n: u64) 
         subscribers(conn, channel).await == n
     })
     .await
+}
+
+/// How long `store.wait_for_change(name, seen, max_wait)` took to return.
+async fn timed_wait<S: CasStore>(store: &S, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Duration {
+    let started = Instant::now();
+    store.wait_for_change(name, seen, max_wait).await.expect("wait");
+    started.elapsed()
 }
 
 fn held(holder: &str) -> LeaseRecord {
@@ -153,14 +160,7 @@ async fn a_message_that_is_not_a_version_wakes_nobody() {
     let now = written(&store, &name, Precondition::Absent, &held("h")).await;
     let waiter = {
         let (store, name, seen) = (store.clone(), name.clone(), now.version.clone());
-        tokio::spawn(async move {
-            let started = Instant::now();
-            store
-                .wait_for_change(&name, Some(&seen), Duration::from_millis(700))
-                .await
-                .expect("wait");
-            started.elapsed()
-        })
+        tokio::spawn(async move { timed_wait(&store, &name, Some(&seen), Duration::from_millis(700)).await })
     };
     assert!(until_subscribers(&admin, &channel, 1).await, "never subscribed");
     for foreign in ["deleted", "hello", "17", "x:3", "17:0"] {
@@ -185,26 +185,13 @@ async fn a_change_before_the_wait_returns_at_once_and_no_change_waits_it_out() {
     let v1 = written(&store, &name, Precondition::Absent, &held("h")).await;
     let v2 = written(&store, &name, Precondition::Version(v1.version.clone()), &held("h")).await;
     // Seen v1, but it is v2 now: no need to wait.
-    let started = Instant::now();
-    store
-        .wait_for_change(&name, Some(&v1.version), Duration::from_secs(10))
-        .await
-        .expect("wait");
-    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    let waited = timed_wait(&store, &name, Some(&v1.version), Duration::from_secs(10)).await;
+    assert!(waited < Duration::from_secs(2), "{waited:?}");
     // Seen absent, but it exists: no need to wait either.
-    let started = Instant::now();
-    store
-        .wait_for_change(&name, None, Duration::from_secs(10))
-        .await
-        .expect("wait");
-    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    let waited = timed_wait(&store, &name, None, Duration::from_secs(10)).await;
+    assert!(waited < Duration::from_secs(2), "{waited:?}");
     // Seen the current version and nothing happens: the whole wait.
-    let started = Instant::now();
-    store
-        .wait_for_change(&name, Some(&v2.version), Duration::from_millis(300))
-        .await
-        .expect("wait");
-    let waited = started.elapsed();
+    let waited = timed_wait(&store, &name, Some(&v2.version), Duration::from_millis(300)).await;
     assert!(
         waited >= Duration::from_millis(300) && waited < Duration::from_secs(2),
         "{waited:?}"
@@ -214,12 +201,7 @@ async fn a_change_before_the_wait_returns_at_once_and_no_change_waits_it_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_pubsub_connection_wakes_every_waiter_then_waiters_sleep_until_their_deadline() {
     let url = support::shared_url();
-    let port: u16 = url
-        .trim_end_matches('/')
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {url}"));
+    let port = support::shared_port();
     // Commands go straight to the server; pub/sub goes through a proxy this test cuts.
     let proxy = support::Proxy::start(port).await;
     let config = RedisConfig::default()
@@ -234,12 +216,7 @@ async fn a_lost_pubsub_connection_wakes_every_waiter_then_waiters_sleep_until_th
         for _ in 0..2 {
             let (store, name, seen) = (store.clone(), name.clone(), seen.clone());
             waiters.push(tokio::spawn(async move {
-                let started = Instant::now();
-                store
-                    .wait_for_change(&name, Some(&seen), Duration::from_secs(30))
-                    .await
-                    .expect("wait");
-                started.elapsed()
+                timed_wait(&store, &name, Some(&seen), Duration::from_secs(30)).await
             }));
         }
         assert!(
@@ -257,11 +234,6 @@ async fn a_lost_pubsub_connection_wakes_every_waiter_then_waiters_sleep_until_th
     }
     // The proxy refuses connections now: a wait cannot subscribe and sleeps it out.
     let seen = store.read(&names[0]).await.expect("read").expect("present").version;
-    let started = Instant::now();
-    store
-        .wait_for_change(&names[0], Some(&seen), Duration::from_millis(300))
-        .await
-        .expect("wait");
-    let waited = started.elapsed();
+    let waited = timed_wait(&store, &names[0], Some(&seen), Duration::from_millis(300)).await;
     assert!(waited >= Duration::from_millis(300), "returned early after {waited:?}");
 }

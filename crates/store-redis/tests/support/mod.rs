@@ -12,9 +12,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leasehold_core::testing::process::poll_async;
+use leasehold_core::{AcquireOutcome, Lease, LeaseClient};
 use leasehold_redis::{RedisConfig, RedisStore};
 use redis::aio::MultiplexedConnection;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
@@ -23,6 +25,16 @@ pub use leasehold_testkit::env;
 /// The shared Redis (never flushed or restarted by these tests).
 pub fn shared_url() -> String {
     leasehold_testkit::redis_url()
+}
+
+/// The port of the shared Redis (for a [`Proxy`] in front of it).
+pub fn shared_port() -> u16 {
+    let url = shared_url();
+    url.trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {url}"))
 }
 
 /// A key prefix no other test or run uses.
@@ -48,6 +60,15 @@ pub async fn shared_store(tag: &str) -> RedisStore {
     RedisStore::connect(client(&url), RedisConfig::default().with_prefix(unique_prefix(tag)))
         .await
         .unwrap_or_else(|e| panic!("cannot reach Redis at {url}: {e}"))
+}
+
+/// `name` granted for `ttl` through `leases` (panics if it is held).
+pub async fn grant(leases: &LeaseClient, name: impl AsRef<str>, ttl: Duration) -> Lease {
+    let name = name.as_ref();
+    match leases.try_acquire(name, ttl).await.expect("acquire") {
+        AcquireOutcome::Granted(l) => l,
+        AcquireOutcome::Held { holder, token, .. } => panic!("{name} held by {holder:?} with {token}"),
+    }
 }
 
 pub async fn hgetall(conn: &mut MultiplexedConnection, key: &str) -> HashMap<String, String> {
@@ -346,38 +367,28 @@ impl Drop for Proxy {
 }
 
 async fn pump(down: TcpStream, up: TcpStream, mode: Arc<Mutex<ProxyMode>>) {
-    let (mut down_r, mut down_w) = down.into_split();
-    let (mut up_r, mut up_w) = up.into_split();
-    let requests = async {
-        let mut buf = vec![0u8; 16 * 1024];
-        loop {
-            let n = match down_r.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
-            };
-            if up_w.write_all(&buf[..n]).await.is_err() {
-                return;
-            }
-        }
-    };
-    let replies = async {
-        let mut buf = vec![0u8; 16 * 1024];
-        loop {
-            let n = match up_r.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
-            };
-            if *mode.lock().expect("mode") == ProxyMode::DropReply {
-                return;
-            }
-            if down_w.write_all(&buf[..n]).await.is_err() {
-                return;
-            }
-        }
-    };
+    let (down_r, down_w) = down.into_split();
+    let (up_r, up_w) = up.into_split();
+    let requests = copy(down_r, up_w, || false);
+    let replies = copy(up_r, down_w, || *mode.lock().expect("mode") == ProxyMode::DropReply);
     // Whichever direction ends first ends the connection (both halves are dropped).
     tokio::select! {
         () = requests => {}
         () = replies => {}
+    }
+}
+
+/// Copies what `from` reads to `to` until either side closes, or until `cut()` says to
+/// end the connection instead of forwarding what was just read.
+async fn copy(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, cut: impl Fn() -> bool) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if cut() || to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
     }
 }
