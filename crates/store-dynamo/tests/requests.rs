@@ -55,7 +55,7 @@ fn unique(case: &str) -> String {
 /// answering right after the grant, so it never renews or releases.
 async fn frozen_holder(table: &str, name: &str, seed: u64) -> Lease {
     let frozen = FaultStore::new(common::store_on(table), seed);
-    let held = common::granted(&LeaseClient::new(frozen.clone()), name, TTL, "holder").await;
+    let held = leasehold_testkit::granted(&LeaseClient::new(frozen.clone()), name, TTL, "holder").await;
     frozen.set_plan(FaultPlan::hang());
     held
 }
@@ -68,7 +68,7 @@ async fn acquire_renew_release_are_one_request_each() {
     let name = unique("basic");
 
     c.reset();
-    let lease = common::granted(&client, &name, TTL, "free lease").await;
+    let lease = leasehold_testkit::granted(&client, &name, TTL, "free lease").await;
     let acquire = c.counts();
     assert_eq!(acquire, (1, 1), "acquire of a free lease: (http, calls)");
 
@@ -89,7 +89,7 @@ async fn acquire_renew_release_are_one_request_each() {
     // The vacant record keeps its token: the next grant takes the next one, in one
     // request (the client remembers the vacant record it wrote).
     c.reset();
-    let again = common::granted(&client, &name, TTL, "again").await;
+    let again = leasehold_testkit::granted(&client, &name, TTL, "again").await;
     assert_eq!(again.token(), FencingToken::new(2));
     let reacquire = c.counts();
     assert_eq!(reacquire, (1, 1), "re-acquire after release");
@@ -190,7 +190,7 @@ async fn skew_bound_one_shot_takeover_is_two_requests() {
         .expect("client config");
     let one_shot = LeaseClient::with_config(c.calls.clone(), config).expect("client");
     // A one-shot caller with a skew bound takes over a dead lease.
-    let lease = common::granted(&one_shot, &name, TTL, "one shot").await;
+    let lease = leasehold_testkit::granted(&one_shot, &name, TTL, "one shot").await;
     let counts = c.counts();
     assert_eq!(counts, (2, 2), "one-shot takeover: read + write");
     assert_eq!(lease.token(), held.token().next());

@@ -53,7 +53,7 @@ async fn no_early_takeover(case: &str, offset_a: i64, offset_b: i64, bound: Opti
     let a = LeaseClient::with_config(a_store.clone(), config("a", offset_a, bound)).expect("a");
     let b = LeaseClient::with_config(b_store.clone(), config("b", offset_b, bound)).expect("b");
 
-    let la = common::granted(&a, &name, TTL, "a").await;
+    let la = leasehold_testkit::granted(&a, &name, TTL, "a").await;
 
     // While A renews: B is refused every time, over five TTLs, whatever its clock says.
     // A fresh client for each try as well (a one-shot caller knows nothing).
@@ -161,7 +161,7 @@ async fn skew_bound_lets_a_one_shot_caller_take_over_a_dead_lease() {
     let name = unique("oneshot");
     let a_store = FaultStore::new(common::store_on(&table), 13);
     let a = LeaseClient::with_config(a_store.clone(), config("a", 0, honest())).expect("a");
-    let la = common::granted(&a, &name, TTL, "a").await;
+    let la = leasehold_testkit::granted(&a, &name, TTL, "a").await;
     a_store.set_plan(FaultPlan::hang());
     let a_valid_until = la.valid_until();
     let store = common::store_on(&table);
@@ -203,10 +203,10 @@ async fn understated_skew_bound_can_double_grant_and_the_fence_still_holds() {
     let store = common::store_on(&table);
     let bound = Some(SkewBound(TTL));
     let a = LeaseClient::with_config(store.clone(), config("a", 0, bound)).expect("a");
-    let la = common::granted(&a, &name, TTL, "a").await;
+    let la = leasehold_testkit::granted(&a, &name, TTL, "a").await;
     // With an understated bound, B takes over at once.
     let b = LeaseClient::with_config(store.clone(), config("b", SKEW_MS, bound)).expect("b");
-    let lb = common::granted(&b, &name, TTL, "b").await;
+    let lb = leasehold_testkit::granted(&b, &name, TTL, "b").await;
     assert!(la.is_valid(), "A's validity had ended: this test shows nothing");
     assert_eq!(lb.token(), FencingToken::new(2));
 

@@ -77,7 +77,7 @@ async fn a_restart_without_persistence_loses_the_lease_and_resets_tokens_and_the
 
     // Tokens 1..3 come and go; token 4 is held and writes.
     for expected in 1..=3 {
-        let l = support::grant(&leases, name, Duration::from_secs(2)).await;
+        let l = leasehold_testkit::granted(&leases, name, Duration::from_secs(2), "before the restart").await;
         assert_eq!(l.token(), FencingToken::new(expected));
         let out = write(&format!("t{expected}"))
             .apply(&mut shared, l.token())
@@ -86,7 +86,7 @@ async fn a_restart_without_persistence_loses_the_lease_and_resets_tokens_and_the
         assert!(out.is_applied(), "{out:?}");
         l.release().await.expect("release");
     }
-    let held = support::grant(&leases, name, Duration::from_millis(1200)).await;
+    let held = leasehold_testkit::granted(&leases, name, Duration::from_millis(1200), "holder").await;
     assert_eq!(held.token(), FencingToken::new(4));
     assert!(
         write("t4")
@@ -166,7 +166,7 @@ async fn a_restart_without_persistence_loses_the_lease_and_resets_tokens_and_the
         .expect("mark");
     let seeded = store.seed_fence_counter(&lease_name, mark).await.expect("seed");
     assert_eq!(seeded, FencingToken::new(4));
-    let next = support::grant(&leases, name, Duration::from_secs(5)).await;
+    let next = leasehold_testkit::granted(&leases, name, Duration::from_secs(5), "after the restart").await;
     assert_eq!(
         next.token(),
         FencingToken::new(5),
@@ -207,11 +207,11 @@ async fn with_appendfsync_always_the_lease_and_the_counter_survive_a_crash() {
     let name = "compactor";
     let lease_name = LeaseName::new(name).expect("name");
     for expected in 1..=3 {
-        let l = support::grant(&leases, name, Duration::from_secs(2)).await;
+        let l = leasehold_testkit::granted(&leases, name, Duration::from_secs(2), "before the crash").await;
         assert_eq!(l.token(), FencingToken::new(expected));
         l.release().await.expect("release");
     }
-    let held = support::grant(&leases, name, Duration::from_secs(30)).await;
+    let held = leasehold_testkit::granted(&leases, name, Duration::from_secs(30), "holder").await;
     assert_eq!(held.token(), FencingToken::new(4));
 
     redis.kill9();
@@ -230,7 +230,7 @@ async fn with_appendfsync_always_the_lease_and_the_counter_survive_a_crash() {
         AcquireOutcome::Granted(l) => panic!("granted a held lease after the crash: {l:?}"),
     }
     held.release().await.expect("release after the crash");
-    let next = support::grant(&other, name, Duration::from_secs(5)).await;
+    let next = leasehold_testkit::granted(&other, name, Duration::from_secs(5), "after the crash").await;
     assert_eq!(next.token(), FencingToken::new(5), "the counter continued");
     next.release().await.expect("release");
 }

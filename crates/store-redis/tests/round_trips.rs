@@ -31,7 +31,7 @@ async fn acquire_renew_release_are_one_command_each_at_the_server() {
 
     // Acquire of a free lease.
     wire.requests().await;
-    let lease = support::grant(&leases, &name, Duration::from_millis(600)).await;
+    let lease = leasehold_testkit::granted(&leases, &name, Duration::from_millis(600), "acquire").await;
     assert_eq!(wire.requests().await, one_evalsha(), "acquire");
 
     // One renewal (the driver renews every third of the TTL, 200 ms here): wait for a
@@ -57,7 +57,7 @@ async fn acquire_renew_release_are_one_command_each_at_the_server() {
     // Re-acquire after release, a read, a refused attempt. (A fenced write's round trip
     // is a fence conformance case: tests/conformance.rs.)
     wire.requests().await;
-    let again = support::grant(&leases, &name, Duration::from_secs(30)).await;
+    let again = leasehold_testkit::granted(&leases, &name, Duration::from_secs(30), "re-acquire").await;
     assert_eq!(wire.requests().await, one_evalsha(), "re-acquire");
     assert_eq!(again.token(), FencingToken::new(2));
 
@@ -110,7 +110,7 @@ async fn a_takeover_of_an_expired_lease_is_one_command() {
     assert!(gone, "the record never expired");
     let leases = LeaseClient::efficiency_only(store.clone(), ClientConfig::default()).expect("client");
     wire.requests().await;
-    let l = support::grant(&leases, &name, Duration::from_secs(5)).await;
+    let l = leasehold_testkit::granted(&leases, &name, Duration::from_secs(5), "takeover").await;
     assert_eq!(wire.requests().await, one_evalsha(), "takeover of an expired lease");
     assert_eq!(l.token(), FencingToken::new(2), "the takeover takes the next token");
     l.release().await.expect("release");

@@ -7,6 +7,7 @@ mod common;
 
 use std::time::Duration;
 
+use aws_sdk_s3::Client;
 use common::{RequestCounter, client_with, create_bucket, endpoint, unique_bucket, wait_until};
 use leasehold_core::fence::FencedOutcome;
 use leasehold_core::testing::{CountingStore, FaultPlan, FaultStore};
@@ -18,24 +19,25 @@ fn counts(c: &RequestCounter) -> (u64, u64, u64) {
     (c.get("GET"), c.get("PUT"), c.total())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn acquire_renew_release_takeover_request_counts() {
+/// A fresh bucket (named after `tag`) and a client of it whose HTTP requests are counted.
+async fn counted_bucket(tag: &str) -> (RequestCounter, Client, String) {
     let http = RequestCounter::default();
     let client = client_with(&endpoint(), Some(http.clone()), None);
-    let bucket = unique_bucket("req");
+    let bucket = unique_bucket(tag);
     create_bucket(&client, &bucket).await;
+    (http, client, bucket)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_renew_release_takeover_request_counts() {
+    let (http, client, bucket) = counted_bucket("req").await;
     let config = S3Config::new(&bucket, "leases").expect("config");
     let calls = CountingStore::new(S3Store::new(client, config.clone()));
     let leases = LeaseClient::new(calls.clone());
     let name = "jobs/counted";
 
     http.reset();
-    let lease = leases
-        .try_acquire(name, Duration::from_millis(900))
-        .await
-        .expect("acquire")
-        .granted()
-        .expect("free lease granted");
+    let lease = leasehold_testkit::granted(&leases, name, Duration::from_millis(900), "acquire").await;
     eprintln!(
         "acquire of a free lease: store calls {:?}, HTTP {:?}",
         calls.counts(),
@@ -60,12 +62,7 @@ async fn acquire_renew_release_takeover_request_counts() {
     assert_eq!(counts(&http), (0, 1, 1), "a release is one PUT");
 
     http.reset();
-    let again = leases
-        .try_acquire(name, Duration::from_millis(900))
-        .await
-        .expect("again")
-        .granted()
-        .expect("granted after release");
+    let again = leasehold_testkit::granted(&leases, name, Duration::from_millis(900), "again").await;
     assert_eq!(again.token(), FencingToken::new(2));
     assert_eq!(counts(&http), (0, 1, 1), "acquire after a release is one PUT");
     again.release().await.expect("release");
@@ -73,12 +70,7 @@ async fn acquire_renew_release_takeover_request_counts() {
     // Takeover from a holder (its own client and connection) that stopped renewing.
     let holder_store = FaultStore::new(S3Store::new(leasehold_s3::local_client(&endpoint()), config), 7);
     let holder = LeaseClient::new(holder_store.clone());
-    let held = holder
-        .try_acquire("jobs/taken-over", Duration::from_millis(600))
-        .await
-        .expect("holder")
-        .granted()
-        .expect("holder granted");
+    let held = leasehold_testkit::granted(&holder, "jobs/taken-over", Duration::from_millis(600), "holder").await;
     holder_store.set_plan(FaultPlan::hang());
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut per_attempt = Vec::new();
@@ -119,10 +111,7 @@ async fn acquire_renew_release_takeover_request_counts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manifest_and_verify_request_counts() {
-    let http = RequestCounter::default();
-    let client = client_with(&endpoint(), Some(http.clone()), None);
-    let bucket = unique_bucket("reqm");
-    create_bucket(&client, &bucket).await;
+    let (http, client, bucket) = counted_bucket("reqm").await;
     let store = S3Store::new(client, S3Config::new(&bucket, "leases").expect("config"));
 
     http.reset();

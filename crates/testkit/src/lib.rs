@@ -3,8 +3,8 @@
 //! What every store's tests need, once: the settings of the stores that
 //! `scripts/stores.sh` started (read from the environment, failing with a clear message
 //! without them: a test that needs a store never skips), names no other test or run
-//! uses, the serialized moto a test binary starts for itself, and the frozen-holder
-//! scenario every store runs ([`frozen`]). Not published; the
+//! uses, the serialized moto a test binary starts for itself, a lease that must be
+//! granted ([`granted`]), and the frozen-holder scenario every store runs ([`frozen`]). Not published; the
 //! store crates take it as a path-only dev-dependency.
 
 pub mod frozen;
@@ -14,6 +14,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use leasehold_core::{AcquireOutcome, Lease, LeaseClient};
 
 /// A variable the test cannot run without.
 ///
@@ -160,6 +162,23 @@ where
     println!("test {name} ... ok");
     println!("\ntest result: ok. 1 passed; 0 failed");
     ExitCode::SUCCESS
+}
+
+/// `client` asks for `name` once; the lease, which it must be granted (`who` names the
+/// asker in the panic messages).
+///
+/// # Panics
+/// If the acquire fails or the lease is held.
+pub async fn granted(client: &LeaseClient, name: impl AsRef<str>, ttl: Duration, who: &str) -> Lease {
+    let name = name.as_ref();
+    match client
+        .try_acquire(name, ttl)
+        .await
+        .unwrap_or_else(|e| panic!("{who}: acquire {name}: {e}"))
+    {
+        AcquireOutcome::Granted(l) => l,
+        AcquireOutcome::Held { holder, token, .. } => panic!("{who}: {name} held by {holder:?} with {token}"),
+    }
 }
 
 #[cfg(test)]

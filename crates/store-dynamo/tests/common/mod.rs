@@ -20,7 +20,7 @@ use aws_sdk_dynamodb::operation::create_table::{CreateTableError, CreateTableOut
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, TableStatus,
 };
-use leasehold_core::{Lease, LeaseClient};
+use leasehold_core::Lease;
 use leasehold_dynamodb::DynamoStore;
 use tokio::time::Instant;
 
@@ -135,17 +135,6 @@ pub fn unique_name(group: &str, case: &str) -> String {
         .map(|d| d.as_nanos())
         .unwrap_or(0);
     format!("{group}/{case}/{}-{nanos:x}", std::process::id())
-}
-
-/// `client` asks for `name` once; the lease, which it must be granted (`who` names the
-/// asker in the panic messages).
-pub async fn granted(client: &LeaseClient, name: &str, ttl: Duration, who: &str) -> Lease {
-    client
-        .try_acquire(name, ttl)
-        .await
-        .unwrap_or_else(|e| panic!("{who}: acquire: {e}"))
-        .granted()
-        .unwrap_or_else(|| panic!("{who}: not granted"))
 }
 
 /// After a takeover: releases the new holder's `lease`, drops the old holder's `old` (its

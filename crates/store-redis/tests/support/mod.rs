@@ -12,7 +12,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leasehold_core::testing::process::poll_async;
-use leasehold_core::{AcquireOutcome, Lease, LeaseClient};
 use leasehold_redis::{RedisConfig, RedisStore};
 use redis::aio::MultiplexedConnection;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -60,15 +59,6 @@ pub async fn shared_store(tag: &str) -> RedisStore {
     RedisStore::connect(client(&url), RedisConfig::default().with_prefix(unique_prefix(tag)))
         .await
         .unwrap_or_else(|e| panic!("cannot reach Redis at {url}: {e}"))
-}
-
-/// `name` granted for `ttl` through `leases` (panics if it is held).
-pub async fn grant(leases: &LeaseClient, name: impl AsRef<str>, ttl: Duration) -> Lease {
-    let name = name.as_ref();
-    match leases.try_acquire(name, ttl).await.expect("acquire") {
-        AcquireOutcome::Granted(l) => l,
-        AcquireOutcome::Held { holder, token, .. } => panic!("{name} held by {holder:?} with {token}"),
-    }
 }
 
 pub async fn hgetall(conn: &mut MultiplexedConnection, key: &str) -> HashMap<String, String> {
