@@ -115,6 +115,22 @@ pub struct Stored {
     pub remaining: Option<Duration>,
 }
 
+/// How far a held record's expiry may lie beyond its TTL before the record is corrupt.
+///
+/// No write of this library puts an expiry more than the TTL ahead of the store's clock,
+/// so one further ahead was planted by someone else (an operator, a restore) and would
+/// keep the name held for that long: every store reports it as
+/// [`crate::Error::CorruptRecord`] ([`expiry_is_possible`]). The slack tolerates a step
+/// back of the store's clock by less than this, which only lengthens the leases held
+/// across it.
+pub const EXPIRY_SLACK: Duration = Duration::from_secs(60);
+
+/// True unless `record` is held and `remaining` lies further ahead than its TTL plus
+/// [`EXPIRY_SLACK`].
+pub fn expiry_is_possible(record: &LeaseRecord, remaining: Duration) -> bool {
+    record.is_vacant() || remaining <= record.ttl.get() + EXPIRY_SLACK
+}
+
 /// The portable encoding of a [`LeaseRecord`] for stores that keep a blob
 /// (S3 objects, etcd values, Redis strings): compact JSON with a format number.
 ///

@@ -18,7 +18,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 pub use crate::failure::{Effect, ErrorClass, no_answer};
-pub use crate::record::{LeaseRecord, Stored, Version, record_codec};
+pub use crate::record::{EXPIRY_SLACK, LeaseRecord, Stored, Version, expiry_is_possible, record_codec};
 pub use crate::wake_hub::{BATON_PASS, WakeHub};
 use crate::{LeaseName, Result};
 

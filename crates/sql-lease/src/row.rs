@@ -4,7 +4,10 @@ use std::time::Duration;
 
 use leasehold_core::{
     Error, LeaseName, Result,
-    store::{CasOutcome, Current, DeleteOutcome, Precondition, Stored, Version, record_codec},
+    store::{
+        CasOutcome, Current, DeleteOutcome, EXPIRY_SLACK, Precondition, Stored, Version, expiry_is_possible,
+        record_codec,
+    },
 };
 use sqlx::{Database, Decode, Row, Type};
 
@@ -82,9 +85,22 @@ impl RawRow {
             .remaining_ms
             .ok_or_else(|| Error::corrupt(name.as_str(), "expiry is not a time"))?;
         let remaining = Duration::from_millis(u64::try_from(remaining).unwrap_or(0));
+        if !expiry_is_possible(&record, remaining) {
+            return Err(Error::corrupt(
+                name.as_str(),
+                format!(
+                    "its expiry lies {remaining:?} ahead, beyond its TTL of {:?} plus {EXPIRY_SLACK:?}",
+                    record.ttl.get()
+                ),
+            ));
+        }
+        let version = u64::try_from(self.version)
+            .ok()
+            .filter(|v| *v > 0)
+            .ok_or_else(|| corrupt("version", self.version))?;
         Ok(Stored {
             record,
-            version: Version::from(u64::try_from(self.version).map_err(|_| corrupt("version", self.version))?),
+            version: Version::from(version),
             remaining: Some(remaining),
         })
     }

@@ -37,6 +37,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use leasehold_core::fence::Dialect;
+use leasehold_core::store::EXPIRY_SLACK;
 use leasehold_core::{Error, MAX_HOLDER_LEN, Result, Ttl};
 
 use crate::LeaseTable;
@@ -177,8 +178,11 @@ impl Postgres {
         let (min, max) = ttl_bounds();
         format!(
             "{a}.fence_token BETWEEN 1 AND {I64_MAX_MINUS_1} AND {a}.ttl_ms BETWEEN {min} AND {max} \
-             AND ({a}.holder IS NULL OR {a}.holder ~ '^[{HOLDER_CLASS}]{{1,{MAX_HOLDER_LEN}}}$') \
-             AND ({a}.wall_expires_at_ms IS NULL OR {a}.wall_expires_at_ms >= 0)"
+             AND {a}.version BETWEEN 1 AND {I64_MAX_MINUS_1} AND isfinite({a}.expires_at) \
+             AND ({a}.holder IS NULL OR ({a}.holder ~ '^[{HOLDER_CLASS}]{{1,{MAX_HOLDER_LEN}}}$' \
+             AND {a}.expires_at <= now() + ({a}.ttl_ms + {slack}) * interval '1 millisecond')) \
+             AND ({a}.wall_expires_at_ms IS NULL OR {a}.wall_expires_at_ms >= 0)",
+            slack = EXPIRY_SLACK.as_millis()
         )
     }
 
@@ -198,7 +202,10 @@ impl Postgres {
     }
 
     fn remaining(a: &str) -> String {
-        format!("GREATEST(0, CEIL(EXTRACT(EPOCH FROM ({a}.expires_at - now())) * 1000))::bigint")
+        format!(
+            "CASE WHEN isfinite({a}.expires_at) \
+             THEN GREATEST(0, CEIL(EXTRACT(EPOCH FROM ({a}.expires_at - now())) * 1000))::bigint END"
+        )
     }
 
     fn row(a: &str) -> String {
@@ -352,10 +359,12 @@ impl Sqlite {
         format!(
             "typeof(l.fence_token) = 'integer' AND l.fence_token BETWEEN 1 AND {I64_MAX_MINUS_1} \
              AND typeof(l.ttl_ms) = 'integer' AND l.ttl_ms BETWEEN {min} AND {max} \
-             AND typeof(l.version) = 'integer' AND typeof(l.deleted) = 'integer' AND typeof(l.expires_at_ms) = 'integer' \
+             AND typeof(l.version) = 'integer' AND l.version BETWEEN 1 AND {I64_MAX_MINUS_1} \
+             AND typeof(l.deleted) = 'integer' AND typeof(l.expires_at_ms) = 'integer' \
              AND (l.holder IS NULL OR (typeof(l.holder) = 'text' AND length(l.holder) BETWEEN 1 AND {MAX_HOLDER_LEN} \
-             AND l.holder NOT GLOB '*[^{HOLDER_CLASS}]*')) \
-             AND (l.wall_expires_at_ms IS NULL OR (typeof(l.wall_expires_at_ms) = 'integer' AND l.wall_expires_at_ms >= 0))"
+             AND l.holder NOT GLOB '*[^{HOLDER_CLASS}]*' AND l.expires_at_ms <= {SQLITE_NOW_MS} + l.ttl_ms + {slack})) \
+             AND (l.wall_expires_at_ms IS NULL OR (typeof(l.wall_expires_at_ms) = 'integer' AND l.wall_expires_at_ms >= 0))",
+            slack = EXPIRY_SLACK.as_millis()
         )
     }
 

@@ -135,12 +135,26 @@ pub(crate) fn decode(name: &LeaseName, snap: &Snapshot) -> Decoded {
         record: snap
             .record
             .as_ref()
-            .map(|kv| (kv.version, kv.lease, record_codec::decode(name, &kv.bytes))),
+            .map(|kv| (kv.version, kv.lease, decode_record(name, kv))),
         fence: match &snap.fence {
             None => Ok(FenceSeen::Absent),
             Some(b) => decode_fence(name, b).map(|t| FenceSeen::Value(t.get())),
         },
     }
+}
+
+/// Decodes a record value. A held record without an etcd lease is corrupt: nothing
+/// would ever expire it (this store writes every held record on a session, and only
+/// vacant ones without), so it was put by someone else (`etcdctl put` without `--lease`).
+fn decode_record(name: &LeaseName, kv: &RecordKv) -> Result<LeaseRecord> {
+    let record = record_codec::decode(name, &kv.bytes)?;
+    if !record.is_vacant() && kv.lease == 0 {
+        return Err(leasehold_core::Error::corrupt(
+            name.as_str(),
+            "a held record without an etcd lease never expires",
+        ));
+    }
+    Ok(record)
 }
 
 impl State {
@@ -177,7 +191,7 @@ impl State {
             None => RecordSeen::Absent,
             Some(kv) => RecordSeen::Present {
                 version: kv.version,
-                record: record_codec::decode(name, &kv.bytes).ok(),
+                record: decode_record(name, kv).ok(),
             },
         };
         // A grant writes the fence with the record's token in the same transaction.
@@ -408,7 +422,7 @@ mod tests {
             rev,
             record: record.map(|(v, r)| RecordKv {
                 version: v,
-                lease: 0,
+                lease: i64::from(!r.is_vacant()),
                 bytes: record_codec::encode(r),
             }),
             fence: fence.map(|f| crate::keys::encode_fence(FencingToken::new(f))),

@@ -16,8 +16,8 @@ use tokio::time::Instant;
 /// The lease TTL of these tests: renewals every third of it.
 const TTL: Duration = Duration::from_millis(3000);
 
-/// Runs `etcdctl` against the test etcd with `args`, the value (if any) on stdin.
-fn etcdctl(args: &[&str]) {
+/// Runs `etcdctl` against the test etcd with `args`; its standard output.
+fn etcdctl(args: &[&str]) -> String {
     let endpoints = common::endpoints().join(",");
     let out = Command::new("etcdctl")
         .env("ETCDCTL_API", "3")
@@ -33,6 +33,7 @@ fn etcdctl(args: &[&str]) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn record_key(store: &EtcdStore, name: &str) -> String {
@@ -63,7 +64,10 @@ async fn hold_then(store: &EtcdStore, name: &str, change: impl FnOnce(&str)) -> 
 async fn a_deleted_record_is_noticed_within_one_renewal_interval() {
     let store = common::store("foreign-delete").await;
     let name = "foreign/deleted";
-    let (cause, after) = hold_then(&store, name, |key| etcdctl(&["del", key])).await;
+    let (cause, after) = hold_then(&store, name, |key| {
+        etcdctl(&["del", key]);
+    })
+    .await;
     assert!(
         after <= TTL / 3 + Duration::from_millis(500),
         "noticed only {after:?} after the delete"
@@ -96,7 +100,10 @@ async fn an_overwritten_record_is_noticed_within_one_renewal_interval() {
             leasehold_core::Ttl::new(TTL).expect("ttl"),
         );
         let value = String::from_utf8(record_codec::encode(&other)).expect("JSON");
-        etcdctl(&["put", key, &value]);
+        let lease = etcdctl(&["lease", "grant", "30"]);
+        // "lease 694d7a1f3b2c4e0b granted with TTL(30s)"
+        let id = lease.split_whitespace().nth(1).expect("a lease id").to_owned();
+        etcdctl(&["put", &format!("--lease={id}"), key, &value]);
     })
     .await;
     assert!(
@@ -106,6 +113,34 @@ async fn an_overwritten_record_is_noticed_within_one_renewal_interval() {
     match cause {
         LossCause::TakenOver { token, .. } => assert_eq!(token, FencingToken::new(100)),
         other => panic!("an overwrite by another holder is a takeover: {other:?}"),
+    }
+    common::cleanup(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_record_without_an_etcd_lease_is_corrupt() {
+    let store = common::store("foreign-no-lease").await;
+    let name = "foreign/no-lease";
+    // A held record put by hand without --lease: nothing would ever expire it.
+    let planted = LeaseRecord::held(
+        leasehold_core::HolderId::new("operator").expect("holder"),
+        FencingToken::new(7),
+        leasehold_core::Ttl::new(TTL).expect("ttl"),
+    );
+    let value = String::from_utf8(record_codec::encode(&planted)).expect("JSON");
+    etcdctl(&["put", &record_key(&store, name), &value]);
+    let key = leasehold_core::LeaseName::new(name).expect("name");
+    match leasehold_core::store::CasStore::read(&store, &key).await {
+        Err(leasehold_core::Error::CorruptRecord { .. }) => {}
+        other => panic!("a read gives {other:?}"),
+    }
+    let client = LeaseClient::new(store.clone());
+    let attempt = client.acquire_timeout(name, TTL, Duration::from_secs(3));
+    match tokio::time::timeout(Duration::from_secs(5), attempt).await {
+        Ok(Err(leasehold_core::Error::CorruptRecord { .. })) => {}
+        Ok(Ok(lease)) => panic!("a corrupt record was granted (token {})", lease.token()),
+        Ok(Err(other)) => panic!("a grant gives {other:?}, not CorruptRecord"),
+        Err(_) => panic!("a grant still waits on a record that never expires"),
     }
     common::cleanup(&store).await;
 }

@@ -38,6 +38,13 @@ pub async fn store_on(pool: &PgPool, table: &str) -> PostgresStore {
 #[allow(unused_imports)] // not every test binary runs statements
 pub use shared::exec;
 
+/// `SET` clauses that plant an expiry no write of the library makes: beyond the TTL, and
+/// at the edge of the column's type.
+pub const IMPOSSIBLE_EXPIRIES: &[(&str, &str)] = &[
+    ("an expiry 100 years ahead", "expires_at = now() + interval '100 years'"),
+    ("an infinite expiry", "expires_at = 'infinity'"),
+];
+
 /// A store on a lease table of its own, for the foreign-writer tests: the store, the
 /// table's name, and what must live as long as the test (nothing, here).
 pub async fn foreign_store() -> (PostgresStore, String, ()) {

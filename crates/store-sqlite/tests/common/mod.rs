@@ -71,6 +71,19 @@ pub async fn store_on(pool: &SqlitePool, table: &str) -> SqliteStore {
 #[allow(unused_imports)] // not every test binary runs statements
 pub use shared::exec;
 
+/// `SET` clauses that plant an expiry no write of the library makes: beyond the TTL, and
+/// at the edge of the column's type.
+pub const IMPOSSIBLE_EXPIRIES: &[(&str, &str)] = &[
+    (
+        "an expiry 100 years ahead",
+        "expires_at_ms = expires_at_ms + 3153600000000",
+    ),
+    (
+        "the largest expiry the column holds",
+        "expires_at_ms = 9223372036854775807",
+    ),
+];
+
 /// A store on a database file of its own, for the foreign-writer tests: the store, the
 /// lease table's name, and the file (removed when the test ends).
 pub async fn foreign_store() -> (SqliteStore, String, TempDb) {

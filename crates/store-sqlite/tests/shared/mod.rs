@@ -184,6 +184,61 @@ where
     }
 }
 
+/// An operator plants an expiry no write of the library makes (far beyond the TTL, or at
+/// the edge of the column's type) on a held row. The holder loses the lease, and reads
+/// and grants report the row as corrupt at once: never granted, never waited on.
+pub async fn an_impossible_expiry_is_corrupt<B: SqlBackend>(store: SqlStore<B>, table: &str)
+where
+    for<'c> &'c Pool<B::Db>: Executor<'c, Database = B::Db>,
+{
+    for (what, set) in super::IMPOSSIBLE_EXPIRIES {
+        let name = format!("foreign/expiry/{}", leasehold_testkit::unique_suffix());
+        let cause = hold_then_change_by_hand(&store, table, &name, set).await;
+        assert_corrupt_everywhere(&store, &name, &format!("{what} ({cause:?})")).await;
+    }
+}
+
+/// A vacant row whose version was set by hand to one the store never issues (zero,
+/// negative): never granted, and reported as corrupt.
+pub async fn an_impossible_version_is_corrupt<B: SqlBackend>(store: SqlStore<B>, table: &str)
+where
+    for<'c> &'c Pool<B::Db>: Executor<'c, Database = B::Db>,
+{
+    for version in [-1, 0] {
+        let name = format!("foreign/version/{}", leasehold_testkit::unique_suffix());
+        let client = LeaseClient::new(store.clone());
+        let lease = client
+            .acquire(&name, Duration::from_millis(600))
+            .await
+            .expect("acquire");
+        lease.release().await.expect("release");
+        exec(
+            store.pool(),
+            &format!("UPDATE \"{table}\" SET version = {version} WHERE name = '{name}'"),
+        )
+        .await;
+        assert_corrupt_everywhere(&store, &name, &format!("a vacant row at version {version}")).await;
+    }
+}
+
+/// Reads and a grant of `name` on `store` report [`leasehold_core::Error::CorruptRecord`],
+/// at once.
+async fn assert_corrupt_everywhere<B: SqlBackend>(store: &SqlStore<B>, name: &str, what: &str) {
+    let key = leasehold_core::LeaseName::new(name).expect("name");
+    match store.read(&key).await {
+        Err(leasehold_core::Error::CorruptRecord { .. }) => {}
+        other => panic!("{what}: a read gives {other:?}"),
+    }
+    let client = LeaseClient::new(store.clone());
+    let attempt = client.acquire_timeout(name, Duration::from_millis(600), Duration::from_secs(3));
+    match tokio::time::timeout(Duration::from_secs(5), attempt).await {
+        Ok(Err(leasehold_core::Error::CorruptRecord { .. })) => {}
+        Ok(Ok(lease)) => panic!("{what}: a corrupt row was granted (token {})", lease.token()),
+        Ok(Err(other)) => panic!("{what}: a grant gives {other:?}, not CorruptRecord"),
+        Err(_) => panic!("{what}: a grant still waits on a corrupt row"),
+    }
+}
+
 /// The foreign-writer tests of a SQL store: `common::foreign_store()` gives the store,
 /// its lease table's name, and what must live as long as the test.
 macro_rules! foreign_writer_tests {
