@@ -16,53 +16,23 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
-use aws_sdk_s3::primitives::ByteStream;
-use leasehold_core::conformance::Fixture;
-use leasehold_core::{LeaseName, store::CasStore};
+use common::fixture::LeaseBucket;
 use leasehold_s3::{S3Config, S3Store};
 
 /// This binary's serialized moto.
 const CONFORMANCE_MOTO_PORT: u16 = 55202;
 
-struct S3Fixture {
-    store: S3Store,
+/// A fresh bucket on this binary's serialized moto, with a lease store in it.
+async fn fixture() -> LeaseBucket {
+    let client = leasehold_s3::local_client(&common::serialized_moto(CONFORMANCE_MOTO_PORT));
+    let bucket = common::unique_bucket("conf");
+    common::create_bucket(&client, &bucket).await;
+    let config = S3Config::new(bucket, "leases").expect("config");
+    LeaseBucket(S3Store::new(client, config))
 }
 
-impl S3Fixture {
-    async fn new() -> Self {
-        let client = leasehold_s3::local_client(&common::serialized_moto(CONFORMANCE_MOTO_PORT));
-        let bucket = common::unique_bucket("conf");
-        common::create_bucket(&client, &bucket).await;
-        let config = S3Config::new(bucket, "leases").expect("config");
-        Self {
-            store: S3Store::new(client, config),
-        }
-    }
-}
-
-#[async_trait]
-impl Fixture for S3Fixture {
-    async fn store(&self) -> Arc<dyn CasStore> {
-        Arc::new(self.store.clone())
-    }
-
-    async fn corrupt(&self, name: &LeaseName) {
-        self.store
-            .client()
-            .put_object()
-            .bucket(self.store.config().bucket())
-            .key(self.store.key_for(name))
-            .body(ByteStream::from_static(b"\x00not a lease record"))
-            .send()
-            .await
-            .expect("put a corrupt object");
-    }
-}
-
-leasehold_core::conformance::conformance_tests!(S3Fixture::new().await);
+leasehold_core::conformance::conformance_tests!(fixture().await);
 
 /// The fence contract on S3: the resource is a manifest object ([`common::fenced`]), its
 /// value the manifest's data (the decimal digits of the value), its high-water mark the

@@ -14,52 +14,27 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use async_trait::async_trait;
-use common::fenced::ManifestResource;
-use leasehold_core::conformance::FencedResource;
-use leasehold_core::store::CasStore;
+use common::fixture::LeaseBucket;
 use leasehold_s3::{S3Config, S3Store};
-use leasehold_testkit::frozen::World;
 
-/// The run's bucket on the shared moto, with the lease store and the manifests in it.
-struct S3World {
-    store: S3Store,
-}
-
-impl S3World {
-    /// The same bucket for the same `run` in the test and in the worker process: created
-    /// by whichever comes first, kept by the other.
-    async fn open(run: String) -> Self {
-        let bucket = format!("lh-s3-frozen-{run}");
-        assert!(bucket.len() <= 63, "bucket name too long: {bucket}");
-        let client = leasehold_s3::local_client(&common::endpoint());
-        let config = S3Config::new(&bucket, "leases").expect("config");
-        if let Err(e) = S3Store::provision(&client, &config).await {
-            panic!(
-                "creating bucket {bucket} at {}: {e} (is moto running? `scripts/stores.sh start moto`)",
-                common::endpoint()
-            );
-        }
-        Self {
-            store: S3Store::new(client, config),
-        }
+/// The run's bucket on the shared moto, with the lease store and the manifests in it:
+/// the same bucket for the same `run` in the test and in the worker process, created by
+/// whichever comes first, kept by the other.
+async fn open(run: String) -> LeaseBucket {
+    let bucket = format!("lh-s3-frozen-{run}");
+    assert!(bucket.len() <= 63, "bucket name too long: {bucket}");
+    let client = leasehold_s3::local_client(&common::endpoint());
+    let config = S3Config::new(&bucket, "leases").expect("config");
+    if let Err(e) = S3Store::provision(&client, &config).await {
+        panic!(
+            "creating bucket {bucket} at {}: {e} (is moto running? `scripts/stores.sh start moto`)",
+            common::endpoint()
+        );
     }
-}
-
-#[async_trait]
-impl World for S3World {
-    async fn store(&self) -> Arc<dyn CasStore> {
-        Arc::new(self.store.clone())
-    }
-
-    async fn resource(&self, name: &str) -> Box<dyn FencedResource> {
-        Box::new(ManifestResource::named(self.store.config().bucket(), name))
-    }
+    LeaseBucket(S3Store::new(client, config))
 }
 
 /// This binary is also the frozen holder: run with `--worker`, it holds the lease.
 fn main() -> std::process::ExitCode {
-    leasehold_testkit::frozen::main(|run| S3World::open(run.to_owned()))
+    leasehold_testkit::frozen::main(|run| open(run.to_owned()))
 }

@@ -38,6 +38,14 @@ fn applied(c: FencedOutcome<Manifest, Option<Manifest>>) -> Manifest {
     }
 }
 
+/// The manifest a conflicting commit was told about.
+fn conflict(c: FencedOutcome<Manifest, Option<Manifest>>) -> Manifest {
+    match c {
+        FencedOutcome::ConditionFailed(Some(cur)) => cur,
+        other => panic!("expected a conflict with the current manifest, got {other:?}"),
+    }
+}
+
 fn refused<T: std::fmt::Debug>(r: Result<T>, token: u64, what: &str) {
     match r {
         Err(Error::FenceRejected { token: got }) => assert_eq!(got, t(token), "{what}"),
@@ -51,32 +59,33 @@ async fn first_commits_and_conflicts_rebase() {
     assert_eq!(m.read().await.expect("read"), None);
     let v1 = applied(m.commit(t(1), None, b"data/v1".to_vec()).await.expect("v1"));
     // A second "first" commit (If-None-Match: *) loses to the existing manifest.
-    match m.commit(t(1), None, b"data/other".to_vec()).await.expect("again") {
-        FencedOutcome::ConditionFailed(Some(cur)) => assert_eq!(cur, v1),
-        other => panic!("{other:?}"),
-    }
+    assert_eq!(
+        conflict(m.commit(t(1), None, b"data/other".to_vec()).await.expect("again")),
+        v1
+    );
     let v2 = applied(m.commit(t(1), Some(&v1), b"data/v2".to_vec()).await.expect("v2"));
     assert_ne!(v1.version, v2.version);
     // The same tenure on a stale base: a conflict to rebase on, not a fence rejection.
-    match m
-        .commit(t(1), Some(&v1), b"data/v2b".to_vec())
-        .await
-        .expect("stale base")
-    {
-        FencedOutcome::ConditionFailed(Some(cur)) => assert_eq!(cur, v2),
-        other => panic!("{other:?}"),
-    }
+    assert_eq!(
+        conflict(
+            m.commit(t(1), Some(&v1), b"data/v2b".to_vec())
+                .await
+                .expect("stale base")
+        ),
+        v2
+    );
     // Strict, a newer grant on a stale base: the manifest that replaced it carries an
     // older token, so it is a conflict too; on the rebase the commit applies.
     let strict = m.clone().strict();
-    match strict
-        .commit(t(2), Some(&v1), b"data/v3".to_vec())
-        .await
-        .expect("strict on a stale base")
-    {
-        FencedOutcome::ConditionFailed(Some(cur)) => assert_eq!(cur, v2),
-        other => panic!("{other:?}"),
-    }
+    assert_eq!(
+        conflict(
+            strict
+                .commit(t(2), Some(&v1), b"data/v3".to_vec())
+                .await
+                .expect("strict on a stale base")
+        ),
+        v2
+    );
     let v3 = applied(strict.commit(t(2), Some(&v2), b"data/v3".to_vec()).await.expect("v3"));
     assert_eq!(m.read().await.expect("read"), Some(v3));
 }

@@ -1,10 +1,12 @@
 //! Shared pieces of the leasehold-s3 integration tests: the moto endpoint, unique buckets,
 //! an SDK interceptor that counts real HTTP requests, a scripted HTTP client that answers
-//! like S3 does in cases moto never produces (409, 503 SlowDown), and the manifest
-//! resource of the shared fence and frozen-holder cases ([`fenced`]).
+//! like S3 does in cases moto never produces (409, 503 SlowDown), the manifest resource
+//! of the shared fence and frozen-holder cases ([`fenced`]) and the store as those
+//! suites drive it ([`fixture`]).
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
 pub mod fenced;
+pub mod fixture;
 
 use std::collections::{HashMap, VecDeque};
 use std::process::{Child, Command, Stdio};
