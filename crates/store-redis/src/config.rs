@@ -21,6 +21,11 @@ pub struct RedisConfig {
     /// (default 5 s). A write that runs out of time is
     /// [`Error::Indeterminate`](leasehold_core::Error::Indeterminate).
     pub request_timeout: Option<Duration>,
+    /// Upper bound on [`crate::RedisStore::connect`] establishing its connection
+    /// (default 3 s): a refused or silent server gives
+    /// [`Error::Unavailable`](leasehold_core::Error::Unavailable) within it, and each
+    /// reconnection attempt of the connection manager later is bounded by it too.
+    pub connect_timeout: Duration,
 }
 
 impl RedisConfig {
@@ -33,10 +38,20 @@ impl RedisConfig {
     /// The default bound on one script call.
     pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
+    /// The default bound on connecting.
+    pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
     /// This config with another key prefix.
     #[must_use]
     pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.key_prefix = prefix.into();
+        self
+    }
+
+    /// This config with another bound on connecting ([`RedisConfig::connect_timeout`]).
+    #[must_use]
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
         self
     }
 
@@ -63,6 +78,9 @@ impl RedisConfig {
         if self.request_timeout.is_some_and(|d| d.is_zero()) {
             return Err(Error::invalid("request_timeout", "must be above zero"));
         }
+        if self.connect_timeout.is_zero() {
+            return Err(Error::invalid("connect_timeout", "must be above zero"));
+        }
         Ok(())
     }
 }
@@ -73,6 +91,7 @@ impl Default for RedisConfig {
             key_prefix: Self::DEFAULT_PREFIX.to_owned(),
             notify_client: None,
             request_timeout: Some(Self::DEFAULT_REQUEST_TIMEOUT),
+            connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
         }
     }
 }
@@ -83,6 +102,7 @@ impl fmt::Debug for RedisConfig {
             .field("key_prefix", &self.key_prefix)
             .field("notify", &self.notify_client.is_some())
             .field("request_timeout", &self.request_timeout)
+            .field("connect_timeout", &self.connect_timeout)
             .finish()
     }
 }
@@ -159,6 +179,8 @@ mod tests {
             request_timeout: Some(Duration::ZERO),
             ..RedisConfig::default()
         };
+        assert!(zero.validate().is_err());
+        let zero = RedisConfig::default().with_connect_timeout(Duration::ZERO);
         assert!(zero.validate().is_err());
     }
 }

@@ -14,7 +14,7 @@ use leasehold_core::{
     },
 };
 use redis::ScriptInvocation;
-use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 
 use crate::config::{KeyLayout, RedisConfig};
 use crate::error::{self, Effect};
@@ -66,14 +66,31 @@ impl RedisStore<ConnectionManager> {
     /// `client` for the pub/sub waiter too (unless `config.notify_client` names
     /// another).
     ///
+    /// Connecting takes at most [`RedisConfig::connect_timeout`] (one attempt, no
+    /// retries: a caller that wants to wait longer for Redis to come up retries
+    /// `connect`); loading the scripts then takes at most one request timeout.
+    ///
     /// # Errors
     /// [`Error::InvalidInput`] for a bad config; [`Error::Unavailable`] /
-    /// [`Error::Misconfigured`] if Redis cannot be reached or refuses the scripts.
+    /// [`Error::Misconfigured`] if Redis cannot be reached within the connect timeout or
+    /// refuses the scripts.
     pub async fn connect(client: redis::Client, mut config: RedisConfig) -> Result<Self> {
         config.validate()?;
-        let conn = ConnectionManager::new(client.clone())
-            .await
-            .map_err(|e| error::from_redis(e, Effect::Read, "connect"))?;
+        let bound = config.connect_timeout;
+        let manager = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(bound))
+            .set_number_of_retries(0)
+            .set_max_delay(bound);
+        let conn = match tokio::time::timeout(bound, ConnectionManager::new_with_config(client.clone(), manager)).await
+        {
+            Ok(r) => r.map_err(|e| error::from_redis(e, Effect::Read, "connect"))?,
+            Err(_) => {
+                return Err(Error::Unavailable {
+                    message: format!("no connection to Redis within the connect timeout of {bound:?}"),
+                    source: None,
+                });
+            }
+        };
         if config.notify_client.is_none() {
             config.notify_client = Some(client);
         }
