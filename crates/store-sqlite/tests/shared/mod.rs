@@ -239,10 +239,20 @@ async fn assert_corrupt_everywhere<B: SqlBackend>(store: &SqlStore<B>, name: &st
     }
 }
 
-/// The foreign-writer tests of a SQL store: `common::foreign_store()` gives the store,
-/// its lease table's name, and what must live as long as the test.
+/// The foreign-writer tests of a SQL store, one `#[tokio::test]` per case above:
+/// `common::foreign_store()` gives the store, its lease table's name, and what must live
+/// as long as the test.
 macro_rules! foreign_writer_tests {
-    ($($case:ident),* $(,)?) => {
+    () => {
+        $crate::common::shared::foreign_writer_tests!(
+            @cases
+            a_raised_token_is_never_written_back,
+            a_corrupted_held_row_is_never_healed,
+            an_impossible_expiry_is_corrupt,
+            an_impossible_version_is_corrupt
+        );
+    };
+    (@cases $($case:ident),*) => {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
