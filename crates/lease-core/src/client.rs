@@ -493,6 +493,10 @@ async fn attempt(
     // Whether this attempt has heard from the store yet: a "held" verdict is only ever
     // given on a fresh answer, never on what an earlier attempt cached.
     let mut fresh = false;
+    // Whether a write of this attempt may have applied: a later failure is then no
+    // proof that nothing happened, and must not say so.
+    let mut in_doubt = false;
+    let doubt = |in_doubt: bool| move |e: Error| if in_doubt { still_in_doubt(e) } else { e };
     for _ in 0..4 {
         let known = if inner.caps.clock == ClockSource::Store && !fresh {
             // Claimable lets the store judge; the cache could only be staler.
@@ -547,12 +551,22 @@ async fn attempt(
             Err(e) if e.is_indeterminate() => {
                 // The write may have applied: look, and if the record names us, the next
                 // round confirms it with a write on its version.
-                let current = store.read(&name).await?;
+                in_doubt = true;
+                let current = store.read(&name).await.map_err(|read| {
+                    if read.is_retryable() {
+                        Error::Indeterminate {
+                            message: format!("{e}; the read that was to settle it failed too: {read}"),
+                            source: Some(Box::new(e)),
+                        }
+                    } else {
+                        read
+                    }
+                })?;
                 inner.remember(&name, current.as_ref(), Instant::now());
                 fresh = true;
                 continue;
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(doubt(in_doubt)(e)),
         };
         fresh = true;
         match outcome {
@@ -597,7 +611,7 @@ async fn attempt(
                 let current = match current {
                     Current::Present(s) => Some(s),
                     Current::Absent => None,
-                    Current::Unknown => store.read(&name).await?,
+                    Current::Unknown => store.read(&name).await.map_err(doubt(in_doubt))?,
                 };
                 // Decide again on what the conflict showed (top of the loop): a takeover
                 // of an expired or vacant lease costs this one extra write.
@@ -617,6 +631,19 @@ async fn attempt(
             token: FencingToken::ZERO,
             retry_after: Duration::from_millis(10),
         }),
+    }
+}
+
+/// A failure after a write of the same call whose outcome is unknown: a "did not apply"
+/// ([`Error::Unavailable`]) is no longer true of the call, which may have written.
+fn still_in_doubt(e: Error) -> Error {
+    if e.is_retryable() {
+        Error::Indeterminate {
+            message: format!("an earlier write of this acquire may have applied; then: {e}"),
+            source: Some(Box::new(e)),
+        }
+    } else {
+        e
     }
 }
 

@@ -224,21 +224,6 @@ async fn reply_dropping_proxy(upstream: String) -> String {
     format!("http://{addr}")
 }
 
-/// Accepts connections and reads forever, never answering.
-async fn silent_server() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        while let Ok((mut conn, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = [0u8; 4096];
-                while matches!(conn.read(&mut buf).await, Ok(n) if n > 0) {}
-            });
-        }
-    });
-    format!("http://{addr}")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_reply_after_an_applied_write_is_indeterminate() {
     let direct = leasehold_s3::local_client(&endpoint());
@@ -263,7 +248,7 @@ async fn lost_reply_after_an_applied_write_is_indeterminate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_server_times_out_indeterminate_for_writes() {
-    let endpoint = silent_server().await;
+    let endpoint = leasehold_testkit::endpoints::silent_server().await;
     let config = S3Config::new("bucket-1", "leases")
         .expect("config")
         .with_request_timeout(Duration::from_millis(300))

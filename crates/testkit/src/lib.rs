@@ -7,6 +7,7 @@
 //! granted ([`granted`]), and the frozen-holder scenario every store runs ([`frozen`]). Not published; the
 //! store crates take it as a path-only dev-dependency.
 
+pub mod endpoints;
 pub mod frozen;
 
 use std::future::Future;
