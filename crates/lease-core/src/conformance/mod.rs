@@ -22,9 +22,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+pub mod checks;
 pub mod fence;
 pub mod wake;
 
+pub use checks::{assert_held_by, assert_lost_touch, take_over_after_expiry};
 pub use fence::{FenceFixture, FencedResource};
 use tokio::time::Instant;
 pub use wake::WakeFixture;
@@ -423,21 +425,11 @@ pub async fn holder_is_refused_while_held(f: &dyn Fixture) {
     let b = client(store.clone());
     let la = granted(a.try_acquire(&name, Duration::from_secs(10)).await.expect("a"), "a");
     let before = store.read(&name).await.expect("read").expect("present");
-    match b.try_acquire(&name, Duration::from_secs(10)).await.expect("b") {
-        AcquireOutcome::Granted(_) => panic!("two holders at once"),
-        AcquireOutcome::Held {
-            holder,
-            token,
-            retry_after,
-        } => {
-            assert_eq!(holder.as_ref(), Some(la.holder()));
-            assert_eq!(token, la.token());
-            assert!(
-                retry_after > Duration::ZERO && retry_after <= Duration::from_secs(11),
-                "retry_after {retry_after:?}"
-            );
-        }
-    }
+    assert_held_by(
+        b.try_acquire(&name, Duration::from_secs(10)).await.expect("b"),
+        &la,
+        Duration::from_secs(11),
+    );
     let after = store.read(&name).await.expect("read").expect("present");
     assert_eq!(before.record, after.record, "a refused attempt changed the record");
     assert!(la.is_valid());
@@ -454,29 +446,17 @@ pub async fn expired_lease_is_taken_over_with_next_token(f: &dyn Fixture) {
     let b = client(store.clone());
     let la = granted(a.try_acquire(&name, Duration::from_millis(500)).await.expect("a"), "a");
     frozen.set_plan(FaultPlan::hang());
-    let a_valid_until = la.valid_until();
-    let lb = b
-        .acquire_timeout(&name, Duration::from_secs(5), Duration::from_secs(10))
-        .await
-        .expect("b takes over");
-    let granted_at = Instant::now();
-    assert!(
-        granted_at >= a_valid_until,
-        "takeover {:?} before the holder's validity ended",
-        a_valid_until - granted_at
-    );
+    let lb = take_over_after_expiry(
+        &b,
+        &name,
+        Duration::from_secs(5),
+        Duration::from_secs(10),
+        &la,
+        "b takes over",
+    )
+    .await;
     assert_eq!(lb.token(), la.token().next(), "takeover takes the next token");
-    let cause = tokio::time::timeout(Duration::from_secs(1), la.lost())
-        .await
-        .expect("loss signal fired");
-    assert!(
-        matches!(
-            cause,
-            LossCause::OutcomeUnknown | LossCause::StoreUnreachable | LossCause::Expired
-        ),
-        "{cause:?}"
-    );
-    assert!(!la.is_valid());
+    assert_lost_touch(&la, Duration::from_secs(1)).await;
     lb.release().await.expect("release");
 }
 

@@ -61,20 +61,7 @@ pub async fn take_over(held: &Lease, mut attempt: impl AsyncFnMut() -> Option<Le
 
 /// A rival's `outcome` while `lease` (of `ttl`) is held: refused, naming the holder and
 /// its token, with a wait of at most `ttl`.
-pub fn assert_held_by(outcome: AcquireOutcome, lease: &Lease, ttl: Duration) {
-    match outcome {
-        AcquireOutcome::Held {
-            holder,
-            token,
-            retry_after,
-        } => {
-            assert_eq!(holder.as_ref(), Some(lease.holder()));
-            assert_eq!(token, lease.token());
-            assert!(retry_after > Duration::ZERO && retry_after <= ttl);
-        }
-        AcquireOutcome::Granted(_) => panic!("two holders"),
-    }
-}
+pub use leasehold_core::conformance::assert_held_by;
 
 /// The fenced update of the `accounts` tests on `table`: `balance` set (or, with
 /// `increment`, incremented) on the row of key `id`, fenced by `last_token`, strict or not.
