@@ -182,6 +182,13 @@ impl Lease {
         self.shared.ttl.get()
     }
 
+    /// The store's version of this lease's record as its grant or last renewal wrote it
+    /// (a SQL version, an etcd mod revision, an ETag): opaque, for a store's own fences
+    /// that guard on the record itself (etcd's `TxnFence`).
+    pub fn version(&self) -> Version {
+        self.shared.state().version
+    }
+
     /// Until when the holder may trust the lease, measured from when the last
     /// successful renewal was *sent* (rule 3 of docs/DESIGN.md).
     pub fn valid_until(&self) -> Instant {

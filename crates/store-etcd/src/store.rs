@@ -317,24 +317,6 @@ impl Inner {
         self.lock().observe_event(name, rev, kv);
     }
 
-    /// The revision of the record this store holds for `name` on behalf of `holder`
-    /// with `token`, if it still holds it and it has not expired.
-    pub(crate) fn held_version(
-        &self,
-        name: &LeaseName,
-        holder: &leasehold_core::HolderId,
-        token: FencingToken,
-    ) -> Option<i64> {
-        let st = self.lock();
-        let h = st.held(name)?;
-        let ours = h.record.holder.as_ref() == Some(holder) && h.record.token == token;
-        if ours && !h.expired(Instant::now()) {
-            h.version
-        } else {
-            None
-        }
-    }
-
     pub(crate) fn session_gone(&self, session: i64) {
         self.lock().session_gone(session);
     }

@@ -65,24 +65,30 @@ impl TxnFence {
 }
 
 impl EtcdStore {
-    /// The guard of `lease`, a lease granted through this store (by a
-    /// [`leasehold_core::LeaseClient`] over it).
+    /// The guard of `lease`, granted by a [`leasehold_core::LeaseClient`] over any
+    /// store on the same etcd and prefix (this one or another instance, in this process
+    /// or another): the guard is the lease record's revision as the grant wrote it
+    /// ([`Lease::version`]), which etcd compares; no state of this store is needed.
     ///
     /// # Errors
-    /// [`leasehold_core::Error::FenceRejected`] (through [`rejected`]) if this store no
-    /// longer holds that grant (released, expired, taken over, or never granted through
-    /// this store).
+    /// [`leasehold_core::Error::FenceRejected`] (through [`rejected`]) if the lease is no
+    /// longer valid (released, expired, taken over: a later [`EtcdStore::fenced_txn`]
+    /// would be refused anyway). [`leasehold_core::Error::InvalidInput`] for a lease
+    /// whose version is not an etcd revision (granted on another kind of store).
     pub fn fence(&self, lease: &Lease) -> Result<TxnFence> {
-        let held = self.inner.held_version(lease.name(), lease.holder(), lease.token());
-        match held {
-            Some(revision) => Ok(TxnFence::new(
-                lease.name().clone(),
-                self.record_key(lease.name()),
-                revision,
-                lease.token(),
-            )),
-            None => Err(rejected(lease.token())),
+        if !lease.is_valid() {
+            return Err(rejected(lease.token()));
         }
+        let version = lease.version();
+        let revision = version.as_str().parse::<i64>().ok().filter(|r| *r > 0).ok_or_else(|| {
+            leasehold_core::Error::invalid("lease", "its version is not an etcd revision: granted on another store")
+        })?;
+        Ok(TxnFence::new(
+            lease.name().clone(),
+            self.record_key(lease.name()),
+            revision,
+            lease.token(),
+        ))
     }
 
     /// Runs `ops` in one transaction that applies only if `fence`'s tenure is still

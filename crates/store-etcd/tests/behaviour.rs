@@ -291,6 +291,36 @@ async fn fenced_transactions_follow_the_tenure() {
     common::cleanup(&store).await;
 }
 
+/// A fence taken on another store instance (another process's, say) than the one that
+/// granted the lease guards the same tenure: it applies while the lease is held and is
+/// refused once it is released (before: refused at once, "stale token").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fence_from_another_store_instance_guards_the_same_tenure() {
+    let granting = common::store("fence-elsewhere").await;
+    let other = common::store_under(granting.config().prefix()).await;
+    let data = format!("{}ledger/balance", granting.config().prefix()).into_bytes();
+    let lease = LeaseClient::new(granting.clone())
+        .acquire("ledger", Duration::from_secs(5))
+        .await
+        .expect("acquire");
+    let fence = other.fence(&lease).expect("a fence on another instance");
+    other
+        .fenced_txn(&fence, [TxnOp::put(data.clone(), "1", None)])
+        .await
+        .expect("fenced write while held")
+        .applied()
+        .expect("applied");
+    lease.release().await.expect("release");
+    match other
+        .fenced_txn(&fence, [TxnOp::put(data, "after-release", None)])
+        .await
+    {
+        Err(Error::FenceRejected { .. }) => {}
+        res => panic!("a write after release applied: {res:?}"),
+    }
+    common::cleanup(&granting).await;
+}
+
 /// etcd unreachable: every operation is `Unavailable` (nothing sent), nothing granted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_etcd_is_unavailable() {
