@@ -102,7 +102,9 @@ local applies
 if mode == 'absent' then
   applies = st == 'absent'
 elseif mode == 'version' then
-  applies = st == 'ok' and cur.v == expect
+  -- A foreign writer (redis-cli HSET) can raise the token without touching the
+  -- version: a token never goes backwards.
+  applies = st == 'ok' and cur.v == expect and not gt(cur.t, token)
 elseif mode == 'renew' then
   applies = st == 'ok' and cur.v == expect and holder ~= '' and cur.h == holder and cur.t == token
 elseif mode == 'claim' then
@@ -112,6 +114,10 @@ else
 end
 if not applies then
   if st == 'absent' then return { 'conflict_absent' } end
+  -- The counter keeps the highest token the record has ever shown, also one a foreign
+  -- writer put there: the record may expire before anyone claims the name.
+  if mst == 'absent' then meta = init_meta(KEYS[2]) end
+  if gt(cur.t, meta.f) then redis.call('HSET', KEYS[2], 'f', cur.t) end
   return reply('conflict', cur)
 end
 if mode == 'claim' then

@@ -1,0 +1,141 @@
+//! Records changed by other programs (an operator with `redis-cli`, a script): a holder
+//! notices within one renewal interval, its renewals and release never write its own
+//! token or holder back, and the token sequence continues above every token the record
+//! has shown.
+#![allow(missing_docs)]
+
+mod support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use leasehold_core::{ClientConfig, FencingToken, LeaseClient, LeaseName, LossCause};
+use leasehold_redis::RedisStore;
+use tokio::time::Instant;
+
+/// The lease TTL of these tests: renewals every third of it.
+const TTL: Duration = Duration::from_millis(1500);
+
+/// Runs `redis-cli` against the shared server with `args`; its output.
+fn redis_cli(args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .arg("-u")
+        .arg(support::shared_url())
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("redis-cli {args:?} did not run: {e}"));
+    assert!(
+        out.status.success(),
+        "redis-cli {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn leases(store: &RedisStore) -> LeaseClient {
+    LeaseClient::efficiency_only(store.clone(), ClientConfig::default()).expect("client")
+}
+
+fn record_key(store: &RedisStore, name: &str) -> String {
+    store.keys().record(&LeaseName::new(name).expect("name"))
+}
+
+/// Holds `name`, lets one renewal land, runs `redis-cli` with `change` on the record key,
+/// and returns how the holder lost the lease, and how long after the change.
+async fn hold_then(store: &RedisStore, name: &str, change: &[&str]) -> (LossCause, Duration) {
+    let client = leases(store);
+    let lease = client.acquire(name, TTL).await.expect("acquire");
+    assert_eq!(lease.token(), FencingToken::new(1));
+    let before = lease.valid_until();
+    assert!(
+        leasehold_core::testing::process::poll(Duration::from_secs(5), || lease.valid_until() > before).await,
+        "no renewal landed"
+    );
+    let key = record_key(store, name);
+    let mut args = vec![change[0], key.as_str()];
+    args.extend_from_slice(&change[1..]);
+    redis_cli(&args);
+    let changed = Instant::now();
+    let cause = tokio::time::timeout(TTL, lease.lost())
+        .await
+        .unwrap_or_else(|_| panic!("`redis-cli {change:?}`: the holder still believes it holds {name} a TTL later"));
+    (cause, changed.elapsed())
+}
+
+/// The next grant of `name`, once the changed record has expired.
+async fn next_token(store: &RedisStore, name: &str) -> FencingToken {
+    let lease = leases(store)
+        .acquire_timeout(name, TTL, Duration::from_secs(10))
+        .await
+        .expect("the next grant");
+    let token = lease.token();
+    lease.release().await.expect("release");
+    token
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_record_is_noticed_and_the_tokens_go_on() {
+    let store = support::shared_store("foreign-del").await;
+    let (cause, after) = hold_then(&store, "foreign/del", &["DEL"]).await;
+    assert!(
+        after <= TTL / 3 + Duration::from_millis(300),
+        "noticed {after:?} after the delete"
+    );
+    assert_eq!(cause, LossCause::Expired);
+    assert_eq!(next_token(&store, "foreign/del").await, FencingToken::new(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raised_token_is_never_written_back() {
+    let store = support::shared_store("foreign-token").await;
+    let (cause, after) = hold_then(&store, "foreign/token", &["HSET", "t", "100"]).await;
+    assert!(
+        after <= TTL / 3 + Duration::from_millis(300),
+        "noticed {after:?} after the change"
+    );
+    match cause {
+        LossCause::TakenOver { token, .. } => assert_eq!(token, FencingToken::new(100)),
+        other => panic!("a raised token is someone else's tenure: {other:?}"),
+    }
+    let t = redis_cli(&["HGET", &record_key(&store, "foreign/token"), "t"]);
+    assert_eq!(
+        t.trim(),
+        "100",
+        "the holder wrote its own token back: tokens went backwards"
+    );
+    assert_eq!(
+        next_token(&store, "foreign/token").await,
+        FencingToken::new(101),
+        "the next grant must be above the raised token, even after the record expired"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_holder_is_noticed() {
+    let store = support::shared_store("foreign-holder").await;
+    let (cause, _) = hold_then(&store, "foreign/holder", &["HSET", "h", "operator"]).await;
+    match cause {
+        LossCause::TakenOver { holder, .. } => {
+            assert_eq!(holder.as_ref().map(|h| h.as_str()), Some("operator"));
+        }
+        other => panic!("another holder's name is a takeover: {other:?}"),
+    }
+}
+
+/// A release right after an operator raised the token (before a renewal noticed) must
+/// not write the old token back either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_never_writes_a_lower_token_back() {
+    let store = support::shared_store("foreign-release").await;
+    let name = "foreign/release";
+    let lease = leases(&store)
+        .acquire(name, Duration::from_secs(30))
+        .await
+        .expect("acquire");
+    redis_cli(&["HSET", &record_key(&store, name), "t", "100"]);
+    lease.release().await.expect("release");
+    let t = redis_cli(&["HGET", &record_key(&store, name), "t"]);
+    assert_eq!(t.trim(), "100", "the release wrote its own token back");
+    redis_cli(&["DEL", &record_key(&store, name)]);
+    assert_eq!(next_token(&store, name).await, FencingToken::new(101));
+}
