@@ -7,7 +7,7 @@
 //!
 //! | the SDK says | read | write |
 //! |---|---|---|
-//! | the request never went out ([`SentFlag`] not set, or [`never_sent`]: connection refused or unreachable, DNS failure, connect timeout) | `Unavailable` | `Unavailable` |
+//! | the request never went out ([`SentRequests`] empty, or [`never_sent`]: connection refused or unreachable, DNS failure, connect timeout) | `Unavailable` | `Unavailable` |
 //! | the HTTP client refused the request, or it could not be built | `Misconfigured` | `Misconfigured` |
 //! | timeout, lost connection or unreadable answer after the request went out | `Unavailable` | **`Indeterminate`** |
 //! | 429 (throttled before processing) | `Unavailable` | `Unavailable` |
@@ -21,14 +21,14 @@
 //! throttling codes) counts as "may have applied": a proxy may answer 503 after
 //! forwarding the request.
 //!
-//! "Went out" is recorded, not guessed: a [`SentFlag`] interceptor on each request notes
+//! "Went out" is recorded, not guessed: a [`SentRequests`] interceptor on each request notes
 //! when the SDK hands it to the HTTP connector. A failure before that point is certainly
 //! not applied; after it, only a refused connection, a DNS failure or a connect timeout
 //! in the error's source chain proves the request was not sent.
 
+use std::collections::HashMap;
 use std::error::Error as StdError;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
@@ -41,30 +41,56 @@ use leasehold_core::store::{Effect, ErrorClass};
 /// A failure's class and a few words on why, for the message.
 pub type Classified = (ErrorClass, &'static str);
 
-/// Records whether the SDK handed a request to the HTTP connector: attach a fresh one
-/// to each request (`.customize().interceptor(flag.clone())`) and read it on failure.
+/// Counts the requests the SDK hands to the HTTP connector, by HTTP method (one per
+/// attempt). Attach a fresh one to each request (`.customize().interceptor(sent.clone())`)
+/// and read [`was_sent`](Self::was_sent) on failure; attached to a client, it counts
+/// everything the client sends.
 #[derive(Debug, Clone, Default)]
-pub struct SentFlag(Arc<AtomicBool>);
+pub struct SentRequests(Arc<Mutex<HashMap<String, u64>>>);
 
-impl SentFlag {
-    /// Whether the request reached the connector.
+impl SentRequests {
+    fn counts(&self) -> MutexGuard<'_, HashMap<String, u64>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether any request reached the connector.
     pub fn was_sent(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.total() > 0
+    }
+
+    /// How many `method` requests reached the connector.
+    pub fn get(&self, method: &str) -> u64 {
+        self.counts().get(method).copied().unwrap_or(0)
+    }
+
+    /// How many requests reached the connector.
+    pub fn total(&self) -> u64 {
+        self.counts().values().sum()
+    }
+
+    /// The counts by method.
+    pub fn snapshot(&self) -> HashMap<String, u64> {
+        self.counts().clone()
+    }
+
+    /// Starts counting again from zero.
+    pub fn reset(&self) {
+        self.counts().clear();
     }
 }
 
-impl Intercept for SentFlag {
+impl Intercept for SentRequests {
     fn name(&self) -> &'static str {
-        "leasehold-sent-flag"
+        "leasehold-sent-requests"
     }
 
     fn read_before_transmit(
         &self,
-        _context: &BeforeTransmitInterceptorContextRef<'_>,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
         _runtime_components: &RuntimeComponents,
         _cfg: &mut ConfigBag,
     ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
-        self.0.store(true, Ordering::SeqCst);
+        *self.counts().entry(context.request().method().to_owned()).or_insert(0) += 1;
         Ok(())
     }
 }

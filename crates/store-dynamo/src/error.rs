@@ -21,7 +21,7 @@ use std::error::Error as StdError;
 
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
-pub(crate) use leasehold_aws::SentFlag;
+pub(crate) use leasehold_aws::SentRequests;
 use leasehold_aws::{status_kind, transport_kind};
 use leasehold_core::Error;
 pub(crate) use leasehold_core::store::{Effect, ErrorClass};
@@ -83,7 +83,7 @@ pub(crate) fn is_conditional_check_failed<E: ProvideErrorMetadata>(err: &SdkErro
 }
 
 /// Maps any other SDK error of `what` (an operation on `table`) to a lease error;
-/// `sent` is the request's [`SentFlag`].
+/// `sent` is the request's [`SentRequests`].
 pub(crate) fn map_sdk_error<E>(what: &str, table: &str, op: Effect, sent: bool, err: SdkError<E, HttpResponse>) -> Error
 where
     E: ProvideErrorMetadata + StdError + Send + Sync + 'static,

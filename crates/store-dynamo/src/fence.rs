@@ -69,7 +69,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailur
 use leasehold_core::fence::{FenceMode, FencedOutcome, rejected};
 use leasehold_core::{Error, FencingToken, Result};
 
-use crate::error::{Effect, SentFlag, is_conditional_check_failed, map_sdk_error};
+use crate::error::{Effect, SentRequests, is_conditional_check_failed, map_sdk_error};
 use crate::store::once;
 
 /// The expression attribute name the guard uses for the fence attribute.
@@ -279,7 +279,7 @@ impl ItemFence {
         let had_condition = has_condition(put.get_condition_expression().as_deref());
         let table = put.get_table_name().clone().unwrap_or_default();
         let guarded = self.guard_put(put)?;
-        let flag = SentFlag::default();
+        let flag = SentRequests::default();
         match once(guarded.customize(), &flag).send().await {
             Ok(out) => Ok(FencedOutcome::Applied(out)),
             Err(e) if is_conditional_check_failed(&e) => {
@@ -311,7 +311,7 @@ impl ItemFence {
         let had_condition = has_condition(update.get_condition_expression().as_deref());
         let table = update.get_table_name().clone().unwrap_or_default();
         let guarded = self.guard_update(update)?;
-        let flag = SentFlag::default();
+        let flag = SentRequests::default();
         match once(guarded.customize(), &flag).send().await {
             Ok(out) => Ok(FencedOutcome::Applied(out)),
             Err(e) if is_conditional_check_failed(&e) => {

@@ -23,7 +23,7 @@ use leasehold_core::{
 use tokio::time::Instant;
 
 use crate::config::{ATTR_VERSION, DynamoConfig};
-use crate::error::{Effect, SentFlag, is_conditional_check_failed, map_sdk_error, service_code};
+use crate::error::{Effect, SentRequests, is_conditional_check_failed, map_sdk_error, service_code};
 use crate::item::{self, Item};
 
 /// How long [`DynamoStore::provision`] waits for a new table to become `ACTIVE`.
@@ -89,7 +89,7 @@ impl DynamoStore {
     async fn create_table(&self) -> Result<()> {
         let key = self.config.key();
         let build = |e: aws_sdk_dynamodb::error::BuildError| Error::invalid("table definition", e.to_string());
-        let flag = SentFlag::default();
+        let flag = SentRequests::default();
         let created = self
             .client
             .create_table()
@@ -146,7 +146,7 @@ impl DynamoStore {
     /// [`Error::Misconfigured`] for a missing table, a wrong key schema or missing
     /// permission; [`Error::Unavailable`] while the table is still being created.
     pub async fn verify(&self) -> Result<()> {
-        let flag = SentFlag::default();
+        let flag = SentRequests::default();
         let out = self
             .client
             .describe_table()
@@ -218,7 +218,7 @@ fn single_attempt() -> aws_sdk_dynamodb::config::Builder {
 
 /// One attempt of a request (no SDK retry: the client decides), with `flag` noting
 /// whether it was sent.
-pub(crate) fn once<T, E, B>(op: CustomizableOperation<T, E, B>, flag: &SentFlag) -> CustomizableOperation<T, E, B> {
+pub(crate) fn once<T, E, B>(op: CustomizableOperation<T, E, B>, flag: &SentRequests) -> CustomizableOperation<T, E, B> {
     op.config_override(single_attempt()).interceptor(flag.clone())
 }
 
@@ -234,7 +234,7 @@ impl CasStore for DynamoStore {
     }
 
     async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {
-        let flag = SentFlag::default();
+        let flag = SentRequests::default();
         let op = self
             .client
             .get_item()
@@ -252,7 +252,7 @@ impl CasStore for DynamoStore {
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
         let version = item::new_version();
         let u = item::lease_update(self.config.key(), expect, record, &version)?;
-        let flag = SentFlag::default();
+        let flag = SentRequests::default();
         let op = self
             .client
             .update_item()
@@ -305,7 +305,7 @@ impl CasStore for DynamoStore {
     }
 
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
-        let flag = SentFlag::default();
+        let flag = SentRequests::default();
         let op = self
             .client
             .delete_item()

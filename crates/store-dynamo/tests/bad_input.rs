@@ -65,7 +65,7 @@ async fn invalid_table_name_is_refused_before_sending() {
 
 #[tokio::test]
 async fn claimable_is_invalid_input_and_nothing_is_sent() {
-    let counter = common::HttpCounter::default();
+    let counter = leasehold_aws::SentRequests::default();
     let store = DynamoStore::new(
         common::client(Some(&counter)),
         DynamoConfig::new("leases").expect("store"),
@@ -75,7 +75,7 @@ async fn claimable_is_invalid_input_and_nothing_is_sent() {
         matches!(r, Err(Error::InvalidInput { .. })),
         "Claimable needs a store clock: {r:?}"
     );
-    assert_eq!(counter.get(), 0);
+    assert_eq!(counter.total(), 0);
 }
 
 #[tokio::test]

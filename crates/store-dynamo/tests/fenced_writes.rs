@@ -97,7 +97,7 @@ async fn update_guard_composes_with_the_callers_expression() {
 
 #[tokio::test]
 async fn clashes_with_the_guard_are_refused_before_sending() {
-    let counter = common::HttpCounter::default();
+    let counter = leasehold_aws::SentRequests::default();
     let client = common::client(Some(&counter));
     let f = fence(3);
     let put = || client.put_item().table_name("anything").item("id", common::s("x"));
@@ -145,5 +145,5 @@ async fn clashes_with_the_guard_are_refused_before_sending() {
     for (i, r) in cases.into_iter().enumerate() {
         assert!(matches!(r, Err(Error::InvalidInput { .. })), "case {i}: {r:?}");
     }
-    assert_eq!(counter.get(), 0, "refused before sending");
+    assert_eq!(counter.total(), 0, "refused before sending");
 }

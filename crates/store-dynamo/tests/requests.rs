@@ -19,13 +19,13 @@ use tokio::time::Instant;
 const TTL: Duration = Duration::from_millis(600);
 
 struct Counted {
-    http: common::HttpCounter,
+    http: leasehold_aws::SentRequests,
     calls: CountingStore<DynamoStore>,
 }
 
 impl Counted {
     fn new(table: &str) -> Self {
-        let http = common::HttpCounter::default();
+        let http = leasehold_aws::SentRequests::default();
         let store = DynamoStore::new(
             common::client(Some(&http)),
             leasehold_dynamodb::DynamoConfig::new(table).expect("store"),
@@ -43,7 +43,7 @@ impl Counted {
 
     /// (HTTP requests, store round trips) since the last reset.
     fn counts(&self) -> (u64, u64) {
-        (self.http.get(), self.calls.counts().round_trips())
+        (self.http.total(), self.calls.counts().round_trips())
     }
 }
 

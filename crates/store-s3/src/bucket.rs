@@ -19,7 +19,7 @@ use leasehold_core::{Error, Result};
 use rand::Rng;
 
 use crate::S3Config;
-use crate::error::{Effect, Failure, SentFlag, classify};
+use crate::error::{Effect, Failure, SentRequests, classify};
 
 /// The condition of a PUT.
 #[derive(Debug, Clone, Copy)]
@@ -116,7 +116,7 @@ impl Bucket {
     /// GetObject, reading at most `max_bytes` of body.
     pub(crate) async fn get(&self, key: &str, max_bytes: u64) -> Result<Found> {
         let what = || format!("GetObject {key}");
-        let sent = SentFlag::default();
+        let sent = SentRequests::default();
         let res = self
             .client
             .get_object()
@@ -171,7 +171,7 @@ impl Bucket {
         let what = format!("PutObject {key}");
         let mut attempt = 0;
         loop {
-            let sent = SentFlag::default();
+            let sent = SentRequests::default();
             let req = self
                 .client
                 .put_object()
@@ -208,7 +208,7 @@ impl Bucket {
         let what = format!("DeleteObject {key}");
         let mut attempt = 0;
         loop {
-            let sent = SentFlag::default();
+            let sent = SentRequests::default();
             let res = self
                 .client
                 .delete_object()

@@ -19,7 +19,7 @@ use std::error::Error as StdError;
 
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
-pub(crate) use leasehold_aws::SentFlag;
+pub(crate) use leasehold_aws::SentRequests;
 use leasehold_aws::{status_kind, transport_kind};
 pub(crate) use leasehold_core::store::Effect;
 use leasehold_core::store::ErrorClass;

@@ -13,7 +13,7 @@ use leasehold_core::{
 };
 
 use crate::bucket::{Bucket, Cond, Found, Written};
-use crate::error::{Effect, Failure, SentFlag, classify};
+use crate::error::{Effect, Failure, SentRequests, classify};
 use crate::{ManifestFence, S3Config, body};
 
 /// The largest object the store reads as a lease record; anything bigger under the
@@ -68,7 +68,7 @@ impl S3Store {
     /// [`Error::Misconfigured`] when the name is taken by another account or creating
     /// is not permitted; store errors as for any call.
     pub async fn provision(client: &aws_sdk_s3::Client, config: &S3Config) -> Result<()> {
-        let sent = SentFlag::default();
+        let sent = SentRequests::default();
         let created = client
             .create_bucket()
             .bucket(config.bucket())

@@ -8,20 +8,20 @@ mod common;
 use std::time::Duration;
 
 use aws_sdk_s3::Client;
-use common::{RequestCounter, client_with, create_bucket, endpoint, unique_bucket, wait_until};
+use common::{SentRequests, client_with, create_bucket, endpoint, unique_bucket, wait_until};
 use leasehold_core::fence::FencedOutcome;
 use leasehold_core::testing::{CountingStore, FaultPlan, FaultStore};
 use leasehold_core::{AcquireOutcome, FencingToken, LeaseClient};
 use leasehold_s3::{S3Config, S3Store};
 use tokio::time::Instant;
 
-fn counts(c: &RequestCounter) -> (u64, u64, u64) {
+fn counts(c: &SentRequests) -> (u64, u64, u64) {
     (c.get("GET"), c.get("PUT"), c.total())
 }
 
 /// A fresh bucket (named after `tag`) and a client of it whose HTTP requests are counted.
-async fn counted_bucket(tag: &str) -> (RequestCounter, Client, String) {
-    let http = RequestCounter::default();
+async fn counted_bucket(tag: &str) -> (SentRequests, Client, String) {
+    let http = SentRequests::default();
     let client = client_with(&endpoint(), Some(http.clone()), None);
     let bucket = unique_bucket(tag);
     create_bucket(&client, &bucket).await;

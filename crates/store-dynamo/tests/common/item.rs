@@ -32,7 +32,7 @@ pub enum Via {
 pub struct FencedItem {
     /// The client of the fenced writes, counted by `http`.
     fenced: Client,
-    http: super::HttpCounter,
+    http: leasehold_aws::SentRequests,
     /// The client of the plain reads.
     plain: Client,
     table: String,
@@ -46,7 +46,7 @@ impl FencedItem {
     /// table and key in any process. Its clients are made here, on the caller's runtime
     /// (SDK clients keep connections on the runtime that made them).
     pub fn new(table: &str, key: &str, via: Via) -> Self {
-        let http = super::HttpCounter::default();
+        let http = leasehold_aws::SentRequests::default();
         Self {
             fenced: super::client(Some(&http)),
             http,
@@ -114,6 +114,6 @@ impl FencedResource for FencedItem {
     }
 
     fn round_trips(&self) -> u64 {
-        self.http.get()
+        self.http.total()
     }
 }

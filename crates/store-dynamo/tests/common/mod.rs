@@ -7,19 +7,17 @@ pub mod item;
 mod serial;
 
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
-use aws_sdk_dynamodb::config::{BehaviorVersion, ConfigBag, Credentials, Intercept, Region, RuntimeComponents};
-use aws_sdk_dynamodb::error::{BoxError, SdkError};
+use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::create_table::{CreateTableError, CreateTableOutput};
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, TableStatus,
 };
+use leasehold_aws::SentRequests;
 use leasehold_core::Lease;
 use leasehold_dynamodb::DynamoStore;
 use tokio::time::Instant;
@@ -27,35 +25,6 @@ use tokio::time::Instant;
 /// The moto endpoint (`scripts/stores.sh start moto`; `eval "$(scripts/stores.sh env)"`).
 pub fn endpoint() -> String {
     leasehold_testkit::moto_endpoint()
-}
-
-/// Counts the HTTP requests the SDK hands to its HTTP client (one per attempt).
-#[derive(Debug, Clone, Default)]
-pub struct HttpCounter(Arc<AtomicU64>);
-
-impl HttpCounter {
-    pub fn get(&self) -> u64 {
-        self.0.load(Ordering::SeqCst)
-    }
-    pub fn reset(&self) {
-        self.0.store(0, Ordering::SeqCst);
-    }
-}
-
-impl Intercept for HttpCounter {
-    fn name(&self) -> &'static str {
-        "HttpCounter"
-    }
-
-    fn read_before_transmit(
-        &self,
-        _context: &BeforeTransmitInterceptorContextRef<'_>,
-        _runtime_components: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        Ok(())
-    }
 }
 
 /// Timeouts for tests: an unreachable endpoint fails in about a second, a hung
@@ -70,7 +39,7 @@ pub fn timeouts() -> TimeoutConfig {
 
 /// A client for `endpoint` with static dummy credentials, a fixed region and explicit
 /// timeouts: nothing is read from the environment or instance metadata.
-pub fn client_for(endpoint: &str, counter: Option<&HttpCounter>) -> Client {
+pub fn client_for(endpoint: &str, counter: Option<&SentRequests>) -> Client {
     let mut b = aws_sdk_dynamodb::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
@@ -91,7 +60,7 @@ pub fn client_for(endpoint: &str, counter: Option<&HttpCounter>) -> Client {
 
 /// A client for the moto server, through this process's forwarder that hands moto one
 /// request at a time (see `serial.rs` for why).
-pub fn client(counter: Option<&HttpCounter>) -> Client {
+pub fn client(counter: Option<&SentRequests>) -> Client {
     client_for(&serial::serialized(&endpoint()), counter)
 }
 

@@ -11,7 +11,7 @@ use leasehold_core::fence::{FenceMode, FencedOutcome};
 use leasehold_core::{FencingToken, Result};
 use leasehold_s3::{Manifest, ManifestFence, S3Config};
 
-use super::{RequestCounter, client_with, endpoint};
+use super::{SentRequests, client_with, endpoint};
 
 /// How many times one write rebases on a manifest another writer committed (with a token
 /// that also passes the fence) before the test gives up.
@@ -26,7 +26,7 @@ pub struct ManifestResource {
     writer: ManifestFence,
     /// Plain reads, on a client of their own (not counted).
     reader: ManifestFence,
-    requests: RequestCounter,
+    requests: SentRequests,
     /// The manifest the last applied write returned: the base of the next one.
     base: Mutex<Option<Manifest>>,
     /// Whether only this resource writes the manifest (a conflict is then a bug, not a
@@ -47,7 +47,7 @@ impl ManifestResource {
         let endpoint = endpoint();
         let key = format!("fence/{name}/_manifest");
         let config = S3Config::new(bucket, "leases").expect("config");
-        let requests = RequestCounter::default();
+        let requests = SentRequests::default();
         let writer = ManifestFence::new(
             client_with(&endpoint, Some(requests.clone()), None),
             config.clone(),

@@ -15,15 +15,15 @@ use std::time::Duration;
 
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::timeout::TimeoutConfig;
-use aws_sdk_s3::config::{BehaviorVersion, ConfigBag, Credentials, Intercept, Region, RuntimeComponents};
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, RuntimeComponents};
 use aws_smithy_runtime_api::client::http::{
     HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpConnector,
 };
-use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
 use aws_smithy_runtime_api::client::orchestrator::{HttpRequest, HttpResponse};
 use aws_smithy_runtime_api::client::result::ConnectorError;
 use aws_smithy_runtime_api::http::StatusCode;
 use aws_smithy_types::body::SdkBody;
+pub use leasehold_aws::SentRequests;
 
 /// The shared moto server (`scripts/stores.sh start moto`).
 pub fn endpoint() -> String {
@@ -50,7 +50,7 @@ pub async fn create_bucket(client: &Client, bucket: &str) {
 
 /// A client as `leasehold_s3::local_client` builds it, plus the given interceptor and
 /// HTTP client.
-pub fn client_with(endpoint: &str, counter: Option<RequestCounter>, http: Option<ScriptedHttp>) -> Client {
+pub fn client_with(endpoint: &str, counter: Option<SentRequests>, http: Option<ScriptedHttp>) -> Client {
     let mut b = aws_sdk_s3::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
@@ -70,45 +70,6 @@ pub fn client_with(endpoint: &str, counter: Option<RequestCounter>, http: Option
         b = b.http_client(h);
     }
     Client::from_conf(b.build())
-}
-
-/// Counts the HTTP requests the SDK hands to its connector, by method.
-#[derive(Debug, Clone, Default)]
-pub struct RequestCounter(Arc<Mutex<HashMap<String, u64>>>);
-
-impl RequestCounter {
-    pub fn get(&self, method: &str) -> u64 {
-        self.0.lock().expect("lock").get(method).copied().unwrap_or(0)
-    }
-    pub fn total(&self) -> u64 {
-        self.0.lock().expect("lock").values().sum()
-    }
-    pub fn reset(&self) {
-        self.0.lock().expect("lock").clear();
-    }
-    pub fn snapshot(&self) -> HashMap<String, u64> {
-        self.0.lock().expect("lock").clone()
-    }
-}
-
-impl Intercept for RequestCounter {
-    fn name(&self) -> &'static str {
-        "test-request-counter"
-    }
-    fn read_before_transmit(
-        &self,
-        context: &BeforeTransmitInterceptorContextRef<'_>,
-        _rc: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
-    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
-        *self
-            .0
-            .lock()
-            .expect("lock")
-            .entry(context.request().method().to_owned())
-            .or_insert(0) += 1;
-        Ok(())
-    }
 }
 
 /// One scripted answer.
