@@ -7,6 +7,26 @@
 //! values for its placeholders (by column name) and the writer's token, binds them in
 //! the statement's order, and runs it: one statement, one round trip. Zero rows is
 //! [`leasehold_core::Error::FenceRejected`].
+//!
+//! # A holder frozen inside its transaction
+//! A fenced write inside a transaction of the caller's holds the row's lock until the
+//! transaction ends. If the holder freezes between the write and its `COMMIT` (a GC
+//! pause, a SIGSTOP, a VM pause), its successor's first write to that row waits for the
+//! whole freeze, and the frozen write may still commit just before it (the fence then
+//! refuses nothing: the successor's token is higher and its write follows). Two settings
+//! bound this on Postgres:
+//! - `idle_in_transaction_session_timeout` **below the TTL** on the holders' sessions
+//!   (`ALTER ROLE app SET idle_in_transaction_session_timeout = '2s'`, or a `SET` in the
+//!   pool's `after_connect`): Postgres ends a session left idle inside a transaction, rolls
+//!   its write back and frees the lock, before a successor can even be granted;
+//! - `lock_timeout` on the fenced writes (`SET lock_timeout = '2s'`): a write that would
+//!   wait longer fails as [`leasehold_core::Error::Unavailable`] (nothing written) instead
+//!   of waiting out a freeze.
+//!
+//! `crates/store-postgres/tests/frozen_transaction.rs` freezes a real holder process
+//! inside its transaction: without the first setting the successor's write waited until
+//! its 1.5 s `lock_timeout` gave up; with it at 300 ms (TTL 1 s) the successor wrote 4 ms
+//! after its grant.
 
 use std::marker::PhantomData;
 
