@@ -4,47 +4,22 @@
 
 mod common;
 
-use std::sync::Arc;
+use common::shared::fixture::SqlFixture;
+use leasehold_postgres::PgBackend;
 
-use async_trait::async_trait;
-use leasehold_core::conformance::Fixture;
-use leasehold_core::{LeaseName, store::CasStore};
-use leasehold_postgres::PostgresStore;
-use sqlx::PgPool;
-
-struct Pg {
-    pool: PgPool,
-    store: PostgresStore,
-    table: String,
-}
-
-async fn fixture() -> Pg {
+async fn fixture() -> SqlFixture<PgBackend, ()> {
     let pool = common::pool().await;
     // One table, created idempotently by every case (cases use unique lease names).
-    let table = "leasehold_conformance".to_owned();
-    let store = common::store_on(&pool, &table).await;
-    Pg { pool, store, table }
-}
-
-#[async_trait]
-impl Fixture for Pg {
-    async fn store(&self) -> Arc<dyn CasStore> {
-        Arc::new(self.store.clone())
-    }
-
-    async fn corrupt(&self, name: &LeaseName) {
+    let table = "leasehold_conformance";
+    SqlFixture {
+        store: common::store_on(&pool, table).await,
         // A foreign writer's row: a negative token and a holder with a space, held for
         // an hour (so it is not claimable by expiry either).
-        let sql = format!(
-            "INSERT INTO \"{}\" (name, holder, fence_token, version, ttl_ms, acquired_at, expires_at) \
-             VALUES ($1, 'not a holder', -3, 1, 3600000, now(), now() + interval '1 hour')",
-            self.table
-        );
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(name.as_str())
-            .execute(&self.pool)
-            .await
-            .expect("insert corrupt row");
+        corrupt_row: format!(
+            "INSERT INTO \"{table}\" (name, holder, fence_token, version, ttl_ms, acquired_at, expires_at) \
+             VALUES ($1, 'not a holder', -3, 1, 3600000, now(), now() + interval '1 hour')"
+        ),
+        keep: (),
     }
 }
 
@@ -53,9 +28,7 @@ leasehold_core::conformance::conformance_tests!(fixture().await);
 /// Beyond the suite: under contention the store issues each token exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_claims_issue_each_token_once() {
-    let f = fixture().await;
-    let name = leasehold_core::conformance::unique_name("claims");
-    leasehold_sql::testing::concurrent_claims_issue_each_token_once(Arc::new(f.store.clone()), &name, 6, 10).await;
+    common::shared::fixture::concurrent_claims_issue_each_token_once(&fixture().await).await;
 }
 
 /// The fence cases on a row of a user's table, written with `RowFence`.

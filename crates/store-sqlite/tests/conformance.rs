@@ -3,45 +3,22 @@
 
 mod common;
 
-use std::sync::Arc;
+use common::shared::fixture::SqlFixture;
+use leasehold_sqlite::SqliteBackend;
 
-use async_trait::async_trait;
-use leasehold_core::conformance::Fixture;
-use leasehold_core::{LeaseName, store::CasStore};
-use leasehold_sqlite::SqliteStore;
-use sqlx::SqlitePool;
-
-struct Lite {
-    pool: SqlitePool,
-    store: SqliteStore,
-    _db: common::TempDb,
-}
-
-async fn fixture() -> Lite {
+async fn fixture() -> SqlFixture<SqliteBackend, common::TempDb> {
     let db = common::db_path("conformance");
     let pool = common::pool(db.path()).await;
-    let store = common::store_on(&pool, "leasehold_leases").await;
-    Lite { pool, store, _db: db }
-}
-
-#[async_trait]
-impl Fixture for Lite {
-    async fn store(&self) -> Arc<dyn CasStore> {
-        Arc::new(self.store.clone())
-    }
-
-    async fn corrupt(&self, name: &LeaseName) {
+    SqlFixture {
+        store: common::store_on(&pool, "leasehold_leases").await,
         // A foreign writer's row: a token that is text, a holder with a space, held
         // for an hour (so it is not claimable by expiry either).
-        sqlx::query(
+        corrupt_row:
             "INSERT INTO leasehold_leases (name, holder, fence_token, version, ttl_ms, acquired_at_ms, expires_at_ms) \
              VALUES (?1, 'not a holder', 'seven', 1, 3600000, 0, \
-             CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + 3600000)",
-        )
-        .bind(name.as_str())
-        .execute(&self.pool)
-        .await
-        .expect("insert corrupt row");
+             CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + 3600000)"
+                .to_owned(),
+        keep: db,
     }
 }
 
@@ -50,9 +27,7 @@ leasehold_core::conformance::conformance_tests!(fixture().await);
 /// Beyond the suite: under contention the store issues each token exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_claims_issue_each_token_once() {
-    let f = fixture().await;
-    let name = leasehold_core::conformance::unique_name("claims");
-    leasehold_sql::testing::concurrent_claims_issue_each_token_once(Arc::new(f.store.clone()), &name, 6, 10).await;
+    common::shared::fixture::concurrent_claims_issue_each_token_once(&fixture().await).await;
 }
 
 /// The fence cases on a row of a user's table, written with `RowFence`.

@@ -3,6 +3,8 @@
 //! `#[path = "../../../store-sqlite/tests/shared/mod.rs"] mod shared;`.
 #![allow(dead_code, unreachable_pub, unused_macros, unused_imports)]
 
+pub mod fixture;
+
 use std::time::Duration;
 
 use leasehold_core::fence::FencedUpdate;
