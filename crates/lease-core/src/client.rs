@@ -584,6 +584,15 @@ async fn attempt(
                 }
                 metrics::gauge!(crate::observe::HELD).increment(1.0);
                 tracing::debug!(token = %stored.record.token, "granted");
+                // A store that cannot honour the TTL asked for holds the lease for the
+                // TTL its record shows (etcd: whole seconds, at least its minimum): the
+                // lease is renewed, trusted and reported (`Lease::ttl`) for that one.
+                let ttl = if stored.record.ttl == ttl {
+                    ttl
+                } else {
+                    tracing::info!(asked = ?ttl.get(), held = ?stored.record.ttl.get(), "the store holds this lease for another TTL");
+                    stored.record.ttl
+                };
                 let shared = Arc::new(LeaseShared {
                     id: inner.next_id.fetch_add(1, Ordering::Relaxed),
                     name: name.clone(),

@@ -177,7 +177,9 @@ impl Lease {
         &self.shared.holder
     }
 
-    /// The TTL it is held (and renewed) for.
+    /// The TTL it is held (and renewed) for: the one asked for, unless the store can
+    /// only honour another (an etcd lease is whole seconds, at least etcd's minimum TTL),
+    /// which the grant then reports here.
     pub fn ttl(&self) -> Duration {
         self.shared.ttl.get()
     }

@@ -41,7 +41,11 @@
 //!   [`leasehold_core::Error::Indeterminate`].
 //! - The TTL: each store keeps one etcd lease (a *session*) per TTL class, the record TTL
 //!   rounded up to whole seconds and raised by etcd to its minimum (about 1.5 election
-//!   timeouts: 2 s on default settings), kept alive by one keep-alive task.
+//!   timeouts: 2 s on default settings), kept alive by one keep-alive task. That is the
+//!   lease's real TTL (a frozen or dead process's record lives that long), so a held
+//!   record is written with it and the grant reports it: a lease asked for with 1 s is
+//!   held, renewed and shown by [`leasehold_core::Lease::ttl`] as 2 s, one asked for
+//!   with 2.5 s as 3 s (`tests/behaviour.rs`).
 //!
 //! ## Cost per operation
 //! Each [`leasehold_core::store::CasStore`] call is one request, except where noted:

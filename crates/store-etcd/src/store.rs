@@ -437,6 +437,20 @@ impl Inner {
             Some(_) => Some(self.session_for(record.ttl).await?),
             None => None,
         };
+        // A held record lives as long as its session when its process stops: the
+        // session's TTL (whole seconds, at least etcd's minimum) is the lease's real TTL.
+        // The record says so, and the grant reports it (`Lease::ttl`), rather than
+        // keeping a shorter TTL that etcd would quietly stretch.
+        let raised;
+        let record = match &session {
+            Some(s) if s.ttl > record.ttl.get() => {
+                let mut r = record.clone();
+                r.ttl = Ttl::new(s.ttl)?;
+                raised = r;
+                &raised
+            }
+            _ => record,
+        };
         if let Some(s) = &session {
             if !s.covers(call, record.ttl.get()) {
                 // The grant's validity counts from `call`: a keep-alive sent now, in

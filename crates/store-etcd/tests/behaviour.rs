@@ -210,24 +210,21 @@ async fn an_abandoned_record_expires_at_its_ttl() {
         CasOutcome::Written(s) => s,
         CasOutcome::Conflict(c) => panic!("conflict {c:?}"),
     };
-    assert_eq!(s.remaining, Some(Duration::from_millis(400)));
+    // etcd holds it for its session's whole-second TTL (at least 2 s), and says so.
+    let ttl = s.record.ttl.get();
+    assert!(ttl >= Duration::from_secs(1) && ttl.subsec_nanos() == 0, "{ttl:?}");
+    assert_eq!(s.remaining, Some(ttl));
     let read = store.read(&n).await.expect("read").expect("present");
+    assert!(read.remaining.is_some_and(|r| r > Duration::ZERO && r <= ttl));
     assert!(
-        read.remaining
-            .is_some_and(|r| r > Duration::ZERO && r <= Duration::from_millis(400))
-    );
-    assert!(
-        leasehold_core::testing::process::poll_async(Duration::from_secs(3), || async {
+        leasehold_core::testing::process::poll_async(ttl + Duration::from_secs(3), || async {
             matches!(store.read(&n).await, Ok(None))
         })
         .await,
         "the abandoned record was never deleted"
     );
     let gone_after = written_at.elapsed();
-    assert!(
-        gone_after >= Duration::from_millis(400),
-        "deleted before its TTL: {gone_after:?}"
-    );
+    assert!(gone_after >= ttl, "deleted before its TTL: {gone_after:?}");
     assert!(store.stats().expiry_deletes >= 1);
     // The next claim continues the token sequence.
     let again = match store
@@ -288,6 +285,39 @@ async fn fenced_transactions_follow_the_tenure() {
         Some(b"3".to_vec())
     );
     lb.release().await.expect("release");
+    common::cleanup(&store).await;
+}
+
+/// A TTL etcd cannot honour (below its minimum lease TTL, or not whole seconds) is not
+/// quietly stretched: the lease is held, renewed and reported for the session's TTL
+/// (before: `Lease::ttl` said 1 s while the record lived 2 s after its process froze).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ttl_etcd_cannot_honour_is_reported_on_the_grant() {
+    let store = common::store("ttl-raised").await;
+    let client = LeaseClient::new(store.clone());
+    let lease = client
+        .acquire("short", Duration::from_millis(1000))
+        .await
+        .expect("acquire");
+    let held = lease.ttl();
+    assert!(
+        held >= Duration::from_secs(2),
+        "etcd's minimum lease TTL is 2 s; the lease says {held:?}"
+    );
+    assert_eq!(held.subsec_nanos(), 0, "etcd leases are whole seconds: {held:?}");
+    let stored = store.read(&name("short")).await.expect("read").expect("held");
+    assert_eq!(
+        stored.record.ttl.get(),
+        held,
+        "the record shows the TTL the lease reports"
+    );
+    let odd = client
+        .acquire("odd", Duration::from_millis(2500))
+        .await
+        .expect("acquire");
+    assert_eq!(odd.ttl(), Duration::from_secs(3));
+    lease.release().await.expect("release");
+    odd.release().await.expect("release");
     common::cleanup(&store).await;
 }
 
