@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the stores and the build need, if missing: Debian packages (etcd,
-# Redis, protoc for etcd-client, Postgres, SQLite) and moto (S3 + DynamoDB emulator)
-# in a venv under ~/.cache. Idempotent and quiet when everything is there.
+# Redis, protoc for etcd-client, Postgres, SQLite, libfaketime for the SQLite clock-step
+# test) and moto (S3 + DynamoDB emulator) in a venv under ~/.cache. Idempotent and
+# quiet when everything is there.
 set -euo pipefail
 
 need_apt=()
@@ -12,6 +13,8 @@ command -v protoc >/dev/null || need_apt+=(protobuf-compiler)
 [ -f /usr/include/google/protobuf/descriptor.proto ] || need_apt+=(libprotobuf-dev)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 command -v python3 >/dev/null || need_apt+=(python3 python3-venv)
+# libfaketime: the SQLite clock-step test runs a process with its wall clock stepped.
+ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1 || need_apt+=(faketime)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "install-deps: apt-get install ${need_apt[*]}"
