@@ -7,9 +7,9 @@ use leasehold_core::{
 use sqlx::query::Query;
 use sqlx::{Database, Encode, Type};
 
-use crate::ColumnLimits;
 use crate::row::version_arg;
 use crate::statements::{Arg, LeaseStatement, Statements};
+use crate::{ColumnLimits, HostClock};
 
 /// The values of one lease operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +21,7 @@ pub struct LeaseArgs {
     wall_ms: Option<i64>,
     version: i64,
     write_id: i64,
+    clock: Option<&'static HostClock>,
 }
 
 impl LeaseArgs {
@@ -34,7 +35,17 @@ impl LeaseArgs {
             wall_ms: None,
             version: -1,
             write_id: fresh_write_id(),
+            clock: None,
         })
+    }
+
+    /// The host clock that [`Arg::NowMs`] and [`Arg::BootId`] are read from when the
+    /// values are bound (SQLite's statements; `None` for Postgres). Without one both
+    /// bind `NULL`, and the SQLite statements then grant nothing: their writes fail.
+    #[must_use]
+    pub fn with_clock(mut self, clock: Option<&'static HostClock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// For a read.
@@ -77,7 +88,10 @@ impl LeaseArgs {
         Ok(a)
     }
 
-    /// Binds these values in `statement`'s order.
+    /// Binds these values in `statement`'s order. The host clock is read here, as late
+    /// as possible before the statement runs: an earlier "now" only judges expiry later,
+    /// and writes an expiry no later than the holder counts from (it counts from before
+    /// sending).
     pub fn bind<'q, DB>(
         &self,
         statement: &LeaseStatement,
@@ -99,6 +113,8 @@ impl LeaseArgs {
                 Arg::WallMs => q.bind(self.wall_ms),
                 Arg::Version => q.bind(self.version),
                 Arg::WriteId => q.bind(self.write_id),
+                Arg::NowMs => q.bind(self.clock.map(HostClock::now_ms)),
+                Arg::BootId => q.bind(self.clock.map(|c| c.boot_id().to_owned())),
             };
         }
         q

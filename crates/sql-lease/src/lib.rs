@@ -5,7 +5,7 @@
 //! creation, and, where the database can push, a [`ChangeFeed`] of releases). Beneath it,
 //! per [`SqlDatabase`] (a sqlx database type): the lease table's definition and its
 //! check ([`schema`]), the one statement per operation in each dialect ([`statements`]),
-//! the values they bind ([`LeaseArgs`]), what their rows mean ([`row`]), the
+//! the values they bind ([`LeaseArgs`], with SQLite's boot clock [`HostClock`]), what their rows mean ([`row`]), the
 //! classification of driver errors with each database's codes ([`errors`]), and the
 //! fenced write on a user's own table ([`RowFence`], whose dialect comes from the
 //! database type).
@@ -26,6 +26,7 @@
 //! ```
 
 mod args;
+mod clock;
 mod config;
 mod database;
 pub mod errors;
@@ -41,6 +42,7 @@ mod table;
 pub mod testing;
 
 pub use args::{LeaseArgs, write_statement};
+pub use clock::HostClock;
 pub use config::SqlConfig;
 pub use database::{RunError, SqlDatabase};
 pub use fenced::{RowFence, RowWrite, SqlValue};

@@ -55,7 +55,14 @@ const SQLITE_COLUMNS: &[Column] = &[
     col("wall_expires_at_ms", Kind::Int, true),
     col("deleted", Kind::Int, false),
     col("write_id", Kind::Int, false),
+    col("boot_id", Kind::Text, false),
 ];
+
+/// The SQLite columns added since the first table layout, with their definitions:
+/// [`crate::SqlStore::provision`] adds those an existing table lacks
+/// (`ALTER TABLE … ADD COLUMN`). A row written before has `boot_id` `''`: another boot's,
+/// so it is expired (claimable at once, its token sequence continuing).
+pub const SQLITE_ADDED_COLUMNS: &[(&str, &str)] = &[("boot_id", "TEXT NOT NULL DEFAULT ''")];
 
 fn columns(dialect: Dialect) -> Result<&'static [Column]> {
     match dialect {
@@ -99,8 +106,10 @@ pub fn create_table(dialect: Dialect, table: &LeaseTable) -> Result<String> {
     expires_at_ms      INTEGER NOT NULL,
     wall_expires_at_ms INTEGER,
     deleted            INTEGER NOT NULL DEFAULT 0,
-    write_id           INTEGER NOT NULL DEFAULT 0
-) WITHOUT ROWID"
+    write_id           INTEGER NOT NULL DEFAULT 0,
+    boot_id            {boot_id}
+) WITHOUT ROWID",
+            boot_id = SQLITE_ADDED_COLUMNS[0].1
         ),
         _ => return columns(dialect).map(|_| String::new()),
     })
@@ -121,7 +130,7 @@ pub fn schema_sql(dialect: Dialect, table: &LeaseTable) -> Result<String> {
         ),
         _ => (
             "SQLite",
-            "acquired_at_ms / expires_at_ms are the host clock in Unix milliseconds.",
+            "acquired_at_ms / expires_at_ms are boot-clock ms in the boot boot_id names (else expired).",
             "Every leasing process needs write access to the database file and its directory.",
         ),
     };
@@ -239,7 +248,13 @@ pub fn check_columns(
     let mut limits = ColumnLimits::default();
     for want in expected {
         let Some(have) = live.iter().find(|c| c.name == want.name) else {
-            return Err(misconfigured(table, format!("has no column {:?}", want.name)));
+            let added = dialect == Dialect::Sqlite && SQLITE_ADDED_COLUMNS.iter().any(|(c, _)| *c == want.name);
+            let hint = if added {
+                " (a table of an earlier version: provision() adds it)"
+            } else {
+                ""
+            };
+            return Err(misconfigured(table, format!("has no column {:?}{hint}", want.name)));
         };
         let ty = have.decl_type.to_ascii_lowercase();
         let (ok, len) = type_matches(dialect, want.kind, &ty);
@@ -402,6 +417,7 @@ mod tests {
             info("wall_expires_at_ms", "INTEGER", false),
             info("deleted", "INTEGER", true),
             info("write_id", "INTEGER", true),
+            info("boot_id", "TEXT", true),
         ];
         let limits = check_columns(Dialect::Sqlite, &t, &cols, true).expect("ok");
         assert_eq!(limits.name, 40);
@@ -409,6 +425,10 @@ mod tests {
         let mut bad = cols.clone();
         bad[2] = info("fence_token", "TEXT", true);
         assert!(check_columns(Dialect::Sqlite, &t, &bad, true).is_err());
+        let mut old = cols.clone();
+        old.retain(|c| c.name != "boot_id");
+        let err = check_columns(Dialect::Sqlite, &t, &old, true).expect_err("a table without boot_id");
+        assert!(err.to_string().contains("provision() adds it"), "{err}");
     }
 
     #[test]

@@ -30,8 +30,12 @@
 //! the holder's validity from before sending). One instant serves the expiry judgement,
 //! the new `expires_at` and the time left, so they agree with each other; a wait for a row
 //! lock only makes the takeover judgement conservative. `clock_timestamp()` would move
-//! within the statement. SQLite uses `julianday('now')`, the host clock, which SQLite keeps
-//! fixed within one statement step.
+//! within the statement. SQLite binds "now" ([`Arg::NowMs`]) from the host's boot clock
+//! ([`crate::HostClock`]), read just before the statement runs, and the boot's id
+//! ([`Arg::BootId`]): every process of the host reads the same clock, and no step of
+//! the wall clock (NTP, a resumed VM, a process's fake clock) moves it. A record whose
+//! `boot_id` is another boot's is expired (claimable, no time left, its token sequence
+//! continuing); a "now" read before the statement only judges expiry later.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -59,6 +63,10 @@ pub enum Arg {
     Version,
     /// This write's random id (bigint; SQLite only).
     WriteId,
+    /// Now on the host's boot clock, in ms ([`crate::HostClock::now_ms`]; SQLite only).
+    NowMs,
+    /// The host's boot id ([`crate::HostClock::boot_id`]; SQLite only).
+    BootId,
 }
 
 /// One statement's SQL text and its bind order.
@@ -151,6 +159,20 @@ impl Statements {
                 "only Postgres and SQLite keep lease tables",
             )),
         }
+    }
+
+    /// Whether the statements bind the host clock ([`Arg::NowMs`], [`Arg::BootId`]):
+    /// SQLite's do, Postgres's use the server's `now()`.
+    pub fn use_host_clock(&self) -> bool {
+        [
+            &self.read,
+            &self.write_absent,
+            &self.write_version,
+            &self.write_claimable,
+            &self.delete,
+        ]
+        .iter()
+        .any(|s| s.args.contains(&Arg::NowMs))
     }
 }
 
@@ -327,9 +349,6 @@ impl Postgres {
     }
 }
 
-/// The host clock in Unix milliseconds; SQLite keeps `'now'` fixed within one step.
-pub const SQLITE_NOW_MS: &str = "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
-
 struct Sqlite {
     t: String,
 }
@@ -345,6 +364,7 @@ const SQLITE_SET: &[&str] = &[
     "wall_expires_at_ms",
     "deleted",
     "write_id",
+    "boot_id",
 ];
 
 impl Sqlite {
@@ -354,7 +374,11 @@ impl Sqlite {
         }
     }
 
-    fn valid() -> String {
+    /// Whether the row is a valid record. A held record's expiry lies at most its TTL
+    /// plus the slack ahead of `now`, when it was written in this boot (`boot`); an
+    /// expiry of another boot counts from another zero. With a `NULL` clock no held
+    /// record is valid, and a write fails (`expires_at_ms` is `NOT NULL`).
+    fn valid(now: &str, boot: &str) -> String {
         let (min, max) = ttl_bounds();
         format!(
             "typeof(l.fence_token) = 'integer' AND l.fence_token BETWEEN 1 AND {I64_MAX_MINUS_1} \
@@ -362,17 +386,25 @@ impl Sqlite {
              AND typeof(l.version) = 'integer' AND l.version BETWEEN 1 AND {I64_MAX_MINUS_1} \
              AND typeof(l.deleted) = 'integer' AND typeof(l.expires_at_ms) = 'integer' \
              AND (l.holder IS NULL OR (typeof(l.holder) = 'text' AND length(l.holder) BETWEEN 1 AND {MAX_HOLDER_LEN} \
-             AND l.holder NOT GLOB '*[^{HOLDER_CLASS}]*' AND l.expires_at_ms <= {SQLITE_NOW_MS} + l.ttl_ms + {slack})) \
+             AND l.holder NOT GLOB '*[^{HOLDER_CLASS}]*' AND (l.boot_id <> {boot} OR l.expires_at_ms <= {now} + l.ttl_ms + {slack}))) \
              AND (l.wall_expires_at_ms IS NULL OR (typeof(l.wall_expires_at_ms) = 'integer' AND l.wall_expires_at_ms >= 0))",
             slack = EXPIRY_SLACK.as_millis()
         )
     }
 
-    fn returning(write_id: &str) -> String {
+    /// Time left on the boot clock: none for a record of another boot.
+    fn remaining(now: &str, boot: &str) -> String {
+        format!(
+            "CASE WHEN typeof(expires_at_ms) = 'integer' \
+             THEN CASE WHEN boot_id = {boot} THEN max(expires_at_ms - {now}, 0) ELSE 0 END END AS remaining_ms"
+        )
+    }
+
+    fn returning(write_id: &str, now: &str, boot: &str) -> String {
         format!(
             "RETURNING write_id = {write_id} AS applied, 0 AS stale, deleted, holder, fence_token, version, ttl_ms, \
-             wall_expires_at_ms, CASE WHEN typeof(expires_at_ms) = 'integer' \
-             THEN max(expires_at_ms - {SQLITE_NOW_MS}, 0) END AS remaining_ms"
+             wall_expires_at_ms, {}",
+            Self::remaining(now, boot)
         )
     }
 
@@ -393,26 +425,28 @@ impl Sqlite {
 
     fn statements(&self) -> Statements {
         let t = &self.t;
-        let now = SQLITE_NOW_MS;
         let read = {
             let mut p = Placeholders::new(Dialect::Sqlite);
             let name = p.get(Arg::Name);
+            let (now, boot) = (p.get(Arg::NowMs), p.get(Arg::BootId));
             let sql = format!(
                 "SELECT 0 AS applied, 0 AS stale, deleted, holder, fence_token, version, ttl_ms, wall_expires_at_ms, \
-                 CASE WHEN typeof(expires_at_ms) = 'integer' THEN max(expires_at_ms - {now}, 0) END AS remaining_ms \
-                 FROM {t} WHERE name = {name}"
+                 {} FROM {t} WHERE name = {name}",
+                Self::remaining(&now, &boot)
             );
             p.finish(sql)
         };
         // Every write replaces the same columns from `excluded` (inserts) or from the
         // bound values (updates); only the token and version rules differ.
         let upsert = |p: &mut Placeholders, token_value: &str, cond: &str, token_set: &str| {
-            let (name, holder, ttl, wall, wid) = (
+            let (name, holder, ttl, wall, wid, now, boot) = (
                 p.get(Arg::Name),
                 p.get(Arg::Holder),
                 p.get(Arg::TtlMs),
                 p.get(Arg::WallMs),
                 p.get(Arg::WriteId),
+                p.get(Arg::NowMs),
+                p.get(Arg::BootId),
             );
             let token = if token_value == "arg" {
                 p.get(Arg::Token)
@@ -431,21 +465,25 @@ impl Sqlite {
                     ("wall_expires_at_ms", "excluded.wall_expires_at_ms".into()),
                     ("deleted", "0".into()),
                     ("write_id", "excluded.write_id".into()),
+                    ("boot_id", "excluded.boot_id".into()),
                 ],
             );
             format!(
                 "INSERT INTO {t} AS l (name, holder, fence_token, version, ttl_ms, acquired_at_ms, expires_at_ms, \
-                 wall_expires_at_ms, deleted, write_id) \
-                 VALUES ({name}, {holder}, {token}, 1, {ttl}, {now}, {now} + {ttl}, {wall}, 0, {wid}) \
+                 wall_expires_at_ms, deleted, write_id, boot_id) \
+                 VALUES ({name}, {holder}, {token}, 1, {ttl}, {now}, {now} + {ttl}, {wall}, 0, {wid}, {boot}) \
                  ON CONFLICT (name) DO UPDATE SET {set} {}",
-                Self::returning(&wid)
+                Self::returning(&wid, &now, &boot)
             )
         };
         let write_claimable = {
             let mut p = Placeholders::new(Dialect::Sqlite);
+            // The clock's placeholders are numbered here, before the upsert names them.
+            let (now, boot) = (p.get(Arg::NowMs), p.get(Arg::BootId));
+            // A record of another boot is expired: its holder ran before the reboot.
             let cond = format!(
-                "((l.deleted <> 0 OR l.holder IS NULL OR l.expires_at_ms <= {now}) AND {})",
-                Self::valid()
+                "((l.deleted <> 0 OR l.holder IS NULL OR l.boot_id <> {boot} OR l.expires_at_ms <= {now}) AND {})",
+                Self::valid(&now, &boot)
             );
             let sql = upsert(&mut p, "1", &cond, "l.fence_token + 1");
             p.finish(sql)
@@ -457,7 +495,7 @@ impl Sqlite {
         };
         let write_version = {
             let mut p = Placeholders::new(Dialect::Sqlite);
-            let (name, holder, token, ttl, wall, ver, wid) = (
+            let (name, holder, token, ttl, wall, ver, wid, now, boot) = (
                 p.get(Arg::Name),
                 p.get(Arg::Holder),
                 p.get(Arg::Token),
@@ -465,6 +503,8 @@ impl Sqlite {
                 p.get(Arg::WallMs),
                 p.get(Arg::Version),
                 p.get(Arg::WriteId),
+                p.get(Arg::NowMs),
+                p.get(Arg::BootId),
             );
             // A foreign writer (an operator's `UPDATE`) can change the row without
             // touching its version: the token must not be above the new one (tokens never
@@ -472,7 +512,7 @@ impl Sqlite {
             // healed).
             let cond = format!(
                 "(l.version = {ver} AND l.deleted = 0 AND l.fence_token <= {token} AND {})",
-                Self::valid()
+                Self::valid(&now, &boot)
             );
             let set = Self::guarded_set(
                 &cond,
@@ -484,23 +524,31 @@ impl Sqlite {
                     (
                         "acquired_at_ms",
                         format!(
-                            "CASE WHEN l.holder IS {holder} AND l.fence_token = {token} THEN l.acquired_at_ms ELSE {now} END"
+                            "CASE WHEN l.holder IS {holder} AND l.fence_token = {token} AND l.boot_id = {boot} \
+                             THEN l.acquired_at_ms ELSE {now} END"
                         ),
                     ),
                     ("expires_at_ms", format!("{now} + {ttl}")),
                     ("wall_expires_at_ms", wall),
                     ("write_id", wid.clone()),
+                    ("boot_id", boot.clone()),
                 ],
             );
             let sql = format!(
                 "UPDATE {t} AS l SET {set} WHERE l.name = {name} {}",
-                Self::returning(&wid)
+                Self::returning(&wid, &now, &boot)
             );
             p.finish(sql)
         };
         let delete = {
             let mut p = Placeholders::new(Dialect::Sqlite);
-            let (name, ver, wid) = (p.get(Arg::Name), p.get(Arg::Version), p.get(Arg::WriteId));
+            let (name, ver, wid, now, boot) = (
+                p.get(Arg::Name),
+                p.get(Arg::Version),
+                p.get(Arg::WriteId),
+                p.get(Arg::NowMs),
+                p.get(Arg::BootId),
+            );
             let cond = format!("(l.version = {ver} AND l.deleted = 0)");
             let set = Self::guarded_set(
                 &cond,
@@ -513,7 +561,7 @@ impl Sqlite {
             );
             let sql = format!(
                 "UPDATE {t} AS l SET {set} WHERE l.name = {name} {}",
-                Self::returning(&wid)
+                Self::returning(&wid, &now, &boot)
             );
             p.finish(sql)
         };
@@ -562,6 +610,27 @@ mod tests {
             }
         }
         assert!(Statements::new(Dialect::MySql, &table).is_err());
+    }
+
+    #[test]
+    fn sqlite_judges_on_the_bound_boot_clock_postgres_on_now() {
+        let table = LeaseTable::default();
+        let pg = Statements::new(Dialect::Postgres, &table).expect("postgres");
+        assert!(!pg.use_host_clock());
+        for st in all(&pg) {
+            assert!(!st.args.contains(&Arg::NowMs) && !st.args.contains(&Arg::BootId));
+            assert!(st.sql.contains("now()"), "{}", st.sql);
+        }
+        let lite = Statements::new(Dialect::Sqlite, &table).expect("sqlite");
+        assert!(lite.use_host_clock());
+        for st in all(&lite) {
+            assert!(
+                st.args.contains(&Arg::NowMs) && st.args.contains(&Arg::BootId),
+                "{}",
+                st.sql
+            );
+            assert!(!st.sql.contains("julianday") && !st.sql.contains("'now'"), "{}", st.sql);
+        }
     }
 
     #[test]

@@ -20,7 +20,9 @@ use sqlx::Pool;
 use crate::database::RunError;
 use crate::errors::{Phase, Target};
 use crate::schema::{self, ColumnLimits};
-use crate::{LeaseArgs, LeaseStatement, LeaseTable, RawRow, SqlConfig, SqlDatabase, Statements, row, write_statement};
+use crate::{
+    HostClock, LeaseArgs, LeaseStatement, LeaseTable, RawRow, SqlConfig, SqlDatabase, Statements, row, write_statement,
+};
 
 /// What a store crate supplies for its database.
 #[async_trait]
@@ -47,6 +49,17 @@ pub trait SqlBackend: Send + Sync + 'static {
 
     /// The feed of releases that wakes waiters, if the database can push one.
     fn feed(pool: &Pool<Self::Db>, table: &LeaseTable) -> Option<Arc<dyn ChangeFeed>>;
+
+    /// Brings an existing lease table created by an earlier version up to date (SQLite:
+    /// adds the `boot_id` column), after [`SqlBackend::create`]; safe when several
+    /// processes do it at once. By default nothing.
+    ///
+    /// # Errors
+    /// Store errors, classified.
+    async fn upgrade(pool: &Pool<Self::Db>, table: &LeaseTable) -> Result<()> {
+        let _ = (pool, table);
+        Ok(())
+    }
 }
 
 /// Releases pushed by the database (Postgres: `LISTEN`/`NOTIFY`), waking waiters.
@@ -60,7 +73,8 @@ pub trait ChangeFeed: Send + Sync + 'static {
     async fn wait(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration);
 }
 
-/// Lease records in a SQL table, judged on the database's clock. Cheap to clone; clones
+/// Lease records in a SQL table, judged on the database's clock (Postgres: the server's
+/// `now()`; SQLite: the host's boot clock, [`HostClock`]). Cheap to clone; clones
 /// share the pool (and the change feed).
 pub struct SqlStore<B: SqlBackend> {
     inner: Arc<Inner<B>>,
@@ -72,6 +86,7 @@ struct Inner<B: SqlBackend> {
     statements: Statements,
     limits: ColumnLimits,
     feed: Option<Arc<dyn ChangeFeed>>,
+    clock: Option<&'static HostClock>,
     backend: PhantomData<fn() -> B>,
 }
 
@@ -102,15 +117,17 @@ impl<B: SqlBackend> SqlStore<B> {
         schema::schema_sql(B::Db::DIALECT, config.lease_table())
     }
 
-    /// Creates the lease table if it does not exist (idempotent; several processes may
-    /// call it at once). Needs the privilege to create tables.
+    /// Creates the lease table if it does not exist, or adds the columns an earlier
+    /// version's table lacks (idempotent; several processes may call it at once). Needs
+    /// the privilege to create tables.
     ///
     /// # Errors
     /// [`Error::Misconfigured`] without the privilege or schema, or for a read-only
     /// database; store errors.
     pub async fn provision(pool: &Pool<B::Db>, config: &SqlConfig) -> Result<()> {
         let sql = schema::create_table(B::Db::DIALECT, config.lease_table())?;
-        B::create(pool, &sql).await
+        B::create(pool, &sql).await?;
+        B::upgrade(pool, config.lease_table()).await
     }
 
     /// A store on `pool`, after checking the lease table: its columns, that `name` is
@@ -123,6 +140,11 @@ impl<B: SqlBackend> SqlStore<B> {
         let table = config.lease_table().clone();
         let limits = B::check(&pool, &table).await?;
         let statements = Statements::new(B::Db::DIALECT, &table)?;
+        let clock = if statements.use_host_clock() {
+            Some(HostClock::get()?)
+        } else {
+            None
+        };
         let feed = B::feed(&pool, &table);
         Ok(Self {
             inner: Arc::new(Inner {
@@ -131,6 +153,7 @@ impl<B: SqlBackend> SqlStore<B> {
                 statements,
                 limits,
                 feed,
+                clock,
                 backend: PhantomData,
             }),
         })
@@ -201,7 +224,7 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
     }
 
     async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {
-        let args = LeaseArgs::read(name, &self.inner.limits)?;
+        let args = LeaseArgs::read(name, &self.inner.limits)?.with_clock(self.inner.clock);
         let rows = self
             .run(name, &self.inner.statements.read, &args, Phase::Read, "read lease")
             .await?;
@@ -209,7 +232,7 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
     }
 
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
-        let args = LeaseArgs::write(name, &self.inner.limits, expect, record)?;
+        let args = LeaseArgs::write(name, &self.inner.limits, expect, record)?.with_clock(self.inner.clock);
         let statement = write_statement(&self.inner.statements, expect);
         let rows = self.run(name, statement, &args, Phase::Write, "write lease").await?;
         let outcome = row::write_outcome(name, expect, &rows)?;
@@ -224,7 +247,7 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
     }
 
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
-        let args = LeaseArgs::delete(name, &self.inner.limits, version)?;
+        let args = LeaseArgs::delete(name, &self.inner.limits, version)?.with_clock(self.inner.clock);
         let rows = self
             .run(name, &self.inner.statements.delete, &args, Phase::Write, "delete lease")
             .await?;

@@ -88,8 +88,12 @@
 //!   hot standby fail.
 //! - A failover to an *asynchronously* replicated standby can lose the last acknowledged
 //!   grants, and a token could be issued twice.
-//! - A forward step of the server clock expires leases early (the fence still protects the
-//!   data); keep it slewed by NTP, not stepped.
+//! - A step of the server's clock moves every lease at once. Forward: leases expire early
+//!   on the server while their holders still count them valid, so a successor can be
+//!   granted while the old holder works (the fencing token still refuses its writes).
+//!   Back: leases last longer. In production slew the clock, never step it after boot:
+//!   chrony or ntpd, with chrony's `makestep` only at startup (`makestep 1 3`), and leap
+//!   seconds smeared.
 //! - A name or holder longer than the table's columns is
 //!   [`leasehold_core::Error::InvalidInput`], refused before sending.
 //! - A waiter that is not woken (an observer behind the acquirer that took the lease)

@@ -6,9 +6,11 @@
 //! operation is one statement: the grant, its fencing token and the expiry are one atomic
 //! write ([`leasehold_core::store::Grade::Linearizable`],
 //! [`leasehold_core::store::Linearizable`]), and every process that opens the same file on
-//! the same host sees the same records. Expiry is judged inside each statement on the
-//! host's clock ([`leasehold_core::store::ClockSource::Store`]), the one clock every process
-//! shares.
+//! the same host sees the same records. Expiry is judged on the host's boot clock
+//! ([`leasehold_core::store::ClockSource::Store`], [`leasehold_sql::HostClock`]): Linux
+//! `CLOCK_BOOTTIME`, which every process of the host shares and no wall-clock step moves,
+//! bound into each statement with the boot's id. A record of another boot is expired.
+//! Off Linux: the wall clock.
 //!
 //! ## Setup
 //! One table in the file ([`SqliteStore::provision`] or [`SqliteStore::open_file`]
@@ -17,6 +19,11 @@
 //! ```sql
 #![doc = include_str!("../sql/leasehold_leases.sql")]
 //! ```
+//!
+//! A table of an earlier version lacks `boot_id`: [`SqliteStore::provision`] (and
+//! [`SqliteStore::open_file`]) add it, and its rows then count as another boot's
+//! (expired). Stop the processes of the earlier version first: they judge on the wall
+//! clock, and see this version's records as expired.
 //!
 //! [`SqliteStore::new`] checks the columns and the primary key: a missing or wrong
 //! table is [`leasehold_core::Error::Misconfigured`], never a driver error. A name or holder
@@ -77,8 +84,9 @@
 //! ## Limits
 //! - One host only: across hosts, use `leasehold-postgres`.
 //! - Not for files on network filesystems (NFS, SMB), whose locking SQLite cannot trust.
-//! - A forward step of the host clock expires leases early (the fence still protects the
-//!   data); keep it slewed by NTP, not stepped (rule 9 of docs/DESIGN.md).
+//! - One clock assumption: the processes share one kernel and time namespace (so one
+//!   `CLOCK_BOOTTIME`); a wall-clock step changes nothing. Off Linux the wall clock
+//!   judges, and a step of it expires leases early (the fence still protects the data).
 //! - A process frozen inside a write transaction makes the others' operations
 //!   [`leasehold_core::Error::Unavailable`] (after the busy timeout) until it resumes.
 //! - No push: waiters poll.

@@ -17,7 +17,7 @@ use sqlx::{AssertSqlSafe, Row, Sqlite, SqlitePool};
 
 use crate::config::{DEFAULT_BUSY_TIMEOUT, connect_options};
 
-/// Lease records in a SQLite table, judged on the host's clock: the SQL store over a
+/// Lease records in a SQLite table, judged on the host's boot clock: the SQL store over a
 /// [`SqlitePool`] on one database **file**, shared by the processes of one host.
 ///
 /// [`SqliteStore::open_file`] opens (creating if missing) a file with
@@ -33,6 +33,17 @@ pub type SqliteStore = SqlStore<SqliteBackend>;
 pub enum SqliteBackend {}
 
 const COLUMNS_SQL: &str = "SELECT name, type AS decl_type, \"notnull\" AS not_null, pk FROM pragma_table_info(?1, ?2)";
+
+/// The names of the lease table's columns (none: no table).
+async fn column_names(pool: &SqlitePool, table: &LeaseTable) -> Result<Vec<String>> {
+    let ctx = format!("check lease table {}", table.display());
+    sqlx::query_scalar("SELECT name FROM pragma_table_info(?1, ?2)")
+        .bind(table.name())
+        .bind(table.schema().unwrap_or("main"))
+        .fetch_all(pool)
+        .await
+        .map_err(|e| map_error(e, Phase::Read, Target::Lease, &ctx))
+}
 
 #[async_trait]
 impl SqlBackend for SqliteBackend {
@@ -76,6 +87,36 @@ impl SqlBackend for SqliteBackend {
             .execute(pool)
             .await
             .map_err(|e| map_error(e, Phase::Write, Target::Lease, "create lease table"))?;
+        Ok(())
+    }
+
+    /// Adds the columns a table of an earlier version lacks (`boot_id`). Another process
+    /// may add one at the same moment: its `duplicate column` is success.
+    async fn upgrade(pool: &SqlitePool, table: &LeaseTable) -> Result<()> {
+        let have = column_names(pool, table).await?;
+        if have.is_empty() {
+            return Ok(()); // no table: new() reports it
+        }
+        for (column, definition) in schema::SQLITE_ADDED_COLUMNS {
+            if have.iter().any(|c| c == column) {
+                continue;
+            }
+            let sql = format!(
+                "ALTER TABLE {} ADD COLUMN {column} {definition}",
+                table.quoted(Dialect::Sqlite)
+            );
+            if let Err(e) = sqlx::query(AssertSqlSafe(sql)).execute(pool).await {
+                if !column_names(pool, table).await?.iter().any(|c| c == column) {
+                    return Err(map_error(
+                        e,
+                        Phase::Write,
+                        Target::Lease,
+                        &format!("add column {column} to lease table {}", table.display()),
+                    ));
+                }
+            }
+            tracing::info!(table = %table.display(), column, "added a column to the lease table");
+        }
         Ok(())
     }
 

@@ -17,9 +17,8 @@ use sqlx::{Row, SqlitePool};
 
 const GOOD_COLUMNS: &str = "name VARCHAR(200) NOT NULL PRIMARY KEY, holder VARCHAR(128), fence_token INTEGER NOT NULL, \
     version INTEGER NOT NULL, ttl_ms INTEGER NOT NULL, acquired_at_ms INTEGER NOT NULL, expires_at_ms INTEGER NOT NULL, \
-    wall_expires_at_ms INTEGER, deleted INTEGER NOT NULL DEFAULT 0, write_id INTEGER NOT NULL DEFAULT 0";
-
-const NOW_MS: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
+    wall_expires_at_ms INTEGER, deleted INTEGER NOT NULL DEFAULT 0, write_id INTEGER NOT NULL DEFAULT 0, \
+    boot_id TEXT NOT NULL DEFAULT ''";
 
 async fn open(pool: &SqlitePool, table: &str) -> leasehold_core::Result<SqliteStore> {
     SqliteStore::new(pool.clone(), SqliteConfig::new().with_table(table)?).await
@@ -79,6 +78,14 @@ async fn wrong_columns_are_misconfigured() {
         (
             "no write_id",
             GOOD_COLUMNS.replace(", write_id INTEGER NOT NULL DEFAULT 0", ""),
+        ),
+        (
+            "no boot_id (a table of an earlier version)",
+            GOOD_COLUMNS.replace(
+                ", \
+    boot_id TEXT NOT NULL DEFAULT ''",
+                "",
+            ),
         ),
         (
             "holder not null",
@@ -167,8 +174,10 @@ async fn corrupt_rows_are_corrupt_records_and_never_claimed() {
     let (pool, _db) = fresh_pool("corrupt").await;
     let store = common::store_on(&pool, "leases").await;
     let client = LeaseClient::new(store.clone());
-    // Every row is expired (or vacant), so only its corruption keeps it from a claim.
-    let expired = format!("{NOW_MS} - 60000");
+    // Every row is expired in this boot (or vacant), so only its corruption keeps it
+    // from a claim.
+    let clock = leasehold_sql::HostClock::get().expect("host clock");
+    let expired = format!("{}", clock.now_ms() - 60000);
     let corruptions = [
         ("token zero", format!("'w1', 0, 1000, NULL, {expired}")),
         ("negative token", format!("'w1', -5, 1000, NULL, {expired}")),
@@ -187,8 +196,9 @@ async fn corrupt_rows_are_corrupt_records_and_never_claimed() {
         common::exec(
             &pool,
             &format!(
-                "INSERT INTO leases (name, holder, fence_token, ttl_ms, wall_expires_at_ms, expires_at_ms, version, acquired_at_ms) \
-                 VALUES ('{name}', {values}, 1, 0)"
+                "INSERT INTO leases (name, holder, fence_token, ttl_ms, wall_expires_at_ms, expires_at_ms, version, acquired_at_ms, boot_id) \
+                 VALUES ('{name}', {values}, 1, 0, '{}')",
+                clock.boot_id()
             ),
         )
         .await;

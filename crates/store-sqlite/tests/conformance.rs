@@ -9,15 +9,17 @@ use leasehold_sqlite::SqliteBackend;
 async fn fixture() -> SqlFixture<SqliteBackend, common::TempDb> {
     let db = common::db_path("conformance");
     let pool = common::pool(db.path()).await;
+    let clock = leasehold_sql::HostClock::get().expect("host clock");
     SqlFixture {
         store: common::store_on(&pool, "leasehold_leases").await,
         // A foreign writer's row: a token that is text, a holder with a space, held
-        // for an hour (so it is not claimable by expiry either).
-        corrupt_row:
-            "INSERT INTO leasehold_leases (name, holder, fence_token, version, ttl_ms, acquired_at_ms, expires_at_ms) \
-             VALUES (?1, 'not a holder', 'seven', 1, 3600000, 0, \
-             CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + 3600000)"
-                .to_owned(),
+        // for an hour in this boot (so it is not claimable by expiry either).
+        corrupt_row: format!(
+            "INSERT INTO leasehold_leases (name, holder, fence_token, version, ttl_ms, acquired_at_ms, expires_at_ms, boot_id) \
+             VALUES (?1, 'not a holder', 'seven', 1, 3600000, 0, {}, '{}')",
+            clock.now_ms() + 3_600_000,
+            clock.boot_id()
+        ),
         keep: db,
     }
 }
