@@ -25,8 +25,6 @@ use crate::state::RecordKv;
 
 /// How long the watch stays open after the store stopped holding anything.
 const IDLE_CLOSE: Duration = Duration::from_secs(2);
-/// How often an open watch with no events checks whether the store still holds anything.
-const IDLE_CHECK: Duration = Duration::from_millis(500);
 /// Pause before reopening a watch that failed.
 const REOPEN_PAUSE: Duration = Duration::from_millis(200);
 
@@ -115,24 +113,14 @@ async fn run<H: HeldHost>(inner: Weak<H>, mut after: i64) {
         let mut client = store.watch_client();
         drop(store);
         let opts = WatchOptions::new().with_prefix().with_start_revision(after + 1);
-        let mut stream = match client.watch(prefix.clone(), Some(opts)).await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::debug!(error = %e, "held-record watch failed to open");
-                tokio::time::sleep(REOPEN_PAUSE).await;
-                continue;
-            }
+        let Some(mut stream) = crate::watch::open(&mut client, prefix.clone().into_bytes(), opts, "held records").await
+        else {
+            continue;
         };
         loop {
-            let msg = tokio::select! {
-                m = stream.message() => m,
-                () = tokio::time::sleep(IDLE_CHECK) => {
-                    let Some(store) = inner.upgrade() else { return };
-                    if stop_if_idle(&*store, &mut idle_since) {
-                        return;
-                    }
-                    continue;
-                }
+            let stop = || inner.upgrade().is_none_or(|s| stop_if_idle(&*s, &mut idle_since));
+            let Some(msg) = crate::watch::next_or_stop(&mut stream, stop).await else {
+                return;
             };
             let Some(store) = inner.upgrade() else { return };
             match msg {

@@ -245,27 +245,18 @@ async fn run<H: WatchHost>(inner: Weak<H>, name: LeaseName, nw: Arc<NameWatch>) 
         let record_key = store.record_key(&name);
         let mut client = store.watch_client();
         drop(store);
-        let opened = client
-            .watch(record_key, Some(WatchOptions::new().with_start_revision(from + 1)))
-            .await;
-        let mut stream = match opened {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::debug!(lease = %name, error = %e, "watch failed to open");
-                tokio::time::sleep(REOPEN_PAUSE).await;
-                continue;
-            }
+        let opts = WatchOptions::new().with_start_revision(from + 1);
+        let Some(mut stream) = open(&mut client, record_key, opts, name.as_str()).await else {
+            continue;
         };
         loop {
-            let msg = tokio::select! {
-                m = stream.message() => m,
-                () = tokio::time::sleep(IDLE_CHECK) => {
-                    let Some(store) = inner.upgrade() else { return };
-                    if idle(store.watches(), &name, &nw, &mut idle_since) {
-                        return;
-                    }
-                    continue;
-                }
+            let stop = || {
+                inner
+                    .upgrade()
+                    .is_none_or(|s| idle(s.watches(), &name, &nw, &mut idle_since))
+            };
+            let Some(msg) = next_or_stop(&mut stream, stop).await else {
+                return;
             };
             let Some(store) = inner.upgrade() else { return };
             let watches = store.watches();
@@ -311,6 +302,41 @@ async fn run<H: WatchHost>(inner: Weak<H>, name: LeaseName, nw: Arc<NameWatch>) 
                     break;
                 }
             }
+        }
+    }
+}
+
+/// The next message of `stream`; `None` once `stop` (asked every [`IDLE_CHECK`] while
+/// no message comes) says the watch should end.
+pub(crate) async fn next_or_stop(
+    stream: &mut etcd_client::WatchStream,
+    mut stop: impl FnMut() -> bool,
+) -> Option<std::result::Result<Option<etcd_client::WatchResponse>, etcd_client::Error>> {
+    loop {
+        tokio::select! {
+            m = stream.message() => return Some(m),
+            () = tokio::time::sleep(IDLE_CHECK) => {
+                if stop() {
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+/// Opens a watch on `key` with `opts`; `None` (after [`REOPEN_PAUSE`]) if it failed.
+pub(crate) async fn open(
+    client: &mut etcd_client::WatchClient,
+    key: Vec<u8>,
+    opts: WatchOptions,
+    what: &str,
+) -> Option<etcd_client::WatchStream> {
+    match client.watch(key, Some(opts)).await {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::debug!(watch = what, error = %e, "watch failed to open");
+            tokio::time::sleep(REOPEN_PAUSE).await;
+            None
         }
     }
 }

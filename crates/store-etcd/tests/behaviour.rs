@@ -316,8 +316,9 @@ async fn a_ttl_etcd_cannot_honour_is_reported_on_the_grant() {
         .await
         .expect("acquire");
     assert_eq!(odd.ttl(), Duration::from_secs(3));
-    lease.release().await.expect("release");
-    odd.release().await.expect("release");
+    for held in [lease, odd] {
+        held.release().await.expect("release");
+    }
     common::cleanup(&store).await;
 }
 

@@ -261,4 +261,7 @@ async fn silent_server_times_out_indeterminate_for_writes() {
     }
     assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
     assert!(matches!(store.read(&name()).await, Err(Error::Unavailable { .. })));
+    // An acquire sends its PUT, gets no answer, and its GET gets none either: "may have
+    // applied", never "did not apply" (before: Unavailable).
+    leasehold_testkit::endpoints::assert_acquire_is_in_doubt(store, Duration::from_secs(3)).await;
 }

@@ -8,6 +8,7 @@
 //! store crates take it as a path-only dev-dependency.
 
 pub mod endpoints;
+pub mod foreign;
 pub mod frozen;
 
 use std::future::Future;

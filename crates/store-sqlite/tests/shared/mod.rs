@@ -103,20 +103,13 @@ async fn hold_then_change_by_hand<B: SqlBackend>(store: &SqlStore<B>, table: &st
 where
     for<'c> &'c Pool<B::Db>: Executor<'c, Database = B::Db>,
 {
-    let ttl = Duration::from_millis(600);
-    let lease = LeaseClient::new(store.clone())
-        .acquire(name, ttl)
-        .await
-        .expect("acquire");
+    let client = LeaseClient::new(store.clone());
+    let sql = format!("UPDATE \"{table}\" SET {set} WHERE name = '{name}'");
+    let (cause, _, lease) =
+        leasehold_testkit::foreign::hold_then(&client, name, Duration::from_millis(600), exec(store.pool(), &sql))
+            .await;
     assert_eq!(lease.token().get(), 1);
-    exec(
-        store.pool(),
-        &format!("UPDATE \"{table}\" SET {set} WHERE name = '{name}'"),
-    )
-    .await;
-    tokio::time::timeout(Duration::from_secs(5), lease.lost())
-        .await
-        .unwrap_or_else(|_| panic!("`SET {set}`: the holder never noticed its row was changed"))
+    cause
 }
 
 /// An operator raises a held lease's token by hand (`UPDATE … SET fence_token = 100`,
