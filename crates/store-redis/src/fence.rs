@@ -16,10 +16,10 @@ use leasehold_core::fence::{FenceMode, FencedOutcome, rejected};
 use leasehold_core::{Error, FencingToken, Result};
 use redis::aio::ConnectionLike;
 
+use crate::call::invoke;
 use crate::error::Effect;
 use crate::reply::Reply;
 use crate::scripts::{FENCE_SCRIPT, MARK_SCRIPT};
-use crate::store::invoke;
 
 /// The largest increment (and stored value of an incremented field) accepted, in
 /// absolute value: 18 decimal digits, so an increment can never overflow a Redis

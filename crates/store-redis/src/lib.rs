@@ -147,10 +147,17 @@
 //! - Tested on a standalone server, not on Redis Cluster.
 //! - A grant, a renewal and an expiry wake no waiter (keyspace events need server
 //!   configuration); when pub/sub cannot be reached, waiters sleep until their deadline.
+//! - A step of the server's clock moves every lease at once (Redis expires keys on its
+//!   wall clock). Forward: leases expire early on the server while their holders still
+//!   count them valid, so a successor can be granted while the old holder works (the
+//!   fencing token still refuses its writes where the resource checks it). Back: leases
+//!   last longer. In production slew the clock, never step it after boot: chrony or ntpd,
+//!   with chrony's `makestep` only at startup, and leap seconds smeared.
 //!
 //! Why it is built this way: [docs/STORES.md](https://example.invalid/leasehold/blob/main/docs/STORES.md#redis).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod call;
 mod config;
 mod error;
 mod fence;

@@ -16,6 +16,7 @@ use leasehold_core::{
 use redis::ScriptInvocation;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 
+use crate::call::{invoke, with_timeout};
 use crate::config::{KeyLayout, RedisConfig};
 use crate::error::{self, Effect};
 use crate::fence::{HashFence, HashWrite};
@@ -235,38 +236,6 @@ where
             counter,
         })
     }
-}
-
-/// Runs one script invocation (an `EVALSHA`, reloading the script once on `NOSCRIPT`)
-/// with an optional time bound, and splits its reply.
-pub(crate) async fn invoke<C>(
-    conn: &mut C,
-    timeout: Option<Duration>,
-    inv: &ScriptInvocation<'_>,
-    effect: Effect,
-    what: &str,
-) -> Result<Reply>
-where
-    C: ConnectionLike + Send,
-{
-    let value = with_timeout(timeout, effect, what, inv.invoke_async::<redis::Value>(conn)).await?;
-    Reply::parse(value, effect, what)
-}
-
-async fn with_timeout<T>(
-    timeout: Option<Duration>,
-    effect: Effect,
-    what: &str,
-    call: impl Future<Output = redis::RedisResult<T>>,
-) -> Result<T> {
-    let result = match timeout {
-        Some(d) => match tokio::time::timeout(d, call).await {
-            Ok(r) => r,
-            Err(_) => return Err(error::timed_out(effect, what, d)),
-        },
-        None => call.await,
-    };
-    result.map_err(|e| error::from_redis(e, effect, what))
 }
 
 /// The script's write mode for a precondition.

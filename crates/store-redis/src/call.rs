@@ -1,0 +1,44 @@
+//! Running one script call: an `EVALSHA` (reloading the script once on `NOSCRIPT`) with
+//! an optional time bound, its reply split, its failure classified.
+
+use std::time::Duration;
+
+use leasehold_core::Result;
+use redis::ScriptInvocation;
+use redis::aio::ConnectionLike;
+
+use crate::error::{self, Effect};
+use crate::reply::Reply;
+
+/// Runs one script invocation (an `EVALSHA`, reloading the script once on `NOSCRIPT`)
+/// with an optional time bound, and splits its reply.
+pub(crate) async fn invoke<C>(
+    conn: &mut C,
+    timeout: Option<Duration>,
+    inv: &ScriptInvocation<'_>,
+    effect: Effect,
+    what: &str,
+) -> Result<Reply>
+where
+    C: ConnectionLike + Send,
+{
+    let value = with_timeout(timeout, effect, what, inv.invoke_async::<redis::Value>(conn)).await?;
+    Reply::parse(value, effect, what)
+}
+
+pub(crate) async fn with_timeout<T>(
+    timeout: Option<Duration>,
+    effect: Effect,
+    what: &str,
+    call: impl Future<Output = redis::RedisResult<T>>,
+) -> Result<T> {
+    let result = match timeout {
+        Some(d) => match tokio::time::timeout(d, call).await {
+            Ok(r) => r,
+            Err(_) => return Err(error::timed_out(effect, what, d)),
+        },
+        None => call.await,
+    };
+    result.map_err(|e| error::from_redis(e, effect, what))
+}
+
