@@ -13,6 +13,10 @@ command -v protoc >/dev/null || need_apt+=(protobuf-compiler)
 [ -f /usr/include/google/protobuf/descriptor.proto ] || need_apt+=(libprotobuf-dev)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 command -v python3 >/dev/null || need_apt+=(python3 python3-venv)
+# The stores' own command-line clients, which the foreign-writer tests run.
+command -v psql >/dev/null || need_apt+=(postgresql-client)
+command -v sqlite3 >/dev/null || need_apt+=(sqlite3)
+command -v redis-cli >/dev/null || need_apt+=(redis-tools)
 # libfaketime: the SQLite clock-step test runs a process with its wall clock stepped.
 ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1 || need_apt+=(faketime)
 

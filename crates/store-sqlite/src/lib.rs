@@ -46,8 +46,17 @@
 //! | read | 1 `SELECT`, time left computed by SQLite |
 //!
 //! A conflicting write still takes the write lock for an instant; see
-//! [`leasehold_sql::statements`]. Waiters poll with jittered backoff
-//! ([`leasehold_core::store::Capabilities::notifies_waiters`] is false): SQLite has no push.
+//! [`leasehold_sql::statements`].
+//!
+//! ## Waiting
+//! SQLite has no notifications, but `PRAGMA data_version` changes whenever another
+//! connection, of this process or another, has committed to the file. While a store has
+//! waiters, one poller task per store reads it every 5 ms on a connection of its own;
+//! at each change every waiter reads its lease's version (one `SELECT`) and returns once
+//! it moved ([`leasehold_core::store::Capabilities::notifies_waiters`] is true). A waiter
+//! therefore gets a released lease a few milliseconds after the release, also when
+//! another process released it (`tests/handoff.rs`), instead of sleeping out the
+//! holder's TTL. The poller stops a second after the last waiter left.
 //!
 //! ## Example
 //! ```
@@ -89,11 +98,13 @@
 //!   judges, and a step of it expires leases early (the fence still protects the data).
 //! - A process frozen inside a write transaction makes the others' operations
 //!   [`leasehold_core::Error::Unavailable`] (after the busy timeout) until it resumes.
-//! - No push: waiters poll.
+//! - Waiters of one store are woken together, not one per release: each change costs
+//!   every waiting store one `SELECT` per waiter (`docs/PERFORMANCE.md`, handoff table).
 //!
 //! Why it is built this way: [docs/STORES.md](https://example.invalid/leasehold/blob/main/docs/STORES.md#sqlite).
 
 mod config;
+mod feed;
 mod store;
 
 pub use config::{DEFAULT_BUSY_TIMEOUT, SqliteConfig, connect_options};

@@ -120,8 +120,8 @@ impl SqlBackend for SqliteBackend {
         Ok(())
     }
 
-    fn feed(_pool: &SqlitePool, _table: &LeaseTable) -> Option<Arc<dyn ChangeFeed>> {
-        None
+    fn feed(pool: &SqlitePool, table: &LeaseTable) -> Option<Arc<dyn ChangeFeed>> {
+        Some(crate::feed::DataVersionFeed::new(pool, table))
     }
 }
 
