@@ -41,4 +41,3 @@ pub(crate) async fn with_timeout<T>(
     };
     result.map_err(|e| error::from_redis(e, effect, what))
 }
-
