@@ -201,7 +201,7 @@ impl Postgres {
         format!(
             "{a}.fence_token BETWEEN 1 AND {I64_MAX_MINUS_1} AND {a}.ttl_ms BETWEEN {min} AND {max} \
              AND {a}.version BETWEEN 1 AND {I64_MAX_MINUS_1} AND isfinite({a}.expires_at) \
-             AND ({a}.holder IS NULL OR ({a}.holder ~ '^[{HOLDER_CLASS}]{{1,{MAX_HOLDER_LEN}}}$' \
+             AND ({a}.holder IS NULL OR (length({a}.holder) BETWEEN 1 AND {MAX_HOLDER_LEN} AND {a}.holder ~ '^[{HOLDER_CLASS}]+$' \
              AND {a}.expires_at <= now() + ({a}.ttl_ms + {slack}) * interval '1 millisecond')) \
              AND ({a}.wall_expires_at_ms IS NULL OR {a}.wall_expires_at_ms >= 0)",
             slack = EXPIRY_SLACK.as_millis()
