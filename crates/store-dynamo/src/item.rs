@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use leasehold_core::{
-    Error, LeaseName, Result,
+    Error, LeaseName, MAX_HOLDER_LEN, Result, Ttl,
     store::{LeaseRecord, Precondition, Stored, Version, record_codec},
 };
 
@@ -76,6 +76,11 @@ fn number(name: &LeaseName, item: &Item, attr: &str) -> Result<Option<u64>> {
     }
 }
 
+/// A TTL bound in whole milliseconds.
+fn ttl_ms(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// The expressions of a lease write.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct LeaseUpdate {
@@ -142,10 +147,22 @@ pub(crate) fn lease_update(
         }
         Precondition::Version(v) => {
             values.insert(":expect".into(), AttributeValue::S(v.as_str().to_owned()));
+            values.insert(":one".into(), n(1));
+            values.insert(":tmin".into(), n(ttl_ms(Ttl::MIN)));
+            values.insert(":tmax".into(), n(ttl_ms(Ttl::MAX)));
+            values.insert(":hmax".into(), n(MAX_HOLDER_LEN as u64));
+            values.insert(":S".into(), AttributeValue::S("S".into()));
+            values.insert(":N".into(), AttributeValue::S("N".into()));
             // Another program can change the item without its version (an operator's
             // `update-item`): a token it raised must never be written back (tokens
-            // never go backwards), so the item's token may not be above the new one.
-            "#v = :expect AND #f <= :f".to_owned()
+            // never go backwards), so the item's token may not be above the new one;
+            // and an item it made invalid is reported, never healed, so the write
+            // requires every attribute to be one this crate could have written.
+            "#v = :expect AND #fmt = :fmt AND attribute_type(#f, :N) AND #f >= :one AND #f <= :f \
+             AND attribute_type(#t, :N) AND #t BETWEEN :tmin AND :tmax \
+             AND (attribute_not_exists(#h) OR (attribute_type(#h, :S) AND size(#h) BETWEEN :one AND :hmax)) \
+             AND (attribute_not_exists(#w) OR attribute_type(#w, :N))"
+                .to_owned()
         }
         Precondition::Claimable => {
             return Err(Error::invalid(
@@ -164,7 +181,7 @@ pub(crate) fn lease_update(
 
 #[cfg(test)]
 mod tests {
-    use leasehold_core::{FencingToken, HolderId, Ttl};
+    use leasehold_core::{FencingToken, HolderId};
 
     use super::*;
 
@@ -216,7 +233,11 @@ mod tests {
     fn vacant_record_removes_holder_and_wall_expiry() {
         let vacant = rec().vacated();
         let u = lease_update("lease", &Precondition::Version(Version::new("v1")), &vacant, "v2").expect("update");
-        assert_eq!(u.condition_expression, "#v = :expect AND #f <= :f");
+        assert!(
+            u.condition_expression.starts_with("#v = :expect AND ") && u.condition_expression.contains("#f <= :f"),
+            "{}",
+            u.condition_expression
+        );
         assert_eq!(u.values[":expect"], AttributeValue::S("v1".into()));
         assert!(
             u.update_expression.ends_with("REMOVE #h, #w"),

@@ -46,3 +46,50 @@ async fn a_raised_token_is_never_written_back() {
         "a renewal wrote the token back ({cause:?}): tokens went backwards"
     );
 }
+
+/// An operator (or a bad restore) leaves a held item invalid: a zero TTL, an empty
+/// holder, a token that is not a number. The holder's renewal must not heal it: the
+/// holder loses the lease and reads report the item as corrupt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupted_held_item_is_never_healed() {
+    let (admin, table) = common::fresh_lease_table("foreign-corrupt").await;
+    let store = common::store_on(&table);
+    for (what, attr, value) in [
+        (
+            "a zero TTL",
+            leasehold_dynamodb::ATTR_TTL_MS,
+            AttributeValue::N("0".into()),
+        ),
+        (
+            "an empty holder",
+            leasehold_dynamodb::ATTR_HOLDER,
+            AttributeValue::S(String::new()),
+        ),
+        (
+            "a token that is not a number",
+            ATTR_FENCE,
+            AttributeValue::S("seven".into()),
+        ),
+    ] {
+        let name = common::unique_name("foreign", "corrupt");
+        let change = admin
+            .update_item()
+            .table_name(&table)
+            .key(DEFAULT_KEY_ATTRIBUTE, AttributeValue::S(name.clone()))
+            .update_expression("SET #a = :x")
+            .expression_attribute_names("#a", attr)
+            .expression_attribute_values(":x", value)
+            .send();
+        let client = LeaseClient::new(store.clone());
+        let (cause, _, _) =
+            leasehold_testkit::foreign::hold_then(&client, &name, Duration::from_millis(1_500), async {
+                change.await.expect("the operator's update");
+            })
+            .await;
+        let key = LeaseName::new(&name).expect("name");
+        match store.read(&key).await {
+            Err(leasehold_core::Error::CorruptRecord { .. }) => {}
+            other => panic!("{what}: a renewal healed the item ({cause:?}): read gives {other:?}"),
+        }
+    }
+}
