@@ -549,19 +549,11 @@ async fn attempt(
         let outcome = match store.write(&name, &expect, &record).await {
             Ok(o) => o,
             Err(e) if e.is_indeterminate() => {
+                tracing::debug!(error = %e, "acquire write outcome unknown; reading to settle it");
                 // The write may have applied: look, and if the record names us, the next
                 // round confirms it with a write on its version.
                 in_doubt = true;
-                let current = store.read(&name).await.map_err(|read| {
-                    if read.is_retryable() {
-                        Error::Indeterminate {
-                            message: format!("{e}; the read that was to settle it failed too: {read}"),
-                            source: Some(Box::new(e)),
-                        }
-                    } else {
-                        read
-                    }
-                })?;
+                let current = store.read(&name).await.map_err(still_in_doubt)?;
                 inner.remember(&name, current.as_ref(), Instant::now());
                 fresh = true;
                 continue;
