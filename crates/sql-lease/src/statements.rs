@@ -91,6 +91,11 @@ pub struct Statements {
     pub write_claimable: LeaseStatement,
     /// Turns the record into a tombstone if its version matches.
     pub delete: LeaseStatement,
+    /// True when a refused [`Self::write_version`] returns no row (its guard is a
+    /// `WHERE` clause, as on SQLite): the store then reads the current record with
+    /// [`Self::read`]. False when every write statement answers a refusal with the
+    /// current row itself (Postgres).
+    pub read_after_refused_version_write: bool,
 }
 
 /// The columns every statement returns, in this order.
@@ -195,13 +200,16 @@ impl Postgres {
         }
     }
 
-    /// Whether the row under alias `a` is a valid record (decodes as one).
-    fn valid(a: &str) -> String {
+    /// Whether the row under alias `a` is a valid record (decodes as one). `holder` is
+    /// the statement's own holder placeholder: a valid holder id by construction, so a
+    /// stored holder equal to it (every renewal's) skips the length and character checks.
+    fn valid(a: &str, holder: &str) -> String {
         let (min, max) = ttl_bounds();
         format!(
             "{a}.fence_token BETWEEN 1 AND {I64_MAX_MINUS_1} AND {a}.ttl_ms BETWEEN {min} AND {max} \
              AND {a}.version BETWEEN 1 AND {I64_MAX_MINUS_1} AND isfinite({a}.expires_at) \
-             AND ({a}.holder IS NULL OR (length({a}.holder) BETWEEN 1 AND {MAX_HOLDER_LEN} AND {a}.holder ~ '^[{HOLDER_CLASS}]+$' \
+             AND ({a}.holder IS NULL OR (({a}.holder IS NOT DISTINCT FROM {holder} \
+             OR (length({a}.holder) BETWEEN 1 AND {MAX_HOLDER_LEN} AND {a}.holder ~ '^[{HOLDER_CLASS}]+$')) \
              AND {a}.expires_at <= now() + ({a}.ttl_ms + {slack}) * interval '1 millisecond')) \
              AND ({a}.wall_expires_at_ms IS NULL OR {a}.wall_expires_at_ms >= 0)",
             slack = EXPIRY_SLACK.as_millis()
@@ -212,14 +220,14 @@ impl Postgres {
     /// foreign writer (an operator's `UPDATE`) can change a row without touching its
     /// version: a token not above the new one (a token never goes backwards) and a valid
     /// record (a corrupt one is reported, never healed).
-    fn unchanged_by_others(a: &str, token: &str) -> String {
-        format!("{a}.fence_token <= {token} AND {}", Self::valid(a))
+    fn unchanged_by_others(a: &str, token: &str, holder: &str) -> String {
+        format!("{a}.fence_token <= {token} AND {}", Self::valid(a, holder))
     }
 
-    fn claimable(a: &str) -> String {
+    fn claimable(a: &str, holder: &str) -> String {
         format!(
             "({a}.deleted OR {a}.holder IS NULL OR {a}.expires_at <= now()) AND {}",
-            Self::valid(a)
+            Self::valid(a, holder)
         )
     }
 
@@ -288,8 +296,9 @@ impl Postgres {
         let write_claimable = {
             let mut p = Placeholders::new(Dialect::Postgres);
             let ins = insert(&mut p, "1", "fence_token = l.fence_token + 1, version = l.version + 1");
-            let write = format!("{ins} WHERE {}", Self::claimable("l"));
-            let sql = self.with_current(&write, &Self::claimable("c"), &mut p);
+            let holder = p.get(Arg::Holder);
+            let write = format!("{ins} WHERE {}", Self::claimable("l", &holder));
+            let sql = self.with_current(&write, &Self::claimable("c", &holder), &mut p);
             p.finish(sql)
         };
         let write_absent = {
@@ -319,11 +328,11 @@ impl Postgres {
                  THEN l.acquired_at ELSE now() END, \
                  expires_at = now() + {ttl} * interval '1 millisecond', wall_expires_at_ms = {wall} \
                  WHERE l.name = {name} AND l.version = {ver} AND NOT l.deleted AND {guard}",
-                guard = Self::unchanged_by_others("l", &token),
+                guard = Self::unchanged_by_others("l", &token, &holder),
             );
             let stale = format!(
                 "c.version = {ver} AND NOT c.deleted AND {}",
-                Self::unchanged_by_others("c", &token)
+                Self::unchanged_by_others("c", &token, &holder)
             );
             let sql = self.with_current(&write, &stale, &mut p);
             p.finish(sql)
@@ -345,6 +354,7 @@ impl Postgres {
             write_version,
             write_claimable,
             delete,
+            read_after_refused_version_write: false,
         }
     }
 }
@@ -378,15 +388,16 @@ impl Sqlite {
     /// plus the slack ahead of `now`, when it was written in this boot (`boot`); an
     /// expiry of another boot counts from another zero. With a `NULL` clock no held
     /// record is valid, and a write fails (`expires_at_ms` is `NOT NULL`).
-    fn valid(now: &str, boot: &str) -> String {
+    fn valid(now: &str, boot: &str, holder: &str) -> String {
         let (min, max) = ttl_bounds();
         format!(
             "typeof(l.fence_token) = 'integer' AND l.fence_token BETWEEN 1 AND {I64_MAX_MINUS_1} \
              AND typeof(l.ttl_ms) = 'integer' AND l.ttl_ms BETWEEN {min} AND {max} \
              AND typeof(l.version) = 'integer' AND l.version BETWEEN 1 AND {I64_MAX_MINUS_1} \
              AND typeof(l.deleted) = 'integer' AND typeof(l.expires_at_ms) = 'integer' \
-             AND (l.holder IS NULL OR (typeof(l.holder) = 'text' AND length(l.holder) BETWEEN 1 AND {MAX_HOLDER_LEN} \
-             AND l.holder NOT GLOB '*[^{HOLDER_CLASS}]*' AND (l.boot_id <> {boot} OR l.expires_at_ms <= {now} + l.ttl_ms + {slack}))) \
+             AND (l.holder IS NULL OR ((l.holder IS {holder} OR (typeof(l.holder) = 'text' \
+             AND length(l.holder) BETWEEN 1 AND {MAX_HOLDER_LEN} AND l.holder NOT GLOB '*[^{HOLDER_CLASS}]*')) \
+             AND (l.boot_id <> {boot} OR l.expires_at_ms <= {now} + l.ttl_ms + {slack}))) \
              AND (l.wall_expires_at_ms IS NULL OR (typeof(l.wall_expires_at_ms) = 'integer' AND l.wall_expires_at_ms >= 0))",
             slack = EXPIRY_SLACK.as_millis()
         )
@@ -479,11 +490,11 @@ impl Sqlite {
         let write_claimable = {
             let mut p = Placeholders::new(Dialect::Sqlite);
             // The clock's placeholders are numbered here, before the upsert names them.
-            let (now, boot) = (p.get(Arg::NowMs), p.get(Arg::BootId));
+            let (now, boot, holder) = (p.get(Arg::NowMs), p.get(Arg::BootId), p.get(Arg::Holder));
             // A record of another boot is expired: its holder ran before the reboot.
             let cond = format!(
                 "((l.deleted <> 0 OR l.holder IS NULL OR l.boot_id <> {boot} OR l.expires_at_ms <= {now}) AND {})",
-                Self::valid(&now, &boot)
+                Self::valid(&now, &boot, &holder)
             );
             let sql = upsert(&mut p, "1", &cond, "l.fence_token + 1");
             p.finish(sql)
@@ -509,33 +520,37 @@ impl Sqlite {
             // A foreign writer (an operator's `UPDATE`) can change the row without
             // touching its version: the token must not be above the new one (tokens never
             // go backwards) and the record must be valid (a corrupt one is reported, never
-            // healed).
+            // healed). The guard is the `WHERE` clause, evaluated once; a refused write
+            // returns no row, and the store reads the current one
+            // ([`Statements::read_after_refused_version_write`]): renewals and releases are
+            // almost never refused, so they should not pay for the refusal's answer.
             let cond = format!(
-                "(l.version = {ver} AND l.deleted = 0 AND l.fence_token <= {token} AND {})",
-                Self::valid(&now, &boot)
+                "l.version = {ver} AND l.deleted = 0 AND l.fence_token <= {token} AND {}",
+                Self::valid(&now, &boot, &holder)
             );
-            let set = Self::guarded_set(
-                &cond,
-                &[
-                    ("holder", holder.clone()),
-                    ("fence_token", token.clone()),
-                    ("version", "l.version + 1".into()),
-                    ("ttl_ms", ttl.clone()),
-                    (
-                        "acquired_at_ms",
-                        format!(
-                            "CASE WHEN l.holder IS {holder} AND l.fence_token = {token} AND l.boot_id = {boot} \
-                             THEN l.acquired_at_ms ELSE {now} END"
-                        ),
+            let set = [
+                ("holder", holder.clone()),
+                ("fence_token", token.clone()),
+                ("version", "l.version + 1".into()),
+                ("ttl_ms", ttl.clone()),
+                (
+                    "acquired_at_ms",
+                    format!(
+                        "CASE WHEN l.holder IS {holder} AND l.fence_token = {token} AND l.boot_id = {boot} \
+                         THEN l.acquired_at_ms ELSE {now} END"
                     ),
-                    ("expires_at_ms", format!("{now} + {ttl}")),
-                    ("wall_expires_at_ms", wall),
-                    ("write_id", wid.clone()),
-                    ("boot_id", boot.clone()),
-                ],
-            );
+                ),
+                ("expires_at_ms", format!("{now} + {ttl}")),
+                ("wall_expires_at_ms", wall),
+                ("write_id", wid.clone()),
+                ("boot_id", boot.clone()),
+            ]
+            .iter()
+            .map(|(col, value)| format!("{col} = {value}"))
+            .collect::<Vec<_>>()
+            .join(", ");
             let sql = format!(
-                "UPDATE {t} AS l SET {set} WHERE l.name = {name} {}",
+                "UPDATE {t} AS l SET {set} WHERE l.name = {name} AND {cond} {}",
                 Self::returning(&wid, &now, &boot)
             );
             p.finish(sql)
@@ -571,6 +586,7 @@ impl Sqlite {
             write_version,
             write_claimable,
             delete,
+            read_after_refused_version_write: true,
         }
     }
 }

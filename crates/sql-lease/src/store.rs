@@ -234,7 +234,23 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
         let args = LeaseArgs::write(name, &self.inner.limits, expect, record)?.with_clock(self.inner.clock);
         let statement = write_statement(&self.inner.statements, expect);
-        let rows = self.run(name, statement, &args, Phase::Write, "write lease").await?;
+        let mut rows = self.run(name, statement, &args, Phase::Write, "write lease").await?;
+        if rows.is_empty()
+            && matches!(expect, Precondition::Version(_))
+            && self.inner.statements.read_after_refused_version_write
+        {
+            // The write was refused and changed nothing: what is there now answers it.
+            let read = LeaseArgs::read(name, &self.inner.limits)?.with_clock(self.inner.clock);
+            rows = self
+                .run(
+                    name,
+                    &self.inner.statements.read,
+                    &read,
+                    Phase::Read,
+                    "read lease after a refused write",
+                )
+                .await?;
+        }
         let outcome = row::write_outcome(name, expect, &rows)?;
         if let Some(feed) = &self.inner.feed {
             // What the write showed ends a wake-up handed out for an older release.
