@@ -78,7 +78,7 @@ pub struct LeaseStatement {
     pub args: Vec<Arg>,
 }
 
-/// The five lease statements of one table in one dialect.
+/// The lease statements of one table in one dialect.
 #[derive(Debug, Clone)]
 pub struct Statements {
     /// Reads one record.
@@ -87,14 +87,17 @@ pub struct Statements {
     pub write_absent: LeaseStatement,
     /// Writes on an exact version.
     pub write_version: LeaseStatement,
+    /// Renews on an exact version: extends the expiry (and sets the TTL) only while the
+    /// row still shows the renewing holder with its token, and writes nothing else.
+    pub renew: LeaseStatement,
     /// Claims a missing, vacant, deleted or expired record and issues the next token.
     pub write_claimable: LeaseStatement,
     /// Turns the record into a tombstone if its version matches.
     pub delete: LeaseStatement,
-    /// True when a refused [`Self::write_version`] returns no row (its guard is a
-    /// `WHERE` clause, as on SQLite): the store then reads the current record with
-    /// [`Self::read`]. False when every write statement answers a refusal with the
-    /// current row itself (Postgres).
+    /// True when a refused [`Self::write_version`] or [`Self::renew`] returns no row
+    /// (its guard is a `WHERE` clause, as on SQLite): the store then reads the current
+    /// record with [`Self::read`]. False when every write statement answers a refusal
+    /// with the current row itself (Postgres).
     pub read_after_refused_version_write: bool,
 }
 
@@ -173,6 +176,7 @@ impl Statements {
             &self.read,
             &self.write_absent,
             &self.write_version,
+            &self.renew,
             &self.write_claimable,
             &self.delete,
         ]
@@ -337,6 +341,33 @@ impl Postgres {
             let sql = self.with_current(&write, &stale, &mut p);
             p.finish(sql)
         };
+        let renew = {
+            let mut p = Placeholders::new(Dialect::Postgres);
+            let (name, holder, token, ttl, wall, ver) = (
+                p.get(Arg::Name),
+                p.get(Arg::Holder),
+                p.get(Arg::Token),
+                p.get(Arg::TtlMs),
+                p.get(Arg::WallMs),
+                p.get(Arg::Version),
+            );
+            // The holder and the token are compared, never written: an operator's change
+            // to either (the version untouched) refuses the renewal instead of being undone.
+            let guard = |a: &str| {
+                format!(
+                    "{a}.version = {ver} AND NOT {a}.deleted AND {a}.holder = {holder} AND {a}.fence_token = {token} AND {}",
+                    Self::valid(a, &holder)
+                )
+            };
+            let write = format!(
+                "UPDATE {t} AS l SET version = l.version + 1, ttl_ms = {ttl}, \
+                 expires_at = now() + {ttl} * interval '1 millisecond', wall_expires_at_ms = {wall} \
+                 WHERE l.name = {name} AND {}",
+                guard("l")
+            );
+            let sql = self.with_current(&write, &guard("c"), &mut p);
+            p.finish(sql)
+        };
         let delete = {
             let mut p = Placeholders::new(Dialect::Postgres);
             let (name, ver) = (p.get(Arg::Name), p.get(Arg::Version));
@@ -352,6 +383,7 @@ impl Postgres {
             read,
             write_absent,
             write_version,
+            renew,
             write_claimable,
             delete,
             read_after_refused_version_write: false,
@@ -555,6 +587,31 @@ impl Sqlite {
             );
             p.finish(sql)
         };
+        let renew = {
+            let mut p = Placeholders::new(Dialect::Sqlite);
+            let (name, holder, token, ttl, wall, ver, wid, now, boot) = (
+                p.get(Arg::Name),
+                p.get(Arg::Holder),
+                p.get(Arg::Token),
+                p.get(Arg::TtlMs),
+                p.get(Arg::WallMs),
+                p.get(Arg::Version),
+                p.get(Arg::WriteId),
+                p.get(Arg::NowMs),
+                p.get(Arg::BootId),
+            );
+            // The holder and the token are compared, never written (see the Postgres
+            // statement); a refused renewal returns no row, as a version write does.
+            let sql = format!(
+                "UPDATE {t} AS l SET version = l.version + 1, ttl_ms = {ttl}, expires_at_ms = {now} + {ttl}, \
+                 wall_expires_at_ms = {wall}, write_id = {wid}, boot_id = {boot} \
+                 WHERE l.name = {name} AND l.version = {ver} AND l.deleted = 0 AND l.holder = {holder} \
+                 AND l.fence_token = {token} AND {} {}",
+                Self::valid(&now, &boot, &holder),
+                Self::returning(&wid, &now, &boot)
+            );
+            p.finish(sql)
+        };
         let delete = {
             let mut p = Placeholders::new(Dialect::Sqlite);
             let (name, ver, wid, now, boot) = (
@@ -584,6 +641,7 @@ impl Sqlite {
             read,
             write_absent,
             write_version,
+            renew,
             write_claimable,
             delete,
             read_after_refused_version_write: true,
@@ -596,11 +654,12 @@ mod tests {
     use super::*;
     use leasehold_core::HolderId;
 
-    fn all(s: &Statements) -> [&LeaseStatement; 5] {
+    fn all(s: &Statements) -> [&LeaseStatement; 6] {
         [
             &s.read,
             &s.write_absent,
             &s.write_version,
+            &s.renew,
             &s.write_claimable,
             &s.delete,
         ]

@@ -210,30 +210,17 @@ impl<B: SqlBackend> SqlStore<B> {
                 RunError::Statement(e) => B::Db::map_error(e, phase, Target::Lease, what),
             })
     }
-}
 
-#[async_trait]
-impl<B: SqlBackend> CasStore for SqlStore<B> {
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            clock: ClockSource::Store,
-            grade: Grade::Linearizable,
-            conflict_returns_current: true,
-            notifies_waiters: self.inner.feed.is_some(),
-        }
-    }
-
-    async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {
-        let args = LeaseArgs::read(name, &self.inner.limits)?.with_clock(self.inner.clock);
-        let rows = self
-            .run(name, &self.inner.statements.read, &args, Phase::Read, "read lease")
-            .await?;
-        row::read_outcome(name, &rows)
-    }
-
-    async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
+    /// Runs the conditional write `statement` of `record` on `expect`, and reads the
+    /// current row when a refused one returns none.
+    async fn write_with(
+        &self,
+        name: &LeaseName,
+        statement: &LeaseStatement,
+        expect: &Precondition,
+        record: &LeaseRecord,
+    ) -> Result<CasOutcome> {
         let args = LeaseArgs::write(name, &self.inner.limits, expect, record)?.with_clock(self.inner.clock);
-        let statement = write_statement(&self.inner.statements, expect);
         let mut rows = self.run(name, statement, &args, Phase::Write, "write lease").await?;
         if rows.is_empty()
             && matches!(expect, Precondition::Version(_))
@@ -260,6 +247,39 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
             }
         }
         Ok(outcome)
+    }
+}
+
+#[async_trait]
+impl<B: SqlBackend> CasStore for SqlStore<B> {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            clock: ClockSource::Store,
+            grade: Grade::Linearizable,
+            conflict_returns_current: true,
+            notifies_waiters: self.inner.feed.is_some(),
+        }
+    }
+
+    async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {
+        let args = LeaseArgs::read(name, &self.inner.limits)?.with_clock(self.inner.clock);
+        let rows = self
+            .run(name, &self.inner.statements.read, &args, Phase::Read, "read lease")
+            .await?;
+        row::read_outcome(name, &rows)
+    }
+
+    async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
+        let statement = write_statement(&self.inner.statements, expect);
+        self.write_with(name, statement, expect, record).await
+    }
+
+    /// One statement that extends the expiry only while the row shows this holder with
+    /// this token: it never writes either back over an operator's change.
+    async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
+        let expect = Precondition::Version(version.clone());
+        self.write_with(name, &self.inner.statements.renew, &expect, record)
+            .await
     }
 
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {

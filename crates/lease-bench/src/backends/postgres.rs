@@ -108,7 +108,7 @@ impl Backend for PostgresBackend {
             ],
             library_ops: OpTexts {
                 acquire: "one statement: `WITH w AS (INSERT … ON CONFLICT (name) DO UPDATE … WHERE claimable AND valid RETURNING …) SELECT … FROM w UNION ALL SELECT current row WHERE NOT EXISTS (w)`".into(),
-                renew: "one statement: the same CTE around `UPDATE … WHERE name = $1 AND version = $v`".into(),
+                renew: "one statement: the same CTE around `UPDATE … SET version, ttl_ms, expires_at WHERE name AND version AND holder AND token AND valid`".into(),
                 release: "one statement: the `UPDATE` CTE writing the vacant record, with `pg_notify` to wake waiters".into(),
                 takeover: "the acquire statement on an expired row".into(),
             },

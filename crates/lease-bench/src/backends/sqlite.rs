@@ -63,8 +63,13 @@ impl Backend for SqliteBackend {
                  expires_at_ms = excluded.expires_at_ms \
                  WHERE raw_locks.holder IS NULL OR raw_locks.expires_at_ms <= {NOW_MS} RETURNING token"
             ),
+            // `max(…, expires_at_ms + 1)`: back-to-back renewals within one millisecond
+            // still change the row. SQLite skips the write (and its fsync) of a row that
+            // did not change, which no real renewal is; without it most floor renewals of
+            // this benchmark were such no-ops.
             renew: format!(
-                "UPDATE raw_locks SET expires_at_ms = {NOW_MS} + ?3 WHERE name = ?1 AND holder = ?2 AND token = ?4"
+                "UPDATE raw_locks SET expires_at_ms = max({NOW_MS} + ?3, expires_at_ms + 1) \
+                 WHERE name = ?1 AND holder = ?2 AND token = ?4"
             ),
             release: "UPDATE raw_locks SET holder = NULL WHERE name = ?1 AND holder = ?2 AND token = ?3".into(),
         }))
@@ -94,13 +99,13 @@ impl Backend for SqliteBackend {
             ],
             library_ops: OpTexts {
                 acquire: "one statement: `INSERT … ON CONFLICT (name) DO UPDATE SET col = CASE WHEN claimable THEN new ELSE old END … RETURNING` (validates the stored row, returns it either way)".into(),
-                renew: "one statement: `UPDATE … SET col = CASE WHEN version matches … RETURNING`".into(),
-                release: "one statement: the same guarded `UPDATE` writing the vacant record".into(),
+                renew: "one statement: `UPDATE … SET version, ttl_ms, expires_at_ms WHERE name AND version AND holder AND token AND valid RETURNING` (a refused one reads the row after it)".into(),
+                release: "one statement: `UPDATE … SET <the vacant record> WHERE name AND version AND token AND valid RETURNING` (a refused one reads the row after it)".into(),
                 takeover: "the acquire statement on an expired row".into(),
             },
             floor_ops: OpTexts {
                 acquire: "`INSERT … ON CONFLICT (name) DO UPDATE … WHERE holder IS NULL OR expired RETURNING token`".into(),
-                renew: "`UPDATE … SET expires_at_ms WHERE name AND holder AND token`".into(),
+                renew: "`UPDATE … SET expires_at_ms = max(now + ttl, expires_at_ms + 1) WHERE name AND holder AND token` (the `max` makes every back-to-back renewal a real write: SQLite skips writing a row that did not change)".into(),
                 release: "`UPDATE … SET holder = NULL WHERE name AND holder AND token`".into(),
                 takeover: "the acquire statement on an expired row".into(),
             },

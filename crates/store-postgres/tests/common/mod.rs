@@ -51,3 +51,8 @@ pub async fn foreign_store() -> (PostgresStore, String, ()) {
     let table = unique_table("lh_foreign");
     (store_on(&pool().await, &table).await, table, ())
 }
+
+/// Runs `sql` with `psql` on the server under test, as an operator would.
+pub fn operator(_: &(), sql: &str) {
+    leasehold_testkit::foreign::cli("psql", &[&pg_url(), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", sql]);
+}

@@ -92,3 +92,10 @@ pub async fn foreign_store() -> (SqliteStore, String, TempDb) {
     let store = store_on(&pool(db.path()).await, &table).await;
     (store, table, db)
 }
+
+/// Runs `sql` with the `sqlite3` shell on `db`, as an operator would (waiting up to 5 s
+/// for the store's write lock).
+pub fn operator(db: &TempDb, sql: &str) {
+    let path = db.path().display().to_string();
+    leasehold_testkit::foreign::cli("sqlite3", &["-bail", "-cmd", ".timeout 5000", &path, sql]);
+}

@@ -99,29 +99,37 @@ pub fn assert_shipped_sql_is(manifest_dir: &str, generated: &str) {
 /// `sqlite3` would, the version untouched), and waits for the holder to notice: the loss
 /// cause. Panics if the holder still believes it holds the lease 5 s later (it renews
 /// every ~200 ms).
-async fn hold_then_change_by_hand<B: SqlBackend>(store: &SqlStore<B>, table: &str, name: &str, set: &str) -> LossCause
-where
-    for<'c> &'c Pool<B::Db>: Executor<'c, Database = B::Db>,
-{
+async fn hold_then_change_by_hand<B: SqlBackend>(
+    store: &SqlStore<B>,
+    table: &str,
+    name: &str,
+    set: &str,
+    operator: Operator<'_>,
+) -> LossCause {
     let client = LeaseClient::new(store.clone());
     let sql = format!("UPDATE \"{table}\" SET {set} WHERE name = '{name}'");
     let (cause, _, lease) =
-        leasehold_testkit::foreign::hold_then(&client, name, Duration::from_millis(600), exec(store.pool(), &sql))
+        leasehold_testkit::foreign::hold_then(&client, name, Duration::from_millis(600), async { operator(&sql) })
             .await;
     assert_eq!(lease.token().get(), 1);
     cause
 }
 
+/// The operator's SQL shell: runs one statement with the database's own command-line
+/// client (`psql`, `sqlite3`), as a person would.
+pub type Operator<'a> = &'a (dyn Fn(&str) + Sync);
+
 /// An operator raises a held lease's token by hand (`UPDATE … SET fence_token = 100`,
 /// the version untouched). The holder's next renewal must not write its own token back
 /// over it: the holder loses the lease, the row keeps 100, and the next grant is 101,
 /// above every token a resource may have seen.
-pub async fn a_raised_token_is_never_written_back<B: SqlBackend>(store: SqlStore<B>, table: &str)
-where
-    for<'c> &'c Pool<B::Db>: Executor<'c, Database = B::Db>,
-{
+pub async fn a_raised_token_is_never_written_back<B: SqlBackend>(
+    store: SqlStore<B>,
+    table: &str,
+    operator: Operator<'_>,
+) {
     let name = format!("foreign/raised/{}", leasehold_testkit::unique_suffix());
-    let cause = hold_then_change_by_hand(&store, table, &name, "fence_token = 100").await;
+    let cause = hold_then_change_by_hand(&store, table, &name, "fence_token = 100", operator).await;
     let key = leasehold_core::LeaseName::new(&name).expect("name");
     let row = store.read(&key).await.expect("read").expect("the record");
     assert_eq!(
@@ -137,20 +145,42 @@ where
     next.release().await.expect("release");
 }
 
+/// An operator hands a held lease to someone else by hand (`UPDATE … SET holder = …`,
+/// the version untouched). The holder's next renewal must not write itself back: the
+/// holder loses the lease to the new holder, and the row keeps what the operator wrote.
+pub async fn a_changed_holder_is_never_written_back<B: SqlBackend>(
+    store: SqlStore<B>,
+    table: &str,
+    operator: Operator<'_>,
+) {
+    let name = format!("foreign/holder/{}", leasehold_testkit::unique_suffix());
+    let cause = hold_then_change_by_hand(&store, table, &name, "holder = 'the-operator'", operator).await;
+    assert!(matches!(cause, LossCause::TakenOver { .. }), "{cause:?}");
+    let key = leasehold_core::LeaseName::new(&name).expect("name");
+    let row = store.read(&key).await.expect("read").expect("the record");
+    assert_eq!(
+        row.record.holder.as_ref().map(|h| h.as_str()),
+        Some("the-operator"),
+        "a renewal wrote its holder back ({cause:?})"
+    );
+    assert_eq!(row.record.token.get(), 1, "nobody changed the token");
+}
+
 /// An operator (or a bad restore) leaves a held row invalid: an empty holder, a zero
 /// TTL, a negative token. The holder's renewal must not heal it: the holder loses the
 /// lease, the row keeps what was written, and reads and grants report it as corrupt.
-pub async fn a_corrupted_held_row_is_never_healed<B: SqlBackend>(store: SqlStore<B>, table: &str)
-where
-    for<'c> &'c Pool<B::Db>: Executor<'c, Database = B::Db>,
-{
+pub async fn a_corrupted_held_row_is_never_healed<B: SqlBackend>(
+    store: SqlStore<B>,
+    table: &str,
+    operator: Operator<'_>,
+) {
     for (what, set) in [
         ("an empty holder", "holder = ''"),
         ("a zero TTL", "ttl_ms = 0"),
         ("a negative token", "fence_token = -5"),
     ] {
         let name = format!("foreign/corrupt/{}", leasehold_testkit::unique_suffix());
-        let cause = hold_then_change_by_hand(&store, table, &name, set).await;
+        let cause = hold_then_change_by_hand(&store, table, &name, set, operator).await;
         let key = leasehold_core::LeaseName::new(&name).expect("name");
         match store.read(&key).await {
             Err(leasehold_core::Error::CorruptRecord { .. }) => {}
@@ -169,23 +199,17 @@ where
 /// An operator plants an expiry no write of the library makes (far beyond the TTL, or at
 /// the edge of the column's type) on a held row. The holder loses the lease, and reads
 /// and grants report the row as corrupt at once: never granted, never waited on.
-pub async fn an_impossible_expiry_is_corrupt<B: SqlBackend>(store: SqlStore<B>, table: &str)
-where
-    for<'c> &'c Pool<B::Db>: Executor<'c, Database = B::Db>,
-{
+pub async fn an_impossible_expiry_is_corrupt<B: SqlBackend>(store: SqlStore<B>, table: &str, operator: Operator<'_>) {
     for (what, set) in super::IMPOSSIBLE_EXPIRIES {
         let name = format!("foreign/expiry/{}", leasehold_testkit::unique_suffix());
-        let cause = hold_then_change_by_hand(&store, table, &name, set).await;
+        let cause = hold_then_change_by_hand(&store, table, &name, set, operator).await;
         assert_corrupt_everywhere(&store, &name, &format!("{what} ({cause:?})")).await;
     }
 }
 
 /// A vacant row whose version was set by hand to one the store never issues (zero,
 /// negative): never granted, and reported as corrupt.
-pub async fn an_impossible_version_is_corrupt<B: SqlBackend>(store: SqlStore<B>, table: &str)
-where
-    for<'c> &'c Pool<B::Db>: Executor<'c, Database = B::Db>,
-{
+pub async fn an_impossible_version_is_corrupt<B: SqlBackend>(store: SqlStore<B>, table: &str, operator: Operator<'_>) {
     for version in [-1, 0] {
         let name = format!("foreign/version/{}", leasehold_testkit::unique_suffix());
         let client = LeaseClient::new(store.clone());
@@ -194,11 +218,9 @@ where
             .await
             .expect("acquire");
         lease.release().await.expect("release");
-        exec(
-            store.pool(),
-            &format!("UPDATE \"{table}\" SET version = {version} WHERE name = '{name}'"),
-        )
-        .await;
+        operator(&format!(
+            "UPDATE \"{table}\" SET version = {version} WHERE name = '{name}'"
+        ));
         assert_corrupt_everywhere(&store, &name, &format!("a vacant row at version {version}")).await;
     }
 }
@@ -223,12 +245,14 @@ async fn assert_corrupt_everywhere<B: SqlBackend>(store: &SqlStore<B>, name: &st
 
 /// The foreign-writer tests of a SQL store, one `#[tokio::test]` per case above:
 /// `common::foreign_store()` gives the store, its lease table's name, and what must live
-/// as long as the test.
+/// as long as the test; `common::operator` runs a statement with the database's own
+/// command-line client.
 macro_rules! foreign_writer_tests {
     () => {
         $crate::common::shared::foreign_writer_tests!(
             @cases
             a_raised_token_is_never_written_back,
+            a_changed_holder_is_never_written_back,
             a_corrupted_held_row_is_never_healed,
             an_impossible_expiry_is_corrupt,
             an_impossible_version_is_corrupt
@@ -238,8 +262,8 @@ macro_rules! foreign_writer_tests {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
-                let (store, table, _keep) = common::foreign_store().await;
-                common::shared::$case(store, &table).await;
+                let (store, table, keep) = common::foreign_store().await;
+                common::shared::$case(store, &table, &|sql: &str| common::operator(&keep, sql)).await;
             }
         )*
     };
