@@ -2,8 +2,10 @@
 //!
 //! Numbers stay decimal strings inside the scripts: Redis hands integers to Lua as
 //! doubles, which lose precision above 2^53 and print in exponent form above 10^14, so
-//! tokens are compared by length then lexically ([`PRELUDE`]'s `gt`) and counters are
-//! read back with `HGET` after `HINCRBY`. Every script validates everything it reads
+//! tokens are compared by length then lexically ([`PRELUDE`]'s `gt`) and a counter
+//! raised by `HINCRBY` is formatted with `%d` while exact, read back with `HGET` above
+//! 2^53. Each record and counter hash is read with one `HGETALL` (and its `PTTL`), and a
+//! renewal rewrites only the fields it changes. Every script validates everything it reads
 //! before its first write, so it either applies whole or changes nothing; the `#!lua`
 //! shebang makes Redis 7 refuse a writing script up front when it is out of memory
 //! rather than fail it half way.
@@ -28,11 +30,23 @@ local function gt(a, b)
   if #a ~= #b then return #a > #b end
   return a > b
 end
+-- A hash's fields and values, or nil and why not (a key of another type). `HGETALL`
+-- of a missing key is empty: Redis never keeps an empty hash.
+local function hash_fields(k, what)
+  local all = redis.pcall('HGETALL', k)
+  if all.err then return nil, 'the key holds a ' .. redis.call('TYPE', k).ok .. ', not ' .. what end
+  return all
+end
+-- A counter the script just raised with `HINCRBY`, as decimal digits: Lua holds it as a
+-- double, exact below 2^53 (2^53 + 1 rounds to 2^53); from there on it is read back.
+local function counter(n, k, f)
+  if n < 9007199254740992 then return string.format('%d', n) end
+  return redis.call('HGET', k, f)
+end
 local function load_rec(k)
-  local ty = redis.call('TYPE', k).ok
-  if ty == 'none' then return 'absent' end
-  if ty ~= 'hash' then return 'corrupt', 'the key holds a ' .. ty .. ', not a lease record hash' end
-  local all = redis.call('HGETALL', k)
+  local all, why = hash_fields(k, 'a lease record hash')
+  if not all then return 'corrupt', why end
+  if #all == 0 then return 'absent' end
   local r = {}
   for i = 1, #all, 2 do
     local f = all[i]
@@ -54,16 +68,17 @@ local function load_rec(k)
   return 'ok', r
 end
 local function load_meta(k)
-  local ty = redis.call('TYPE', k).ok
-  if ty == 'none' then return 'absent' end
-  if ty ~= 'hash' then return 'corrupt', 'the counter key holds a ' .. ty .. ', not a hash' end
-  if redis.call('HLEN', k) ~= 3 then return 'corrupt', 'the counter hash has unknown fields' end
-  local m = redis.call('HMGET', k, 'e', 'f', 'n')
-  if type(m[1]) ~= 'string' or string.match(m[1], '^%d+$') == nil then return 'corrupt', 'bad counter epoch' end
-  if not is_count(m[2]) then return 'corrupt', 'bad token counter' end
-  if not is_count(m[3]) then return 'corrupt', 'bad version counter' end
+  local all, why = hash_fields(k, 'a hash')
+  if not all then return 'corrupt', 'the counter ' .. why end
+  if #all == 0 then return 'absent' end
+  if #all ~= 6 then return 'corrupt', 'the counter hash has unknown fields' end
+  local m = {}
+  for i = 1, 6, 2 do m[all[i]] = all[i + 1] end
+  if type(m.e) ~= 'string' or string.match(m.e, '^%d+$') == nil then return 'corrupt', 'bad counter epoch' end
+  if not is_count(m.f) then return 'corrupt', 'bad token counter' end
+  if not is_count(m.n) then return 'corrupt', 'bad version counter' end
   if redis.call('PTTL', k) ~= -1 then return 'corrupt', 'the counter hash has an expiry' end
-  return 'ok', { e = m[1], f = m[2], n = m[3] }
+  return 'ok', m
 end
 local function init_meta(k)
   local t = redis.call('TIME')
@@ -127,24 +142,34 @@ if mode == 'claim' then
   if high == I64MAX then return { 'exhausted' } end
 end
 if mst == 'absent' then meta = init_meta(KEYS[2]) end
-if mode == 'claim' then
-  if st == 'ok' and gt(cur.t, meta.f) then redis.call('HSET', KEYS[2], 'f', cur.t) end
-  redis.call('HINCRBY', KEYS[2], 'f', 1)
-  token = redis.call('HGET', KEYS[2], 'f')
-elseif gt(token, meta.f) then
-  redis.call('HSET', KEYS[2], 'f', token)
-end
-redis.call('HINCRBY', KEYS[2], 'n', 1)
-local v = meta.e .. ':' .. redis.call('HGET', KEYS[2], 'n')
-redis.call('DEL', KEYS[1])
-if wall == '' then
-  redis.call('HSET', KEYS[1], 'h', holder, 't', token, 'ttl', ttl, 'v', v)
+local v = meta.e .. ':' .. counter(redis.call('HINCRBY', KEYS[2], 'n', 1), KEYS[2], 'n')
+if mode == 'renew' then
+  -- A renewal changes the version, the expiry and what the renewal itself sets (TTL,
+  -- wall-clock expiry); never the holder or the token.
+  redis.call('HSET', KEYS[1], 'v', v, 'ttl', ttl)
+  if wall == '' then
+    if cur.w ~= nil then redis.call('HDEL', KEYS[1], 'w') end
+  else
+    redis.call('HSET', KEYS[1], 'w', wall)
+  end
 else
-  redis.call('HSET', KEYS[1], 'h', holder, 't', token, 'ttl', ttl, 'v', v, 'w', wall)
+  if mode == 'claim' then
+    if st == 'ok' and gt(cur.t, meta.f) then redis.call('HSET', KEYS[2], 'f', cur.t) end
+    token = counter(redis.call('HINCRBY', KEYS[2], 'f', 1), KEYS[2], 'f')
+  elseif gt(token, meta.f) then
+    redis.call('HSET', KEYS[2], 'f', token)
+  end
+  if st == 'ok' then redis.call('DEL', KEYS[1]) end
+  if wall == '' then
+    redis.call('HSET', KEYS[1], 'h', holder, 't', token, 'ttl', ttl, 'v', v)
+  else
+    redis.call('HSET', KEYS[1], 'h', holder, 't', token, 'ttl', ttl, 'v', v, 'w', wall)
+  end
 end
 redis.call('PEXPIRE', KEYS[1], ttl)
 if holder == '' then redis.call('PUBLISH', chan, v) end
-return { 'written', holder, token, ttl, wall, v, redis.call('PTTL', KEYS[1]) }
+-- The time left is the TTL just set: a script runs on one frozen clock.
+return { 'written', holder, token, ttl, wall, v, tonumber(ttl) }
 "#;
 
 /// `delete`: KEYS = record, meta. ARGV = version, channel. Raises the write counter, so

@@ -95,7 +95,7 @@ impl Backend for RedisBackend {
             ],
             library_ops: OpTexts {
                 acquire: "one `EVALSHA` of the write script (`claim`): checks the record and the counter hash, `HINCRBY`s the token, `HSET` + `PEXPIRE`".into(),
-                renew: "one `EVALSHA` (`renew`): checks version, holder and token, rewrites the hash, `PEXPIRE`".into(),
+                renew: "one `EVALSHA` (`renew`): checks version, holder and token, `HSET`s the version and TTL fields, `PEXPIRE`".into(),
                 release: "one `EVALSHA` (`version`, vacant record): rewrite + `PUBLISH` on the release channel".into(),
                 takeover: "one `EVALSHA` (`claim`) on the expired (removed) record".into(),
             },
