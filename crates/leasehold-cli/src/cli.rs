@@ -1,0 +1,135 @@
+//! The command line, parsed by clap.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::error::report;
+use crate::exit;
+
+/// Leases and fencing tokens from the command line, on any leasehold store.
+#[derive(Debug, Parser)]
+#[command(name = "leasehold", version, about, after_help = STORE_HELP)]
+pub(crate) struct Cli {
+    /// The store, as one URL: sqlite:PATH, postgres://…, etcd://HOST:PORT,…, redis://…,
+    /// dynamodb://TABLE?region=…&endpoint=…, s3://BUCKET/PREFIX?region=…&endpoint=…
+    /// (default: an SQLite file in the user's data directory)
+    #[arg(
+        long,
+        global = true,
+        env = "LEASEHOLD_STORE",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub(crate) store: Option<String>,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run a command while holding a lease; the command gets LEASEHOLD_TOKEN,
+    /// LEASEHOLD_NAME and LEASEHOLD_HOLDER in its environment.
+    #[command(after_help = exit::TABLE)]
+    Run(RunArgs),
+    /// Show a lease: holder, fencing token, time left, version.
+    #[command(after_help = exit::TABLE)]
+    Show(ShowArgs),
+    /// Make a lease vacant whoever holds it (the holder may still be running).
+    #[command(after_help = exit::TABLE)]
+    Release(ReleaseArgs),
+}
+
+/// `leasehold run`.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// The lease name (letters, digits and - _ . : / @ = #).
+    pub(crate) name: String,
+    /// How long the lease lasts without renewal; it is renewed in the background.
+    #[arg(long, default_value = "30s", value_parser = duration)]
+    pub(crate) ttl: Duration,
+    /// Wait as long as it takes for the lease (default: try once).
+    #[arg(long, conflicts_with = "timeout")]
+    pub(crate) wait: bool,
+    /// Wait at most this long for the lease (default: try once).
+    #[arg(long, value_parser = duration)]
+    pub(crate) timeout: Option<Duration>,
+    /// After the lease is lost, how long the command has between SIGTERM and SIGKILL.
+    #[arg(long, default_value = "5s", value_parser = duration)]
+    pub(crate) grace: Duration,
+    /// The command and its arguments (after `--`).
+    #[arg(required = true, last = true, value_name = "CMD")]
+    pub(crate) command: Vec<String>,
+}
+
+/// `leasehold show`.
+#[derive(Debug, Args)]
+pub(crate) struct ShowArgs {
+    /// The lease name.
+    pub(crate) name: String,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `leasehold release`.
+#[derive(Debug, Args)]
+pub(crate) struct ReleaseArgs {
+    /// Release whoever holds it (required: the holder is not asked).
+    #[arg(long, required = true)]
+    pub(crate) force: bool,
+    /// The lease name.
+    pub(crate) name: String,
+}
+
+/// A duration in humantime form: `300ms`, `30s`, `1m 30s`, `2h`.
+fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (for example 300ms, 30s, 1m)"))
+}
+
+const STORE_HELP: &str = "\
+Store URLs (--store or LEASEHOLD_STORE):
+  sqlite:PATH                              a SQLite file on this host (created if missing)
+  postgres://USER@HOST:PORT/DB             Postgres (password from the URL, PGPASSWORD or ~/.pgpass)
+  etcd://HOST:PORT[,HOST:PORT]             etcd
+  redis://HOST:PORT[/DB]                   Redis (efficiency-only leases)
+  dynamodb://TABLE?region=R&endpoint=URL   DynamoDB (credentials: the AWS default chain)
+  s3://BUCKET/PREFIX?region=R&endpoint=URL S3 (credentials: the AWS default chain)
+Default: $XDG_DATA_HOME/leasehold/leases.db, or ~/.local/share/leasehold/leases.db.
+Passwords are never printed.
+
+Run 'leasehold help run' for the exit codes.";
+
+/// Handles a clap error: help and version go to stdout with 0; anything else is one
+/// line on stderr and [`exit::USAGE`].
+pub(crate) fn clap_exit(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            ExitCode::from(exit::OK)
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            ExitCode::from(exit::USAGE)
+        }
+        _ => {
+            let rendered = e.render().to_string();
+            // The first paragraph (the error, and the arguments it names), on one line.
+            let first: Vec<&str> = rendered
+                .lines()
+                .map(str::trim)
+                .skip_while(|l| l.is_empty())
+                .take_while(|l| !l.is_empty())
+                .collect();
+            let first = first.join(" ");
+            let first = first.strip_prefix("error: ").unwrap_or(&first);
+            report(&format!("{first} (see leasehold --help)"));
+            ExitCode::from(exit::USAGE)
+        }
+    }
+}

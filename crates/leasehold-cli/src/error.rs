@@ -1,0 +1,99 @@
+//! The one error type of the command, each variant with its exit code.
+
+use std::sync::OnceLock;
+
+use crate::exit;
+
+/// Why a subcommand stopped before its normal end; [`CliError::exit_code`] maps each to
+/// a documented exit code.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CliError {
+    /// Bad input, refused before anything was sent.
+    #[error("{0}")]
+    Usage(String),
+    /// The store failed.
+    #[error("{0}")]
+    Store(String),
+    /// The lease is held by someone else.
+    #[error("{0}")]
+    Held(String),
+    /// The command could not be started.
+    #[error("{message}")]
+    Spawn {
+        /// What happened.
+        message: String,
+        /// True when the command was not found.
+        not_found: bool,
+    },
+    /// Ended by a signal while waiting for the lease.
+    #[error("{message}")]
+    Signalled {
+        /// What happened.
+        message: String,
+        /// The signal's number.
+        signal: u8,
+    },
+}
+
+impl CliError {
+    /// The exit code documented for this error (see [`crate::exit`]).
+    pub(crate) fn exit_code(&self) -> u8 {
+        match self {
+            Self::Usage(_) => exit::USAGE,
+            Self::Store(_) => exit::STORE,
+            Self::Held(_) => exit::HELD,
+            Self::Spawn { not_found: true, .. } => exit::NOT_FOUND,
+            Self::Spawn { not_found: false, .. } => exit::CANNOT_EXECUTE,
+            Self::Signalled { signal, .. } => exit::SIGNAL_BASE.saturating_add(*signal),
+        }
+    }
+
+    /// A library error met while doing `what`, by its kind: invalid input is usage,
+    /// a timeout is "held", everything else is the store's failure.
+    pub(crate) fn from_lease(what: &str, e: &leasehold::Error) -> Self {
+        // The library's messages already carry what their sources said.
+        let message = format!("{what}: {e}");
+        match e {
+            leasehold::Error::InvalidInput { .. } => Self::Usage(message),
+            leasehold::Error::Timeout { .. } => Self::Held(message),
+            _ => Self::Store(message),
+        }
+    }
+}
+
+/// An error with its chain of sources, on one line.
+pub(crate) fn describe(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out.replace(['\n', '\r'], " ")
+}
+
+static SECRETS: OnceLock<Vec<String>> = OnceLock::new();
+
+/// Records the secrets (passwords) of the store URL, which [`scrub`] removes from every
+/// message printed.
+pub(crate) fn set_secrets(secrets: Vec<String>) {
+    let _ = SECRETS.set(secrets.into_iter().filter(|s| !s.is_empty()).collect());
+}
+
+/// `message` with every recorded secret replaced by `***`.
+pub(crate) fn scrub(message: &str) -> String {
+    let mut out = message.to_owned();
+    for s in SECRETS.get().map(Vec::as_slice).unwrap_or_default() {
+        out = out.replace(s.as_str(), "***");
+    }
+    out
+}
+
+/// Prints `leasehold: <message>` on stderr, secrets removed, on one line.
+pub(crate) fn report(message: &str) {
+    eprintln!("leasehold: {}", scrub(message).replace(['\n', '\r'], " "));
+}

@@ -1,0 +1,55 @@
+//! The exit codes of `leasehold`, one constant each.
+//!
+//! `leasehold run` passes its command's own exit status through, so these codes were
+//! chosen from the BSD `sysexits.h` range (64–78), which ordinary programs rarely use,
+//! away from 1 and 2 (the usual failure codes), 126 and 127 (the shell's "cannot run" and
+//! "not found"), and 128 + N (killed by signal N). A command may still exit with one of
+//! them itself: whenever `leasehold` exits with a code of its own, it has printed one
+//! line starting with `leasehold:` on stderr first, which a command's own exit does not
+//! produce.
+
+/// Everything went well (`show`, `release`); for `run`, the command exited with 0.
+pub(crate) const OK: u8 = 0;
+
+/// Bad usage (`EX_USAGE`): an unknown option, a bad store URL, an invalid lease name,
+/// TTL or duration. Nothing was sent to the store.
+pub(crate) const USAGE: u8 = 64;
+
+/// The store failed (`EX_UNAVAILABLE`): it cannot be reached, does not answer in time,
+/// is not set up (a missing table or bucket), refused the credentials, or holds a
+/// corrupt record.
+pub(crate) const STORE: u8 = 69;
+
+/// The lease is held by someone else (`EX_TEMPFAIL`): `run` without `--wait` found it
+/// held, or `--timeout` ran out; `release` found it changing under it. Trying again
+/// later may succeed.
+pub(crate) const HELD: u8 = 75;
+
+/// The lease was lost while the command ran (it expired, was taken over, or the store
+/// stopped answering renewals): the command was sent SIGTERM, then SIGKILL after
+/// `--grace`.
+pub(crate) const LOST: u8 = 76;
+
+/// The command was found but could not be started (as in a shell).
+pub(crate) const CANNOT_EXECUTE: u8 = 126;
+
+/// The command was not found (as in a shell).
+pub(crate) const NOT_FOUND: u8 = 127;
+
+/// Added to a signal's number when the command (or `leasehold`, while waiting for the
+/// lease) was ended by that signal, as in a shell: 130 for SIGINT, 143 for SIGTERM.
+pub(crate) const SIGNAL_BASE: u8 = 128;
+
+/// The exit-code table printed by `--help` (`after_help`) and copied in the README.
+pub(crate) const TABLE: &str = "\
+Exit codes:
+  N      run: the command's own exit code, passed through (128+N if killed by signal N)
+  0      show, release: done
+  64     bad usage: unknown option, bad store URL, invalid lease name, TTL or duration
+  69     store error: unreachable, no answer in time, not set up, corrupt record
+  75     lease held by someone else (run without --wait, or --timeout ran out)
+  76     lease lost while the command ran (it was sent SIGTERM, then SIGKILL after --grace)
+  126    the command could not be started
+  127    the command was not found
+Whenever leasehold exits with a code of its own, it prints one line starting with
+'leasehold:' on stderr.";

@@ -1,0 +1,88 @@
+//! # leasehold
+//!
+//! The `leasehold` command: run a command under a fenced lease, on any store leasehold
+//! supports, and show or force-release leases.
+//!
+//! ```text
+//! leasehold [--store URL] run NAME [--ttl 30s] [--wait | --timeout 1m] [--grace 5s] -- CMD ARGS…
+//! leasehold [--store URL] show NAME [--json]
+//! leasehold [--store URL] release --force NAME
+//! ```
+//!
+//! The store is one URL (`--store` or `LEASEHOLD_STORE`, see [`store_url`]); the
+//! exit codes are in [`exit`].
+#![warn(missing_docs)]
+
+mod cli;
+mod error;
+mod exit;
+mod holder;
+mod open;
+mod release;
+mod run;
+mod show;
+mod store_url;
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use clap::Parser as _;
+
+use crate::cli::{Cli, Command};
+use crate::error::{CliError, report};
+use crate::store_url::StoreUrl;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return cli::clap_exit(&e),
+    };
+    let code = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => match rt.block_on(dispatch(cli)) {
+            Ok(code) => code,
+            Err(e) => {
+                report(&e.to_string());
+                e.exit_code()
+            }
+        },
+        Err(e) => {
+            report(&format!("cannot start the runtime: {e}"));
+            exit::STORE
+        }
+    };
+    let _ = std::io::stdout().flush();
+    // Exit now: background tasks of the store drivers must not hold the process.
+    std::process::exit(i32::from(code))
+}
+
+/// Runs the subcommand; its exit code, or the error that ended it.
+async fn dispatch(cli: Cli) -> Result<u8, CliError> {
+    let url = resolve_store(cli.store.as_deref())?;
+    match cli.command {
+        Command::Run(args) => run::run(&url, args).await,
+        Command::Show(args) => show::show(&url, args).await,
+        Command::Release(args) => release::release(&url, args).await,
+    }
+}
+
+/// The store URL given, or the default SQLite file (its directory created).
+fn resolve_store(given: Option<&str>) -> Result<StoreUrl, CliError> {
+    let url = match given {
+        Some(raw) => StoreUrl::parse(raw).map_err(|e| CliError::Usage(e.to_string()))?,
+        None => {
+            let path = store_url::default_sqlite_path()
+                .ok_or_else(|| CliError::Usage("no --store given, and neither XDG_DATA_HOME nor HOME is set".into()))?;
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| CliError::Store(format!("cannot create {}: {e}", dir.display())))?;
+            }
+            StoreUrl::Sqlite { path }
+        }
+    };
+    error::set_secrets(url.secrets());
+    Ok(url)
+}

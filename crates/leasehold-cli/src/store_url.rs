@@ -1,0 +1,539 @@
+//! The store URL: one string naming the store, the same form on every store.
+//!
+//! | form | store |
+//! |---|---|
+//! | `sqlite:PATH` | a SQLite file on this host (created with its table if missing) |
+//! | `postgres://USER@HOST:PORT/DB?…` (or `postgresql://`) | Postgres, libpq-style URL |
+//! | `etcd://HOST:PORT[,HOST:PORT…]` | etcd |
+//! | `redis://…` (or `rediss://`) | Redis (efficiency-only leases) |
+//! | `dynamodb://TABLE?region=…&endpoint=…` | DynamoDB |
+//! | `s3://BUCKET/PREFIX?region=…&endpoint=…` | S3 conditional writes |
+//!
+//! Without one, [`default_sqlite_path`]: `$XDG_DATA_HOME/leasehold/leases.db`, or
+//! `~/.local/share/leasehold/leases.db`. The [`std::fmt::Display`] form of a parsed URL
+//! has its password replaced by `***`, and [`StoreUrl::secrets`] lists what to scrub
+//! from driver messages.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// A parsed store URL.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) enum StoreUrl {
+    /// `sqlite:PATH`.
+    Sqlite {
+        /// The database file.
+        path: PathBuf,
+    },
+    /// `postgres://…`: handed to the Postgres driver as written.
+    Postgres {
+        /// The URL as given.
+        url: String,
+    },
+    /// `etcd://HOST:PORT[,HOST:PORT…]`.
+    Etcd {
+        /// `http://HOST:PORT` for each member.
+        endpoints: Vec<String>,
+    },
+    /// `redis://…`: handed to the Redis client as written.
+    Redis {
+        /// The URL as given.
+        url: String,
+    },
+    /// `dynamodb://TABLE?region=…&endpoint=…`.
+    DynamoDb {
+        /// The lease table.
+        table: String,
+        /// The region (default: the AWS configuration's).
+        region: Option<String>,
+        /// Another endpoint (a local emulator).
+        endpoint: Option<String>,
+    },
+    /// `s3://BUCKET/PREFIX?region=…&endpoint=…`.
+    S3 {
+        /// The bucket.
+        bucket: String,
+        /// The key prefix of the lease records ([`DEFAULT_S3_PREFIX`] when none is given).
+        prefix: String,
+        /// The region (default: the AWS configuration's).
+        region: Option<String>,
+        /// Another endpoint (a local emulator, MinIO).
+        endpoint: Option<String>,
+    },
+}
+
+/// The key prefix of `s3://BUCKET` without one.
+pub(crate) const DEFAULT_S3_PREFIX: &str = "leasehold";
+
+/// The forms accepted, for error messages.
+const FORMS: &str = "expected sqlite:PATH, postgres://…, etcd://HOST:PORT[,HOST:PORT], redis://…, \
+                     dynamodb://TABLE?region=…&endpoint=…, or s3://BUCKET/PREFIX?region=…&endpoint=…";
+
+/// Why a store URL was refused: one line, without the URL's password.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bad store URL {shown}: {reason}")]
+pub(crate) struct UrlError {
+    /// The URL, redacted.
+    shown: String,
+    /// What is wrong.
+    reason: String,
+}
+
+impl UrlError {
+    fn new(raw: &str, reason: impl Into<String>) -> Self {
+        // A URL too malformed for its userinfo to be found shows only its scheme, so
+        // that a password in it is never printed.
+        let shown = if raw.contains('@') && userinfo(raw).is_none() {
+            format!("'{}:…'", raw.split(':').next().unwrap_or_default())
+        } else {
+            format!("'{}'", redact(raw))
+        };
+        Self {
+            shown,
+            reason: reason.into(),
+        }
+    }
+}
+
+impl StoreUrl {
+    /// Parses a store URL.
+    ///
+    /// # Errors
+    /// [`UrlError`] naming what is wrong.
+    pub(crate) fn parse(raw: &str) -> Result<Self, UrlError> {
+        let raw_trimmed = raw.trim();
+        if raw_trimmed.is_empty() {
+            return Err(UrlError::new(raw, format!("it is empty; {FORMS}")));
+        }
+        let Some((scheme, rest)) = raw_trimmed.split_once(':') else {
+            return Err(UrlError::new(raw, format!("no scheme; {FORMS}")));
+        };
+        match scheme.to_ascii_lowercase().as_str() {
+            "sqlite" => {
+                let path = rest.strip_prefix("//").unwrap_or(rest);
+                if path.is_empty() {
+                    return Err(UrlError::new(raw, "no file path (sqlite:PATH)"));
+                }
+                Ok(Self::Sqlite {
+                    path: PathBuf::from(path),
+                })
+            }
+            "postgres" | "postgresql" => {
+                let after = authority_part(raw, rest)?;
+                if after.is_empty() || after.starts_with('?') || empty_host_after_user(raw) {
+                    return Err(UrlError::new(raw, "no host (postgres://USER@HOST:PORT/DB)"));
+                }
+                Ok(Self::Postgres {
+                    url: raw_trimmed.to_owned(),
+                })
+            }
+            "redis" | "rediss" => {
+                let after = authority_part(raw, rest)?;
+                if after.is_empty() || empty_host_after_user(raw) {
+                    return Err(UrlError::new(raw, "no host (redis://HOST:PORT)"));
+                }
+                Ok(Self::Redis {
+                    url: raw_trimmed.to_owned(),
+                })
+            }
+            "etcd" => {
+                let after = authority_part(raw, rest)?;
+                let hosts = after.strip_suffix('/').unwrap_or(after);
+                if hosts.contains(['/', '?', '#', '@']) {
+                    return Err(UrlError::new(
+                        raw,
+                        "etcd://HOST:PORT[,HOST:PORT] takes no path, query or user",
+                    ));
+                }
+                let endpoints = hosts
+                    .split(',')
+                    .map(|hp| {
+                        host_port(hp)
+                            .map(|()| format!("http://{hp}"))
+                            .map_err(|r| UrlError::new(raw, r))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Self::Etcd { endpoints })
+            }
+            "dynamodb" => {
+                let after = authority_part(raw, rest)?;
+                let (table, query) = split_query(after);
+                let table = table.strip_suffix('/').unwrap_or(table);
+                if table.is_empty() || table.contains('/') {
+                    return Err(UrlError::new(raw, "expected dynamodb://TABLE?region=…&endpoint=…"));
+                }
+                let (region, endpoint) = aws_query(raw, query)?;
+                Ok(Self::DynamoDb {
+                    table: table.to_owned(),
+                    region,
+                    endpoint,
+                })
+            }
+            "s3" => {
+                let after = authority_part(raw, rest)?;
+                let (location, query) = split_query(after);
+                let (bucket, prefix) = location.split_once('/').unwrap_or((location, ""));
+                if bucket.is_empty() {
+                    return Err(UrlError::new(raw, "no bucket (s3://BUCKET/PREFIX)"));
+                }
+                let prefix = prefix.strip_suffix('/').unwrap_or(prefix);
+                let (region, endpoint) = aws_query(raw, query)?;
+                Ok(Self::S3 {
+                    bucket: bucket.to_owned(),
+                    prefix: if prefix.is_empty() {
+                        DEFAULT_S3_PREFIX.to_owned()
+                    } else {
+                        prefix.to_owned()
+                    },
+                    region,
+                    endpoint,
+                })
+            }
+            "mysql" => Err(UrlError::new(raw, "MySQL is not a leasehold store (yet)")),
+            other => Err(UrlError::new(raw, format!("unknown scheme '{other}'; {FORMS}"))),
+        }
+    }
+
+    /// The store's kind, for messages.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Self::Sqlite { .. } => "sqlite",
+            Self::Postgres { .. } => "postgres",
+            Self::Etcd { .. } => "etcd",
+            Self::Redis { .. } => "redis",
+            Self::DynamoDb { .. } => "dynamodb",
+            Self::S3 { .. } => "s3",
+        }
+    }
+
+    /// The passwords in the URL (raw and percent-decoded), which no message may show.
+    pub(crate) fn secrets(&self) -> Vec<String> {
+        match self {
+            Self::Postgres { url } | Self::Redis { url } => secrets_of(url),
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl fmt::Display for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Sqlite { path } => write!(f, "sqlite:{}", path.display()),
+            Self::Postgres { url } | Self::Redis { url } => f.write_str(&redact(url)),
+            Self::Etcd { endpoints } => {
+                let hosts: Vec<&str> = endpoints.iter().map(|e| e.trim_start_matches("http://")).collect();
+                write!(f, "etcd://{}", hosts.join(","))
+            }
+            Self::DynamoDb {
+                table,
+                region,
+                endpoint,
+            } => {
+                write!(f, "dynamodb://{table}")?;
+                write_aws_query(f, region.as_deref(), endpoint.as_deref())
+            }
+            Self::S3 {
+                bucket,
+                prefix,
+                region,
+                endpoint,
+            } => {
+                write!(f, "s3://{bucket}/{prefix}")?;
+                write_aws_query(f, region.as_deref(), endpoint.as_deref())
+            }
+        }
+    }
+}
+
+impl fmt::Debug for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "StoreUrl({self})")
+    }
+}
+
+fn write_aws_query(f: &mut fmt::Formatter<'_>, region: Option<&str>, endpoint: Option<&str>) -> fmt::Result {
+    let mut sep = '?';
+    for (k, v) in [("region", region), ("endpoint", endpoint)] {
+        if let Some(v) = v {
+            write!(f, "{sep}{k}={v}")?;
+            sep = '&';
+        }
+    }
+    Ok(())
+}
+
+/// What follows `scheme://`, or an error if `//` is missing.
+fn authority_part<'a>(raw: &str, rest: &'a str) -> Result<&'a str, UrlError> {
+    rest.strip_prefix("//")
+        .ok_or_else(|| UrlError::new(raw, "expected '//' after the scheme (for example postgres://HOST/DB)"))
+}
+
+fn split_query(s: &str) -> (&str, &str) {
+    s.split_once('?').unwrap_or((s, ""))
+}
+
+/// Checks one `HOST:PORT`.
+fn host_port(hp: &str) -> Result<(), String> {
+    let Some((host, port)) = hp.rsplit_once(':') else {
+        return Err(format!("'{hp}' is not HOST:PORT"));
+    };
+    if host.is_empty() {
+        return Err(format!("'{hp}' has no host"));
+    }
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(()),
+        _ => Err(format!("'{port}' is not a port number (in '{hp}')")),
+    }
+}
+
+/// The `region` and `endpoint` parameters of a DynamoDB or S3 URL; anything else is an
+/// error.
+fn aws_query(raw: &str, query: &str) -> Result<(Option<String>, Option<String>), UrlError> {
+    let (mut region, mut endpoint) = (None, None);
+    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+        let slot = match &*k {
+            "region" => &mut region,
+            "endpoint" => &mut endpoint,
+            other => {
+                return Err(UrlError::new(
+                    raw,
+                    format!("unknown parameter '{other}' (region and endpoint are known)"),
+                ));
+            }
+        };
+        if v.is_empty() {
+            return Err(UrlError::new(raw, format!("parameter '{k}' is empty")));
+        }
+        if slot.replace(v.into_owned()).is_some() {
+            return Err(UrlError::new(raw, format!("parameter '{k}' given twice")));
+        }
+    }
+    if endpoint
+        .as_deref()
+        .is_some_and(|e| !(e.starts_with("http://") || e.starts_with("https://")))
+    {
+        return Err(UrlError::new(raw, "endpoint must start with http:// or https://"));
+    }
+    Ok((region, endpoint))
+}
+
+/// The userinfo of `scheme://userinfo@host…`, if any.
+fn userinfo(url: &str) -> Option<(usize, &str)> {
+    let start = url.find("://")? + 3;
+    let authority_end = url[start..].find(['/', '?', '#']).map_or(url.len(), |i| start + i);
+    let at = url[start..authority_end].rfind('@')? + start;
+    Some((start, &url[start..at]))
+}
+
+/// True when `url` has a userinfo but nothing after its `@` in the authority.
+fn empty_host_after_user(url: &str) -> bool {
+    userinfo(url).is_some_and(|(start, info)| {
+        let host_start = start + info.len() + 1;
+        url[host_start..]
+            .split(['/', '?', '#'])
+            .next()
+            .unwrap_or_default()
+            .is_empty()
+    })
+}
+
+/// The password of the userinfo, and of `password=` / `sslpassword=` query parameters.
+fn passwords(url: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some((_, pw)) = userinfo(url).and_then(|(_, info)| info.split_once(':')) {
+        out.push(pw.to_owned());
+    }
+    if let Some((_, query)) = url.split_once('?') {
+        for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+            if k.ends_with("password") {
+                out.push(v.into_owned());
+            }
+        }
+        for pair in query.split('&') {
+            match pair.split_once('=') {
+                Some((k, v)) if k.ends_with("password") => out.push(v.to_owned()),
+                _ => {}
+            }
+        }
+    }
+    out.retain(|p| !p.is_empty());
+    out
+}
+
+fn secrets_of(url: &str) -> Vec<String> {
+    let mut out = passwords(url);
+    let decoded: Vec<String> = out
+        .iter()
+        .map(|p| {
+            form_urlencoded::parse(format!("x={p}").as_bytes())
+                .map(|(_, v)| v.into_owned())
+                .collect()
+        })
+        .collect();
+    out.extend(decoded);
+    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    out.dedup();
+    out.retain(|p| !p.is_empty());
+    out
+}
+
+/// `url` with the password of its userinfo and of its `…password=` parameters replaced by
+/// `***`.
+pub(crate) fn redact(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some((start, info)) = userinfo(url) {
+        match info.split_once(':') {
+            Some((user, pw)) if !pw.is_empty() => {
+                out = format!("{}{user}:***{}", &url[..start], &url[start + info.len()..]);
+            }
+            _ => {}
+        }
+    }
+    if let Some((head, query)) = out.clone().split_once('?') {
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((k, _)) if k.ends_with("password") => format!("{k}=***"),
+                _ => pair.to_owned(),
+            })
+            .collect();
+        out = format!("{head}?{}", pairs.join("&"));
+    }
+    out
+}
+
+/// The default store's file: `$XDG_DATA_HOME/leasehold/leases.db` when
+/// `XDG_DATA_HOME` is an absolute path, otherwise `$HOME/.local/share/leasehold/leases.db`;
+/// `None` without either.
+pub(crate) fn default_sqlite_path() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .map(|h| h.join(".local/share"))
+        })?;
+    Some(base.join("leasehold").join("leases.db"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(s: &str) -> StoreUrl {
+        StoreUrl::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    #[test]
+    fn every_form_parses() {
+        assert_eq!(
+            ok("sqlite:/tmp/x.db"),
+            StoreUrl::Sqlite {
+                path: "/tmp/x.db".into()
+            }
+        );
+        assert_eq!(
+            ok("sqlite:///tmp/x.db"),
+            StoreUrl::Sqlite {
+                path: "/tmp/x.db".into()
+            }
+        );
+        assert_eq!(ok("sqlite:rel.db"), StoreUrl::Sqlite { path: "rel.db".into() });
+        assert_eq!(ok("postgres://u:p@h:5432/db?sslmode=disable").kind(), "postgres");
+        assert_eq!(ok("postgresql://h/db").kind(), "postgres");
+        assert_eq!(
+            ok("etcd://a:2379,b.example:2380"),
+            StoreUrl::Etcd {
+                endpoints: vec!["http://a:2379".into(), "http://b.example:2380".into()]
+            }
+        );
+        assert_eq!(ok("redis://127.0.0.1:6379/0").kind(), "redis");
+        assert_eq!(
+            ok("dynamodb://Leases_1?region=eu-west-1&endpoint=http://127.0.0.1:8000"),
+            StoreUrl::DynamoDb {
+                table: "Leases_1".into(),
+                region: Some("eu-west-1".into()),
+                endpoint: Some("http://127.0.0.1:8000".into()),
+            }
+        );
+        assert_eq!(
+            ok("s3://my-bucket/a/b?region=us-east-1"),
+            StoreUrl::S3 {
+                bucket: "my-bucket".into(),
+                prefix: "a/b".into(),
+                region: Some("us-east-1".into()),
+                endpoint: None,
+            }
+        );
+        assert_eq!(
+            ok("s3://my-bucket"),
+            StoreUrl::S3 {
+                bucket: "my-bucket".into(),
+                prefix: DEFAULT_S3_PREFIX.into(),
+                region: None,
+                endpoint: None,
+            }
+        );
+    }
+
+    #[test]
+    fn bad_urls_say_why_in_one_line() {
+        for bad in [
+            "",
+            "nonsense",
+            "ftp://x",
+            "sqlite:",
+            "postgres:h/db",
+            "postgres://",
+            "etcd://",
+            "etcd://host",
+            "etcd://host:notaport",
+            "etcd://host:0",
+            "etcd://a:1/path",
+            "redis://",
+            "dynamodb://",
+            "dynamodb://t?colour=red",
+            "dynamodb://t?region=a&region=b",
+            "dynamodb://t?endpoint=localhost:8000",
+            "s3://",
+            "s3://b?region=",
+            "mysql://h/db",
+        ] {
+            let e = StoreUrl::parse(bad).expect_err(bad).to_string();
+            assert!(!e.contains('\n'), "{e}");
+            assert!(e.starts_with("bad store URL"), "{e}");
+        }
+    }
+
+    #[test]
+    fn passwords_never_show() {
+        let raw = "postgres://app:s3cr%40t@db.example:5432/leases?sslpassword=hush&sslmode=require";
+        let url = ok(raw);
+        let shown = url.to_string();
+        assert!(!shown.contains("s3cr"), "{shown}");
+        assert!(!shown.contains("hush"), "{shown}");
+        assert!(shown.contains("app:***@db.example"), "{shown}");
+        let secrets = url.secrets();
+        assert!(secrets.contains(&"s3cr%40t".to_owned()), "{secrets:?}");
+        assert!(secrets.contains(&"s3cr@t".to_owned()), "{secrets:?}");
+        assert!(secrets.contains(&"hush".to_owned()), "{secrets:?}");
+        let bad = StoreUrl::parse("postgresql:/app:hunter2@h/db")
+            .expect_err("no //")
+            .to_string();
+        assert!(!bad.contains("hunter2"), "{bad}");
+        let bad = StoreUrl::parse("postgres://app:hunter2@")
+            .expect_err("no host")
+            .to_string();
+        assert!(!bad.contains("hunter2"), "{bad}");
+        assert_eq!(redact("redis://:pw@h:1/0"), "redis://:***@h:1/0");
+        assert_eq!(redact("redis://h:1/0"), "redis://h:1/0");
+    }
+
+    #[test]
+    fn default_path_is_under_the_data_dir() {
+        let p = default_sqlite_path().expect("HOME is set in tests");
+        assert!(p.ends_with("leasehold/leases.db"), "{}", p.display());
+    }
+}

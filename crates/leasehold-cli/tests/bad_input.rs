@@ -1,0 +1,113 @@
+//! Bad input: one line on stderr, the documented exit code, no panic, in bounded time;
+//! and no password in any message.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{STORE, Store, USAGE, assert_one_line};
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+async fn expect(store: &Store, args: &[&str], code: i32) -> String {
+    let started = Instant::now();
+    let out = store.output(args, LIMIT).await;
+    let err = assert_one_line(&out, code);
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{args:?} took {:?}",
+        started.elapsed()
+    );
+    assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout: {out:?}");
+    err
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_urls_are_usage_errors() {
+    let store = Store::sqlite().await;
+    for url in [
+        "nonsense",
+        "ftp://example.com/x",
+        "sqlite:",
+        "etcd://host-without-port",
+        "etcd://h:99999",
+        "dynamodb://t?colour=red",
+        "s3://?region=us-east-1",
+        "postgres://app:hunter2@",
+        "redis://:hunter2@",
+    ] {
+        let err = expect(&store, &["--store", url, "show", "x"], USAGE).await;
+        assert!(err.contains("bad store URL"), "{url}: {err}");
+        assert!(!err.contains("hunter2"), "{url}: {err}");
+    }
+    // The environment variable is read the same way.
+    let mut c = store.cmd(&["show", "x"]);
+    c.env("LEASEHOLD_STORE", "nonsense://");
+    let out = common::finish(c.spawn().expect("spawn"), LIMIT).await;
+    assert_one_line(&out, USAGE);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_names_ttls_and_options_are_usage_errors() {
+    let store = Store::sqlite().await;
+    for args in [
+        &["run", "has space", "--", "true"][..],
+        &["run", "/leading-slash", "--", "true"],
+        &["run", "a//b", "--", "true"],
+        &["show", "a/../b"],
+        &["release", "--force", "bad*name"],
+        &["run", "ok", "--ttl", "banana", "--", "true"],
+        &["run", "ok", "--ttl", "1ms", "--", "true"],
+        &["run", "ok", "--ttl", "30d", "--", "true"],
+        &["run", "ok", "--timeout", "soon", "--", "true"],
+        &["run", "ok", "--wait", "--timeout", "1s", "--", "true"],
+        &["run", "ok"],
+        &["release", "ok"],
+        &["frobnicate"],
+        &["show"],
+    ] {
+        expect(&store, args, USAGE).await;
+    }
+    // Nothing was written by any of them.
+    assert!(store.read("ok").await.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_stores_are_store_errors_without_passwords() {
+    let store = Store::sqlite().await;
+    for url in [
+        "postgres://app:hunter2@127.0.0.1:1/x",
+        "etcd://127.0.0.1:1",
+        "redis://:hunter2@127.0.0.1:1/0",
+    ] {
+        let err = expect(&store, &["--store", url, "run", "x", "--", "true"], STORE).await;
+        assert!(!err.contains("hunter2"), "{url}: {err}");
+        let err = expect(&store, &["--store", url, "show", "x"], STORE).await;
+        assert!(!err.contains("hunter2"), "{url}: {err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_table_is_a_store_error() {
+    let store = Store::sqlite().await;
+    let moto = leasehold_testkit::moto_endpoint();
+    let table = format!("cli_missing_{}", leasehold_testkit::unique_suffix().replace('-', "_"));
+    let url = format!("dynamodb://{table}?region=us-east-1&endpoint={moto}");
+    let mut c = store.cmd(&["--store", &url, "show", "x"]);
+    c.env("AWS_ACCESS_KEY_ID", "leasehold-test")
+        .env("AWS_SECRET_ACCESS_KEY", "leasehold-test")
+        .env("AWS_EC2_METADATA_DISABLED", "true");
+    let out = common::finish(c.spawn().expect("spawn"), LIMIT).await;
+    let err = assert_one_line(&out, STORE);
+    assert!(err.contains(&table), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_that_cannot_run() {
+    let store = Store::sqlite().await;
+    let name = store.name("nocmd");
+    expect(&store, &["run", &name, "--", "/nonexistent/command"], 127).await;
+    // The lease was released: the next run gets it at once.
+    let out = store.output(&["run", &name, "--", "true"], LIMIT).await;
+    assert_eq!(common::code(&out), 0, "{out:?}");
+}

@@ -1,0 +1,220 @@
+//! What the tests of the `leasehold` binary share: the stores they run on, starting the
+//! real binary as a process, waiting for it with a deadline, and cleaning up.
+#![allow(dead_code, unreachable_pub)]
+
+pub mod scenarios;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use leasehold::LeaseName;
+use leasehold::store::{CasStore, Stored};
+use leasehold::testing::process::poll;
+
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
+
+/// The documented exit codes (src/exit.rs).
+pub const USAGE: i32 = 64;
+/// The store failed.
+pub const STORE: i32 = 69;
+/// Held by someone else.
+pub const HELD: i32 = 75;
+/// Lost while running.
+pub const LOST: i32 = 76;
+
+/// A store the binary runs on, and a directory of the test's own for its files.
+pub struct Store {
+    /// The store URL, given to the binary as `LEASEHOLD_STORE`.
+    pub url: String,
+    /// The test's directory.
+    pub dir: PathBuf,
+    lib: Box<dyn CasStore>,
+    pids: std::sync::Mutex<Vec<u32>>,
+}
+
+fn test_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("leasehold-cli-test-{}", leasehold_testkit::unique_suffix()));
+    std::fs::create_dir_all(&dir).expect("test dir");
+    dir
+}
+
+impl Store {
+    /// A fresh SQLite file.
+    pub async fn sqlite() -> Self {
+        use leasehold::sqlite::{SqliteConfig, SqliteStore};
+        let dir = test_dir();
+        let path = dir.join("leases.db");
+        let lib = SqliteStore::open_file(&path, SqliteConfig::new())
+            .await
+            .expect("open sqlite");
+        Self::new(format!("sqlite:{}", path.display()), dir, Box::new(lib))
+    }
+
+    /// The tests' Postgres (`LEASEHOLD_PG_URL`), its lease table created: panics (the
+    /// test fails) when it is not set or cannot be reached.
+    pub async fn postgres() -> Self {
+        use leasehold::postgres::sqlx::postgres::PgPoolOptions;
+        use leasehold::postgres::{PostgresConfig, PostgresStore};
+        let url = leasehold_testkit::pg_url();
+        let pool = PgPoolOptions::new()
+            .max_connections(2)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect(&url)
+            .await
+            .unwrap_or_else(|e| panic!("Postgres at LEASEHOLD_PG_URL: {e}"));
+        PostgresStore::provision(&pool, &PostgresConfig::new())
+            .await
+            .expect("provision");
+        let lib = PostgresStore::new(pool, PostgresConfig::new())
+            .await
+            .expect("postgres store");
+        Self::new(url, test_dir(), Box::new(lib))
+    }
+
+    fn new(url: String, dir: PathBuf, lib: Box<dyn CasStore>) -> Self {
+        Self {
+            url,
+            dir,
+            lib,
+            pids: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// A lease name no other test or run uses.
+    pub fn name(&self, what: &str) -> String {
+        format!("cli-test/{what}-{}", leasehold_testkit::unique_suffix())
+    }
+
+    /// A file in the test's directory.
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// The binary with `args`, on this store (through `LEASEHOLD_STORE`), in the test's
+    /// directory, its stdout and stderr captured.
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.args(args)
+            .env("LEASEHOLD_STORE", &self.url)
+            .env("LEASEHOLD_BIN", BIN)
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    /// Starts the binary with `args`; it is killed when the store is dropped.
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        let child = self.cmd(args).spawn().expect("start leasehold");
+        self.track(child.id());
+        child
+    }
+
+    /// Kills `pid` (with SIGKILL) when the store is dropped, if it is still there.
+    pub fn track(&self, pid: u32) {
+        self.pids.lock().expect("pids").push(pid);
+    }
+
+    /// Runs the binary with `args` to its end, within `limit`.
+    pub async fn output(&self, args: &[&str], limit: Duration) -> Output {
+        let child = self.spawn(args);
+        finish(child, limit).await
+    }
+
+    /// The lease's record, read through the library.
+    pub async fn read(&self, name: &str) -> Option<Stored> {
+        self.lib.read(&LeaseName::new(name).expect("name")).await.expect("read")
+    }
+
+    /// `show NAME --json`, parsed.
+    pub async fn show(&self, name: &str) -> serde_json::Value {
+        let out = self.output(&["show", name, "--json"], Duration::from_secs(20)).await;
+        assert!(out.status.success(), "show: {out:?}");
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("show --json: {e}: {out:?}"))
+    }
+
+    /// Waits until the file `name` holds a line, and returns it.
+    pub async fn wait_line(&self, name: &str, limit: Duration) -> String {
+        let path = self.file(name);
+        let ok = poll(limit, || read_line(&path).is_some()).await;
+        assert!(ok, "{} not written within {limit:?}", path.display());
+        read_line(&path).unwrap_or_default()
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        for pid in self.pids.lock().map(|p| p.clone()).unwrap_or_default() {
+            if let Some(p) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) {
+                let _ = rustix::process::kill_process(p, rustix::process::Signal::CONT);
+                let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The first line of `path`, once it ends with a newline.
+pub fn read_line(path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let (line, _) = text.split_once('\n')?;
+    Some(line.trim().to_owned())
+}
+
+/// Waits for `child` to exit within `limit` (killing it and failing if it does not).
+pub async fn wait_exit(child: &mut Child, limit: Duration) -> ExitStatus {
+    let mut status = None;
+    let done = poll(limit, || {
+        status = child.try_wait().expect("try_wait");
+        status.is_some()
+    })
+    .await;
+    if !done {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("leasehold (pid {}) still running after {limit:?}", child.id());
+    }
+    status.expect("exited")
+}
+
+/// Waits for `child` to exit within `limit`, with its output.
+pub async fn finish(mut child: Child, limit: Duration) -> Output {
+    wait_exit(&mut child, limit).await;
+    child.wait_with_output().expect("output")
+}
+
+/// The exit code, failing if a signal ended the process.
+pub fn code(out: &Output) -> i32 {
+    out.status
+        .code()
+        .unwrap_or_else(|| panic!("ended by a signal: {out:?}"))
+}
+
+/// Stderr as text.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Asserts that `out` exited with `expected`, having printed exactly one line on stderr,
+/// starting with `leasehold:`, and no panic.
+pub fn assert_one_line(out: &Output, expected: i32) -> String {
+    let err = stderr(out);
+    assert_eq!(code(out), expected, "exit code; stderr: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line on stderr: {err:?}");
+    assert!(err.starts_with("leasehold: "), "{err}");
+    err
+}
+
+/// Whether the process `pid` is gone (or a zombie nobody has reaped yet).
+pub fn gone(pid: u32) -> bool {
+    matches!(leasehold::testing::process::process_state(pid), None | Some('Z'))
+}
+
+/// How long since `t`.
+pub fn since(t: Instant) -> Duration {
+    t.elapsed()
+}

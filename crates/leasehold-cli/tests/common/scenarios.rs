@@ -1,0 +1,297 @@
+//! The scenarios every store runs: each takes a [`Store`] and fails on any deviation.
+
+use std::time::{Duration, Instant};
+
+use leasehold::testing::process::{poll, process_state};
+
+use super::*;
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+fn token_of(v: &serde_json::Value) -> u64 {
+    v["token"].as_u64().unwrap_or_else(|| panic!("no token in {v}"))
+}
+
+fn signal(pid: u32, sig: rustix::process::Signal) {
+    let p = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .expect("pid");
+    rustix::process::kill_process(p, sig).expect("kill");
+}
+
+/// `run` hands the token, name and holder to the command; `show` (run by the command
+/// itself, while it holds the lease) and the store agree; the command's exit code is
+/// passed through; the lease is released at the end and the next grant's token is higher.
+pub async fn token(store: &Store) {
+    let name = store.name("token");
+    let child = "echo \"$LEASEHOLD_TOKEN\" > token; echo \"$LEASEHOLD_NAME\" > name; \
+                 echo \"$LEASEHOLD_HOLDER\" > holder; \"$LEASEHOLD_BIN\" show \"$LEASEHOLD_NAME\" --json > shown; exit 7";
+    let out = store
+        .output(&["run", &name, "--ttl", "10s", "--", "sh", "-c", child], LIMIT)
+        .await;
+    assert_eq!(code(&out), 7, "the command's code passes through: {out:?}");
+    let token: u64 = store
+        .wait_line("token", LIMIT)
+        .await
+        .parse()
+        .expect("token is a number");
+    assert_eq!(store.wait_line("name", LIMIT).await, name);
+    let holder = store.wait_line("holder", LIMIT).await;
+    let shown: serde_json::Value = serde_json::from_str(&store.wait_line("shown", LIMIT).await).expect("json");
+    assert_eq!(shown["state"], "held", "{shown}");
+    assert_eq!(token_of(&shown), token, "{shown}");
+    assert_eq!(shown["holder"], holder.as_str(), "{shown}");
+    assert!(
+        shown["remaining_ms"].as_u64().is_some_and(|ms| ms > 0 && ms <= 10_000),
+        "{shown}"
+    );
+    assert!(shown["version"].is_string(), "{shown}");
+
+    // After the command: released, token kept, in the store and in `show`.
+    let stored = store.read(&name).await.expect("a record");
+    assert!(stored.record.is_vacant(), "{stored:?}");
+    assert_eq!(stored.record.token.get(), token);
+    let after = store.show(&name).await;
+    assert_eq!(after["state"], "vacant", "{after}");
+    assert_eq!(token_of(&after), token);
+    assert_eq!(after["version"].as_str(), Some(stored.version.as_str()), "{after}");
+
+    let out = store
+        .output(
+            &["run", &name, "--", "sh", "-c", "echo \"$LEASEHOLD_TOKEN\" > token2"],
+            LIMIT,
+        )
+        .await;
+    assert_eq!(code(&out), 0, "{out:?}");
+    let token2: u64 = store.wait_line("token2", LIMIT).await.parse().expect("number");
+    assert!(token2 > token, "{token2} after {token}");
+    assert_eq!(store.read(&name).await.expect("record").record.token.get(), token2);
+}
+
+/// While one `run` holds the lease, another exits with the "held" code at once (no wait)
+/// or after `--timeout`; one with `--wait` starts right after the first ends.
+pub async fn held_then_wait(store: &Store) {
+    let name = store.name("held");
+    let mut first = store.spawn(&[
+        "run",
+        &name,
+        "--ttl",
+        "10s",
+        "--",
+        "sh",
+        "-c",
+        "echo \"$LEASEHOLD_TOKEN\" > token1; while [ ! -e go ]; do sleep 0.02; done",
+    ]);
+    let token1: u64 = store.wait_line("token1", LIMIT).await.parse().expect("number");
+
+    let out = store.output(&["run", &name, "--", "touch", "ran-once"], LIMIT).await;
+    let err = assert_one_line(&out, HELD);
+    assert!(err.contains("held by"), "{err}");
+    let started = Instant::now();
+    let out = store
+        .output(
+            &["run", &name, "--timeout", "300ms", "--", "touch", "ran-timeout"],
+            LIMIT,
+        )
+        .await;
+    assert_one_line(&out, HELD);
+    assert!(
+        since(started) >= Duration::from_millis(300),
+        "gave up before its timeout"
+    );
+    assert!(!store.file("ran-once").exists() && !store.file("ran-timeout").exists());
+
+    let mut waiter = store.spawn(&[
+        "run",
+        &name,
+        "--wait",
+        "--",
+        "sh",
+        "-c",
+        "echo \"$LEASEHOLD_TOKEN\" > token3",
+    ]);
+    // The waiter waits: it neither exits nor runs its command while the first holds.
+    let exited = poll(Duration::from_secs(1), || {
+        waiter.try_wait().expect("try_wait").is_some()
+    })
+    .await;
+    assert!(!exited, "the waiter must wait while the first holds the lease");
+    assert!(!store.file("token3").exists());
+
+    std::fs::write(store.file("go"), "").expect("go");
+    let status = wait_exit(&mut first, LIMIT).await;
+    assert_eq!(status.code(), Some(0));
+    let released = Instant::now();
+    let status = wait_exit(&mut waiter, LIMIT).await;
+    assert_eq!(status.code(), Some(0));
+    let token3: u64 = store.wait_line("token3", LIMIT).await.parse().expect("number");
+    assert!(token3 > token1);
+    // Right after the release, not after the first's 10 s TTL.
+    assert!(
+        since(released) < Duration::from_secs(5),
+        "the waiter took {:?} after the release",
+        since(released)
+    );
+}
+
+/// `run` killed with SIGKILL: the lease stays held until its TTL runs out, then another
+/// `run` gets it.
+pub async fn kill9(store: &Store) {
+    let name = store.name("kill9");
+    let mut first = store.spawn(&[
+        "run",
+        &name,
+        "--ttl",
+        "1s",
+        "--",
+        "sh",
+        "-c",
+        "echo $$ > pid; echo \"$LEASEHOLD_TOKEN\" > token1; exec sleep 60",
+    ]);
+    let token1: u64 = store.wait_line("token1", LIMIT).await.parse().expect("number");
+    let child: u32 = store.wait_line("pid", LIMIT).await.parse().expect("pid");
+    store.track(child);
+    signal(first.id(), rustix::process::Signal::KILL);
+    let _ = wait_exit(&mut first, LIMIT).await;
+    let killed = Instant::now();
+    let shown = store.show(&name).await;
+    assert_eq!(shown["state"], "held", "still held right after the kill: {shown}");
+    assert_eq!(token_of(&shown), token1);
+
+    // Poll: another run is refused until the TTL has run out, then granted.
+    let mut granted = None;
+    let deadline = Instant::now() + LIMIT;
+    while Instant::now() < deadline {
+        let out = store
+            .output(
+                &["run", &name, "--", "sh", "-c", "echo \"$LEASEHOLD_TOKEN\" > token2"],
+                LIMIT,
+            )
+            .await;
+        match code(&out) {
+            0 => {
+                granted = Some(since(killed));
+                break;
+            }
+            HELD => {}
+            other => panic!("unexpected exit {other}: {out:?}"),
+        }
+    }
+    let after = granted.expect("the lease was never free after the kill");
+    assert!(
+        after >= Duration::from_millis(500),
+        "free {after:?} after the kill: before its TTL"
+    );
+    let token2: u64 = store.wait_line("token2", LIMIT).await.parse().expect("number");
+    assert!(token2 > token1);
+}
+
+/// `run` frozen (SIGSTOP) past its TTL while its command keeps running; another `run`
+/// takes over; resumed (SIGCONT), the first stops its command, SIGKILL after the grace
+/// (the command ignores SIGTERM), and exits with the "lost" code.
+pub async fn frozen(store: &Store) {
+    let name = store.name("frozen");
+    let mut first = store.spawn(&[
+        "run",
+        &name,
+        "--ttl",
+        "1s",
+        "--grace",
+        "500ms",
+        "--",
+        "sh",
+        "-c",
+        "trap '' TERM; echo $$ > pid; echo \"$LEASEHOLD_TOKEN\" > token1; exec sleep 60",
+    ]);
+    let token1: u64 = store.wait_line("token1", LIMIT).await.parse().expect("number");
+    let child: u32 = store.wait_line("pid", LIMIT).await.parse().expect("pid");
+    store.track(child);
+
+    leasehold::testing::process::freeze(first.id()).await.expect("SIGSTOP");
+    let out = store
+        .output(
+            &[
+                "run",
+                &name,
+                "--timeout",
+                "15s",
+                "--",
+                "sh",
+                "-c",
+                "echo \"$LEASEHOLD_TOKEN\" > token2",
+            ],
+            LIMIT,
+        )
+        .await;
+    assert_eq!(code(&out), 0, "the second run takes over: {out:?}");
+    let token2: u64 = store.wait_line("token2", LIMIT).await.parse().expect("number");
+    assert!(token2 > token1);
+    assert_eq!(process_state(first.id()), Some('T'), "the first run is still frozen");
+    assert!(!gone(child), "the first run's command kept running while it was frozen");
+
+    let resumed = Instant::now();
+    leasehold::testing::process::resume(first.id()).expect("SIGCONT");
+    let ok = poll(LIMIT, || gone(child)).await;
+    assert!(ok, "the command still runs {LIMIT:?} after the resume");
+    let stopped = since(resumed);
+    let status = wait_exit(&mut first, LIMIT).await;
+    let out = first.wait_with_output().expect("output");
+    let err = stderr(&out);
+    assert_eq!(status.code(), Some(LOST), "stderr: {err}");
+    assert!(err.contains("lost lease"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line on stderr: {err:?}");
+    assert!(!err.contains("panicked"), "{err}");
+    // It ignores SIGTERM, so it was killed after the grace, not before.
+    assert!(
+        stopped >= Duration::from_millis(500),
+        "killed {stopped:?} after the resume"
+    );
+    assert!(
+        stopped < Duration::from_secs(10),
+        "killed only {stopped:?} after the resume"
+    );
+}
+
+/// `release --force` makes a held lease vacant, keeps its token, warns; the holder
+/// notices and exits with the "lost" code; the next grant's token is higher.
+pub async fn forced_release(store: &Store) {
+    let name = store.name("release");
+    let mut first = store.spawn(&[
+        "run",
+        &name,
+        "--ttl",
+        "2s",
+        "--",
+        "sh",
+        "-c",
+        "echo \"$LEASEHOLD_TOKEN\" > token1; exec sleep 60",
+    ]);
+    let token1: u64 = store.wait_line("token1", LIMIT).await.parse().expect("number");
+    let out = store.output(&["release", "--force", &name], LIMIT).await;
+    let err = assert_one_line(&out, 0);
+    assert!(err.contains("may still be running"), "{err}");
+    let stored = store.read(&name).await.expect("record");
+    assert!(
+        stored.record.is_vacant() && stored.record.token.get() == token1,
+        "{stored:?}"
+    );
+    let status = wait_exit(&mut first, LIMIT).await;
+    assert_eq!(status.code(), Some(LOST));
+
+    let out = store.output(&["release", "--force", &name], LIMIT).await;
+    assert_eq!(code(&out), 0, "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("already vacant"),
+        "{out:?}"
+    );
+    let out = store
+        .output(
+            &["run", &name, "--", "sh", "-c", "echo \"$LEASEHOLD_TOKEN\" > token2"],
+            LIMIT,
+        )
+        .await;
+    assert_eq!(code(&out), 0, "{out:?}");
+    let token2: u64 = store.wait_line("token2", LIMIT).await.parse().expect("number");
+    assert!(token2 > token1);
+}

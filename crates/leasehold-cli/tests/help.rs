@@ -1,0 +1,60 @@
+//! `--help` of the command and of each subcommand.
+
+mod common;
+
+use std::time::Duration;
+
+use common::Store;
+
+async fn help(store: &Store, args: &[&str]) -> String {
+    let out = store.output(args, Duration::from_secs(20)).await;
+    assert_eq!(common::code(&out), 0, "{args:?}: {out:?}");
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn help_is_there_for_every_subcommand() {
+    let store = Store::sqlite().await;
+    let top = help(&store, &["--help"]).await;
+    for word in [
+        "run",
+        "show",
+        "release",
+        "--store",
+        "LEASEHOLD_STORE",
+        "Store URLs",
+        "sqlite:PATH",
+    ] {
+        assert!(top.contains(word), "--help lacks {word}: {top}");
+    }
+    let run = help(&store, &["run", "--help"]).await;
+    for word in [
+        "--ttl",
+        "--wait",
+        "--timeout",
+        "--grace",
+        "LEASEHOLD_TOKEN",
+        "Exit codes",
+        "75",
+        "76",
+        "64",
+        "69",
+    ] {
+        assert!(run.contains(word), "run --help lacks {word}: {run}");
+    }
+    assert_eq!(help(&store, &["help", "run"]).await, run);
+    let show = help(&store, &["show", "--help"]).await;
+    assert!(show.contains("--json") && show.contains("Exit codes"), "{show}");
+    let release = help(&store, &["release", "--help"]).await;
+    assert!(
+        release.contains("--force") && release.contains("Exit codes"),
+        "{release}"
+    );
+    let version = help(&store, &["--version"]).await;
+    assert!(version.starts_with("leasehold "), "{version}");
+    // No subcommand: one line saying so, and the usage code.
+    let out = store.output(&[], Duration::from_secs(20)).await;
+    assert_eq!(common::code(&out), common::USAGE);
+    common::assert_one_line(&out, common::USAGE);
+    assert!(common::stderr(&out).contains("subcommand"), "{out:?}");
+}
