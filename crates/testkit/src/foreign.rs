@@ -1,6 +1,6 @@
 //! Foreign writers: the stores' own command-line clients (`etcdctl`, `redis-cli`,
-//! `psql`, `sqlite3`) run the way an operator would, and a holder watched while one of
-//! them changes its record.
+//! `psql`, `sqlite3`; boto3 for DynamoDB and S3) run the way an operator would, and a
+//! holder watched while one of them changes its record.
 
 use std::future::Future;
 use std::process::Command;
@@ -60,4 +60,93 @@ pub async fn hold_then(
         "{name}: noticed only {after:?} after the change ({cause:?})"
     );
     (cause, after, lease)
+}
+
+/// Runs `script` as an operator's boto3 program against the moto server the tests use
+/// (`LEASEHOLD_MOTO_ENDPOINT`), with the venv's Python (`scripts/install-deps.sh`
+/// installs boto3 there with moto), and returns its standard output.
+///
+/// The script starts with `client`, a boto3 client for `service` (`"s3"`, `"dynamodb"`)
+/// on that endpoint (region `us-east-1`, static dummy credentials, path-style S3
+/// addresses, no retries), `json` and `sys` imported, and `args`, the strings given
+/// here. It runs on a blocking thread, so the caller's runtime keeps renewing.
+///
+/// # Panics
+/// If Python or boto3 cannot start, or the script fails (a refused request included).
+pub async fn boto3(service: &str, script: &str, args: &[&str]) -> String {
+    const PRELUDE: &str = "import json, sys\n\
+        import boto3, botocore.config\n\
+        client = boto3.client(sys.argv[1], endpoint_url=sys.argv[2], region_name='us-east-1',\n\
+            aws_access_key_id='leasehold-test', aws_secret_access_key='leasehold-test',\n\
+            config=botocore.config.Config(s3={'addressing_style': 'path'}, retries={'max_attempts': 1}))\n\
+        args = sys.argv[3:]\n";
+    let python = crate::venv().join("bin/python").display().to_string();
+    let mut argv = vec![
+        "-c".to_owned(),
+        format!("{PRELUDE}{script}"),
+        service.to_owned(),
+        crate::moto_endpoint(),
+    ];
+    argv.extend(args.iter().map(|a| (*a).to_owned()));
+    tokio::task::spawn_blocking(move || {
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        cli(&python, &argv)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("the boto3 script did not finish: {e}"))
+}
+
+/// [`hold_then`] for many names at once: takes each of `names` for `ttl` through
+/// `client`, waits for one renewal of each to land, runs `change` once (a foreign writer
+/// changing all their records, in one program run), and waits for every holder to
+/// notice. Returns, per name in order, the loss cause, how long after the change it was
+/// seen, and the lease.
+///
+/// # Panics
+/// As [`hold_then`], for any of the names.
+pub async fn hold_all_then(
+    client: &LeaseClient,
+    names: &[String],
+    ttl: Duration,
+    change: impl Future<Output = ()>,
+) -> Vec<(LossCause, Duration, Lease)> {
+    let mut leases = Vec::new();
+    for name in names {
+        let lease = client.acquire(name, ttl).await.expect("acquire");
+        let before = lease.valid_until();
+        leases.push((lease, before));
+    }
+    assert!(
+        poll(Duration::from_secs(5), || leases
+            .iter()
+            .all(|(l, before)| l.valid_until() > *before))
+        .await,
+        "no renewal of some of {names:?} landed"
+    );
+    change.await;
+    let changed = Instant::now();
+    let mut seen: Vec<Option<Duration>> = vec![None; leases.len()];
+    // Whether all noticed in time is checked per name below.
+    let _ = poll(ttl.max(Duration::from_secs(3)), || {
+        for ((lease, _), at) in leases.iter().zip(seen.iter_mut()) {
+            if at.is_none() && lease.loss_cause().is_some() {
+                *at = Some(changed.elapsed());
+            }
+        }
+        seen.iter().all(Option::is_some)
+    })
+    .await;
+    let mut out = Vec::new();
+    for (((lease, _), at), name) in leases.into_iter().zip(seen).zip(names) {
+        let Some(after) = at else {
+            panic!("the holder still believes it holds {name} long after the change");
+        };
+        let cause = lease.loss_cause().expect("a loss cause");
+        assert!(
+            after <= ttl / 3 + Duration::from_millis(500),
+            "{name}: noticed only {after:?} after the change ({cause:?})"
+        );
+        out.push((cause, after, lease));
+    }
+    out
 }
