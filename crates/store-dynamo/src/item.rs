@@ -10,6 +10,7 @@ use leasehold_core::{
 
 use crate::config::{
     ATTR_FENCE, ATTR_FORMAT, ATTR_HOLDER, ATTR_TTL_MS, ATTR_VERSION, ATTR_WALL_EXPIRES_AT_MS, ITEM_FORMAT,
+    LEASE_ATTRIBUTES,
 };
 
 /// A DynamoDB item.
@@ -21,10 +22,25 @@ pub(crate) fn new_version() -> String {
     format!("{:032x}", rand::random::<u128>())
 }
 
-/// Reads a lease item. Anything that is not exactly a lease item written by this crate
-/// (missing or mistyped attribute, unknown format, invalid holder, token or TTL) is
+/// Reads a lease item whose partition key is `key_attribute`. Anything that is not
+/// exactly a lease item written by this crate (missing or mistyped attribute, unknown
+/// format, invalid holder, token or TTL, an attribute the crate never writes) is
 /// [`Error::CorruptRecord`], never an absent or free lease.
-pub(crate) fn decode(name: &LeaseName, item: &Item) -> Result<Stored> {
+///
+/// An unknown extra attribute is corrupt, as an unknown field is in the portable
+/// encoding (`record_codec`) and in Redis: one policy for every store. Whoever added it
+/// meant something the lease protocol does not know, and no write of this crate
+/// removes it.
+pub(crate) fn decode(key_attribute: &str, name: &LeaseName, item: &Item) -> Result<Stored> {
+    if let Some(extra) = item
+        .keys()
+        .find(|k| k.as_str() != key_attribute && !LEASE_ATTRIBUTES.contains(&k.as_str()))
+    {
+        return Err(Error::corrupt(
+            name.as_str(),
+            format!("attribute {extra:?} is not one a lease item has"),
+        ));
+    }
     let format = number(name, item, ATTR_FORMAT)?.ok_or_else(|| missing(name, ATTR_FORMAT))?;
     if format != u64::from(ITEM_FORMAT) {
         return Err(Error::corrupt(name.as_str(), format!("unknown item format {format}")));
@@ -90,6 +106,15 @@ pub(crate) struct LeaseUpdate {
     pub(crate) values: HashMap<String, AttributeValue>,
 }
 
+/// What a write is, for what it requires of the item it replaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WriteKind {
+    /// A grant, a takeover or a release: any valid item at the expected version.
+    Any,
+    /// A renewal: also the same holder and the same token as the record written.
+    Renewal,
+}
+
 /// The UpdateItem that writes `record` if `expect` holds: `SET` every attribute (the
 /// token as given, a fresh version), `REMOVE` the holder of a vacant record and an
 /// absent wall-clock expiry.
@@ -101,6 +126,7 @@ pub(crate) fn lease_update(
     expect: &Precondition,
     record: &LeaseRecord,
     version: &str,
+    kind: WriteKind,
 ) -> Result<LeaseUpdate> {
     let mut names: HashMap<String, String> = [
         ("#h", ATTR_HOLDER),
@@ -153,16 +179,27 @@ pub(crate) fn lease_update(
             values.insert(":hmax".into(), n(MAX_HOLDER_LEN as u64));
             values.insert(":S".into(), AttributeValue::S("S".into()));
             values.insert(":N".into(), AttributeValue::S("N".into()));
+            values.insert(":zero".into(), n(0));
+            values.insert(":wmax".into(), n(u64::MAX));
             // Another program can change the item without its version (an operator's
             // `update-item`): a token it raised must never be written back (tokens
             // never go backwards), so the item's token may not be above the new one;
             // and an item it made invalid is reported, never healed, so the write
-            // requires every attribute to be one this crate could have written.
-            "#v = :expect AND #fmt = :fmt AND attribute_type(#f, :N) AND #f >= :one AND #f <= :f \
+            // requires every attribute to be one this crate could have written (as far as
+            // a condition can say: it cannot tell a fraction from a whole number, nor
+            // list the attributes an item has, which `decode` checks).
+            let valid = "#v = :expect AND #fmt = :fmt AND attribute_type(#f, :N) AND #f >= :one AND #f <= :f \
              AND attribute_type(#t, :N) AND #t BETWEEN :tmin AND :tmax \
              AND (attribute_not_exists(#h) OR (attribute_type(#h, :S) AND size(#h) BETWEEN :one AND :hmax)) \
-             AND (attribute_not_exists(#w) OR attribute_type(#w, :N))"
-                .to_owned()
+             AND (attribute_not_exists(#w) OR (attribute_type(#w, :N) AND #w BETWEEN :zero AND :wmax))";
+            match (kind, &record.holder) {
+                (WriteKind::Any, _) => valid.to_owned(),
+                // A renewal changes nothing but the expiry: an item whose holder or token
+                // another program changed (its version untouched) is refused, never
+                // written back.
+                (WriteKind::Renewal, Some(_)) => format!("{valid} AND #f = :f AND #h = :h"),
+                (WriteKind::Renewal, None) => format!("{valid} AND #f = :f AND attribute_not_exists(#h)"),
+            }
         }
         Precondition::Claimable => {
             return Err(Error::invalid(
@@ -219,11 +256,11 @@ mod tests {
 
     #[test]
     fn held_record_round_trips() {
-        let u = lease_update("lease", &Precondition::Absent, &rec(), "v1").expect("update");
+        let u = lease_update("lease", &Precondition::Absent, &rec(), "v1", WriteKind::Any).expect("update");
         assert_eq!(u.condition_expression, "attribute_not_exists(#k)");
         assert_eq!(u.names["#k"], "lease");
         assert!(!u.update_expression.contains("REMOVE"));
-        let stored = decode(&name(), &applied(&u)).expect("decode");
+        let stored = decode("lease", &name(), &applied(&u)).expect("decode");
         assert_eq!(stored.record, rec());
         assert_eq!(stored.version.as_str(), "v1");
         assert_eq!(stored.remaining, None);
@@ -232,7 +269,14 @@ mod tests {
     #[test]
     fn vacant_record_removes_holder_and_wall_expiry() {
         let vacant = rec().vacated();
-        let u = lease_update("lease", &Precondition::Version(Version::new("v1")), &vacant, "v2").expect("update");
+        let u = lease_update(
+            "lease",
+            &Precondition::Version(Version::new("v1")),
+            &vacant,
+            "v2",
+            WriteKind::Any,
+        )
+        .expect("update");
         assert!(
             u.condition_expression.starts_with("#v = :expect AND ") && u.condition_expression.contains("#f <= :f"),
             "{}",
@@ -245,7 +289,7 @@ mod tests {
             u.update_expression
         );
         assert!(!u.names.contains_key("#k"), "unused names are a ValidationException");
-        let stored = decode(&name(), &applied(&u)).expect("decode");
+        let stored = decode("lease", &name(), &applied(&u)).expect("decode");
         assert_eq!(stored.record, vacant);
     }
 
@@ -253,13 +297,15 @@ mod tests {
     fn every_name_and_value_is_used() {
         for expect in [Precondition::Absent, Precondition::Version(Version::new("x"))] {
             for r in [rec(), rec().vacated()] {
-                let u = lease_update("k", &expect, &r, "v").expect("update");
-                let text = format!("{} {}", u.update_expression, u.condition_expression);
-                for n in u.names.keys() {
-                    assert!(text.contains(n.as_str()), "unused name {n} in {text}");
-                }
-                for v in u.values.keys() {
-                    assert!(text.contains(v.as_str()), "unused value {v} in {text}");
+                for kind in [WriteKind::Any, WriteKind::Renewal] {
+                    let u = lease_update("k", &expect, &r, "v", kind).expect("update");
+                    let text = format!("{} {}", u.update_expression, u.condition_expression);
+                    for n in u.names.keys() {
+                        assert!(text.contains(n.as_str()), "unused name {n} in {text}");
+                    }
+                    for v in u.values.keys() {
+                        assert!(text.contains(v.as_str()), "unused value {v} in {text}");
+                    }
                 }
             }
         }
@@ -268,14 +314,15 @@ mod tests {
     #[test]
     fn claimable_is_refused() {
         assert!(matches!(
-            lease_update("lease", &Precondition::Claimable, &rec(), "v"),
+            lease_update("lease", &Precondition::Claimable, &rec(), "v", WriteKind::Any),
             Err(Error::InvalidInput { .. })
         ));
     }
 
     #[test]
     fn corrupt_items_are_errors() {
-        let good = applied(&lease_update("lease", &Precondition::Absent, &rec(), "v1").expect("update"));
+        let good =
+            applied(&lease_update("lease", &Precondition::Absent, &rec(), "v1", WriteKind::Any).expect("update"));
         let mut cases: Vec<Item> = Vec::new();
         for attr in [ATTR_FORMAT, ATTR_VERSION, ATTR_FENCE, ATTR_TTL_MS] {
             let mut i = good.clone();
@@ -297,13 +344,15 @@ mod tests {
         cases.push(with(ATTR_HOLDER, AttributeValue::S("has space".into())));
         cases.push(with(ATTR_VERSION, AttributeValue::S(String::new())));
         cases.push(with(ATTR_WALL_EXPIRES_AT_MS, AttributeValue::Bool(true)));
+        cases.push(with("note", AttributeValue::S("set by hand".into())));
         for (i, item) in cases.iter().enumerate() {
             assert!(
-                matches!(decode(&name(), item), Err(Error::CorruptRecord { .. })),
+                matches!(decode("lease", &name(), item), Err(Error::CorruptRecord { .. })),
                 "case {i}: {item:?}"
             );
         }
-        assert!(decode(&name(), &good).is_ok());
+        assert!(decode("lease", &name(), &good).is_ok());
+        assert!(decode("lease", &name(), &with("lease", AttributeValue::S("jobs/a".into()))).is_ok());
     }
 
     #[test]

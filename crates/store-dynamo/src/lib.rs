@@ -115,8 +115,17 @@
 //! connection, an unreadable reply and a 500 or 503 on a write are `Indeterminate` (may
 //! have applied); a connection that could not be made is `Unavailable`; a missing table,
 //! access denied, bad credentials and validation errors are `Misconfigured`. A record
-//! that does not decode (missing or mistyped attribute, unknown format, token 0) is
-//! [`leasehold_core::Error::CorruptRecord`], never a free lease.
+//! that does not decode (missing or mistyped attribute, unknown format, token 0, an
+//! attribute the crate never writes) is [`leasehold_core::Error::CorruptRecord`], never a
+//! free lease.
+//!
+//! ## Items changed by other programs
+//! Every version-guarded write (renewal, release, takeover) also requires the item it
+//! replaces to be valid and its token not above the new one, and a renewal requires the
+//! item's holder and token to be its own: an operator's `update-item` that changed them
+//! without the version is never written back (the holder loses the lease), and an item
+//! it made invalid is reported, never healed. Deleting a lease item forgets its tokens:
+//! the next grant starts again at 1, so never delete a lease item by hand.
 //!
 //! ## Limits
 //! - One lease name takes at most about 1,000 writes per second from its holder and all

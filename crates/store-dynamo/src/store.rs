@@ -24,7 +24,7 @@ use tokio::time::Instant;
 
 use crate::config::{ATTR_VERSION, DynamoConfig};
 use crate::error::{Effect, SentRequests, is_conditional_check_failed, map_sdk_error, service_code};
-use crate::item::{self, Item};
+use crate::item::{self, Item, WriteKind};
 
 /// How long [`DynamoStore::provision`] waits for a new table to become `ACTIVE`.
 pub const TABLE_ACTIVE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -194,12 +194,74 @@ impl DynamoStore {
             return Ok(Current::Unknown);
         }
         Ok(match (old, expect) {
-            (Some(item), _) => Current::Present(item::decode(name, item)?),
+            (Some(item), _) => Current::Present(item::decode(self.config.key(), name, item)?),
             // An `Absent` write fails only on an existing item: the server did not
             // return it (an emulator without ReturnValuesOnConditionCheckFailure).
             (None, Some(Precondition::Absent)) => Current::Unknown,
             (None, _) => Current::Absent,
         })
+    }
+
+    /// One lease write: the UpdateItem of `record` if `expect` holds, as `kind` says.
+    async fn update(
+        &self,
+        name: &LeaseName,
+        expect: &Precondition,
+        record: &LeaseRecord,
+        kind: WriteKind,
+    ) -> Result<CasOutcome> {
+        let version = item::new_version();
+        let u = item::lease_update(self.config.key(), expect, record, &version, kind)?;
+        let flag = SentRequests::default();
+        let op = self
+            .client
+            .update_item()
+            .table_name(self.table())
+            .key(self.config.key(), self.key(name))
+            .update_expression(u.update_expression)
+            .condition_expression(u.condition_expression)
+            .set_expression_attribute_names(Some(u.names))
+            .set_expression_attribute_values(Some(u.values))
+            .return_values(ReturnValue::AllNew)
+            .set_return_values_on_condition_check_failure(self.on_conflict())
+            .customize();
+        let sent = once(op, &flag).send().await;
+        match sent {
+            Ok(out) => {
+                let stored = match out.attributes() {
+                    Some(item) => item::decode(self.config.key(), name, item)?,
+                    None => {
+                        return Err(Error::corrupt(
+                            name.as_str(),
+                            "UpdateItem with ReturnValues=ALL_NEW returned no item",
+                        ));
+                    }
+                };
+                if stored.version.as_str() != version || stored.record.token != record.token {
+                    return Err(Error::corrupt(
+                        name.as_str(),
+                        "UpdateItem returned an item other than the one written",
+                    ));
+                }
+                Ok(CasOutcome::Written(stored))
+            }
+            Err(e) if is_conditional_check_failed(&e) => {
+                let old = match e.into_service_error() {
+                    UpdateItemError::ConditionalCheckFailedException(c) => c.item,
+                    _ => None,
+                };
+                let current = self.current_from(Some(expect), name, old.as_ref())?;
+                tracing::debug!(lease = %name, ?expect, "lease write conflicted");
+                Ok(CasOutcome::Conflict(current))
+            }
+            Err(e) => Err(map_sdk_error(
+                "UpdateItem",
+                self.table(),
+                Effect::Write,
+                flag.was_sent(),
+                e,
+            )),
+        }
     }
 
     fn on_conflict(&self) -> Option<ReturnValuesOnConditionCheckFailure> {
@@ -246,62 +308,26 @@ impl CasStore for DynamoStore {
             .send()
             .await
             .map_err(|e| map_sdk_error("GetItem", self.table(), Effect::Read, flag.was_sent(), e))?;
-        out.item().map(|item| item::decode(name, item)).transpose()
+        out.item()
+            .map(|item| item::decode(self.config.key(), name, item))
+            .transpose()
     }
 
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
-        let version = item::new_version();
-        let u = item::lease_update(self.config.key(), expect, record, &version)?;
-        let flag = SentRequests::default();
-        let op = self
-            .client
-            .update_item()
-            .table_name(self.table())
-            .key(self.config.key(), self.key(name))
-            .update_expression(u.update_expression)
-            .condition_expression(u.condition_expression)
-            .set_expression_attribute_names(Some(u.names))
-            .set_expression_attribute_values(Some(u.values))
-            .return_values(ReturnValue::AllNew)
-            .set_return_values_on_condition_check_failure(self.on_conflict())
-            .customize();
-        let sent = once(op, &flag).send().await;
-        match sent {
-            Ok(out) => {
-                let stored = match out.attributes() {
-                    Some(item) => item::decode(name, item)?,
-                    None => {
-                        return Err(Error::corrupt(
-                            name.as_str(),
-                            "UpdateItem with ReturnValues=ALL_NEW returned no item",
-                        ));
-                    }
-                };
-                if stored.version.as_str() != version || stored.record.token != record.token {
-                    return Err(Error::corrupt(
-                        name.as_str(),
-                        "UpdateItem returned an item other than the one written",
-                    ));
-                }
-                Ok(CasOutcome::Written(stored))
-            }
-            Err(e) if is_conditional_check_failed(&e) => {
-                let old = match e.into_service_error() {
-                    UpdateItemError::ConditionalCheckFailedException(c) => c.item,
-                    _ => None,
-                };
-                let current = self.current_from(Some(expect), name, old.as_ref())?;
-                tracing::debug!(lease = %name, ?expect, "lease write conflicted");
-                Ok(CasOutcome::Conflict(current))
-            }
-            Err(e) => Err(map_sdk_error(
-                "UpdateItem",
-                self.table(),
-                Effect::Write,
-                flag.was_sent(),
-                e,
-            )),
-        }
+        self.update(name, expect, record, WriteKind::Any).await
+    }
+
+    /// A renewal is the version-guarded write that also requires the item to show the
+    /// same holder and token as `record`: another program that changed either without
+    /// the version (an operator's `update-item`) is never written over.
+    async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
+        self.update(
+            name,
+            &Precondition::Version(version.clone()),
+            record,
+            WriteKind::Renewal,
+        )
+        .await
     }
 
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {

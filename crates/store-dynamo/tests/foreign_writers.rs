@@ -1,95 +1,419 @@
-//! Items written by other programs (an operator with the AWS CLI, a restore, a script):
-//! the lease store never undoes them.
+//! Items written by other programs (an operator with boto3 or the AWS CLI, a restore, a
+//! script): the lease store never undoes them, a holder notices them within one renewal
+//! interval, and an item that cannot be valid is `CorruptRecord` on every path.
+//!
+//! The operator is a real AWS client: boto3 from the moto venv
+//! (`leasehold_testkit::foreign::boto3`), with DynamoDB's typed JSON for values (what the
+//! AWS CLI takes too).
+//!
+//! Policy (one for every store): an item is valid only if it is exactly what this crate
+//! writes. A missing or mistyped attribute, a number out of its range (a token of 0, a
+//! negative one or one beyond `u64`; a TTL outside `Ttl::MIN..=Ttl::MAX`; a wall-clock
+//! expiry that is not a whole number in `u64`), an empty or invalid holder, an unknown
+//! format, and an attribute the crate never writes (an unknown extra attribute, as
+//! `record_codec` and Redis treat an unknown field) are all `CorruptRecord`.
 #![allow(missing_docs)]
 
 mod common;
 
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use leasehold_core::store::CasStore;
-use leasehold_core::{LeaseClient, LeaseName};
-use leasehold_dynamodb::{ATTR_FENCE, DEFAULT_KEY_ATTRIBUTE};
+use leasehold_core::{Error, LeaseClient, LeaseName, LossCause};
+use leasehold_dynamodb::DynamoStore;
+use leasehold_testkit::foreign::{boto3, hold_all_then, hold_then};
+use tokio::time::Instant;
+
+/// The TTL of these tests' leases: renewals every 500 ms.
+const TTL: Duration = Duration::from_millis(1_500);
+
+/// Attributes as an operator sets them: each a name and its DynamoDB typed JSON value
+/// (`("fence", r#"{"N": "100"}"#)`, as the AWS CLI takes it and boto3 prints it).
+type Sets = &'static [(&'static str, &'static str)];
+
+/// The JSON object of `sets`.
+fn json_of(sets: &[(&str, &str)]) -> String {
+    let parts: Vec<String> = sets.iter().map(|(k, v)| format!("\"{k}\": {v}")).collect();
+    format!("{{{}}}", parts.join(", "))
+}
+
+/// `SET`s `sets` on the existing item `name`, version untouched: `update-item` as an
+/// operator runs it.
+async fn update_item(table: &str, name: &str, sets: Sets) {
+    update_item_json(table, name, &json_of(sets)).await;
+}
+
+/// [`update_item`] of the attributes of a JSON object.
+async fn update_item_json(table: &str, name: &str, sets: &str) {
+    boto3(
+        "dynamodb",
+        "table, name, sets = args[0], args[1], json.loads(args[2])\n\
+         keys = list(sets)\n\
+         client.update_item(TableName=table, Key={'lease': {'S': name}},\n\
+             UpdateExpression='SET ' + ', '.join(f'#a{i} = :a{i}' for i in range(len(keys))),\n\
+             ExpressionAttributeNames={f'#a{i}': k for i, k in enumerate(keys)},\n\
+             ExpressionAttributeValues={f':a{i}': sets[k] for i, k in enumerate(keys)},\n\
+             ConditionExpression='attribute_exists(lease)')\n",
+        &[table, name, sets],
+    )
+    .await;
+}
+
+/// Puts each `(name, item)` of `items` (the item as DynamoDB typed JSON, without its key):
+/// `put-item` as an operator or a restore runs it.
+async fn put_items(table: &str, items: &[(String, String)]) {
+    let mut args = vec![table];
+    for (name, item) in items {
+        args.push(name);
+        args.push(item);
+    }
+    boto3(
+        "dynamodb",
+        "table = args[0]\n\
+         for name, item in zip(args[1::2], args[2::2]):\n\
+         \x20   item = json.loads(item)\n\
+         \x20   item['lease'] = {'S': name}\n\
+         \x20   client.put_item(TableName=table, Item=item)\n",
+        &args,
+    )
+    .await;
+}
+
+/// Deletes the item `name`: `delete-item`.
+async fn delete_item(table: &str, name: &str) {
+    boto3(
+        "dynamodb",
+        "client.delete_item(TableName=args[0], Key={'lease': {'S': args[1]}})\n",
+        &[table, name],
+    )
+    .await;
+}
+
+/// The item `name` as boto3 reads it (consistently): each attribute as typed JSON, sorted,
+/// one a line (`fence {"N": "100"}`); empty if there is no item.
+async fn item_as_read(table: &str, name: &str) -> String {
+    items_as_read(table, &[name.to_owned()]).await.remove(0)
+}
+
+/// [`item_as_read`] of each of `names`, in one run of boto3.
+async fn items_as_read(table: &str, names: &[String]) -> Vec<String> {
+    let mut args = vec![table];
+    args.extend(names.iter().map(String::as_str));
+    let out = boto3(
+        "dynamodb",
+        "for name in args[1:]:\n\
+         \x20   item = client.get_item(TableName=args[0], Key={'lease': {'S': name}}, ConsistentRead=True).get('Item', {})\n\
+         \x20   for k in sorted(item):\n\
+         \x20       print(k, json.dumps(item[k], sort_keys=True))\n\
+         \x20   print('--')\n",
+        &args,
+    )
+    .await;
+    let items: Vec<String> = out
+        .split("--\n")
+        .take(names.len())
+        .map(|i| i.trim_end().to_owned())
+        .collect();
+    assert_eq!(items.len(), names.len(), "boto3 printed {out}");
+    items
+}
+
+/// The attribute `attr` of `item` (as [`item_as_read`] gives it).
+fn attr<'a>(item: &'a str, attr: &str) -> Option<&'a str> {
+    item.lines()
+        .find_map(|l| l.split_once(' ').filter(|(k, _)| *k == attr).map(|(_, v)| v))
+}
+
+/// The next grant of `name` by a new client, which waits out the old holder's record (TTL
+/// plus margin, by observation).
+async fn next_grant(store: &DynamoStore, name: &str) -> leasehold_core::Lease {
+    LeaseClient::new(store.clone())
+        .acquire_timeout(name, TTL, Duration::from_secs(10))
+        .await
+        .unwrap_or_else(|e| panic!("{name}: the next grant failed: {e}"))
+}
+
+/// Holds `name`, lets the operator `SET` `sets` during the tenure, and checks what every
+/// such change must give: the holder loses the lease within one renewal interval, with
+/// [`LossCause::TakenOver`] naming what the operator wrote; the item keeps every
+/// attribute the operator wrote (no renewal, no release writes it back); the next grant's
+/// token is above the highest the item ever held.
+async fn changed_during_tenure(sets: Sets, expect_holder: Option<&str>, highest: u64) {
+    let (_admin, table) = common::fresh_lease_table("foreign").await;
+    let store = common::store_on(&table);
+    let name = common::unique_name("foreign", "changed");
+    let client = LeaseClient::new(store.clone());
+    let (cause, after, lease) = hold_then(&client, &name, TTL, update_item(&table, &name, sets)).await;
+    assert_eq!(lease.token().get(), 1);
+    let own = lease.holder().as_str().to_owned();
+    match &cause {
+        LossCause::TakenOver { holder, token } => {
+            assert_eq!(token.get(), highest, "{sets:?}: the loss names the token {token}");
+            let want = expect_holder.unwrap_or(&own);
+            assert_eq!(holder.as_ref().map(|h| h.as_str()), Some(want), "{sets:?}");
+        }
+        other => panic!("{sets:?}: lost after {after:?} with {other:?}, not TakenOver"),
+    }
+    // Releasing the lost lease must not write anything back either.
+    lease.release().await.expect("release of the lost lease");
+    let item = item_as_read(&table, &name).await;
+    for (k, v) in sets {
+        assert_eq!(
+            attr(&item, k),
+            Some(*v),
+            "{sets:?}: the item lost the operator's {k} ({cause:?}); it is now:\n{item}"
+        );
+    }
+    let next = next_grant(&store, &name).await;
+    assert_eq!(
+        next.token().get(),
+        highest + 1,
+        "{sets:?}: the next grant must be above every token the item held"
+    );
+    next.release().await.expect("release");
+}
 
 /// An operator raises a held lease's token by hand (`update-item … SET fence = 100`, the
-/// version untouched). The holder's next renewal must not write its own token back: the
-/// holder loses the lease and the item keeps 100.
+/// version untouched). The holder's renewal must not write its own token back: it loses
+/// the lease at its next renewal, the item keeps 100, the next grant is 101.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_raised_token_is_never_written_back() {
-    let (admin, table) = common::fresh_lease_table("foreign").await;
+    changed_during_tenure(&[("fence", r#"{"N": "100"}"#)], None, 100).await;
+}
+
+/// An operator changes a held lease's holder by hand (`SET holder = …`, version and token
+/// untouched). The holder's renewal must not write itself back over it: it loses the
+/// lease (taken over by the operator's holder) and the item keeps the operator's holder.
+/// Failed before the fix (a renewal only required the version, and wrote the holder back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_holder_is_never_written_back() {
+    changed_during_tenure(
+        &[("holder", r#"{"S": "operator-by-hand"}"#)],
+        Some("operator-by-hand"),
+        1,
+    )
+    .await;
+}
+
+/// The same with both changed at once (`SET holder = …, fence = 50`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_holder_and_token_are_never_written_back() {
+    changed_during_tenure(
+        &[
+            ("fence", r#"{"N": "50"}"#),
+            ("holder", r#"{"S": "restored-from-backup"}"#),
+        ],
+        Some("restored-from-backup"),
+        50,
+    )
+    .await;
+}
+
+/// An operator deletes a held lease's item (`delete-item`). The holder notices at its
+/// next renewal (`Expired`: the conditional write finds no item), and neither that
+/// renewal nor the release of the lost lease creates the item again.
+///
+/// The item is the only record DynamoDB keeps of a name, so after a delete the store
+/// cannot know the tokens it issued: the next grant starts again at 1 (asserted here,
+/// so that a change of this is seen). Tokens go backwards only through an operator's
+/// delete; never delete a lease item by hand (release it, or leave it vacant).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_item_is_noticed_and_never_recreated() {
+    let (_admin, table) = common::fresh_lease_table("foreign-del").await;
     let store = common::store_on(&table);
-    let ttl = Duration::from_millis(1_500);
-    let name = common::unique_name("foreign", "raised");
-    let lease = LeaseClient::new(store.clone())
-        .acquire(&name, ttl)
-        .await
-        .expect("acquire");
-    assert_eq!(lease.token().get(), 1);
-    admin
-        .update_item()
-        .table_name(&table)
-        .key(DEFAULT_KEY_ATTRIBUTE, AttributeValue::S(name.clone()))
-        .update_expression("SET #f = :f")
-        .expression_attribute_names("#f", ATTR_FENCE)
-        .expression_attribute_values(":f", AttributeValue::N("100".into()))
-        .send()
-        .await
-        .expect("the operator's update");
-    let cause = tokio::time::timeout(Duration::from_secs(10), lease.lost())
-        .await
-        .unwrap_or_else(|_| panic!("the holder never noticed its token was moved"));
-    let key = LeaseName::new(&name).expect("name");
-    let item = store.read(&key).await.expect("read").expect("the item");
+    let name = common::unique_name("foreign", "deleted");
+    let client = LeaseClient::new(store.clone());
+    for _ in 0..2 {
+        client
+            .acquire(&name, TTL)
+            .await
+            .expect("acquire")
+            .release()
+            .await
+            .expect("release");
+    }
+    let (cause, after, lease) = hold_then(&client, &name, TTL, delete_item(&table, &name)).await;
+    assert_eq!(lease.token().get(), 3);
+    assert_eq!(cause, LossCause::Expired, "noticed after {after:?}");
+    lease.release().await.expect("release of the lost lease");
     assert_eq!(
-        item.record.token.get(),
-        100,
-        "a renewal wrote the token back ({cause:?}): tokens went backwards"
+        item_as_read(&table, &name).await,
+        "",
+        "a renewal or release recreated the deleted item"
+    );
+    let key = LeaseName::new(&name).expect("name");
+    assert!(store.read(&key).await.expect("read").is_none());
+    let next = LeaseClient::new(store.clone())
+        .acquire_timeout(&name, TTL, Duration::from_secs(3))
+        .await
+        .expect("the next grant");
+    assert_eq!(
+        next.token().get(),
+        1,
+        "the store has no record of the tokens of a deleted item"
+    );
+    next.release().await.expect("release");
+}
+
+/// Items that cannot be valid, as an operator or a bad restore could leave them: each an
+/// attribute and the value (DynamoDB typed JSON) set over a valid held item.
+const CORRUPTIONS: [(&str, &str, &str); 15] = [
+    ("a token that is a string", "fence", r#"{"S": "7"}"#),
+    ("a token of 0", "fence", r#"{"N": "0"}"#),
+    ("a negative token", "fence", r#"{"N": "-3"}"#),
+    (
+        "a token beyond u64",
+        "fence",
+        r#"{"N": "123456789012345678901234567890"}"#,
+    ),
+    ("a fractional token", "fence", r#"{"N": "1.5"}"#),
+    ("a TTL of 0", "ttl_ms", r#"{"N": "0"}"#),
+    ("a TTL beyond Ttl::MAX", "ttl_ms", r#"{"N": "99999999999999999999"}"#),
+    ("a TTL that is a string", "ttl_ms", r#"{"S": "1500"}"#),
+    ("an empty holder", "holder", r#"{"S": ""}"#),
+    ("a holder that is a number", "holder", r#"{"N": "1"}"#),
+    ("a negative wall-clock expiry", "wall_expires_at_ms", r#"{"N": "-1"}"#),
+    (
+        "a wall-clock expiry beyond u64",
+        "wall_expires_at_ms",
+        r#"{"N": "99999999999999999999"}"#,
+    ),
+    (
+        "a wall-clock expiry that is a boolean",
+        "wall_expires_at_ms",
+        r#"{"BOOL": true}"#,
+    ),
+    ("an unknown format", "format", r#"{"N": "2"}"#),
+    ("an unknown extra attribute", "note", r#"{"S": "set by hand"}"#),
+];
+
+/// `result` is `CorruptRecord`, or the test fails with `what` and `path`.
+fn corrupt<T: std::fmt::Debug>(what: &str, path: &str, result: Result<T, Error>) {
+    match result {
+        Err(Error::CorruptRecord { .. }) => {}
+        other => panic!("{what}: {path} gives {other:?}, not CorruptRecord"),
+    }
+}
+
+/// A grant of `name` reports `CorruptRecord` at once (never granted, never waited on).
+async fn grant_is_corrupt(store: &DynamoStore, name: &str, what: &str) {
+    let client = LeaseClient::new(store.clone());
+    let started = Instant::now();
+    corrupt(what, "try_acquire", client.try_acquire(name, TTL).await.map(|_| ()));
+    let attempt = client.acquire_timeout(name, TTL, Duration::from_secs(10));
+    corrupt(what, "acquire", attempt.await.map(|l| l.token()));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{what}: a grant waited {:?} on a corrupt item",
+        started.elapsed()
     );
 }
 
-/// An operator (or a bad restore) leaves a held item invalid: a zero TTL, an empty
-/// holder, a token that is not a number. The holder's renewal must not heal it: the
-/// holder loses the lease and reads report the item as corrupt.
+/// An operator corrupts a held item during a tenure (each of [`CORRUPTIONS`], by
+/// `update-item`). The holder's next renewal notices (the loss fires within one renewal
+/// interval, as a store error saying the record is corrupt) and never heals it; the
+/// release of the lost lease reports `CorruptRecord`; reads and grants report
+/// `CorruptRecord` at once; the item keeps the operator's value.
+///
+/// An unknown extra attribute cannot be excluded by a condition expression: a renewal
+/// on such an item applies (it changes only the lease's own attributes, the extra one
+/// stays) and then reports the item it returns as corrupt, so the holder loses the
+/// lease all the same. Failed before the fix (an extra attribute was ignored: read and
+/// renewal succeeded).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_corrupted_held_item_is_never_healed() {
-    let (admin, table) = common::fresh_lease_table("foreign-corrupt").await;
+async fn a_held_item_corrupted_by_hand_is_corrupt_on_every_path() {
+    let (_admin, table) = common::fresh_lease_table("foreign-corrupt").await;
     let store = common::store_on(&table);
-    for (what, attr, value) in [
-        (
-            "a zero TTL",
-            leasehold_dynamodb::ATTR_TTL_MS,
-            AttributeValue::N("0".into()),
-        ),
-        (
-            "an empty holder",
-            leasehold_dynamodb::ATTR_HOLDER,
-            AttributeValue::S(String::new()),
-        ),
-        (
-            "a token that is not a number",
-            ATTR_FENCE,
-            AttributeValue::S("seven".into()),
-        ),
-    ] {
-        let name = common::unique_name("foreign", "corrupt");
-        let change = admin
-            .update_item()
-            .table_name(&table)
-            .key(DEFAULT_KEY_ATTRIBUTE, AttributeValue::S(name.clone()))
-            .update_expression("SET #a = :x")
-            .expression_attribute_names("#a", attr)
-            .expression_attribute_values(":x", value)
-            .send();
-        let client = LeaseClient::new(store.clone());
-        let (cause, _, _) =
-            leasehold_testkit::foreign::hold_then(&client, &name, Duration::from_millis(1_500), async {
-                change.await.expect("the operator's update");
-            })
-            .await;
-        let key = LeaseName::new(&name).expect("name");
-        match store.read(&key).await {
-            Err(leasehold_core::Error::CorruptRecord { .. }) => {}
-            other => panic!("{what}: a renewal healed the item ({cause:?}): read gives {other:?}"),
-        }
+    let names: Vec<String> = CORRUPTIONS
+        .iter()
+        .map(|_| common::unique_name("foreign", "corrupt"))
+        .collect();
+    // One operator's script corrupts every item, each as its case says.
+    let mut args = vec![table.as_str()];
+    for ((_, attr_name, value), name) in CORRUPTIONS.iter().zip(&names) {
+        args.extend([name.as_str(), attr_name, value]);
     }
+    let change = boto3(
+        "dynamodb",
+        "for name, attr, value in zip(args[1::3], args[2::3], args[3::3]):\n\
+         \x20   client.update_item(TableName=args[0], Key={'lease': {'S': name}},\n\
+         \x20       UpdateExpression='SET #a = :a', ExpressionAttributeNames={'#a': attr},\n\
+         \x20       ExpressionAttributeValues={':a': json.loads(value)}, ConditionExpression='attribute_exists(lease)')\n",
+        &args,
+    );
+    let client = LeaseClient::new(store.clone());
+    let held = hold_all_then(&client, &names, TTL, async {
+        change.await;
+    })
+    .await;
+    let mut causes = Vec::new();
+    for (((what, _, _), name), (cause, after, lease)) in CORRUPTIONS.iter().zip(&names).zip(held) {
+        match &cause {
+            LossCause::StoreError(e) if e.contains("corrupt lease record") => {}
+            other => panic!("{what}: lost after {after:?} with {other:?}, not as a corrupt record"),
+        }
+        corrupt(what, "release", lease.release().await);
+        let key = LeaseName::new(name).expect("name");
+        corrupt(what, "read", store.read(&key).await);
+        grant_is_corrupt(&store, name, what).await;
+        causes.push(cause);
+    }
+    let items = items_as_read(&table, &names).await;
+    for (((what, attr_name, value), item), cause) in CORRUPTIONS.iter().zip(&items).zip(&causes) {
+        assert_eq!(
+            attr(item, attr_name),
+            Some(*value),
+            "{what}: the operator's value was overwritten ({cause:?}); the item is now:\n{item}"
+        );
+    }
+}
+
+/// Items put whole by an operator or a restore that cannot be valid (each of
+/// [`CORRUPTIONS`] over a valid held item, plus items missing an attribute): never
+/// granted, never waited on, `CorruptRecord` on read and on every grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_item_put_corrupt_is_never_granted() {
+    let (_admin, table) = common::fresh_lease_table("foreign-put").await;
+    let store = common::store_on(&table);
+    let valid = [
+        ("holder", r#"{"S": "w1"}"#),
+        ("fence", r#"{"N": "7"}"#),
+        ("ttl_ms", r#"{"N": "1500"}"#),
+        ("wall_expires_at_ms", r#"{"N": "1700000000000"}"#),
+        ("version", r#"{"S": "0123456789abcdef0123456789abcdef"}"#),
+        ("format", r#"{"N": "1"}"#),
+    ];
+    let with = |attr: &str, value: Option<&str>| {
+        let mut parts: Vec<String> = valid
+            .iter()
+            .filter(|(k, _)| *k != attr)
+            .map(|(k, v)| format!("\"{k}\": {v}"))
+            .collect();
+        if let Some(v) = value {
+            parts.push(format!("\"{attr}\": {v}"));
+        }
+        format!("{{{}}}", parts.join(", "))
+    };
+    let mut cases: Vec<(String, String)> = CORRUPTIONS
+        .iter()
+        .map(|(what, attr_name, value)| ((*what).to_owned(), with(attr_name, Some(value))))
+        .collect();
+    for missing in ["fence", "ttl_ms", "version", "format"] {
+        cases.push((format!("no {missing}"), with(missing, None)));
+    }
+    let names: Vec<String> = cases.iter().map(|_| common::unique_name("foreign", "put")).collect();
+    let items: Vec<(String, String)> = names.iter().cloned().zip(cases.iter().map(|c| c.1.clone())).collect();
+    put_items(&table, &items).await;
+    // The valid item itself is granted after its TTL: the cases differ from it only in
+    // what makes them corrupt.
+    let control = common::unique_name("foreign", "put-valid");
+    put_items(&table, &[(control.clone(), with("note", None))]).await;
+    for ((what, _), name) in cases.iter().zip(&names) {
+        let key = LeaseName::new(name).expect("name");
+        corrupt(what, "read", store.read(&key).await);
+        grant_is_corrupt(&store, name, what).await;
+    }
+    let granted = next_grant(&store, &control).await;
+    assert_eq!(granted.token().get(), 8, "the valid item was not taken over");
+    granted.release().await.expect("release");
 }
