@@ -92,6 +92,11 @@
 //!   version.
 //! - A prefix of the store's own: every object under it is read as a lease record, and
 //!   anything else found there is [`leasehold_core::Error::CorruptRecord`], never a free lease.
+//!   Any other writer of a lease object (an operator's `put-object`, a restore, a sync
+//!   job) gives it a new ETag, so the holder's next renewal is refused and it loses the
+//!   lease; a lease object is its name's only record, so deleting one forgets its
+//!   tokens (the next grant starts again at 1): never delete lease objects by hand, and
+//!   keep expiry rules off the prefix.
 //! - IAM, for the lease prefix (add `s3:DeleteObject` for [`S3Store::verify`] and
 //!   administrative deletes; manifests need Get/Put on their keys):
 //!
