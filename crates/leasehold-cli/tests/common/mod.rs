@@ -24,6 +24,9 @@ pub const HELD: i32 = 75;
 /// Lost while running.
 pub const LOST: i32 = 76;
 
+/// The static credentials the tests give moto.
+const AWS_KEY: &str = "leasehold-test";
+
 /// A store the binary runs on, and a directory of the test's own for its files.
 pub struct Store {
     /// The store URL, given to the binary as `LEASEHOLD_STORE`.
@@ -31,6 +34,8 @@ pub struct Store {
     /// The test's directory.
     pub dir: PathBuf,
     lib: Box<dyn CasStore>,
+    /// Whether the binary needs AWS credentials (static ones for moto).
+    aws: bool,
     pids: std::sync::Mutex<Vec<u32>>,
 }
 
@@ -73,11 +78,83 @@ impl Store {
         Self::new(url, test_dir(), Box::new(lib))
     }
 
+    /// The tests' etcd (`LEASEHOLD_ETCD_ENDPOINTS`): panics when it is not set or cannot
+    /// be reached.
+    pub async fn etcd() -> Self {
+        use leasehold::etcd::etcd_client::Client;
+        use leasehold::etcd::{EtcdConfig, EtcdStore};
+        let endpoints = leasehold_testkit::etcd_endpoints();
+        let client = Client::connect(endpoints.clone(), None).await.expect("etcd");
+        let lib = EtcdStore::new(client, EtcdConfig::new(EtcdConfig::DEFAULT_PREFIX).expect("prefix"));
+        lib.verify().await.expect("etcd answers");
+        let hosts: Vec<&str> = endpoints.iter().map(|e| e.trim_start_matches("http://")).collect();
+        Self::new(format!("etcd://{}", hosts.join(",")), test_dir(), Box::new(lib))
+    }
+
+    /// The tests' Redis (`LEASEHOLD_REDIS_URL`): panics when it is not set or cannot be
+    /// reached.
+    pub async fn redis() -> Self {
+        use leasehold::redis::{RedisConfig, RedisStore};
+        let url = leasehold_testkit::redis_url();
+        let client = leasehold::redis::redis::Client::open(url.as_str()).expect("redis url");
+        let lib = RedisStore::connect(client, RedisConfig::default())
+            .await
+            .expect("redis");
+        Self::new(url, test_dir(), Box::new(lib))
+    }
+
+    /// A table of its own on the tests' moto (`LEASEHOLD_MOTO_ENDPOINT`), created.
+    pub async fn dynamodb() -> Self {
+        use leasehold::dynamodb::aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+        use leasehold::dynamodb::aws_sdk_dynamodb::{Client, Config};
+        use leasehold::dynamodb::{DynamoConfig, DynamoStore};
+        let moto = leasehold_testkit::moto_endpoint();
+        let table = format!("cli_{}", leasehold_testkit::unique_suffix().replace('-', "_"));
+        let conf = Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new(AWS_KEY, AWS_KEY, None, None, "static"))
+            .endpoint_url(&moto)
+            .build();
+        let client = Client::from_conf(conf);
+        let config = DynamoConfig::new(table.as_str()).expect("table");
+        DynamoStore::provision(&client, &config)
+            .await
+            .expect("create the table");
+        let lib = DynamoStore::new(client, config);
+        let mut store = Self::new(
+            format!("dynamodb://{table}?region=us-east-1&endpoint={moto}"),
+            test_dir(),
+            Box::new(lib),
+        );
+        store.aws = true;
+        store
+    }
+
+    /// A bucket of its own on the tests' moto (`LEASEHOLD_MOTO_ENDPOINT`), created.
+    pub async fn s3() -> Self {
+        use leasehold::s3::{S3Config, S3Store, local_client};
+        let moto = leasehold_testkit::moto_endpoint();
+        let bucket = format!("cli-{}", leasehold_testkit::unique_suffix());
+        let client = local_client(&moto);
+        let config = S3Config::new(bucket.as_str(), "leases").expect("bucket");
+        S3Store::provision(&client, &config).await.expect("create the bucket");
+        let lib = S3Store::new(client, config);
+        let mut store = Self::new(
+            format!("s3://{bucket}/leases?region=us-east-1&endpoint={moto}"),
+            test_dir(),
+            Box::new(lib),
+        );
+        store.aws = true;
+        store
+    }
+
     fn new(url: String, dir: PathBuf, lib: Box<dyn CasStore>) -> Self {
         Self {
             url,
             dir,
             lib,
+            aws: false,
             pids: std::sync::Mutex::new(Vec::new()),
         }
     }
@@ -103,6 +180,11 @@ impl Store {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if self.aws {
+            c.env("AWS_ACCESS_KEY_ID", AWS_KEY)
+                .env("AWS_SECRET_ACCESS_KEY", AWS_KEY)
+                .env("AWS_EC2_METADATA_DISABLED", "true");
+        }
         c
     }
 
