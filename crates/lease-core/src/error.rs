@@ -70,12 +70,36 @@ pub enum Error {
         source: Option<BoxError>,
     },
 
-    /// A fenced write was refused: the resource has already seen a newer token.
-    /// The caller has lost the lease and must stop; this is never retried.
-    #[error("fenced write refused: token {token} is older than the resource's high-water mark")]
+    /// A fenced write was refused: the resource has already seen a newer token (or, with
+    /// the strict guard, this one). The caller has lost the lease and must stop; this is
+    /// never retried.
+    #[error("fenced write refused: token {token} is older than the resource's high-water mark{}", mark_text(*.mark))]
     FenceRejected {
         /// The stale token the write carried.
         token: FencingToken,
+        /// The resource's high-water mark that refused it, where the store answered it in
+        /// the same round trip (`None`: not known, e.g. moved by a concurrent writer).
+        mark: Option<FencingToken>,
+    },
+
+    /// A fenced write found nothing to guard: no row, item, key or object under the key
+    /// it names. Nothing was written. Not a lost lease: the caller's key (or its setup)
+    /// is wrong.
+    #[error("fenced write found no resource: {resource}")]
+    FenceTargetMissing {
+        /// The resource the write named (table and key, key name, object).
+        resource: String,
+    },
+
+    /// The resource's high-water mark is not a token (`NULL`, not a number, out of
+    /// range), so no write can be judged against it. Nothing was written. An operator
+    /// must repair the resource; retrying will not help.
+    #[error("fenced write refused: the high-water mark of {resource} is not a token: {reason}")]
+    FenceMarkInvalid {
+        /// The resource the write named.
+        resource: String,
+        /// What is stored instead of a token.
+        reason: String,
     },
 
     /// `acquire` gave up at its deadline without being granted the lease.
@@ -88,6 +112,10 @@ pub enum Error {
     /// The client (or its renewal driver) has shut down.
     #[error("lease client is shut down")]
     Shutdown,
+}
+
+fn mark_text(mark: Option<FencingToken>) -> String {
+    mark.map(|m| format!(" {m}")).unwrap_or_default()
 }
 
 impl Error {

@@ -4,10 +4,11 @@
 use async_trait::async_trait;
 use leasehold_core::Error;
 use leasehold_core::fence::Dialect;
-use sqlx::{AssertSqlSafe, Pool};
+use sqlx::{AssertSqlSafe, Pool, Row};
 
 use crate::errors::{self, Phase, Target};
-use crate::{LeaseArgs, LeaseStatement, RawRow};
+use crate::fenced::bind_values;
+use crate::{LeaseArgs, LeaseStatement, RawRow, SqlValue};
 
 /// Where running a lease statement failed.
 #[derive(Debug)]
@@ -45,6 +46,28 @@ pub trait SqlDatabase: sqlx::Database {
         statement: &LeaseStatement,
         args: &LeaseArgs,
     ) -> std::result::Result<Vec<RawRow>, RunError>;
+
+    /// Runs a fenced write that reports its own refusal (Postgres: the write and the
+    /// mark before it in one statement) on `conn`: `(applied, found, mark)`.
+    ///
+    /// # Errors
+    /// The driver's error.
+    async fn fenced_reporting(
+        conn: &mut Self::Connection,
+        sql: &str,
+        values: Vec<SqlValue>,
+    ) -> std::result::Result<(i64, i64, Option<String>), sqlx::Error>;
+
+    /// Runs a fenced write on `conn` and, if it wrote nothing, the read of the mark:
+    /// `(rows written, None)` or `(0, Some(rows read: the mark of each))`.
+    ///
+    /// # Errors
+    /// The driver's error.
+    async fn fenced_then_read(
+        conn: &mut Self::Connection,
+        write: (&str, Vec<SqlValue>),
+        read: (&str, Vec<SqlValue>),
+    ) -> std::result::Result<(u64, Option<Vec<Option<String>>>), sqlx::Error>;
 }
 
 /// One implementation for every database: the concrete types satisfy sqlx's bounds.
@@ -60,6 +83,42 @@ macro_rules! sql_database {
 
             fn rows_affected(result: &Self::QueryResult) -> u64 {
                 result.rows_affected()
+            }
+
+            async fn fenced_reporting(
+                conn: &mut Self::Connection,
+                sql: &str,
+                values: Vec<SqlValue>,
+            ) -> std::result::Result<(i64, i64, Option<String>), sqlx::Error> {
+                let row = bind_values(sqlx::query(AssertSqlSafe(sql.to_owned())), values)
+                    .fetch_one(&mut *conn)
+                    .await?;
+                Ok((
+                    row.try_get("applied")?,
+                    row.try_get("found")?,
+                    row.try_get("mark")?,
+                ))
+            }
+
+            async fn fenced_then_read(
+                conn: &mut Self::Connection,
+                write: (&str, Vec<SqlValue>),
+                read: (&str, Vec<SqlValue>),
+            ) -> std::result::Result<(u64, Option<Vec<Option<String>>>), sqlx::Error> {
+                let done = bind_values(sqlx::query(AssertSqlSafe(write.0.to_owned())), write.1)
+                    .execute(&mut *conn)
+                    .await?;
+                if done.rows_affected() > 0 {
+                    return Ok((done.rows_affected(), None));
+                }
+                let rows = bind_values(sqlx::query(AssertSqlSafe(read.0.to_owned())), read.1)
+                    .fetch_all(&mut *conn)
+                    .await?;
+                let marks = rows
+                    .iter()
+                    .map(|r| r.try_get("mark"))
+                    .collect::<std::result::Result<_, _>>()?;
+                Ok((0, Some(marks)))
             }
 
             async fn fetch_lease_rows(

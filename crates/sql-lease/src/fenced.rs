@@ -5,8 +5,11 @@
 //! mode); [`RowFence`] generates it for the database `DB` (the dialect comes from the
 //! type, so a Postgres fence cannot run on an SQLite pool); [`RowWrite`] carries the
 //! values for its placeholders (by column name) and the writer's token, binds them in
-//! the statement's order, and runs it: one statement, one round trip. Zero rows is
-//! [`leasehold_core::Error::FenceRejected`].
+//! the statement's order, and runs it: one statement, one round trip. A write that
+//! wrote nothing says why ([`RowWrite::execute`]): a newer mark
+//! ([`leasehold_core::Error::FenceRejected`], with the mark), no row
+//! ([`leasehold_core::Error::FenceTargetMissing`]) or a mark that is not a token
+//! ([`leasehold_core::Error::FenceMarkInvalid`]).
 //!
 //! # A holder frozen inside its transaction
 //! A fenced write inside a transaction of the caller's holds the row's lock until the
@@ -30,10 +33,12 @@
 
 use std::marker::PhantomData;
 
-use leasehold_core::fence::{FencedOutcome, FencedStatement, FencedUpdate, Param, check_rows};
+use leasehold_core::fence::{
+    Dialect, FenceMode, FencedOutcome, FencedStatement, FencedUpdate, Param, Refusal, refusal_error,
+};
 use leasehold_core::{Error, FencingToken, Result};
 use sqlx::query::Query;
-use sqlx::{AssertSqlSafe, Database, Encode, Executor, Type};
+use sqlx::{Acquire, Database, Encode, Type};
 
 use crate::SqlDatabase;
 use crate::errors::{Phase, Target};
@@ -52,6 +57,23 @@ pub enum SqlValue {
     Bool(Option<bool>),
     /// Bytes (`BYTEA`, `BLOB`).
     Bytes(Option<Vec<u8>>),
+}
+
+impl std::fmt::Display for SqlValue {
+    /// The value as an error message names it: numbers and booleans plainly, text
+    /// quoted, bytes by their length.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Int(Some(v)) => write!(f, "{v}"),
+            Self::Text(Some(v)) => write!(f, "{v:?}"),
+            Self::Float(Some(v)) => write!(f, "{v}"),
+            Self::Bool(Some(v)) => write!(f, "{v}"),
+            Self::Bytes(Some(v)) => write!(f, "<{} bytes>", v.len()),
+            Self::Int(None) | Self::Text(None) | Self::Float(None) | Self::Bool(None) | Self::Bytes(None) => {
+                f.write_str("NULL")
+            }
+        }
+    }
 }
 
 macro_rules! from_value {
@@ -106,13 +128,30 @@ from_value! {
 /// ```
 pub struct RowFence<DB> {
     statement: FencedStatement,
+    /// How a refusal is explained: the write with the mark in one statement (Postgres),
+    /// or a read of the mark after it (SQLite).
+    refusal: Explain,
+    mode: FenceMode,
+    /// The table, naming the resource in errors.
+    table: String,
     db: PhantomData<fn() -> DB>,
+}
+
+#[derive(Debug, Clone)]
+enum Explain {
+    /// One statement: `applied`, `found`, `mark`.
+    Reporting(FencedStatement),
+    /// The mark read after a write that wrote nothing.
+    ReadAfter(FencedStatement),
 }
 
 impl<DB> Clone for RowFence<DB> {
     fn clone(&self) -> Self {
         Self {
             statement: self.statement.clone(),
+            refusal: self.refusal.clone(),
+            mode: self.mode,
+            table: self.table.clone(),
             db: PhantomData,
         }
     }
@@ -130,7 +169,7 @@ impl<DB: SqlDatabase> RowFence<DB> {
     /// # Errors
     /// [`Error::InvalidInput`] as [`FencedUpdate::build`].
     pub fn update(write: &FencedUpdate) -> Result<Self> {
-        Ok(Self::of(write.build(DB::DIALECT)?))
+        Self::of(write, write.build(DB::DIALECT)?)
     }
 
     /// The insert-or-fenced-update of `write`: creates the row if it is missing.
@@ -138,14 +177,21 @@ impl<DB: SqlDatabase> RowFence<DB> {
     /// # Errors
     /// [`Error::InvalidInput`] as [`FencedUpdate::build_upsert`].
     pub fn upsert(write: &FencedUpdate) -> Result<Self> {
-        Ok(Self::of(write.build_upsert(DB::DIALECT)?))
+        Self::of(write, write.build_upsert(DB::DIALECT)?)
     }
 
-    fn of(statement: FencedStatement) -> Self {
-        Self {
+    fn of(write: &FencedUpdate, statement: FencedStatement) -> Result<Self> {
+        let refusal = match DB::DIALECT {
+            Dialect::Postgres => Explain::Reporting(write.reporting(&statement)?),
+            dialect => Explain::ReadAfter(write.build_mark_read(dialect)?),
+        };
+        Ok(Self {
             statement,
+            refusal,
+            mode: write.guard_mode(),
+            table: write.table().quoted(DB::DIALECT),
             db: PhantomData,
-        }
+        })
     }
 
     /// The SQL text.
@@ -239,21 +285,7 @@ impl<DB: SqlDatabase> RowWrite<'_, DB> {
     /// [`Error::InvalidInput`] for a column without a value, a value for a column the
     /// statement does not have, or a token above `i64::MAX`.
     pub fn args(&self) -> Result<Vec<SqlValue>> {
-        let token = self.token.to_i64()?;
-        let find = |list: &[(String, SqlValue)], col: &str, what: &'static str| {
-            list.iter()
-                .find(|(c, _)| c == col)
-                .map(|(_, v)| v.clone())
-                .ok_or_else(|| Error::invalid("fenced write", format!("no {what} bound for column {col:?}")))
-        };
-        let mut out = Vec::with_capacity(self.fence.statement.params.len());
-        for p in &self.fence.statement.params {
-            out.push(match p {
-                Param::Value(c) => find(&self.values, c, "value")?,
-                Param::Key(c) => find(&self.keys, c, "key")?,
-                Param::Token => SqlValue::Int(Some(token)),
-            });
-        }
+        let out = self.values_for(&self.fence.statement.params)?;
         let known = |c: &str, key: bool| {
             self.fence.statement.params.iter().any(|p| match p {
                 Param::Value(v) => !key && v == c,
@@ -280,13 +312,38 @@ impl<DB: SqlDatabase> RowWrite<'_, DB> {
         Ok(out)
     }
 
+    /// The values for `params`, in their order.
+    fn values_for(&self, params: &[Param]) -> Result<Vec<SqlValue>> {
+        let token = self.token.to_i64()?;
+        let find = |list: &[(String, SqlValue)], col: &str, what: &'static str| {
+            list.iter()
+                .find(|(c, _)| c == col)
+                .map(|(_, v)| v.clone())
+                .ok_or_else(|| Error::invalid("fenced write", format!("no {what} bound for column {col:?}")))
+        };
+        params
+            .iter()
+            .map(|p| match p {
+                Param::Value(c) => find(&self.values, c, "value"),
+                Param::Key(c) => find(&self.keys, c, "key"),
+                Param::Token => Ok(SqlValue::Int(Some(token))),
+            })
+            .collect()
+    }
+
+    /// The resource the write names, for errors: the table and the key values.
+    fn resource(&self) -> String {
+        let keys: Vec<String> = self.keys.iter().map(|(c, v)| format!("{c} = {v}")).collect();
+        format!("the row of {} where {}", self.fence.table, keys.join(" and "))
+    }
+
     /// Binds the values in placeholder order onto a query of the statement's text.
     ///
     /// # Errors
     /// As [`RowWrite::args`].
     pub fn bind<'q>(
         &self,
-        mut q: Query<'q, DB, <DB as Database>::Arguments>,
+        q: Query<'q, DB, <DB as Database>::Arguments>,
     ) -> Result<Query<'q, DB, <DB as Database>::Arguments>>
     where
         for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
@@ -295,7 +352,25 @@ impl<DB: SqlDatabase> RowWrite<'_, DB> {
         for<'a> Option<bool>: Encode<'a, DB> + Type<DB>,
         for<'a> Option<Vec<u8>>: Encode<'a, DB> + Type<DB>,
     {
-        for v in self.args()? {
+        Ok(bind_values(q, self.args()?))
+    }
+}
+
+/// Binds `values` in order onto `q`.
+pub(crate) fn bind_values<'q, DB>(
+    mut q: Query<'q, DB, <DB as Database>::Arguments>,
+    values: Vec<SqlValue>,
+) -> Query<'q, DB, <DB as Database>::Arguments>
+where
+    DB: Database,
+    for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
+    for<'a> Option<String>: Encode<'a, DB> + Type<DB>,
+    for<'a> Option<f64>: Encode<'a, DB> + Type<DB>,
+    for<'a> Option<bool>: Encode<'a, DB> + Type<DB>,
+    for<'a> Option<Vec<u8>>: Encode<'a, DB> + Type<DB>,
+{
+    {
+        for v in values {
             q = match v {
                 SqlValue::Int(v) => q.bind(v),
                 SqlValue::Text(v) => q.bind(v),
@@ -304,44 +379,69 @@ impl<DB: SqlDatabase> RowWrite<'_, DB> {
                 SqlValue::Bytes(v) => q.bind(v),
             };
         }
-        Ok(q)
+        q
     }
 }
 
-impl<DB> RowWrite<'_, DB>
-where
-    DB: SqlDatabase,
-    for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
-    for<'a> Option<String>: Encode<'a, DB> + Type<DB>,
-    for<'a> Option<f64>: Encode<'a, DB> + Type<DB>,
-    for<'a> Option<bool>: Encode<'a, DB> + Type<DB>,
-    for<'a> Option<Vec<u8>>: Encode<'a, DB> + Type<DB>,
-    for<'a> <DB as Database>::Arguments: sqlx::IntoArguments<DB>,
-{
-    /// Runs the write on `executor`: a pool, a connection or a transaction of `DB` (to
-    /// make the write atomic with others of the caller's). One statement.
+impl<DB: SqlDatabase> RowWrite<'_, DB> {
+    /// Runs the write on `conn`: a pool, a connection or a transaction of `DB` (to make
+    /// the write atomic with others of the caller's).
     ///
     /// `Applied(rows)` (at least 1): the row's high-water mark is now the token. The
-    /// guard is inside the statement; zero rows (the row has seen a newer token, or, for
-    /// a plain update, it does not exist) is [`Error::FenceRejected`]: the caller has
-    /// lost the lease and must stop.
+    /// guard is inside the statement. A write that wrote nothing says why: on Postgres
+    /// in the same statement (it also reads the row's mark as it was before the write),
+    /// on SQLite with a read of the mark right after it, on the same connection (inside
+    /// the caller's transaction, if any).
     ///
     /// # Errors
-    /// [`Error::FenceRejected`] for zero rows; [`Error::InvalidInput`] for missing or
-    /// unknown values or a value the database refuses; [`Error::Misconfigured`] for a
-    /// missing table or column; [`Error::Indeterminate`] when the connection broke with
-    /// the statement sent; [`Error::Unavailable`] when it was not sent (or SQLite's write
-    /// lock stayed taken past the busy timeout).
-    pub async fn execute<'e, E>(&self, executor: E) -> Result<FencedOutcome<u64>>
+    /// - [`Error::FenceRejected`] with the row's mark: it has seen a newer token (or,
+    ///   strict, this one); the caller has lost the lease and must stop. Without a mark
+    ///   when a concurrent writer moved it between the read and the guard.
+    /// - [`Error::FenceTargetMissing`]: no row under the key (a plain update).
+    /// - [`Error::FenceMarkInvalid`]: the row's mark is `NULL` or not a number.
+    /// - [`Error::InvalidInput`] for missing or unknown values or a value the database
+    ///   refuses; [`Error::Misconfigured`] for a missing table or column;
+    ///   [`Error::Indeterminate`] when the connection broke with the statement sent;
+    ///   [`Error::Unavailable`] when it was not sent (or SQLite's write lock stayed
+    ///   taken past the busy timeout).
+    pub async fn execute<'c, A>(&self, conn: A) -> Result<FencedOutcome<u64>>
     where
-        E: Executor<'e, Database = DB>,
+        A: Acquire<'c, Database = DB>,
     {
-        let query = self.bind(sqlx::query(AssertSqlSafe(self.fence.statement.sql.clone())))?;
-        let done = query
-            .execute(executor)
+        let failed = |e| DB::map_error(e, Phase::Write, Target::User, "fenced write");
+        let write = self.args()?;
+        let mut conn = conn
+            .acquire()
             .await
-            .map_err(|e| DB::map_error(e, Phase::Write, Target::User, "fenced write"))?;
-        check_rows(DB::rows_affected(&done), self.token)
+            .map_err(|e| DB::map_error(e, Phase::Connect, Target::User, "fenced write"))?;
+        let refusal = match &self.fence.refusal {
+            Explain::Reporting(statement) => {
+                let values = self.values_for(&statement.params)?;
+                let (applied, found, mark) = DB::fenced_reporting(&mut conn, &statement.sql, values)
+                    .await
+                    .map_err(failed)?;
+                if applied > 0 {
+                    return Ok(FencedOutcome::Applied(applied.unsigned_abs()));
+                }
+                if found == 0 {
+                    Refusal::Missing
+                } else {
+                    Refusal::Mark(mark)
+                }
+            }
+            Explain::ReadAfter(read) => {
+                let read_values = self.values_for(&read.params)?;
+                let (applied, marks) =
+                    DB::fenced_then_read(&mut conn, (&self.fence.statement.sql, write), (&read.sql, read_values))
+                        .await
+                        .map_err(failed)?;
+                match marks {
+                    None => return Ok(FencedOutcome::Applied(applied)),
+                    Some(marks) => marks.into_iter().next().map_or(Refusal::Missing, Refusal::Mark),
+                }
+            }
+        };
+        Err(refusal_error(refusal, self.fence.mode, self.token, &self.resource()))
     }
 }
 

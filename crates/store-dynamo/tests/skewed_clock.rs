@@ -217,7 +217,7 @@ async fn understated_skew_bound_can_double_grant_and_the_fence_still_holds() {
     };
     assert!(matches!(write(lb.token(), "b").await, Ok(FencedOutcome::Applied(_))));
     match write(la.token(), "a").await {
-        Err(Error::FenceRejected { token }) => assert_eq!(token, la.token()),
+        Err(Error::FenceRejected { token, .. }) => assert_eq!(token, la.token()),
         other => panic!("the old holder's write was not refused: {other:?}"),
     }
     let item = common::get_item(&admin, &resources, ("id", "ledger"))

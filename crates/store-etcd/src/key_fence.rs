@@ -4,7 +4,7 @@
 //! documented on [`KeyFence`].
 
 use etcd_client::{Compare, CompareOp, Txn, TxnOp, TxnOpResponse, TxnResponse};
-use leasehold_core::fence::{FenceMode, FencedOutcome, rejected};
+use leasehold_core::fence::{FenceMode, FencedOutcome, rejected_by};
 use leasehold_core::{Error, FencingToken, Result};
 
 use crate::error::Effect;
@@ -56,12 +56,12 @@ const SEPARATOR: u8 = b'\n';
 /// token`: a value with the same mark is longer, so greater). The nested transaction is
 /// needed because etcd's value compare always fails on a missing key. Guard and effect
 /// are one request; a refusal returns the current value in the same answer, which
-/// decodes to [`Error::FenceRejected`] (a newer mark) or [`Error::CorruptRecord`] (not
-/// a fence value), with no second request.
+/// decodes to [`Error::FenceRejected`] (a newer mark, reported) or [`Error::FenceMarkInvalid`]
+/// (not a fence value), with no second request.
 ///
 /// A key holding something that is not a fence value (anything without the header, a
 /// mark of 0 or beyond `u64::MAX`) fails the guard's first compare or its bound, so it is
-/// never overwritten: [`Error::CorruptRecord`]. The one limit of a guard made of byte
+/// never overwritten: [`Error::FenceMarkInvalid`]. The one limit of a guard made of byte
 /// compares: a value that *begins* with the exact header and is damaged after it (a
 /// truncated value, say) may pass when its damaged digits sort at or below the bound;
 /// [`EtcdStore::read_fenced`] still reports it as corrupt.
@@ -176,15 +176,18 @@ impl KeyFence {
     /// use leasehold_etcd::KeyFence;
     /// let (mark, bytes) = KeyFence::decode(b"k", b"leasehold-fence/1 token=00000000000000000007\n42")?;
     /// assert_eq!((mark, bytes), (FencingToken::new(7), &b"42"[..]));
-    /// assert!(matches!(KeyFence::decode(b"k", b"42"), Err(Error::CorruptRecord { .. })));
+    /// assert!(matches!(KeyFence::decode(b"k", b"42"), Err(Error::FenceMarkInvalid { .. })));
     /// # Ok::<(), Error>(())
     /// ```
     ///
     /// # Errors
-    /// [`Error::CorruptRecord`] (named by the key) if `value` is not a fence value: no
+    /// [`Error::FenceMarkInvalid`] (named by the key) if `value` is not a fence value: no
     /// header, not exactly 20 digits then `\n`, a mark of 0 or beyond `u64::MAX`.
     pub fn decode<'v>(key: &[u8], value: &'v [u8]) -> Result<(FencingToken, &'v [u8])> {
-        let corrupt = |why: &str| Error::corrupt(String::from_utf8_lossy(key), format!("not a fenced value: {why}"));
+        let corrupt = |why: &str| Error::FenceMarkInvalid {
+            resource: String::from_utf8_lossy(key).into_owned(),
+            reason: format!("not a fenced value: {why}"),
+        };
         let rest = value
             .strip_prefix(KEY_FENCE_HEADER)
             .ok_or_else(|| corrupt("no leasehold-fence/1 header"))?;
@@ -231,10 +234,10 @@ impl KeyFence {
     /// condition).
     ///
     /// # Errors
-    /// [`Error::FenceRejected`] (through [`rejected`]) when the key's mark is newer than
-    /// the token (or, strict, the token itself): nothing was written.
-    /// [`Error::CorruptRecord`] when the key holds something that is not a fence value:
-    /// nothing was written. [`Error::Indeterminate`] for an answer of another shape.
+    /// [`Error::FenceRejected`] with the key's mark (through [`rejected_by`]) when the
+    /// mark is newer than the token (or, strict, the token itself): nothing was written.
+    /// [`Error::FenceMarkInvalid`] when the key holds something that is not a fence
+    /// value: nothing was written. [`Error::Indeterminate`] for an answer of another shape.
     pub fn outcome(&self, resp: &TxnResponse) -> Result<FencedOutcome<i64>> {
         let applied = || -> Result<FencedOutcome<i64>> {
             let revision = resp
@@ -274,7 +277,7 @@ impl KeyFence {
                 format!("etcd refused token {} against mark {mark}", self.token),
             ));
         }
-        Err(rejected(self.token))
+        Err(rejected_by(self.token, mark))
     }
 
     /// The exclusive upper bound of the values the guard admits.
@@ -321,7 +324,7 @@ impl EtcdStore {
     /// # Errors
     /// [`Error::FenceRejected`] when the key has seen a newer token (or, strict, this
     /// one): nothing was written, the writer has lost its lease and must stop.
-    /// [`Error::CorruptRecord`] when the key holds something that is not a fence value
+    /// [`Error::FenceMarkInvalid`] when the key holds something that is not a fence value
     /// (nothing was written). [`Error::Indeterminate`] when no answer came (the write may
     /// have applied); [`Error::Unavailable`] when it was not sent.
     pub async fn fenced_put(&self, fence: &KeyFence, bytes: impl AsRef<[u8]>) -> Result<FencedOutcome<i64>> {
@@ -337,7 +340,7 @@ impl EtcdStore {
     /// `(mark, bytes)`, or `None` if the key does not exist.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] for an empty key; [`Error::CorruptRecord`] if the key
+    /// [`Error::InvalidInput`] for an empty key; [`Error::FenceMarkInvalid`] if the key
     /// holds something that is not a fence value ([`KeyFence::decode`]);
     /// [`Error::Unavailable`] when etcd does not answer.
     pub async fn read_fenced(&self, key: impl Into<Vec<u8>>) -> Result<Option<(FencingToken, Vec<u8>)>> {
@@ -420,7 +423,7 @@ mod tests {
         ];
         for v in &bad {
             assert!(
-                matches!(KeyFence::decode(b"k", v), Err(Error::CorruptRecord { .. })),
+                matches!(KeyFence::decode(b"k", v), Err(Error::FenceMarkInvalid { .. })),
                 "{v:?} decoded"
             );
             for mode in [FenceMode::NotOlder, FenceMode::Newer] {

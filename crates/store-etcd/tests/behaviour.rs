@@ -168,7 +168,7 @@ async fn session_leases_and_the_fence_counter() {
         )
         .await
     {
-        Err(Error::FenceRejected { token }) => assert_eq!(token, FencingToken::new(1)),
+        Err(Error::FenceRejected { token, .. }) => assert_eq!(token, FencingToken::new(1)),
         other => panic!("a write of an ended tenure was not refused: {other:?}"),
     }
 
@@ -277,7 +277,7 @@ async fn fenced_transactions_follow_the_tenure() {
         .applied()
         .expect("applied");
     match store.fenced_txn(&fa, [TxnOp::put(data.clone(), "stale", None)]).await {
-        Err(Error::FenceRejected { token }) => assert_eq!(token, FencingToken::new(1)),
+        Err(Error::FenceRejected { token, .. }) => assert_eq!(token, FencingToken::new(1)),
         other => panic!("a stale tenure's write applied: {other:?}"),
     }
     assert_eq!(

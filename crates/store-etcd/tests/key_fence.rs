@@ -1,6 +1,6 @@
 //! `KeyFence` on the shared single-member etcd, beyond the conformance fence cases
 //! (which run in `tests/conformance.rs`): the value on etcd is the documented encoding,
-//! each fenced write is one Txn, values that are not fence values are `CorruptRecord`
+//! each fenced write is one Txn, values that are not fence values are `FenceMarkInvalid`
 //! and left in place, the extreme tokens, and the tokens of real leases.
 #![allow(missing_docs)]
 
@@ -81,7 +81,10 @@ async fn the_value_on_etcd_and_the_requests() {
 
     let before = store.stats();
     match put(&store, &fence(&k, 6), "stale").await {
-        Err(Error::FenceRejected { token }) => assert_eq!(token, t(6)),
+        Err(Error::FenceRejected { token, mark }) => {
+            assert_eq!(token, t(6));
+            assert_eq!(mark, Some(t(7)), "the refusal names the mark that refused it");
+        }
         other => panic!("a stale token was not refused: {other:?}"),
     }
     assert_eq!(store.stats().since(&before), one_txn, "a refusal is one Txn too");
@@ -90,8 +93,8 @@ async fn the_value_on_etcd_and_the_requests() {
 }
 
 /// A key holding something that is not a fence value (a plain value, binary garbage, a
-/// lease record, the header with digits out of range) is `CorruptRecord` for writes of
-/// any token and mode and for reads, and is never overwritten.
+/// lease record, the header with digits out of range) is `FenceMarkInvalid` for writes
+/// of any token and mode and for reads, and is never overwritten.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_value_that_is_not_a_fence_value_is_corrupt_never_overwritten() {
     let store = common::store("key-fence-corrupt").await;
@@ -116,8 +119,8 @@ async fn a_value_that_is_not_a_fence_value_is_corrupt_never_overwritten() {
                     fence(&k, token)
                 };
                 match put(&store, &f, "overwrite").await {
-                    Err(Error::CorruptRecord { name, reason }) => {
-                        assert_eq!(name.as_bytes(), k.as_slice(), "named by the key");
+                    Err(Error::FenceMarkInvalid { resource, reason }) => {
+                        assert_eq!(resource.as_bytes(), k.as_slice(), "named by the key");
                         assert!(reason.contains("not a fenced value"), "{reason}");
                     }
                     other => panic!("{value:?}, token {token}, strict {strict}: {other:?}"),
@@ -125,7 +128,7 @@ async fn a_value_that_is_not_a_fence_value_is_corrupt_never_overwritten() {
             }
         }
         match store.read_fenced(k.clone()).await {
-            Err(Error::CorruptRecord { .. }) => {}
+            Err(Error::FenceMarkInvalid { .. }) => {}
             other => panic!("reading {value:?} gave {other:?}"),
         }
         let kv = raw_get(&raw, &k).await.expect("kept");
@@ -199,7 +202,7 @@ async fn the_tokens_of_real_leases() {
     .await
     .expect("the fenced write must apply");
     match put(&store, &first_fence, "late draft").await {
-        Err(Error::FenceRejected { token }) => assert_eq!(token, first_fence.token()),
+        Err(Error::FenceRejected { token, .. }) => assert_eq!(token, first_fence.token()),
         other => panic!("the earlier holder's write was not refused: {other:?}"),
     }
     assert_eq!(

@@ -73,8 +73,11 @@ async fn increments_apply_under_the_guard_and_a_missing_row_is_refused() {
     );
     assert_eq!(write(&pool, &add, 3, 1, -5).await.expect("token 3"), 1);
     assert_eq!(row(&pool, &t, 1).await, Some((75, 3)));
-    // A plain update of a row that does not exist is refused too (zero rows).
-    assert!(rejected(write(&pool, &add, 9, 404, 1).await));
+    // A plain update of a row that does not exist says so.
+    assert!(matches!(
+        write(&pool, &add, 9, 404, 1).await,
+        Err(Error::FenceTargetMissing { .. })
+    ));
     common::exec(&pool, &format!("DROP TABLE \"{t}\"")).await;
 }
 
@@ -170,4 +173,12 @@ async fn bad_fenced_writes_are_typed_errors() {
     tx.rollback().await.expect("rollback");
     assert_eq!(row(&pool, &t, 1).await, Some((100, 0)), "nothing changed");
     common::exec(&pool, &format!("DROP TABLE \"{t}\"")).await;
+}
+
+/// A refused fenced write says why: a newer mark (named), no row, a mark that is not a
+/// token.
+#[tokio::test]
+async fn refused_fenced_writes_say_why() {
+    let pool = common::pool().await;
+    common::shared::refused_fenced_writes_say_why(&pool, &common::unique_table("lh_accounts_why"), &[]).await;
 }

@@ -12,7 +12,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use leasehold_core::fence::{FenceMode, FencedOutcome, rejected};
+use leasehold_core::fence::{FenceMode, FencedOutcome, rejected_by};
 use leasehold_core::{Error, FencingToken, Result};
 use redis::aio::ConnectionLike;
 
@@ -185,10 +185,12 @@ impl HashFence {
     /// [`FencedOutcome::Applied`] when it returns `Ok`.
     ///
     /// # Errors
-    /// - [`Error::FenceRejected`]: the resource has seen a newer token (or, strict,
-    ///   this same token); nothing was written. The caller has lost the lease.
-    /// - [`Error::CorruptRecord`]: the key is not a hash, its mark is not a token, or an
-    ///   incremented field is not an integer of at most 18 digits; nothing was written.
+    /// - [`Error::FenceRejected`] with the mark: the resource has seen a newer token (or,
+    ///   strict, this same token); nothing was written. The caller has lost the lease.
+    /// - [`Error::FenceMarkInvalid`]: the key is not a hash or its mark is not a token;
+    ///   nothing was written.
+    /// - [`Error::CorruptRecord`]: an incremented field is not an integer of at most 18
+    ///   digits; nothing was written.
     /// - [`Error::InvalidInput`]: token 0 or above `i64::MAX`, an empty key, a field
     ///   written twice or named like the mark, an increment above [`MAX_INCREMENT`].
     /// - [`Error::Indeterminate`]: sent without an answer; the write may have applied.
@@ -248,7 +250,11 @@ impl HashFence {
                 }))
             }
             // Counted in the `leasehold_fence_rejections_total` metric.
-            "rejected" => Err(rejected(token)),
+            "rejected" => Err(rejected_by(token, parse_mark(&reply, &self.key, 0)?)),
+            "bad_mark" => Err(Error::FenceMarkInvalid {
+                resource: self.key.clone(),
+                reason: reply.text(0).unwrap_or_default(),
+            }),
             "corrupt" => Err(reply.corrupt(&self.key)),
             other => Err(crate::error::bad_reply(
                 Effect::Write,
@@ -263,7 +269,10 @@ fn parse_mark(reply: &Reply, key: &str, i: usize) -> Result<FencingToken> {
     let s = reply.text(i)?;
     s.parse::<u64>()
         .map(FencingToken::new)
-        .map_err(|_| Error::corrupt(key, format!("high-water mark {s:?} is not a token")))
+        .map_err(|_| Error::FenceMarkInvalid {
+            resource: key.to_owned(),
+            reason: format!("high-water mark {s:?} is not a token"),
+        })
 }
 
 /// Reads the high-water mark of the hash at `key` (kept in `mark_field`):
@@ -273,7 +282,7 @@ fn parse_mark(reply: &Reply, key: &str, i: usize) -> Result<FencingToken> {
 /// ([`crate::RedisStore::seed_fence_counter`]).
 ///
 /// # Errors
-/// [`Error::CorruptRecord`] if the key is not a hash or the mark is not a token;
+/// [`Error::FenceMarkInvalid`] if the key is not a hash or the mark is not a token;
 /// transport errors as for reads.
 pub async fn read_high_water<C>(conn: &mut C, key: &str, mark_field: &str) -> Result<FencingToken>
 where
@@ -285,7 +294,10 @@ where
     let reply = invoke(conn, None, &inv, Effect::Read, &what).await?;
     match reply.status.as_str() {
         "mark" => parse_mark(&reply, key, 0),
-        "corrupt" => Err(reply.corrupt(key)),
+        "bad_mark" => Err(Error::FenceMarkInvalid {
+            resource: key.to_owned(),
+            reason: reply.text(0).unwrap_or_default(),
+        }),
         other => Err(crate::error::bad_reply(
             Effect::Read,
             &what,

@@ -210,7 +210,8 @@ return { 'seeded', high }
 /// mark field, then (op, field, value) triples with op `set`, `incr` or `del`.
 ///
 /// Reply: `{'ok', previous mark, new value of each incr field…}`,
-/// `{'rejected', mark}`, `{'corrupt', why}`.
+/// `{'rejected', mark}`, `{'bad_mark', why}` (the key is not a hash, or its mark is not a
+/// token) or `{'corrupt', why}` (an `incr` field is not an integer).
 const FENCE: &str = r#"#!lua
 local k, token, mode, mark_field = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 local function is_mark(s)
@@ -221,10 +222,10 @@ local function gt(a, b)
   return a > b
 end
 local ty = redis.call('TYPE', k).ok
-if ty ~= 'none' and ty ~= 'hash' then return { 'corrupt', 'the key holds a ' .. ty .. ', not a hash' } end
+if ty ~= 'none' and ty ~= 'hash' then return { 'bad_mark', 'the key holds a ' .. ty .. ', not a hash' } end
 local mark = redis.call('HGET', k, mark_field)
 if mark then
-  if not is_mark(mark) then return { 'corrupt', 'the high-water mark is not a token' } end
+  if not is_mark(mark) then return { 'bad_mark', 'the high-water mark ' .. mark .. ' is not a token' } end
   local refused
   if mode == 'lt' then refused = not gt(token, mark) else refused = gt(mark, token) end
   if refused then return { 'rejected', mark } end
@@ -257,14 +258,14 @@ return out
 "#;
 
 /// Reads a resource's high-water mark: KEYS = resource, ARGV = mark field.
-/// Reply: `{'mark', mark}` (`'0'` if none) or `{'corrupt', why}`.
+/// Reply: `{'mark', mark}` (`'0'` if none) or `{'bad_mark', why}`.
 const MARK: &str = r#"#!lua flags=no-writes
 local ty = redis.call('TYPE', KEYS[1]).ok
-if ty ~= 'none' and ty ~= 'hash' then return { 'corrupt', 'the key holds a ' .. ty .. ', not a hash' } end
+if ty ~= 'none' and ty ~= 'hash' then return { 'bad_mark', 'the key holds a ' .. ty .. ', not a hash' } end
 local mark = redis.call('HGET', KEYS[1], ARGV[1])
 if not mark then return { 'mark', '0' } end
 if mark ~= '0' and (string.match(mark, '^[1-9]%d*$') == nil or #mark > 19 or (#mark == 19 and mark > '9223372036854775807')) then
-  return { 'corrupt', 'the high-water mark is not a token' }
+  return { 'bad_mark', 'the high-water mark is not a token' }
 end
 return { 'mark', mark }
 "#;

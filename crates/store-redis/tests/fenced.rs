@@ -42,7 +42,10 @@ async fn an_applied_write_reports_the_previous_mark_and_the_new_counters() {
     // A refused write leaves every field as it was, the incremented one included.
     let before = support::hgetall(&mut conn, &key).await;
     match pay(1_000).apply(&mut conn, t(2)).await {
-        Err(Error::FenceRejected { token }) => assert_eq!(token, t(2)),
+        Err(Error::FenceRejected { token, mark }) => {
+            assert_eq!(token, t(2));
+            assert_eq!(mark, Some(t(9)), "the refusal names the mark that refused it");
+        }
         other => panic!("an older token wrote: {other:?}"),
     }
     assert_eq!(

@@ -126,7 +126,7 @@ async fn a_restart_without_persistence_loses_the_lease_and_resets_tokens_and_the
     // 3. The resource has seen token 4: it refuses the new holder (stalled, not corrupted).
     let before = support::hgetall(&mut shared, &resource).await;
     match write("after-restart").apply(&mut shared, again.token()).await {
-        Err(Error::FenceRejected { token }) => assert_eq!(token, FencingToken::new(1)),
+        Err(Error::FenceRejected { token, .. }) => assert_eq!(token, FencingToken::new(1)),
         other => panic!("a token issued again from 1 was accepted: {other:?}"),
     }
     assert_eq!(

@@ -410,7 +410,7 @@ mod tests {
         };
         // Nothing listens on port 9: a request would fail with Unavailable, not this.
         let refused = |r: Result<FencedOutcome<Manifest, Option<Manifest>>>, token: u64| match r {
-            Err(Error::FenceRejected { token: got }) => assert_eq!(got, FencingToken::new(token)),
+            Err(Error::FenceRejected { token: got, .. }) => assert_eq!(got, FencingToken::new(token)),
             other => panic!("token {token}: {other:?}"),
         };
         refused(m.commit(FencingToken::new(4), Some(&base), b"x".to_vec()).await, 4);

@@ -48,7 +48,7 @@ fn conflict(c: FencedOutcome<Manifest, Option<Manifest>>) -> Manifest {
 
 fn refused<T: std::fmt::Debug>(r: Result<T>, token: u64, what: &str) {
     match r {
-        Err(Error::FenceRejected { token: got }) => assert_eq!(got, t(token), "{what}"),
+        Err(Error::FenceRejected { token: got, .. }) => assert_eq!(got, t(token), "{what}"),
         other => panic!("{what}: expected FenceRejected for token {token}, got {other:?}"),
     }
 }

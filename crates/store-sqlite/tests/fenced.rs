@@ -70,7 +70,13 @@ async fn increments_apply_under_the_guard_and_a_missing_row_is_refused() {
     assert_eq!(row(&pool, 1).await, Some((80, 2)), "a refused write changed the row");
     assert_eq!(write(&pool, &add, 3, 1, -5).await.expect("token 3"), 1);
     assert_eq!(row(&pool, 1).await, Some((75, 3)));
-    assert!(rejected(write(&pool, &add, 9, 404, 1).await), "update of a missing row");
+    assert!(
+        matches!(
+            write(&pool, &add, 9, 404, 1).await,
+            Err(Error::FenceTargetMissing { .. })
+        ),
+        "update of a missing row"
+    );
 }
 
 #[tokio::test]
@@ -152,4 +158,13 @@ async fn bad_fenced_writes_are_typed_errors() {
     assert_eq!(w.execute(&mut *tx).await.expect("in tx"), FencedOutcome::Applied(1));
     tx.rollback().await.expect("rollback");
     assert_eq!(row(&pool, 1).await, Some((100, 0)), "nothing changed");
+}
+
+/// A refused fenced write says why: a newer mark (named), no row, a mark that is not a
+/// token (SQLite keeps whatever a writer stores in the column).
+#[tokio::test]
+async fn refused_fenced_writes_say_why() {
+    let db = common::db_path("fenced-why");
+    let pool = common::pool(db.path()).await;
+    common::shared::refused_fenced_writes_say_why(&pool, "accounts_why", &["'abc'", "X'00'"]).await;
 }

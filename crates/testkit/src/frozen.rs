@@ -135,7 +135,7 @@ async fn holder(world: &impl World, suffix: &str) -> Result<(), String> {
     for (i, r) in (0..ITEMS).zip(&resources) {
         match r.write(token, FenceMode::NotOlder, value(token, i, true)).await {
             Ok(()) => println!("applied {i}"),
-            Err(Error::FenceRejected { token: t }) if t == token => println!("refused {i}"),
+            Err(Error::FenceRejected { token: t, .. }) if t == token => println!("refused {i}"),
             Err(e) => println!("failed {i} {e}"),
         }
     }

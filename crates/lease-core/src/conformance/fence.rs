@@ -64,7 +64,7 @@ async fn applies(r: &dyn FencedResource, token: u64, mode: FenceMode, value: i64
 
 async fn refused(r: &dyn FencedResource, token: u64, mode: FenceMode, value: i64, what: &str) {
     match r.write(t(token), mode, value).await {
-        Err(Error::FenceRejected { token: got }) => {
+        Err(Error::FenceRejected { token: got, .. }) => {
             assert_eq!(got, t(token), "{what}: FenceRejected must carry the write's token");
         }
         Err(e) => panic!("{what}: a write with token {token} ({mode:?}) must be FenceRejected, got {e}"),

@@ -25,7 +25,11 @@
 //! - **The outcome.** A write whose guard passed returns a [`FencedOutcome`]. A refused
 //!   guard is [`Error::FenceRejected`]: the resource has seen a newer token (or, strict,
 //!   this one), nothing was written, and the writer has lost its lease and must stop. It
-//!   is never retried.
+//!   is never retried. Where the store answers it in the same round trip, the error
+//!   carries the resource's mark. A write that wrote nothing for another reason says
+//!   so instead: [`Error::FenceTargetMissing`] (no resource under the key: a plain SQL
+//!   update of a missing row) or [`Error::FenceMarkInvalid`] (the mark is `NULL`, not a
+//!   number, not a fence value); neither means the lease was lost.
 //! - **The cost.** Guard and effect are one round trip to the store.
 //!
 //! A store without a native fence for some resource can still protect it with
@@ -122,16 +126,84 @@ impl<O, C> FencedOutcome<O, C> {
     }
 }
 
-/// The refusal of a write carrying `token`: [`Error::FenceRejected`], counted in the
-/// `leasehold_fence_rejections_total` metric. Every store's fence refuses through this.
+/// The refusal of a write carrying `token` by a resource whose mark the store did not
+/// report: [`Error::FenceRejected`] without a mark. See [`rejected_by`].
 ///
 /// ```
 /// use leasehold_core::{Error, FencingToken, fence::rejected};
-/// assert!(matches!(rejected(FencingToken::new(3)), Error::FenceRejected { .. }));
+/// assert!(matches!(rejected(FencingToken::new(3)), Error::FenceRejected { mark: None, .. }));
 /// ```
 pub fn rejected(token: FencingToken) -> Error {
+    refusal(token, None)
+}
+
+/// The refusal of a write carrying `token` by a resource whose high-water mark is
+/// `mark`: [`Error::FenceRejected`], counted in the `leasehold_fence_rejections_total`
+/// metric. Every store's fence refuses through this or [`rejected`].
+///
+/// ```
+/// use leasehold_core::{Error, FencingToken, fence::rejected_by};
+/// let e = rejected_by(FencingToken::new(3), FencingToken::new(5));
+/// assert!(matches!(e, Error::FenceRejected { mark: Some(m), .. } if m.get() == 5));
+/// assert!(e.to_string().ends_with("high-water mark 5"), "{e}");
+/// ```
+pub fn rejected_by(token: FencingToken, mark: FencingToken) -> Error {
+    refusal(token, Some(mark))
+}
+
+fn refusal(token: FencingToken, mark: Option<FencingToken>) -> Error {
     metrics::counter!(crate::observe::FENCE_REJECTIONS).increment(1);
-    Error::FenceRejected { token }
+    Error::FenceRejected { token, mark }
+}
+
+/// What a fenced write's guard found when it did not pass, for stores that read the
+/// resource's mark in the same round trip as the guard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// No resource under the write's key.
+    Missing,
+    /// The resource's mark, as stored (`None`: `NULL` or absent).
+    Mark(Option<String>),
+}
+
+/// The error for a fenced write carrying `token` to `resource` that did not apply, from
+/// what the store read: [`Error::FenceTargetMissing`] for no resource,
+/// [`Error::FenceMarkInvalid`] for a mark that is not a token, and
+/// [`Error::FenceRejected`] with the mark otherwise (without it when the mark read
+/// admits the token: a concurrent writer moved it after the read).
+///
+/// ```
+/// use leasehold_core::{Error, FencingToken, fence::{FenceMode, Refusal, refusal_error}};
+/// let t = FencingToken::new(4);
+/// let e = |r| refusal_error(r, FenceMode::NotOlder, t, "accounts id=7");
+/// assert!(matches!(e(Refusal::Missing), Error::FenceTargetMissing { .. }));
+/// assert!(matches!(e(Refusal::Mark(None)), Error::FenceMarkInvalid { .. }));
+/// assert!(matches!(e(Refusal::Mark(Some("x".into()))), Error::FenceMarkInvalid { .. }));
+/// assert!(matches!(e(Refusal::Mark(Some("9".into()))), Error::FenceRejected { mark: Some(m), .. } if m.get() == 9));
+/// assert!(matches!(e(Refusal::Mark(Some("3".into()))), Error::FenceRejected { mark: None, .. }));
+/// ```
+pub fn refusal_error(refusal: Refusal, mode: FenceMode, token: FencingToken, resource: &str) -> Error {
+    let invalid = |reason: String| Error::FenceMarkInvalid {
+        resource: resource.to_owned(),
+        reason,
+    };
+    match refusal {
+        Refusal::Missing => Error::FenceTargetMissing {
+            resource: resource.to_owned(),
+        },
+        Refusal::Mark(None) => invalid("it is NULL (declare the column NOT NULL DEFAULT 0)".to_owned()),
+        Refusal::Mark(Some(text)) => match text.trim().parse::<u64>() {
+            Ok(m) if i64::try_from(m).is_ok() => {
+                let mark = FencingToken::new(m);
+                if mode.admits(mark, token) {
+                    rejected(token)
+                } else {
+                    rejected_by(token, mark)
+                }
+            }
+            _ => invalid(format!("{text:?}")),
+        },
+    }
 }
 
 /// Turns a fenced write's rows-affected count into its outcome: zero rows means the

@@ -198,6 +198,16 @@ impl FencedUpdate {
         self
     }
 
+    /// The table written.
+    pub fn table(&self) -> &Ident {
+        &self.table
+    }
+
+    /// The guard's mode.
+    pub fn guard_mode(&self) -> FenceMode {
+        self.mode
+    }
+
     fn fresh_column(&self, column: &str) -> Result<Ident> {
         let c = Ident::column(column)?;
         let taken = c.name() == self.token.name()
@@ -306,6 +316,95 @@ impl FencedUpdate {
             dialect,
             sql,
             params: p.params,
+        })
+    }
+}
+
+impl FencedUpdate {
+    /// The read a refused write is explained by: `SELECT CAST(token AS TEXT) AS mark
+    /// FROM table WHERE keys`, binding the key columns only. No row: the resource is
+    /// missing; a `NULL` or non-numeric mark: it has no valid mark (see
+    /// [`super::refusal_error`]).
+    ///
+    /// ```
+    /// use leasehold_core::fence::{Dialect, FencedUpdate, Param};
+    /// let read = FencedUpdate::new("accounts", "last_token")?.set("balance")?.key("id")?.build_mark_read(Dialect::Sqlite)?;
+    /// assert_eq!(read.sql, r#"SELECT CAST("last_token" AS TEXT) AS mark FROM "accounts" WHERE "id" = ?"#);
+    /// assert_eq!(read.params, vec![Param::Key("id".into())]);
+    /// # Ok::<(), leasehold_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] without a key column.
+    pub fn build_mark_read(&self, dialect: Dialect) -> Result<FencedStatement> {
+        self.check()?;
+        let mut p = Placeholders::new(dialect);
+        let keys: Vec<String> = self
+            .keys
+            .iter()
+            .map(|k| format!("{} = {}", k.quoted(dialect), p.push(Param::Key(k.name().to_owned()))))
+            .collect();
+        Ok(FencedStatement {
+            dialect,
+            sql: format!(
+                "SELECT CAST({} AS TEXT) AS mark FROM {} WHERE {}",
+                self.token.quoted(dialect),
+                self.table.quoted(dialect),
+                keys.join(" AND ")
+            ),
+            params: p.params,
+        })
+    }
+
+    /// Postgres only: `write` (this builder's [`Self::build`] or [`Self::build_upsert`])
+    /// with, in the same statement, the resource's mark as it was before the write, so
+    /// that a refusal says why in the same round trip. One row: `applied` (rows written),
+    /// `found` (rows under the key) and `mark` (as text, `NULL` when absent or `NULL`).
+    ///
+    /// ```
+    /// use leasehold_core::fence::{Dialect, FencedUpdate};
+    /// let f = FencedUpdate::new("accounts", "last_token")?.set("balance")?.key("id")?;
+    /// let stmt = f.reporting(&f.build(Dialect::Postgres)?)?;
+    /// assert!(stmt.sql.starts_with(r#"WITH fence_mark AS (SELECT CAST("last_token" AS TEXT) AS mark FROM "accounts" WHERE "id" = $3)"#));
+    /// # Ok::<(), leasehold_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a statement of another dialect than Postgres, or
+    /// without a key column.
+    pub fn reporting(&self, write: &FencedStatement) -> Result<FencedStatement> {
+        self.check()?;
+        if write.dialect != Dialect::Postgres {
+            return Err(Error::invalid(
+                "fenced write",
+                "a write that reports its refusal in one statement is generated for Postgres only",
+            ));
+        }
+        let keys: Vec<String> = self
+            .keys
+            .iter()
+            .map(|k| {
+                let at = write
+                    .params
+                    .iter()
+                    .position(|p| matches!(p, Param::Key(c) if c == k.name()))
+                    .map_or(0, |i| i + 1);
+                format!("{} = ${at}", k.quoted(Dialect::Postgres))
+            })
+            .collect();
+        Ok(FencedStatement {
+            dialect: Dialect::Postgres,
+            sql: format!(
+                "WITH fence_mark AS (SELECT CAST({tok} AS TEXT) AS mark FROM {table} WHERE {keys}), \
+                 fence_write AS ({write} RETURNING 1) \
+                 SELECT (SELECT count(*) FROM fence_write) AS applied, (SELECT count(*) FROM fence_mark) AS found, \
+                 (SELECT mark FROM fence_mark LIMIT 1) AS mark",
+                tok = self.token.quoted(Dialect::Postgres),
+                table = self.table.quoted(Dialect::Postgres),
+                keys = keys.join(" AND "),
+                write = write.sql,
+            ),
+            params: write.params.clone(),
         })
     }
 }
