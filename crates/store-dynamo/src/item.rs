@@ -173,11 +173,8 @@ pub(crate) fn lease_update(
         }
         Precondition::Version(v) => {
             values.insert(":expect".into(), AttributeValue::S(v.as_str().to_owned()));
-            values.insert(":one".into(), n(1));
             values.insert(":tmin".into(), n(ttl_ms(Ttl::MIN)));
             values.insert(":tmax".into(), n(ttl_ms(Ttl::MAX)));
-            values.insert(":hmax".into(), n(MAX_HOLDER_LEN as u64));
-            values.insert(":S".into(), AttributeValue::S("S".into()));
             values.insert(":N".into(), AttributeValue::S("N".into()));
             values.insert(":zero".into(), n(0));
             values.insert(":wmax".into(), n(u64::MAX));
@@ -188,17 +185,27 @@ pub(crate) fn lease_update(
             // requires every attribute to be one this crate could have written (as far as
             // a condition can say: it cannot tell a fraction from a whole number, nor
             // list the attributes an item has, which `decode` checks).
-            let valid = "#v = :expect AND #fmt = :fmt AND attribute_type(#f, :N) AND #f >= :one AND #f <= :f \
-             AND attribute_type(#t, :N) AND #t BETWEEN :tmin AND :tmax \
-             AND (attribute_not_exists(#h) OR (attribute_type(#h, :S) AND size(#h) BETWEEN :one AND :hmax)) \
+            let rest = "#fmt = :fmt AND attribute_type(#t, :N) AND #t BETWEEN :tmin AND :tmax \
              AND (attribute_not_exists(#w) OR (attribute_type(#w, :N) AND #w BETWEEN :zero AND :wmax))";
             match (kind, &record.holder) {
-                (WriteKind::Any, _) => valid.to_owned(),
+                (WriteKind::Any, _) => {
+                    values.insert(":one".into(), n(1));
+                    values.insert(":hmax".into(), n(MAX_HOLDER_LEN as u64));
+                    values.insert(":S".into(), AttributeValue::S("S".into()));
+                    format!(
+                        "#v = :expect AND attribute_type(#f, :N) AND #f BETWEEN :one AND :f \
+                         AND (attribute_not_exists(#h) OR (attribute_type(#h, :S) AND size(#h) BETWEEN :one AND :hmax)) \
+                         AND {rest}"
+                    )
+                }
                 // A renewal changes nothing but the expiry: an item whose holder or token
                 // another program changed (its version untouched) is refused, never
-                // written back.
-                (WriteKind::Renewal, Some(_)) => format!("{valid} AND #f = :f AND #h = :h"),
-                (WriteKind::Renewal, None) => format!("{valid} AND #f = :f AND attribute_not_exists(#h)"),
+                // written back. Equal to the renewal's own, they are valid: the
+                // condition compares them instead of checking their types and ranges.
+                (WriteKind::Renewal, Some(_)) => format!("#v = :expect AND #f = :f AND #h = :h AND {rest}"),
+                (WriteKind::Renewal, None) => {
+                    format!("#v = :expect AND #f = :f AND attribute_not_exists(#h) AND {rest}")
+                }
             }
         }
         Precondition::Claimable => {
@@ -278,7 +285,8 @@ mod tests {
         )
         .expect("update");
         assert!(
-            u.condition_expression.starts_with("#v = :expect AND ") && u.condition_expression.contains("#f <= :f"),
+            u.condition_expression.starts_with("#v = :expect AND ")
+                && u.condition_expression.contains("#f BETWEEN :one AND :f"),
             "{}",
             u.condition_expression
         );
