@@ -153,6 +153,29 @@ impl Placeholders {
     }
 }
 
+/// The placeholders of a write on a version, numbered in this order.
+struct VersionArgs {
+    name: String,
+    holder: String,
+    token: String,
+    ttl: String,
+    wall: String,
+    ver: String,
+}
+
+impl VersionArgs {
+    fn get(p: &mut Placeholders) -> Self {
+        Self {
+            name: p.get(Arg::Name),
+            holder: p.get(Arg::Holder),
+            token: p.get(Arg::Token),
+            ttl: p.get(Arg::TtlMs),
+            wall: p.get(Arg::WallMs),
+            ver: p.get(Arg::Version),
+        }
+    }
+}
+
 impl Statements {
     /// The statements for `table` in `dialect`.
     ///
@@ -318,14 +341,14 @@ impl Postgres {
         };
         let write_version = {
             let mut p = Placeholders::new(Dialect::Postgres);
-            let (name, holder, token, ttl, wall, ver) = (
-                p.get(Arg::Name),
-                p.get(Arg::Holder),
-                p.get(Arg::Token),
-                p.get(Arg::TtlMs),
-                p.get(Arg::WallMs),
-                p.get(Arg::Version),
-            );
+            let VersionArgs {
+                name,
+                holder,
+                token,
+                ttl,
+                wall,
+                ver,
+            } = VersionArgs::get(&mut p);
             let write = format!(
                 "UPDATE {t} AS l SET holder = {holder}, fence_token = {token}, version = l.version + 1, ttl_ms = {ttl}, \
                  acquired_at = CASE WHEN l.holder IS NOT DISTINCT FROM {holder} AND l.fence_token = {token} \
@@ -343,14 +366,14 @@ impl Postgres {
         };
         let renew = {
             let mut p = Placeholders::new(Dialect::Postgres);
-            let (name, holder, token, ttl, wall, ver) = (
-                p.get(Arg::Name),
-                p.get(Arg::Holder),
-                p.get(Arg::Token),
-                p.get(Arg::TtlMs),
-                p.get(Arg::WallMs),
-                p.get(Arg::Version),
-            );
+            let VersionArgs {
+                name,
+                holder,
+                token,
+                ttl,
+                wall,
+                ver,
+            } = VersionArgs::get(&mut p);
             // The holder and the token are compared, never written: an operator's change
             // to either (the version untouched) refuses the renewal instead of being undone.
             let guard = |a: &str| {
@@ -538,17 +561,15 @@ impl Sqlite {
         };
         let write_version = {
             let mut p = Placeholders::new(Dialect::Sqlite);
-            let (name, holder, token, ttl, wall, ver, wid, now, boot) = (
-                p.get(Arg::Name),
-                p.get(Arg::Holder),
-                p.get(Arg::Token),
-                p.get(Arg::TtlMs),
-                p.get(Arg::WallMs),
-                p.get(Arg::Version),
-                p.get(Arg::WriteId),
-                p.get(Arg::NowMs),
-                p.get(Arg::BootId),
-            );
+            let VersionArgs {
+                name,
+                holder,
+                token,
+                ttl,
+                wall,
+                ver,
+            } = VersionArgs::get(&mut p);
+            let (wid, now, boot) = (p.get(Arg::WriteId), p.get(Arg::NowMs), p.get(Arg::BootId));
             // A foreign writer (an operator's `UPDATE`) can change the row without
             // touching its version: the token must not be above the new one (tokens never
             // go backwards) and the record must be valid (a corrupt one is reported, never
@@ -589,17 +610,15 @@ impl Sqlite {
         };
         let renew = {
             let mut p = Placeholders::new(Dialect::Sqlite);
-            let (name, holder, token, ttl, wall, ver, wid, now, boot) = (
-                p.get(Arg::Name),
-                p.get(Arg::Holder),
-                p.get(Arg::Token),
-                p.get(Arg::TtlMs),
-                p.get(Arg::WallMs),
-                p.get(Arg::Version),
-                p.get(Arg::WriteId),
-                p.get(Arg::NowMs),
-                p.get(Arg::BootId),
-            );
+            let VersionArgs {
+                name,
+                holder,
+                token,
+                ttl,
+                wall,
+                ver,
+            } = VersionArgs::get(&mut p);
+            let (wid, now, boot) = (p.get(Arg::WriteId), p.get(Arg::NowMs), p.get(Arg::BootId));
             // The holder and the token are compared, never written (see the Postgres
             // statement); a refused renewal returns no row, as a version write does.
             let sql = format!(

@@ -18,11 +18,11 @@ mod common;
 
 use std::time::Duration;
 
+use foreign::assert_corrupt as corrupt;
 use leasehold_core::store::CasStore;
-use leasehold_core::{Error, LeaseClient, LeaseName, LossCause};
+use leasehold_core::{LeaseClient, LeaseName, LossCause};
 use leasehold_dynamodb::DynamoStore;
-use leasehold_testkit::foreign::{boto3, hold_all_then, hold_then};
-use tokio::time::Instant;
+use leasehold_testkit::foreign::{self, boto3, hold_all_then, hold_then};
 
 /// The TTL of these tests' leases: renewals every 500 ms.
 const TTL: Duration = Duration::from_millis(1_500);
@@ -127,10 +127,7 @@ fn attr<'a>(item: &'a str, attr: &str) -> Option<&'a str> {
 /// The next grant of `name` by a new client, which waits out the old holder's record (TTL
 /// plus margin, by observation).
 async fn next_grant(store: &DynamoStore, name: &str) -> leasehold_core::Lease {
-    LeaseClient::new(store.clone())
-        .acquire_timeout(name, TTL, Duration::from_secs(10))
-        .await
-        .unwrap_or_else(|e| panic!("{name}: the next grant failed: {e}"))
+    foreign::next_grant(&LeaseClient::new(store.clone()), name, TTL).await
 }
 
 /// Holds `name`, lets the operator `SET` `sets` during the tenure, and checks what every
@@ -287,26 +284,9 @@ const CORRUPTIONS: [(&str, &str, &str); 15] = [
     ("an unknown extra attribute", "note", r#"{"S": "set by hand"}"#),
 ];
 
-/// `result` is `CorruptRecord`, or the test fails with `what` and `path`.
-fn corrupt<T: std::fmt::Debug>(what: &str, path: &str, result: Result<T, Error>) {
-    match result {
-        Err(Error::CorruptRecord { .. }) => {}
-        other => panic!("{what}: {path} gives {other:?}, not CorruptRecord"),
-    }
-}
-
 /// A grant of `name` reports `CorruptRecord` at once (never granted, never waited on).
 async fn grant_is_corrupt(store: &DynamoStore, name: &str, what: &str) {
-    let client = LeaseClient::new(store.clone());
-    let started = Instant::now();
-    corrupt(what, "try_acquire", client.try_acquire(name, TTL).await.map(|_| ()));
-    let attempt = client.acquire_timeout(name, TTL, Duration::from_secs(10));
-    corrupt(what, "acquire", attempt.await.map(|l| l.token()));
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "{what}: a grant waited {:?} on a corrupt item",
-        started.elapsed()
-    );
+    foreign::assert_grants_corrupt(&LeaseClient::new(store.clone()), name, TTL, what).await;
 }
 
 /// An operator corrupts a held item during a tenure (each of [`CORRUPTIONS`], by

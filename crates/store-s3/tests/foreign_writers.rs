@@ -21,11 +21,11 @@ mod common;
 
 use std::time::Duration;
 
+use foreign::assert_corrupt as corrupt;
 use leasehold_core::store::CasStore;
-use leasehold_core::{Error, LeaseClient, LeaseName, LossCause};
+use leasehold_core::{LeaseClient, LeaseName, LossCause};
 use leasehold_s3::{S3Config, S3Store};
-use leasehold_testkit::foreign::{boto3, hold_all_then, hold_then};
-use tokio::time::Instant;
+use leasehold_testkit::foreign::{self, boto3, hold_all_then, hold_then};
 
 /// The TTL of these tests' leases: renewals every 500 ms.
 const TTL: Duration = Duration::from_millis(1_500);
@@ -141,10 +141,7 @@ fn unquote(line: &str) -> Option<String> {
 /// The next grant of `name` by a new client, which waits out the record there (its TTL
 /// plus the margin, by observation).
 async fn next_grant(store: &S3Store, name: &str) -> leasehold_core::Lease {
-    LeaseClient::new(store.clone())
-        .acquire_timeout(name, TTL, Duration::from_secs(10))
-        .await
-        .unwrap_or_else(|e| panic!("{name}: the next grant failed: {e}"))
+    foreign::next_grant(&LeaseClient::new(store.clone()), name, TTL).await
 }
 
 /// Holds a lease, lets an operator edit its record (`patch`, by `get-object` and
@@ -320,28 +317,11 @@ fn corrupt_bodies() -> Vec<(&'static str, String)> {
     ]
 }
 
-/// `result` is `CorruptRecord`, or the test fails with `what` and `path`.
-fn corrupt<T: std::fmt::Debug>(what: &str, path: &str, result: Result<T, Error>) {
-    match result {
-        Err(Error::CorruptRecord { .. }) => {}
-        other => panic!("{what}: {path} gives {other:?}, not CorruptRecord"),
-    }
-}
-
 /// A read and grants of `name` report `CorruptRecord` at once (never granted, never
 /// waited on).
 async fn corrupt_on_read_and_grant(store: &S3Store, name: &str, what: &str) {
     corrupt(what, "read", store.read(&LeaseName::new(name).expect("name")).await);
-    let client = LeaseClient::new(store.clone());
-    let started = Instant::now();
-    corrupt(what, "try_acquire", client.try_acquire(name, TTL).await.map(|_| ()));
-    let attempt = client.acquire_timeout(name, TTL, Duration::from_secs(10));
-    corrupt(what, "acquire", attempt.await.map(|l| l.token()));
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "{what}: a grant waited {:?} on a corrupt object",
-        started.elapsed()
-    );
+    foreign::assert_grants_corrupt(&LeaseClient::new(store.clone()), name, TTL, what).await;
 }
 
 /// An operator overwrites a held lease's object with a body that cannot be a record

@@ -150,3 +150,38 @@ pub async fn hold_all_then(
     }
     out
 }
+
+/// Panics unless `result` (of `path` on the record `what` describes) is
+/// [`leasehold_core::Error::CorruptRecord`].
+pub fn assert_corrupt<T: std::fmt::Debug>(what: &str, path: &str, result: leasehold_core::Result<T>) {
+    match result {
+        Err(leasehold_core::Error::CorruptRecord { .. }) => {}
+        other => panic!("{what}: {path} gives {other:?}, not CorruptRecord"),
+    }
+}
+
+/// Panics unless grants of `name` through `client` report
+/// [`leasehold_core::Error::CorruptRecord`] at once: `try_acquire`, and `acquire` within
+/// 2 s (a corrupt record is never granted and never waited on).
+pub async fn assert_grants_corrupt(client: &LeaseClient, name: &str, ttl: Duration, what: &str) {
+    let started = Instant::now();
+    assert_corrupt(what, "try_acquire", client.try_acquire(name, ttl).await.map(|_| ()));
+    let attempt = client.acquire_timeout(name, ttl, Duration::from_secs(10));
+    assert_corrupt(what, "acquire", attempt.await.map(|l| l.token()));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{what}: a grant waited {:?} on a corrupt record",
+        started.elapsed()
+    );
+}
+
+/// The next grant of `name` through `client` (waiting up to 10 s).
+///
+/// # Panics
+/// If it fails.
+pub async fn next_grant(client: &LeaseClient, name: &str, ttl: Duration) -> Lease {
+    client
+        .acquire_timeout(name, ttl, Duration::from_secs(10))
+        .await
+        .unwrap_or_else(|e| panic!("{name}: the next grant failed: {e}"))
+}
