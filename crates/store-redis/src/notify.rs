@@ -153,6 +153,11 @@ impl Notifier {
         match tokio::time::timeout_at(deadline, self.inner.subscribe(channel, &reg.chan, now)).await {
             Ok(Ok(())) => woken.await,
             Ok(Err(e)) => {
+                if futures::poll!(woken.as_mut()).is_ready() {
+                    // Woken while subscribing (the connection dropped and every waiter
+                    // was woken): look again now, as every other waiter does.
+                    return;
+                }
                 tracing::warn!(channel, error = %e, "redis pub/sub unavailable; waiting without notification");
                 // Leave the hub: a sleeper must not take a wake-up meant for another.
                 drop(woken);

@@ -215,9 +215,14 @@ async fn a_lost_pubsub_connection_wakes_every_waiter_then_waiters_sleep_until_th
         let seen = written(&store, name, Precondition::Absent, &held("h")).await.version;
         for _ in 0..2 {
             let (store, name, seen) = (store.clone(), name.clone(), seen.clone());
+            let (started, running) = tokio::sync::oneshot::channel();
             waiters.push(tokio::spawn(async move {
+                let _ = started.send(());
                 timed_wait(&store, &name, Some(&seen), Duration::from_secs(30)).await
             }));
+            // Every waiter waits before the connection is cut (a task spawned but not yet
+            // run would start after the loss and rightly sleep its whole wait).
+            running.await.expect("the waiter started");
         }
         assert!(
             until_subscribers(&probe, &store.keys().channel(name), 1).await,
