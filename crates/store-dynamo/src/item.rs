@@ -145,14 +145,21 @@ pub(crate) fn lease_update(
     values.insert(":t".into(), n(record.ttl.as_millis()));
     values.insert(":v".into(), AttributeValue::S(version.to_owned()));
     values.insert(":fmt".into(), n(u64::from(ITEM_FORMAT)));
-    let mut set = vec!["#f = :f", "#t = :t", "#v = :v", "#fmt = :fmt"];
+    if let Some(h) = &record.holder {
+        values.insert(":h".into(), AttributeValue::S(h.as_str().to_owned()));
+    }
+    // A renewal's condition requires the item's token, holder and format to be the
+    // record's own, so it sets only what a renewal changes (fewer attributes: less work
+    // for the server); any other write sets every attribute.
+    let renewal = matches!(expect, Precondition::Version(_)) && kind == WriteKind::Renewal;
+    let mut set = vec!["#t = :t", "#v = :v"];
     let mut remove = Vec::new();
-    match &record.holder {
-        Some(h) => {
-            values.insert(":h".into(), AttributeValue::S(h.as_str().to_owned()));
-            set.push("#h = :h");
+    if !renewal {
+        set.extend(["#f = :f", "#fmt = :fmt"]);
+        match record.holder {
+            Some(_) => set.push("#h = :h"),
+            None => remove.push("#h"),
         }
-        None => remove.push("#h"),
     }
     match record.wall_expires_at_ms {
         Some(w) => {
@@ -317,6 +324,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_renewal_sets_only_what_it_changes() {
+        let expect = Precondition::Version(Version::new("v1"));
+        let u = lease_update("lease", &expect, &rec(), "v2", WriteKind::Renewal).expect("update");
+        assert_eq!(u.update_expression, "SET #t = :t, #v = :v, #w = :w");
+        assert!(
+            u.condition_expression.contains("#f = :f AND #h = :h"),
+            "{}",
+            u.condition_expression
+        );
+        // Applied to the item the condition accepts, it leaves the record's own.
+        let mut item =
+            applied(&lease_update("lease", &Precondition::Absent, &rec(), "v1", WriteKind::Any).expect("grant"));
+        item.extend(applied(&u));
+        let stored = decode("lease", &name(), &item).expect("decode");
+        assert_eq!(stored.record, rec());
+        assert_eq!(stored.version.as_str(), "v2");
     }
 
     #[test]

@@ -72,6 +72,13 @@ async fn fifty_waiters_share_one_watch() {
         .acquire(n.as_str(), HOLDER_TTL)
         .await
         .expect("holder");
+    // The grant opens the store's held-record watch (its own task): counted before the
+    // waiters come, so that what they open is all the window shows.
+    assert!(
+        poll(LIMIT, || store.stats().watches >= 1).await,
+        "the holder's watch never opened: {:?}",
+        store.stats()
+    );
     let s0 = store.stats();
     let tasks: Vec<_> = (0..WAITERS).map(|_| acquirer(&counting, &n)).collect();
     parked(&counting, WAITERS).await;
