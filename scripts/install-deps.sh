@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the stores and the build need, if missing: Debian packages (etcd,
-# Redis, protoc for etcd-client, Postgres, SQLite, libfaketime for the SQLite clock-step
+# Redis, protoc for etcd-client, Postgres, MariaDB, SQLite, libfaketime for the SQLite clock-step
 # test) and moto (S3 + DynamoDB emulator) in a venv under ~/.cache. Idempotent and
 # quiet when everything is there.
 set -euo pipefail
@@ -12,10 +12,12 @@ command -v redis-server >/dev/null || need_apt+=(redis-server)
 command -v protoc >/dev/null || need_apt+=(protobuf-compiler)
 [ -f /usr/include/google/protobuf/descriptor.proto ] || need_apt+=(libprotobuf-dev)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+command -v mariadbd >/dev/null || need_apt+=(mariadb-server)
 command -v python3 >/dev/null || need_apt+=(python3 python3-venv)
 # The stores' own command-line clients, which the foreign-writer tests run.
 command -v psql >/dev/null || need_apt+=(postgresql-client)
 command -v sqlite3 >/dev/null || need_apt+=(sqlite3)
+command -v mariadb >/dev/null || need_apt+=(mariadb-client)
 command -v redis-cli >/dev/null || need_apt+=(redis-tools)
 # libfaketime: the SQLite clock-step test runs a process with its wall clock stepped.
 ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1 || need_apt+=(faketime)

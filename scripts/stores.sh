@@ -3,7 +3,7 @@
 # port of its own with its data under $LEASEHOLD_STORES_DIR (so a store already running
 # on a standard port never matters).
 #
-#   scripts/stores.sh start [postgres redis etcd etcd-cluster moto ...]   (default: all)
+#   scripts/stores.sh start [postgres mariadb redis etcd etcd-cluster moto ...]   (default: all)
 #   scripts/stores.sh stop  [...]
 #   scripts/stores.sh restart NAME
 #   scripts/stores.sh env            # prints the LEASEHOLD_* variables tests read
@@ -18,12 +18,13 @@ ETCD_PORT="${LEASEHOLD_ETCD_PORT:-52379}"
 ETCD_PEER_PORT=$((ETCD_PORT + 1))
 ETCD_CLUSTER_BASE="${LEASEHOLD_ETCD_CLUSTER_BASE:-52400}"   # clients 52400..2, peers 52410..2
 MOTO_PORT="${LEASEHOLD_MOTO_PORT:-55000}"
+MYSQL_PORT="${LEASEHOLD_MYSQL_PORT:-55306}"
 VENV="${LEASEHOLD_VENV:-$HOME/.cache/leasehold-venv}"
 # The three-member cluster's Raft timing. etcd's shortest lease is ceil(1.5 election
 # timeouts) seconds: 2 s with these defaults, 1 s with 50/500 (the long torture runs).
 ETCD_HEARTBEAT_MS="${LEASEHOLD_ETCD_HEARTBEAT_MS:-100}"
 ETCD_ELECTION_MS="${LEASEHOLD_ETCD_ELECTION_MS:-1000}"
-ALL=(postgres redis etcd etcd-cluster moto)
+ALL=(postgres mariadb redis etcd etcd-cluster moto)
 
 log() { echo "stores: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -78,6 +79,32 @@ stop_postgres() {
     runuser -u postgres -- "$bin/pg_ctl" -D "$d/data" -m immediate -w stop >/dev/null 2>&1 || true
   fi
 }
+
+mariadb_ready() { mariadb --no-defaults -h 127.0.0.1 -P "$MYSQL_PORT" -u root -e 'SELECT 1'; }
+
+# A MariaDB of its own: --no-defaults everywhere, so /etc/mysql (and a server the machine
+# may already run on 3306) never matters. Durable on purpose: InnoDB with
+# innodb_flush_log_at_trx_commit=1 and the binary log off (one server, no replicas).
+start_mariadb() {
+  command -v mariadbd >/dev/null || die "mariadbd not found (run scripts/install-deps.sh)"
+  local d="$DIR/mariadb"
+  if pid_alive "$d/mariadb.pid" && mariadb_ready >/dev/null 2>&1; then log "mariadb already up on $MYSQL_PORT"; return; fi
+  mkdir -p "$d"; chmod 755 "$DIR"; chown mysql:mysql "$d" 2>/dev/null || true
+  if [ ! -d "$d/data/mysql" ]; then
+    rm -rf "$d/data"
+    mariadb-install-db --no-defaults --datadir="$d/data" --user=mysql --auth-root-authentication-method=normal \
+      --skip-test-db >"$d/install.log" 2>&1 || { cat "$d/install.log" >&2; die "mariadb-install-db failed"; }
+  fi
+  nohup runuser -u mysql -- mariadbd --no-defaults --datadir="$d/data" --port="$MYSQL_PORT" \
+    --bind-address=127.0.0.1 --socket="$d/mariadb.sock" --pid-file="$d/mariadb.pid" --log-error="$d/mariadb.log" \
+    --default-storage-engine=InnoDB --innodb-flush-log-at-trx-commit=1 --max-connections=300 >/dev/null 2>&1 &
+  wait_for mariadb 60 mariadb_ready
+  mariadb --no-defaults -h 127.0.0.1 -P "$MYSQL_PORT" -u root -e 'CREATE DATABASE IF NOT EXISTS leasehold' \
+    || die "mariadb: cannot create database leasehold"
+  log "mariadb up on 127.0.0.1:$MYSQL_PORT"
+}
+
+stop_mariadb() { stop_pidfile "$DIR/mariadb/mariadb.pid"; }
 
 start_redis() {
   local d="$DIR/redis"; mkdir -p "$d"
@@ -160,6 +187,7 @@ export LEASEHOLD_REDIS_URL=redis://127.0.0.1:$REDIS_PORT/
 export LEASEHOLD_ETCD_ENDPOINTS=http://127.0.0.1:$ETCD_PORT
 export LEASEHOLD_ETCD_CLUSTER_ENDPOINTS=http://127.0.0.1:$ETCD_CLUSTER_BASE,http://127.0.0.1:$((ETCD_CLUSTER_BASE + 1)),http://127.0.0.1:$((ETCD_CLUSTER_BASE + 2))
 export LEASEHOLD_MOTO_ENDPOINT=http://127.0.0.1:$MOTO_PORT
+export LEASEHOLD_MYSQL_URL=mysql://root@127.0.0.1:$MYSQL_PORT/leasehold
 ENV
 }
 

@@ -9,7 +9,7 @@ use sqlx::{Database, Encode, Type};
 
 use crate::row::version_arg;
 use crate::statements::{Arg, LeaseStatement, Statements};
-use crate::{ColumnLimits, HostClock};
+use crate::{ColumnLimits, HostClock, RawRow};
 
 /// The values of one lease operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,6 +88,28 @@ impl LeaseArgs {
         Ok(a)
     }
 
+    /// The token bound as [`Arg::Token`] (0 for a claim: the store issues it).
+    pub fn token(&self) -> i64 {
+        self.token
+    }
+
+    /// The row a write of these values left when it applied, at the version
+    /// [`Arg::WriteId`] (MySQL's statements write this id as the new version) with
+    /// `token`; a whole TTL left. For a delete (`deleted`), a tombstone.
+    pub fn written_row(&self, token: i64, deleted: bool) -> RawRow {
+        RawRow {
+            applied: true,
+            stale: false,
+            deleted,
+            holder: if deleted { None } else { self.holder.clone() },
+            fence_token: token,
+            version: self.write_id,
+            ttl_ms: self.ttl_ms,
+            wall_expires_at_ms: self.wall_ms,
+            remaining_ms: Some(self.ttl_ms),
+        }
+    }
+
     /// Binds these values in `statement`'s order. The host clock is read here, as late
     /// as possible before the statement runs: an earlier "now" only judges expiry later,
     /// and writes an expiry no later than the holder counts from (it counts from before
@@ -130,10 +152,13 @@ pub fn write_statement<'s>(statements: &'s Statements, expect: &Precondition) ->
     }
 }
 
-/// A random 63-bit id for one write (SQLite tells its own write from a conflict by it);
-/// 0 is never used, so a row that was never written by this crate cannot match.
+/// A random 63-bit id for one write (SQLite tells its own write from a conflict by it;
+/// MySQL writes it as the row's new version); 0 and `i64::MAX` are never used, so a row
+/// that was never written by this crate cannot match and every id is a valid version.
 fn fresh_write_id() -> i64 {
-    i64::try_from(rand::random::<u64>() >> 1).unwrap_or(1).max(1)
+    i64::try_from(rand::random::<u64>() >> 1)
+        .unwrap_or(1)
+        .clamp(1, i64::MAX - 1)
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use sqlx::{AssertSqlSafe, Pool, Row};
 
 use crate::errors::{self, Phase, Target};
 use crate::fenced::bind_values;
+use crate::statements::Reply;
 use crate::{LeaseArgs, LeaseStatement, RawRow, SqlValue};
 
 /// Where running a lease statement failed.
@@ -22,7 +23,8 @@ pub enum RunError {
 /// A sqlx database that leasehold's SQL code supports: the dialect its statements are
 /// generated in, the meaning of its error codes, and running a lease statement.
 ///
-/// Implemented for [`sqlx::Postgres`] and [`sqlx::Sqlite`]. A fence built for one
+/// Implemented for [`sqlx::Postgres`], [`sqlx::Sqlite`] and [`sqlx::MySql`] (MySQL and
+/// MariaDB). A fence built for one
 /// database cannot be run on another's executor: the type says which.
 #[async_trait]
 pub trait SqlDatabase: sqlx::Database {
@@ -140,3 +142,101 @@ macro_rules! sql_database {
 
 sql_database!(sqlx::Postgres, Dialect::Postgres, postgres);
 sql_database!(sqlx::Sqlite, Dialect::Sqlite, sqlite);
+
+/// MySQL (and MariaDB): no `UPDATE … RETURNING` (MySQL has no `RETURNING` at all), so a
+/// write answers with its reply's counters ([`Reply`]): the insert id that
+/// `LAST_INSERT_ID(expr)` set, or the affected rows; the row it wrote is the bound values.
+#[async_trait]
+impl SqlDatabase for sqlx::MySql {
+    const DIALECT: Dialect = Dialect::MySql;
+
+    fn map_error(err: sqlx::Error, phase: Phase, target: Target, context: &str) -> Error {
+        errors::mysql::map_error(err, phase, target, context)
+    }
+
+    fn rows_affected(result: &Self::QueryResult) -> u64 {
+        result.rows_affected()
+    }
+
+    /// Not generated for MySQL ([`leasehold_core::fence::FencedUpdate::reporting`] is
+    /// Postgres only): always an error.
+    async fn fenced_reporting(
+        _conn: &mut Self::Connection,
+        _sql: &str,
+        _values: Vec<SqlValue>,
+    ) -> std::result::Result<(i64, i64, Option<String>), sqlx::Error> {
+        Err(sqlx::Error::Configuration(
+            "a fenced write that reports its refusal in one statement is Postgres only".into(),
+        ))
+    }
+
+    /// A fenced `UPDATE` wrote when it matched a row (sqlx sets `CLIENT_FOUND_ROWS`: a
+    /// row set to the values it had counts); an insert-or-update wrote when its
+    /// `LAST_INSERT_ID()` is 1 ([`leasehold_core::fence::FencedUpdate::build_upsert`]).
+    async fn fenced_then_read(
+        conn: &mut Self::Connection,
+        write: (&str, Vec<SqlValue>),
+        read: (&str, Vec<SqlValue>),
+    ) -> std::result::Result<(u64, Option<Vec<Option<String>>>), sqlx::Error> {
+        let upsert = write.0.starts_with("INSERT");
+        let done = bind_values(sqlx::query(AssertSqlSafe(write.0.to_owned())), write.1)
+            .execute(&mut *conn)
+            .await?;
+        let written = if upsert {
+            u64::from(done.last_insert_id() == 1)
+        } else {
+            done.rows_affected()
+        };
+        if written > 0 {
+            return Ok((written, None));
+        }
+        let rows = bind_values(sqlx::query(AssertSqlSafe(read.0.to_owned())), read.1)
+            .fetch_all(&mut *conn)
+            .await?;
+        let marks = rows
+            .iter()
+            .map(|r| r.try_get("mark"))
+            .collect::<std::result::Result<_, _>>()?;
+        Ok((0, Some(marks)))
+    }
+
+    async fn fetch_lease_rows(
+        pool: &Pool<Self>,
+        statement: &LeaseStatement,
+        args: &LeaseArgs,
+    ) -> std::result::Result<Vec<RawRow>, RunError> {
+        let mut conn = pool.acquire().await.map_err(RunError::Connect)?;
+        let query = args.bind(statement, sqlx::query(AssertSqlSafe(statement.sql.clone())));
+        match statement.reply {
+            Reply::Rows => {
+                let rows = query.fetch_all(&mut *conn).await.map_err(RunError::Statement)?;
+                rows.iter()
+                    .map(RawRow::decode)
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .map_err(RunError::Statement)
+            }
+            Reply::InsertId { issues_token } => {
+                let done = query.execute(&mut *conn).await.map_err(RunError::Statement)?;
+                let id = done.last_insert_id();
+                if id == 0 {
+                    return Ok(Vec::new());
+                }
+                let token = if issues_token {
+                    i64::try_from(id).map_err(|_| {
+                        RunError::Statement(sqlx::Error::Protocol(format!("insert id {id} is not a token")))
+                    })?
+                } else {
+                    args.token()
+                };
+                Ok(vec![args.written_row(token, false)])
+            }
+            Reply::Affected { deletes } => {
+                let done = query.execute(&mut *conn).await.map_err(RunError::Statement)?;
+                if done.rows_affected() == 0 {
+                    return Ok(Vec::new());
+                }
+                Ok(vec![args.written_row(args.token(), deletes)])
+            }
+        }
+    }
+}

@@ -74,6 +74,15 @@ impl RawRow {
     /// that is not a time.
     pub fn stored(&self, name: &LeaseName) -> Result<Stored> {
         let corrupt = |what: &str, v: i64| Error::corrupt(name.as_str(), format!("{what} is {v}"));
+        // No write issues i64::MAX (the statements' validity checks stop one below it, so
+        // that the next token or version cannot overflow): a row showing it was written
+        // by someone else, and would otherwise never be claimable nor reported.
+        if self.fence_token == i64::MAX {
+            return Err(corrupt("fence_token", self.fence_token));
+        }
+        if self.version == i64::MAX {
+            return Err(corrupt("version", self.version));
+        }
         let token = u64::try_from(self.fence_token).map_err(|_| corrupt("fence_token", self.fence_token))?;
         let ttl = u64::try_from(self.ttl_ms).map_err(|_| corrupt("ttl_ms", self.ttl_ms))?;
         let wall = self
@@ -214,6 +223,14 @@ mod tests {
                 ..row()
             },
             RawRow { ttl_ms: 0, ..row() },
+            RawRow {
+                fence_token: i64::MAX,
+                ..row()
+            },
+            RawRow {
+                version: i64::MAX,
+                ..row()
+            },
             RawRow { ttl_ms: -1, ..row() },
             RawRow {
                 wall_expires_at_ms: Some(-1),

@@ -58,6 +58,22 @@ const SQLITE_COLUMNS: &[Column] = &[
     col("boot_id", Kind::Text, false),
 ];
 
+const MYSQL_COLUMNS: &[Column] = &[
+    col("name", Kind::Text, false),
+    col("holder", Kind::Text, true),
+    col("fence_token", Kind::Int, false),
+    col("version", Kind::Int, false),
+    col("ttl_ms", Kind::Int, false),
+    col("acquired_at_ms", Kind::Int, false),
+    col("expires_at_ms", Kind::Int, false),
+    col("wall_expires_at_ms", Kind::Int, true),
+    col("deleted", Kind::Bool, false),
+];
+
+/// The storage engine a MySQL lease table must use: its row locks and transactional
+/// writes are what make one statement one atomic compare-and-swap (MyISAM has neither).
+pub const MYSQL_ENGINE: &str = "InnoDB";
+
 /// The SQLite columns added since the first table layout, with their definitions:
 /// [`crate::SqlStore::provision`] adds those an existing table lacks
 /// (`ALTER TABLE … ADD COLUMN`). A row written before has `boot_id` `''`: another boot's,
@@ -68,9 +84,10 @@ fn columns(dialect: Dialect) -> Result<&'static [Column]> {
     match dialect {
         Dialect::Postgres => Ok(POSTGRES_COLUMNS),
         Dialect::Sqlite => Ok(SQLITE_COLUMNS),
+        Dialect::MySql => Ok(MYSQL_COLUMNS),
         _ => Err(Error::invalid(
             "sql dialect",
-            "only Postgres and SQLite keep lease tables",
+            "only Postgres, SQLite and MySQL keep lease tables",
         )),
     }
 }
@@ -78,7 +95,7 @@ fn columns(dialect: Dialect) -> Result<&'static [Column]> {
 /// The `CREATE TABLE IF NOT EXISTS` statement for `table`: one statement, idempotent.
 ///
 /// # Errors
-/// [`Error::InvalidInput`] for a dialect other than Postgres and SQLite.
+/// [`Error::InvalidInput`] for a dialect other than Postgres, SQLite and MySQL.
 pub fn create_table(dialect: Dialect, table: &LeaseTable) -> Result<String> {
     let t = table.quoted(dialect);
     Ok(match dialect {
@@ -111,6 +128,21 @@ pub fn create_table(dialect: Dialect, table: &LeaseTable) -> Result<String> {
 ) WITHOUT ROWID",
             boot_id = SQLITE_ADDED_COLUMNS[0].1
         ),
+        // ASCII with a binary collation: names and holders compare byte for byte (every
+        // valid one is ASCII), never case-folded.
+        Dialect::MySql => format!(
+            "CREATE TABLE IF NOT EXISTS {t} (
+    name               VARCHAR({MAX_NAME_LEN}) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,
+    holder             VARCHAR({MAX_HOLDER_LEN}) CHARACTER SET ascii COLLATE ascii_bin NULL,
+    fence_token        BIGINT NOT NULL,
+    version            BIGINT NOT NULL,
+    ttl_ms             BIGINT NOT NULL,
+    acquired_at_ms     BIGINT NOT NULL,
+    expires_at_ms      BIGINT NOT NULL,
+    wall_expires_at_ms BIGINT NULL,
+    deleted            BOOLEAN NOT NULL DEFAULT FALSE
+) ENGINE={MYSQL_ENGINE}"
+        ),
         _ => return columns(dialect).map(|_| String::new()),
     })
 }
@@ -127,6 +159,11 @@ pub fn schema_sql(dialect: Dialect, table: &LeaseTable) -> Result<String> {
             "Postgres",
             "acquired_at / expires_at are the server's now() (timestamptz).",
             "The role needs SELECT, INSERT and UPDATE on the table.",
+        ),
+        Dialect::MySql => (
+            "MySQL / MariaDB",
+            "acquired_at_ms / expires_at_ms are Unix ms on the server's clock (UTC_TIMESTAMP(6)); InnoDB is required.",
+            "The user needs SELECT, INSERT and UPDATE on the table.",
         ),
         _ => (
             "SQLite",
@@ -301,6 +338,10 @@ fn kind_name(dialect: Dialect, kind: Kind) -> &'static str {
         (Dialect::Postgres, Kind::Int) => "bigint",
         (Dialect::Postgres, Kind::Timestamp) => "timestamptz",
         (Dialect::Postgres, Kind::Bool) => "boolean",
+        (Dialect::MySql, Kind::Text) => "varchar(n) or text",
+        (Dialect::MySql, Kind::Int) => "bigint (signed)",
+        (Dialect::MySql, Kind::Bool) => "boolean (tinyint(1))",
+        (Dialect::MySql, Kind::Timestamp) => "datetime(6)",
         (_, Kind::Text) => "a TEXT-affinity type (TEXT, VARCHAR(n))",
         _ => "an INTEGER-affinity type (INTEGER, BIGINT)",
     }
@@ -322,6 +363,21 @@ fn type_matches(dialect: Dialect, kind: Kind, ty: &str) -> (bool, Option<usize>)
             Kind::Int => (ty == "bigint", None),
             Kind::Timestamp => (ty == "timestamp with time zone", None),
             Kind::Bool => (ty == "boolean", None),
+        },
+        // information_schema's COLUMN_TYPE: `bigint(20)` on MariaDB, `bigint` on MySQL 8.
+        Dialect::MySql => match kind {
+            Kind::Text => {
+                if ty == "text" {
+                    (true, None)
+                } else if let Some(n) = ty.strip_prefix("varchar(").and_then(|r| r.strip_suffix(')')) {
+                    n.parse::<usize>().map_or((false, None), |n| (true, Some(n)))
+                } else {
+                    (false, None)
+                }
+            }
+            Kind::Int => (ty == "bigint" || (ty.starts_with("bigint(") && ty.ends_with(')')), None),
+            Kind::Bool => (ty == "tinyint(1)" || ty == "tinyint", None),
+            Kind::Timestamp => (ty == "datetime(6)", None),
         },
         _ => {
             // SQLite's affinity rules (https://sqlite.org/datatype3.html, 3.1).
@@ -429,6 +485,34 @@ mod tests {
         old.retain(|c| c.name != "boot_id");
         let err = check_columns(Dialect::Sqlite, &t, &old, true).expect_err("a table without boot_id");
         assert!(err.to_string().contains("provision() adds it"), "{err}");
+    }
+
+    #[test]
+    fn mysql_types_follow_information_schema() {
+        let t = LeaseTable::default();
+        let cols = vec![
+            info("name", "varchar(200)", true),
+            info("holder", "varchar(128)", false),
+            info("fence_token", "bigint(20)", true),
+            info("version", "bigint", true),
+            info("ttl_ms", "bigint(20)", true),
+            info("acquired_at_ms", "bigint(20)", true),
+            info("expires_at_ms", "bigint(20)", true),
+            info("wall_expires_at_ms", "bigint(20)", false),
+            info("deleted", "tinyint(1)", true),
+        ];
+        assert_eq!(check_columns(Dialect::MySql, &t, &cols, true).expect("ok").name, 200);
+        let mut bad = cols.clone();
+        bad[2] = info("fence_token", "bigint(20) unsigned", true);
+        assert!(check_columns(Dialect::MySql, &t, &bad, true).is_err(), "unsigned token");
+        let mut bad = cols;
+        bad[3] = info("version", "int(11)", true);
+        assert!(check_columns(Dialect::MySql, &t, &bad, true).is_err(), "32-bit version");
+        let ddl = create_table(Dialect::MySql, &t).expect("ddl");
+        assert!(
+            ddl.ends_with("ENGINE=InnoDB") && ddl.contains("`leasehold_leases`"),
+            "{ddl}"
+        );
     }
 
     #[test]

@@ -61,7 +61,8 @@ pub enum Arg {
     WallMs,
     /// The expected version (bigint).
     Version,
-    /// This write's random id (bigint; SQLite only).
+    /// This write's random id (bigint; SQLite: the row's `write_id`; MySQL: the row's
+    /// new version).
     WriteId,
     /// Now on the host's boot clock, in ms ([`crate::HostClock::now_ms`]; SQLite only).
     NowMs,
@@ -76,6 +77,29 @@ pub struct LeaseStatement {
     pub sql: Arc<str>,
     /// What to bind at each placeholder, in order.
     pub args: Vec<Arg>,
+    /// How the statement answers.
+    pub reply: Reply,
+}
+
+/// How a lease statement answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reply {
+    /// Rows of [`RESULT_COLUMNS`] (a `SELECT`, or a write with `RETURNING` or a CTE).
+    Rows,
+    /// (MySQL) a write without rows: `LAST_INSERT_ID()` is the token it wrote (0: it
+    /// wrote nothing), and the written row is the bound values, at the version
+    /// [`Arg::WriteId`]. `issues_token`: the token is the store's (a claim), not the
+    /// bound one.
+    InsertId {
+        /// The store issued the token (a claim): take it from `LAST_INSERT_ID()`.
+        issues_token: bool,
+    },
+    /// (MySQL) an `UPDATE` without rows: one affected row means it wrote the bound
+    /// values at the version [`Arg::WriteId`]; none, that it wrote nothing.
+    Affected {
+        /// The write is a delete (the row is now a tombstone).
+        deletes: bool,
+    },
 }
 
 /// The lease statements of one table in one dialect.
@@ -97,8 +121,13 @@ pub struct Statements {
     /// True when a refused [`Self::write_version`] or [`Self::renew`] returns no row
     /// (its guard is a `WHERE` clause, as on SQLite): the store then reads the current
     /// record with [`Self::read`]. False when every write statement answers a refusal
-    /// with the current row itself (Postgres).
+    /// with the current row itself (Postgres). On MySQL a refused delete reads too.
     pub read_after_refused_version_write: bool,
+    /// Whether a refused claim or create answers with the current row in the same
+    /// statement ([`leasehold_core::store::Capabilities::conflict_returns_current`]):
+    /// false on MySQL, whose refused claim says only that it wrote nothing (the client
+    /// then reads).
+    pub conflict_returns_current: bool,
 }
 
 /// The columns every statement returns, in this order.
@@ -132,6 +161,11 @@ impl Placeholders {
     }
 
     fn get(&mut self, a: Arg) -> String {
+        if self.dialect == Dialect::MySql {
+            // MySQL's `?` is bound once per occurrence, in order.
+            self.args.push(a);
+            return "?".to_owned();
+        }
         let n = match self.args.iter().position(|x| *x == a) {
             Some(i) => i + 1,
             None => {
@@ -146,9 +180,14 @@ impl Placeholders {
     }
 
     fn finish(self, sql: String) -> LeaseStatement {
+        self.finish_with(sql, Reply::Rows)
+    }
+
+    fn finish_with(self, sql: String, reply: Reply) -> LeaseStatement {
         LeaseStatement {
             sql: sql.into(),
             args: self.args,
+            reply,
         }
     }
 }
@@ -180,14 +219,15 @@ impl Statements {
     /// The statements for `table` in `dialect`.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] for a dialect other than Postgres and SQLite.
+    /// [`Error::InvalidInput`] for a dialect other than Postgres, SQLite and MySQL.
     pub fn new(dialect: Dialect, table: &LeaseTable) -> Result<Self> {
         match dialect {
             Dialect::Postgres => Ok(Postgres::new(table).statements()),
             Dialect::Sqlite => Ok(Sqlite::new(table).statements()),
+            Dialect::MySql => Ok(MySql::new(table).statements()),
             _ => Err(Error::invalid(
                 "sql dialect",
-                "only Postgres and SQLite keep lease tables",
+                "only Postgres, SQLite and MySQL keep lease tables",
             )),
         }
     }
@@ -410,6 +450,7 @@ impl Postgres {
             write_claimable,
             delete,
             read_after_refused_version_write: false,
+            conflict_returns_current: true,
         }
     }
 }
@@ -664,6 +705,216 @@ impl Sqlite {
             write_claimable,
             delete,
             read_after_refused_version_write: true,
+            conflict_returns_current: true,
+        }
+    }
+}
+
+struct MySql {
+    t: String,
+}
+
+/// "Now" on the MySQL server's clock, in Unix ms: `UTC_TIMESTAMP(6)` is the statement's
+/// start (one value for the whole statement) and the difference is plain arithmetic, so
+/// neither the session's `time_zone` nor a daylight-saving change moves it.
+const MYSQL_NOW_MS: &str = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)";
+
+/// The MySQL columns a claim or create writes after `version`, in order.
+const MYSQL_SET: &[&str] = &[
+    "holder",
+    "ttl_ms",
+    "acquired_at_ms",
+    "expires_at_ms",
+    "wall_expires_at_ms",
+    "deleted",
+];
+
+impl MySql {
+    fn new(table: &LeaseTable) -> Self {
+        Self {
+            t: table.quoted(Dialect::MySql),
+        }
+    }
+
+    /// Whether the row is a valid record. The range checks come before any arithmetic
+    /// (MySQL evaluates `AND` left to right and stops at the first false), so a planted
+    /// extreme value never overflows a `BIGINT` here.
+    fn valid(p: &mut Placeholders) -> String {
+        let (min, max) = ttl_bounds();
+        let holder = p.get(Arg::Holder);
+        format!(
+            "fence_token BETWEEN 1 AND {I64_MAX_MINUS_1} AND ttl_ms BETWEEN {min} AND {max} \
+             AND version BETWEEN 1 AND {I64_MAX_MINUS_1} \
+             AND (holder IS NULL OR ((holder <=> {holder} OR (CHAR_LENGTH(holder) BETWEEN 1 AND {MAX_HOLDER_LEN} \
+             AND holder REGEXP '^[{HOLDER_CLASS}]+$')) \
+             AND expires_at_ms <= {MYSQL_NOW_MS} + ttl_ms + {slack})) \
+             AND (wall_expires_at_ms IS NULL OR wall_expires_at_ms >= 0)",
+            slack = EXPIRY_SLACK.as_millis()
+        )
+    }
+
+    /// Time left on the server's clock (never an overflow: a past expiry is 0).
+    fn remaining() -> String {
+        format!("CAST(IF(expires_at_ms > {MYSQL_NOW_MS}, expires_at_ms - {MYSQL_NOW_MS}, 0) AS SIGNED) AS remaining_ms")
+    }
+
+    /// `INSERT … ON DUPLICATE KEY UPDATE` of a claim (`token` `None`: the store issues
+    /// the next one) or a create (`Some`: the bound token) that applies on a duplicate
+    /// only when `cond` holds of the row as it is.
+    ///
+    /// MySQL assigns the `UPDATE` columns left to right, each seeing the ones before: the
+    /// first assignment decides, once, on the row as it was (`version` becomes this
+    /// write's id only if `cond` holds), and every later one asks whether it did
+    /// (`version = <write id>`). `LAST_INSERT_ID(0)` there takes back the insert's value,
+    /// and the token's assignment sets it again only when the write applies: the reply's
+    /// insert id is the token written, or 0.
+    fn upsert(
+        &self,
+        p: &mut Placeholders,
+        claim: bool,
+        cond: impl FnOnce(&mut Placeholders) -> String,
+    ) -> LeaseStatement {
+        let t = &self.t;
+        let now = MYSQL_NOW_MS;
+        let (name, holder) = (p.get(Arg::Name), p.get(Arg::Holder));
+        let token = if claim {
+            "LAST_INSERT_ID(1)".to_owned()
+        } else {
+            format!("LAST_INSERT_ID({})", p.get(Arg::Token))
+        };
+        let (wid, ttl, ttl2, wall) = (
+            p.get(Arg::WriteId),
+            p.get(Arg::TtlMs),
+            p.get(Arg::TtlMs),
+            p.get(Arg::WallMs),
+        );
+        let mut sql = format!(
+            "INSERT INTO {t} (name, holder, fence_token, version, ttl_ms, acquired_at_ms, expires_at_ms, \
+             wall_expires_at_ms, deleted) VALUES ({name}, {holder}, {token}, {wid}, {ttl}, {now}, {now} + {ttl2}, {wall}, 0) \
+             ON DUPLICATE KEY UPDATE "
+        );
+        let cond = cond(p);
+        let wid = p.get(Arg::WriteId);
+        let same = p.get(Arg::WriteId);
+        write!(
+            sql,
+            "version = IF(LAST_INSERT_ID(0) = 0 AND {cond} AND version <> {same}, {wid}, version)"
+        )
+        .ok();
+        let mine = |p: &mut Placeholders| format!("version = {}", p.get(Arg::WriteId));
+        let applied = mine(p);
+        let next = if claim {
+            "LAST_INSERT_ID(fence_token + 1)".to_owned()
+        } else {
+            format!("LAST_INSERT_ID({})", p.get(Arg::Token))
+        };
+        write!(sql, ", fence_token = IF({applied}, {next}, fence_token)").ok();
+        for col in MYSQL_SET {
+            let applied = mine(p);
+            let value = match *col {
+                "holder" => p.get(Arg::Holder),
+                "ttl_ms" => p.get(Arg::TtlMs),
+                "acquired_at_ms" => now.to_owned(),
+                "expires_at_ms" => format!("{now} + {}", p.get(Arg::TtlMs)),
+                "wall_expires_at_ms" => p.get(Arg::WallMs),
+                _ => "0".to_owned(),
+            };
+            write!(sql, ", {col} = IF({applied}, {value}, {col})").ok();
+        }
+        let args = std::mem::take(&mut p.args);
+        LeaseStatement {
+            sql: sql.into(),
+            args,
+            reply: Reply::InsertId { issues_token: claim },
+        }
+    }
+
+    fn statements(&self) -> Statements {
+        let t = &self.t;
+        let now = MYSQL_NOW_MS;
+        let read = {
+            let mut p = Placeholders::new(Dialect::MySql);
+            let name = p.get(Arg::Name);
+            let sql = format!(
+                "SELECT 0 AS applied, 0 AS stale, deleted, holder, fence_token, version, ttl_ms, wall_expires_at_ms, \
+                 {} FROM {t} WHERE name = {name}",
+                Self::remaining()
+            );
+            p.finish(sql)
+        };
+        let write_claimable = self.upsert(&mut Placeholders::new(Dialect::MySql), true, |p| {
+            format!(
+                "(deleted <> 0 OR holder IS NULL OR expires_at_ms <= {now}) AND {}",
+                Self::valid(p)
+            )
+        });
+        let write_absent = self.upsert(&mut Placeholders::new(Dialect::MySql), false, |_| {
+            "deleted <> 0".to_owned()
+        });
+        let write_version = {
+            let mut p = Placeholders::new(Dialect::MySql);
+            // `acquired_at_ms` first: MySQL's later assignments see the earlier ones, and
+            // this one compares the holder and token the row had.
+            let (h, tok) = (p.get(Arg::Holder), p.get(Arg::Token));
+            let (holder, token, wid, ttl, ttl2, wall) = (
+                p.get(Arg::Holder),
+                p.get(Arg::Token),
+                p.get(Arg::WriteId),
+                p.get(Arg::TtlMs),
+                p.get(Arg::TtlMs),
+                p.get(Arg::WallMs),
+            );
+            let (name, ver, guard_token) = (p.get(Arg::Name), p.get(Arg::Version), p.get(Arg::Token));
+            // A foreign writer can change the row without its version (see Postgres).
+            let valid = Self::valid(&mut p);
+            let sql = format!(
+                "UPDATE {t} SET acquired_at_ms = IF(holder <=> {h} AND fence_token = {tok}, acquired_at_ms, {now}), \
+                 holder = {holder}, fence_token = {token}, version = {wid}, ttl_ms = {ttl}, \
+                 expires_at_ms = {now} + {ttl2}, wall_expires_at_ms = {wall} \
+                 WHERE name = {name} AND version = {ver} AND deleted = 0 AND fence_token <= {guard_token} AND {valid}"
+            );
+            p.finish_with(sql, Reply::Affected { deletes: false })
+        };
+        let renew = {
+            let mut p = Placeholders::new(Dialect::MySql);
+            let (wid, ttl, ttl2, wall) = (
+                p.get(Arg::WriteId),
+                p.get(Arg::TtlMs),
+                p.get(Arg::TtlMs),
+                p.get(Arg::WallMs),
+            );
+            let (name, ver, holder, token) = (
+                p.get(Arg::Name),
+                p.get(Arg::Version),
+                p.get(Arg::Holder),
+                p.get(Arg::Token),
+            );
+            let valid = Self::valid(&mut p);
+            // The holder and the token are compared, never written (see Postgres).
+            let sql = format!(
+                "UPDATE {t} SET version = {wid}, ttl_ms = {ttl}, expires_at_ms = {now} + {ttl2}, wall_expires_at_ms = {wall} \
+                 WHERE name = {name} AND version = {ver} AND deleted = 0 AND holder = {holder} \
+                 AND fence_token = {token} AND {valid}"
+            );
+            p.finish_with(sql, Reply::Affected { deletes: false })
+        };
+        let delete = {
+            let mut p = Placeholders::new(Dialect::MySql);
+            let (wid, name, ver) = (p.get(Arg::WriteId), p.get(Arg::Name), p.get(Arg::Version));
+            let sql = format!(
+                "UPDATE {t} SET deleted = 1, holder = NULL, version = {wid} WHERE name = {name} AND version = {ver} AND deleted = 0"
+            );
+            p.finish_with(sql, Reply::Affected { deletes: true })
+        };
+        Statements {
+            read,
+            write_absent,
+            write_version,
+            renew,
+            write_claimable,
+            delete,
+            read_after_refused_version_write: true,
+            conflict_returns_current: false,
         }
     }
 }
@@ -703,7 +954,21 @@ mod tests {
                 assert!(st.sql.contains(r#""ops"."leases""#));
             }
         }
-        assert!(Statements::new(Dialect::MySql, &table).is_err());
+        let my = Statements::new(Dialect::MySql, &table).expect("mysql");
+        for st in all(&my) {
+            assert!(!st.sql.contains(';'), "more than one statement: {}", st.sql);
+            assert_eq!(st.sql.matches('?').count(), st.args.len(), "{}", st.sql);
+            assert!(st.sql.contains("`ops`.`leases`"), "{}", st.sql);
+            assert!(!st.sql.contains("RETURNING"), "{}", st.sql);
+            assert!(
+                !st.sql.contains("NOW()") && !st.args.contains(&Arg::NowMs),
+                "{}",
+                st.sql
+            );
+        }
+        assert!(!my.conflict_returns_current && my.read_after_refused_version_write);
+        assert_eq!(my.write_claimable.reply, Reply::InsertId { issues_token: true });
+        assert_eq!(my.renew.reply, Reply::Affected { deletes: false });
     }
 
     #[test]

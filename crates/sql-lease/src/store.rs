@@ -256,7 +256,7 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
         Capabilities {
             clock: ClockSource::Store,
             grade: Grade::Linearizable,
-            conflict_returns_current: true,
+            conflict_returns_current: self.inner.statements.conflict_returns_current,
             notifies_waiters: self.inner.feed.is_some(),
         }
     }
@@ -284,9 +284,22 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
 
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
         let args = LeaseArgs::delete(name, &self.inner.limits, version)?.with_clock(self.inner.clock);
-        let rows = self
+        let mut rows = self
             .run(name, &self.inner.statements.delete, &args, Phase::Write, "delete lease")
             .await?;
+        if rows.is_empty() && self.inner.statements.read_after_refused_version_write {
+            // (MySQL) the delete was refused and says only that: what is there answers it.
+            let read = LeaseArgs::read(name, &self.inner.limits)?.with_clock(self.inner.clock);
+            rows = self
+                .run(
+                    name,
+                    &self.inner.statements.read,
+                    &read,
+                    Phase::Read,
+                    "read lease after a refused delete",
+                )
+                .await?;
+        }
         row::delete_outcome(name, &rows)
     }
 

@@ -35,7 +35,8 @@ pub enum Dialect {
     Postgres,
     /// `?`, identifiers in `"…"`; every placeholder is bound in order.
     Sqlite,
-    /// `?`, identifiers in backticks. No insert-or-update form.
+    /// `?`, identifiers in backticks (MySQL, MariaDB); every placeholder is bound in
+    /// order. The insert-or-update form is `INSERT … ON DUPLICATE KEY UPDATE`.
     MySql,
 }
 
@@ -263,18 +264,37 @@ impl FencedUpdate {
     }
 
     /// Insert the row if it does not exist, otherwise the fenced update:
-    /// `INSERT … ON CONFLICT (keys) DO UPDATE SET … WHERE t.token <op> excluded.token`.
-    /// Postgres and SQLite only. `increment` columns insert the bound amount.
+    /// `INSERT … ON CONFLICT (keys) DO UPDATE SET … WHERE t.token <op> excluded.token`
+    /// (Postgres, SQLite), or on MySQL `INSERT … ON DUPLICATE KEY UPDATE` with each
+    /// column guarded (`col = IF(token <op> ?, ?, col)`, the token column last, so that
+    /// every guard sees the row's mark before the write). `increment` columns insert the
+    /// bound amount.
+    ///
+    /// On MySQL the statement also says whether it wrote: `LAST_INSERT_ID()` is 1 after
+    /// a write (insert or fenced update) and 0 after a refusal (the affected-row count
+    /// cannot tell an insert from a refused update when the client sets
+    /// `CLIENT_FOUND_ROWS`, as sqlx does). Keys must be a primary or unique key.
+    ///
+    /// ```
+    /// use leasehold_core::fence::{Dialect, FencedUpdate};
+    /// let f = FencedUpdate::new("accounts", "last_token")?.set("balance")?.key("id")?;
+    /// let my = f.build_upsert(Dialect::MySql)?;
+    /// assert_eq!(
+    ///     my.sql,
+    ///     "INSERT INTO `accounts` (`id`, `balance`, `last_token`) VALUES (?, ?, IF(LAST_INSERT_ID(1) = 1, ?, NULL)) \
+    ///      ON DUPLICATE KEY UPDATE `balance` = IF(`last_token` <= ?, ?, `balance`), \
+    ///      `last_token` = IF(LAST_INSERT_ID(0) = 0 AND `last_token` <= ? AND LAST_INSERT_ID(1) = 1, ?, `last_token`)"
+    /// );
+    /// assert_eq!(my.params.len(), 7);
+    /// # Ok::<(), leasehold_core::Error>(())
+    /// ```
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] without a key column or for [`Dialect::MySql`].
+    /// [`Error::InvalidInput`] without a key column.
     pub fn build_upsert(&self, dialect: Dialect) -> Result<FencedStatement> {
         self.check()?;
         if dialect == Dialect::MySql {
-            return Err(Error::invalid(
-                "fenced write",
-                "insert-or-update is generated for Postgres and SQLite only",
-            ));
+            return Ok(self.build_upsert_mysql());
         }
         let mut p = Placeholders::new(dialect);
         let table = self.table.quoted(dialect);
@@ -321,8 +341,58 @@ impl FencedUpdate {
 }
 
 impl FencedUpdate {
+    /// MySQL's insert-or-fenced-update (see [`Self::build_upsert`]).
+    fn build_upsert_mysql(&self) -> FencedStatement {
+        let d = Dialect::MySql;
+        let mut p = Placeholders::new(d);
+        let table = self.table.quoted(d);
+        let tok = self.token.quoted(d);
+        let op = self.mode.operator();
+        let mut cols = Vec::new();
+        let mut vals = Vec::new();
+        for k in &self.keys {
+            cols.push(k.quoted(d));
+            vals.push(p.push(Param::Key(k.name().to_owned())));
+        }
+        for (c, _) in &self.set {
+            cols.push(c.quoted(d));
+            vals.push(p.push(Param::Value(c.name().to_owned())));
+        }
+        cols.push(tok.clone());
+        // The insert says it wrote: LAST_INSERT_ID(1) is evaluated with the row's values.
+        vals.push(format!("IF(LAST_INSERT_ID(1) = 1, {}, NULL)", p.push(Param::Token)));
+        let mut sets = Vec::new();
+        for (c, op_kind) in &self.set {
+            let q = c.quoted(d);
+            let guard = p.push(Param::Token);
+            let value = p.push(Param::Value(c.name().to_owned()));
+            sets.push(match op_kind {
+                SetOp::Assign => format!("{q} = IF({tok} {op} {guard}, {value}, {q})"),
+                SetOp::Add => format!("{q} = IF({tok} {op} {guard}, {q} + {value}, {q})"),
+            });
+        }
+        // On a duplicate key the insert's 1 is taken back, and set again only if the
+        // guard passes: the token column is assigned last, so every guard above saw the
+        // row's own mark.
+        let guard = p.push(Param::Token);
+        let value = p.push(Param::Token);
+        sets.push(format!(
+            "{tok} = IF(LAST_INSERT_ID(0) = 0 AND {tok} {op} {guard} AND LAST_INSERT_ID(1) = 1, {value}, {tok})"
+        ));
+        FencedStatement {
+            dialect: d,
+            sql: format!(
+                "INSERT INTO {table} ({}) VALUES ({}) ON DUPLICATE KEY UPDATE {}",
+                cols.join(", "),
+                vals.join(", "),
+                sets.join(", ")
+            ),
+            params: p.params,
+        }
+    }
+
     /// The read a refused write is explained by: `SELECT CAST(token AS TEXT) AS mark
-    /// FROM table WHERE keys`, binding the key columns only. No row: the resource is
+    /// FROM table WHERE keys` (`AS CHAR` on MySQL), binding the key columns only. No row: the resource is
     /// missing; a `NULL` or non-numeric mark: it has no valid mark (see
     /// [`super::refusal_error`]).
     ///
@@ -344,10 +414,12 @@ impl FencedUpdate {
             .iter()
             .map(|k| format!("{} = {}", k.quoted(dialect), p.push(Param::Key(k.name().to_owned()))))
             .collect();
+        // MySQL casts to CHAR, not TEXT.
+        let text = if dialect == Dialect::MySql { "CHAR" } else { "TEXT" };
         Ok(FencedStatement {
             dialect,
             sql: format!(
-                "SELECT CAST({} AS TEXT) AS mark FROM {} WHERE {}",
+                "SELECT CAST({} AS {text}) AS mark FROM {} WHERE {}",
                 self.token.quoted(dialect),
                 self.table.quoted(dialect),
                 keys.join(" AND ")

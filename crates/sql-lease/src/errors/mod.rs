@@ -1,14 +1,15 @@
 //! Driver errors → [`leasehold_core::Error`] kinds, for what every sqlx driver shares.
 //!
-//! Each database's own error codes (SQLSTATE for Postgres, result codes for SQLite) are
-//! classified into the core's [`ErrorClass`] through named constants ([`postgres`],
-//! [`sqlite`]); the rest
+//! Each database's own error codes (SQLSTATE for Postgres, result codes for SQLite,
+//! server error numbers for MySQL) are classified into the core's [`ErrorClass`] through
+//! named constants ([`postgres`], [`sqlite`], [`mysql`]); the rest
 //! (pool, I/O, protocol, decode errors) is classified here, by the phase the error
 //! happened in: nothing can have applied before a statement was sent.
 
 use leasehold_core::Error;
 use leasehold_core::store::{Effect, ErrorClass};
 
+pub mod mysql;
 pub mod postgres;
 pub mod sqlite;
 

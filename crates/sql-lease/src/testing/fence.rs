@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use leasehold_core::conformance::{FenceFixture, FencedResource};
-use leasehold_core::fence::{FenceMode, FencedUpdate};
+use leasehold_core::fence::{FenceMode, FencedUpdate, Ident};
 use leasehold_core::{FencingToken, Result};
 use sqlx::{AssertSqlSafe, Database, Encode, Executor, IntoArguments, Pool, Type};
 
@@ -40,6 +40,12 @@ pub struct FencedRow<DB: Database> {
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// `table` quoted for `DB` (`"t"`, or `` `t` `` on MySQL). The fixture's names are
+/// made of letters, digits and `_`.
+fn quoted<DB: SqlDatabase>(table: &str) -> String {
+    Ident::table(table).map_or_else(|e| panic!("fence test table {table:?}: {e}"), |t| t.quoted(DB::DIALECT))
+}
+
 #[async_trait]
 impl<DB> FenceFixture for RowFixture<DB>
 where
@@ -68,7 +74,8 @@ where
             .collect();
         let table = format!("lh_fence_{name}");
         let ddl = format!(
-            "CREATE TABLE IF NOT EXISTS \"{table}\" (id BIGINT PRIMARY KEY, value BIGINT NOT NULL, last_token BIGINT NOT NULL DEFAULT 0)"
+            "CREATE TABLE IF NOT EXISTS {} (id BIGINT PRIMARY KEY, value BIGINT NOT NULL, last_token BIGINT NOT NULL DEFAULT 0)",
+            quoted::<DB>(&table)
         );
         self.pool
             .execute(AssertSqlSafe(ddl))
@@ -114,7 +121,10 @@ where
     }
 
     async fn read(&self) -> Option<(FencingToken, i64)> {
-        let sql = format!("SELECT last_token, value FROM \"{}\" WHERE id = 1", self.table);
+        let sql = format!(
+            "SELECT last_token, value FROM {} WHERE id = 1",
+            quoted::<DB>(&self.table)
+        );
         let row: Option<(i64, i64)> = sqlx::query_as(AssertSqlSafe(sql))
             .fetch_optional(&self.pool)
             .await
@@ -126,7 +136,7 @@ where
     }
 
     fn round_trips(&self) -> u64 {
-        let written = self.log.since(self.mark, &format!("\"{}\"", self.table));
+        let written = self.log.since(self.mark, &quoted::<DB>(&self.table));
         let writes = written.iter().filter(|s| !s.trim_start().starts_with("SELECT")).count();
         u64::try_from(writes).unwrap_or(u64::MAX)
     }

@@ -1,0 +1,115 @@
+//! Records written by other programs (an operator with the `mariadb` client, a restore,
+//! a script): the lease store never undoes them and never grants on an invalid record.
+//! The shared cases (a raised token, a changed holder, a corrupted held row, an
+//! impossible expiry or version), and MySQL's own: what the real `mariadb` client can
+//! store in the typed columns, in strict mode and with `sql_mode = ''` (where MySQL
+//! converts a `NULL` or a word into a number, with only a warning).
+#![allow(missing_docs)]
+
+mod common;
+
+use std::time::Duration;
+
+use leasehold_core::{Error, LeaseClient, LeaseName, store::CasStore};
+
+common::shared::foreign_writer_tests!();
+
+/// Each corruption `set` (run by the `mariadb` client in `mode`) of a released lease's
+/// row is a `CorruptRecord` on a read and on a grant, and nothing is granted.
+async fn corrupt_by_hand(cases: &[(&str, &str, &str)]) {
+    let (store, table, ()) = common::foreign_store().await;
+    for (what, mode, set) in cases {
+        let name = format!("foreign/cli/{}", leasehold_testkit::unique_suffix());
+        let client = LeaseClient::new(store.clone());
+        let lease = client
+            .acquire(&name, Duration::from_millis(600))
+            .await
+            .expect("acquire");
+        lease.release().await.expect("release");
+        common::operator_in_mode(mode, &format!("UPDATE `{table}` SET {set} WHERE name = '{name}'"));
+        let key = LeaseName::new(&name).expect("name");
+        match store.read(&key).await {
+            Err(Error::CorruptRecord { .. }) => {}
+            other => panic!("{what}: a read gives {other:?}"),
+        }
+        let attempt = client.acquire_timeout(&name, Duration::from_millis(600), Duration::from_secs(3));
+        match tokio::time::timeout(Duration::from_secs(5), attempt).await {
+            Ok(Err(Error::CorruptRecord { .. })) => {}
+            Ok(Ok(lease)) => panic!("{what}: a corrupt row was granted (token {})", lease.token()),
+            Ok(Err(other)) => panic!("{what}: a grant gives {other:?}, not CorruptRecord"),
+            Err(_) => panic!("{what}: a grant still waits on a corrupt row"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_the_cli_writes_are_corrupt_records() {
+    corrupt_by_hand(&[
+        ("a negative token", "@@sql_mode", "fence_token = -7"),
+        ("a zero token", "@@sql_mode", "fence_token = 0"),
+        ("the largest token", "@@sql_mode", "fence_token = 9223372036854775807"),
+        // Out of range: strict mode refuses it, '' stores the largest BIGINT.
+        ("a token beyond BIGINT", "''", "fence_token = 99999999999999999999"),
+        ("the smallest token", "@@sql_mode", "fence_token = -9223372036854775808"),
+    ])
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nulls_and_wrong_types_the_cli_writes_are_corrupt_records() {
+    corrupt_by_hand(&[
+        // NOT NULL columns: with sql_mode '' MySQL stores the type's zero instead.
+        ("a NULL token", "''", "fence_token = NULL"),
+        ("a NULL TTL", "''", "ttl_ms = NULL"),
+        ("a NULL version", "''", "version = NULL"),
+        // A word in a BIGINT column: stored as 0.
+        ("a word as the token", "''", "fence_token = 'junk'"),
+        ("a word as the TTL", "''", "ttl_ms = 'junk'"),
+        // A holder of bytes that are no holder id (the ascii column stores '?').
+        ("a binary holder", "''", "holder = 0xC3BFFE00"),
+        (
+            "an empty holder",
+            "@@sql_mode",
+            "holder = '', expires_at_ms = expires_at_ms + 60000",
+        ),
+        ("a negative wall-clock expiry", "@@sql_mode", "wall_expires_at_ms = -1"),
+    ])
+    .await;
+}
+
+/// What strict mode refuses never reaches the row: the `mariadb` client fails, and the
+/// lease is still granted with the next token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_mode_refuses_nulls_and_words() {
+    let (store, table, ()) = common::foreign_store().await;
+    let name = format!("foreign/strict/{}", leasehold_testkit::unique_suffix());
+    let client = LeaseClient::new(store.clone());
+    let first = client
+        .acquire(&name, Duration::from_millis(600))
+        .await
+        .expect("acquire");
+    let token = first.token();
+    first.release().await.expect("release");
+    for set in [
+        "fence_token = NULL",
+        "fence_token = 'junk'",
+        "ttl_ms = 99999999999999999999",
+    ] {
+        let mut args = common::cli_args();
+        args.push("-e".into());
+        args.push(format!(
+            "SET SESSION sql_mode = 'STRICT_ALL_TABLES'; UPDATE `{table}` SET {set} WHERE name = '{name}'"
+        ));
+        let out = std::process::Command::new("mariadb")
+            .args(&args)
+            .output()
+            .expect("mariadb runs");
+        assert!(!out.status.success(), "strict mode stored {set}");
+    }
+    let next = client
+        .acquire(&name, Duration::from_millis(600))
+        .await
+        .expect("acquire again");
+    assert_eq!(next.token(), token.next());
+    next.release().await.expect("release");
+}
