@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::decision::{self, AcquireStep, Known, Policy, SkewBound};
 use crate::driver::{self, DriverCtx};
+use crate::held::{Gate, HeldNames};
 use crate::lease::{Command, HeldState, LeaseShared};
 use crate::{
     Error, FencingToken, HolderId, Lease, LeaseName, Result, Ttl,
@@ -206,6 +207,7 @@ struct Inner {
     next_id: AtomicU64,
     client_seq: u64,
     seen: Arc<SeenCache>,
+    held: Arc<HeldNames>,
     jitter: Arc<crate::backoff::Jitter>,
     driver: OnceLock<mpsc::UnboundedSender<Command>>,
     closed: CancellationToken,
@@ -229,6 +231,46 @@ struct Inner {
 ///     AcquireOutcome::Held { token, .. } => assert_eq!(token, lease.token()),
 ///     AcquireOutcome::Granted(_) => unreachable!(),
 /// }
+/// # Ok::<(), leasehold_core::Error>(()) }).unwrap();
+/// ```
+///
+/// ## A client never waits on itself
+/// [`acquire`](Self::acquire), [`try_acquire`](Self::try_acquire) and
+/// [`acquire_timeout`](Self::acquire_timeout) of a name this client already holds
+/// answer at once with [`Error::AlreadyHeld`] (naming the lease and its token), without
+/// sending anything: waiting would last until that lease is released, or until its TTL
+/// if its guard was leaked. Two tasks of one client acquiring one name at once never
+/// deadlock either: the client runs its attempts on a name one at a time, so exactly
+/// one is granted and the other gets [`Error::AlreadyHeld`] as soon as the first attempt
+/// is over (while another client holds the name, both wait as usual, and the first
+/// granted wins). Once the lease is released, dropped or lost, the name can be acquired
+/// again.
+///
+/// Reentrancy is not offered, on purpose. A fenced lease is a token, not a thread's
+/// property: what it protects is every write that carries [`Lease::token`], whoever in
+/// the process sends it, and it ends when the store says so, not when a call stack
+/// unwinds. A reentrant "acquire again" would have to hand out a second guard for the
+/// same token, and then a release (or loss) through either guard would end the lease
+/// under the other's feet while it still believed it held it. A second acquire is
+/// therefore a bug to report, and the caller who needs the lease twice passes the one
+/// [`Lease`] (or its token) along.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use std::time::Duration;
+/// use leasehold_core::{Error, LeaseClient, MemoryStore};
+///
+/// let client = LeaseClient::new(MemoryStore::new());
+/// let lease = client.acquire("compactor", Duration::from_secs(30)).await?;
+/// match client.acquire("compactor", Duration::from_secs(30)).await {
+///     Err(Error::AlreadyHeld { name, token }) => {
+///         assert_eq!((name.as_str(), token), ("compactor", lease.token()));
+///     }
+///     other => panic!("expected AlreadyHeld, got {other:?}"),
+/// }
+/// lease.release().await?;
+/// let again = client.acquire("compactor", Duration::from_secs(30)).await?;
+/// assert_eq!(again.token().get(), 2);
 /// # Ok::<(), leasehold_core::Error>(()) }).unwrap();
 /// ```
 #[derive(Clone)]
@@ -313,6 +355,7 @@ impl LeaseClient {
                 next_id: AtomicU64::new(1),
                 client_seq: CLIENT_SEQ.fetch_add(1, Ordering::Relaxed),
                 seen: Arc::new(SeenCache::default()),
+                held: Arc::new(HeldNames::default()),
                 jitter: Arc::new(crate::backoff::Jitter::new(rng_seed)),
                 driver: OnceLock::new(),
                 closed: CancellationToken::new(),
@@ -343,18 +386,27 @@ impl LeaseClient {
     /// nobody is waiting for.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] for a bad name or TTL; store errors otherwise. Losing the
-    /// race is `Ok(AcquireOutcome::Held { .. })`.
+    /// [`Error::InvalidInput`] for a bad name or TTL; [`Error::AlreadyHeld`] if this
+    /// client holds `name` already; store errors otherwise. Losing the race is
+    /// `Ok(AcquireOutcome::Held { .. })`.
     pub async fn try_acquire(&self, name: impl AsRef<str>, ttl: Duration) -> Result<AcquireOutcome> {
         let name = LeaseName::new(name)?;
         let ttl = Ttl::new(ttl)?;
+        self.inner.held.check(&name)?;
         let driver = self.driver()?;
         let (tx, rx) = oneshot::channel();
         let inner = self.inner.clone();
         tokio::spawn(async move {
-            let result = attempt(&inner, &driver, name, ttl).await;
-            // If nobody waits any more, the grant inside is dropped, which releases it.
+            // One attempt per name at a time in this client; the check under the gate is
+            // the one that counts (a sibling attempt may have been granted meanwhile).
+            let (result, gate) = match inner.held.enter(&name).await {
+                Ok(gate) => (attempt(&inner, &driver, name, ttl, &gate).await, Some(gate)),
+                Err(e) => (Err(e), None),
+            };
+            // If nobody waits any more, the grant inside is dropped, which releases it
+            // (and takes it off the table) before the next attempt on the name runs.
             let _ = tx.send(result);
+            drop(gate);
         });
         rx.await.map_err(|_| Error::Shutdown)?
     }
@@ -485,6 +537,7 @@ async fn attempt(
     driver: &mpsc::UnboundedSender<Command>,
     name: LeaseName,
     ttl: Ttl,
+    gate: &Gate,
 ) -> Result<AcquireOutcome> {
     let span = tracing::debug_span!("acquire", lease = %name);
     let _enter = span.enter();
@@ -598,10 +651,12 @@ async fn attempt(
                         version: stored.version,
                         record: stored.record,
                     }),
+                    held: Arc::downgrade(&inner.held),
                 });
                 driver
                     .send(Command::Register(shared.clone()))
                     .map_err(|_| Error::Shutdown)?;
+                gate.register(&shared);
                 return Ok(AcquireOutcome::Granted(Lease {
                     shared,
                     driver: driver.clone(),
@@ -652,5 +707,43 @@ impl ClockSource {
     /// True when the store keeps time itself.
     pub fn is_store(self) -> bool {
         matches!(self, Self::Store)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MemoryStore;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_table_of_held_names_empties_as_leases_end() {
+        let client = LeaseClient::new(MemoryStore::new());
+        let ttl = Duration::from_secs(30);
+        let mut leases = Vec::new();
+        for i in 0..100 {
+            leases.push(client.acquire(format!("n/{i}"), ttl).await.expect("acquire"));
+        }
+        assert_eq!(client.inner.held.len(), 100);
+        for (i, lease) in leases.into_iter().enumerate() {
+            if i % 2 == 0 {
+                lease.release().await.expect("release");
+            } else {
+                drop(lease);
+            }
+        }
+        assert_eq!(
+            client.inner.held.len(),
+            0,
+            "released and dropped leases stayed on the table"
+        );
+        // A refused attempt leaves nothing behind either.
+        let lease = client.acquire("x", ttl).await.expect("x");
+        assert!(matches!(
+            client.try_acquire("x", ttl).await,
+            Err(Error::AlreadyHeld { .. })
+        ));
+        assert_eq!(client.inner.held.len(), 1);
+        drop(lease);
+        assert_eq!(client.inner.held.len(), 0);
     }
 }

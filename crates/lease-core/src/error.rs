@@ -109,6 +109,19 @@ pub enum Error {
         name: String,
     },
 
+    /// This client already holds the lease it was asked to acquire (`acquire`,
+    /// `try_acquire` and `acquire_timeout` answer at once instead of waiting on a lease
+    /// the caller's own client holds). Nothing was sent. Not retryable: use the lease
+    /// already held, or release it first. Leases are not reentrant; see
+    /// [`crate::LeaseClient`].
+    #[error("lease {name:?} is already held by this client (token {token})")]
+    AlreadyHeld {
+        /// The lease name.
+        name: String,
+        /// The token of the grant this client holds.
+        token: FencingToken,
+    },
+
     /// The client (or its renewal driver) has shut down.
     #[error("lease client is shut down")]
     Shutdown,

@@ -1,13 +1,14 @@
 //! The lease guard a client hands out, and why a lease ends.
 
 use std::fmt;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::held::HeldNames;
 use crate::{
     Error, FencingToken, HolderId, LeaseName, Result, Ttl,
     store::{LeaseRecord, Version},
@@ -83,6 +84,8 @@ pub(crate) struct LeaseShared {
     pub(crate) lost: CancellationToken,
     pub(crate) cause: OnceLock<LossCause>,
     pub(crate) state: Mutex<HeldState>,
+    /// The client's table of held names, which this grant leaves when it ends.
+    pub(crate) held: Weak<HeldNames>,
 }
 
 /// The mutable part: changes on every renewal.
@@ -108,6 +111,7 @@ impl LeaseShared {
     /// Ends the lease for its holder: records the cause (first one wins) and fires the
     /// loss signal. Returns true if this call ended it.
     pub(crate) fn end(&self, cause: LossCause) -> bool {
+        self.leave_held();
         let first = self.cause.set(cause.clone()).is_ok();
         if first {
             if cause != LossCause::Released {
@@ -118,6 +122,14 @@ impl LeaseShared {
         }
         self.lost.cancel();
         first
+    }
+
+    /// Takes this grant off its client's table of held names: the client may acquire
+    /// the name again.
+    pub(crate) fn leave_held(&self) {
+        if let Some(held) = self.held.upgrade() {
+            held.forget(&self.name, self.id);
+        }
     }
 }
 
@@ -228,6 +240,7 @@ impl Lease {
     /// A store error if the release write failed; the lease then expires on its own.
     pub async fn release(mut self) -> Result<()> {
         self.released = true;
+        self.shared.leave_held();
         let (tx, rx) = oneshot::channel();
         self.driver
             .send(Command::Release {
@@ -242,6 +255,7 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         if !self.released {
+            self.shared.leave_held();
             // Never blocks: the driver performs the release.
             let _ = self.driver.send(Command::Release {
                 lease: self.shared.clone(),

@@ -56,6 +56,7 @@ mod driver;
 mod error;
 mod failure;
 pub mod fence;
+mod held;
 mod lease;
 mod memory;
 mod name;

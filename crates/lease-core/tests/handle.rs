@@ -150,8 +150,12 @@ async fn dropping_an_acquire_mid_write_never_leaves_an_unrenewed_lease() {
         poll_async(Duration::from_secs(2), || vacant(&mem, "abandoned")).await,
         "an abandoned grant was left held"
     );
-    // The same for the waiting `acquire` loop, dropped while it waits for a holder.
-    let holder = client.acquire("busy", Duration::from_secs(60)).await.expect("holder");
+    // The same for the waiting `acquire` loop, dropped while it waits for a holder
+    // (another client's: this one's own second acquire would be refused at once).
+    let holder = LeaseClient::new(slow.clone())
+        .acquire("busy", Duration::from_secs(60))
+        .await
+        .expect("holder");
     let waiting = client.acquire("busy", Duration::from_secs(60));
     assert!(tokio::time::timeout(Duration::from_millis(500), waiting).await.is_err());
     holder.release().await.expect("release");
@@ -192,8 +196,12 @@ async fn an_acquire_whose_write_outcome_was_unknown_adopts_its_own_grant() {
 
 #[tokio::test(start_paused = true)]
 async fn acquire_gives_up_at_its_deadline() {
-    let client = LeaseClient::new(MemoryStore::new());
-    let _held = client.acquire("taken", Duration::from_secs(60)).await.expect("holder");
+    let store = MemoryStore::new();
+    let _held = LeaseClient::new(store.clone())
+        .acquire("taken", Duration::from_secs(60))
+        .await
+        .expect("holder");
+    let client = LeaseClient::new(store);
     let started = Instant::now();
     let err = client
         .acquire_timeout("taken", Duration::from_secs(60), Duration::from_secs(3))

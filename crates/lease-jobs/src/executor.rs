@@ -130,10 +130,11 @@ impl JobContext {
 pub enum RunOutcome<T> {
     /// The job ran here.
     Ran(Ran<T>),
-    /// Another instance holds the lock (or kept it for its `lock_at_least_for`); the
-    /// job did not run.
+    /// Another instance holds the lock (or kept it for its `lock_at_least_for`), or
+    /// another run through the same [`LeaseClient`] holds it now; the job did not run.
     Skipped {
-        /// The current holder (a marker holder id while a finished run keeps it).
+        /// The current holder (a marker holder id while a finished run keeps it; `None`
+        /// when it is another run through the same client, or not known).
         holder: Option<HolderId>,
         /// Its token.
         token: FencingToken,
@@ -217,19 +218,29 @@ impl LockingExecutor {
         Fut: Future<Output = T>,
     {
         config.validate()?;
-        let lease = match self.client.try_acquire(&config.name, config.lock_at_most_for).await? {
-            AcquireOutcome::Granted(lease) => lease,
-            AcquireOutcome::Held {
+        let lease = match self.client.try_acquire(&config.name, config.lock_at_most_for).await {
+            Ok(AcquireOutcome::Granted(lease)) => lease,
+            Ok(AcquireOutcome::Held {
                 holder,
                 token,
                 retry_after,
-            } => {
+            }) => {
                 return Ok(RunOutcome::Skipped {
                     holder,
                     token,
                     retry_after,
                 });
             }
+            // Another run of this executor's client holds the lock right now: this
+            // process is the other instance, and the job is skipped the same way.
+            Err(Error::AlreadyHeld { token, .. }) => {
+                return Ok(RunOutcome::Skipped {
+                    holder: None,
+                    token,
+                    retry_after: config.lock_at_most_for,
+                });
+            }
+            Err(e) => return Err(e),
         };
         // Measured after the grant's answer arrived, which is after the store applied
         // it: keeping the lock until `started + lock_at_least_for` on this clock keeps

@@ -65,7 +65,7 @@ pub enum SlotEvent {
     HeldElsewhere {
         /// The slot.
         slot: Slot,
-        /// The holder.
+        /// The holder (`None` when it is another scheduler on the same client).
         holder: Option<HolderId>,
     },
     /// Nobody started the slot within the grace period, and the missed-slot policy
@@ -364,6 +364,20 @@ impl Scheduler {
                 }
                 return Ok(());
             }
+            // Another scheduler on this process's client runs the slot now: held
+            // elsewhere, as far as this one is concerned; look again when it can be over.
+            Err(leasehold_core::Error::AlreadyHeld { .. }) => {
+                if let Some(p) = pending.get_mut(&slot) {
+                    let first = !p.started;
+                    p.started = true;
+                    p.failures = 0;
+                    p.recheck_at = Instant::now() + jitter(spec.lock_at_most_for.max(Duration::from_millis(1)));
+                    if first {
+                        self.emit(SlotEvent::HeldElsewhere { slot, holder: None });
+                    }
+                }
+                return Ok(());
+            }
             Err(e) if e.is_retryable() || e.is_indeterminate() => {
                 self.back_off(spec, slot, pending, &e);
                 return Ok(());
@@ -486,6 +500,10 @@ impl Scheduler {
                     }
                     Ok(AcquireOutcome::Held { holder, .. }) => {
                         self.emit(SlotEvent::HeldElsewhere { slot, holder });
+                    }
+                    // Another scheduler on this process's client runs the job now.
+                    Err(leasehold_core::Error::AlreadyHeld { .. }) => {
+                        self.emit(SlotEvent::HeldElsewhere { slot, holder: None });
                     }
                     Err(e) if e.is_retryable() || e.is_indeterminate() => {
                         tracing::warn!(job = %spec.name, %slot, error = %e, "store error; skipping this fire time");

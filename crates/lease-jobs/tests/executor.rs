@@ -187,3 +187,40 @@ async fn round_trips_per_run() {
 }
 
 use leasehold_core::store::CasStore as _;
+
+/// Two runs of one job at once through one executor (one client): the second is
+/// skipped as if another instance held the lock, not an error and never a wait.
+#[tokio::test(start_paused = true)]
+async fn a_second_run_through_the_same_client_is_skipped_at_once() {
+    let store = MemoryStore::new();
+    let a = exec(store.clone());
+    let lock = LockConfig::new("jobs/same-client", Duration::from_secs(3));
+    let first = tokio::spawn({
+        let (a, lock) = (a.clone(), lock.clone());
+        async move {
+            a.run(&lock, |ctx| async move {
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                ctx.token()
+            })
+            .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let asked = Instant::now();
+    match a
+        .run(&lock, |_| async { panic!("ran twice at once") })
+        .await
+        .expect("second")
+    {
+        RunOutcome::Skipped { holder, token, .. } => {
+            assert_eq!((holder, token), (None, FencingToken::new(1)));
+        }
+        RunOutcome::Ran(_) => unreachable!(),
+    }
+    assert_eq!(Instant::now(), asked, "the second run waited");
+    let ran = first.await.expect("task").expect("first").ran().expect("first ran");
+    assert_eq!(ran.output, FencingToken::new(1));
+    // Once the first run released the lock, the same executor runs the job again.
+    let again = a.run(&lock, |ctx| async move { ctx.token() }).await.expect("again");
+    assert_eq!(again.ran().expect("ran").output, FencingToken::new(2));
+}

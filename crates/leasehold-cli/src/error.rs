@@ -49,13 +49,17 @@ impl CliError {
     }
 
     /// A library error met while doing `what`, by its kind: invalid input is usage,
-    /// a timeout is "held", everything else is the store's failure.
+    /// a timeout (or a lease this process already holds) is "held", everything else is
+    /// the store's failure.
     pub(crate) fn from_lease(what: &str, e: &leasehold::Error) -> Self {
         // The library's messages already carry what their sources said.
         let message = format!("{what}: {e}");
         match e {
             leasehold::Error::InvalidInput { .. } => Self::Usage(message),
             leasehold::Error::Timeout { .. } => Self::Held(message),
+            // One process per lease: `leasehold` never asks twice for a name it holds.
+            // Were it to, the lease is held (by itself) and trying later may succeed.
+            leasehold::Error::AlreadyHeld { .. } => Self::Held(message),
             _ => Self::Store(message),
         }
     }

@@ -63,6 +63,7 @@ pub const CASES: &[&str] = &[
     "loss_signal_fires_before_deadline_when_store_hangs",
     "round_trips_per_operation",
     "acquire_waits_for_release",
+    "own_held_lease_is_refused_at_once",
 ];
 
 /// Runs every case in turn.
@@ -80,6 +81,7 @@ pub async fn run_all(f: &dyn Fixture) {
     loss_signal_fires_before_deadline_when_store_hangs(f).await;
     round_trips_per_operation(f).await;
     acquire_waits_for_release(f).await;
+    own_held_lease_is_refused_at_once(f).await;
 }
 
 // Exported at the crate root by `macro_export` under a hidden name; users name it
@@ -94,7 +96,8 @@ macro_rules! __conformance_tests {
             token_sequence_acquire_release_takeover, holder_is_refused_while_held,
             expired_lease_is_taken_over_with_next_token, non_holder_cannot_renew_or_release,
             corrupt_record_is_an_error_never_a_grant, loss_signal_fires_before_deadline_when_store_hangs,
-            round_trips_per_operation, acquire_waits_for_release);
+            round_trips_per_operation, acquire_waits_for_release,
+            own_held_lease_is_refused_at_once);
     };
     (@cases $fixture:expr; $($case:ident),* $(,)?) => {
         $(
@@ -657,6 +660,76 @@ pub async fn acquire_waits_for_release(f: &dyn Fixture) {
     let handoff = released_at.elapsed();
     assert!(handoff < Duration::from_secs(10), "handoff took {handoff:?}");
     lb.release().await.expect("release");
+}
+
+/// A client asked for a name it holds answers [`Error::AlreadyHeld`] at once, with no
+/// round trip; of two tasks of one client acquiring a free name at once, exactly one is
+/// granted and the other refused; once released, the name is granted again.
+pub async fn own_held_lease_is_refused_at_once(f: &dyn Fixture) {
+    let store = f.store().await;
+    let counting = CountingStore::new(store.clone());
+    let c = client(Arc::new(counting.clone()));
+    let name = unique_name("own_held");
+    let ttl = Duration::from_secs(10);
+    let lease = c
+        .acquire_timeout(&name, ttl, Duration::from_secs(10))
+        .await
+        .expect("acquire");
+    let refused = |what: &str, r: crate::Result<()>| match r {
+        Err(Error::AlreadyHeld { name: n, token }) => {
+            assert_eq!(n, name.as_str(), "{what}: AlreadyHeld names another lease");
+            assert_eq!(token, lease.token(), "{what}: AlreadyHeld carries another token");
+        }
+        other => panic!("{what} of a name this client holds gave {other:?}, not AlreadyHeld"),
+    };
+    counting.reset();
+    let started = Instant::now();
+    refused("try_acquire", c.try_acquire(&name, ttl).await.map(|_| ()));
+    refused("acquire", c.acquire(&name, ttl).await.map(|_| ()));
+    refused(
+        "acquire_timeout",
+        c.acquire_timeout(&name, ttl, Duration::from_secs(10)).await.map(|_| ()),
+    );
+    assert_eq!(counting.counts().round_trips(), 0, "a refusal reached the store");
+    assert!(started.elapsed() < Duration::from_secs(1), "a refusal waited");
+    let before = store.read(&name).await.expect("read").expect("present");
+    assert_eq!(
+        before.record.holder.as_ref(),
+        Some(lease.holder()),
+        "a refusal changed the record"
+    );
+    lease.release().await.expect("release");
+    let again = c
+        .acquire_timeout(&name, ttl, Duration::from_secs(10))
+        .await
+        .expect("after release");
+    assert_eq!(
+        again.token(),
+        FencingToken::new(2),
+        "grant after a release takes the next token"
+    );
+    again.release().await.expect("release again");
+
+    // Two tasks of one client, one free name, at once: one grant, one refusal.
+    let raced = unique_name("own_held_race");
+    let tasks: Vec<_> = (0..2)
+        .map(|_| {
+            let (c, raced) = (c.clone(), raced.clone());
+            tokio::spawn(async move { c.acquire_timeout(&raced, ttl, Duration::from_secs(20)).await })
+        })
+        .collect();
+    let mut grants = Vec::new();
+    for t in tasks {
+        match t.await.unwrap_or_else(|e| panic!("task: {e}")) {
+            Ok(l) => grants.push(l),
+            Err(Error::AlreadyHeld { .. }) => {}
+            Err(e) => panic!("concurrent acquire of one client failed: {e}"),
+        }
+    }
+    assert_eq!(grants.len(), 1, "two tasks of one client were both granted {raced}");
+    for l in grants {
+        l.release().await.expect("release");
+    }
 }
 
 /// Generates one `#[tokio::test]` per conformance case, each building its fixture with
