@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::proxy::Proxy;
-use etcd_client::{Client, ConnectOptions, TxnOp};
+use etcd_client::{Client, TxnOp};
 use leasehold_core::testing::CountingStore;
 use leasehold_core::testing::process::poll;
 use leasehold_core::{
@@ -56,28 +56,23 @@ async fn round_trips_per_operation() {
     let b = name("jobs/b");
     let ttl = Duration::from_millis(1500);
 
-    let s0 = store.stats();
-    let la = client.acquire(a.as_str(), ttl).await.expect("acquire a");
-    let first = store.stats().since(&s0);
+    let (la, first) = common::sent(&store, client.acquire(a.as_str(), ttl)).await;
+    let la = la.expect("acquire a");
     assert_eq!(
         (first.txns, first.ranges, first.lease_grants),
         (1, 0, 1),
         "first acquire (also grants the session): {first:?}"
     );
-
-    let s1 = store.stats();
-    let lb = client.acquire(b.as_str(), ttl).await.expect("acquire b");
-    let second = store.stats().since(&s1);
+    let (lb, second) = common::sent(&store, client.acquire(b.as_str(), ttl)).await;
+    let lb = lb.expect("acquire b");
     assert_eq!(
         (second.txns, second.ranges, second.lease_grants),
         (1, 0, 0),
         "acquire of a free lease: {second:?}"
     );
 
-    let s2 = store.stats();
     counting.reset();
-    wait_for_renewals(&la, 4).await;
-    let renewals = store.stats().since(&s2);
+    let ((), renewals) = common::sent(&store, wait_for_renewals(&la, 4)).await;
     let calls = counting.counts();
     assert!(calls.renews >= 4, "{calls:?}");
     assert_eq!(
@@ -90,18 +85,15 @@ async fn round_trips_per_operation() {
         "keep-alives are shared, not one per lease per renewal: {renewals:?} for {calls:?}"
     );
 
-    let s3 = store.stats();
-    la.release().await.expect("release");
-    let release = store.stats().since(&s3);
-    assert_eq!((release.txns, release.ranges), (1, 0), "release: {release:?}");
-
-    let s4 = store.stats();
-    let la2 = client.acquire(a.as_str(), ttl).await.expect("re-acquire");
-    let again = store.stats().since(&s4);
+    let (released, release) = common::sent(&store, la.release()).await;
+    released.expect("release");
+    let (la2, again) = common::sent(&store, client.acquire(a.as_str(), ttl)).await;
+    let la2 = la2.expect("re-acquire");
+    // One Txn each, no read: the release, and the re-acquire of the released lease.
     assert_eq!(
-        (again.txns, again.ranges),
-        (1, 0),
-        "re-acquire of a released lease: {again:?}"
+        [(release.txns, release.ranges), (again.txns, again.ranges)],
+        [(1, 0), (1, 0)],
+        "release {release:?}, re-acquire {again:?}"
     );
     assert_eq!(la2.token(), FencingToken::new(2));
 
@@ -109,9 +101,8 @@ async fn round_trips_per_operation() {
     la2.release().await.expect("release");
     let cold = EtcdStore::new(store.client().clone(), store.config().clone());
     let cold_client = LeaseClient::new(cold.clone());
-    let c0 = cold.stats();
-    let la3 = cold_client.acquire(a.as_str(), ttl).await.expect("cold acquire");
-    let cold_cost = cold.stats().since(&c0);
+    let (la3, cold_cost) = common::sent(&cold, cold_client.acquire(a.as_str(), ttl)).await;
+    let la3 = la3.expect("cold acquire");
     assert_eq!(la3.token(), FencingToken::new(3));
     assert_eq!(
         (cold_cost.txns, cold_cost.ranges),
@@ -355,14 +346,7 @@ async fn a_fence_from_another_store_instance_guards_the_same_tenure() {
 /// etcd unreachable: every operation is `Unavailable` (nothing sent), nothing granted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_etcd_is_unavailable() {
-    // Nothing listens on this port of the crate's range.
-    let client = Client::connect(
-        ["http://127.0.0.1:52599"],
-        Some(ConnectOptions::new().with_connect_timeout(Duration::from_secs(1))),
-    )
-    .await
-    .expect("a client connects lazily");
-    let store = EtcdStore::new(client, EtcdConfig::new(common::unique_prefix("down")).expect("config"));
+    let store = common::dead_store("down").await;
     let n = name("down");
     let read = store.read(&n).await;
     assert!(matches!(read, Err(Error::Unavailable { .. })), "read: {read:?}");

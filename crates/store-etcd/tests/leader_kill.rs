@@ -34,11 +34,7 @@ fn main() {
     if common::worker::run_if_worker() {
         return;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| panic!("runtime: {e}"));
+    let rt = leasehold_testkit::runtime();
     let started = Instant::now();
     let cluster = rt.block_on(Cluster::start());
     rt.block_on(async {

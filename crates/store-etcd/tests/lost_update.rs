@@ -38,11 +38,7 @@ fn main() {
     if common::worker::run_if_worker() {
         return;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| panic!("runtime: {e}"));
+    let rt = leasehold_testkit::runtime();
     let started = Instant::now();
     let (unfenced, fenced) = rt.block_on(async {
         tokio::time::timeout(Duration::from_secs(90), async {

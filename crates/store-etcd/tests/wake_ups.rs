@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use common::proxy::Proxy;
-use etcd_client::{Client, ConnectOptions};
+use etcd_client::Client;
 use leasehold_core::store::{BATON_PASS, CasStore, Version};
 use leasehold_core::testing::CountingStore;
 use leasehold_core::testing::process::poll;
@@ -210,14 +210,7 @@ async fn a_release_while_the_watch_is_cut_off_wakes_the_acquirer_on_reconnect() 
 /// tight loop for its caller) nor longer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_server_degrades_waits_to_sleeping_until_their_deadline() {
-    // Nothing listens on this port of the crate's range.
-    let client = Client::connect(
-        ["http://127.0.0.1:52599"],
-        Some(ConnectOptions::new().with_connect_timeout(Duration::from_secs(1))),
-    )
-    .await
-    .expect("a client connects lazily");
-    let store = EtcdStore::new(client, EtcdConfig::new(common::unique_prefix("dead")).expect("config"));
+    let store = common::dead_store("dead").await;
     let n = name("dead");
     let max_wait = Duration::from_millis(300);
     for seen in [None, Some(Version::new("7"))] {

@@ -127,11 +127,7 @@ async fn run(idle_ms: u64) -> (Duration, Result<(), Error>) {
 }
 
 fn main() -> ExitCode {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = leasehold_testkit::runtime();
     if let Ok(args) = std::env::var("LH_FROZEN_TX_HOLDER") {
         let mut parts = args.split(' ');
         let (table, resource) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));

@@ -258,11 +258,7 @@ fn main() -> ExitCode {
     leasehold_testkit::one_test_main(
         "clock_step",
         |args| {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("runtime");
+            let rt = leasehold_testkit::runtime();
             let (Some(path), Some(name)) = (args.first(), args.get(1)) else {
                 println!("error: usage --worker PATH NAME");
                 return ExitCode::FAILURE;

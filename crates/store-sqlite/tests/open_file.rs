@@ -15,10 +15,7 @@ const CHILDREN: usize = 8;
 const ROUNDS: usize = 5;
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = leasehold_testkit::runtime();
     if let Ok(path) = std::env::var("LEASEHOLD_OPEN_FILE") {
         // Child: open the file, try the lease once, report by exit code and stdout.
         let code = rt.block_on(async {

@@ -80,11 +80,7 @@ where
     crate::one_test_main(
         "frozen_holder",
         |args| {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("runtime");
+            let rt = crate::runtime();
             let suffix = args.first().cloned().unwrap_or_default();
             match rt.block_on(async { holder(&open(&suffix).await, &suffix).await }) {
                 Ok(()) => ExitCode::SUCCESS,

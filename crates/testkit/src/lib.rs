@@ -154,16 +154,26 @@ where
         println!("{name}: test");
         return ExitCode::SUCCESS;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = runtime();
     println!("running 1 test");
     rt.block_on(test());
     println!("test {name} ... ok");
     println!("\ntest result: ok. 1 passed; 0 failed");
     ExitCode::SUCCESS
+}
+
+/// The runtime of a test binary's own `main` (a worker, a one-test harness): two worker
+/// threads, I/O and time enabled.
+///
+/// # Panics
+/// If the runtime cannot be built.
+#[must_use]
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("runtime: {e}"))
 }
 
 /// `client` asks for `name` once; the lease, which it must be granted (`who` names the

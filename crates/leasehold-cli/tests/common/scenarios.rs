@@ -12,6 +12,37 @@ fn token_of(v: &serde_json::Value) -> u64 {
     v["token"].as_u64().unwrap_or_else(|| panic!("no token in {v}"))
 }
 
+/// The token a command wrote to `file` (`echo "$LEASEHOLD_TOKEN" > file`).
+async fn token_in(store: &Store, file: &str) -> u64 {
+    store
+        .wait_line(file, LIMIT)
+        .await
+        .parse()
+        .expect("the token is a number")
+}
+
+/// `run NAME [extra…] -- sh -c 'echo "$LEASEHOLD_TOKEN" > FILE'` exits 0: the token it
+/// handed the command.
+async fn run_once(store: &Store, name: &str, extra: &[&str], file: &str) -> u64 {
+    let script = format!("echo \"$LEASEHOLD_TOKEN\" > {file}");
+    let mut args = vec!["run", name];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "sh", "-c", &script]);
+    let out = store.output(&args, LIMIT).await;
+    assert_eq!(code(&out), 0, "{out:?}");
+    token_in(store, file).await
+}
+
+/// Starts `run NAME --ttl TTL [extra…] -- sh -c SCRIPT`, where the script writes its
+/// token to `token1` (and its pid to `pid` if `pid`): the running `run` and that token.
+async fn holding(store: &Store, name: &str, ttl: &str, extra: &[&str], script: &str) -> (Child, u64) {
+    let mut args = vec!["run", name, "--ttl", ttl];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "sh", "-c", script]);
+    let child = store.spawn(&args);
+    (child, token_in(store, "token1").await)
+}
+
 fn signal(pid: u32, sig: rustix::process::Signal) {
     let p = i32::try_from(pid)
         .ok()
@@ -31,11 +62,7 @@ pub async fn token(store: &Store) {
         .output(&["run", &name, "--ttl", "10s", "--", "sh", "-c", child], LIMIT)
         .await;
     assert_eq!(code(&out), 7, "the command's code passes through: {out:?}");
-    let token: u64 = store
-        .wait_line("token", LIMIT)
-        .await
-        .parse()
-        .expect("token is a number");
+    let token = token_in(store, "token").await;
     assert_eq!(store.wait_line("name", LIMIT).await, name);
     let holder = store.wait_line("holder", LIMIT).await;
     let shown: serde_json::Value = serde_json::from_str(&store.wait_line("shown", LIMIT).await).expect("json");
@@ -62,14 +89,7 @@ pub async fn token(store: &Store) {
     assert_eq!(token_of(&after), token);
     assert_eq!(after["version"].as_str(), Some(stored.version.as_str()), "{after}");
 
-    let out = store
-        .output(
-            &["run", &name, "--", "sh", "-c", "echo \"$LEASEHOLD_TOKEN\" > token2"],
-            LIMIT,
-        )
-        .await;
-    assert_eq!(code(&out), 0, "{out:?}");
-    let token2: u64 = store.wait_line("token2", LIMIT).await.parse().expect("number");
+    let token2 = run_once(store, &name, &[], "token2").await;
     assert!(token2 > token, "{token2} after {token}");
     assert_eq!(store.read(&name).await.expect("record").record.token.get(), token2);
 }
@@ -78,17 +98,8 @@ pub async fn token(store: &Store) {
 /// or after `--timeout`; one with `--wait` starts right after the first ends.
 pub async fn held_then_wait(store: &Store) {
     let name = store.name("held");
-    let mut first = store.spawn(&[
-        "run",
-        &name,
-        "--ttl",
-        "10s",
-        "--",
-        "sh",
-        "-c",
-        "echo \"$LEASEHOLD_TOKEN\" > token1; while [ ! -e go ]; do sleep 0.02; done",
-    ]);
-    let token1: u64 = store.wait_line("token1", LIMIT).await.parse().expect("number");
+    let script = "echo \"$LEASEHOLD_TOKEN\" > token1; while [ ! -e go ]; do sleep 0.02; done";
+    let (mut first, token1) = holding(store, &name, "10s", &[], script).await;
 
     let out = store.output(&["run", &name, "--", "touch", "ran-once"], LIMIT).await;
     let err = assert_one_line(&out, HELD);
@@ -130,7 +141,7 @@ pub async fn held_then_wait(store: &Store) {
     let released = Instant::now();
     let status = wait_exit(&mut waiter, LIMIT).await;
     assert_eq!(status.code(), Some(0));
-    let token3: u64 = store.wait_line("token3", LIMIT).await.parse().expect("number");
+    let token3 = token_in(store, "token3").await;
     assert!(token3 > token1);
     // Right after the release, not after the first's 10 s TTL.
     assert!(
@@ -144,17 +155,8 @@ pub async fn held_then_wait(store: &Store) {
 /// `run` gets it.
 pub async fn kill9(store: &Store) {
     let name = store.name("kill9");
-    let mut first = store.spawn(&[
-        "run",
-        &name,
-        "--ttl",
-        "1s",
-        "--",
-        "sh",
-        "-c",
-        "echo $$ > pid; echo \"$LEASEHOLD_TOKEN\" > token1; exec sleep 60",
-    ]);
-    let token1: u64 = store.wait_line("token1", LIMIT).await.parse().expect("number");
+    let script = "echo $$ > pid; echo \"$LEASEHOLD_TOKEN\" > token1; exec sleep 60";
+    let (mut first, token1) = holding(store, &name, "1s", &[], script).await;
     let child: u32 = store.wait_line("pid", LIMIT).await.parse().expect("pid");
     store.track(child);
     signal(first.id(), rustix::process::Signal::KILL);
@@ -193,8 +195,7 @@ pub async fn kill9(store: &Store) {
         after >= Duration::from_millis(500),
         "free {after:?} after the kill: before its TTL"
     );
-    let token2: u64 = store.wait_line("token2", LIMIT).await.parse().expect("number");
-    assert!(token2 > token1);
+    assert!(token_in(store, "token2").await > token1);
 }
 
 /// `run` frozen (SIGSTOP) past its TTL while its command keeps running; another `run`
@@ -202,41 +203,14 @@ pub async fn kill9(store: &Store) {
 /// (the command ignores SIGTERM), and exits with the "lost" code.
 pub async fn frozen(store: &Store) {
     let name = store.name("frozen");
-    let mut first = store.spawn(&[
-        "run",
-        &name,
-        "--ttl",
-        "1s",
-        "--grace",
-        "500ms",
-        "--",
-        "sh",
-        "-c",
-        "trap '' TERM; echo $$ > pid; echo \"$LEASEHOLD_TOKEN\" > token1; exec sleep 60",
-    ]);
-    let token1: u64 = store.wait_line("token1", LIMIT).await.parse().expect("number");
+    let script = "trap '' TERM; echo $$ > pid; echo \"$LEASEHOLD_TOKEN\" > token1; exec sleep 60";
+    let (mut first, token1) = holding(store, &name, "1s", &["--grace", "500ms"], script).await;
     let child: u32 = store.wait_line("pid", LIMIT).await.parse().expect("pid");
     store.track(child);
 
     leasehold::testing::process::freeze(first.id()).await.expect("SIGSTOP");
-    let out = store
-        .output(
-            &[
-                "run",
-                &name,
-                "--timeout",
-                "15s",
-                "--",
-                "sh",
-                "-c",
-                "echo \"$LEASEHOLD_TOKEN\" > token2",
-            ],
-            LIMIT,
-        )
-        .await;
-    assert_eq!(code(&out), 0, "the second run takes over: {out:?}");
-    let token2: u64 = store.wait_line("token2", LIMIT).await.parse().expect("number");
-    assert!(token2 > token1);
+    let token2 = run_once(store, &name, &["--timeout", "15s"], "token2").await;
+    assert!(token2 > token1, "the second run takes over");
     assert_eq!(process_state(first.id()), Some('T'), "the first run is still frozen");
     assert!(!gone(child), "the first run's command kept running while it was frozen");
 
@@ -267,17 +241,8 @@ pub async fn frozen(store: &Store) {
 /// notices and exits with the "lost" code; the next grant's token is higher.
 pub async fn forced_release(store: &Store) {
     let name = store.name("release");
-    let mut first = store.spawn(&[
-        "run",
-        &name,
-        "--ttl",
-        "2s",
-        "--",
-        "sh",
-        "-c",
-        "echo \"$LEASEHOLD_TOKEN\" > token1; exec sleep 60",
-    ]);
-    let token1: u64 = store.wait_line("token1", LIMIT).await.parse().expect("number");
+    let script = "echo \"$LEASEHOLD_TOKEN\" > token1; exec sleep 60";
+    let (mut first, token1) = holding(store, &name, "2s", &[], script).await;
     let out = store.output(&["release", "--force", &name], LIMIT).await;
     let err = assert_one_line(&out, 0);
     assert!(err.contains("may still be running"), "{err}");
@@ -295,13 +260,5 @@ pub async fn forced_release(store: &Store) {
         String::from_utf8_lossy(&out.stdout).contains("already vacant"),
         "{out:?}"
     );
-    let out = store
-        .output(
-            &["run", &name, "--", "sh", "-c", "echo \"$LEASEHOLD_TOKEN\" > token2"],
-            LIMIT,
-        )
-        .await;
-    assert_eq!(code(&out), 0, "{out:?}");
-    let token2: u64 = store.wait_line("token2", LIMIT).await.parse().expect("number");
-    assert!(token2 > token1);
+    assert!(run_once(store, &name, &[], "token2").await > token1);
 }

@@ -40,11 +40,7 @@ fn start(upstream: &str) -> String {
     std::thread::Builder::new()
         .name("moto-serializer".into())
         .spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("forwarder runtime");
+            let rt = leasehold_testkit::runtime();
             rt.block_on(async move {
                 let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind forwarder");
                 tx.send(listener.local_addr().expect("addr")).expect("send addr");

@@ -10,7 +10,7 @@ pub mod worker;
 use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions, DeleteOptions};
-use leasehold_etcd::{EtcdConfig, EtcdStore};
+use leasehold_etcd::{EtcdConfig, EtcdStats, EtcdStore};
 
 /// The single-member etcd the tests share.
 pub fn endpoints() -> Vec<String> {
@@ -45,6 +45,25 @@ pub async fn store_under(prefix: &str) -> EtcdStore {
     let client = connect(&endpoints()).await;
     let config = EtcdConfig::new(prefix).unwrap_or_else(|e| panic!("config: {e}"));
     EtcdStore::new(client, config)
+}
+
+/// A store on an etcd port of the crate's range where nothing listens (its client
+/// connects lazily, with a 1 s connect timeout).
+pub async fn dead_store(tag: &str) -> EtcdStore {
+    let client = Client::connect(
+        ["http://127.0.0.1:52599"],
+        Some(ConnectOptions::new().with_connect_timeout(Duration::from_secs(1))),
+    )
+    .await
+    .expect("a client connects lazily");
+    EtcdStore::new(client, EtcdConfig::new(unique_prefix(tag)).expect("config"))
+}
+
+/// Runs `op`: its output, and the etcd requests `store` sent meanwhile.
+pub async fn sent<T>(store: &EtcdStore, op: impl Future<Output = T>) -> (T, EtcdStats) {
+    let before = store.stats();
+    let out = op.await;
+    (out, store.stats().since(&before))
 }
 
 /// Deletes every key under the store's prefix (only this test's keys).

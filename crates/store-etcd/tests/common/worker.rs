@@ -33,11 +33,7 @@ pub fn run_if_worker() -> bool {
     let Ok(mode) = std::env::var(MODE_VAR) else {
         return false;
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| panic!("runtime: {e}"));
+    let rt = leasehold_testkit::runtime();
     rt.block_on(async move {
         match mode.as_str() {
             "hold" => hold().await,
