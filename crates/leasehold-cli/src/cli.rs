@@ -95,6 +95,7 @@ const STORE_HELP: &str = "\
 Store URLs (--store or LEASEHOLD_STORE):
   sqlite:PATH                              a SQLite file on this host (created if missing)
   postgres://USER@HOST:PORT/DB             Postgres (password from the URL, PGPASSWORD or ~/.pgpass)
+  mysql://USER@HOST:PORT/DB                MySQL or MariaDB (mariadb:// too; the lease table in DB)
   etcd://HOST:PORT[,HOST:PORT]             etcd
   redis://HOST:PORT[/DB]                   Redis (efficiency-only leases)
   dynamodb://TABLE?region=R&endpoint=URL   DynamoDB (credentials: the AWS default chain)

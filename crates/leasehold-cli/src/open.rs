@@ -62,6 +62,26 @@ async fn open_inner(url: &StoreUrl, config: ClientConfig) -> Result<LeaseClient,
             let store = PostgresStore::new(pool, PostgresConfig::new()).await.map_err(failed)?;
             LeaseClient::with_config(store, config).map_err(failed)
         }
+        StoreUrl::MySql { url: raw } => {
+            use leasehold::mysql::sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
+            use leasehold::mysql::{MySqlConfig, MySqlStore};
+            // sqlx names the scheme mysql://; mariadb:// is the same protocol.
+            let spelled = match raw.split_once("://") {
+                Some((scheme, rest)) if scheme.eq_ignore_ascii_case("mariadb") => format!("mysql://{rest}"),
+                _ => raw.clone(),
+            };
+            let options: MySqlConnectOptions = spelled
+                .parse()
+                .map_err(|e| CliError::Usage(format!("bad store URL '{url}': {}", describe(&e))))?;
+            let pool = MySqlPoolOptions::new()
+                .max_connections(4)
+                .acquire_timeout(CONNECT_TIMEOUT)
+                .connect_with(options)
+                .await
+                .map_err(|e| CliError::Store(format!("mysql store {url}: cannot connect: {}", describe(&e))))?;
+            let store = MySqlStore::new(pool, MySqlConfig::new()).await.map_err(failed)?;
+            LeaseClient::with_config(store, config).map_err(failed)
+        }
         StoreUrl::Etcd { endpoints } => {
             use leasehold::etcd::etcd_client::{Client, ConnectOptions};
             use leasehold::etcd::{EtcdConfig, EtcdStore};

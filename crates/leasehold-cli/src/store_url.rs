@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `sqlite:PATH` | a SQLite file on this host (created with its table if missing) |
 //! | `postgres://USER@HOST:PORT/DB?…` (or `postgresql://`) | Postgres, libpq-style URL |
+//! | `mysql://USER@HOST:PORT/DB?…` (or `mariadb://`) | MySQL or MariaDB (the table in DB) |
 //! | `etcd://HOST:PORT[,HOST:PORT…]` | etcd |
 //! | `redis://…` (or `rediss://`) | Redis (efficiency-only leases) |
 //! | `dynamodb://TABLE?region=…&endpoint=…` | DynamoDB |
@@ -27,6 +28,11 @@ pub(crate) enum StoreUrl {
     },
     /// `postgres://…`: handed to the Postgres driver as written.
     Postgres {
+        /// The URL as given.
+        url: String,
+    },
+    /// `mysql://…` (or `mariadb://…`): handed to the MySQL driver as written.
+    MySql {
         /// The URL as given.
         url: String,
     },
@@ -66,7 +72,7 @@ pub(crate) enum StoreUrl {
 pub(crate) const DEFAULT_S3_PREFIX: &str = "leasehold";
 
 /// The forms accepted, for error messages.
-const FORMS: &str = "expected sqlite:PATH, postgres://…, etcd://HOST:PORT[,HOST:PORT], redis://…, \
+const FORMS: &str = "expected sqlite:PATH, postgres://…, mysql://…, etcd://HOST:PORT[,HOST:PORT], redis://…, \
                      dynamodb://TABLE?region=…&endpoint=…, or s3://BUCKET/PREFIX?region=…&endpoint=…";
 
 /// Why a store URL was refused: one line, without the URL's password.
@@ -124,6 +130,15 @@ impl StoreUrl {
                     return Err(UrlError::new(raw, "no host (postgres://USER@HOST:PORT/DB)"));
                 }
                 Ok(Self::Postgres {
+                    url: raw_trimmed.to_owned(),
+                })
+            }
+            "mysql" | "mariadb" => {
+                let after = authority_part(raw, rest)?;
+                if after.is_empty() || after.starts_with('?') || empty_host_after_user(raw) {
+                    return Err(UrlError::new(raw, "no host (mysql://USER@HOST:PORT/DB)"));
+                }
+                Ok(Self::MySql {
                     url: raw_trimmed.to_owned(),
                 })
             }
@@ -189,7 +204,6 @@ impl StoreUrl {
                     endpoint,
                 })
             }
-            "mysql" => Err(UrlError::new(raw, "MySQL is not a leasehold store (yet)")),
             other => Err(UrlError::new(raw, format!("unknown scheme '{other}'; {FORMS}"))),
         }
     }
@@ -199,6 +213,7 @@ impl StoreUrl {
         match self {
             Self::Sqlite { .. } => "sqlite",
             Self::Postgres { .. } => "postgres",
+            Self::MySql { .. } => "mysql",
             Self::Etcd { .. } => "etcd",
             Self::Redis { .. } => "redis",
             Self::DynamoDb { .. } => "dynamodb",
@@ -209,7 +224,7 @@ impl StoreUrl {
     /// The passwords in the URL (raw and percent-decoded), which no message may show.
     pub(crate) fn secrets(&self) -> Vec<String> {
         match self {
-            Self::Postgres { url } | Self::Redis { url } => secrets_of(url),
+            Self::Postgres { url } | Self::MySql { url } | Self::Redis { url } => secrets_of(url),
             _ => Vec::new(),
         }
     }
@@ -219,7 +234,7 @@ impl fmt::Display for StoreUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Sqlite { path } => write!(f, "sqlite:{}", path.display()),
-            Self::Postgres { url } | Self::Redis { url } => f.write_str(&redact(url)),
+            Self::Postgres { url } | Self::MySql { url } | Self::Redis { url } => f.write_str(&redact(url)),
             Self::Etcd { endpoints } => {
                 let hosts: Vec<&str> = endpoints.iter().map(|e| e.trim_start_matches("http://")).collect();
                 write!(f, "etcd://{}", hosts.join(","))
@@ -499,7 +514,8 @@ mod tests {
             "dynamodb://t?endpoint=localhost:8000",
             "s3://",
             "s3://b?region=",
-            "mysql://h/db",
+            "mysql://",
+            "mysql:h/db",
         ] {
             let e = StoreUrl::parse(bad).expect_err(bad).to_string();
             assert!(!e.contains('\n'), "{e}");
@@ -529,6 +545,21 @@ mod tests {
         assert!(!bad.contains("hunter2"), "{bad}");
         assert_eq!(redact("redis://:pw@h:1/0"), "redis://:***@h:1/0");
         assert_eq!(redact("redis://h:1/0"), "redis://h:1/0");
+    }
+
+    #[test]
+    fn mysql_urls_parse_and_never_show_their_password() {
+        let raw = "mysql://app:s3cr%40t@db.example:3306/leases?ssl-mode=required";
+        let url = ok(raw);
+        assert_eq!(url.kind(), "mysql");
+        assert_eq!(url, StoreUrl::MySql { url: raw.to_owned() });
+        assert!(!url.to_string().contains("s3cr"), "{url}");
+        assert!(url.secrets().iter().any(|s| s.contains("s3cr")), "{:?}", url.secrets());
+        assert_eq!(ok("mariadb://root@127.0.0.1:55306/leasehold").kind(), "mysql");
+        for bad in ["mysql://", "mysql:h/db", "mysql://?x=1", "mariadb://app:pw@"] {
+            let err = StoreUrl::parse(bad).expect_err(bad).to_string();
+            assert!(!err.contains('\n') && !err.contains("pw@"), "{bad}: {err}");
+        }
     }
 
     #[test]

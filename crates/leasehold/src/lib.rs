@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | `postgres` | [`postgres`] | a lease table on the Postgres primary |
 //! | `sqlite` | [`sqlite`] | a SQLite file, the embedded default for one host |
+//! | `mysql` | [`mysql`] | a lease table in InnoDB on the MySQL / MariaDB primary |
 //! | `etcd` | [`etcd`] | etcd session leases |
 //! | `dynamodb` | [`dynamodb`] | DynamoDB conditional writes |
 //! | `s3` | [`s3`] | S3 conditional writes |
@@ -32,6 +33,12 @@ pub use leasehold_postgres as postgres;
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use leasehold_sqlite as sqlite;
+
+/// MySQL and MariaDB: leases in an InnoDB table on the primary, judged on the server's
+/// clock (the `leasehold-mysql` crate).
+#[cfg(feature = "mysql")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
+pub use leasehold_mysql as mysql;
 
 /// etcd: session leases, revision-guarded transactions, watches
 /// (the `leasehold-etcd` crate).
