@@ -181,11 +181,12 @@ pub fn schema_sql(dialect: Dialect, table: &LeaseTable) -> Result<String> {
         "-- One row per lease name; rows are never deleted (a release clears holder,"
     )
     .ok();
-    writeln!(
-        out,
+    let never_repeat = if dialect == Dialect::MySql {
+        "-- an administrative delete sets deleted), so tokens never repeat; a version is a random write id."
+    } else {
         "-- an administrative delete sets deleted), so tokens and versions never repeat."
-    )
-    .ok();
+    };
+    writeln!(out, "{never_repeat}").ok();
     writeln!(out, "-- {clock}").ok();
     writeln!(out, "-- {access}").ok();
     out.push_str(&create_table(dialect, table)?);

@@ -24,6 +24,16 @@
 //!   each column to `CASE WHEN <precondition> THEN <new> ELSE <old> END`, so `RETURNING`
 //!   yields the row either way; `applied` is whether the row now carries this write's
 //!   random `write_id`. SQLite runs one writer at a time, so the answer is exact.
+//! - MySQL (and MariaDB) have no `UPDATE … RETURNING`: a write answers with its reply's
+//!   counters ([`Reply`]) instead of rows. A claim or create is an `INSERT … ON DUPLICATE
+//!   KEY UPDATE` whose first assignment decides once (the row's `version` becomes this
+//!   write's random id, [`Arg::WriteId`], only if the precondition holds of the row as it
+//!   was) and whose token assignment sets `LAST_INSERT_ID(expr)`: the insert id is the
+//!   token written, 0 when nothing was. Version writes, renewals and deletes are `UPDATE`s
+//!   guarded in the `WHERE` clause: one affected row means written. The written row is
+//!   the bound values; a refused write says only that it wrote nothing, so the store
+//!   reads (a version write, a delete) or the client does (a claim). The version is the
+//!   writer's random 63-bit id rather than a counter, so that the reply need not carry it.
 //!
 //! Postgres uses `now()`: the start of the statement's transaction, which in autocommit is
 //! when the server began this statement, after the client sent it (rule 3 of docs/DESIGN.md counts
@@ -36,6 +46,8 @@
 //! the wall clock (NTP, a resumed VM, a process's fake clock) moves it. A record whose
 //! `boot_id` is another boot's is expired (claimable, no time left, its token sequence
 //! continuing); a "now" read before the statement only judges expiry later.
+//! MySQL judges on `UTC_TIMESTAMP(6)`, the server's clock at the statement's start, as
+//! Unix ms (one value per statement, whatever the session's `time_zone`).
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -121,12 +133,12 @@ pub struct Statements {
     /// True when a refused [`Self::write_version`] or [`Self::renew`] returns no row
     /// (its guard is a `WHERE` clause, as on SQLite): the store then reads the current
     /// record with [`Self::read`]. False when every write statement answers a refusal
-    /// with the current row itself (Postgres). On MySQL a refused delete reads too.
+    /// with the current row itself (Postgres).
     pub read_after_refused_version_write: bool,
     /// Whether a refused claim or create answers with the current row in the same
     /// statement ([`leasehold_core::store::Capabilities::conflict_returns_current`]):
     /// false on MySQL, whose refused claim says only that it wrote nothing (the client
-    /// then reads).
+    /// then reads), and whose refused delete the store answers with a read.
     pub conflict_returns_current: bool,
 }
 

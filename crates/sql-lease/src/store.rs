@@ -287,7 +287,7 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
         let mut rows = self
             .run(name, &self.inner.statements.delete, &args, Phase::Write, "delete lease")
             .await?;
-        if rows.is_empty() && self.inner.statements.read_after_refused_version_write {
+        if rows.is_empty() && !self.inner.statements.conflict_returns_current {
             // (MySQL) the delete was refused and says only that: what is there answers it.
             let read = LeaseArgs::read(name, &self.inner.limits)?.with_clock(self.inner.clock);
             rows = self

@@ -1,6 +1,6 @@
 -- leasehold lease table (MySQL / MariaDB). Idempotent: safe to run more than once.
 -- One row per lease name; rows are never deleted (a release clears holder,
--- an administrative delete sets deleted), so tokens and versions never repeat.
+-- an administrative delete sets deleted), so tokens never repeat; a version is a random write id.
 -- acquired_at_ms / expires_at_ms are Unix ms on the server's clock (UTC_TIMESTAMP(6)); InnoDB is required.
 -- The user needs SELECT, INSERT and UPDATE on the table.
 CREATE TABLE IF NOT EXISTS `leasehold_leases` (

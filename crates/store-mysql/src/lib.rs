@@ -52,8 +52,9 @@
 //! | refused renewal or release | 2: the write, then a read of the current row |
 //! | read | 1 `SELECT`, time left computed by the server |
 //!
-//! A takeover of an expired lease is the claim (1) or, when this client's view is stale,
-//! a refused claim and a read before it (3 at most, 2 in the conformance count). The
+//! A takeover attempt on an expired lease is one claim; an attempt while the lease is
+//! still held is the refused claim and the client's read: at most 2 statements per
+//! attempt (`tests/statements.rs` counts them in the server's general log). The
 //! first use of each statement on a connection adds a prepare exchange (sqlx caches
 //! prepared statements per connection). The row a write leaves is known from what it
 //! bound: the new **version is a random 63-bit id chosen by the writer** (bound into the
