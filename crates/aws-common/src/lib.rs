@@ -26,6 +26,10 @@
 //! not applied; after it, only a refused connection, a DNS failure or a connect timeout
 //! in the error's source chain proves the request was not sent.
 
+mod timeouts;
+
+pub use timeouts::{DEFAULT_REQUEST_TIMEOUT, bounded, request_timeout};
+
 use std::collections::HashMap;
 use std::error::Error as StdError;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

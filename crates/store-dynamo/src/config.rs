@@ -2,6 +2,7 @@
 //! lease item.
 
 use std::fmt;
+use std::time::Duration;
 
 use leasehold_core::{Error, Result};
 
@@ -102,6 +103,10 @@ impl fmt::Display for TableName {
     }
 }
 
+/// The default bound on one DynamoDB request (send and answer): the bound every AWS
+/// store of leasehold puts on its requests.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = leasehold_aws::DEFAULT_REQUEST_TIMEOUT;
+
 /// How a [`crate::DynamoStore`] uses its table.
 ///
 /// ```
@@ -117,6 +122,7 @@ pub struct DynamoConfig {
     table: TableName,
     key_attribute: String,
     conflict_returns_current: bool,
+    request_timeout: Duration,
 }
 
 impl DynamoConfig {
@@ -129,7 +135,26 @@ impl DynamoConfig {
             table: TableName::new(table)?,
             key_attribute: DEFAULT_KEY_ATTRIBUTE.to_owned(),
             conflict_returns_current: true,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
         })
+    }
+
+    /// Bounds every request the store sends (default [`DEFAULT_REQUEST_TIMEOUT`]). It
+    /// replaces the client's operation and attempt timeouts for the store's requests; the
+    /// client's connect timeout stays. A write that times out is
+    /// [`Error::Indeterminate`] ("may have applied"), a read [`Error::Unavailable`]:
+    /// keep it well below the lease TTL.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a zero timeout.
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Result<Self> {
+        self.request_timeout = leasehold_aws::request_timeout(timeout)?;
+        Ok(self)
+    }
+
+    /// The bound on one request.
+    pub fn request_timeout(&self) -> Duration {
+        self.request_timeout
     }
 
     /// Uses `name` as the partition key attribute (a string key) instead of the default.

@@ -71,12 +71,15 @@
 //!   `dynamodb:DescribeTable` (only for [`DynamoStore::provision`] /
 //!   [`DynamoStore::verify`]). On the protected tables: `dynamodb:PutItem` and /
 //!   or `dynamodb:UpdateItem` for the fenced writes.
-//! - **Client**: any `aws_sdk_dynamodb::Client`. Set explicit timeouts (connect,
-//!   operation attempt) well below the TTL: a renewal that hangs for longer than the TTL
-//!   is a lost lease whatever happens. Make the `connect_timeout` shorter than the
-//!   `operation_attempt_timeout`, so an unreachable endpoint is reported as `Unavailable`
+//! - **Client**: any `aws_sdk_dynamodb::Client`. The store bounds each of its own
+//!   requests by [`DynamoConfig::with_request_timeout`] (default
+//!   [`DEFAULT_REQUEST_TIMEOUT`], 3 s), in place of the client's operation and attempt
+//!   timeouts: keep it well below the TTL, since a renewal that hangs for longer than
+//!   the TTL is a lost lease whatever happens. Set the client's `connect_timeout`
+//!   shorter than that bound, so an unreachable endpoint is reported as `Unavailable`
 //!   (never sent) rather than as a timeout. The store sends each request once (the SDK's
-//!   retries are off per request); the lease client does the retrying.
+//!   retries are off per request); the lease client does the retrying. Fenced writes
+//!   ([`ItemFence`]) are the caller's own requests, bounded by the caller's client.
 //! - **The item**: a lease item (partition key [`DEFAULT_KEY_ATTRIBUTE`], configurable)
 //!   holds [`ATTR_HOLDER`] (absent while vacant), [`ATTR_FENCE`] (the token),
 //!   [`ATTR_TTL_MS`], [`ATTR_WALL_EXPIRES_AT_MS`], [`ATTR_VERSION`] and [`ATTR_FORMAT`].
@@ -151,7 +154,7 @@ mod store;
 
 pub use config::{
     ATTR_FENCE, ATTR_FORMAT, ATTR_HOLDER, ATTR_TTL_MS, ATTR_VERSION, ATTR_WALL_EXPIRES_AT_MS, DEFAULT_KEY_ATTRIBUTE,
-    DynamoConfig, ITEM_FORMAT, LEASE_ATTRIBUTES, TableName,
+    DEFAULT_REQUEST_TIMEOUT, DynamoConfig, ITEM_FORMAT, LEASE_ATTRIBUTES, TableName,
 };
 pub use fence::{ItemFence, NAME_PLACEHOLDER, TOKEN_PLACEHOLDER};
 pub use store::{DynamoStore, TABLE_ACTIVE_TIMEOUT};

@@ -41,6 +41,9 @@ const RESOURCE_IN_USE: &str = "ResourceInUseException";
 pub struct DynamoStore {
     client: Client,
     config: Arc<DynamoConfig>,
+    /// One attempt, bounded by the config's request timeout: for each of the store's
+    /// own requests.
+    overrides: aws_sdk_dynamodb::config::Builder,
 }
 
 impl DynamoStore {
@@ -48,10 +51,23 @@ impl DynamoStore {
     /// credentials, endpoint, timeouts). Nothing is sent:
     /// [`DynamoStore::provision`] creates the table, [`DynamoStore::verify`] checks it.
     pub fn new(client: Client, config: DynamoConfig) -> Self {
+        let timeouts = leasehold_aws::bounded(client.config().timeout_config(), config.request_timeout());
+        let overrides = single_attempt().timeout_config(timeouts);
         Self {
             client,
             config: Arc::new(config),
+            overrides,
         }
+    }
+
+    /// One attempt of one of the store's requests, bounded by the request timeout, with
+    /// `flag` noting whether it was sent.
+    fn bounded<T, E, B>(
+        &self,
+        op: CustomizableOperation<T, E, B>,
+        flag: &SentRequests,
+    ) -> CustomizableOperation<T, E, B> {
+        op.config_override(self.overrides.clone()).interceptor(flag.clone())
     }
 
     /// The configuration.
@@ -225,7 +241,7 @@ impl DynamoStore {
             .return_values(ReturnValue::AllNew)
             .set_return_values_on_condition_check_failure(self.on_conflict())
             .customize();
-        let sent = once(op, &flag).send().await;
+        let sent = self.bounded(op, &flag).send().await;
         match sent {
             Ok(out) => {
                 let stored = match out.attributes() {
@@ -304,7 +320,8 @@ impl CasStore for DynamoStore {
             .key(self.config.key(), self.key(name))
             .consistent_read(true)
             .customize();
-        let out = once(op, &flag)
+        let out = self
+            .bounded(op, &flag)
             .send()
             .await
             .map_err(|e| map_sdk_error("GetItem", self.table(), Effect::Read, flag.was_sent(), e))?;
@@ -342,7 +359,7 @@ impl CasStore for DynamoStore {
             .expression_attribute_values(":expect", AttributeValue::S(version.as_str().to_owned()))
             .set_return_values_on_condition_check_failure(self.on_conflict())
             .customize();
-        let sent = once(op, &flag).send().await;
+        let sent = self.bounded(op, &flag).send().await;
         match sent {
             Ok(_) => Ok(DeleteOutcome::Deleted),
             Err(e) if is_conditional_check_failed(&e) => {

@@ -14,10 +14,9 @@ pub const MAX_KEY_LEN: usize = 1024;
 /// ([`leasehold_core::MAX_NAME_LEN`] bytes) must still fit under it, after the `/`.
 pub const MAX_PREFIX_LEN: usize = MAX_KEY_LEN - 1 - MAX_NAME_LEN;
 
-/// The default bound on one S3 request (connect, send, answer): small PUTs and GETs
-/// take tens of milliseconds on S3, and a renewal that hangs longer than about a quarter
-/// of the TTL risks the lease.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+/// The default bound on one S3 request (send and answer): the bound every AWS store
+/// of leasehold puts on its requests.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = leasehold_aws::DEFAULT_REQUEST_TIMEOUT;
 
 /// The default number of times a conditional write is re-sent after S3 answered
 /// `409 ConditionalRequestConflict` (another conditional write on the key in flight).
@@ -81,10 +80,7 @@ impl S3Config {
     /// # Errors
     /// [`Error::InvalidInput`] for a zero timeout.
     pub fn with_request_timeout(mut self, timeout: Duration) -> Result<Self> {
-        if timeout.is_zero() {
-            return Err(Error::invalid("request timeout", "must be above zero"));
-        }
-        self.request_timeout = timeout;
+        self.request_timeout = leasehold_aws::request_timeout(timeout)?;
         Ok(self)
     }
 
@@ -127,10 +123,7 @@ impl S3Config {
 
     /// The timeouts the store applies on top of the client's own.
     pub(crate) fn timeouts(&self, base: Option<&TimeoutConfig>) -> TimeoutConfig {
-        let mut t = base.map_or_else(TimeoutConfig::builder, TimeoutConfig::to_builder);
-        t.set_operation_timeout(Some(self.request_timeout));
-        t.set_operation_attempt_timeout(Some(self.request_timeout));
-        t.build()
+        leasehold_aws::bounded(base, self.request_timeout)
     }
 }
 
@@ -274,14 +267,12 @@ mod tests {
     fn zero_timeout_is_refused() {
         let config = S3Config::new("bucket-1", "p").expect("config");
         assert!(config.clone().with_request_timeout(Duration::ZERO).is_err());
-        let t = config
+        let config = config
             .with_request_timeout(Duration::from_millis(300))
-            .expect("timeout")
-            .timeouts(Some(
-                &TimeoutConfig::builder().connect_timeout(Duration::from_secs(1)).build(),
-            ));
-        assert_eq!(t.connect_timeout(), Some(Duration::from_secs(1)));
-        assert_eq!(t.operation_timeout(), Some(Duration::from_millis(300)));
-        assert_eq!(t.operation_attempt_timeout(), Some(Duration::from_millis(300)));
+            .expect("timeout");
+        assert_eq!(
+            config.timeouts(None).operation_timeout(),
+            Some(Duration::from_millis(300))
+        );
     }
 }
