@@ -66,7 +66,7 @@ use aws_sdk_dynamodb::operation::put_item::{PutItemError, PutItemOutput};
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
-use leasehold_core::fence::{FenceMode, FencedOutcome, rejected};
+use leasehold_core::fence::{FenceMode, FencedOutcome, rejected, rejected_by};
 use leasehold_core::{Error, FencingToken, Result};
 
 use crate::error::{Effect, SentRequests, is_conditional_check_failed, map_sdk_error};
@@ -287,7 +287,7 @@ impl ItemFence {
                     PutItemError::ConditionalCheckFailedException(c) => c.item,
                     _ => None,
                 };
-                self.judge(had_condition, old)
+                self.judge(&table, had_condition, old)
             }
             Err(e) => Err(map_sdk_error(
                 "fenced PutItem",
@@ -319,7 +319,7 @@ impl ItemFence {
                     UpdateItemError::ConditionalCheckFailedException(c) => c.item,
                     _ => None,
                 };
-                self.judge(had_condition, old)
+                self.judge(&table, had_condition, old)
             }
             Err(e) => Err(map_sdk_error(
                 "fenced UpdateItem",
@@ -335,32 +335,34 @@ impl ItemFence {
     /// was when the condition was evaluated.
     fn judge<O>(
         &self,
+        table: &str,
         had_condition: bool,
         old: Option<HashMap<String, AttributeValue>>,
     ) -> Result<FencedOutcome<O, Option<HashMap<String, AttributeValue>>>> {
-        if !had_condition {
-            // The guard was the only condition.
-            return Err(rejected(self.token));
-        }
+        // The item as the condition saw it (`ReturnValuesOnConditionCheckFailure =
+        // ALL_OLD`): a missing item or mark is mark 0, which every token passes.
+        let invalid = |value: String| Error::FenceMarkInvalid {
+            resource: format!("table {table}"),
+            reason: format!(
+                "its fence attribute {:?} holds {value}, not a whole number",
+                self.attribute
+            ),
+        };
         let mark = match old.as_ref().and_then(|item| item.get(&self.attribute)) {
             None => FencingToken::ZERO,
-            Some(AttributeValue::N(n)) => {
-                FencingToken::new(n.parse::<u64>().map_err(|_| not_a_mark(&self.attribute, n))?)
-            }
-            Some(other) => return Err(not_a_mark(&self.attribute, &format!("{other:?}"))),
+            Some(AttributeValue::N(n)) => FencingToken::new(n.parse::<u64>().map_err(|_| invalid(n.clone()))?),
+            Some(other) => return Err(invalid(format!("{other:?}"))),
         };
-        if self.mode.admits(mark, self.token) {
+        if !self.mode.admits(mark, self.token) {
+            return Err(rejected_by(self.token, mark));
+        }
+        if had_condition {
             Ok(FencedOutcome::ConditionFailed(old))
         } else {
+            // The guard was the only condition, and the item returned passes it: an
+            // emulator that returned no item.
             Err(rejected(self.token))
         }
-    }
-}
-
-fn not_a_mark(attribute: &str, value: &str) -> Error {
-    Error::Misconfigured {
-        message: format!("fence attribute {attribute:?} holds {value}, not a whole number"),
-        source: None,
     }
 }
 
@@ -484,28 +486,41 @@ mod tests {
         let item = |v: AttributeValue| Some(HashMap::from([("mark".to_owned(), v)]));
         let n = |x: &str| AttributeValue::N(x.into());
         // No user condition: always the fence.
-        assert!(matches!(f.judge::<()>(false, None), Err(Error::FenceRejected { .. })));
+        assert!(matches!(
+            f.judge::<()>("t", false, None),
+            Err(Error::FenceRejected { .. })
+        ));
         // With a user condition, the old item decides.
         assert!(matches!(
-            f.judge::<()>(true, None),
+            f.judge::<()>("t", true, None),
             Ok(FencedOutcome::ConditionFailed(None))
         ));
         assert!(matches!(
-            f.judge::<()>(true, item(n("5"))),
+            f.judge::<()>("t", true, item(n("5"))),
             Ok(FencedOutcome::ConditionFailed(Some(_)))
         ));
         assert!(matches!(
-            f.judge::<()>(true, item(n("6"))),
-            Err(Error::FenceRejected { .. })
+            f.judge::<()>("t", true, item(n("6"))),
+            Err(Error::FenceRejected { mark: Some(m), .. }) if m.get() == 6
+        ));
+        // No user condition, a stale mark: the refusal says which.
+        assert!(matches!(
+            f.judge::<()>("t", false, item(n("9"))),
+            Err(Error::FenceRejected { mark: Some(m), .. }) if m.get() == 9
         ));
         let strict = f.clone().strict();
         assert!(matches!(
-            strict.judge::<()>(true, item(n("5"))),
+            strict.judge::<()>("t", true, item(n("5"))),
             Err(Error::FenceRejected { .. })
         ));
-        assert!(matches!(
-            f.judge::<()>(true, item(AttributeValue::S("5".into()))),
-            Err(Error::Misconfigured { .. })
-        ));
+        for bad in [AttributeValue::S("5".into()), n("7.5"), n("-1")] {
+            assert!(
+                matches!(
+                    f.judge::<()>("t", false, item(bad.clone())),
+                    Err(Error::FenceMarkInvalid { .. })
+                ),
+                "{bad:?}"
+            );
+        }
     }
 }

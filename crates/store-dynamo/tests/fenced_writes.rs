@@ -55,8 +55,14 @@ async fn update_guard_composes_with_the_callers_expression() {
     assert_eq!(acct["balance"], common::n(15));
     assert_eq!(acct["mark"], common::n(2));
 
-    // Stale token: the fence refuses, balance unchanged.
-    assert!(matches!(deposit(1, 100).await, Err(Error::FenceRejected { .. })));
+    // Stale token: the fence refuses with the item's mark (read in the same request),
+    // balance unchanged.
+    match deposit(1, 100).await {
+        Err(Error::FenceRejected { token, mark }) => {
+            assert_eq!((token.get(), mark.map(FencingToken::get)), (1, Some(2)));
+        }
+        other => panic!("a stale token: {other:?}"),
+    }
 
     // The caller's own condition fails with a good token: not a fence rejection.
     client
@@ -146,4 +152,38 @@ async fn clashes_with_the_guard_are_refused_before_sending() {
         assert!(matches!(r, Err(Error::InvalidInput { .. })), "case {i}: {r:?}");
     }
     assert_eq!(counter.total(), 0, "refused before sending");
+}
+
+/// A mark that is not a token (an operator wrote a fraction) refuses with
+/// `FenceMarkInvalid`, naming the table, not "you lost the lease".
+#[tokio::test]
+async fn a_mark_that_is_not_a_token_says_so() {
+    let client = common::client(None);
+    let table = common::unique_table("fenced-bad-mark");
+    common::create_resource_table(&client, &table).await;
+    client
+        .put_item()
+        .table_name(&table)
+        .item("id", common::s("acct"))
+        .item("mark", AttributeValue::N("7.5".into()))
+        .send()
+        .await
+        .expect("an operator's mark");
+    let req = client
+        .update_item()
+        .table_name(&table)
+        .key("id", common::s("acct"))
+        .update_expression("SET note = :v")
+        .expression_attribute_values(":v", common::s("x"));
+    match fence(3).update(req).await {
+        Err(Error::FenceMarkInvalid { resource, reason }) => {
+            assert!(resource.contains(&table), "{resource}");
+            assert!(reason.contains("7.5"), "{reason}");
+        }
+        other => panic!("a fractional mark: {other:?}"),
+    }
+    assert!(
+        !item(&client, &table, "acct").await.contains_key("note"),
+        "the write applied"
+    );
 }

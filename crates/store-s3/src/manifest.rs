@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use rand::Rng;
 
-use leasehold_core::fence::{FenceMode, FencedOutcome, rejected};
+use leasehold_core::fence::{FenceMode, FencedOutcome, rejected_by};
 use leasehold_core::{Error, FencingToken, Result, store::Version};
 
 use crate::bucket::{Bucket, Cond, Found, Written};
@@ -221,8 +221,8 @@ impl ManifestFence {
         if token == FencingToken::ZERO {
             return Err(Error::invalid("fencing token", "0 is never issued"));
         }
-        if !self.admits(base, token) {
-            return Err(rejected(token));
+        if let Some(refused) = self.refusal(base, token) {
+            return Err(refused);
         }
         let data = data.into();
         let cond = match base {
@@ -241,19 +241,20 @@ impl ManifestFence {
             })),
             Written::PreconditionFailed | Written::NoSuchKey => {
                 let current = self.read().await?;
-                if !self.admits(current.as_ref(), token) {
-                    return Err(rejected(token));
+                if let Some(refused) = self.refusal(current.as_ref(), token) {
+                    return Err(refused);
                 }
                 Ok(FencedOutcome::ConditionFailed(current))
             }
         }
     }
 
-    /// Whether a write carrying `token` passes the fence against `manifest` (`None`:
+    /// The refusal of a write carrying `token` against `manifest` ([`Error::FenceRejected`]
+    /// with the manifest's token as the mark), or `None` if it passes the fence (`None`:
     /// never written, mark [`FencingToken::ZERO`]).
-    fn admits(&self, manifest: Option<&Manifest>, token: FencingToken) -> bool {
-        self.mode
-            .admits(manifest.map_or(FencingToken::ZERO, |m| m.token), token)
+    fn refusal(&self, manifest: Option<&Manifest>, token: FencingToken) -> Option<Error> {
+        let mark = manifest.map_or(FencingToken::ZERO, |m| m.token);
+        (!self.mode.admits(mark, token)).then(|| rejected_by(token, mark))
     }
 
     /// Reads the manifest, computes the new data from it with `f` and commits it with

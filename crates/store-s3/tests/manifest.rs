@@ -48,8 +48,15 @@ fn conflict(c: FencedOutcome<Manifest, Option<Manifest>>) -> Manifest {
 
 fn refused<T: std::fmt::Debug>(r: Result<T>, token: u64, what: &str) {
     match r {
-        Err(Error::FenceRejected { token: got, .. }) => assert_eq!(got, t(token), "{what}"),
-        other => panic!("{what}: expected FenceRejected for token {token}, got {other:?}"),
+        // The refusal names the manifest's token that refused it: at least this one.
+        Err(Error::FenceRejected {
+            token: got,
+            mark: Some(mark),
+        }) => {
+            assert_eq!(got, t(token), "{what}");
+            assert!(mark >= got, "{what}: refused by mark {mark}");
+        }
+        other => panic!("{what}: expected FenceRejected (with the mark) for token {token}, got {other:?}"),
     }
 }
 
