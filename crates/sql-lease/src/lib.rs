@@ -43,7 +43,7 @@ pub mod testing;
 
 pub use args::{LeaseArgs, write_statement};
 pub use clock::HostClock;
-pub use config::SqlConfig;
+pub use config::{DEFAULT_REQUEST_TIMEOUT, SqlConfig};
 pub use database::{RunError, SqlDatabase};
 pub use fenced::{RowFence, RowWrite, SqlValue};
 pub use file::FileBackend;

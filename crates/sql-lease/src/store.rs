@@ -87,6 +87,7 @@ struct Inner<B: SqlBackend> {
     limits: ColumnLimits,
     feed: Option<Arc<dyn ChangeFeed>>,
     clock: Option<&'static HostClock>,
+    request_timeout: Duration,
     backend: PhantomData<fn() -> B>,
 }
 
@@ -154,6 +155,7 @@ impl<B: SqlBackend> SqlStore<B> {
                 limits,
                 feed,
                 clock,
+                request_timeout: config.request_timeout(),
                 backend: PhantomData,
             }),
         })
@@ -198,17 +200,25 @@ impl<B: SqlBackend> SqlStore<B> {
         phase: Phase,
         what: &str,
     ) -> Result<Vec<RawRow>> {
-        B::Db::fetch_lease_rows(&self.inner.pool, statement, args)
-            .await
-            .map_err(|e| match e {
-                RunError::Connect(e) => B::Db::map_error(e, Phase::Connect, Target::Lease, what),
-                // The table's columns were checked at open: a value of the wrong type in
-                // a row (SQLite keeps whatever a writer stored) is a corrupt record.
-                RunError::Statement(sqlx::Error::ColumnDecode { index, source }) => {
-                    Error::corrupt(name.as_str(), format!("column {index}: {source}"))
-                }
-                RunError::Statement(e) => B::Db::map_error(e, phase, Target::Lease, what),
-            })
+        let bound = self.inner.request_timeout;
+        let Ok(ran) = tokio::time::timeout(bound, B::Db::fetch_lease_rows(&self.inner.pool, statement, args)).await
+        else {
+            let message = format!("{what} {name}: no answer within the request timeout of {bound:?}");
+            // The statement may have been sent: a write may have applied.
+            return Err(match phase {
+                Phase::Write => Error::Indeterminate { message, source: None },
+                Phase::Read | Phase::Connect => Error::Unavailable { message, source: None },
+            });
+        };
+        ran.map_err(|e| match e {
+            RunError::Connect(e) => B::Db::map_error(e, Phase::Connect, Target::Lease, what),
+            // The table's columns were checked at open: a value of the wrong type in
+            // a row (SQLite keeps whatever a writer stored) is a corrupt record.
+            RunError::Statement(sqlx::Error::ColumnDecode { index, source }) => {
+                Error::corrupt(name.as_str(), format!("column {index}: {source}"))
+            }
+            RunError::Statement(e) => B::Db::map_error(e, phase, Target::Lease, what),
+        })
     }
 
     /// Runs the conditional write `statement` of `record` on `expect`, and reads the

@@ -106,11 +106,15 @@ mod notify;
 mod store;
 
 pub use ddl::run_ddl_serialized;
-pub use leasehold_sql::{ColumnLimits, LeaseTable, RowFence, RowWrite, SqlStore, SqlValue, Statements};
+pub use leasehold_sql::{
+    ColumnLimits, DEFAULT_REQUEST_TIMEOUT, LeaseTable, RowFence, RowWrite, SqlStore, SqlValue, Statements,
+};
 pub use store::{PgBackend, PostgresStore};
 
 /// Options of a [`PostgresStore`]: the lease table (default `leasehold_leases` in the
-/// connection's `search_path`).
+/// connection's `search_path`) and the bound on each lease statement
+/// ([`SqlConfig::with_request_timeout`](leasehold_sql::SqlConfig::with_request_timeout),
+/// default [`DEFAULT_REQUEST_TIMEOUT`]).
 ///
 /// ```
 /// use leasehold_postgres::PostgresConfig;

@@ -11,7 +11,7 @@ use leasehold_core::{
 };
 use leasehold_redis::{HashFence, RedisConfig, RedisStore, read_high_water};
 use redis::aio::{ConnectionManagerConfig, MultiplexedConnection};
-use support::{OwnRedis, Persistence, Proxy, ProxyMode};
+use support::{OwnRedis, Persistence, ProxyMode};
 
 fn record(holder: &str, token: u64, ttl_ms: u64) -> LeaseRecord {
     LeaseRecord::held(
@@ -359,8 +359,8 @@ async fn a_connection_dropped_after_sending_is_indeterminate_never_a_grant() {
     let direct = multiplexed_store(&url, &prefix).await;
 
     // A store write whose reply is lost: the write applied, the caller cannot know.
-    let proxy = Proxy::start(redis_port).await;
-    let via_proxy = multiplexed_store(&proxy.url(), &prefix).await;
+    let proxy = support::proxy(redis_port).await;
+    let via_proxy = multiplexed_store(&support::url_of(&proxy), &prefix).await;
     let name = LeaseName::new("dropped/write").expect("name");
     // The scripts must be in the server's cache: on a fresh server the first EVALSHA is
     // answered NOSCRIPT without running, and dropping that reply proves nothing.
@@ -374,8 +374,8 @@ async fn a_connection_dropped_after_sending_is_indeterminate_never_a_grant() {
     assert_eq!(applied.record.holder.as_ref().map(HolderId::as_str), Some("a"));
 
     // Through a lease client: never a grant.
-    let proxy = Proxy::start(redis_port).await;
-    let via_proxy = multiplexed_store(&proxy.url(), &prefix).await;
+    let proxy = support::proxy(redis_port).await;
+    let via_proxy = multiplexed_store(&support::url_of(&proxy), &prefix).await;
     let leases = LeaseClient::efficiency_only(via_proxy.clone(), ClientConfig::default()).expect("client");
     proxy.set_mode(ProxyMode::DropReply);
     match leases.try_acquire("dropped/acquire", Duration::from_secs(5)).await {
@@ -385,8 +385,8 @@ async fn a_connection_dropped_after_sending_is_indeterminate_never_a_grant() {
     }
 
     // A fenced write whose reply is lost.
-    let proxy = Proxy::start(redis_port).await;
-    let mut conn = support::admin(&proxy.url()).await;
+    let proxy = support::proxy(redis_port).await;
+    let mut conn = support::admin(&support::url_of(&proxy)).await;
     let resource = format!("{prefix}resource");
     proxy.set_mode(ProxyMode::DropReply);
     let r = HashFence::new(&resource)
@@ -411,12 +411,12 @@ async fn a_refused_connection_is_unavailable_and_nothing_is_written() {
     let url = support::shared_url();
     let redis_port = support::shared_port();
     let prefix = support::unique_prefix("refused");
-    let proxy = Proxy::start(redis_port).await;
+    let proxy = support::proxy(redis_port).await;
     let config = ConnectionManagerConfig::new()
         .set_number_of_retries(1)
         .set_min_delay(Duration::from_millis(10))
         .set_max_delay(Duration::from_millis(50));
-    let conn = redis::aio::ConnectionManager::new_with_config(support::client(&proxy.url()), config)
+    let conn = redis::aio::ConnectionManager::new_with_config(support::client(&support::url_of(&proxy)), config)
         .await
         .expect("connect through the proxy");
     let store = RedisStore::new(conn, RedisConfig::default().with_prefix(&prefix)).expect("store");

@@ -126,10 +126,12 @@ async fn a_name_is_subscribed_only_while_someone_waits_on_it() {
         other => panic!("{other:?}"),
     };
     assert_eq!(subscribers(&probe, &channel).await, 0);
+    // Another client of the same store (a client never waits on a name it holds).
+    let other = LeaseClient::efficiency_only(store.clone(), ClientConfig::default()).expect("client");
     let waiter = {
-        let (leases, name) = (leases.clone(), name.clone());
+        let name = name.clone();
         tokio::spawn(async move {
-            leases
+            other
                 .acquire_timeout(&name, Duration::from_secs(30), Duration::from_secs(20))
                 .await
         })
@@ -203,10 +205,10 @@ async fn a_lost_pubsub_connection_wakes_every_waiter_then_waiters_sleep_until_th
     let url = support::shared_url();
     let port = support::shared_port();
     // Commands go straight to the server; pub/sub goes through a proxy this test cuts.
-    let proxy = support::Proxy::start(port).await;
+    let proxy = support::proxy(port).await;
     let config = RedisConfig::default()
         .with_prefix(support::unique_prefix("lost-pubsub"))
-        .with_notify_client(support::client(&proxy.url()));
+        .with_notify_client(support::client(&support::url_of(&proxy)));
     let store = RedisStore::new(support::admin(&url).await, config).expect("store");
     let probe = support::admin(&url).await;
     let names = [LeaseName::new("a").expect("name"), LeaseName::new("b").expect("name")];

@@ -108,7 +108,9 @@ mod feed;
 mod store;
 
 pub use config::{DEFAULT_BUSY_TIMEOUT, SqliteConfig, connect_options};
-pub use leasehold_sql::{ColumnLimits, LeaseTable, RowFence, RowWrite, SqlStore, SqlValue, Statements};
+pub use leasehold_sql::{
+    ColumnLimits, DEFAULT_REQUEST_TIMEOUT, LeaseTable, RowFence, RowWrite, SqlStore, SqlValue, Statements,
+};
 pub use store::{SqliteBackend, SqliteStore};
 
 /// The client crate this store is built on, re-exported so that your client is built

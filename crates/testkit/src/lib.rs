@@ -10,6 +10,7 @@
 pub mod endpoints;
 pub mod foreign;
 pub mod frozen;
+pub mod proxy;
 
 use std::future::Future;
 use std::path::PathBuf;

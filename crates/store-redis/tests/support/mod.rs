@@ -14,9 +14,6 @@ use std::time::Duration;
 use leasehold_core::testing::process::poll_async;
 use leasehold_redis::{RedisConfig, RedisStore};
 use redis::aio::MultiplexedConnection;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
 pub use leasehold_testkit::env;
@@ -288,97 +285,15 @@ fn stop_leftover(dir: &std::path::Path) {
     }
 }
 
-/// What the proxy does with traffic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProxyMode {
-    /// Forward both ways.
-    Forward,
-    /// Forward requests to the server, then close both sides instead of forwarding the
-    /// server's reply: the request applied, the client never learns it.
-    DropReply,
+#[allow(unused_imports)]
+pub use leasehold_testkit::proxy::{Proxy, ProxyMode};
+
+/// A proxy in front of the Redis server on `port`.
+pub async fn proxy(port: u16) -> Proxy {
+    Proxy::start(&format!("127.0.0.1:{port}")).await
 }
 
-/// A TCP proxy in front of a Redis server.
-pub struct Proxy {
-    pub port: u16,
-    mode: Arc<Mutex<ProxyMode>>,
-    tasks: Arc<Mutex<Vec<JoinHandle<()>>>>,
-    accept: JoinHandle<()>,
-}
-
-impl Proxy {
-    pub async fn start(upstream_port: u16) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
-        let port = listener.local_addr().expect("addr").port();
-        let mode = Arc::new(Mutex::new(ProxyMode::Forward));
-        let tasks: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
-        let accept = {
-            let mode = mode.clone();
-            let tasks = tasks.clone();
-            tokio::spawn(async move {
-                while let Ok((down, _)) = listener.accept().await {
-                    let Ok(up) = TcpStream::connect(("127.0.0.1", upstream_port)).await else {
-                        continue;
-                    };
-                    let t = tokio::spawn(pump(down, up, mode.clone()));
-                    tasks.lock().expect("tasks").push(t);
-                }
-            })
-        };
-        Self {
-            port,
-            mode,
-            tasks,
-            accept,
-        }
-    }
-
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    pub fn set_mode(&self, mode: ProxyMode) {
-        *self.mode.lock().expect("mode") = mode;
-    }
-
-    /// Stops listening (new connections are refused) and cuts every connection.
-    pub fn close(&self) {
-        self.accept.abort();
-        for t in self.tasks.lock().expect("tasks").drain(..) {
-            t.abort();
-        }
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        self.close();
-    }
-}
-
-async fn pump(down: TcpStream, up: TcpStream, mode: Arc<Mutex<ProxyMode>>) {
-    let (down_r, down_w) = down.into_split();
-    let (up_r, up_w) = up.into_split();
-    let requests = copy(down_r, up_w, || false);
-    let replies = copy(up_r, down_w, || *mode.lock().expect("mode") == ProxyMode::DropReply);
-    // Whichever direction ends first ends the connection (both halves are dropped).
-    tokio::select! {
-        () = requests => {}
-        () = replies => {}
-    }
-}
-
-/// Copies what `from` reads to `to` until either side closes, or until `cut()` says to
-/// end the connection instead of forwarding what was just read.
-async fn copy(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, cut: impl Fn() -> bool) {
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        if cut() || to.write_all(&buf[..n]).await.is_err() {
-            return;
-        }
-    }
+/// The `redis://` URL of `proxy`.
+pub fn url_of(proxy: &Proxy) -> String {
+    format!("redis://127.0.0.1:{}/", proxy.port())
 }
