@@ -807,12 +807,7 @@ impl MySql {
         );
         let cond = cond(p);
         let wid = p.get(Arg::WriteId);
-        let same = p.get(Arg::WriteId);
-        write!(
-            sql,
-            "version = IF(LAST_INSERT_ID(0) = 0 AND {cond} AND version <> {same}, {wid}, version)"
-        )
-        .ok();
+        write!(sql, "version = IF(LAST_INSERT_ID(0) = 0 AND {cond}, {wid}, version)").ok();
         let mine = |p: &mut Placeholders| format!("version = {}", p.get(Arg::WriteId));
         let applied = mine(p);
         let next = if claim {

@@ -59,9 +59,9 @@
 //! prepared statements per connection). The row a write leaves is known from what it
 //! bound: the new **version is a random 63-bit id chosen by the writer** (bound into the
 //! statement), not a counter, so the reply need not carry it; the chance that a write
-//! picks the version a stale writer still expects is 2⁻⁶³ per write, and a statement
-//! that would pick the row's own version writes nothing. [`MySqlStore::statements`]
-//! shows every statement.
+//! picks the version a stale writer still expects (or the row's own, which would let a
+//! refused claim's later assignments through) is 2⁻⁶³ per write.
+//! [`MySqlStore::statements`] shows every statement.
 //!
 //! ## Waiting
 //! MySQL has no notifications: a blocked [`leasehold_core::LeaseClient::acquire`] polls
