@@ -13,6 +13,7 @@ use crate::decision::{self, AcquireStep, Known, Policy, SkewBound};
 use crate::driver::{self, DriverCtx};
 use crate::held::{Gate, HeldNames};
 use crate::lease::{Command, HeldState, LeaseShared};
+use crate::options::{AcquireOptions, check_max_hold};
 use crate::{
     Error, FencingToken, HolderId, Lease, LeaseName, Result, Ttl,
     clock::{SystemWallClock, WallClock},
@@ -53,6 +54,11 @@ pub struct ClientConfig {
     /// Seeds the client's jitter and holder-id nonces (for simulations that must replay
     /// exactly). `None`: seeded from the OS.
     pub rng_seed: Option<u64>,
+    /// The cap on every hold of this client's grants that do not set their own
+    /// ([`AcquireOptions::max_hold`], which replaces it): past it, the lease is no
+    /// longer renewed and ends with [`crate::LossCause::MaxHoldReached`]. `None` (the
+    /// default): a lease is held as long as it is renewed.
+    pub max_hold: Option<Duration>,
 }
 
 impl Default for ClientConfig {
@@ -65,6 +71,7 @@ impl Default for ClientConfig {
             max_renewals_in_flight: 256,
             max_acquire_backoff: Duration::from_secs(5),
             rng_seed: None,
+            max_hold: None,
         }
     }
 }
@@ -94,6 +101,7 @@ impl ClientConfig {
         if self.max_renewals_in_flight == 0 {
             return Err(Error::invalid("max_renewals_in_flight", "must be at least 1"));
         }
+        check_max_hold(self.max_hold)?;
         Ok(())
     }
 }
@@ -148,6 +156,12 @@ impl ClientConfigBuilder {
         self
     }
 
+    /// See [`ClientConfig::max_hold`].
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.config.max_hold = Some(max_hold);
+        self
+    }
+
     /// The configuration, checked.
     ///
     /// # Errors
@@ -166,6 +180,7 @@ impl fmt::Debug for ClientConfig {
             .field("skew_bound", &self.skew_bound)
             .field("max_renewals_in_flight", &self.max_renewals_in_flight)
             .field("max_acquire_backoff", &self.max_acquire_backoff)
+            .field("max_hold", &self.max_hold)
             .finish_non_exhaustive()
     }
 }
@@ -390,8 +405,19 @@ impl LeaseClient {
     /// client holds `name` already; store errors otherwise. Losing the race is
     /// `Ok(AcquireOutcome::Held { .. })`.
     pub async fn try_acquire(&self, name: impl AsRef<str>, ttl: Duration) -> Result<AcquireOutcome> {
+        self.try_acquire_with(name, &AcquireOptions::new(ttl)).await
+    }
+
+    /// One attempt, as [`LeaseClient::try_acquire`], with [`AcquireOptions`] (a cap on
+    /// the hold; the timeout is ignored: one attempt does not wait).
+    ///
+    /// # Errors
+    /// As [`LeaseClient::try_acquire`]; [`Error::InvalidInput`] for a zero `max_hold`.
+    pub async fn try_acquire_with(&self, name: impl AsRef<str>, options: &AcquireOptions) -> Result<AcquireOutcome> {
         let name = LeaseName::new(name)?;
-        let ttl = Ttl::new(ttl)?;
+        let ttl = Ttl::new(options.ttl)?;
+        let max_hold = options.max_hold.or(self.inner.config.max_hold);
+        check_max_hold(max_hold)?;
         self.inner.held.check(&name)?;
         let driver = self.driver()?;
         let (tx, rx) = oneshot::channel();
@@ -400,7 +426,7 @@ impl LeaseClient {
             // One attempt per name at a time in this client; the check under the gate is
             // the one that counts (a sibling attempt may have been granted meanwhile).
             let (result, gate) = match inner.held.enter(&name).await {
-                Ok(gate) => (attempt(&inner, &driver, name, ttl, &gate).await, Some(gate)),
+                Ok(gate) => (attempt(&inner, &driver, name, ttl, max_hold, &gate).await, Some(gate)),
                 Err(e) => (Err(e), None),
             };
             // If nobody waits any more, the grant inside is dropped, which releases it
@@ -419,7 +445,19 @@ impl LeaseClient {
     /// # Errors
     /// As [`LeaseClient::try_acquire`], except that store unavailability is retried.
     pub async fn acquire(&self, name: impl AsRef<str>, ttl: Duration) -> Result<Lease> {
-        self.acquire_inner(name.as_ref(), ttl, None).await
+        self.acquire_with(name, &AcquireOptions::new(ttl)).await
+    }
+
+    /// Acquires `name` as [`LeaseClient::acquire`] (or, with
+    /// [`AcquireOptions::timeout`], as [`LeaseClient::acquire_timeout`]), with a cap on
+    /// the hold if [`AcquireOptions::max_hold`] (or [`ClientConfig::max_hold`]) sets one.
+    ///
+    /// # Errors
+    /// As [`LeaseClient::acquire_timeout`]; [`Error::InvalidInput`] for a zero
+    /// `max_hold`.
+    pub async fn acquire_with(&self, name: impl AsRef<str>, options: &AcquireOptions) -> Result<Lease> {
+        let deadline = options.timeout.map(|t| Instant::now() + t);
+        self.acquire_inner(name.as_ref(), options, deadline).await
     }
 
     /// Acquires `name`, giving up with [`Error::Timeout`] after `timeout`.
@@ -427,15 +465,15 @@ impl LeaseClient {
     /// # Errors
     /// As [`LeaseClient::acquire`], plus [`Error::Timeout`].
     pub async fn acquire_timeout(&self, name: impl AsRef<str>, ttl: Duration, timeout: Duration) -> Result<Lease> {
-        self.acquire_inner(name.as_ref(), ttl, Some(Instant::now() + timeout))
+        self.acquire_with(name, &AcquireOptions::new(ttl).timeout(timeout))
             .await
     }
 
-    async fn acquire_inner(&self, name: &str, ttl: Duration, deadline: Option<Instant>) -> Result<Lease> {
+    async fn acquire_inner(&self, name: &str, options: &AcquireOptions, deadline: Option<Instant>) -> Result<Lease> {
         let lease_name = LeaseName::new(name)?;
         let mut failures = 0u32;
         loop {
-            let wait = match self.try_acquire(name, ttl).await {
+            let wait = match self.try_acquire_with(name, options).await {
                 Ok(AcquireOutcome::Granted(lease)) => return Ok(lease),
                 Ok(AcquireOutcome::Held { retry_after, .. }) => {
                     failures = 0;
@@ -537,6 +575,7 @@ async fn attempt(
     driver: &mpsc::UnboundedSender<Command>,
     name: LeaseName,
     ttl: Ttl,
+    max_hold: Option<Duration>,
     gate: &Gate,
 ) -> Result<AcquireOutcome> {
     let span = tracing::debug_span!("acquire", lease = %name);
@@ -644,6 +683,7 @@ async fn attempt(
                     holder: me,
                     token: stored.record.token,
                     ttl,
+                    hold_until: max_hold.and_then(|m| sent_at.checked_add(m)),
                     lost: inner.closed.child_token(),
                     cause: OnceLock::new(),
                     state: Mutex::new(HeldState {

@@ -79,7 +79,7 @@ pub(crate) async fn run(ctx: DriverCtx, mut rx: mpsc::UnboundedReceiver<Command>
                 Some(Command::Register(shared)) => {
                     let st = shared.state();
                     let renew_at = renew_time(&ctx.policy, &shared, &st);
-                    let wake = renew_at.min(st.valid_until);
+                    let wake = capped(&shared, renew_at.min(st.valid_until));
                     schedule.insert((wake, shared.id));
                     leases.insert(shared.id, Entry { shared, renew_at, wake, in_flight: false, attempt: 0, last_error: None });
                 }
@@ -115,6 +115,13 @@ pub(crate) async fn run(ctx: DriverCtx, mut rx: mpsc::UnboundedReceiver<Command>
                         leases.remove(&id);
                         continue;
                     }
+                    // Renewing stops once the store keeps the grant until the cap anyway.
+                    let at_cap = reaches_cap(&ctx.policy, &e.shared, &st);
+                    if e.shared.hold_until.is_some_and(|h| now >= h) || (at_cap && !e.in_flight && now >= st.valid_until) {
+                        e.shared.end(LossCause::MaxHoldReached);
+                        leases.remove(&id);
+                        continue;
+                    }
                     if now >= st.valid_until {
                         // A renewal still unanswered at the deadline may or may not have applied.
                         let cause = if e.in_flight { LossCause::OutcomeUnknown } else { e.last_error.clone().unwrap_or(LossCause::Expired) };
@@ -122,7 +129,9 @@ pub(crate) async fn run(ctx: DriverCtx, mut rx: mpsc::UnboundedReceiver<Command>
                         leases.remove(&id);
                         continue;
                     }
-                    if !e.in_flight && now >= e.renew_at {
+                    if at_cap && !e.in_flight {
+                        e.wake = capped(&e.shared, st.valid_until);
+                    } else if !e.in_flight && now >= e.renew_at {
                         if renewals_in_flight < ctx.max_in_flight {
                             e.in_flight = true;
                             renewals_in_flight += 1;
@@ -134,6 +143,7 @@ pub(crate) async fn run(ctx: DriverCtx, mut rx: mpsc::UnboundedReceiver<Command>
                     } else {
                         e.wake = if e.in_flight { st.valid_until } else { e.renew_at.min(st.valid_until) };
                     }
+                    e.wake = capped(&e.shared, e.wake);
                     schedule.insert((e.wake, id));
                 }
             }
@@ -147,10 +157,26 @@ async fn sleep_until_opt(t: Option<Instant>) {
     }
 }
 
+/// When the grant or renewal behind `st` was sent: valid_until = sent_at + ttl - margin.
+fn sent_at(policy: &Policy, shared: &LeaseShared, st: &HeldState) -> Instant {
+    st.valid_until - shared.ttl.get().saturating_sub(policy.margin(shared.ttl))
+}
+
 fn renew_time(policy: &Policy, shared: &LeaseShared, st: &HeldState) -> Instant {
-    // valid_until = sent_at + ttl - margin, so sent_at is recoverable.
-    let sent_at = st.valid_until - shared.ttl.get().saturating_sub(policy.margin(shared.ttl));
-    Instant::from_std(policy.renew_at(sent_at.into_std(), shared.ttl))
+    Instant::from_std(policy.renew_at(sent_at(policy, shared, st).into_std(), shared.ttl))
+}
+
+/// True when the lease has a cap and the store keeps its last write at least until
+/// then (its TTL runs from after the send): no renewal is needed, nor made.
+fn reaches_cap(policy: &Policy, shared: &LeaseShared, st: &HeldState) -> bool {
+    shared
+        .hold_until
+        .is_some_and(|h| h <= sent_at(policy, shared, st) + shared.ttl.get())
+}
+
+/// `t`, or the lease's cap if that comes first.
+fn capped(shared: &LeaseShared, t: Instant) -> Instant {
+    shared.hold_until.map_or(t, |h| t.min(h))
 }
 
 fn on_renewal(
@@ -165,8 +191,10 @@ fn on_renewal(
     let id = shared.id;
     let Some(e) = leases.get_mut(&id) else {
         // The lease ended (deadline passed, or released) while this renewal was in
-        // flight. If it landed, the store still names us: give it back.
-        if let RenewResult::Renewed(s) = result {
+        // flight. If it landed, the store still names us: give it back, unless the
+        // hold was capped (a capped lease is left to expire, never handed on early).
+        let capped_end = matches!(shared.cause.get(), Some(LossCause::MaxHoldReached));
+        if let (RenewResult::Renewed(s), false) = (result, capped_end) {
             work.push(Box::pin(release(ctx.clone(), shared, s.version, s.record, None)));
         }
         return;
@@ -215,7 +243,7 @@ fn on_renewal(
         }
     }
     let st = e.shared.state();
-    e.wake = e.renew_at.min(st.valid_until);
+    e.wake = capped(&e.shared, e.renew_at.min(st.valid_until));
     schedule.insert((e.wake, id));
 }
 

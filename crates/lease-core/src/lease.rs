@@ -36,6 +36,12 @@ pub enum LossCause {
     StoreError(String),
     /// The holder released it (or dropped the guard).
     Released,
+    /// The hold reached its cap (`max_hold`, see [`crate::AcquireOptions::max_hold`]):
+    /// the driver stopped renewing and ended the lease, although the store still
+    /// answered. The record is left to expire on its own, so nobody else can take the
+    /// lease before its TTL (from the last renewal) has run out, and this signal fires
+    /// before that.
+    MaxHoldReached,
 }
 
 impl LossCause {
@@ -48,6 +54,7 @@ impl LossCause {
             Self::OutcomeUnknown => "outcome_unknown",
             Self::StoreError(_) => "store_error",
             Self::Released => "released",
+            Self::MaxHoldReached => "max_hold_reached",
         }
     }
 }
@@ -81,6 +88,8 @@ pub(crate) struct LeaseShared {
     pub(crate) holder: HolderId,
     pub(crate) token: FencingToken,
     pub(crate) ttl: Ttl,
+    /// The end of the hold's cap (`max_hold` after the grant was sent), if it has one.
+    pub(crate) hold_until: Option<Instant>,
     pub(crate) lost: CancellationToken,
     pub(crate) cause: OnceLock<LossCause>,
     pub(crate) state: Mutex<HeldState>,
@@ -204,9 +213,19 @@ impl Lease {
     }
 
     /// Until when the holder may trust the lease, measured from when the last
-    /// successful renewal was *sent* (rule 3 of docs/DESIGN.md).
+    /// successful renewal was *sent* (rule 3 of docs/DESIGN.md), and never past
+    /// [`Lease::hold_until`].
     pub fn valid_until(&self) -> Instant {
-        self.shared.state().valid_until
+        let renewed = self.shared.state().valid_until;
+        self.shared.hold_until.map_or(renewed, |h| renewed.min(h))
+    }
+
+    /// The end of this hold's cap, if it was acquired with a `max_hold`
+    /// ([`crate::AcquireOptions::max_hold`], [`crate::ClientConfig::max_hold`]):
+    /// `max_hold` after the grant's write was sent. The lease is not renewed past it
+    /// and ends there with [`LossCause::MaxHoldReached`], at the latest.
+    pub fn hold_until(&self) -> Option<Instant> {
+        self.shared.hold_until
     }
 
     /// True if the lease has not been lost and its validity deadline is ahead.

@@ -7,7 +7,8 @@
 //! layers behind features. What is where:
 //!
 //! - **The root: using leases.** [`LeaseClient`] (configured by [`ClientConfig`])
-//!   acquires leases from a store and renews them all from one driver task; each grant
+//!   acquires leases from a store and renews them all from one driver task (with
+//!   [`AcquireOptions`] for a cap on a hold or a timeout); each grant
 //!   is a [`Lease`] guard with a [`FencingToken`] and a loss signal ([`LossCause`]);
 //!   every failure is an [`Error`]. [`fence`] is the fenced-write contract (and the SQL
 //!   guard builder), [`MemoryStore`] an in-process store that behaves like the real
@@ -61,6 +62,7 @@ mod lease;
 mod memory;
 mod name;
 pub mod observe;
+mod options;
 mod policy;
 mod record;
 mod seen;
@@ -82,6 +84,7 @@ pub use error::{BoxError, Error, Result};
 pub use lease::{Lease, LossCause};
 pub use memory::MemoryStore;
 pub use name::{HolderId, LeaseName, MAX_HOLDER_LEN, MAX_NAME_LEN};
+pub use options::AcquireOptions;
 pub use policy::{Policy, SkewBound};
 pub use token::FencingToken;
 pub use ttl::Ttl;

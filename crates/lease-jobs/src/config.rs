@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use leasehold_core::{Error, LeaseName, Result, Ttl};
+use leasehold_core::{AcquireOptions, Error, LeaseName, Result, Ttl};
 
 use crate::{Schedule, Slot};
 
@@ -25,6 +25,45 @@ pub enum MissedSlots {
     /// Skip missed slots (like Spring's `@Scheduled`); only slots started within the
     /// grace period run.
     Skip,
+}
+
+/// What `lock_at_most_for` bounds: how long a *dead* runner blocks the job (the
+/// default), or how long any run may hold its lease at all (ShedLock's meaning).
+///
+/// The default is [`LockAtMost::Renewed`], chosen on purpose. `lock_at_most_for` is
+/// also the lease TTL, which decides how soon a crashed or frozen runner is replaced,
+/// so it is best kept short; cutting every run off at it would make any job longer
+/// than that TTL lose its lease on every try and never complete its slot. And what
+/// keeps a stuck or late runner harmless is the fence on its writes, not the cap. Opt
+/// in to [`LockAtMost::Absolute`] for jobs with a known longest run, where a run still
+/// going at the cap is stuck and another instance should complete the slot, or to
+/// share a lock with Java ShedLock instances, for which it means exactly this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LockAtMost {
+    /// The lease TTL, renewed while the run goes on (the default): a runner that dies
+    /// or freezes is replaced about `lock_at_most_for` after its last renewal; a live
+    /// run keeps its lease as long as it runs, stuck or not.
+    #[default]
+    Renewed,
+    /// Never longer than `lock_at_most_for` from the run's start, even while the runner
+    /// is alive: the lease is not renewed past it, the run's context is cancelled with
+    /// [`leasehold_core::LossCause::MaxHoldReached`] when its hold ends (at the cap, or
+    /// a margin before it, [`leasehold_core::AcquireOptions::max_hold`]), and the
+    /// store frees the name at the cap. A stuck run thus loses its slot, and another
+    /// instance may take the slot over and complete it; the stuck run's late writes
+    /// are refused by the fence.
+    Absolute,
+}
+
+impl LockAtMost {
+    /// The acquire options of a run whose lock is held at most `lock_at_most_for`.
+    pub(crate) fn options(self, lock_at_most_for: Duration) -> AcquireOptions {
+        let options = AcquireOptions::new(lock_at_most_for);
+        match self {
+            Self::Renewed => options,
+            Self::Absolute => options.max_hold(lock_at_most_for),
+        }
+    }
 }
 
 /// How a scheduled job names its lease.
@@ -61,8 +100,11 @@ pub struct JobSpec {
     /// When it fires.
     pub schedule: Schedule,
     /// The lease TTL while a run goes on (renewed meanwhile): a runner that dies is
-    /// replaced about this long after its last renewal.
+    /// replaced about this long after its last renewal. With [`LockAtMost::Absolute`]
+    /// ([`JobSpec::at_most`]), also the longest any run holds its slot.
     pub lock_at_most_for: Duration,
+    /// What `lock_at_most_for` bounds (default [`LockAtMost::Renewed`]; see there why).
+    pub at_most: LockAtMost,
     /// The lease stays taken at least this long after a run started, on the store's
     /// clock (see [`crate::LockConfig::lock_at_least_for`]).
     pub lock_at_least_for: Duration,
@@ -95,6 +137,7 @@ impl JobSpec {
             name: name.into(),
             schedule,
             lock_at_most_for,
+            at_most: LockAtMost::default(),
             lock_at_least_for: Duration::ZERO,
             missed: MissedSlots::default(),
             catch_up: Duration::from_secs(3600),
@@ -109,6 +152,14 @@ impl JobSpec {
     #[must_use]
     pub fn lock_at_least_for(mut self, d: Duration) -> Self {
         self.lock_at_least_for = d;
+        self
+    }
+
+    /// Sets [`JobSpec::at_most`]: `LockAtMost::Absolute` for ShedLock's meaning of
+    /// `lock_at_most_for`.
+    #[must_use]
+    pub fn at_most(mut self, at_most: LockAtMost) -> Self {
+        self.at_most = at_most;
         self
     }
 

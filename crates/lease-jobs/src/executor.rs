@@ -9,8 +9,8 @@ use leasehold_core::{
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::Slot;
 use crate::marker::{self, Finished, Marker};
+use crate::{LockAtMost, Slot};
 
 /// How long a run holds its lock: ShedLock's `LockConfiguration`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,8 +18,11 @@ pub struct LockConfig {
     /// The lease name.
     pub name: String,
     /// The lease TTL: renewed while the job runs, so it bounds how long a crashed or
-    /// frozen runner blocks the job, not how long a job may run.
+    /// frozen runner blocks the job, not how long a job may run, unless
+    /// [`LockConfig::at_most`] is [`LockAtMost::Absolute`].
     pub lock_at_most_for: Duration,
+    /// What `lock_at_most_for` bounds (default [`LockAtMost::Renewed`]; see there why).
+    pub at_most: LockAtMost,
     /// The lease stays taken, on the store's clock, at least this long after the run
     /// started, even if the job finished sooner: instances whose schedules fire a
     /// little later (clock skew, start-up) find it taken and skip.
@@ -33,8 +36,17 @@ impl LockConfig {
         Self {
             name: name.into(),
             lock_at_most_for,
+            at_most: LockAtMost::default(),
             lock_at_least_for: Duration::ZERO,
         }
+    }
+
+    /// Sets [`LockConfig::at_most`]: `LockAtMost::Absolute` for ShedLock's meaning of
+    /// `lock_at_most_for` (never longer than it, even while the job is alive).
+    #[must_use]
+    pub fn at_most(mut self, at_most: LockAtMost) -> Self {
+        self.at_most = at_most;
+        self
     }
 
     /// Keeps the lock at least `d` after the start.
@@ -218,7 +230,8 @@ impl LockingExecutor {
         Fut: Future<Output = T>,
     {
         config.validate()?;
-        let lease = match self.client.try_acquire(&config.name, config.lock_at_most_for).await {
+        let options = config.at_most.options(config.lock_at_most_for);
+        let lease = match self.client.try_acquire_with(&config.name, &options).await {
             Ok(AcquireOutcome::Granted(lease)) => lease,
             Ok(AcquireOutcome::Held {
                 holder,

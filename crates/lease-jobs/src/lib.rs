@@ -5,8 +5,10 @@
 //! exactly once per schedule slot.
 //!
 //! - [`LockingExecutor::run`] runs a job on one instance at a time, with ShedLock's
-//!   `lock_at_most_for` (the lease TTL, renewed while the job runs) and
-//!   `lock_at_least_for` (the lease stays taken at least this long after the start).
+//!   `lock_at_most_for` (by default the lease TTL, renewed while the job runs; with
+//!   [`LockAtMost::Absolute`] ShedLock's own meaning, never longer than that even
+//!   while the job is alive) and `lock_at_least_for` (the lease stays taken at least
+//!   this long after the start).
 //!   The job receives a [`JobContext`]: the fencing token for its writes and a
 //!   cancellation that fires when the lease is lost.
 //! - [`Scheduler::run`] fires a job on a [`Schedule`] (cron expressions via the
@@ -71,6 +73,37 @@
 //! The process test `slots_run_exactly_once_under_kill9` checks this with three
 //! instances killed and restarted at random, from the protected table's rows.
 //!
+//! ## lock_at_most_for: a renewed TTL, or a hard cap
+//! By default ([`LockAtMost::Renewed`]) `lock_at_most_for` is the slot lease's TTL,
+//! renewed while the run goes on: it bounds how long a dead or frozen runner blocks a
+//! slot, and a live run keeps its slot however long it takes, stuck or not. With
+//! [`JobSpec::at_most`]`(`[`LockAtMost::Absolute`]`)` it is ShedLock's "never longer
+//! than this, even while alive": the run's lease is not renewed, its context is
+//! cancelled when the hold ends ([`leasehold_core::LossCause::MaxHoldReached`]), and
+//! the store frees the slot `lock_at_most_for` after the run started, so another
+//! instance takes the slot over and completes it; the stuck run's late writes carry
+//! the old token, which the fence refuses. [`LockAtMost`] says why the default is the
+//! renewed TTL.
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
+//! use std::time::Duration;
+//! use leasehold_core::{LeaseClient, LossCause, MemoryStore};
+//! use leasehold_jobs::{LockAtMost, LockConfig, LockingExecutor};
+//!
+//! let executor = LockingExecutor::new(LeaseClient::new(MemoryStore::new()));
+//! let lock = LockConfig::new("reports/daily", Duration::from_secs(60)).at_most(LockAtMost::Absolute);
+//! let ran = executor
+//!     .run(&lock, |ctx| async move {
+//!         ctx.cancelled().await; // a job that would run forever is told to stop at the cap
+//!     })
+//!     .await?
+//!     .ran()
+//!     .expect("the lock was free");
+//! assert_eq!(ran.lost, Some(LossCause::MaxHoldReached));
+//! # Ok::<(), leasehold_core::Error>(()) }).unwrap();
+//! ```
+//!
 //! ## lock_at_least_for
 //! When a run ends before `lock_at_least_for` has passed since its start, the lease is
 //! not released: the run rewrites it (one conditional write on its version) into a
@@ -111,7 +144,7 @@ mod scheduler;
 pub mod shedlock;
 
 pub use clock::TokioWallClock;
-pub use config::{JobSpec, LockNaming, MissedSlots};
+pub use config::{JobSpec, LockAtMost, LockNaming, MissedSlots};
 pub use executor::{JobContext, LockConfig, LockingExecutor, Ran, RunOutcome};
 pub use marker::Marker;
 pub use schedule::{Schedule, Slot};

@@ -344,7 +344,8 @@ impl Scheduler {
         E: fmt::Display + Send,
     {
         let name = spec.lease_name(slot)?;
-        let lease = match self.client.try_acquire(&name, spec.lock_at_most_for).await {
+        let options = spec.at_most.options(spec.lock_at_most_for);
+        let lease = match self.client.try_acquire_with(&name, &options).await {
             Ok(AcquireOutcome::Granted(lease)) => lease,
             Ok(AcquireOutcome::Held {
                 holder, retry_after, ..
@@ -465,7 +466,11 @@ impl Scheduler {
             let latest = spec.schedule.slots_between(frontier, now_ms).last();
             frontier = frontier.max(now_ms);
             if let Some(slot) = latest {
-                match self.client.try_acquire(&name, spec.lock_at_most_for).await {
+                match self
+                    .client
+                    .try_acquire_with(&name, &spec.at_most.options(spec.lock_at_most_for))
+                    .await
+                {
                     Ok(AcquireOutcome::Granted(lease)) => {
                         let started = Instant::now();
                         let late = Duration::from_millis(self.wall.now_ms().saturating_sub(slot.unix_ms()));

@@ -224,3 +224,56 @@ async fn a_second_run_through_the_same_client_is_skipped_at_once() {
     let again = a.run(&lock, |ctx| async move { ctx.token() }).await.expect("again");
     assert_eq!(again.ran().expect("ran").output, FencingToken::new(2));
 }
+
+/// ShedLock's meaning of lock_at_most_for, opted in: never longer than it, even while
+/// the job is alive. The job's context is cancelled at the cap (a 5% margin before it,
+/// TTL and cap being equal), nothing is renewed, and another instance gets the lock
+/// when the store frees it at the cap.
+#[tokio::test(start_paused = true)]
+async fn an_absolute_lock_at_most_for_ends_a_live_run_at_the_cap() {
+    let store = CountingStore::new(MemoryStore::new());
+    let a = exec(store.clone());
+    let b = exec(store.clone());
+    let lock = LockConfig::new("jobs/capped", Duration::from_secs(3)).at_most(leasehold_jobs::LockAtMost::Absolute);
+    let started = Instant::now();
+    let run = tokio::spawn({
+        let (a, lock) = (a.clone(), lock.clone());
+        async move {
+            a.run(&lock, |ctx| async move {
+                ctx.cancelled().await;
+                let told = Instant::now();
+                // Still busy for a while after being told.
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                told
+            })
+            .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    // b polls: it is skipped until the store frees the lock at the cap.
+    let taken = loop {
+        match b.run(&lock, |ctx| async move { ctx.token() }).await.expect("b") {
+            RunOutcome::Ran(r) => break (Instant::now(), r.output),
+            RunOutcome::Skipped { .. } => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+    let after = taken.0 - started;
+    assert!(
+        after >= Duration::from_secs(3) && after <= Duration::from_millis(3_110),
+        "b got the lock {after:?} after the start, not at the 3 s cap"
+    );
+    assert_eq!(taken.1, FencingToken::new(2));
+    let ran = run.await.expect("task").expect("a").ran().expect("a ran");
+    assert_eq!(
+        ran.output - started,
+        Duration::from_millis(2_850),
+        "told at the hold's end"
+    );
+    assert_eq!(ran.lost, Some(LossCause::MaxHoldReached));
+    assert_eq!(
+        store.counts().renews,
+        0,
+        "a capped lock is not renewed: {:?}",
+        store.counts()
+    );
+}

@@ -466,3 +466,117 @@ async fn shutdown_cancels_the_running_job() {
         .expect("run");
     assert!(*saw_cancel.lock().unwrap());
 }
+
+/// What one stuck-run scenario observed.
+struct Stuck {
+    table: Shared,
+    events: Arc<Mutex<Vec<SlotEvent>>>,
+    /// When the stuck run's context was cancelled, after its start.
+    cancelled_after: Option<Duration>,
+}
+
+/// Instance "a" takes the 60 s job's first slot and gets stuck in it (it ignores its
+/// cancellation) for `stuck_for` (under a minute: one slot is in play); instance "b", on its own client with a clock 300 ms
+/// behind, runs the same job normally. When "a" wakes, it tries to commit too.
+async fn stuck_run(at_most: leasehold_jobs::LockAtMost, stuck_for: Duration) -> Stuck {
+    let store = MemoryStore::new();
+    let spec = JobSpec::new(
+        "stuck",
+        Schedule::every(Duration::from_secs(60)).expect("schedule"),
+        Duration::from_secs(5),
+    )
+    .at_most(at_most)
+    .catch_up(Duration::from_secs(1));
+    let table: Shared = Arc::default();
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let cancelled_after = Arc::new(Mutex::new(None));
+    let shutdown = CancellationToken::new();
+    let a = scheduler(LeaseClient::new(store.clone()), T0 - 100, Some(events.clone()));
+    let b = scheduler(LeaseClient::new(store.clone()), T0 - 400, Some(events.clone()));
+    let stuck_job = {
+        let (table, cancelled_after) = (table.clone(), cancelled_after.clone());
+        move |ctx: JobContext| -> Ready {
+            let (table, cancelled_after) = (table.clone(), cancelled_after.clone());
+            Box::pin(async move {
+                let started = Instant::now();
+                let watch = {
+                    let ctx = ctx.clone();
+                    tokio::spawn(async move {
+                        ctx.cancelled().await;
+                        *cancelled_after.lock().unwrap() = Some(started.elapsed());
+                    })
+                };
+                // Stuck: deaf to the cancellation until it wakes by itself.
+                tokio::time::sleep(stuck_for).await;
+                table
+                    .lock()
+                    .unwrap()
+                    .commit(ctx.slot().expect("slot"), ctx.token(), "a");
+                watch.abort();
+                Ok(())
+            })
+        }
+    };
+    let ta = tokio::spawn({
+        let (spec, shutdown) = (spec.clone(), shutdown.clone());
+        async move { a.run(spec, stuck_job, shutdown).await }
+    });
+    let tb = tokio::spawn({
+        let (spec, shutdown, job) = (spec.clone(), shutdown.clone(), job(table.clone(), "b"));
+        async move { b.run(spec, job, shutdown).await }
+    });
+    tokio::time::sleep(stuck_for + Duration::from_secs(5)).await;
+    shutdown.cancel();
+    ta.await.expect("task").expect("a");
+    tb.await.expect("task").expect("b");
+    let cancelled_after = *cancelled_after.lock().unwrap();
+    Stuck {
+        table,
+        events,
+        cancelled_after,
+    }
+}
+
+/// ShedLock's meaning, opted in: a run stuck past `lock_at_most_for` is told at the
+/// cap, loses its slot lease, and another instance completes the slot with the next
+/// token; the stuck run's late commit is refused by the fence.
+#[tokio::test(start_paused = true)]
+async fn a_stuck_run_loses_its_slot_at_the_cap_and_another_instance_completes_it() {
+    let s = stuck_run(leasehold_jobs::LockAtMost::Absolute, Duration::from_secs(30)).await;
+    let slot = Slot::from_unix_ms(T0);
+    let cancelled = s.cancelled_after.expect("the stuck run was never told to stop");
+    // Held at most 5 s: its hold ends at the 5 s cap, or the 5% margin before it.
+    assert!(
+        cancelled >= Duration::from_millis(4_750) && cancelled <= Duration::from_secs(5),
+        "the stuck run was told after {cancelled:?}"
+    );
+    let t = s.table.lock().unwrap();
+    assert_eq!(
+        t.effects,
+        vec![(slot, FencingToken::new(2), "b")],
+        "one effect, by the instance that took over"
+    );
+    assert_eq!(t.bodies.get(&slot), Some(&1), "b ran the slot once");
+    let events = s.events.lock().unwrap();
+    assert!(events.contains(&SlotEvent::Lost {
+        slot,
+        cause: leasehold_core::LossCause::MaxHoldReached
+    }));
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, SlotEvent::Ran { slot: s, token, .. } if *s == slot && token.get() == 2))
+    );
+}
+
+/// The default, for contrast: `lock_at_most_for` is a renewed TTL, so a live run keeps
+/// its slot however long it takes, and nobody else runs the slot meanwhile.
+#[tokio::test(start_paused = true)]
+async fn by_default_a_live_run_keeps_its_slot_however_long_it_takes() {
+    let s = stuck_run(leasehold_jobs::LockAtMost::default(), Duration::from_secs(30)).await;
+    let slot = Slot::from_unix_ms(T0);
+    assert_eq!(s.cancelled_after, None, "a live run's lease was cut off by default");
+    let t = s.table.lock().unwrap();
+    assert_eq!(t.effects, vec![(slot, FencingToken::new(1), "a")]);
+    assert_eq!(t.bodies.get(&slot), None, "b ran the slot while a's run was alive");
+}

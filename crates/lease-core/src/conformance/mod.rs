@@ -64,6 +64,7 @@ pub const CASES: &[&str] = &[
     "round_trips_per_operation",
     "acquire_waits_for_release",
     "own_held_lease_is_refused_at_once",
+    "max_hold_ends_the_lease_before_a_takeover",
 ];
 
 /// Runs every case in turn.
@@ -82,6 +83,7 @@ pub async fn run_all(f: &dyn Fixture) {
     round_trips_per_operation(f).await;
     acquire_waits_for_release(f).await;
     own_held_lease_is_refused_at_once(f).await;
+    max_hold_ends_the_lease_before_a_takeover(f).await;
 }
 
 // Exported at the crate root by `macro_export` under a hidden name; users name it
@@ -97,7 +99,7 @@ macro_rules! __conformance_tests {
             expired_lease_is_taken_over_with_next_token, non_holder_cannot_renew_or_release,
             corrupt_record_is_an_error_never_a_grant, loss_signal_fires_before_deadline_when_store_hangs,
             round_trips_per_operation, acquire_waits_for_release,
-            own_held_lease_is_refused_at_once);
+            own_held_lease_is_refused_at_once, max_hold_ends_the_lease_before_a_takeover);
     };
     (@cases $fixture:expr; $($case:ident),* $(,)?) => {
         $(
@@ -730,6 +732,58 @@ pub async fn own_held_lease_is_refused_at_once(f: &dyn Fixture) {
     for l in grants {
         l.release().await.expect("release");
     }
+}
+
+/// A lease acquired with a `max_hold` ends with [`LossCause::MaxHoldReached`] at the
+/// cap although the store answers, and a challenger polling all along is granted it
+/// only after that loss fired (and within a few TTLs), with the next token.
+pub async fn max_hold_ends_the_lease_before_a_takeover(f: &dyn Fixture) {
+    let store = f.store().await;
+    let name = unique_name("max_hold");
+    let a = client(store.clone());
+    let b = client(store.clone());
+    let options = crate::AcquireOptions::new(Duration::from_millis(800)).max_hold(Duration::from_millis(1_500));
+    let lease = a
+        .acquire_with(&name, &options.timeout(Duration::from_secs(10)))
+        .await
+        .expect("acquire");
+    let cap = lease.hold_until().expect("a capped lease has a hold_until");
+    let ttl = lease.ttl();
+    let challenger = {
+        let name = name.clone();
+        tokio::spawn(async move {
+            let give_up = Instant::now() + Duration::from_secs(30);
+            loop {
+                if let AcquireOutcome::Granted(l) = b.try_acquire(&name, Duration::from_secs(5)).await.expect("b") {
+                    return (Instant::now(), l);
+                }
+                assert!(Instant::now() < give_up, "the capped lease was never free again");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let cause = tokio::time::timeout(Duration::from_secs(10), lease.lost())
+        .await
+        .expect("the cap never ended the lease");
+    let lost_at = Instant::now();
+    assert_eq!(cause, LossCause::MaxHoldReached);
+    // Real time on a loaded machine: allow timer lateness (exact with paused time in
+    // leasehold-core's own tests).
+    assert!(
+        lost_at <= cap + Duration::from_millis(250),
+        "the loss fired {:?} after the cap",
+        lost_at - cap
+    );
+    assert!(!lease.is_valid());
+    let (taken_at, next) = challenger.await.unwrap_or_else(|e| panic!("task: {e}"));
+    assert!(taken_at >= lost_at, "taken over before the capped holder's loss fired");
+    assert!(
+        taken_at <= cap + ttl * 3 + Duration::from_secs(3),
+        "free only {:?} after the cap (TTL {ttl:?})",
+        taken_at - cap
+    );
+    assert_eq!(next.token(), lease.token().next(), "takeover takes the next token");
+    next.release().await.expect("release");
 }
 
 /// Generates one `#[tokio::test]` per conformance case, each building its fixture with
