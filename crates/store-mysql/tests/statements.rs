@@ -46,6 +46,19 @@ impl ServerLog {
         }
     }
 
+    /// Turns the general log off again and empties it (the server is the tests' own;
+    /// the later test binaries need not pay for it).
+    async fn stop(&self) {
+        self.reader
+            .execute("SET GLOBAL general_log = 0")
+            .await
+            .expect("turn off the general log");
+        self.reader
+            .execute("TRUNCATE TABLE mysql.general_log")
+            .await
+            .expect("empty the general log");
+    }
+
     async fn marker(&mut self) -> String {
         self.seq += 1;
         let m = format!("lh-count-mark-{}-{}", self.conn_id, self.seq);
@@ -252,6 +265,7 @@ async fn acquire_renew_release_are_one_statement_each() {
         "statements on the server (general log, Execute/Query): acquire 1, renew 1, release 1, \
          re-acquire 1, refused acquire 2 (claim + read), takeover attempt at most {most}"
     );
+    server.stop().await;
     common::exec(&common::pool().await, &format!("DROP TABLE `{table}`")).await;
 }
 
