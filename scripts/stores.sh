@@ -98,13 +98,27 @@ start_mariadb() {
   nohup runuser -u mysql -- mariadbd --no-defaults --datadir="$d/data" --port="$MYSQL_PORT" \
     --bind-address=127.0.0.1 --socket="$d/mariadb.sock" --pid-file="$d/mariadb.pid" --log-error="$d/mariadb.log" \
     --default-storage-engine=InnoDB --innodb-flush-log-at-trx-commit=1 --max-connections=300 >/dev/null 2>&1 &
-  wait_for mariadb 60 mariadb_ready
+  local deadline=$((SECONDS + 60))
+  until mariadb_ready >/dev/null 2>&1; do
+    [ $SECONDS -lt $deadline ] || { tail -20 "$d/mariadb.log" >&2; die "mariadb not ready after 60s"; }
+    sleep 0.1
+  done
   mariadb --no-defaults -h 127.0.0.1 -P "$MYSQL_PORT" -u root -e 'CREATE DATABASE IF NOT EXISTS leasehold' \
     || die "mariadb: cannot create database leasehold"
   log "mariadb up on 127.0.0.1:$MYSQL_PORT"
 }
 
-stop_mariadb() { stop_pidfile "$DIR/mariadb/mariadb.pid"; }
+# A crash stop, as Postgres's `-m immediate`: SIGKILL, and InnoDB recovers from its redo
+# log at the next start (every commit was flushed: innodb_flush_log_at_trx_commit=1).
+stop_mariadb() {
+  local f="$DIR/mariadb/mariadb.pid"
+  if pid_alive "$f"; then
+    local pid; pid=$(cat "$f")
+    kill -9 "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+  fi
+  rm -f "$f"
+}
 
 start_redis() {
   local d="$DIR/redis"; mkdir -p "$d"
