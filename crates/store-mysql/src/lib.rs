@@ -129,6 +129,8 @@
 //!   a row lock held by a frozen transaction of another client; set it (per session, in
 //!   the pool's `after_connect`) below your TTLs. A timeout is
 //!   [`leasehold_core::Error::Unavailable`]: the statement was rolled back.
+//!
+//! Why it is built this way: [docs/STORES.md](https://example.invalid/leasehold/blob/main/docs/STORES.md#mysql--mariadb).
 
 mod store;
 

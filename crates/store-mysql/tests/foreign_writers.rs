@@ -51,6 +51,15 @@ async fn tokens_the_cli_writes_are_corrupt_records() {
         // Out of range: strict mode refuses it, '' stores the largest BIGINT.
         ("a token beyond BIGINT", "''", "fence_token = 99999999999999999999"),
         ("the smallest token", "@@sql_mode", "fence_token = -9223372036854775808"),
+        // Extreme values in the columns the statements compute with: no BIGINT overflow.
+        ("the largest TTL", "@@sql_mode", "ttl_ms = 9223372036854775807"),
+        ("the smallest TTL", "@@sql_mode", "ttl_ms = -9223372036854775808"),
+        (
+            "a held row with the smallest expiry and the largest TTL",
+            "@@sql_mode",
+            "holder = 'someone', expires_at_ms = -9223372036854775808, ttl_ms = 9223372036854775807",
+        ),
+        ("the largest version", "@@sql_mode", "version = 9223372036854775807"),
     ])
     .await;
 }
