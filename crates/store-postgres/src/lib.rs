@@ -32,9 +32,13 @@
 //!
 //! ## Configuration
 //! - [`PostgresConfig`]: the lease table (default `leasehold_leases` in the connection's
-//!   `search_path`).
-//! - Set the pool's `acquire_timeout` (and, if you like, a `statement_timeout`) well below
-//!   your TTLs: a lease's loss signal does not wait for the database.
+//!   `search_path`), and the bound on each lease statement
+//!   ([`SqlConfig::with_request_timeout`](leasehold_sql::SqlConfig::with_request_timeout),
+//!   default [`DEFAULT_REQUEST_TIMEOUT`], 5 s): a write without an answer by then is
+//!   `Indeterminate`, a read `Unavailable`.
+//! - Set the pool's `acquire_timeout` well below your TTLs too (sqlx's default is 30 s):
+//!   a pool without a free connection waits that long, reported as `Unavailable`. A
+//!   lease's loss signal does not wait for the database.
 //! - If grants must survive failover, replicate synchronously
 //!   (`synchronous_standby_names`, `synchronous_commit = on`).
 //!
