@@ -13,6 +13,7 @@ use crate::decision::{self, AcquireStep, Known, Policy, SkewBound};
 use crate::driver::{self, DriverCtx};
 use crate::held::{Gate, HeldNames};
 use crate::lease::{Command, HeldState, LeaseShared};
+use crate::lease_set::{LeaseSet, release_all};
 use crate::options::{AcquireOptions, check_max_hold};
 use crate::{
     Error, FencingToken, HolderId, Lease, LeaseName, Result, Ttl,
@@ -467,6 +468,81 @@ impl LeaseClient {
     pub async fn acquire_timeout(&self, name: impl AsRef<str>, ttl: Duration, timeout: Duration) -> Result<Lease> {
         self.acquire_with(name, &AcquireOptions::new(ttl).timeout(timeout))
             .await
+    }
+
+    /// Acquires every name of `names` for `ttl`, waiting as long as it takes, and
+    /// gives back all the leases or none: a [`LeaseSet`] whose one loss signal fires
+    /// when any of them is lost.
+    ///
+    /// The names are taken in one canonical order (sorted, duplicates dropped), so two
+    /// callers asking for overlapping sets in any order cannot deadlock: whoever holds a
+    /// name waits only for names after it, which nobody waits for it to take. If an
+    /// acquire fails (or the future is dropped), the leases already taken are released.
+    /// A lease of the set lost while later names were waited for shows as the set's
+    /// loss at once.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for no names, a bad name or TTL; [`Error::AlreadyHeld`]
+    /// (before anything is sent) if this client holds one of the names; otherwise as
+    /// [`LeaseClient::acquire`]. Nothing stays held after an error.
+    pub async fn acquire_all<I>(&self, names: I, ttl: Duration) -> Result<LeaseSet>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        self.acquire_all_with(names, &AcquireOptions::new(ttl)).await
+    }
+
+    /// [`LeaseClient::acquire_all`], giving up with [`Error::Timeout`] if the whole set
+    /// is not held within `timeout` (the leases taken by then are released).
+    ///
+    /// # Errors
+    /// As [`LeaseClient::acquire_all`], plus [`Error::Timeout`].
+    pub async fn acquire_all_timeout<I>(&self, names: I, ttl: Duration, timeout: Duration) -> Result<LeaseSet>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        self.acquire_all_with(names, &AcquireOptions::new(ttl).timeout(timeout))
+            .await
+    }
+
+    /// [`LeaseClient::acquire_all`] with [`AcquireOptions`]: each lease gets the TTL and
+    /// cap asked for, and the timeout (if any) bounds the whole set.
+    ///
+    /// # Errors
+    /// As [`LeaseClient::acquire_all_timeout`].
+    pub async fn acquire_all_with<I>(&self, names: I, options: &AcquireOptions) -> Result<LeaseSet>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let deadline = options.timeout.map(|t| Instant::now() + t);
+        let mut sorted = names.into_iter().map(LeaseName::new).collect::<Result<Vec<_>>>()?;
+        if sorted.is_empty() {
+            return Err(Error::invalid("lease names", "acquire_all needs at least one name"));
+        }
+        sorted.sort_unstable();
+        sorted.dedup();
+        Ttl::new(options.ttl)?;
+        check_max_hold(options.max_hold.or(self.inner.config.max_hold))?;
+        // Refuse at once rather than hold some names while finding out about a later one.
+        for name in &sorted {
+            self.inner.held.check(name)?;
+        }
+        let mut leases = Vec::with_capacity(sorted.len());
+        for name in &sorted {
+            match self.acquire_inner(name.as_str(), options, deadline).await {
+                Ok(lease) => leases.push(lease),
+                Err(e) => {
+                    if let Err(release) = release_all(leases).await {
+                        tracing::warn!(error = %release, "releasing a partly acquired set failed; those leases expire on their own");
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(LeaseSet::new(leases))
     }
 
     async fn acquire_inner(&self, name: &str, options: &AcquireOptions, deadline: Option<Instant>) -> Result<Lease> {

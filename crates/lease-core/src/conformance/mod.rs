@@ -65,6 +65,7 @@ pub const CASES: &[&str] = &[
     "acquire_waits_for_release",
     "own_held_lease_is_refused_at_once",
     "max_hold_ends_the_lease_before_a_takeover",
+    "acquire_all_of_overlapping_sets_never_deadlocks",
 ];
 
 /// Runs every case in turn.
@@ -84,6 +85,7 @@ pub async fn run_all(f: &dyn Fixture) {
     acquire_waits_for_release(f).await;
     own_held_lease_is_refused_at_once(f).await;
     max_hold_ends_the_lease_before_a_takeover(f).await;
+    acquire_all_of_overlapping_sets_never_deadlocks(f).await;
 }
 
 // Exported at the crate root by `macro_export` under a hidden name; users name it
@@ -99,7 +101,8 @@ macro_rules! __conformance_tests {
             expired_lease_is_taken_over_with_next_token, non_holder_cannot_renew_or_release,
             corrupt_record_is_an_error_never_a_grant, loss_signal_fires_before_deadline_when_store_hangs,
             round_trips_per_operation, acquire_waits_for_release,
-            own_held_lease_is_refused_at_once, max_hold_ends_the_lease_before_a_takeover);
+            own_held_lease_is_refused_at_once, max_hold_ends_the_lease_before_a_takeover,
+            acquire_all_of_overlapping_sets_never_deadlocks);
     };
     (@cases $fixture:expr; $($case:ident),* $(,)?) => {
         $(
@@ -786,6 +789,79 @@ pub async fn max_hold_ends_the_lease_before_a_takeover(f: &dyn Fixture) {
     );
     assert_eq!(next.token(), lease.token().next(), "takeover takes the next token");
     next.release().await.expect("release");
+}
+
+/// Three clients each lock two of three names with `acquire_all`, naming them in
+/// orders that would form a cycle (a+b, b+c, c+a) if taken as named: none deadlocks,
+/// no name is ever held by two at once, and each name's tokens grow with every grant.
+pub async fn acquire_all_of_overlapping_sets_never_deadlocks(f: &dyn Fixture) {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    let store = f.store().await;
+    let base = unique_name("acquire_all");
+    let names: Vec<String> = ["a", "b", "c"].iter().map(|n| format!("{base}/{n}")).collect();
+    let sets = [
+        [names[0].clone(), names[1].clone()],
+        [names[1].clone(), names[2].clone()],
+        [names[2].clone(), names[0].clone()],
+    ];
+    let in_use: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+    let last: Arc<Mutex<HashMap<String, FencingToken>>> = Arc::default();
+    let mut tasks = Vec::new();
+    for (i, set_names) in sets.into_iter().enumerate() {
+        let config = ClientConfig::builder()
+            .max_acquire_backoff(Duration::from_millis(200))
+            .build()
+            .unwrap_or_else(|e| panic!("config: {e}"));
+        let c = LeaseClient::efficiency_only(store.clone(), config).unwrap_or_else(|e| panic!("client: {e}"));
+        let (in_use, last) = (in_use.clone(), last.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..4 {
+                let set = c
+                    .acquire_all(&set_names, Duration::from_secs(5))
+                    .await
+                    .unwrap_or_else(|e| panic!("client {i}: acquire_all: {e}"));
+                for (name, token) in set.tokens() {
+                    let mut held = in_use.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if let Some(other) = held.insert(name.as_str().to_owned(), i) {
+                        panic!("{name} held by clients {other} and {i} at once");
+                    }
+                    let mut last = last.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let prev = last
+                        .insert(name.as_str().to_owned(), token)
+                        .unwrap_or(FencingToken::ZERO);
+                    assert!(token > prev, "{name}: token {token} granted after {prev}");
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                assert!(set.is_valid(), "client {i} lost its set: {:?}", set.loss_cause());
+                for name in set.names() {
+                    in_use
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .remove(name.as_str());
+                }
+                set.release()
+                    .await
+                    .unwrap_or_else(|e| panic!("client {i}: release: {e}"));
+            }
+        }));
+    }
+    let all = async {
+        for t in tasks {
+            t.await.unwrap_or_else(|e| panic!("contender: {e}"));
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(90), all)
+        .await
+        .expect("acquire_all contenders deadlocked (or the store was too slow)");
+    let grants: u64 = last
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .values()
+        .map(|t| t.get())
+        .sum();
+    assert_eq!(grants, 3 * 4 * 2, "every grant of every name takes the next token");
 }
 
 /// Generates one `#[tokio::test]` per conformance case, each building its fixture with
