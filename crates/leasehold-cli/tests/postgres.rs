@@ -2,29 +2,4 @@
 
 mod common;
 
-use common::{Store, scenarios};
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn token_reaches_the_command_and_matches_the_store() {
-    scenarios::token(&Store::postgres().await).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_second_run_is_refused_or_waits() {
-    scenarios::held_then_wait(&Store::postgres().await).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_run_frees_the_lease_after_its_ttl() {
-    scenarios::kill9(&Store::postgres().await).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn frozen_run_stops_its_command_and_exits_lost() {
-    scenarios::frozen(&Store::postgres().await).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn forced_release_keeps_the_token() {
-    scenarios::forced_release(&Store::postgres().await).await;
-}
+common::scenarios::scenario_tests!(common::Store::postgres().await);

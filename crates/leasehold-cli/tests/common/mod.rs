@@ -78,6 +78,22 @@ impl Store {
         Self::new(url, test_dir(), Box::new(lib))
     }
 
+    /// The tests' MariaDB (`LEASEHOLD_MYSQL_URL`), its lease table created: panics when
+    /// it is not set or cannot be reached.
+    pub async fn mysql() -> Self {
+        use leasehold::mysql::sqlx::mysql::MySqlPool;
+        use leasehold::mysql::{MySqlConfig, MySqlStore};
+        let url = leasehold_testkit::env("LEASEHOLD_MYSQL_URL");
+        let pool = MySqlPool::connect(&url)
+            .await
+            .unwrap_or_else(|e| panic!("MariaDB at LEASEHOLD_MYSQL_URL: {e}"));
+        MySqlStore::provision(&pool, &MySqlConfig::new())
+            .await
+            .expect("provision");
+        let lib = MySqlStore::new(pool, MySqlConfig::new()).await.expect("mysql store");
+        Self::new(url, test_dir(), Box::new(lib))
+    }
+
     /// The tests' etcd (`LEASEHOLD_ETCD_ENDPOINTS`): panics when it is not set or cannot
     /// be reached.
     pub async fn etcd() -> Self {

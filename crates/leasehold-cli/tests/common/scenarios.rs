@@ -8,6 +8,40 @@ use super::*;
 
 const LIMIT: Duration = Duration::from_secs(20);
 
+/// The scenarios as tests of one store: `scenario_tests!(Store::postgres().await)` in a
+/// test file with `mod common;`.
+#[allow(unused_macros)] // not every test binary runs the scenarios
+macro_rules! scenario_tests {
+    ($store:expr) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn token_reaches_the_command_and_matches_the_store() {
+            common::scenarios::token(&$store).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn a_second_run_is_refused_or_waits() {
+            common::scenarios::held_then_wait(&$store).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn killed_run_frees_the_lease_after_its_ttl() {
+            common::scenarios::kill9(&$store).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn frozen_run_stops_its_command_and_exits_lost() {
+            common::scenarios::frozen(&$store).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn forced_release_keeps_the_token() {
+            common::scenarios::forced_release(&$store).await;
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use scenario_tests;
+
 fn token_of(v: &serde_json::Value) -> u64 {
     v["token"].as_u64().unwrap_or_else(|| panic!("no token in {v}"))
 }
