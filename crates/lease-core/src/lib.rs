@@ -21,6 +21,16 @@
 //! - **`testing`** (feature `testing`): counting and fault-injecting store wrappers, a
 //!   skewed wall clock, freezing a process.
 //!
+//! ## Beyond one lease
+//! - **No waiting on yourself.** Acquiring a name the same client already holds is
+//!   [`Error::AlreadyHeld`] at once; leases are not reentrant ([`LeaseClient`] says why).
+//! - **A hard cap on a hold.** [`AcquireOptions::max_hold`] (or
+//!   [`ClientConfig::max_hold`]): past it the lease is no longer renewed and ends with
+//!   [`LossCause::MaxHoldReached`] before anyone else can take it.
+//! - **Several names together.** [`LeaseClient::acquire_all`] takes them in one sorted
+//!   order (no deadlock between callers), all or none, as one [`LeaseSet`] with one
+//!   loss signal.
+//!
 //! The lease decision itself (may this caller take, renew, release, with which token)
 //! is a private pure function of the record read, the request and monotonic time,
 //! tested exhaustively inside this crate.
