@@ -466,11 +466,14 @@ async fn unfenced_table_is_efficiency_only_with_growing_tokens() {
         last = lease.token();
         let first_deadline = lease.valid_until();
         // Wait for a renewal: the token must not change.
-        let renewed = leasehold_core::testing::process::poll(Duration::from_secs(5), || {
-            lease.valid_until() != first_deadline
-        })
-        .await;
-        assert!(renewed, "no renewal within 5 s of a 300 ms lease: {:?}", lease.loss_cause());
+        let renewed =
+            leasehold_core::testing::process::poll(Duration::from_secs(5), || lease.valid_until() != first_deadline)
+                .await;
+        assert!(
+            renewed,
+            "no renewal within 5 s of a 300 ms lease: {:?}",
+            lease.loss_cause()
+        );
         let name = LeaseName::new("unfenced").expect("name");
         let now = client.store().read(&name).await.expect("read").expect("present");
         assert_eq!(now.record.token, lease.token(), "renewal changed an unfenced token");
