@@ -190,9 +190,10 @@ async fn hold_then_change_by_hand<B: SqlBackend>(
 ) -> LossCause {
     let client = LeaseClient::new(store.clone());
     let sql = format!("UPDATE \"{table}\" SET {set} WHERE name = '{name}'");
+    // A 2 s TTL: a renewal due every 667 ms must land in time on a loaded machine too
+    // (with 600 ms, MariaDB's fsync per commit under CI load missed it).
     let (cause, _, lease) =
-        leasehold_testkit::foreign::hold_then(&client, name, Duration::from_millis(600), async { operator(&sql) })
-            .await;
+        leasehold_testkit::foreign::hold_then(&client, name, Duration::from_secs(2), async { operator(&sql) }).await;
     assert_eq!(lease.token().get(), 1);
     cause
 }
