@@ -20,7 +20,7 @@ use crate::lease::{Command, HeldState, LeaseShared};
 use crate::{
     Error, LossCause, Result,
     clock::WallClock,
-    store::{CasOutcome, CasStore, Current, LeaseRecord, Precondition, Stored, Version},
+    store::{CasOutcome, CasStore, Current, LeaseRecord, Stored, Version},
 };
 
 /// What the driver needs from its client.
@@ -325,10 +325,9 @@ async fn release_write(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let outcome = ctx
-            .store
-            .write(&shared.name, &Precondition::Version(version.clone()), &record.vacated())
-            .await;
+        // Guarded on our holder and token too: a release never vacates a record an
+        // operator gave to someone else, nor writes our token back over a raised one.
+        let outcome = ctx.store.release(&shared.name, &version, &record).await;
         match outcome {
             Ok(CasOutcome::Written(vacant)) => {
                 // The next acquire of this name by this client can then write directly.
@@ -340,7 +339,8 @@ async fn release_write(
                     version = s.version;
                     record = s.record;
                 }
-                // Not ours any more (or never was): nothing to release.
+                // Not ours any more (or never was, or an operator changed its holder or
+                // token): nothing to release, and the record stays as it is.
                 _ => return Ok(()),
             },
             // Retrying the same conditional write is safe: if the first applied, the

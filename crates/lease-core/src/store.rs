@@ -148,6 +148,22 @@ pub trait CasStore: Send + Sync + fmt::Debug + 'static {
         self.write(name, &Precondition::Version(version.clone()), record).await
     }
 
+    /// Releases a held lease: `held` is the record the holder last wrote or read at
+    /// `version` (its holder and token), and the write leaves that record vacant
+    /// ([`LeaseRecord::vacated`]: no holder, the same token). By default a conditional
+    /// write of the vacated record on `version`.
+    ///
+    /// Stores whose version does not move when another program edits the record (a SQL
+    /// `UPDATE` by hand, a DynamoDB `update-item`, a `redis-cli HSET`) override it, and
+    /// must then keep its meaning: `Written` only if the record still has `version` and
+    /// shows `held`'s holder with `held`'s token, changing nothing but what vacating
+    /// needs (never the token); otherwise `Conflict`, with nothing changed, so that a
+    /// release never undoes what an operator set. One round trip, like every method.
+    async fn release(&self, name: &LeaseName, version: &Version, held: &LeaseRecord) -> Result<CasOutcome> {
+        self.write(name, &Precondition::Version(version.clone()), &held.vacated())
+            .await
+    }
+
     /// Waits until the record under `name` may have changed from `seen` (`None`: from
     /// absent), or `max_wait` passed. Spurious returns are allowed. Stores with
     /// [`Capabilities::notifies_waiters`] push; the default sleeps for `max_wait`.
@@ -180,6 +196,9 @@ impl<S: CasStore + ?Sized> CasStore for std::sync::Arc<S> {
     }
     async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
         (**self).renew(name, version, record).await
+    }
+    async fn release(&self, name: &LeaseName, version: &Version, held: &LeaseRecord) -> Result<CasOutcome> {
+        (**self).release(name, version, held).await
     }
     async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
         (**self).wait_for_change(name, seen, max_wait).await

@@ -110,6 +110,17 @@ impl LeaseArgs {
         }
     }
 
+    /// The row a release of these values left when it applied (MySQL's
+    /// [`crate::Reply::Vacates`]): no holder and no wall-clock expiry, the bound token, at
+    /// the version [`Arg::WriteId`].
+    pub fn vacated_row(&self) -> RawRow {
+        RawRow {
+            holder: None,
+            wall_expires_at_ms: None,
+            ..self.written_row(self.token, false)
+        }
+    }
+
     /// Binds these values in `statement`'s order. The host clock is read here, as late
     /// as possible before the statement runs: an earlier "now" only judges expiry later,
     /// and writes an expiry no later than the holder counts from (it counts from before

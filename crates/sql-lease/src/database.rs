@@ -237,6 +237,13 @@ impl SqlDatabase for sqlx::MySql {
                 }
                 Ok(vec![args.written_row(args.token(), deletes)])
             }
+            Reply::Vacates => {
+                let done = query.execute(&mut *conn).await.map_err(RunError::Statement)?;
+                if done.rows_affected() == 0 {
+                    return Ok(Vec::new());
+                }
+                Ok(vec![args.vacated_row()])
+            }
         }
     }
 }

@@ -112,6 +112,9 @@ pub enum Reply {
         /// The write is a delete (the row is now a tombstone).
         deletes: bool,
     },
+    /// (MySQL) a release's `UPDATE`: one affected row means the row is now vacant with
+    /// the bound token at the version [`Arg::WriteId`]; none, that it wrote nothing.
+    Vacates,
 }
 
 /// The lease statements of one table in one dialect.
@@ -126,6 +129,10 @@ pub struct Statements {
     /// Renews on an exact version: extends the expiry (and sets the TTL) only while the
     /// row still shows the renewing holder with its token, and writes nothing else.
     pub renew: LeaseStatement,
+    /// Releases on an exact version: leaves the row vacant (no holder, no wall-clock
+    /// expiry, a new version) only while it still shows the releasing holder with its
+    /// token, and writes nothing else: never the token.
+    pub release: LeaseStatement,
     /// Claims a missing, vacant, deleted or expired record and issues the next token.
     pub write_claimable: LeaseStatement,
     /// Turns the record into a tombstone if its version matches.
@@ -252,6 +259,7 @@ impl Statements {
             &self.write_absent,
             &self.write_version,
             &self.renew,
+            &self.release,
             &self.write_claimable,
             &self.delete,
         ]
@@ -443,6 +451,25 @@ impl Postgres {
             let sql = self.with_current(&write, &guard("c"), &mut p);
             p.finish(sql)
         };
+        let release = {
+            let mut p = Placeholders::new(Dialect::Postgres);
+            let [name, holder, token, ver] = [Arg::Name, Arg::Holder, Arg::Token, Arg::Version].map(|a| p.get(a));
+            // As a renewal, the holder and the token are compared, never written: a row an
+            // operator gave to someone else, or whose token they raised, stays as it is.
+            let guard = |a: &str| {
+                format!(
+                    "{a}.version = {ver} AND NOT {a}.deleted AND {a}.holder = {holder} AND {a}.fence_token = {token} AND {}",
+                    Self::valid(a, &holder)
+                )
+            };
+            let write = format!(
+                "UPDATE {t} AS l SET holder = NULL, version = l.version + 1, wall_expires_at_ms = NULL \
+                 WHERE l.name = {name} AND {}",
+                guard("l")
+            );
+            let sql = self.with_current(&write, &guard("c"), &mut p);
+            p.finish(sql)
+        };
         let delete = {
             let mut p = Placeholders::new(Dialect::Postgres);
             let (name, ver) = (p.get(Arg::Name), p.get(Arg::Version));
@@ -459,6 +486,7 @@ impl Postgres {
             write_absent,
             write_version,
             renew,
+            release,
             write_claimable,
             delete,
             read_after_refused_version_write: false,
@@ -684,6 +712,29 @@ impl Sqlite {
             );
             p.finish(sql)
         };
+        let release = {
+            let mut p = Placeholders::new(Dialect::Sqlite);
+            let [name, holder, token, ver, wid, now, boot] = [
+                Arg::Name,
+                Arg::Holder,
+                Arg::Token,
+                Arg::Version,
+                Arg::WriteId,
+                Arg::NowMs,
+                Arg::BootId,
+            ]
+            .map(|a| p.get(a));
+            // The holder and the token are compared, never written (see the Postgres
+            // statement); a refused release returns no row, as a renewal does.
+            let sql = format!(
+                "UPDATE {t} AS l SET holder = NULL, version = l.version + 1, wall_expires_at_ms = NULL, write_id = {wid} \
+                 WHERE l.name = {name} AND l.version = {ver} AND l.deleted = 0 AND l.holder = {holder} \
+                 AND l.fence_token = {token} AND {} {}",
+                Self::valid(&now, &boot, &holder),
+                Self::returning(&wid, &now, &boot)
+            );
+            p.finish(sql)
+        };
         let delete = {
             let mut p = Placeholders::new(Dialect::Sqlite);
             let (name, ver, wid, now, boot) = (
@@ -714,6 +765,7 @@ impl Sqlite {
             write_absent,
             write_version,
             renew,
+            release,
             write_claimable,
             delete,
             read_after_refused_version_write: true,
@@ -905,6 +957,20 @@ impl MySql {
             );
             p.finish_with(sql, Reply::Affected { deletes: false })
         };
+        let release = {
+            let mut p = Placeholders::new(Dialect::MySql);
+            // MySQL binds each `?` in the order it appears.
+            let [wid, name, ver, holder, token] =
+                [Arg::WriteId, Arg::Name, Arg::Version, Arg::Holder, Arg::Token].map(|a| p.get(a));
+            let valid = Self::valid(&mut p);
+            // The holder and the token are compared, never written (see Postgres).
+            let sql = format!(
+                "UPDATE {t} SET holder = NULL, version = {wid}, wall_expires_at_ms = NULL \
+                 WHERE name = {name} AND version = {ver} AND deleted = 0 AND holder = {holder} \
+                 AND fence_token = {token} AND {valid}"
+            );
+            p.finish_with(sql, Reply::Vacates)
+        };
         let delete = {
             let mut p = Placeholders::new(Dialect::MySql);
             let (wid, name, ver) = (p.get(Arg::WriteId), p.get(Arg::Name), p.get(Arg::Version));
@@ -918,6 +984,7 @@ impl MySql {
             write_absent,
             write_version,
             renew,
+            release,
             write_claimable,
             delete,
             read_after_refused_version_write: true,
@@ -931,12 +998,13 @@ mod tests {
     use super::*;
     use leasehold_core::HolderId;
 
-    fn all(s: &Statements) -> [&LeaseStatement; 6] {
+    fn all(s: &Statements) -> [&LeaseStatement; 7] {
         [
             &s.read,
             &s.write_absent,
             &s.write_version,
             &s.renew,
+            &s.release,
             &s.write_claimable,
             &s.delete,
         ]

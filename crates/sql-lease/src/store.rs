@@ -292,6 +292,18 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
             .await
     }
 
+    /// One statement that leaves the row vacant only while it shows this holder with
+    /// this token: a row an operator changed by hand (its version untouched) stays as
+    /// they left it.
+    async fn release(&self, name: &LeaseName, version: &Version, held: &LeaseRecord) -> Result<CasOutcome> {
+        if held.is_vacant() {
+            return Err(Error::invalid("record", "a release names the holder it releases"));
+        }
+        let expect = Precondition::Version(version.clone());
+        self.write_with(name, &self.inner.statements.release, &expect, held)
+            .await
+    }
+
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
         let args = LeaseArgs::delete(name, &self.inner.limits, version)?.with_clock(self.inner.clock);
         let mut rows = self

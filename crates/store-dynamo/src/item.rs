@@ -113,6 +113,9 @@ pub(crate) enum WriteKind {
     Any,
     /// A renewal: also the same holder and the same token as the record written.
     Renewal,
+    /// A release of the (held) record given: the same holder and token on the item,
+    /// which is left vacant (holder and wall-clock expiry removed, a fresh version).
+    Release,
 }
 
 /// The UpdateItem that writes `record` if `expect` holds: `SET` every attribute (the
@@ -141,8 +144,17 @@ pub(crate) fn lease_update(
     .collect();
     let mut values: HashMap<String, AttributeValue> = HashMap::new();
     let n = |v: u64| AttributeValue::N(v.to_string());
+    let release = kind == WriteKind::Release;
+    if release && (record.holder.is_none() || !matches!(expect, Precondition::Version(_))) {
+        return Err(Error::invalid(
+            "release",
+            "a release names the holder it releases, on the version it holds",
+        ));
+    }
     values.insert(":f".into(), n(record.token.get()));
-    values.insert(":t".into(), n(record.ttl.as_millis()));
+    if !release {
+        values.insert(":t".into(), n(record.ttl.as_millis()));
+    }
     values.insert(":v".into(), AttributeValue::S(version.to_owned()));
     values.insert(":fmt".into(), n(u64::from(ITEM_FORMAT)));
     if let Some(h) = &record.holder {
@@ -152,9 +164,14 @@ pub(crate) fn lease_update(
     // record's own, so it sets only what a renewal changes (fewer attributes: less work
     // for the server); any other write sets every attribute.
     let renewal = matches!(expect, Precondition::Version(_)) && kind == WriteKind::Renewal;
-    let mut set = vec!["#t = :t", "#v = :v"];
-    let mut remove = Vec::new();
-    if !renewal {
+    // A release's condition requires the same of the item; it changes only what
+    // vacating needs: the version, the holder and the wall-clock expiry (removed).
+    let (mut set, mut remove) = if release {
+        (vec!["#v = :v"], vec!["#h"])
+    } else {
+        (vec!["#t = :t", "#v = :v"], Vec::new())
+    };
+    if !renewal && !release {
         set.extend(["#f = :f", "#fmt = :fmt"]);
         match record.holder {
             Some(_) => set.push("#h = :h"),
@@ -162,11 +179,11 @@ pub(crate) fn lease_update(
         }
     }
     match record.wall_expires_at_ms {
-        Some(w) => {
+        Some(w) if !release => {
             values.insert(":w".into(), n(w));
             set.push("#w = :w");
         }
-        None => remove.push("#w"),
+        _ => remove.push("#w"),
     }
     let mut update_expression = format!("SET {}", set.join(", "));
     if !remove.is_empty() {
@@ -213,6 +230,9 @@ pub(crate) fn lease_update(
                 (WriteKind::Renewal, None) => {
                     format!("#v = :expect AND #f = :f AND attribute_not_exists(#h) AND {rest}")
                 }
+                // A release, likewise: an item another program gave to someone else or
+                // whose token it raised (its version untouched) stays as it is.
+                (WriteKind::Release, _) => format!("#v = :expect AND #f = :f AND #h = :h AND {rest}"),
             }
         }
         Precondition::Claimable => {
@@ -312,8 +332,11 @@ mod tests {
     fn every_name_and_value_is_used() {
         for expect in [Precondition::Absent, Precondition::Version(Version::new("x"))] {
             for r in [rec(), rec().vacated()] {
-                for kind in [WriteKind::Any, WriteKind::Renewal] {
-                    let u = lease_update("k", &expect, &r, "v", kind).expect("update");
+                for kind in [WriteKind::Any, WriteKind::Renewal, WriteKind::Release] {
+                    let Ok(u) = lease_update("k", &expect, &r, "v", kind) else {
+                        assert_eq!(kind, WriteKind::Release, "{expect:?} {r:?}");
+                        continue;
+                    };
                     let text = format!("{} {}", u.update_expression, u.condition_expression);
                     for n in u.names.keys() {
                         assert!(text.contains(n.as_str()), "unused name {n} in {text}");
@@ -343,6 +366,31 @@ mod tests {
         let stored = decode("lease", &name(), &item).expect("decode");
         assert_eq!(stored.record, rec());
         assert_eq!(stored.version.as_str(), "v2");
+    }
+
+    #[test]
+    fn a_release_vacates_only_the_holder_it_names() {
+        let on_v1 = Precondition::Version(Version::new("v1"));
+        let u = lease_update("lease", &on_v1, &rec(), "v2", WriteKind::Release).expect("update");
+        assert_eq!(
+            (u.update_expression.as_str(), u.values.contains_key(":t")),
+            ("SET #v = :v REMOVE #h, #w", false)
+        );
+        let guard = "#v = :expect AND #f = :f AND #h = :h AND ";
+        assert!(u.condition_expression.starts_with(guard), "{}", u.condition_expression);
+        // The held item, with the release's SET and REMOVE applied to it.
+        let grant = lease_update("lease", &Precondition::Absent, &rec(), "v1", WriteKind::Any).expect("grant");
+        let mut item = applied(&grant);
+        item.retain(|k, _| k != ATTR_HOLDER && k != ATTR_WALL_EXPIRES_AT_MS);
+        item.extend(applied(&u));
+        let released = decode("lease", &name(), &item).map(|s| (s.record, s.version));
+        assert_eq!(released.expect("decode"), (rec().vacated(), Version::new("v2")));
+        for bad in [
+            lease_update("lease", &on_v1, &rec().vacated(), "v2", WriteKind::Release),
+            lease_update("lease", &Precondition::Absent, &rec(), "v2", WriteKind::Release),
+        ] {
+            assert!(matches!(bad, Err(Error::InvalidInput { .. })), "{bad:?}");
+        }
     }
 
     #[test]

@@ -347,6 +347,14 @@ impl CasStore for DynamoStore {
         .await
     }
 
+    /// One conditional `UpdateItem` that leaves the item vacant only while it shows
+    /// this holder with this token: an item another program changed (its version
+    /// untouched) stays as it left it.
+    async fn release(&self, name: &LeaseName, version: &Version, held: &LeaseRecord) -> Result<CasOutcome> {
+        self.update(name, &Precondition::Version(version.clone()), held, WriteKind::Release)
+            .await
+    }
+
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
         let flag = SentRequests::default();
         let op = self

@@ -100,10 +100,12 @@ if st == 'corrupt' then return { 'corrupt', r } end
 return { 'absent' }
 "#;
 
-/// `write` and `renew`: KEYS = record, meta. ARGV = mode (`absent`, `version`,
-/// `claim`, `renew`), expected version, holder (`""` = vacant), token, ttl ms, wall
-/// expiry ms (`""` = none), channel. A write that leaves the record vacant (a release)
-/// publishes the record's new version on the channel.
+/// `write`, `renew` and `release`: KEYS = record, meta. ARGV = mode (`absent`,
+/// `version`, `claim`, `renew`, `release`), expected version, holder (`""` = vacant; for
+/// `release`, the holder released), token, ttl ms, wall expiry ms (`""` = none), channel.
+/// A `release` applies only while the record shows that holder with that token, and
+/// leaves it vacant. A write that leaves the record vacant (a release) publishes the
+/// record's new version on the channel.
 ///
 /// Reply: `{'written', record…}`, `{'conflict', record…}`, `{'conflict_absent'}`,
 /// `{'corrupt', why}` or `{'exhausted'}` (the token counter is at 2^63 - 1).
@@ -122,6 +124,11 @@ elseif mode == 'version' then
   applies = st == 'ok' and cur.v == expect and not gt(cur.t, token)
 elseif mode == 'renew' then
   applies = st == 'ok' and cur.v == expect and holder ~= '' and cur.h == holder and cur.t == token
+elseif mode == 'release' then
+  -- As a renewal: an operator's HSET of the holder or the token (the version untouched)
+  -- is never undone by a release.
+  applies = st == 'ok' and cur.v == expect and holder ~= '' and cur.h == holder and cur.t == token
+  holder = ''
 elseif mode == 'claim' then
   applies = st == 'absent' or cur.h == ''
 else

@@ -344,6 +344,18 @@ where
         self.write_mode(name, mode, version.as_str(), record).await
     }
 
+    /// Releases only if the record still has `version` **and** names this holder with
+    /// this token: a record an operator changed with `redis-cli` (the version untouched)
+    /// stays as they left it.
+    async fn release(&self, name: &LeaseName, version: &Version, held: &LeaseRecord) -> Result<CasOutcome> {
+        if held.is_vacant() {
+            return Err(Error::invalid("record", "a release names the holder it releases"));
+        }
+        let mut record = held.clone();
+        record.wall_expires_at_ms = None;
+        self.write_mode(name, "release", version.as_str(), &record).await
+    }
+
     async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
         match &self.notifier {
             Some(n) => {

@@ -16,7 +16,7 @@ use crate::{
 pub struct CallCounts {
     /// `read` calls.
     pub reads: u64,
-    /// `write` calls.
+    /// `write` calls, and `release` calls (a release is a conditional write).
     pub writes: u64,
     /// `renew` calls.
     pub renews: u64,
@@ -117,6 +117,10 @@ impl<S: CasStore> CasStore for CountingStore<S> {
     async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
         self.counters.renews.fetch_add(1, Ordering::SeqCst);
         self.inner.renew(name, version, record).await
+    }
+    async fn release(&self, name: &LeaseName, version: &Version, held: &LeaseRecord) -> Result<CasOutcome> {
+        self.counters.writes.fetch_add(1, Ordering::SeqCst);
+        self.inner.release(name, version, held).await
     }
     async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
         self.counters.waits.fetch_add(1, Ordering::SeqCst);

@@ -159,6 +159,9 @@ impl<S: CasStore> CasStore for FaultStore<S> {
     async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
         self.run(self.inner.renew(name, version, record)).await
     }
+    async fn release(&self, name: &LeaseName, version: &Version, held: &LeaseRecord) -> Result<CasOutcome> {
+        self.run(self.inner.release(name, version, held)).await
+    }
     async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
         self.inner.wait_for_change(name, seen, max_wait).await
     }
