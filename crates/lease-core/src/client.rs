@@ -707,6 +707,18 @@ async fn attempt(
                     retry_after,
                 });
             }
+            // Decided on what this attempt heard from the store, never on the cache.
+            AcquireStep::Exhausted { .. } if !fresh => {
+                let current = store.read(&name).await?;
+                inner.remember(&name, current.as_ref(), Instant::now());
+                fresh = true;
+                continue;
+            }
+            AcquireStep::Exhausted { .. } => {
+                return Err(doubt(in_doubt)(Error::TokensExhausted {
+                    name: name.as_str().to_owned(),
+                }));
+            }
             AcquireStep::Write { expect, record } => (expect, record),
         };
         // A takeover, for the metric: the last record this client saw was someone's.

@@ -122,6 +122,21 @@ pub enum Error {
         token: FencingToken,
     },
 
+    /// The lease's fencing tokens are used up: its record shows
+    /// [`FencingToken::MAX`], so a grant to a new holder would have no greater token to
+    /// issue. Nothing changed. Not retryable, and not a corrupt record (the holder of
+    /// the last token renews and releases it as usual): give the work another lease
+    /// name, or have an operator reset the name's record together with every resource's
+    /// high-water mark it fences.
+    #[error(
+        "lease {name:?} has issued its last fencing token ({}): no new holder can be granted it",
+        FencingToken::MAX
+    )]
+    TokensExhausted {
+        /// The lease name.
+        name: String,
+    },
+
     /// The client (or its renewal driver) has shut down.
     #[error("lease client is shut down")]
     Shutdown,

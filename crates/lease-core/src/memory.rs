@@ -202,7 +202,13 @@ impl CasStore for MemoryStore {
                         .map(|e| record_codec::decode(name, &e.bytes).map(|r| r.token.get()))
                         .transpose()?;
                     let high = st.issued.get(name).copied().unwrap_or(0).max(prev.unwrap_or(0));
-                    record.token = crate::FencingToken::new(high).next();
+                    // The counter is the store's own: at its end, the store says so.
+                    record.token =
+                        crate::FencingToken::new(high)
+                            .checked_next()
+                            .ok_or_else(|| Error::TokensExhausted {
+                                name: name.as_str().to_owned(),
+                            })?;
                 }
                 claimable
             }

@@ -195,7 +195,8 @@ pub mod record_codec {
     /// with the same validation as [`decode`].
     ///
     /// # Errors
-    /// [`Error::CorruptRecord`] for an invalid holder, a zero token or an invalid TTL.
+    /// [`Error::CorruptRecord`] for an invalid holder, a zero token, a token above
+    /// [`FencingToken::MAX`] or an invalid TTL.
     pub fn from_parts(
         name: &LeaseName,
         holder: Option<&str>,
@@ -209,6 +210,12 @@ pub mod record_codec {
             .map_err(|e| Error::corrupt(name.as_str(), format!("bad holder: {e}")))?;
         if token == 0 {
             return Err(Error::corrupt(name.as_str(), "token 0 is never issued"));
+        }
+        if FencingToken::new(token) > FencingToken::MAX {
+            return Err(Error::corrupt(
+                name.as_str(),
+                format!("token {token} is above the highest ever issued, {}", FencingToken::MAX),
+            ));
         }
         let ttl = Ttl::from_millis(ttl_ms).map_err(|e| Error::corrupt(name.as_str(), format!("bad ttl: {e}")))?;
         Ok(LeaseRecord {

@@ -11,12 +11,25 @@ use serde::{Deserialize, Serialize};
 /// The first grant of a name carries token 1; 0 is never issued, so a resource can use
 /// 0 as its initial high-water mark.
 ///
+/// # An exhausted counter
+/// The highest token is [`FencingToken::MAX`] (`i64::MAX`), on every store: it is the
+/// largest value each of them can keep (a SQL `BIGINT`, a Redis integer). A grant that
+/// would issue a token above it is refused with [`crate::Error::TokensExhausted`]
+/// (non-retryable, nothing changed): a name whose record shows `MAX` is never granted
+/// to a new holder again, since the only token left to give would repeat one a
+/// resource may have seen. The holder of `MAX` itself renews and releases as usual. A
+/// token above `MAX` read from any store was written by someone else and is
+/// [`crate::Error::CorruptRecord`] on every path.
+///
 /// ```
 /// use leasehold_core::FencingToken;
 /// let t = FencingToken::new(411);
 /// assert!(t.next() > t);
 /// assert_eq!(t.to_string(), "411");
 /// assert_eq!(t.get(), 411);
+/// assert_eq!(FencingToken::MAX.get(), i64::MAX as u64);
+/// assert_eq!(FencingToken::new(i64::MAX as u64 - 1).checked_next(), Some(FencingToken::MAX));
+/// assert_eq!(FencingToken::MAX.checked_next(), None);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
 #[serde(transparent)]
@@ -29,6 +42,10 @@ impl FencingToken {
     /// The token of the first grant of a lease name.
     pub const FIRST: FencingToken = FencingToken(1);
 
+    /// The highest token a store issues or keeps: `i64::MAX` (see
+    /// [the type's docs](FencingToken#an-exhausted-counter)).
+    pub const MAX: FencingToken = FencingToken(0x7fff_ffff_ffff_ffff);
+
     /// Wraps a raw value (as read back from a store or a resource).
     pub const fn new(value: u64) -> Self {
         Self(value)
@@ -39,11 +56,31 @@ impl FencingToken {
         self.0
     }
 
-    /// The token a change of holder issues after this one (saturating: a lease name
-    /// would need 2^64 takeovers to reach the end).
+    /// The token a change of holder issues after this one, or `None` at (or above)
+    /// [`FencingToken::MAX`]: the counter is exhausted. Grants use this.
+    #[must_use]
+    pub const fn checked_next(self) -> Option<Self> {
+        if self.0 < Self::MAX.0 {
+            Some(Self(self.0 + 1))
+        } else {
+            None
+        }
+    }
+
+    /// The token after this one, saturating at [`FencingToken::MAX`] (for comparisons
+    /// in tests and tools; a grant never issues a token twice, it uses
+    /// [`FencingToken::checked_next`]).
     #[must_use]
     pub const fn next(self) -> Self {
-        Self(self.0.saturating_add(1))
+        match self.checked_next() {
+            Some(t) => t,
+            None => Self::MAX,
+        }
+    }
+
+    /// True when no token may follow this one ([`FencingToken::MAX`] or above).
+    pub const fn is_exhausted(self) -> bool {
+        self.0 >= Self::MAX.0
     }
 
     /// The value as a signed 64-bit integer, for SQL `BIGINT` columns.

@@ -74,12 +74,10 @@ impl RawRow {
     /// that is not a time.
     pub fn stored(&self, name: &LeaseName) -> Result<Stored> {
         let corrupt = |what: &str, v: i64| Error::corrupt(name.as_str(), format!("{what} is {v}"));
-        // No write issues i64::MAX (the statements' validity checks stop one below it, so
-        // that the next token or version cannot overflow): a row showing it was written
-        // by someone else, and would otherwise never be claimable nor reported.
-        if self.fence_token == i64::MAX {
-            return Err(corrupt("fence_token", self.fence_token));
-        }
+        // A token of i64::MAX is the last one (`FencingToken::MAX`): valid, never claimed
+        // again (the client reports the counter exhausted). No write issues a version of
+        // i64::MAX (the statements' validity checks stop one below it, so that the next
+        // version cannot overflow): a row showing it was written by someone else.
         if self.version == i64::MAX {
             return Err(corrupt("version", self.version));
         }
@@ -224,10 +222,6 @@ mod tests {
             },
             RawRow { ttl_ms: 0, ..row() },
             RawRow {
-                fence_token: i64::MAX,
-                ..row()
-            },
-            RawRow {
                 version: i64::MAX,
                 ..row()
             },
@@ -250,6 +244,17 @@ mod tests {
                 "{r:?} decoded"
             );
         }
+    }
+
+    #[test]
+    fn the_last_token_is_a_valid_record() {
+        let last = RawRow {
+            fence_token: i64::MAX,
+            holder: None,
+            ..row()
+        };
+        let s = read_outcome(&name(), &[last]).expect("ok").expect("a record");
+        assert_eq!(s.record.token, leasehold_core::FencingToken::MAX);
     }
 
     #[test]

@@ -133,7 +133,8 @@ pub struct Statements {
     /// expiry, a new version) only while it still shows the releasing holder with its
     /// token, and writes nothing else: never the token.
     pub release: LeaseStatement,
-    /// Claims a missing, vacant, deleted or expired record and issues the next token.
+    /// Claims a missing, vacant, deleted or expired record and issues the next token
+    /// (never past [`leasehold_core::FencingToken::MAX`]: a row at it is not claimed).
     pub write_claimable: LeaseStatement,
     /// Turns the record into a tombstone if its version matches.
     pub delete: LeaseStatement,
@@ -270,6 +271,12 @@ impl Statements {
 
 const I64_MAX_MINUS_1: &str = "9223372036854775806";
 
+/// [`leasehold_core::FencingToken::MAX`]: a valid token, the last one; a claim never
+/// issues the token after it (a row at it is not claimable, so `fence_token + 1` never
+/// overflows the column), and the client then reports
+/// [`leasehold_core::Error::TokensExhausted`].
+const TOKEN_MAX: &str = "9223372036854775807";
+
 fn ttl_bounds() -> (u128, u128) {
     (Ttl::MIN.as_millis(), Ttl::MAX.as_millis())
 }
@@ -293,7 +300,7 @@ impl Postgres {
     fn valid(a: &str, holder: &str) -> String {
         let (min, max) = ttl_bounds();
         format!(
-            "{a}.fence_token BETWEEN 1 AND {I64_MAX_MINUS_1} AND {a}.ttl_ms BETWEEN {min} AND {max} \
+            "{a}.fence_token BETWEEN 1 AND {TOKEN_MAX} AND {a}.ttl_ms BETWEEN {min} AND {max} \
              AND {a}.version BETWEEN 1 AND {I64_MAX_MINUS_1} AND isfinite({a}.expires_at) \
              AND ({a}.holder IS NULL OR (({a}.holder IS NOT DISTINCT FROM {holder} \
              OR (length({a}.holder) BETWEEN 1 AND {MAX_HOLDER_LEN} AND {a}.holder ~ '^[{HOLDER_CLASS}]+$')) \
@@ -313,7 +320,7 @@ impl Postgres {
 
     fn claimable(a: &str, holder: &str) -> String {
         format!(
-            "({a}.deleted OR {a}.holder IS NULL OR {a}.expires_at <= now()) AND {}",
+            "({a}.deleted OR {a}.holder IS NULL OR {a}.expires_at <= now()) AND {a}.fence_token < {TOKEN_MAX} AND {}",
             Self::valid(a, holder)
         )
     }
@@ -527,7 +534,7 @@ impl Sqlite {
     fn valid(now: &str, boot: &str, holder: &str) -> String {
         let (min, max) = ttl_bounds();
         format!(
-            "typeof(l.fence_token) = 'integer' AND l.fence_token BETWEEN 1 AND {I64_MAX_MINUS_1} \
+            "typeof(l.fence_token) = 'integer' AND l.fence_token BETWEEN 1 AND {TOKEN_MAX} \
              AND typeof(l.ttl_ms) = 'integer' AND l.ttl_ms BETWEEN {min} AND {max} \
              AND typeof(l.version) = 'integer' AND l.version BETWEEN 1 AND {I64_MAX_MINUS_1} \
              AND typeof(l.deleted) = 'integer' AND typeof(l.expires_at_ms) = 'integer' \
@@ -629,7 +636,8 @@ impl Sqlite {
             let (now, boot, holder) = (p.get(Arg::NowMs), p.get(Arg::BootId), p.get(Arg::Holder));
             // A record of another boot is expired: its holder ran before the reboot.
             let cond = format!(
-                "((l.deleted <> 0 OR l.holder IS NULL OR l.boot_id <> {boot} OR l.expires_at_ms <= {now}) AND {})",
+                "((l.deleted <> 0 OR l.holder IS NULL OR l.boot_id <> {boot} OR l.expires_at_ms <= {now}) \
+                 AND {} AND l.fence_token < {TOKEN_MAX})",
                 Self::valid(&now, &boot, &holder)
             );
             let sql = upsert(&mut p, "1", &cond, "l.fence_token + 1");
@@ -807,7 +815,7 @@ impl MySql {
         let (min, max) = ttl_bounds();
         let holder = p.get(Arg::Holder);
         format!(
-            "fence_token BETWEEN 1 AND {I64_MAX_MINUS_1} AND ttl_ms BETWEEN {min} AND {max} \
+            "fence_token BETWEEN 1 AND {TOKEN_MAX} AND ttl_ms BETWEEN {min} AND {max} \
              AND version BETWEEN 1 AND {I64_MAX_MINUS_1} \
              AND (holder IS NULL OR ((holder <=> {holder} OR (CHAR_LENGTH(holder) BETWEEN 1 AND {MAX_HOLDER_LEN} \
              AND holder REGEXP '^[{HOLDER_CLASS}]+$')) \
@@ -903,7 +911,7 @@ impl MySql {
         };
         let write_claimable = self.upsert(&mut Placeholders::new(Dialect::MySql), true, |p| {
             format!(
-                "(deleted <> 0 OR holder IS NULL OR expires_at_ms <= {now}) AND {}",
+                "(deleted <> 0 OR holder IS NULL OR expires_at_ms <= {now}) AND {} AND fence_token < {TOKEN_MAX}",
                 Self::valid(p)
             )
         });

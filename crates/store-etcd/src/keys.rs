@@ -49,14 +49,25 @@ pub(crate) fn encode_fence(token: FencingToken) -> Vec<u8> {
     format!("{:0width$}", token.get(), width = FENCE_DIGITS).into_bytes()
 }
 
-/// Decodes a fence counter; anything but exactly 20 ASCII digits is corrupt.
+/// Decodes a fence counter; anything but exactly 20 ASCII digits, or a counter above
+/// [`FencingToken::MAX`], is corrupt.
 pub(crate) fn decode_fence(name: &LeaseName, bytes: &[u8]) -> Result<FencingToken> {
     let corrupt = || Error::corrupt(name.as_str(), "the fence counter key does not hold 20 ASCII digits");
     if bytes.len() != FENCE_DIGITS || !bytes.iter().all(u8::is_ascii_digit) {
         return Err(corrupt());
     }
     let text = std::str::from_utf8(bytes).map_err(|_| corrupt())?;
-    text.parse::<u64>().map(FencingToken::new).map_err(|_| corrupt())
+    let token = text.parse::<u64>().map(FencingToken::new).map_err(|_| corrupt())?;
+    if token > FencingToken::MAX {
+        return Err(Error::corrupt(
+            name.as_str(),
+            format!(
+                "the fence counter {token} is above the highest token, {}",
+                FencingToken::MAX
+            ),
+        ));
+    }
+    Ok(token)
 }
 
 #[cfg(test)]
@@ -86,9 +97,14 @@ mod tests {
     #[test]
     fn fence_round_trip_and_order() {
         let n = name("a");
-        for t in [1, 9, 10, 12_345, u64::MAX] {
+        for t in [1, 9, 10, 12_345, FencingToken::MAX.get()] {
             let e = encode_fence(FencingToken::new(t));
             assert_eq!(decode_fence(&n, &e).ok(), Some(FencingToken::new(t)));
+        }
+        // Above the last token: written by someone else.
+        for t in [FencingToken::MAX.get() + 1, u64::MAX] {
+            let e = encode_fence(FencingToken::new(t));
+            assert!(matches!(decode_fence(&n, &e), Err(Error::CorruptRecord { .. })), "{t}");
         }
         assert!(encode_fence(FencingToken::new(9)) < encode_fence(FencingToken::new(10)));
         for bad in [

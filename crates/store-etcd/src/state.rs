@@ -112,7 +112,9 @@ pub(crate) struct Claim {
     pub(crate) record: RecordCmp,
     /// `None`: the fence key must not exist.
     pub(crate) fence: Option<u64>,
-    pub(crate) token: FencingToken,
+    /// The token the claim issues; `None` when the counter is exhausted (the fence or
+    /// the record is at [`FencingToken::MAX`]).
+    pub(crate) token: Option<FencingToken>,
 }
 
 /// The store's memory.
@@ -287,7 +289,7 @@ impl State {
             return Claim {
                 record: RecordCmp::Absent,
                 fence: None,
-                token: FencingToken::FIRST,
+                token: Some(FencingToken::FIRST),
             };
         };
         let (record, record_token) = match &k.record {
@@ -306,7 +308,7 @@ impl State {
         Claim {
             record,
             fence,
-            token: FencingToken::new(fence.unwrap_or(0).max(record_token)).next(),
+            token: FencingToken::new(fence.unwrap_or(0).max(record_token)).checked_next(),
         }
     }
 
@@ -440,7 +442,7 @@ mod tests {
             Claim {
                 record: RecordCmp::Absent,
                 fence: None,
-                token: FencingToken::FIRST
+                token: Some(FencingToken::FIRST)
             }
         );
         // A vacant record with token 4 and fence 4: claim it at its version with token 5.
@@ -453,7 +455,7 @@ mod tests {
             Claim {
                 record: RecordCmp::At(9),
                 fence: Some(4),
-                token: FencingToken::new(5)
+                token: Some(FencingToken::new(5))
             }
         );
         // An older observation does not overwrite it.
@@ -469,12 +471,16 @@ mod tests {
             Claim {
                 record: RecordCmp::Absent,
                 fence: Some(5),
-                token: FencingToken::new(6)
+                token: Some(FencingToken::new(6))
             }
         );
         // A watch shows it deleted: still absent, same fence.
         st.observe_event(&n, 12, None);
-        assert_eq!(st.claim(&n, now).token, FencingToken::new(6));
+        assert_eq!(st.claim(&n, now).token, Some(FencingToken::new(6)));
+        // A fence at the last token: nothing left to issue.
+        let s = snap(13, None, Some(FencingToken::MAX.get()));
+        st.observe(&n, &s, &decode(&n, &s));
+        assert_eq!(st.claim(&n, now).token, None);
     }
 
     #[test]

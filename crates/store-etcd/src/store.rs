@@ -465,7 +465,11 @@ impl Inner {
                 Precondition::Claimable => {
                     let c = self.lock().claim(name, call);
                     let mut r = record.clone();
-                    r.token = c.token;
+                    // The counter is the store's own (the fence key): at its end, the
+                    // store says so, and sends nothing.
+                    r.token = c.token.ok_or_else(|| Error::TokensExhausted {
+                        name: name.as_str().to_owned(),
+                    })?;
                     (claim_txn(&keys, &c, &r, session.as_deref()), r)
                 }
                 Precondition::Absent => (
@@ -804,7 +808,7 @@ fn claim_txn(keys: &Keys, c: &Claim, record: &LeaseRecord, session: Option<&Sess
         .when([record_cmp, fence_cmp])
         .and_then([
             put_record(keys, record, session),
-            TxnOp::put(keys.fence.clone(), encode_fence(c.token), None),
+            TxnOp::put(keys.fence.clone(), encode_fence(record.token), None),
         ])
         .or_else([range_op(keys)])
 }

@@ -276,10 +276,10 @@ where
             ))),
             "conflict_absent" => Ok(CasOutcome::Conflict(Current::Absent)),
             "corrupt" => Err(reply.corrupt(name.as_str())),
-            "exhausted" => Err(Error::corrupt(
-                name.as_str(),
-                "the token counter is at its maximum (2^63 - 1)",
-            )),
+            // The counter is the store's own: at its end, the store says so.
+            "exhausted" => Err(Error::TokensExhausted {
+                name: name.as_str().to_owned(),
+            }),
             other => Err(error::bad_reply(Effect::Write, &what, format!("status {other:?}"))),
         }
     }

@@ -51,6 +51,12 @@ pub(crate) enum AcquireStep {
         /// The record to write.
         record: LeaseRecord,
     },
+    /// The grant would need a token above [`FencingToken::MAX`]: the name's counter is
+    /// exhausted ([`crate::Error::TokensExhausted`]). Nothing is to be sent.
+    Exhausted {
+        /// The token the record shows.
+        token: FencingToken,
+    },
     /// Someone else holds it: retry no sooner than `retry_after`.
     Wait {
         /// The current holder.
@@ -81,6 +87,15 @@ pub(crate) fn acquire(
         ttl,
         wall_expires_at_ms: Some(wall_now_ms.saturating_add(ttl.as_millis())),
     };
+    // A grant to a new holder issues the token after the record's: at the end of the
+    // counter there is none, and nothing is sent.
+    let grant = |expect: Precondition, token: FencingToken| match token.checked_next() {
+        Some(next) => AcquireStep::Write {
+            expect,
+            record: fresh(next),
+        },
+        None => AcquireStep::Exhausted { token },
+    };
     let claim_or = |expect: Precondition| match policy.clock {
         ClockSource::Store => Precondition::Claimable,
         _ => expect,
@@ -101,10 +116,7 @@ pub(crate) fn acquire(
                     expect: version(),
                     record: fresh(rec.token),
                 },
-                None => AcquireStep::Write {
-                    expect: claim_or(version()),
-                    record: fresh(rec.token.next()),
-                },
+                None => grant(claim_or(version()), rec.token),
                 Some(other) => {
                     let wait = |retry_after: Duration| AcquireStep::Wait {
                         holder: Some(other.clone()),
@@ -117,10 +129,7 @@ pub(crate) fn acquire(
                             // not, assume the whole TTL is left (never "free").
                             let remaining = stored.remaining.unwrap_or(rec.ttl.get());
                             if remaining.is_zero() {
-                                AcquireStep::Write {
-                                    expect: Precondition::Claimable,
-                                    record: fresh(rec.token.next()),
-                                }
+                                grant(Precondition::Claimable, rec.token)
                             } else {
                                 wait(remaining)
                             }
@@ -129,19 +138,13 @@ pub(crate) fn acquire(
                             if let (Some(SkewBound(skew)), Some(exp)) = (policy.skew, rec.wall_expires_at_ms) {
                                 let skew_ms = u64::try_from(skew.as_millis()).unwrap_or(u64::MAX);
                                 if wall_now_ms > exp.saturating_add(skew_ms) {
-                                    return AcquireStep::Write {
-                                        expect: version(),
-                                        record: fresh(rec.token.next()),
-                                    };
+                                    return grant(version(), rec.token);
                                 }
                             }
                             let window = policy.observation_window(rec.ttl);
                             let watched = now.saturating_duration_since(first_seen);
                             if watched >= window {
-                                AcquireStep::Write {
-                                    expect: version(),
-                                    record: fresh(rec.token.next()),
-                                }
+                                grant(version(), rec.token)
                             } else {
                                 wait(window - watched)
                             }

@@ -231,3 +231,69 @@ fn conflicts_are_judged_by_holder_and_token() {
         ConflictVerdict::Unknown
     );
 }
+
+/// Every way a new holder is granted the lease (vacant; expired on the store's clock;
+/// past the observation window; past the skew bound), on a record at `token`.
+fn every_grant(token: u64) -> Vec<AcquireStep> {
+    let store = Policy::new(ClockSource::Store);
+    let seen = Policy::new(ClockSource::Observation);
+    let mut skewed = Policy::new(ClockSource::Observation);
+    skewed.skew = Some(SkewBound(Duration::from_secs(60)));
+    let now = Instant::now();
+    let window = seen.observation_window(ttl_s(10));
+    let vacant = stored(None, token, Some(Duration::ZERO));
+    let expired = stored(Some(other()), token, Some(Duration::ZERO));
+    let held = stored(Some(other()), token, None);
+    vec![
+        ask_now(&store, &vacant),
+        ask_now(&seen, &stored(None, token, None)),
+        ask_now(&store, &expired),
+        ask_seen(&seen, now + window, WALL, &held, now),
+        ask_seen(&skewed, now, 1_000_000 + 60_001, &held, now),
+    ]
+}
+
+#[test]
+fn the_grant_after_max_minus_one_issues_max() {
+    for step in every_grant(FencingToken::MAX.get() - 1) {
+        let (_, rec) = write(step);
+        assert_eq!(rec.token, FencingToken::MAX);
+        assert_eq!(rec.holder, Some(me()));
+    }
+}
+
+#[test]
+fn a_record_at_max_is_never_granted_to_a_new_holder() {
+    for step in every_grant(FencingToken::MAX.get()) {
+        assert_eq!(
+            step,
+            AcquireStep::Exhausted {
+                token: FencingToken::MAX
+            }
+        );
+    }
+}
+
+#[test]
+fn the_holder_of_max_keeps_it_and_others_wait_for_it() {
+    let p = Policy::new(ClockSource::Store);
+    let mine = stored(Some(me()), FencingToken::MAX.get(), Some(Duration::from_secs(3)));
+    let (expect, rec) = write(ask_now(&p, &mine));
+    assert_eq!(expect, Precondition::Version(Version::new("v7")));
+    assert_eq!(rec.token, FencingToken::MAX, "a confirmation keeps the token");
+    let theirs = stored(Some(other()), FencingToken::MAX.get(), Some(Duration::from_secs(3)));
+    assert!(matches!(ask_now(&p, &theirs), AcquireStep::Wait { token, .. } if token == FencingToken::MAX));
+    let renewed = decision::renewal(&mine.record, ttl_s(30), WALL);
+    assert_eq!(renewed.token, FencingToken::MAX);
+}
+
+#[test]
+fn tokens_end_at_max() {
+    let below = FencingToken::new(FencingToken::MAX.get() - 1);
+    assert_eq!(below.checked_next(), Some(FencingToken::MAX));
+    assert_eq!(FencingToken::MAX.checked_next(), None);
+    assert_eq!(FencingToken::new(u64::MAX).checked_next(), None);
+    assert_eq!(FencingToken::MAX.next(), FencingToken::MAX);
+    assert!(FencingToken::MAX.is_exhausted() && !below.is_exhausted());
+    assert_eq!(FencingToken::MAX.to_i64().expect("fits"), i64::MAX);
+}

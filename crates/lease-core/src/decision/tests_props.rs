@@ -184,6 +184,11 @@ fn run(clock: ClockSource, ppms: [i64; 3], ops: Vec<Op>) -> Result<(), TestCaseE
                             continue;
                         }
                         AcquireStep::Wait { .. } => break,
+                        // Tokens here start at 1 and grow by one per grant: never near MAX.
+                        AcquireStep::Exhausted { token } => {
+                            prop_assert!(false, "counter exhausted at {token}");
+                            break;
+                        }
                         AcquireStep::Write { expect, record } => (expect, record),
                     };
                     // Observation takeover: never before the window, from first sight.
