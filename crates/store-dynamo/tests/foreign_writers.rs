@@ -397,3 +397,17 @@ async fn an_item_put_corrupt_is_never_granted() {
     assert_eq!(granted.token().get(), 8, "the valid item was not taken over");
     granted.release().await.expect("release");
 }
+
+/// The shared cases of `leasehold_testkit::edits`, edited with boto3's `update_item`
+/// (DynamoDB's version attribute does not move).
+async fn editor() -> leasehold_testkit::edits::Editor {
+    let (_admin, table) = common::fresh_lease_table("edits").await;
+    leasehold_testkit::edits::Editor::new(common::store_on(&table), move |name, field, value| {
+        let (attr, kind) = field.pick(("holder", "S"), ("fence", "N"));
+        let sets = format!(r#"{{"{attr}": {{"{kind}": "{value}"}}}}"#);
+        let table = table.clone();
+        async move { update_item_json(&table, &name, &sets).await }
+    })
+}
+
+leasehold_testkit::editor_cases!(editor(); all);

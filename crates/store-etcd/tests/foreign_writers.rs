@@ -107,3 +107,32 @@ async fn a_held_record_without_an_etcd_lease_is_corrupt() {
     }
     common::cleanup(&store).await;
 }
+
+/// The shared token-counter cases of `leasehold_testkit::edits`, edited with `etcdctl
+/// put --ignore-lease` of the record's JSON changed by hand (the record keeps its etcd
+/// lease; its revision moves, so a release on the old one is refused anyway).
+async fn editor() -> leasehold_testkit::edits::Editor {
+    let store = common::store("edits").await;
+    let keys = store.clone();
+    leasehold_testkit::edits::Editor::new(store, move |name, field, value| {
+        let key = record_key(&keys, &name);
+        let old = etcdctl(&["get", &key, "--print-value-only"]);
+        let old = old.trim();
+        // The compact JSON the store writes: `"field":value` up to the next `,` or `}`.
+        let (f, v) = field.pick(("\"holder\":", format!("\"{value}\"")), ("\"token\":", value));
+        let at = old.find(f).unwrap_or_else(|| panic!("no {f} in {old}")) + f.len();
+        let end = at + old[at..].find([',', '}']).unwrap_or_else(|| panic!("{old}"));
+        etcdctl(&[
+            "put",
+            "--ignore-lease",
+            &key,
+            &format!("{}{v}{}", &old[..at], &old[end..]),
+        ]);
+        std::future::ready(())
+    })
+}
+
+leasehold_testkit::editor_cases!(editor();
+    a_token_above_max_is_corrupt_on_every_path,
+    the_last_token_is_granted_once,
+);

@@ -111,3 +111,20 @@ async fn a_release_never_writes_a_lower_token_back() {
     redis_cli(&["DEL", &record_key(&store, name)]);
     assert_eq!(next_token(&store, name).await, FencingToken::new(101));
 }
+
+/// The shared cases of `leasehold_testkit::edits`, edited with `redis-cli HSET` (Redis's
+/// version field does not move).
+async fn editor() -> leasehold_testkit::edits::Editor {
+    let store = support::shared_store("edits").await;
+    let (keys, own) = (store.clone(), store.clone());
+    leasehold_testkit::edits::Editor::with_client(
+        store,
+        move || leases(&own),
+        move |name, field, value| {
+            redis_cli(&["HSET", &record_key(&keys, &name), field.pick("h", "t"), &value]);
+            std::future::ready(())
+        },
+    )
+}
+
+leasehold_testkit::editor_cases!(editor(); all);

@@ -4,9 +4,12 @@
 //! `scripts/stores.sh` started (read from the environment, failing with a clear message
 //! without them: a test that needs a store never skips), names no other test or run
 //! uses, the serialized moto a test binary starts for itself, a lease that must be
-//! granted ([`granted`]), and the frozen-holder scenario every store runs ([`frozen`]). Not published; the
+//! granted ([`granted`]), the frozen-holder scenario every store runs ([`frozen`]), and the
+//! foreign-writer cases every store runs through an operator's command-line client
+//! ([`edits`]). Not published; the
 //! store crates take it as a path-only dev-dependency.
 
+pub mod edits;
 pub mod endpoints;
 pub mod foreign;
 pub mod frozen;

@@ -1,0 +1,6 @@
+//! Rows edited by hand with `mariadb`: the shared cases of `leasehold_testkit::edits`.
+#![allow(missing_docs)]
+
+mod common;
+
+leasehold_testkit::sql_editor_cases!();

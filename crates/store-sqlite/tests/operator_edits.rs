@@ -1,0 +1,6 @@
+//! Rows edited by hand with `sqlite3`: the shared cases of `leasehold_testkit::edits`.
+#![allow(missing_docs)]
+
+mod common;
+
+leasehold_testkit::sql_editor_cases!(a_token_above_max_is_corrupt_on_every_path);
