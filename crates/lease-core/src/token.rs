@@ -12,8 +12,11 @@ use serde::{Deserialize, Serialize};
 /// 0 as its initial high-water mark.
 ///
 /// # An exhausted counter
-/// The highest token is [`FencingToken::MAX`] (`i64::MAX`), on every store: it is the
-/// largest value each of them can keep (a SQL `BIGINT`, a Redis integer). A grant that
+/// The highest token is [`FencingToken::MAX`] (`i64::MAX - 1`), on every store: one
+/// below the largest value each of them can keep (a SQL `BIGINT`, a Redis integer),
+/// because `i64::MAX` itself is what an out-of-range value becomes when a store clamps it
+/// (MySQL outside strict mode), and because a store's own `+ 1` on a token then never
+/// overflows its column. A grant that
 /// would issue a token above it is refused with [`crate::Error::TokensExhausted`]
 /// (non-retryable, nothing changed): a name whose record shows `MAX` is never granted
 /// to a new holder again, since the only token left to give would repeat one a
@@ -27,8 +30,8 @@ use serde::{Deserialize, Serialize};
 /// assert!(t.next() > t);
 /// assert_eq!(t.to_string(), "411");
 /// assert_eq!(t.get(), 411);
-/// assert_eq!(FencingToken::MAX.get(), i64::MAX as u64);
-/// assert_eq!(FencingToken::new(i64::MAX as u64 - 1).checked_next(), Some(FencingToken::MAX));
+/// assert_eq!(FencingToken::MAX.get(), i64::MAX as u64 - 1);
+/// assert_eq!(FencingToken::new(i64::MAX as u64 - 2).checked_next(), Some(FencingToken::MAX));
 /// assert_eq!(FencingToken::MAX.checked_next(), None);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
@@ -42,9 +45,9 @@ impl FencingToken {
     /// The token of the first grant of a lease name.
     pub const FIRST: FencingToken = FencingToken(1);
 
-    /// The highest token a store issues or keeps: `i64::MAX` (see
+    /// The highest token a store issues or keeps: `i64::MAX - 1` (see
     /// [the type's docs](FencingToken#an-exhausted-counter)).
-    pub const MAX: FencingToken = FencingToken(0x7fff_ffff_ffff_ffff);
+    pub const MAX: FencingToken = FencingToken(0x7fff_ffff_ffff_fffe);
 
     /// Wraps a raw value (as read back from a store or a resource).
     pub const fn new(value: u64) -> Self {

@@ -74,10 +74,13 @@ impl RawRow {
     /// that is not a time.
     pub fn stored(&self, name: &LeaseName) -> Result<Stored> {
         let corrupt = |what: &str, v: i64| Error::corrupt(name.as_str(), format!("{what} is {v}"));
-        // A token of i64::MAX is the last one (`FencingToken::MAX`): valid, never claimed
-        // again (the client reports the counter exhausted). No write issues a version of
-        // i64::MAX (the statements' validity checks stop one below it, so that the next
-        // version cannot overflow): a row showing it was written by someone else.
+        // No write issues i64::MAX (the token's last value, `FencingToken::MAX`, is one
+        // below it, and the statements' validity checks stop there, so that the next
+        // version cannot overflow): a row showing it was written by someone else (or
+        // clamped there by MySQL outside strict mode), and is never claimable.
+        if self.fence_token == i64::MAX {
+            return Err(corrupt("fence_token", self.fence_token));
+        }
         if self.version == i64::MAX {
             return Err(corrupt("version", self.version));
         }
@@ -222,6 +225,10 @@ mod tests {
             },
             RawRow { ttl_ms: 0, ..row() },
             RawRow {
+                fence_token: i64::MAX,
+                ..row()
+            },
+            RawRow {
                 version: i64::MAX,
                 ..row()
             },
@@ -249,7 +256,7 @@ mod tests {
     #[test]
     fn the_last_token_is_a_valid_record() {
         let last = RawRow {
-            fence_token: i64::MAX,
+            fence_token: i64::MAX - 1,
             holder: None,
             ..row()
         };

@@ -271,11 +271,10 @@ impl Statements {
 
 const I64_MAX_MINUS_1: &str = "9223372036854775806";
 
-/// [`leasehold_core::FencingToken::MAX`]: a valid token, the last one; a claim never
-/// issues the token after it (a row at it is not claimable, so `fence_token + 1` never
-/// overflows the column), and the client then reports
-/// [`leasehold_core::Error::TokensExhausted`].
-const TOKEN_MAX: &str = "9223372036854775807";
+/// [`leasehold_core::FencingToken::MAX`] (`i64::MAX - 1`, the last valid token): a claim
+/// never issues the token after it (a row at it is not claimable), and the client then
+/// reports [`leasehold_core::Error::TokensExhausted`]. A row at `i64::MAX` is invalid.
+const TOKEN_MAX: &str = "9223372036854775806";
 
 fn ttl_bounds() -> (u128, u128) {
     (Ttl::MIN.as_millis(), Ttl::MAX.as_millis())

@@ -17,6 +17,8 @@ use redis::Script;
 /// Helpers shared by the lease scripts.
 const PRELUDE: &str = r#"
 local I64MAX = '9223372036854775807'
+-- The last token (`FencingToken::MAX`, i64::MAX - 1): a token or counter above it is corrupt.
+local TMAX = '9223372036854775806'
 local function is_uint(s, maxlen)
   return type(s) == 'string' and #s <= maxlen and string.match(s, '^[1-9]%d*$') ~= nil
 end
@@ -24,7 +26,7 @@ local function is_count(s)
   return type(s) == 'string' and (s == '0' or (is_uint(s, 19) and (#s < 19 or s <= I64MAX)))
 end
 local function is_token(s)
-  return is_uint(s, 19) and (#s < 19 or s <= I64MAX)
+  return is_uint(s, 19) and (#s < 19 or s <= TMAX)
 end
 local function gt(a, b)
   if #a ~= #b then return #a > #b end
@@ -75,7 +77,7 @@ local function load_meta(k)
   local m = {}
   for i = 1, 6, 2 do m[all[i]] = all[i + 1] end
   if type(m.e) ~= 'string' or string.match(m.e, '^%d+$') == nil then return 'corrupt', 'bad counter epoch' end
-  if not is_count(m.f) then return 'corrupt', 'bad token counter' end
+  if not is_count(m.f) or gt(m.f, TMAX) then return 'corrupt', 'bad token counter' end
   if not is_count(m.n) then return 'corrupt', 'bad version counter' end
   if redis.call('PTTL', k) ~= -1 then return 'corrupt', 'the counter hash has an expiry' end
   return 'ok', m
@@ -108,7 +110,7 @@ return { 'absent' }
 /// record's new version on the channel.
 ///
 /// Reply: `{'written', record…}`, `{'conflict', record…}`, `{'conflict_absent'}`,
-/// `{'corrupt', why}` or `{'exhausted'}` (the token counter is at 2^63 - 1).
+/// `{'corrupt', why}` or `{'exhausted'}` (the token counter is at `FencingToken::MAX`).
 const WRITE: &str = r#"
 local mode, expect, holder, token, ttl, wall, chan = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local st, cur = load_rec(KEYS[1])
@@ -146,7 +148,7 @@ if mode == 'claim' then
   local high = '0'
   if mst == 'ok' then high = meta.f end
   if st == 'ok' and gt(cur.t, high) then high = cur.t end
-  if high == I64MAX then return { 'exhausted' } end
+  if high == TMAX then return { 'exhausted' } end
 end
 if mst == 'absent' then meta = init_meta(KEYS[2]) end
 local v = meta.e .. ':' .. counter(redis.call('HINCRBY', KEYS[2], 'n', 1), KEYS[2], 'n')

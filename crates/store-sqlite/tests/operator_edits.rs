@@ -3,4 +3,4 @@
 
 mod common;
 
-leasehold_testkit::sql_editor_cases!(a_token_above_max_is_corrupt_on_every_path);
+leasehold_testkit::sql_editor_cases!();
