@@ -5,39 +5,6 @@
 
 mod common;
 
-use std::process::ExitCode;
-use std::sync::Arc;
-
-use async_trait::async_trait;
-use leasehold_core::conformance::FencedResource;
-use leasehold_core::store::CasStore;
-use leasehold_postgres::PostgresStore;
-use leasehold_sql::testing::RowFixture;
-use leasehold_testkit::frozen::World;
-
-struct Pg {
-    store: PostgresStore,
-    rows: RowFixture<sqlx::Postgres>,
-}
-
-#[async_trait]
-impl World for Pg {
-    async fn store(&self) -> Arc<dyn CasStore> {
-        Arc::new(self.store.clone())
-    }
-
-    async fn resource(&self, name: &str) -> Box<dyn FencedResource> {
-        self.rows.row(name).await
-    }
-}
-
-fn main() -> ExitCode {
-    leasehold_testkit::frozen::main(|_run| async {
-        let pool = common::pool().await;
-        let store = common::store_on(&pool, "leasehold_frozen_holder").await;
-        Pg {
-            store,
-            rows: RowFixture::new(pool),
-        }
-    })
+fn main() -> std::process::ExitCode {
+    common::shared::frozen::main::<common::Pg>()
 }

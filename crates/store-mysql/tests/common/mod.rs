@@ -112,3 +112,72 @@ pub fn operator_in_mode(mode: &str, sql: &str) {
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     leasehold_testkit::foreign::cli("mariadb", &refs);
 }
+
+/// MySQL (MariaDB) as the shared SQL cases see it: tables in the server's default
+/// engine, InnoDB.
+pub struct My;
+
+impl shared::db::TestDb for My {
+    type B = leasehold_mysql::MySqlBackend;
+    type Keep = ();
+
+    async fn fresh(_prefix: &str) -> (MySqlPool, ()) {
+        (pool().await, ())
+    }
+
+    fn table(prefix: &str) -> String {
+        unique_table(prefix)
+    }
+
+    const GOOD_COLUMNS: &'static str = "name VARCHAR(200) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY, \
+        holder VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NULL, fence_token BIGINT NOT NULL, \
+        version BIGINT NOT NULL, ttl_ms BIGINT NOT NULL, acquired_at_ms BIGINT NOT NULL, expires_at_ms BIGINT NOT NULL, \
+        wall_expires_at_ms BIGINT NULL, deleted BOOLEAN NOT NULL DEFAULT FALSE";
+
+    const WRONG_COLUMNS: &'static [(&'static str, &'static str, &'static str)] = &[
+        ("token as text", "fence_token BIGINT", "fence_token TEXT"),
+        ("token unsigned", "fence_token BIGINT", "fence_token BIGINT UNSIGNED"),
+        ("version as int", "version BIGINT", "version INT"),
+        (
+            "holder not null",
+            "COLLATE ascii_bin NULL",
+            "COLLATE ascii_bin NOT NULL",
+        ),
+        (
+            "another unique key",
+            "DEFAULT FALSE",
+            "DEFAULT FALSE, UNIQUE KEY (holder)",
+        ),
+        (
+            "expiry as a datetime",
+            "expires_at_ms BIGINT",
+            "expires_at_ms DATETIME(6)",
+        ),
+    ];
+
+    const CORRUPTIONS: &'static [(&'static str, &'static str)] =
+        &[("the largest token", "'w1', 9223372036854775807, 1000, NULL")];
+
+    fn insert_expired(table: &str, name: &str, values: &str) -> String {
+        format!(
+            "INSERT INTO `{table}` (name, holder, fence_token, ttl_ms, wall_expires_at_ms, version, acquired_at_ms, expires_at_ms) \
+             VALUES ('{name}', {values}, 1, {NOW_MS} - 3600000, {NOW_MS} - 60000)"
+        )
+    }
+
+    fn snapshot(table: &str, name: &str) -> String {
+        format!(
+            "SELECT CONCAT_WS('|', holder, fence_token, version, ttl_ms, acquired_at_ms, expires_at_ms, \
+             wall_expires_at_ms, deleted) FROM `{table}` WHERE name = '{name}'"
+        )
+    }
+
+    /// MySQL's refused claim says only that it wrote nothing; the client then reads.
+    fn claim_refused(outcome: &leasehold_core::Result<leasehold_core::store::CasOutcome>) -> bool {
+        use leasehold_core::store::{CasOutcome, Current};
+        matches!(outcome, Ok(CasOutcome::Conflict(Current::Unknown)))
+    }
+}
+
+/// The server's clock in milliseconds since the epoch, as SQL.
+const NOW_MS: &str = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)";

@@ -56,3 +56,40 @@ pub async fn foreign_store() -> (PostgresStore, String, ()) {
 pub fn operator(_: &(), sql: &str) {
     leasehold_testkit::foreign::cli("psql", &[&pg_url(), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", sql]);
 }
+
+/// Postgres as the shared SQL cases see it.
+pub struct Pg;
+
+impl shared::db::TestDb for Pg {
+    type B = leasehold_postgres::PgBackend;
+    type Keep = ();
+
+    async fn fresh(_prefix: &str) -> (PgPool, ()) {
+        (pool().await, ())
+    }
+
+    fn table(prefix: &str) -> String {
+        unique_table(prefix)
+    }
+
+    const GOOD_COLUMNS: &'static str = "name VARCHAR(200) PRIMARY KEY, holder VARCHAR(128), fence_token BIGINT NOT NULL, \
+        version BIGINT NOT NULL, ttl_ms BIGINT NOT NULL, acquired_at TIMESTAMPTZ NOT NULL, expires_at TIMESTAMPTZ NOT NULL, \
+        wall_expires_at_ms BIGINT, deleted BOOLEAN NOT NULL DEFAULT FALSE";
+
+    const WRONG_COLUMNS: &'static [(&'static str, &'static str, &'static str)] = &[
+        ("token as text", "fence_token BIGINT", "fence_token TEXT"),
+        ("holder not null", "holder VARCHAR(128)", "holder VARCHAR(128) NOT NULL"),
+        ("expiry as bigint", "expires_at TIMESTAMPTZ", "expires_at BIGINT"),
+    ];
+
+    fn insert_expired(table: &str, name: &str, values: &str) -> String {
+        format!(
+            "INSERT INTO \"{table}\" (name, holder, fence_token, ttl_ms, wall_expires_at_ms, version, acquired_at, expires_at) \
+             VALUES ('{name}', {values}, 1, now() - interval '1 hour', now() - interval '1 minute')"
+        )
+    }
+
+    fn snapshot(table: &str, name: &str) -> String {
+        format!("SELECT row_to_json(t)::text FROM \"{table}\" t WHERE name = '{name}'")
+    }
+}

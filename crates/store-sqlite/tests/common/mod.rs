@@ -82,6 +82,7 @@ pub const IMPOSSIBLE_EXPIRIES: &[(&str, &str)] = &[
         "the largest expiry the column holds",
         "expires_at_ms = 9223372036854775807",
     ),
+    ("an expiry as text", "expires_at_ms = 'soon'"),
 ];
 
 /// A store on a database file of its own, for the foreign-writer tests: the store, the
@@ -98,4 +99,68 @@ pub async fn foreign_store() -> (SqliteStore, String, TempDb) {
 pub fn operator(db: &TempDb, sql: &str) {
     let path = db.path().display().to_string();
     leasehold_testkit::foreign::cli("sqlite3", &["-bail", "-cmd", ".timeout 5000", &path, sql]);
+}
+
+/// SQLite as the shared SQL cases see it: every test on a database file of its own.
+pub struct Lite;
+
+impl shared::db::TestDb for Lite {
+    type B = leasehold_sqlite::SqliteBackend;
+    type Keep = TempDb;
+
+    async fn fresh(prefix: &str) -> (SqlitePool, TempDb) {
+        let db = db_path(prefix);
+        (pool(db.path()).await, db)
+    }
+
+    fn table(prefix: &str) -> String {
+        prefix.to_owned()
+    }
+
+    const GOOD_COLUMNS: &'static str = "name VARCHAR(200) NOT NULL PRIMARY KEY, holder VARCHAR(128), \
+        fence_token INTEGER NOT NULL, version INTEGER NOT NULL, ttl_ms INTEGER NOT NULL, acquired_at_ms INTEGER NOT NULL, \
+        expires_at_ms INTEGER NOT NULL, wall_expires_at_ms INTEGER, deleted INTEGER NOT NULL DEFAULT 0, \
+        write_id INTEGER NOT NULL DEFAULT 0, boot_id TEXT NOT NULL DEFAULT ''";
+
+    const WRONG_COLUMNS: &'static [(&'static str, &'static str, &'static str)] = &[
+        ("token as text", "fence_token INTEGER", "fence_token TEXT"),
+        ("no write_id", ", write_id INTEGER NOT NULL DEFAULT 0", ""),
+        (
+            "no boot_id (a table of an earlier version)",
+            ", boot_id TEXT NOT NULL DEFAULT ''",
+            "",
+        ),
+        ("holder not null", "holder VARCHAR(128)", "holder VARCHAR(128) NOT NULL"),
+        ("expiry as text", "expires_at_ms INTEGER", "expires_at_ms TEXT"),
+    ];
+
+    /// SQLite stores a value of any type in any column: values of the wrong type too.
+    const CORRUPTIONS: &'static [(&'static str, &'static str)] = &[
+        ("token as text", "'w1', 'seven', 1000, NULL"),
+        ("token as real", "'w1', 2.5, 1000, NULL"),
+        ("holder as blob", "x'00ff', 3, 1000, NULL"),
+        ("ttl as text", "'w1', 3, 'long', NULL"),
+    ];
+
+    const TYPED: bool = false;
+
+    const BAD_MARKS: &'static [&'static str] = &["'abc'", "X'00'"];
+
+    /// Expired in this boot of the host clock the store judges expiry on.
+    fn insert_expired(table: &str, name: &str, values: &str) -> String {
+        let clock = leasehold_sql::HostClock::get().expect("host clock");
+        format!(
+            "INSERT INTO \"{table}\" (name, holder, fence_token, ttl_ms, wall_expires_at_ms, expires_at_ms, version, acquired_at_ms, boot_id) \
+             VALUES ('{name}', {values}, {}, 1, 0, '{}')",
+            clock.now_ms() - 60_000,
+            clock.boot_id()
+        )
+    }
+
+    fn snapshot(table: &str, name: &str) -> String {
+        format!(
+            "SELECT quote(holder) || quote(fence_token) || quote(version) || quote(ttl_ms) || quote(expires_at_ms) \
+             || quote(wall_expires_at_ms) || quote(deleted) || quote(write_id) FROM \"{table}\" WHERE name = '{name}'"
+        )
+    }
 }

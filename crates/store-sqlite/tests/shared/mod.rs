@@ -3,7 +3,11 @@
 //! `#[path = "../../../store-sqlite/tests/shared/mod.rs"] mod shared;`.
 #![allow(dead_code, unreachable_pub, unused_macros, unused_imports)]
 
+pub mod bad_input;
+pub mod db;
+pub mod fenced;
 pub mod fixture;
+pub mod frozen;
 
 use std::time::Duration;
 
@@ -79,88 +83,6 @@ pub fn accounts_update(table: &str, strict: bool, increment: bool) -> FencedUpda
         .and_then(|f| f.key("id"))
         .expect("builder");
     if strict { b.strict() } else { b }
-}
-
-/// A fenced write that wrote nothing says why, and changes nothing: on `table` (created
-/// here, `last_token` nullable), a stale token is `FenceRejected` naming the row's mark,
-/// a missing row is `FenceTargetMissing` naming its key, and a `NULL` mark, or each of
-/// `bad_marks` (SQL literals the database can store in the column that compare above
-/// every token), is `FenceMarkInvalid`, for the plain update and the upsert alike. (A
-/// mark below every token, a negative number, passes the guard like a mark of 0.)
-pub async fn refused_fenced_writes_say_why<DB: leasehold_sql::SqlDatabase>(
-    pool: &Pool<DB>,
-    table: &str,
-    bad_marks: &[&str],
-) where
-    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
-    for<'r> (i64,): sqlx::FromRow<'r, DB::Row>,
-    for<'a> DB::Arguments: sqlx::IntoArguments<DB>,
-{
-    use leasehold_core::{Error, FencingToken};
-    use leasehold_sql::RowFence;
-    exec(
-        pool,
-        &format!("CREATE TABLE \"{table}\" (id BIGINT PRIMARY KEY, balance BIGINT NOT NULL, last_token BIGINT)"),
-    )
-    .await;
-    let mut marks = vec!["5", "NULL"];
-    marks.extend_from_slice(bad_marks);
-    for (id, mark) in marks.iter().enumerate() {
-        exec(
-            pool,
-            &format!("INSERT INTO \"{table}\" (id, balance, last_token) VALUES ({id}, 100, {mark})"),
-        )
-        .await;
-    }
-    let balances = async || -> i64 {
-        sqlx::query_as::<_, (i64,)>(AssertSqlSafe(format!(
-            "SELECT CAST(sum(balance) AS BIGINT) FROM \"{table}\""
-        )))
-        .fetch_one(pool)
-        .await
-        .expect("sum")
-        .0
-    };
-    let before = balances().await;
-    for upsert in [false, true] {
-        let f = accounts_update(table, false, false);
-        let fence = if upsert {
-            RowFence::<DB>::upsert(&f)
-        } else {
-            RowFence::<DB>::update(&f)
-        }
-        .expect("fence");
-        let write = |token: u64, id: i64| {
-            fence
-                .write(FencingToken::new(token))
-                .value("balance", 0_i64)
-                .key("id", id)
-        };
-        match write(3, 0).execute(pool).await {
-            Err(Error::FenceRejected { token, mark }) => {
-                assert_eq!((token.get(), mark), (3, Some(FencingToken::new(5))), "upsert {upsert}");
-            }
-            other => panic!("a stale token (upsert {upsert}): {other:?}"),
-        }
-        for (id, mark) in marks.iter().enumerate().skip(1) {
-            let id = i64::try_from(id).expect("id");
-            match write(9, id).execute(pool).await {
-                Err(Error::FenceMarkInvalid { resource, reason }) => {
-                    assert!(resource.contains(&format!("id = {id}")), "{resource}");
-                    assert!(!reason.is_empty());
-                }
-                other => panic!("mark {mark} (upsert {upsert}): {other:?}"),
-            }
-        }
-        if !upsert {
-            match write(9, 404).execute(pool).await {
-                Err(Error::FenceTargetMissing { resource }) => assert!(resource.contains("id = 404"), "{resource}"),
-                other => panic!("a missing row: {other:?}"),
-            }
-        }
-    }
-    assert_eq!(balances().await, before, "a refused write changed a row");
-    exec(pool, &format!("DROP TABLE \"{table}\"")).await;
 }
 
 /// The crate's shipped `sql/leasehold_leases.sql` is exactly `generated` (what
