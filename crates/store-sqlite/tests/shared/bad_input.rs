@@ -178,22 +178,14 @@ pub async fn corrupt_rows_are_corrupt_records_and_never_claimed<T: TestDb>() {
 /// case above.
 macro_rules! bad_input_tests {
     ($db:ty) => {
-        $crate::common::shared::bad_input::bad_input_tests!(
-            @cases $db,
+        $crate::common::shared::sql_tests!(
+            bad_input, $db:
             a_missing_table_is_misconfigured,
             wrong_columns_are_misconfigured,
             names_and_holders_longer_than_the_columns_are_invalid_input,
             ttl_of_zero_or_beyond_range_is_invalid_input,
-            corrupt_rows_are_corrupt_records_and_never_claimed
+            corrupt_rows_are_corrupt_records_and_never_claimed,
         );
-    };
-    (@cases $db:ty, $($case:ident),*) => {
-        $(
-            #[tokio::test]
-            async fn $case() {
-                common::shared::bad_input::$case::<$db>().await;
-            }
-        )*
     };
 }
 pub(crate) use bad_input_tests;

@@ -290,22 +290,14 @@ pub async fn refused_fenced_writes_say_why<T: TestDb>() {
 /// per case above.
 macro_rules! fenced_tests {
     ($db:ty) => {
-        $crate::common::shared::fenced::fenced_tests!(
-            @cases $db,
+        $crate::common::shared::sql_tests!(
+            fenced, $db:
             updates_apply_under_the_guard_and_a_missing_row_is_refused,
             upsert_inserts_then_guards,
             a_lease_token_fences_out_the_previous_holder,
             bad_fenced_writes_are_typed_errors,
-            refused_fenced_writes_say_why
+            refused_fenced_writes_say_why,
         );
-    };
-    (@cases $db:ty, $($case:ident),*) => {
-        $(
-            #[tokio::test]
-            async fn $case() {
-                common::shared::fenced::$case::<$db>().await;
-            }
-        )*
     };
 }
 pub(crate) use fenced_tests;

@@ -8,6 +8,7 @@ pub mod db;
 pub mod fenced;
 pub mod fixture;
 pub mod frozen;
+pub mod statements;
 
 use std::time::Duration;
 
@@ -247,6 +248,20 @@ async fn assert_corrupt_everywhere<B: SqlBackend>(store: &SqlStore<B>, name: &st
         Err(_) => panic!("{what}: a grant still waits on a corrupt row"),
     }
 }
+
+/// One `#[tokio::test]` per case of module `$module` of this directory, each run on the
+/// [`db::TestDb`] `$db`.
+macro_rules! sql_tests {
+    ($module:ident, $db:ty: $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $case() {
+                common::shared::$module::$case::<$db>().await;
+            }
+        )*
+    };
+}
+pub(crate) use sql_tests;
 
 /// The foreign-writer tests of a SQL store, one `#[tokio::test]` per case above:
 /// `common::foreign_store()` gives the store, its lease table's name, and what must live
