@@ -2,11 +2,8 @@
 //! `scripts/stores.sh start mariadb` started) and lease tables of their own.
 #![allow(dead_code, unreachable_pub)]
 
-use std::time::Duration;
-
 use leasehold_mysql::MySqlStore;
-use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
-use sqlx::{AssertSqlSafe, Executor};
+use sqlx::mysql::MySqlPool;
 
 #[path = "../../../store-sqlite/tests/shared/mod.rs"]
 pub mod shared;
@@ -23,19 +20,11 @@ pub async fn pool() -> MySqlPool {
 
 /// A pool of at most `max` connections on the server under test.
 pub async fn pool_of(max: u32) -> MySqlPool {
-    let url = mysql_url();
-    MySqlPoolOptions::new()
-        .max_connections(max)
-        .acquire_timeout(Duration::from_secs(10))
-        .connect(&url)
-        .await
-        .unwrap_or_else(|e| panic!("cannot reach MySQL at {url}: {e}"))
+    shared::db::server_pool(&mysql_url(), max).await
 }
 
 /// A table name no other test run uses.
-pub fn unique_table(prefix: &str) -> String {
-    format!("{prefix}_{}", leasehold_testkit::unique_suffix().replace('-', "_"))
-}
+pub use shared::db::unique_table;
 
 /// Creates (if needed) and opens a lease table.
 pub async fn store_on(pool: &MySqlPool, table: &str) -> MySqlStore {
@@ -43,11 +32,8 @@ pub async fn store_on(pool: &MySqlPool, table: &str) -> MySqlStore {
 }
 
 /// Runs one statement.
-pub async fn exec(pool: &MySqlPool, sql: &str) {
-    pool.execute(AssertSqlSafe(sql.to_owned()))
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
+#[allow(unused_imports)] // not every test binary runs statements
+pub use shared::exec;
 
 /// `SET` clauses that plant an expiry no write of the library makes: beyond the TTL, and
 /// at the edge of the column's type.
@@ -162,6 +148,14 @@ impl shared::db::TestDb for My {
         format!(
             "INSERT INTO `{table}` (name, holder, fence_token, ttl_ms, wall_expires_at_ms, version, acquired_at_ms, expires_at_ms) \
              VALUES ('{name}', {values}, 1, {NOW_MS} - 3600000, {NOW_MS} - 60000)"
+        )
+    }
+
+    /// A negative token and a holder with a space.
+    fn corrupt_held_row(table: &str) -> String {
+        format!(
+            "INSERT INTO `{table}` (name, holder, fence_token, version, ttl_ms, acquired_at_ms, expires_at_ms) \
+             VALUES (?, 'not a holder', -3, 1, 3600000, 0, {NOW_MS} + 3600000)"
         )
     }
 

@@ -3,7 +3,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 use leasehold_postgres::PostgresStore;
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::postgres::PgPool;
 
 #[path = "../../../store-sqlite/tests/shared/mod.rs"]
 pub mod shared;
@@ -15,19 +15,11 @@ pub fn pg_url() -> String {
 
 /// A small pool on the server under test.
 pub async fn pool() -> PgPool {
-    let url = pg_url();
-    PgPoolOptions::new()
-        .max_connections(8)
-        .acquire_timeout(std::time::Duration::from_secs(10))
-        .connect(&url)
-        .await
-        .unwrap_or_else(|e| panic!("cannot reach Postgres at {url}: {e}"))
+    shared::db::server_pool(&pg_url(), 8).await
 }
 
 /// A table name no other test run uses.
-pub fn unique_table(prefix: &str) -> String {
-    format!("{prefix}_{}", leasehold_testkit::unique_suffix().replace('-', "_"))
-}
+pub use shared::db::unique_table;
 
 /// Creates (if needed) and opens a lease table.
 pub async fn store_on(pool: &PgPool, table: &str) -> PostgresStore {
@@ -86,6 +78,14 @@ impl shared::db::TestDb for Pg {
         format!(
             "INSERT INTO \"{table}\" (name, holder, fence_token, ttl_ms, wall_expires_at_ms, version, acquired_at, expires_at) \
              VALUES ('{name}', {values}, 1, now() - interval '1 hour', now() - interval '1 minute')"
+        )
+    }
+
+    /// A negative token and a holder with a space.
+    fn corrupt_held_row(table: &str) -> String {
+        format!(
+            "INSERT INTO \"{table}\" (name, holder, fence_token, version, ttl_ms, acquired_at, expires_at) \
+             VALUES ($1, 'not a holder', -3, 1, 3600000, now(), now() + interval '1 hour')"
         )
     }
 

@@ -157,6 +157,17 @@ impl shared::db::TestDb for Lite {
         )
     }
 
+    /// A token that is text and a holder with a space, held in this boot.
+    fn corrupt_held_row(table: &str) -> String {
+        let clock = leasehold_sql::HostClock::get().expect("host clock");
+        format!(
+            "INSERT INTO \"{table}\" (name, holder, fence_token, version, ttl_ms, acquired_at_ms, expires_at_ms, boot_id) \
+             VALUES (?1, 'not a holder', 'seven', 1, 3600000, 0, {}, '{}')",
+            clock.now_ms() + 3_600_000,
+            clock.boot_id()
+        )
+    }
+
     fn snapshot(table: &str, name: &str) -> String {
         format!(
             "SELECT quote(holder) || quote(fence_token) || quote(version) || quote(ttl_ms) || quote(expires_at_ms) \

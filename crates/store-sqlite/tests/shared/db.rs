@@ -102,6 +102,10 @@ pub trait TestDb: 'static {
     /// `(holder, fence_token, ttl_ms, wall_expires_at_ms)`.
     fn insert_expired(table: &str, name: &str, values: &str) -> String;
 
+    /// An `INSERT` into `table` of a foreign writer's row under the name it binds as
+    /// its one parameter: corrupt, and held for an hour (so not claimable by expiry).
+    fn corrupt_held_row(table: &str) -> String;
+
     /// A `SELECT` of one text that shows every column of the row of `name`.
     fn snapshot(table: &str, name: &str) -> String;
 
@@ -147,3 +151,19 @@ pub const CORRUPTIONS: &[(&str, &str)] = &[
     ("ttl beyond range", "'w1', 3, 604800001, NULL"),
     ("negative wall expiry", "'w1', 3, 1000, -7"),
 ];
+
+/// A pool of at most `max` connections on the database server at `url`; panics with a
+/// clear message if the server cannot be reached.
+pub async fn server_pool<DB: sqlx::Database>(url: &str, max: u32) -> Pool<DB> {
+    sqlx::pool::PoolOptions::<DB>::new()
+        .max_connections(max)
+        .acquire_timeout(std::time::Duration::from_secs(10))
+        .connect(url)
+        .await
+        .unwrap_or_else(|e| panic!("cannot reach the database server at {url}: {e}"))
+}
+
+/// A table name for `prefix` that no other test run on a shared server uses.
+pub fn unique_table(prefix: &str) -> String {
+    format!("{prefix}_{}", leasehold_testkit::unique_suffix().replace('-', "_"))
+}
