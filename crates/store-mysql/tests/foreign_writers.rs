@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Duration;
 
-use leasehold_core::{Error, LeaseClient, LeaseName, store::CasStore};
+use leasehold_core::LeaseClient;
 
 common::shared::foreign_writer_tests!();
 
@@ -19,26 +19,9 @@ common::shared::foreign_writer_tests!();
 async fn corrupt_by_hand(cases: &[(&str, &str, &str)]) {
     let (store, table, ()) = common::foreign_store().await;
     for (what, mode, set) in cases {
-        let name = format!("foreign/cli/{}", leasehold_testkit::unique_suffix());
-        let client = LeaseClient::new(store.clone());
-        let lease = client
-            .acquire(&name, Duration::from_millis(600))
-            .await
-            .expect("acquire");
-        lease.release().await.expect("release");
+        let name = common::shared::released(&store, "foreign/cli").await;
         common::operator_in_mode(mode, &format!("UPDATE `{table}` SET {set} WHERE name = '{name}'"));
-        let key = LeaseName::new(&name).expect("name");
-        match store.read(&key).await {
-            Err(Error::CorruptRecord { .. }) => {}
-            other => panic!("{what}: a read gives {other:?}"),
-        }
-        let attempt = client.acquire_timeout(&name, Duration::from_millis(600), Duration::from_secs(3));
-        match tokio::time::timeout(Duration::from_secs(5), attempt).await {
-            Ok(Err(Error::CorruptRecord { .. })) => {}
-            Ok(Ok(lease)) => panic!("{what}: a corrupt row was granted (token {})", lease.token()),
-            Ok(Err(other)) => panic!("{what}: a grant gives {other:?}, not CorruptRecord"),
-            Err(_) => panic!("{what}: a grant still waits on a corrupt row"),
-        }
+        common::shared::assert_corrupt_everywhere(&store, &name, what).await;
     }
 }
 
@@ -91,34 +74,26 @@ async fn nulls_and_wrong_types_the_cli_writes_are_corrupt_records() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strict_mode_refuses_nulls_and_words() {
     let (store, table, ()) = common::foreign_store().await;
-    let name = format!("foreign/strict/{}", leasehold_testkit::unique_suffix());
-    let client = LeaseClient::new(store.clone());
-    let first = client
-        .acquire(&name, Duration::from_millis(600))
-        .await
-        .expect("acquire");
-    let token = first.token();
-    first.release().await.expect("release");
+    let name = common::shared::released(&store, "foreign/strict").await;
     for set in [
         "fence_token = NULL",
         "fence_token = 'junk'",
         "ttl_ms = 99999999999999999999",
     ] {
-        let mut args = common::cli_args();
-        args.push("-e".into());
-        args.push(format!(
-            "SET SESSION sql_mode = 'STRICT_ALL_TABLES'; UPDATE `{table}` SET {set} WHERE name = '{name}'"
-        ));
-        let out = std::process::Command::new("mariadb")
-            .args(&args)
-            .output()
-            .expect("mariadb runs");
-        assert!(!out.status.success(), "strict mode stored {set}");
+        let update = format!("UPDATE `{table}` SET {set} WHERE name = '{name}'");
+        assert!(
+            !common::mariadb_succeeds("'STRICT_ALL_TABLES'", &update),
+            "strict mode stored {set}"
+        );
     }
-    let next = client
+    let next = LeaseClient::new(store)
         .acquire(&name, Duration::from_millis(600))
         .await
         .expect("acquire again");
-    assert_eq!(next.token(), token.next());
+    assert_eq!(
+        next.token().get(),
+        2,
+        "the sequence continues after the released token 1"
+    );
     next.release().await.expect("release");
 }

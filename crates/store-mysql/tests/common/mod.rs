@@ -91,12 +91,27 @@ pub fn operator(_: &(), sql: &str) {
 /// expression) gives: `''` lets an operator store what strict mode refuses (MySQL then
 /// converts it, with a warning).
 pub fn operator_in_mode(mode: &str, sql: &str) {
-    let script = format!("SET SESSION sql_mode = {mode}; {sql}");
-    let mut args = cli_args();
-    args.push("-e".into());
-    args.push(script);
+    let args = mariadb_args(mode, sql);
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     leasehold_testkit::foreign::cli("mariadb", &refs);
+}
+
+/// Whether the `mariadb` client, run as [`operator_in_mode`] runs it, succeeds.
+pub fn mariadb_succeeds(mode: &str, sql: &str) -> bool {
+    std::process::Command::new("mariadb")
+        .args(mariadb_args(mode, sql))
+        .output()
+        .expect("mariadb runs")
+        .status
+        .success()
+}
+
+/// The `mariadb` client's arguments that run `sql` in the session `sql_mode` `mode`.
+fn mariadb_args(mode: &str, sql: &str) -> Vec<String> {
+    let mut args = cli_args();
+    args.push("-e".into());
+    args.push(format!("SET SESSION sql_mode = {mode}; {sql}"));
+    args
 }
 
 /// MySQL (MariaDB) as the shared SQL cases see it: tables in the server's default

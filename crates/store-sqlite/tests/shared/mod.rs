@@ -217,13 +217,7 @@ pub async fn an_impossible_expiry_is_corrupt<B: SqlBackend>(store: SqlStore<B>, 
 /// negative): never granted, and reported as corrupt.
 pub async fn an_impossible_version_is_corrupt<B: SqlBackend>(store: SqlStore<B>, table: &str, operator: Operator<'_>) {
     for version in [-1, 0] {
-        let name = format!("foreign/version/{}", leasehold_testkit::unique_suffix());
-        let client = LeaseClient::new(store.clone());
-        let lease = client
-            .acquire(&name, Duration::from_millis(600))
-            .await
-            .expect("acquire");
-        lease.release().await.expect("release");
+        let name = released(&store, "foreign/version").await;
         operator(&format!(
             "UPDATE \"{table}\" SET version = {version} WHERE name = '{name}'"
         ));
@@ -231,9 +225,21 @@ pub async fn an_impossible_version_is_corrupt<B: SqlBackend>(store: SqlStore<B>,
     }
 }
 
+/// A fresh lease name under `prefix`, granted on `store` and released: its row is
+/// vacant, with token 1.
+pub async fn released<B: SqlBackend>(store: &SqlStore<B>, prefix: &str) -> String {
+    let name = format!("{prefix}/{}", leasehold_testkit::unique_suffix());
+    let lease = LeaseClient::new(store.clone())
+        .acquire(&name, Duration::from_millis(600))
+        .await
+        .expect("acquire");
+    lease.release().await.expect("release");
+    name
+}
+
 /// Reads and a grant of `name` on `store` report [`leasehold_core::Error::CorruptRecord`],
 /// at once.
-async fn assert_corrupt_everywhere<B: SqlBackend>(store: &SqlStore<B>, name: &str, what: &str) {
+pub async fn assert_corrupt_everywhere<B: SqlBackend>(store: &SqlStore<B>, name: &str, what: &str) {
     let key = leasehold_core::LeaseName::new(name).expect("name");
     match store.read(&key).await {
         Err(leasehold_core::Error::CorruptRecord { .. }) => {}
