@@ -9,7 +9,7 @@ use common::shared::db::TestDb;
 use leasehold_core::Error;
 use leasehold_mysql::{MySqlConfig, MySqlStore};
 
-common::shared::bad_input::bad_input_tests!(common::My);
+common::shared::sql_tests!(bad_input, common::My);
 
 /// MyISAM has no row locks and no transactions: a lease table in it is refused at open,
 /// and a table switched to it under a running store fails `verify`, naming the engine.

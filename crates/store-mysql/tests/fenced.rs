@@ -8,7 +8,7 @@ mod common;
 use leasehold_mysql::RowFence;
 use sqlx::MySql;
 
-common::shared::fenced::fenced_tests!(common::My);
+common::shared::sql_tests!(fenced, common::My);
 
 #[test]
 fn statements_are_in_mysql_dialect() {

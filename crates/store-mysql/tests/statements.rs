@@ -67,7 +67,7 @@ impl Counted for common::My {
     }
 }
 
-common::shared::sql_tests!(statements, common::My: acquire_renew_release_are_one_statement_each);
+common::shared::sql_tests!(statements, common::My);
 
 /// The claim's reply carries the token: under the general log it is one `Execute`, and
 /// the `LAST_INSERT_ID()` it sets is the token the store returned.

@@ -4,4 +4,4 @@
 
 mod common;
 
-common::shared::bad_input::bad_input_tests!(common::Pg);
+common::shared::sql_tests!(bad_input, common::Pg);

@@ -4,4 +4,4 @@
 
 mod common;
 
-common::shared::fenced::fenced_tests!(common::Pg);
+common::shared::sql_tests!(fenced, common::Pg);

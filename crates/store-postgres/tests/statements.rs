@@ -71,4 +71,4 @@ impl Counted for common::Pg {
     }
 }
 
-common::shared::sql_tests!(statements, common::Pg: acquire_renew_release_are_one_statement_each);
+common::shared::sql_tests!(statements, common::Pg);

@@ -5,4 +5,4 @@
 
 mod common;
 
-common::shared::bad_input::bad_input_tests!(common::Lite);
+common::shared::sql_tests!(bad_input, common::Lite);

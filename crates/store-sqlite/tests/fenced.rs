@@ -5,4 +5,4 @@
 
 mod common;
 
-common::shared::fenced::fenced_tests!(common::Lite);
+common::shared::sql_tests!(fenced, common::Lite);

@@ -18,4 +18,4 @@ impl Counted for common::Lite {
     }
 }
 
-common::shared::sql_tests!(statements, common::Lite: acquire_renew_release_are_one_statement_each);
+common::shared::sql_tests!(statements, common::Lite);

@@ -126,10 +126,6 @@ impl shared::db::TestDb for My {
         (pool().await, ())
     }
 
-    fn table(prefix: &str) -> String {
-        unique_table(prefix)
-    }
-
     const GOOD_COLUMNS: &'static str = "name VARCHAR(200) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY, \
         holder VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NULL, fence_token BIGINT NOT NULL, \
         version BIGINT NOT NULL, ttl_ms BIGINT NOT NULL, acquired_at_ms BIGINT NOT NULL, expires_at_ms BIGINT NOT NULL, \

@@ -60,10 +60,6 @@ impl shared::db::TestDb for Pg {
         (pool().await, ())
     }
 
-    fn table(prefix: &str) -> String {
-        unique_table(prefix)
-    }
-
     const GOOD_COLUMNS: &'static str = "name VARCHAR(200) PRIMARY KEY, holder VARCHAR(128), fence_token BIGINT NOT NULL, \
         version BIGINT NOT NULL, ttl_ms BIGINT NOT NULL, acquired_at TIMESTAMPTZ NOT NULL, expires_at TIMESTAMPTZ NOT NULL, \
         wall_expires_at_ms BIGINT, deleted BOOLEAN NOT NULL DEFAULT FALSE";

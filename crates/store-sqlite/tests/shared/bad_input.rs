@@ -1,7 +1,7 @@
 //! Bad input and a bad table fail loudly with a typed error, grant nothing and change
 //! nothing, on every SQL store: a missing table, wrong columns, a name or holder longer
 //! than its column, a TTL of zero or beyond range, and rows whose values are corrupt.
-//! [`bad_input_tests!`] runs each case on one [`TestDb`].
+//! `sql_tests!(bad_input, …)` runs each case on one [`TestDb`].
 
 use std::time::Duration;
 
@@ -173,19 +173,3 @@ pub async fn corrupt_rows_are_corrupt_records_and_never_claimed<T: TestDb>() {
     }
     drop_table::<T>(&pool, &table).await;
 }
-
-/// The bad-input tests of a SQL store on the [`TestDb`] `$db`, one `#[tokio::test]` per
-/// case above.
-macro_rules! bad_input_tests {
-    ($db:ty) => {
-        $crate::common::shared::sql_tests!(
-            bad_input, $db:
-            a_missing_table_is_misconfigured,
-            wrong_columns_are_misconfigured,
-            names_and_holders_longer_than_the_columns_are_invalid_input,
-            ttl_of_zero_or_beyond_range_is_invalid_input,
-            corrupt_rows_are_corrupt_records_and_never_claimed,
-        );
-    };
-}
-pub(crate) use bad_input_tests;

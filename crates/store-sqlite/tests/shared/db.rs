@@ -85,8 +85,11 @@ pub trait TestDb: 'static {
     /// A pool on a database for one test (the server's, or a fresh file).
     async fn fresh(prefix: &str) -> (PoolOf<Self>, Self::Keep);
 
-    /// A table name for `prefix` that no other test run on the database uses.
-    fn table(prefix: &str) -> String;
+    /// A table name for `prefix` that no other test run on the database uses (by
+    /// default [`unique_table`], for a server that all tests share).
+    fn table(prefix: &str) -> String {
+        unique_table(prefix)
+    }
 
     /// The documented columns of a lease table, as the body of a `CREATE TABLE`.
     const GOOD_COLUMNS: &'static str;

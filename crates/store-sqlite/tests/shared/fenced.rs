@@ -1,6 +1,6 @@
 //! Fenced writes on real rows of a user's table, on every SQL store: the guard on the
 //! token is inside the statement, a refused write says why and changes nothing, and
-//! identifiers are validated. [`fenced_tests!`] runs each case on one [`TestDb`].
+//! identifiers are validated. `sql_tests!(fenced, …)` runs each case on one [`TestDb`].
 
 use std::time::Duration;
 
@@ -285,19 +285,3 @@ pub async fn refused_fenced_writes_say_why<T: TestDb>() {
     );
     drop_table::<T>(&pool, &table).await;
 }
-
-/// The fenced-write tests of a SQL store on the [`TestDb`] `$db`, one `#[tokio::test]`
-/// per case above.
-macro_rules! fenced_tests {
-    ($db:ty) => {
-        $crate::common::shared::sql_tests!(
-            fenced, $db:
-            updates_apply_under_the_guard_and_a_missing_row_is_refused,
-            upsert_inserts_then_guards,
-            a_lease_token_fences_out_the_previous_holder,
-            bad_fenced_writes_are_typed_errors,
-            refused_fenced_writes_say_why,
-        );
-    };
-}
-pub(crate) use fenced_tests;

@@ -255,10 +255,36 @@ pub async fn assert_corrupt_everywhere<B: SqlBackend>(store: &SqlStore<B>, name:
     }
 }
 
-/// One `#[tokio::test]` per case of module `$module` of this directory, each run on the
-/// [`db::TestDb`] `$db`.
+/// One `#[tokio::test]` per case of the shared module `bad_input`, `fenced` or
+/// `statements`, each run on the [`db::TestDb`] `$db`.
 macro_rules! sql_tests {
-    ($module:ident, $db:ty: $($case:ident),* $(,)?) => {
+    (bad_input, $db:ty) => {
+        $crate::common::shared::sql_tests!(
+            @cases bad_input, $db:
+            a_missing_table_is_misconfigured,
+            wrong_columns_are_misconfigured,
+            names_and_holders_longer_than_the_columns_are_invalid_input,
+            ttl_of_zero_or_beyond_range_is_invalid_input,
+            corrupt_rows_are_corrupt_records_and_never_claimed,
+        );
+    };
+    (fenced, $db:ty) => {
+        $crate::common::shared::sql_tests!(
+            @cases fenced, $db:
+            updates_apply_under_the_guard_and_a_missing_row_is_refused,
+            upsert_inserts_then_guards,
+            a_lease_token_fences_out_the_previous_holder,
+            bad_fenced_writes_are_typed_errors,
+            refused_fenced_writes_say_why,
+        );
+    };
+    (statements, $db:ty) => {
+        $crate::common::shared::sql_tests!(
+            @cases statements, $db:
+            acquire_renew_release_are_one_statement_each,
+        );
+    };
+    (@cases $module:ident, $db:ty: $($case:ident),* $(,)?) => {
         $(
             #[tokio::test]
             async fn $case() {
