@@ -22,52 +22,75 @@ enum Kind {
     Bool,
 }
 
+/// Which databases' lease tables have a column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum On {
+    All,
+    Postgres,
+    /// SQLite and MySQL, which keep times as integer ms.
+    NotPostgres,
+    Sqlite,
+}
+
+/// The default of a `NOT NULL` column, so that rows of an earlier layout, and inserts
+/// that do not name it, are valid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fill {
+    None,
+    False,
+    Zero,
+    Empty,
+}
+
+/// One column of the lease table.
 struct Column {
     name: &'static str,
     kind: Kind,
     nullable: bool,
+    /// For text: the longest value, if the column is a `VARCHAR`.
+    len: Option<usize>,
+    default: Fill,
+    on: On,
 }
 
-const fn col(name: &'static str, kind: Kind, nullable: bool) -> Column {
-    Column { name, kind, nullable }
+const fn col(name: &'static str, kind: Kind, nullable: bool, on: On) -> Column {
+    Column {
+        name,
+        kind,
+        nullable,
+        len: None,
+        default: Fill::None,
+        on,
+    }
 }
 
-const POSTGRES_COLUMNS: &[Column] = &[
-    col("name", Kind::Text, false),
-    col("holder", Kind::Text, true),
-    col("fence_token", Kind::Int, false),
-    col("version", Kind::Int, false),
-    col("ttl_ms", Kind::Int, false),
-    col("acquired_at", Kind::Timestamp, false),
-    col("expires_at", Kind::Timestamp, false),
-    col("wall_expires_at_ms", Kind::Int, true),
-    col("deleted", Kind::Bool, false),
-];
+const fn varchar(name: &'static str, len: usize, nullable: bool) -> Column {
+    Column {
+        len: Some(len),
+        ..col(name, Kind::Text, nullable, On::All)
+    }
+}
 
-const SQLITE_COLUMNS: &[Column] = &[
-    col("name", Kind::Text, false),
-    col("holder", Kind::Text, true),
-    col("fence_token", Kind::Int, false),
-    col("version", Kind::Int, false),
-    col("ttl_ms", Kind::Int, false),
-    col("acquired_at_ms", Kind::Int, false),
-    col("expires_at_ms", Kind::Int, false),
-    col("wall_expires_at_ms", Kind::Int, true),
-    col("deleted", Kind::Int, false),
-    col("write_id", Kind::Int, false),
-    col("boot_id", Kind::Text, false),
-];
+const fn with_default(column: Column, default: Fill) -> Column {
+    Column { default, ..column }
+}
 
-const MYSQL_COLUMNS: &[Column] = &[
-    col("name", Kind::Text, false),
-    col("holder", Kind::Text, true),
-    col("fence_token", Kind::Int, false),
-    col("version", Kind::Int, false),
-    col("ttl_ms", Kind::Int, false),
-    col("acquired_at_ms", Kind::Int, false),
-    col("expires_at_ms", Kind::Int, false),
-    col("wall_expires_at_ms", Kind::Int, true),
-    col("deleted", Kind::Bool, false),
+/// Every column of every database's lease table, in the order of its `CREATE TABLE`;
+/// `name` is the key.
+const COLUMNS: &[Column] = &[
+    varchar("name", MAX_NAME_LEN, false),
+    varchar("holder", MAX_HOLDER_LEN, true),
+    col("fence_token", Kind::Int, false, On::All),
+    col("version", Kind::Int, false, On::All),
+    col("ttl_ms", Kind::Int, false, On::All),
+    col("acquired_at", Kind::Timestamp, false, On::Postgres),
+    col("expires_at", Kind::Timestamp, false, On::Postgres),
+    col("acquired_at_ms", Kind::Int, false, On::NotPostgres),
+    col("expires_at_ms", Kind::Int, false, On::NotPostgres),
+    col("wall_expires_at_ms", Kind::Int, true, On::All),
+    with_default(col("deleted", Kind::Bool, false, On::All), Fill::False),
+    with_default(col("write_id", Kind::Int, false, On::Sqlite), Fill::Zero),
+    with_default(col("boot_id", Kind::Text, false, On::Sqlite), Fill::Empty),
 ];
 
 /// The storage engine a MySQL lease table must use: its row locks and transactional
@@ -80,11 +103,64 @@ pub const MYSQL_ENGINE: &str = "InnoDB";
 /// so it is expired (claimable at once, its token sequence continuing).
 pub const SQLITE_ADDED_COLUMNS: &[(&str, &str)] = &[("boot_id", "TEXT NOT NULL DEFAULT ''")];
 
-fn columns(dialect: Dialect) -> Result<&'static [Column]> {
+impl Column {
+    fn exists_on(&self, dialect: Dialect) -> bool {
+        match self.on {
+            On::All => true,
+            On::Postgres => dialect == Dialect::Postgres,
+            On::NotPostgres => dialect != Dialect::Postgres,
+            On::Sqlite => dialect == Dialect::Sqlite,
+        }
+    }
+
+    /// The kind the live column must have: SQLite has no booleans.
+    fn kind_on(&self, dialect: Dialect) -> Kind {
+        match (dialect, self.kind) {
+            (Dialect::Sqlite, Kind::Bool) => Kind::Int,
+            (_, kind) => kind,
+        }
+    }
+
+    /// The column's definition in `dialect`'s `CREATE TABLE` (after its name).
+    fn definition(&self, dialect: Dialect) -> String {
+        let (int, boolean) = match dialect {
+            Dialect::Sqlite => ("INTEGER", "INTEGER"),
+            _ => ("BIGINT", "BOOLEAN"),
+        };
+        let ty = match (self.kind, self.len) {
+            (Kind::Text, Some(len)) if dialect == Dialect::MySql => {
+                // ASCII with a binary collation: names and holders compare byte for byte
+                // (every valid one is ASCII), never case-folded.
+                format!("VARCHAR({len}) CHARACTER SET ascii COLLATE ascii_bin")
+            }
+            (Kind::Text, Some(len)) => format!("VARCHAR({len})"),
+            (Kind::Text, None) => "TEXT".to_owned(),
+            (Kind::Int, _) => int.to_owned(),
+            (Kind::Bool, _) => boolean.to_owned(),
+            (Kind::Timestamp, _) => "TIMESTAMPTZ".to_owned(),
+        };
+        let null = match (self.name, self.nullable) {
+            ("name", _) if dialect == Dialect::Postgres => " PRIMARY KEY",
+            ("name", _) => " NOT NULL PRIMARY KEY",
+            (_, true) if dialect == Dialect::MySql => " NULL",
+            (_, true) => "",
+            (_, false) => " NOT NULL",
+        };
+        let default = match (self.default, dialect) {
+            (Fill::None, _) => "",
+            (Fill::False, Dialect::Sqlite) | (Fill::Zero, _) => " DEFAULT 0",
+            (Fill::False, _) => " DEFAULT FALSE",
+            (Fill::Empty, _) => " DEFAULT ''",
+        };
+        format!("{ty}{null}{default}")
+    }
+}
+
+fn columns(dialect: Dialect) -> Result<impl Iterator<Item = &'static Column>> {
     match dialect {
-        Dialect::Postgres => Ok(POSTGRES_COLUMNS),
-        Dialect::Sqlite => Ok(SQLITE_COLUMNS),
-        Dialect::MySql => Ok(MYSQL_COLUMNS),
+        Dialect::Postgres | Dialect::Sqlite | Dialect::MySql => {
+            Ok(COLUMNS.iter().filter(move |c| c.exists_on(dialect)))
+        }
         _ => Err(Error::invalid(
             "sql dialect",
             "only Postgres, SQLite and MySQL keep lease tables",
@@ -97,54 +173,19 @@ fn columns(dialect: Dialect) -> Result<&'static [Column]> {
 /// # Errors
 /// [`Error::InvalidInput`] for a dialect other than Postgres, SQLite and MySQL.
 pub fn create_table(dialect: Dialect, table: &LeaseTable) -> Result<String> {
-    let t = table.quoted(dialect);
-    Ok(match dialect {
-        Dialect::Postgres => format!(
-            "CREATE TABLE IF NOT EXISTS {t} (
-    name               VARCHAR({MAX_NAME_LEN}) PRIMARY KEY,
-    holder             VARCHAR({MAX_HOLDER_LEN}),
-    fence_token        BIGINT NOT NULL,
-    version            BIGINT NOT NULL,
-    ttl_ms             BIGINT NOT NULL,
-    acquired_at        TIMESTAMPTZ NOT NULL,
-    expires_at         TIMESTAMPTZ NOT NULL,
-    wall_expires_at_ms BIGINT,
-    deleted            BOOLEAN NOT NULL DEFAULT FALSE
-)"
-        ),
-        Dialect::Sqlite => format!(
-            "CREATE TABLE IF NOT EXISTS {t} (
-    name               VARCHAR({MAX_NAME_LEN}) NOT NULL PRIMARY KEY,
-    holder             VARCHAR({MAX_HOLDER_LEN}),
-    fence_token        INTEGER NOT NULL,
-    version            INTEGER NOT NULL,
-    ttl_ms             INTEGER NOT NULL,
-    acquired_at_ms     INTEGER NOT NULL,
-    expires_at_ms      INTEGER NOT NULL,
-    wall_expires_at_ms INTEGER,
-    deleted            INTEGER NOT NULL DEFAULT 0,
-    write_id           INTEGER NOT NULL DEFAULT 0,
-    boot_id            {boot_id}
-) WITHOUT ROWID",
-            boot_id = SQLITE_ADDED_COLUMNS[0].1
-        ),
-        // ASCII with a binary collation: names and holders compare byte for byte (every
-        // valid one is ASCII), never case-folded.
-        Dialect::MySql => format!(
-            "CREATE TABLE IF NOT EXISTS {t} (
-    name               VARCHAR({MAX_NAME_LEN}) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,
-    holder             VARCHAR({MAX_HOLDER_LEN}) CHARACTER SET ascii COLLATE ascii_bin NULL,
-    fence_token        BIGINT NOT NULL,
-    version            BIGINT NOT NULL,
-    ttl_ms             BIGINT NOT NULL,
-    acquired_at_ms     BIGINT NOT NULL,
-    expires_at_ms      BIGINT NOT NULL,
-    wall_expires_at_ms BIGINT NULL,
-    deleted            BOOLEAN NOT NULL DEFAULT FALSE
-) ENGINE={MYSQL_ENGINE}"
-        ),
-        _ => return columns(dialect).map(|_| String::new()),
-    })
+    let body: Vec<String> = columns(dialect)?
+        .map(|c| format!("    {:<18} {}", c.name, c.definition(dialect)))
+        .collect();
+    let options = match dialect {
+        Dialect::Sqlite => " WITHOUT ROWID".to_owned(),
+        Dialect::MySql => format!(" ENGINE={MYSQL_ENGINE}"),
+        _ => String::new(),
+    };
+    Ok(format!(
+        "CREATE TABLE IF NOT EXISTS {} (\n{}\n){options}",
+        table.quoted(dialect),
+        body.join(",\n")
+    ))
 }
 
 /// The schema as a plain SQL file for users who run their own migrations: the same
@@ -295,7 +336,8 @@ pub fn check_columns(
             return Err(misconfigured(table, format!("has no column {:?}{hint}", want.name)));
         };
         let ty = have.decl_type.to_ascii_lowercase();
-        let (ok, len) = type_matches(dialect, want.kind, &ty);
+        let kind = want.kind_on(dialect);
+        let (ok, len) = type_matches(dialect, kind, &ty);
         if !ok {
             return Err(misconfigured(
                 table,
@@ -303,7 +345,7 @@ pub fn check_columns(
                     "column {:?} has type {:?}, expected {}",
                     want.name,
                     have.decl_type,
-                    kind_name(dialect, want.kind)
+                    kind_name(dialect, kind)
                 ),
             ));
         }
@@ -402,6 +444,17 @@ fn declared_len(ty: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn added_sqlite_columns_are_defined_as_in_a_new_table() {
+        for (name, definition) in SQLITE_ADDED_COLUMNS {
+            let column = COLUMNS
+                .iter()
+                .find(|c| c.name == *name)
+                .expect("an added column is a column");
+            assert_eq!(column.definition(Dialect::Sqlite), *definition, "{name}");
+        }
+    }
 
     fn info(name: &str, ty: &str, not_null: bool) -> ColumnInfo {
         ColumnInfo {
