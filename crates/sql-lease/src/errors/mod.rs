@@ -34,6 +34,49 @@ pub enum Phase {
     Write,
 }
 
+impl Target {
+    /// The class of a violated constraint (unique, foreign key, check): a broken lease
+    /// table, but bad input on a user's table.
+    pub fn constraint_violated(self) -> ErrorClass {
+        match self {
+            Target::Lease => ErrorClass::Misconfigured,
+            Target::User => ErrorClass::InvalidInput,
+        }
+    }
+}
+
+impl Phase {
+    /// The class of an interruption (a shutdown, a killed connection, a failed disk
+    /// write): a write may have applied; nothing else did.
+    pub fn interrupted(self) -> ErrorClass {
+        match self {
+            Phase::Write => ErrorClass::Indeterminate,
+            Phase::Connect | Phase::Read => ErrorClass::Unavailable,
+        }
+    }
+}
+
+/// The mapping every database shares: a non-database error is classified by the phase
+/// it happened in ([`classify`]), a database error by `code_class` (never
+/// `Indeterminate` while connecting: nothing was sent), and `hint`, if any, is added to
+/// the context.
+pub fn map_with(
+    err: sqlx::Error,
+    phase: Phase,
+    context: &str,
+    code_class: impl FnOnce() -> ErrorClass,
+    hint: Option<&str>,
+) -> Error {
+    let class = classify(&err, phase).unwrap_or_else(|| match code_class() {
+        ErrorClass::Indeterminate if phase == Phase::Connect => ErrorClass::Unavailable,
+        class => class,
+    });
+    match hint {
+        Some(hint) => error_of(class, &format!("{context} ({hint})"), err),
+        None => error_of(class, context, err),
+    }
+}
+
 /// Builds the [`Error`] for a class, keeping the driver error as its source.
 pub fn error_of(class: ErrorClass, context: &str, err: sqlx::Error) -> Error {
     class.error(format!("{context}: {err}"), err)

@@ -2,7 +2,7 @@
 //! error numbers (the SQLSTATE of most of them is the catch-all `HY000`, so the number
 //! is what says what happened).
 
-use super::{Phase, Target, classify, error_of};
+use super::{Phase, Target, map_with};
 use leasehold_core::Error;
 use leasehold_core::store::ErrorClass;
 
@@ -78,20 +78,14 @@ pub fn classify_number(n: u16, phase: Phase, target: Target) -> ErrorClass {
         | TABLE_FULL
         | MARIADB_STATEMENT_TIMEOUT
         | MYSQL_QUERY_TIMEOUT => ErrorClass::Unavailable,
-        SERVER_SHUTDOWN | CONNECTION_KILLED | QUERY_INTERRUPTED => match phase {
-            Phase::Write => ErrorClass::Indeterminate,
-            Phase::Connect | Phase::Read => ErrorClass::Unavailable,
-        },
+        SERVER_SHUTDOWN | CONNECTION_KILLED | QUERY_INTERRUPTED => phase.interrupted(),
         BAD_NULL
         | DATA_OUT_OF_RANGE
         | TRUNCATED_WRONG_VALUE
         | WRONG_VALUE_FOR_FIELD
         | DATA_TOO_LONG
         | ARITHMETIC_OUT_OF_RANGE => ErrorClass::InvalidInput,
-        DUP_ENTRY | ROW_IS_REFERENCED | NO_REFERENCED_ROW => match target {
-            Target::Lease => ErrorClass::Misconfigured,
-            Target::User => ErrorClass::InvalidInput,
-        },
+        DUP_ENTRY | ROW_IS_REFERENCED | NO_REFERENCED_ROW => target.constraint_violated(),
         DB_ACCESS_DENIED
         | ACCESS_DENIED
         | BAD_DB
@@ -120,25 +114,22 @@ pub fn number_of(err: &sqlx::Error) -> Option<u16> {
 /// Maps a driver error from `phase` of an operation on `target`.
 pub fn map_error(err: sqlx::Error, phase: Phase, target: Target, context: &str) -> Error {
     let number = number_of(&err);
-    let class = classify(&err, phase).unwrap_or_else(|| {
-        let class = classify_number(number.unwrap_or(0), phase, target);
-        // A database error during connect (auth, no such database) never applied.
-        if phase == Phase::Connect && class == ErrorClass::Indeterminate {
-            ErrorClass::Unavailable
-        } else {
-            class
-        }
-    });
-    let context = match (number, target) {
+    let hint = match (number, target) {
         (Some(number::READ_ONLY | number::READ_ONLY_TRANSACTION), _) => {
-            format!("{context} (the server is read-only, a replica: leases need the primary)")
+            Some("the server is read-only, a replica: leases need the primary")
         }
         (Some(number::NO_SUCH_TABLE), Target::Lease) => {
-            format!("{context} (the lease table does not exist: run MySqlStore::provision or the shipped .sql)")
+            Some("the lease table does not exist: run MySqlStore::provision or the shipped .sql")
         }
-        _ => context.to_owned(),
+        _ => None,
     };
-    error_of(class, &context, err)
+    map_with(
+        err,
+        phase,
+        context,
+        || classify_number(number.unwrap_or(0), phase, target),
+        hint,
+    )
 }
 
 #[cfg(test)]

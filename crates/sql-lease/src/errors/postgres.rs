@@ -1,6 +1,6 @@
 //! Postgres errors → [`leasehold_core::Error`] kinds, through named SQLSTATE codes.
 
-use super::{Phase, Target, classify, error_of};
+use super::{Phase, Target, map_with};
 use leasehold_core::Error;
 use leasehold_core::store::ErrorClass;
 
@@ -71,10 +71,7 @@ pub fn classify_code(code: &str, target: Target) -> ErrorClass {
     match code.get(..2).unwrap_or("") {
         CLASS_CONNECTION | CLASS_ROLLBACK | CLASS_RESOURCES | CLASS_STATE => ErrorClass::Unavailable,
         CLASS_DATA | CLASS_LIMIT => ErrorClass::InvalidInput,
-        CLASS_INTEGRITY => match target {
-            Target::Lease => ErrorClass::Misconfigured,
-            Target::User => ErrorClass::InvalidInput,
-        },
+        CLASS_INTEGRITY => target.constraint_violated(),
         CLASS_AUTH | CLASS_CATALOG | CLASS_SCHEMA | CLASS_SYNTAX_OR_ACCESS => ErrorClass::Misconfigured,
         CLASS_SYSTEM | CLASS_INTERNAL => ErrorClass::Indeterminate,
         // Anything else is a refusal the operator must look at; retrying will not help.
@@ -92,29 +89,15 @@ pub fn code_of(err: &sqlx::Error) -> Option<String> {
 
 /// Maps a driver error from `phase` of an operation on `target`.
 pub fn map_error(err: sqlx::Error, phase: Phase, target: Target, context: &str) -> Error {
-    let class = match classify(&err, phase) {
-        Some(c) => c,
-        None => {
-            let code = code_of(&err).unwrap_or_default();
-            let class = classify_code(&code, target);
-            // A database error during connect (auth, no such database) never applied.
-            if phase == Phase::Connect && class == ErrorClass::Indeterminate {
-                ErrorClass::Unavailable
-            } else {
-                class
-            }
+    let code = code_of(&err).unwrap_or_default();
+    let hint = match (code.as_str(), target) {
+        (sqlstate::READ_ONLY_SQL_TRANSACTION, _) => Some("connected to a standby: leases need the primary"),
+        (sqlstate::UNDEFINED_TABLE, Target::Lease) => {
+            Some("the lease table does not exist: run PostgresStore::provision or the shipped .sql")
         }
+        _ => None,
     };
-    let context = match (code_of(&err).as_deref(), target) {
-        (Some(sqlstate::READ_ONLY_SQL_TRANSACTION), _) => {
-            format!("{context} (connected to a standby: leases need the primary)")
-        }
-        (Some(sqlstate::UNDEFINED_TABLE), Target::Lease) => {
-            format!("{context} (the lease table does not exist: run PostgresStore::provision or the shipped .sql)")
-        }
-        _ => context.to_owned(),
-    };
-    error_of(class, &context, err)
+    map_with(err, phase, context, || classify_code(&code, target), hint)
 }
 
 #[cfg(test)]

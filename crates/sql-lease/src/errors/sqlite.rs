@@ -1,6 +1,6 @@
 //! SQLite errors → [`leasehold_core::Error`] kinds, through named result codes.
 
-use super::{Phase, Target, classify, error_of};
+use super::{Phase, Target, map_with};
 use leasehold_core::Error;
 use leasehold_core::store::ErrorClass;
 
@@ -50,15 +50,9 @@ pub fn classify_code(extended: i64, phase: Phase, target: Target) -> ErrorClass 
     use code::*;
     match extended & 0xff {
         BUSY | LOCKED | INTERRUPT | NOMEM | FULL | PROTOCOL | SCHEMA => ErrorClass::Unavailable,
-        IOERR => match phase {
-            Phase::Write => ErrorClass::Indeterminate,
-            _ => ErrorClass::Unavailable,
-        },
+        IOERR => phase.interrupted(),
         TOOBIG | MISMATCH => ErrorClass::InvalidInput,
-        CONSTRAINT => match target {
-            Target::Lease => ErrorClass::Misconfigured,
-            Target::User => ErrorClass::InvalidInput,
-        },
+        CONSTRAINT => target.constraint_violated(),
         ERROR | PERM | READONLY | CORRUPT | CANTOPEN | AUTH | NOTADB => ErrorClass::Misconfigured,
         // Anything else is a refusal the operator must look at; retrying will not help.
         _ => ErrorClass::Misconfigured,
@@ -75,15 +69,11 @@ pub fn code_of(err: &sqlx::Error) -> Option<i64> {
 
 /// Maps a driver error from `phase` of an operation on `target`.
 pub fn map_error(err: sqlx::Error, phase: Phase, target: Target, context: &str) -> Error {
-    let class =
-        classify(&err, phase).unwrap_or_else(|| classify_code(code_of(&err).unwrap_or(code::ERROR), phase, target));
     let missing = matches!(&err, sqlx::Error::Database(db) if db.message().starts_with("no such table"));
-    let context = if missing && target == Target::Lease {
-        format!("{context} (the lease table does not exist: run SqliteStore::provision or the shipped .sql)")
-    } else {
-        context.to_owned()
-    };
-    error_of(class, &context, err)
+    let hint = (missing && target == Target::Lease)
+        .then_some("the lease table does not exist: run SqliteStore::provision or the shipped .sql");
+    let code = code_of(&err).unwrap_or(code::ERROR);
+    map_with(err, phase, context, || classify_code(code, phase, target), hint)
 }
 
 #[cfg(test)]
