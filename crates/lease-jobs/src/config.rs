@@ -148,61 +148,24 @@ impl JobSpec {
         }
     }
 
-    /// Sets [`JobSpec::lock_at_least_for`].
-    #[must_use]
-    pub fn lock_at_least_for(mut self, d: Duration) -> Self {
-        self.lock_at_least_for = d;
-        self
-    }
-
-    /// Sets [`JobSpec::at_most`]: `LockAtMost::Absolute` for ShedLock's meaning of
-    /// `lock_at_most_for`.
-    #[must_use]
-    pub fn at_most(mut self, at_most: LockAtMost) -> Self {
-        self.at_most = at_most;
-        self
-    }
-
-    /// Sets the missed-slot policy.
-    #[must_use]
-    pub fn missed(mut self, policy: MissedSlots) -> Self {
-        self.missed = policy;
-        self
-    }
-
-    /// Sets [`JobSpec::catch_up`].
-    #[must_use]
-    pub fn catch_up(mut self, d: Duration) -> Self {
-        self.catch_up = d;
-        self
-    }
-
-    /// Sets [`JobSpec::grace`].
-    #[must_use]
-    pub fn grace(mut self, d: Duration) -> Self {
-        self.grace = d;
-        self
-    }
-
-    /// Sets [`JobSpec::keep_done_for`].
-    #[must_use]
-    pub fn keep_done_for(mut self, d: Duration) -> Self {
-        self.keep_done_for = d;
-        self
-    }
-
-    /// Sets [`JobSpec::retry_failed_after`].
-    #[must_use]
-    pub fn retry_failed_after(mut self, d: Duration) -> Self {
-        self.retry_failed_after = d;
-        self
-    }
-
-    /// Sets the lease naming.
-    #[must_use]
-    pub fn naming(mut self, naming: LockNaming) -> Self {
-        self.naming = naming;
-        self
+    crate::setters! {
+        /// Sets [`JobSpec::lock_at_least_for`].
+        lock_at_least_for: Duration;
+        /// Sets [`JobSpec::at_most`]: `LockAtMost::Absolute` for ShedLock's meaning of
+        /// `lock_at_most_for`.
+        at_most: LockAtMost;
+        /// Sets the missed-slot policy.
+        missed: MissedSlots;
+        /// Sets [`JobSpec::catch_up`].
+        catch_up: Duration;
+        /// Sets [`JobSpec::grace`].
+        grace: Duration;
+        /// Sets [`JobSpec::keep_done_for`].
+        keep_done_for: Duration;
+        /// Sets [`JobSpec::retry_failed_after`].
+        retry_failed_after: Duration;
+        /// Sets the lease naming.
+        naming: LockNaming;
     }
 
     /// The lease name of `slot`.

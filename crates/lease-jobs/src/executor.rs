@@ -41,19 +41,12 @@ impl LockConfig {
         }
     }
 
-    /// Sets [`LockConfig::at_most`]: `LockAtMost::Absolute` for ShedLock's meaning of
-    /// `lock_at_most_for` (never longer than it, even while the job is alive).
-    #[must_use]
-    pub fn at_most(mut self, at_most: LockAtMost) -> Self {
-        self.at_most = at_most;
-        self
-    }
-
-    /// Keeps the lock at least `d` after the start.
-    #[must_use]
-    pub fn lock_at_least_for(mut self, d: Duration) -> Self {
-        self.lock_at_least_for = d;
-        self
+    crate::setters! {
+        /// Sets [`LockConfig::at_most`]: `LockAtMost::Absolute` for ShedLock's meaning of
+        /// `lock_at_most_for` (never longer than it, even while the job is alive).
+        at_most: LockAtMost;
+        /// Keeps the lock at least `d` after the start.
+        lock_at_least_for: Duration;
     }
 
     /// Checks the values.

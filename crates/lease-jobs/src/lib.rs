@@ -132,6 +132,22 @@
 //! older than `keep_done_for` at leisure.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+/// Builder setters: each `name: Type;` becomes `#[must_use] pub fn name(self, value:
+/// Type) -> Self` that sets the field of the same name, with the docs given.
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty;)*) => {
+        $(
+            $(#[$doc])*
+            #[must_use]
+            pub fn $name(mut self, value: $ty) -> Self {
+                self.$name = value;
+                self
+            }
+        )*
+    };
+}
+pub(crate) use setters;
+
 mod clock;
 mod config;
 mod executor;
