@@ -144,6 +144,13 @@ fn client(store: Arc<dyn CasStore>) -> LeaseClient {
     LeaseClient::efficiency_only(store, ClientConfig::default()).unwrap_or_else(|e| panic!("client: {e}"))
 }
 
+/// The fixture's store, a fresh name for `case`, and two clients on the store.
+async fn two_clients(f: &dyn Fixture, case: &str) -> (Arc<dyn CasStore>, LeaseName, LeaseClient, LeaseClient) {
+    let store = f.store().await;
+    let (a, b) = (client(store.clone()), client(store.clone()));
+    (store, unique_name(case), a, b)
+}
+
 /// The first write of a name: `Claimable` on store-clock stores, `Absent` otherwise.
 fn create_precondition(store: &dyn CasStore) -> Precondition {
     match store.capabilities().clock {
@@ -157,6 +164,21 @@ fn written(o: CasOutcome, what: &str) -> crate::store::Stored {
         CasOutcome::Written(s) => s,
         CasOutcome::Conflict(c) => panic!("{what}: expected the write to apply, got conflict {c:?}"),
     }
+}
+
+/// `store.write(name, pre, record)`, which must apply.
+async fn applied(
+    store: &dyn CasStore,
+    name: &LeaseName,
+    pre: &Precondition,
+    record: &crate::store::LeaseRecord,
+    what: &str,
+) -> crate::store::Stored {
+    let outcome = store
+        .write(name, pre, record)
+        .await
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    written(outcome, what)
 }
 
 fn granted(o: AcquireOutcome, what: &str) -> crate::Lease {
@@ -209,21 +231,16 @@ pub async fn create_is_exclusive(f: &dyn Fixture) {
 pub async fn stale_version_conflicts(f: &dyn Fixture) {
     let store = f.store().await;
     let name = unique_name("stale_version_conflicts");
-    let v1 = written(
-        store
-            .write(&name, &Precondition::Absent, &rec("a", 1, 5_000))
-            .await
-            .expect("create"),
-        "create",
-    );
+    let v1 = applied(&*store, &name, &Precondition::Absent, &rec("a", 1, 5_000), "create").await;
     assert_eq!(v1.record.token, FencingToken::new(1));
-    let v2 = written(
-        store
-            .write(&name, &Precondition::Version(v1.version.clone()), &rec("a", 1, 6_000))
-            .await
-            .expect("update"),
+    let v2 = applied(
+        &*store,
+        &name,
+        &Precondition::Version(v1.version.clone()),
+        &rec("a", 1, 6_000),
         "update on current version",
-    );
+    )
+    .await;
     assert_ne!(v1.version, v2.version, "a write must produce a new version");
     let read = store.read(&name).await.expect("read").expect("record present");
     assert_eq!(read.version, v2.version);
@@ -279,20 +296,15 @@ pub async fn update_missing_conflicts(f: &dyn Fixture) {
 pub async fn delete_checks_version(f: &dyn Fixture) {
     let store = f.store().await;
     let name = unique_name("delete_checks_version");
-    let v1 = written(
-        store
-            .write(&name, &Precondition::Absent, &rec("a", 1, 5_000))
-            .await
-            .expect("create"),
-        "create",
-    );
-    let v2 = written(
-        store
-            .write(&name, &Precondition::Version(v1.version.clone()), &rec("a", 1, 5_000))
-            .await
-            .expect("update"),
+    let v1 = applied(&*store, &name, &Precondition::Absent, &rec("a", 1, 5_000), "create").await;
+    let v2 = applied(
+        &*store,
+        &name,
+        &Precondition::Version(v1.version.clone()),
+        &rec("a", 1, 5_000),
         "update",
-    );
+    )
+    .await;
     assert!(matches!(
         store.delete(&name, &v1.version).await.expect("stale delete"),
         DeleteOutcome::Conflict(_)
@@ -306,13 +318,7 @@ pub async fn delete_checks_version(f: &dyn Fixture) {
         DeleteOutcome::Deleted
     );
     assert!(store.read(&name).await.expect("read").is_none());
-    let v3 = written(
-        store
-            .write(&name, &Precondition::Absent, &rec("b", 5, 5_000))
-            .await
-            .expect("recreate"),
-        "recreate",
-    );
+    let v3 = applied(&*store, &name, &Precondition::Absent, &rec("b", 5, 5_000), "recreate").await;
     assert_ne!(v3.version, v1.version, "version reused after delete");
     assert_ne!(v3.version, v2.version, "version reused after delete");
     assert!(
@@ -333,13 +339,14 @@ pub async fn concurrent_cas_increments_are_exact(f: &dyn Fixture) {
     const INCREMENTS: u64 = 10;
     let store = f.store().await;
     let name = unique_name("concurrent_cas_increments");
-    written(
-        store
-            .write(&name, &Precondition::Absent, &rec("counter", 1, 60_000))
-            .await
-            .expect("create"),
+    applied(
+        &*store,
+        &name,
+        &Precondition::Absent,
+        &rec("counter", 1, 60_000),
         "create",
-    );
+    )
+    .await;
     let mut tasks = Vec::new();
     for _ in 0..TASKS {
         let store = store.clone();
@@ -376,10 +383,7 @@ pub async fn concurrent_cas_increments_are_exact(f: &dyn Fixture) {
 /// Grants count 1, 2, 3 across acquire / release / acquire by another client, and a
 /// renewal keeps the token.
 pub async fn token_sequence_acquire_release_takeover(f: &dyn Fixture) {
-    let store = f.store().await;
-    let name = unique_name("token_sequence");
-    let a = client(store.clone());
-    let b = client(store.clone());
+    let (store, name, a, b) = two_clients(f, "token_sequence").await;
     let la = granted(
         a.try_acquire(&name, Duration::from_millis(600))
             .await
@@ -427,10 +431,7 @@ pub async fn token_sequence_acquire_release_takeover(f: &dyn Fixture) {
 /// While one client holds a lease, another's attempt is refused with the holder,
 /// token and a wait, and changes nothing.
 pub async fn holder_is_refused_while_held(f: &dyn Fixture) {
-    let store = f.store().await;
-    let name = unique_name("holder_is_refused");
-    let a = client(store.clone());
-    let b = client(store.clone());
+    let (store, name, a, b) = two_clients(f, "holder_is_refused").await;
     let la = granted(a.try_acquire(&name, Duration::from_secs(10)).await.expect("a"), "a");
     let before = store.read(&name).await.expect("read").expect("present");
     assert_held_by(
@@ -478,13 +479,7 @@ pub async fn non_holder_cannot_renew_or_release(f: &dyn Fixture) {
     let a = written(store.write(&name, &Precondition::Absent, &a_rec).await.expect("a"), "a");
     // The new holder takes over on a version it read.
     let b_rec = rec("new-holder", 2, 10_000);
-    let b = written(
-        store
-            .write(&name, &Precondition::Version(a.version.clone()), &b_rec)
-            .await
-            .expect("b"),
-        "b",
-    );
+    let b = applied(&*store, &name, &Precondition::Version(a.version.clone()), &b_rec, "b").await;
     let _ = pre;
     match store.renew(&name, &a.version, &a_rec).await.expect("stale renew") {
         CasOutcome::Written(_) => panic!("a non-holder renewed the lease"),
@@ -646,10 +641,7 @@ pub async fn round_trips_per_operation(f: &dyn Fixture) {
 
 /// A waiter blocked in `acquire` gets the lease soon after the holder releases it.
 pub async fn acquire_waits_for_release(f: &dyn Fixture) {
-    let store = f.store().await;
-    let name = unique_name("acquire_waits");
-    let a = client(store.clone());
-    let b = client(store.clone());
+    let (_, name, a, b) = two_clients(f, "acquire_waits").await;
     let la = granted(a.try_acquire(&name, Duration::from_secs(30)).await.expect("a"), "a");
     let waiter = {
         let name = name.clone();
@@ -743,10 +735,7 @@ pub async fn own_held_lease_is_refused_at_once(f: &dyn Fixture) {
 /// cap although the store answers, and a challenger polling all along is granted it
 /// only after that loss fired (and within a few TTLs), with the next token.
 pub async fn max_hold_ends_the_lease_before_a_takeover(f: &dyn Fixture) {
-    let store = f.store().await;
-    let name = unique_name("max_hold");
-    let a = client(store.clone());
-    let b = client(store.clone());
+    let (_, name, a, b) = two_clients(f, "max_hold").await;
     let options = crate::AcquireOptions::new(Duration::from_millis(800)).max_hold(Duration::from_millis(1_500));
     let lease = a
         .acquire_with(&name, &options.timeout(Duration::from_secs(10)))
