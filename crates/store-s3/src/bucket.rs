@@ -21,6 +21,21 @@ use rand::Rng;
 use crate::S3Config;
 use crate::error::{Effect, Failure, SentRequests, classify};
 
+/// Sends an SDK request with `overrides` (timeouts, retries), counting what went out:
+/// `(the result, whether any attempt was sent)`.
+macro_rules! send {
+    ($request:expr, $overrides:expr) => {{
+        let sent = SentRequests::default();
+        let res = $request
+            .customize()
+            .config_override($overrides.clone())
+            .interceptor(sent.clone())
+            .send()
+            .await;
+        (res, sent)
+    }};
+}
+
 /// The condition of a PUT.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Cond<'a> {
@@ -116,17 +131,10 @@ impl Bucket {
     /// GetObject, reading at most `max_bytes` of body.
     pub(crate) async fn get(&self, key: &str, max_bytes: u64) -> Result<Found> {
         let what = || format!("GetObject {key}");
-        let sent = SentRequests::default();
-        let res = self
-            .client
-            .get_object()
-            .bucket(self.config.bucket())
-            .key(key)
-            .customize()
-            .config_override(self.read_overrides.clone())
-            .interceptor(sent.clone())
-            .send()
-            .await;
+        let (res, sent) = send!(
+            self.client.get_object().bucket(self.config.bucket()).key(key),
+            self.read_overrides
+        );
         let mut out = match res {
             Ok(out) => out,
             Err(e) => {
@@ -171,7 +179,6 @@ impl Bucket {
         let what = format!("PutObject {key}");
         let mut attempt = 0;
         loop {
-            let sent = SentRequests::default();
             let req = self
                 .client
                 .put_object()
@@ -183,12 +190,7 @@ impl Bucket {
                 Cond::Absent => req.if_none_match("*"),
                 Cond::Match(etag) => req.if_match(etag),
             };
-            let res = req
-                .customize()
-                .config_override(self.overrides.clone())
-                .interceptor(sent.clone())
-                .send()
-                .await;
+            let (res, sent) = send!(req, self.overrides);
             let failure = match res {
                 Ok(out) => {
                     let etag = out.e_tag().ok_or_else(|| no_etag(&what))?;
@@ -208,18 +210,13 @@ impl Bucket {
         let what = format!("DeleteObject {key}");
         let mut attempt = 0;
         loop {
-            let sent = SentRequests::default();
-            let res = self
+            let request = self
                 .client
                 .delete_object()
                 .bucket(self.config.bucket())
                 .key(key)
-                .if_match(etag)
-                .customize()
-                .config_override(self.overrides.clone())
-                .interceptor(sent.clone())
-                .send()
-                .await;
+                .if_match(etag);
+            let (res, sent) = send!(request, self.overrides);
             let failure = match res {
                 Ok(_) => return Ok(Written::Applied(String::new())),
                 Err(e) => classify(e, Effect::Write, sent.was_sent(), &what),

@@ -227,26 +227,26 @@ mod tests {
                 std::io::ErrorKind::ConnectionReset,
             ))))
         };
-        assert_eq!(class(refused(), Effect::Write, true), "unavailable");
-        assert_eq!(class(reset(), Effect::Write, true), "indeterminate");
-        assert_eq!(class(reset(), Effect::Write, false), "unavailable");
-        assert_eq!(class(reset(), Effect::Read, true), "unavailable");
-        assert_eq!(
-            class(SdkError::timeout_error("slow"), Effect::Write, true),
-            "indeterminate"
-        );
-        assert_eq!(
-            class(SdkError::timeout_error("slow"), Effect::Write, false),
-            "unavailable"
-        );
-        assert_eq!(
-            class(SdkError::timeout_error("slow"), Effect::Read, true),
-            "unavailable"
-        );
-        assert_eq!(
-            class(SdkError::construction_failure("bad"), Effect::Write, false),
-            "misconfigured"
-        );
+        let timeout = || SdkError::timeout_error("slow");
+        let cases = [
+            ("refused", refused(), Effect::Write, true, "unavailable"),
+            ("reset", reset(), Effect::Write, true, "indeterminate"),
+            ("reset, unsent", reset(), Effect::Write, false, "unavailable"),
+            ("reset read", reset(), Effect::Read, true, "unavailable"),
+            ("timeout", timeout(), Effect::Write, true, "indeterminate"),
+            ("timeout, unsent", timeout(), Effect::Write, false, "unavailable"),
+            ("timeout read", timeout(), Effect::Read, true, "unavailable"),
+            (
+                "unbuilt",
+                SdkError::construction_failure("bad"),
+                Effect::Write,
+                false,
+                "misconfigured",
+            ),
+        ];
+        for (what, err, effect, sent, want) in cases {
+            assert_eq!(class(err, effect, sent), want, "{what}");
+        }
         let connect_timeout =
             SdkError::dispatch_failure(ConnectorError::timeout("HTTP connect timeout occurred after 1s".into()));
         assert_eq!(class(connect_timeout, Effect::Write, true), "unavailable");
