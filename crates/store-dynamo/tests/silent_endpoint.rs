@@ -44,3 +44,21 @@ async fn the_store_request_timeout_bounds_each_request() {
     assert!(took < Duration::from_secs(2), "a read took {took:?}");
     leasehold_testkit::endpoints::assert_acquire_is_in_doubt(store, Duration::from_secs(2)).await;
 }
+
+/// An endpoint that answers slowly, then not at all (the shared case,
+/// `leasehold_testkit::endpoints::slow_then_silent`, against moto behind a proxy): each
+/// request ends at the store's request timeout, a write as "may have applied", a read
+/// as `Unavailable`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_or_silent_endpoint_ends_each_request_at_the_request_timeout() {
+    const BOUND: Duration = Duration::from_millis(300);
+    let (admin, table) = common::fresh_lease_table("slow").await;
+    let direct = DynamoStore::new(admin, DynamoConfig::new(&table).expect("config"));
+    let serial = common::serial::serialized(&common::endpoint());
+    let proxy = leasehold_testkit::proxy::Proxy::start(serial.trim_start_matches("http://")).await;
+    let config = DynamoConfig::new(&table)
+        .and_then(|c| c.with_request_timeout(BOUND))
+        .expect("config");
+    let store = DynamoStore::new(common::client_for(&proxy.endpoint(), None), config);
+    leasehold_testkit::endpoints::slow_then_silent(store, direct, &proxy, BOUND).await;
+}

@@ -7,7 +7,6 @@ mod common;
 
 use std::time::Duration;
 
-use common::proxy::Proxy;
 use etcd_client::{Client, TxnOp};
 use leasehold_core::testing::CountingStore;
 use leasehold_core::testing::process::poll;
@@ -16,6 +15,7 @@ use leasehold_core::{
     store::{CasOutcome, CasStore, LeaseRecord, Precondition, Version},
 };
 use leasehold_etcd::{EtcdConfig, EtcdStats, EtcdStore, KeyFence};
+use leasehold_testkit::proxy::{Proxy, ProxyMode};
 use tokio::time::Instant;
 
 fn name(s: &str) -> LeaseName {
@@ -371,19 +371,25 @@ async fn unreachable_etcd_is_unavailable() {
     }
 }
 
+/// A proxy in front of the first etcd endpoint, and a store (keys under a prefix of
+/// its own for `tag`, requests bounded by `timeout`) whose client connects through it.
+async fn via_proxy(tag: &str, timeout: Duration) -> (Proxy, EtcdStore) {
+    let upstream = common::endpoints()[0].trim_start_matches("http://").to_owned();
+    let proxy = Proxy::start(&upstream).await;
+    let client = Client::connect([proxy.endpoint()], None)
+        .await
+        .expect("connect via proxy");
+    let config = EtcdConfig::new(common::unique_prefix(tag))
+        .and_then(|c| c.with_request_timeout(timeout))
+        .expect("config");
+    (proxy, EtcdStore::new(client, config))
+}
+
 /// A request sent but unanswered is `Indeterminate`, and it may indeed have applied.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_that_times_out_after_sending_is_indeterminate() {
     let direct = common::connect(&common::endpoints()).await;
-    let upstream = common::endpoints()[0].trim_start_matches("http://").to_owned();
-    let proxy = Proxy::start(&upstream).await;
-    let via_proxy = Client::connect([proxy.endpoint()], None)
-        .await
-        .expect("connect via proxy");
-    let config = EtcdConfig::new(common::unique_prefix("indeterminate"))
-        .and_then(|c| c.with_request_timeout(Duration::from_millis(500)))
-        .expect("config");
-    let store = EtcdStore::new(via_proxy, config);
+    let (proxy, store) = via_proxy("indeterminate", Duration::from_millis(500)).await;
     // Warm up: the connection and the session exist before the fault.
     let warm = store
         .write(&name("warm"), &Precondition::Absent, &held("w", 1, 5_000))
@@ -391,7 +397,7 @@ async fn a_request_that_times_out_after_sending_is_indeterminate() {
         .expect("warm-up write");
     assert!(matches!(warm, CasOutcome::Written(_)));
 
-    proxy.drop_replies(true);
+    proxy.set_mode(ProxyMode::Withhold);
     let n = name("lost-reply");
     let sent_at = Instant::now();
     let e = store
@@ -420,9 +426,20 @@ async fn a_request_that_times_out_after_sending_is_indeterminate() {
         Err(e) => assert!(e.is_indeterminate() || e.is_retryable(), "{e:?}"),
         Ok(o) => panic!("acquire without answers gave {o:?}"),
     }
-    proxy.drop_replies(false);
+    proxy.set_mode(ProxyMode::Forward);
     let cleanup = EtcdStore::new(direct, store.config().clone());
     common::cleanup(&cleanup).await;
+}
+
+/// A server that answers slowly, then not at all (the shared case,
+/// `leasehold_testkit::endpoints::slow_then_silent`): each request ends at the store's
+/// request timeout, a write as "may have applied", a read as `Unavailable`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_or_silent_server_ends_each_request_at_the_request_timeout() {
+    let (proxy, store) = via_proxy("slow", Duration::from_millis(300)).await;
+    let direct = common::store_under(store.config().prefix()).await;
+    leasehold_testkit::endpoints::slow_then_silent(store, direct.clone(), &proxy, Duration::from_millis(300)).await;
+    common::cleanup(&direct).await;
 }
 
 /// Garbage in the record or the fence counter is `CorruptRecord`, never a grant, and is

@@ -13,13 +13,13 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 
-use common::proxy::Proxy;
 use leasehold_core::testing::process::poll_async;
 use leasehold_core::{
     FencingToken, HolderId, LeaseName, Ttl,
     store::{CasOutcome, CasStore, LeaseRecord, Precondition},
 };
 use leasehold_etcd::{EtcdConfig, EtcdStore};
+use leasehold_testkit::proxy::{Proxy, ProxyMode};
 use tokio::time::Instant;
 
 fn held(holder: &str, ttl_ms: u64) -> LeaseRecord {
@@ -136,7 +136,7 @@ async fn two_unanswered_claims_in_a_row_leave_nothing_held_for_ever() {
     // Both claims reach etcd, neither answer comes back: the first applies, the second
     // finds the name taken (by the first, which nobody trusts).
     let n = LeaseName::new("unanswered").unwrap_or_else(|e| panic!("{e}"));
-    proxy.drop_replies(true);
+    proxy.set_mode(ProxyMode::Withhold);
     let first_sent = Instant::now();
     for holder in ["first", "second"] {
         let r = store.write(&n, &Precondition::Claimable, &held(holder, 3000)).await;
@@ -145,7 +145,7 @@ async fn two_unanswered_claims_in_a_row_leave_nothing_held_for_ever() {
             "{holder}: {r:?}"
         );
     }
-    proxy.drop_replies(false);
+    proxy.set_mode(ProxyMode::Forward);
     let mut c = direct.clone();
     let kv = c
         .get(store.record_key(&n), None)

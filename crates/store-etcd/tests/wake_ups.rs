@@ -10,13 +10,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::proxy::Proxy;
 use etcd_client::Client;
 use leasehold_core::store::{BATON_PASS, CasStore, Version};
 use leasehold_core::testing::CountingStore;
 use leasehold_core::testing::process::poll;
 use leasehold_core::{ClientConfig, FencingToken, Lease, LeaseClient, LeaseName, Result};
 use leasehold_etcd::{EtcdConfig, EtcdStore};
+use leasehold_testkit::proxy::Proxy;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 

@@ -351,6 +351,24 @@ async fn a_script_missing_from_the_cache_is_reloaded_and_runs_once() {
     );
 }
 
+/// A server that answers slowly, then not at all (the shared case,
+/// `leasehold_testkit::endpoints::slow_then_silent`): each call ends at the store's
+/// request timeout, a write as "may have applied", a read as `Unavailable`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_or_silent_server_ends_each_call_at_the_request_timeout() {
+    const BOUND: Duration = Duration::from_millis(300);
+    let prefix = support::unique_prefix("slow");
+    let direct = multiplexed_store(&support::shared_url(), &prefix).await;
+    direct.verify().await.expect("load scripts");
+    let proxy = support::proxy(support::shared_port()).await;
+    let mut config = RedisConfig::default().with_prefix(&prefix);
+    config.request_timeout = Some(BOUND);
+    let store = RedisStore::connect(support::client(&support::url_of(&proxy)), config)
+        .await
+        .expect("connect through the proxy");
+    leasehold_testkit::endpoints::slow_then_silent(store, direct, &proxy, BOUND).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_dropped_after_sending_is_indeterminate_never_a_grant() {
     let url = support::shared_url();

@@ -265,3 +265,22 @@ async fn silent_server_times_out_indeterminate_for_writes() {
     // applied", never "did not apply" (before: Unavailable).
     leasehold_testkit::endpoints::assert_acquire_is_in_doubt(store, Duration::from_secs(3)).await;
 }
+
+/// An endpoint that answers slowly, then not at all (the shared case,
+/// `leasehold_testkit::endpoints::slow_then_silent`, against moto behind a proxy): each
+/// request ends at the store's request timeout, a write as "may have applied", a read
+/// as `Unavailable`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_or_silent_endpoint_ends_each_request_at_the_request_timeout() {
+    const BOUND: Duration = Duration::from_millis(300);
+    let bucket = unique_bucket("slow");
+    let admin = client_with(&endpoint(), None, None);
+    create_bucket(&admin, &bucket).await;
+    let direct = S3Store::new(admin, S3Config::new(&bucket, "leases").expect("config"));
+    let proxy = leasehold_testkit::proxy::Proxy::start(endpoint().trim_start_matches("http://")).await;
+    let config = S3Config::new(&bucket, "leases")
+        .and_then(|c| c.with_request_timeout(BOUND))
+        .expect("config");
+    let store = S3Store::new(client_with(&proxy.endpoint(), None, None), config);
+    leasehold_testkit::endpoints::slow_then_silent(store, direct, &proxy, BOUND).await;
+}

@@ -1,8 +1,12 @@
 //! A TCP proxy in front of a real server, for the fault tests: it forwards, or lets
 //! requests through and loses the answers (by closing the connection, or by keeping it
-//! open and silent, as a hung server or a network that drops every answer does).
+//! open and silent, as a hung server or a network that drops every answer does), or
+//! delivers them late (a slow server or network); and it can cut every connection and
+//! refuse new ones for a while (a lost network).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -20,6 +24,8 @@ pub enum ProxyMode {
     /// Forwards requests and throws the answers away, keeping the connection open: the
     /// client waits for an answer that never comes.
     Withhold,
+    /// Forwards requests, and each answer only after this long: a slow server.
+    Delay(Duration),
 }
 
 /// A TCP proxy on a loopback port; it serves until dropped.
@@ -27,6 +33,7 @@ pub enum ProxyMode {
 pub struct Proxy {
     port: u16,
     mode: Arc<Mutex<ProxyMode>>,
+    refuse: Arc<AtomicBool>,
     tasks: Arc<Mutex<Vec<JoinHandle<()>>>>,
     accept: JoinHandle<()>,
 }
@@ -44,12 +51,16 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
         let port = listener.local_addr().expect("the bound address").port();
         let mode = Arc::new(Mutex::new(ProxyMode::Forward));
+        let refuse = Arc::new(AtomicBool::new(false));
         let tasks: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
         let upstream = upstream.to_owned();
         let accept = {
-            let (mode, tasks) = (mode.clone(), tasks.clone());
+            let (mode, refuse, tasks) = (mode.clone(), refuse.clone(), tasks.clone());
             tokio::spawn(async move {
                 while let Ok((down, _)) = listener.accept().await {
+                    if refuse.load(Ordering::SeqCst) {
+                        continue; // closed at once
+                    }
                     let Ok(up) = TcpStream::connect(upstream.as_str()).await else {
                         continue;
                     };
@@ -60,6 +71,7 @@ impl Proxy {
         Self {
             port,
             mode,
+            refuse,
             tasks,
             accept,
         }
@@ -70,9 +82,27 @@ impl Proxy {
         self.port
     }
 
+    /// The proxy's `http://` endpoint (for HTTP and gRPC clients).
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
     /// From now on, what to do with answers.
     pub fn set_mode(&self, mode: ProxyMode) {
         *locked(&self.mode) = mode;
+    }
+
+    /// Cuts every connection, and closes new ones at once until [`Proxy::reconnect`].
+    pub fn cut(&self) {
+        self.refuse.store(true, Ordering::SeqCst);
+        for t in locked(&self.tasks).drain(..) {
+            t.abort();
+        }
+    }
+
+    /// Takes connections again after [`Proxy::cut`].
+    pub fn reconnect(&self) {
+        self.refuse.store(false, Ordering::SeqCst);
     }
 
     /// Stops listening (new connections are refused) and cuts every connection.
@@ -119,6 +149,12 @@ async fn copy(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, mode: impl Fn() -
             }
             ProxyMode::DropReply => return,
             ProxyMode::Withhold => {}
+            ProxyMode::Delay(d) => {
+                tokio::time::sleep(d).await;
+                if to.write_all(&buf[..n]).await.is_err() {
+                    return;
+                }
+            }
         }
     }
 }

@@ -4,7 +4,7 @@
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
 pub mod item;
-mod serial;
+pub mod serial;
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -4,7 +4,6 @@
 
 pub mod fenced;
 pub mod fixture;
-pub mod proxy;
 pub mod worker;
 
 use std::time::Duration;

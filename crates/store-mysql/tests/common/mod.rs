@@ -186,3 +186,9 @@ impl shared::db::TestDb for My {
 
 /// The server's clock in milliseconds since the epoch, as SQL.
 const NOW_MS: &str = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)";
+
+impl shared::request_timeout::Served for My {
+    fn url() -> String {
+        mysql_url()
+    }
+}

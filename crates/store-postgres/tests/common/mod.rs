@@ -89,3 +89,9 @@ impl shared::db::TestDb for Pg {
         format!("SELECT row_to_json(t)::text FROM \"{table}\" t WHERE name = '{name}'")
     }
 }
+
+impl shared::request_timeout::Served for Pg {
+    fn url() -> String {
+        pg_url()
+    }
+}

@@ -8,6 +8,7 @@ pub mod db;
 pub mod fenced;
 pub mod fixture;
 pub mod frozen;
+pub mod request_timeout;
 pub mod statements;
 
 use std::time::Duration;
@@ -255,8 +256,8 @@ pub async fn assert_corrupt_everywhere<B: SqlBackend>(store: &SqlStore<B>, name:
     }
 }
 
-/// One `#[tokio::test]` per case of the shared module `bad_input`, `fenced` or
-/// `statements`, each run on the [`db::TestDb`] `$db`.
+/// One `#[tokio::test]` per case of the shared module `bad_input`, `fenced`,
+/// `statements` or `request_timeout`, each run on the [`db::TestDb`] `$db`.
 macro_rules! sql_tests {
     (bad_input, $db:ty) => {
         $crate::common::shared::sql_tests!(
@@ -282,6 +283,12 @@ macro_rules! sql_tests {
         $crate::common::shared::sql_tests!(
             @cases statements, $db:
             acquire_renew_release_are_one_statement_each,
+        );
+    };
+    (request_timeout, $db:ty) => {
+        $crate::common::shared::sql_tests!(
+            @cases request_timeout, $db:
+            a_slow_or_silent_server_ends_each_statement_at_the_request_timeout,
         );
     };
     (@cases $module:ident, $db:ty: $($case:ident),* $(,)?) => {
