@@ -17,7 +17,7 @@ use leasehold_postgres::{PostgresConfig, PostgresStore};
 use leasehold_sqlite::{RowFence, SqlValue, SqliteConfig, SqliteStore};
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqlitePool, SqlitePoolOptions};
-use sqlx::{AssertSqlSafe, Connection, Row};
+use sqlx::{AssertSqlSafe, Row};
 
 /// The demo's error type.
 pub(crate) type BoxResult<T> = Result<T, Box<dyn Error + Send + Sync>>;
@@ -197,18 +197,7 @@ impl Db {
         let Self::Lite(_, path) = self else {
             return true;
         };
-        let options = sqlx::sqlite::SqliteConnectOptions::new()
-            .filename(path)
-            .busy_timeout(Duration::ZERO);
-        let Ok(mut conn) = sqlx::SqliteConnection::connect_with(&options).await else {
-            return false;
-        };
-        let free = sqlx::query("BEGIN IMMEDIATE").execute(&mut conn).await.is_ok();
-        if free {
-            let _ = sqlx::query("ROLLBACK").execute(&mut conn).await;
-        }
-        let _ = conn.close().await;
-        free
+        leasehold_sqlite::write_lock_is_free(path).await
     }
 
     /// Creates the batch: `PAYOUTS` pending payouts.

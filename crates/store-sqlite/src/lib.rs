@@ -106,12 +106,14 @@
 mod config;
 mod feed;
 mod store;
+mod write_lock;
 
 pub use config::{DEFAULT_BUSY_TIMEOUT, SqliteConfig, connect_options};
 pub use leasehold_sql::{
     ColumnLimits, DEFAULT_REQUEST_TIMEOUT, LeaseTable, RowFence, RowWrite, SqlStore, SqlValue, Statements,
 };
 pub use store::{SqliteBackend, SqliteStore};
+pub use write_lock::write_lock_is_free;
 
 /// The client crate this store is built on, re-exported so that your client is built
 /// with the very version this crate links.

@@ -9,7 +9,6 @@ mod common;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold_core::conformance::FencedResource;
@@ -17,8 +16,6 @@ use leasehold_core::store::CasStore;
 use leasehold_sql::testing::RowFixture;
 use leasehold_sqlite::SqliteStore;
 use leasehold_testkit::frozen::World;
-use sqlx::Connection;
-use sqlx::sqlite::SqliteConnectOptions;
 
 struct Lite {
     path: PathBuf,
@@ -41,18 +38,7 @@ impl World for Lite {
     /// A process frozen inside a write transaction would block every writer: can one
     /// start right now, without waiting?
     async fn quiescent(&self) -> bool {
-        let options = SqliteConnectOptions::new()
-            .filename(&self.path)
-            .busy_timeout(Duration::ZERO);
-        let Ok(mut conn) = sqlx::SqliteConnection::connect_with(&options).await else {
-            return false;
-        };
-        let free = sqlx::query("BEGIN IMMEDIATE").execute(&mut conn).await.is_ok();
-        if free {
-            let _ = sqlx::query("ROLLBACK").execute(&mut conn).await;
-        }
-        let _ = conn.close().await;
-        free
+        leasehold_sqlite::write_lock_is_free(&self.path).await
     }
 }
 
