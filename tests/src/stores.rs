@@ -491,21 +491,13 @@ pub async fn prepare(kind: StoreKind, endpoint: &str, ns: &Namespace) -> LeaseRe
 /// attempt bounded by `timeout`.
 pub fn dynamo_client(endpoint: &str, timeout: Duration) -> aws_sdk_dynamodb::Client {
     use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
-    use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
-    let config = aws_sdk_dynamodb::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("leasehold", "leasehold", None, None, "static"))
-        .endpoint_url(endpoint)
-        .timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(Duration::from_secs(1))
-                .operation_attempt_timeout(timeout)
-                .operation_timeout(timeout)
-                .build(),
-        )
+    let timeouts = TimeoutConfig::builder()
+        .connect_timeout(Duration::from_secs(1))
+        .operation_attempt_timeout(timeout)
+        .operation_timeout(timeout)
         .build();
-    aws_sdk_dynamodb::Client::from_conf(config)
+    let config = leasehold_dynamodb::local_client(endpoint).config().to_builder();
+    aws_sdk_dynamodb::Client::from_conf(config.timeout_config(timeouts).build())
 }
 
 /// Builds the lease store of `kind` on `endpoints` (one per etcd member), every call

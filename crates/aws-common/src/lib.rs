@@ -26,6 +26,7 @@
 //! not applied; after it, only a refused connection, a DNS failure or a connect timeout
 //! in the error's source chain proves the request was not sent.
 
+mod local;
 mod timeouts;
 
 pub use timeouts::{DEFAULT_REQUEST_TIMEOUT, bounded, request_timeout};

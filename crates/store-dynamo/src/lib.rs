@@ -17,7 +17,8 @@
 //! use leasehold_core::fence::FencedOutcome;
 //! use leasehold_dynamodb::{DynamoConfig, DynamoStore, ItemFence};
 //!
-//! // Your region, credentials, endpoint and timeouts.
+//! // Your region, credentials, endpoint and timeouts (for DynamoDB Local or moto:
+//! // `leasehold_dynamodb::local_client("http://127.0.0.1:8000")`).
 //! let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
 //! let dynamo = aws_sdk_dynamodb::Client::new(&sdk);
 //!
@@ -150,6 +151,7 @@ mod config;
 pub mod error;
 pub mod fence;
 mod item;
+mod local;
 mod store;
 
 pub use config::{
@@ -157,6 +159,7 @@ pub use config::{
     DEFAULT_REQUEST_TIMEOUT, DynamoConfig, ITEM_FORMAT, LEASE_ATTRIBUTES, TableName,
 };
 pub use fence::{ItemFence, NAME_PLACEHOLDER, TOKEN_PLACEHOLDER};
+pub use local::local_client;
 pub use store::{DynamoStore, TABLE_ACTIVE_TIMEOUT};
 
 /// The client crate this store is built on, re-exported so that your client is built

@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use aws_sdk_s3::config::timeout::TimeoutConfig;
-use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use leasehold_core::{Error, LeaseName, MAX_NAME_LEN, Result};
 
 /// The longest S3 object key, in bytes.
@@ -192,27 +191,7 @@ pub(crate) fn validate_key_path(what: &'static str, path: &str, max: usize) -> R
 /// assert_eq!(client.config().region().map(|r| r.as_ref()), Some("us-east-1"));
 /// ```
 pub fn local_client(endpoint: &str) -> aws_sdk_s3::Client {
-    let config = aws_sdk_s3::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new(
-            "leasehold",
-            "leasehold",
-            None,
-            None,
-            "leasehold-static",
-        ))
-        .endpoint_url(endpoint)
-        .force_path_style(true)
-        .timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(Duration::from_secs(2))
-                .operation_timeout(DEFAULT_REQUEST_TIMEOUT)
-                .operation_attempt_timeout(DEFAULT_REQUEST_TIMEOUT)
-                .build(),
-        )
-        .build();
-    aws_sdk_s3::Client::from_conf(config)
+    leasehold_aws::local_client!(aws_sdk_s3, endpoint, force_path_style(true))
 }
 
 #[cfg(test)]

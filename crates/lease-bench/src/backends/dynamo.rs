@@ -7,8 +7,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
-use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
 };
@@ -27,23 +25,10 @@ pub(crate) struct DynamoBackend {
     raw_table: String,
 }
 
-/// A client for `endpoint` with static dummy credentials and explicit timeouts: nothing
-/// is read from the environment or instance metadata.
+/// A client for `endpoint` (static dummy credentials, the store's request timeout):
+/// nothing is read from the environment or instance metadata.
 pub(crate) fn client(endpoint: &str) -> Client {
-    let config = aws_sdk_dynamodb::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("lhbench", "lhbench", None, None, "static"))
-        .endpoint_url(endpoint)
-        .timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(Duration::from_secs(2))
-                .operation_attempt_timeout(Duration::from_secs(10))
-                .operation_timeout(Duration::from_secs(10))
-                .build(),
-        )
-        .build();
-    Client::from_conf(config)
+    leasehold_dynamodb::local_client(endpoint)
 }
 
 /// The moto version installed in the project's venv.

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
-use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::create_table::{CreateTableError, CreateTableOutput};
 use aws_sdk_dynamodb::types::{
@@ -40,17 +39,9 @@ pub fn timeouts() -> TimeoutConfig {
 /// A client for `endpoint` with static dummy credentials, a fixed region and explicit
 /// timeouts: nothing is read from the environment or instance metadata.
 pub fn client_for(endpoint: &str, counter: Option<&SentRequests>) -> Client {
-    let mut b = aws_sdk_dynamodb::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new(
-            "leasehold-test",
-            "leasehold-test",
-            None,
-            None,
-            "static",
-        ))
-        .endpoint_url(endpoint)
+    let mut b = leasehold_dynamodb::local_client(endpoint)
+        .config()
+        .to_builder()
         .timeout_config(timeouts());
     if let Some(c) = counter {
         b = b.interceptor(c.clone());
