@@ -173,6 +173,39 @@ pub async fn a_changed_holder_is_never_written_back<B: SqlBackend>(
     assert_eq!(row.record.token.get(), 1, "nobody changed the token");
 }
 
+/// An operator deletes a held row by hand (`DELETE FROM …`). The holder notices at its
+/// next renewal, and neither a renewal nor its release recreates the row. The row was
+/// the name's only record of its tokens, so the next grant starts again at token 1: a
+/// lease row must never be deleted by hand (the library's own delete leaves a
+/// tombstone).
+pub async fn a_deleted_row_is_noticed_and_never_recreated<B: SqlBackend>(
+    store: SqlStore<B>,
+    table: &str,
+    operator: Operator<'_>,
+) {
+    let name = format!("foreign/deleted/{}", leasehold_testkit::unique_suffix());
+    let client = LeaseClient::new(store.clone());
+    let sql = format!("DELETE FROM \"{table}\" WHERE name = '{name}'");
+    let (cause, _, lease) =
+        leasehold_testkit::foreign::hold_then(&client, &name, Duration::from_secs(2), async { operator(&sql) }).await;
+    assert!(
+        matches!(cause, LossCause::Expired | LossCause::TakenOver { .. }),
+        "{cause:?}"
+    );
+    lease.release().await.expect("the release of a lost lease");
+    let key = leasehold_core::LeaseName::new(&name).expect("name");
+    assert!(
+        store.read(&key).await.expect("read").is_none(),
+        "a renewal or the release recreated the deleted row ({cause:?})"
+    );
+    let next = client
+        .acquire_timeout(&name, Duration::from_millis(600), Duration::from_secs(10))
+        .await
+        .expect("the next grant");
+    assert_eq!(next.token().get(), 1, "the deleted row took the token sequence with it");
+    next.release().await.expect("release");
+}
+
 /// An operator (or a bad restore) leaves a held row invalid: an empty holder, a zero
 /// TTL, a negative token. The holder's renewal must not heal it: the holder loses the
 /// lease, the row keeps what was written, and reads and grants report it as corrupt.
@@ -312,6 +345,7 @@ macro_rules! foreign_writer_tests {
             @cases
             a_raised_token_is_never_written_back,
             a_changed_holder_is_never_written_back,
+            a_deleted_row_is_noticed_and_never_recreated,
             a_corrupted_held_row_is_never_healed,
             an_impossible_expiry_is_corrupt,
             an_impossible_version_is_corrupt
