@@ -246,6 +246,34 @@ pub struct ColumnInfo {
     pub not_null: bool,
 }
 
+impl ColumnInfo {
+    /// The columns a catalog query returned, one row each, with the text columns `name`
+    /// and `decl_type`; `not_null` reads the row's nullability (a boolean in Postgres,
+    /// 0 or 1 in MySQL).
+    ///
+    /// # Errors
+    /// The driver's error for a column that does not decode.
+    pub fn from_rows<R>(
+        rows: &[R],
+        not_null: impl Fn(&R) -> std::result::Result<bool, sqlx::Error>,
+    ) -> std::result::Result<Vec<Self>, sqlx::Error>
+    where
+        R: sqlx::Row,
+        for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+        for<'a> &'a str: sqlx::ColumnIndex<R>,
+    {
+        rows.iter()
+            .map(|r| {
+                Ok(Self {
+                    name: r.try_get("name")?,
+                    decl_type: r.try_get("decl_type")?,
+                    not_null: not_null(r)?,
+                })
+            })
+            .collect()
+    }
+}
+
 /// The longest lease name and holder id the live table can hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ColumnLimits {

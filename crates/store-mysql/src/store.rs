@@ -59,17 +59,7 @@ impl SqlBackend for MySqlBackend {
             .fetch_all(pool)
             .await
             .map_err(failed)?;
-        let columns = rows
-            .iter()
-            .map(|r| {
-                Ok(ColumnInfo {
-                    name: r.try_get("name")?,
-                    decl_type: r.try_get("decl_type")?,
-                    not_null: r.try_get::<i64, _>("not_null")? != 0,
-                })
-            })
-            .collect::<std::result::Result<Vec<_>, sqlx::Error>>()
-            .map_err(failed)?;
+        let columns = ColumnInfo::from_rows(&rows, |r| Ok(r.try_get::<i64, _>("not_null")? != 0)).map_err(failed)?;
         let mut facts = sqlx::query(TABLE_FACTS_SQL);
         for _ in 0..3 {
             facts = facts.bind(table.schema()).bind(table.name());

@@ -53,16 +53,7 @@ impl SqlBackend for PgBackend {
             .fetch_all(pool)
             .await
             .map_err(|e| map_error(e, Phase::Read, Target::Lease, &ctx))?;
-        let columns = rows
-            .iter()
-            .map(|r| {
-                Ok(ColumnInfo {
-                    name: r.try_get("name")?,
-                    decl_type: r.try_get("decl_type")?,
-                    not_null: r.try_get("not_null")?,
-                })
-            })
-            .collect::<std::result::Result<Vec<_>, sqlx::Error>>()
+        let columns = ColumnInfo::from_rows(&rows, |r| r.try_get("not_null"))
             .map_err(|e| map_error(e, Phase::Read, Target::Lease, &ctx))?;
         let facts = sqlx::query(TABLE_FACTS_SQL)
             .bind(&regclass)
