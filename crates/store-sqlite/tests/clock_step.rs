@@ -11,15 +11,14 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write as _};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use leasehold_core::{AcquireOutcome, LeaseClient};
 use leasehold_sql::HostClock;
 use leasehold_sqlite::{SqliteConfig, SqliteStore};
+use leasehold_testkit::child::Talker;
 
 const TTL: Duration = Duration::from_millis(1500);
 /// How long the stepped process keeps trying while the holder renews: several TTLs.
@@ -88,96 +87,29 @@ async fn worker(path: &Path, name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The stepped process, killed if the test fails half-way.
-struct Stepped {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
-    seen: Vec<String>,
+/// The stepped process: this binary re-run with `--worker`, libfaketime preloaded.
+fn spawn_stepped(path: &Path, name: &str, fake_monotonic: bool) -> Talker {
+    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
+    let mut cmd = Command::new(exe);
+    cmd.args(["--worker"])
+        .arg(path)
+        .arg(name)
+        .env("LD_PRELOAD", libfaketime())
+        .env("FAKETIME", STEP)
+        .env_remove("FAKETIME_DONT_FAKE_MONOTONIC");
+    if !fake_monotonic {
+        cmd.env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+    }
+    Talker::spawn(cmd)
 }
 
-impl Drop for Stepped {
-    fn drop(&mut self) {
-        // Only a child not yet waited on: a reaped pid may already be someone else's.
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-impl Stepped {
-    fn spawn(path: &Path, name: &str, fake_monotonic: bool) -> Self {
-        let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
-        let mut cmd = Command::new(exe);
-        cmd.args(["--worker"])
-            .arg(path)
-            .arg(name)
-            .env("LD_PRELOAD", libfaketime())
-            .env("FAKETIME", STEP)
-            .env_remove("FAKETIME_DONT_FAKE_MONOTONIC")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped());
-        if !fake_monotonic {
-            cmd.env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
-        }
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn the stepped process: {e}"));
-        let stdout = child.stdout.take().unwrap_or_else(|| panic!("worker stdout"));
-        let stdin = child.stdin.take();
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Self {
-            child,
-            stdin,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    /// Waits (at most [`LINE_WAIT`]) for a line starting with `prefix`; returns it.
-    fn wait_for(&mut self, prefix: &str) -> String {
-        let deadline = Instant::now() + LINE_WAIT;
-        loop {
-            match self
-                .lines
-                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            {
-                Ok(line) => {
-                    self.seen.push(line.clone());
-                    if line.starts_with(prefix) {
-                        return line;
-                    }
-                }
-                Err(RecvTimeoutError::Disconnected) => {
-                    panic!("the stepped process exited before {prefix:?}; output: {:?}", self.seen)
-                }
-                Err(RecvTimeoutError::Timeout) => panic!("timed out waiting for {prefix:?}; output: {:?}", self.seen),
-            }
-        }
-    }
-
-    fn go_on(&mut self) {
-        let mut stdin = self.stdin.take().unwrap_or_else(|| panic!("worker stdin"));
-        stdin
-            .write_all(b"go\n")
-            .unwrap_or_else(|e| panic!("tell the stepped process to go on: {e}"));
-    }
-
-    fn exit_ok(&mut self) {
-        let status = self.child.wait().unwrap_or_else(|e| panic!("wait: {e}"));
-        assert!(
-            status.success(),
-            "the stepped process failed ({status}); output: {:?}",
-            self.seen
-        );
-    }
+/// The value of the stepped process's next line `<prefix><number>`.
+async fn number(b: &mut Talker, prefix: &str) -> i64 {
+    b.line(LINE_WAIT, |l| l.starts_with(prefix))
+        .await
+        .trim_start_matches(prefix)
+        .parse()
+        .unwrap_or_else(|e| panic!("{prefix}: {e}"))
 }
 
 async fn case(fake_monotonic: bool) {
@@ -195,12 +127,8 @@ async fn case(fake_monotonic: bool) {
     let lease = leasehold_testkit::granted(&holder, &name, TTL, "the holder").await;
     let token = lease.token();
 
-    let mut b = Stepped::spawn(db.path(), &name, fake_monotonic);
-    let wall: i64 = b
-        .wait_for("wall ")
-        .trim_start_matches("wall ")
-        .parse()
-        .unwrap_or_else(|e| panic!("wall: {e}"));
+    let mut b = spawn_stepped(db.path(), &name, fake_monotonic);
+    let wall = number(&mut b, "wall ").await;
     let ahead = wall - wall_ms();
     assert!(
         (STEP_MS - 60_000..=STEP_MS + 60_000).contains(&ahead),
@@ -208,19 +136,15 @@ async fn case(fake_monotonic: bool) {
     );
     // The store's boot clock (CLOCK_BOOTTIME through the vDSO) is the host's in the
     // stepped process too, in either mode.
-    let boot: i64 = b
-        .wait_for("boot ")
-        .trim_start_matches("boot ")
-        .parse()
-        .unwrap_or_else(|e| panic!("boot: {e}"));
+    let boot = number(&mut b, "boot ").await;
     let skew = boot - HostClock::get().expect("host clock").now_ms();
     assert!(
         skew.abs() < 5_000,
         "{mode}: the worker's boot clock is {skew} ms off this process's: it is faked"
     );
-    b.wait_for("watched");
+    b.line(LINE_WAIT, |l| l == "watched").await;
     let tries: Vec<&String> = b
-        .seen
+        .seen()
         .iter()
         .filter(|l| l.starts_with("held ") || l.starts_with("granted "))
         .collect();
@@ -233,7 +157,7 @@ async fn case(fake_monotonic: bool) {
     assert!(
         tries.len() >= 10 && tries.iter().all(|l| **l == held),
         "{mode}: the stepped process must be refused while the holder (token {token}) renews; output: {:?}",
-        b.seen
+        b.seen()
     );
     assert!(
         lease.is_valid() && lease.loss_cause().is_none(),
@@ -242,14 +166,14 @@ async fn case(fake_monotonic: bool) {
 
     lease.release().await.unwrap_or_else(|e| panic!("release: {e}"));
     b.go_on();
-    let after = b.wait_for("after release ");
-    b.wait_for("done");
+    let after = b.line(LINE_WAIT, |l| l.starts_with("after release ")).await;
+    b.line(LINE_WAIT, |l| l == "done").await;
     b.exit_ok();
     assert_eq!(
         after,
         format!("after release granted {}", token.next()),
         "{mode}: after the release the stepped process gets the next token; output: {:?}",
-        b.seen
+        b.seen()
     );
     println!("{mode}: no early takeover; after the release: {after}");
 }

@@ -19,8 +19,7 @@
 //!    and every item must still hold the successor's token and value.
 
 use std::future::Future;
-use std::io::{BufRead, BufReader, Write as _};
-use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,7 +29,8 @@ use leasehold_core::fence::FenceMode;
 use leasehold_core::store::CasStore;
 use leasehold_core::testing::process;
 use leasehold_core::{ClientConfig, Error, FencingToken, LeaseClient};
-use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::child::Talker;
 use tokio::time::Instant;
 
 /// What the scenario needs from a store's test: the same store and resources in the
@@ -139,95 +139,23 @@ async fn holder(world: &impl World, suffix: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Kills the worker if the test fails half-way.
-struct Worker {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: UnboundedReceiver<String>,
-    seen: Vec<String>,
+/// The holder process: the test binary re-run with `--worker`.
+fn spawn_worker(suffix: &str) -> Talker {
+    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
+    let mut cmd = Command::new(exe);
+    cmd.args(["--worker", suffix]);
+    Talker::spawn(cmd)
 }
 
-impl Drop for Worker {
-    fn drop(&mut self) {
-        // Only a child not yet waited on: a reaped pid may already be someone else's.
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let pid = self.child.id();
-            let _ = process::resume(pid);
-            let _ = process::kill9(pid);
-            let _ = self.child.wait();
-        }
-    }
-}
-
-impl Worker {
-    fn spawn(suffix: &str) -> Self {
-        let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
-        let mut child = Command::new(exe)
-            .args(["--worker", suffix])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn the holder process: {e}"));
-        let stdout = child.stdout.take().unwrap_or_else(|| panic!("holder stdout"));
-        let stdin = child.stdin.take();
-        let (tx, lines) = tokio::sync::mpsc::unbounded_channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Self {
-            child,
-            stdin,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    async fn wait_for(&mut self, want: &str) {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            match tokio::time::timeout_at(deadline, self.lines.recv()).await {
-                Ok(Some(line)) => {
-                    let hit = line == want;
-                    self.seen.push(line);
-                    if hit {
-                        return;
-                    }
-                }
-                Ok(None) => panic!("the holder exited before printing {want:?}; output: {:?}", self.seen),
-                Err(_) => panic!("timed out waiting for {want:?}; output: {:?}", self.seen),
-            }
-        }
-    }
-
-    fn token(&self) -> FencingToken {
-        self.seen
-            .iter()
-            .find_map(|l| l.strip_prefix("token "))
-            .and_then(|t| t.parse().ok())
-            .map(FencingToken::new)
-            .unwrap_or_else(|| panic!("the holder printed no token: {:?}", self.seen))
-    }
-
-    fn go_on(&mut self) {
-        let mut stdin = self.stdin.take().unwrap_or_else(|| panic!("holder stdin"));
-        stdin
-            .write_all(b"go\n")
-            .unwrap_or_else(|e| panic!("tell the holder to go on: {e}"));
-    }
-
-    fn exit_ok(&mut self) {
-        let status = self.child.wait().unwrap_or_else(|e| panic!("wait for the holder: {e}"));
-        assert!(
-            status.success(),
-            "the holder failed ({status}); output: {:?}",
-            self.seen
-        );
-    }
+/// The token the holder printed.
+fn token_of(holder: &Talker) -> FencingToken {
+    holder
+        .seen()
+        .iter()
+        .find_map(|l| l.strip_prefix("token "))
+        .and_then(|t| t.parse().ok())
+        .map(FencingToken::new)
+        .unwrap_or_else(|| panic!("the holder printed no token: {:?}", holder.seen()))
 }
 
 /// Freezes `pid` at a moment the store says it holds nothing up.
@@ -245,10 +173,10 @@ async fn freeze_quiet(world: &impl World, pid: u32) {
 }
 
 async fn scenario(world: &impl World, suffix: &str) {
-    let mut a = Worker::spawn(suffix);
-    a.wait_for("ready").await;
-    let stale = a.token();
-    let pid = a.child.id();
+    let mut a = spawn_worker(suffix);
+    a.line(WAIT, |l| l == "ready").await;
+    let stale = token_of(&a);
+    let pid = a.pid();
     freeze_quiet(world, pid).await;
 
     // The successor: granted once the frozen holder's lease has expired, never before.
@@ -276,10 +204,10 @@ async fn scenario(world: &impl World, suffix: &str) {
 
     process::resume(pid).unwrap_or_else(|e| panic!("resume: {e}"));
     a.go_on();
-    a.wait_for("done").await;
+    a.line(WAIT, |l| l == "done").await;
     a.exit_ok();
     let after: Vec<&String> = a
-        .seen
+        .seen()
         .iter()
         .skip_while(|l| *l != "ready")
         .filter(|l| !matches!(l.as_str(), "ready" | "done"))
@@ -289,7 +217,7 @@ async fn scenario(world: &impl World, suffix: &str) {
         after,
         refused.iter().collect::<Vec<_>>(),
         "every write of the resumed holder (token {stale}) must be refused by the fence; output: {:?}",
-        a.seen
+        a.seen()
     );
     for (i, r) in (0..ITEMS).zip(&resources) {
         assert_eq!(

@@ -9,6 +9,7 @@
 //! ([`edits`]). Not published; the
 //! store crates take it as a path-only dev-dependency.
 
+pub mod child;
 pub mod edits;
 pub mod endpoints;
 pub mod foreign;
