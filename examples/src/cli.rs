@@ -7,6 +7,7 @@ use std::error::Error;
 use std::io::Write as _;
 use std::time::Duration;
 
+use leasehold::url::StoreUrl;
 use leasehold_core::{ClientConfig, LeaseClient};
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqlitePool, SqlitePoolOptions};
@@ -128,40 +129,38 @@ where
     }
 }
 
-/// Opens the lease store named by `--store`.
+/// Opens the lease store named by `--store`: `memory`, or a store URL
+/// ([`leasehold::url`]: `sqlite:PATH`, `postgres://…`, `etcd://HOST:PORT[,HOST:PORT]`).
 pub(crate) async fn lease_client(spec: &str, prefix: &str, label: &str) -> BoxResult<LeaseClient> {
     let config = ClientConfig::builder().label(label.to_owned()).build()?;
     if spec == "memory" {
         return Ok(LeaseClient::with_config(leasehold_core::MemoryStore::new(), config)?);
     }
-    if let Some(path) = spec.strip_prefix("sqlite:") {
-        let cfg = leasehold_sqlite::SqliteConfig::new().with_table(&format!("{prefix}_leases"))?;
-        let store = leasehold_sqlite::SqliteStore::open_file(path, cfg).await?;
-        return Ok(LeaseClient::with_config(store, config)?);
+    let table = format!("{prefix}_leases");
+    match StoreUrl::parse(spec)? {
+        StoreUrl::Sqlite { path } => {
+            let cfg = leasehold_sqlite::SqliteConfig::new().with_table(&table)?;
+            let store = leasehold_sqlite::SqliteStore::open_file(path, cfg).await?;
+            Ok(LeaseClient::with_config(store, config)?)
+        }
+        StoreUrl::Postgres { url } => {
+            let pool = PgPoolOptions::new().max_connections(4).connect(&url).await?;
+            let cfg = leasehold_postgres::PostgresConfig::new().with_table(&table)?;
+            leasehold_postgres::PostgresStore::provision(&pool, &cfg).await?;
+            let store = leasehold_postgres::PostgresStore::new(pool, cfg).await?;
+            Ok(LeaseClient::with_config(store, config)?)
+        }
+        StoreUrl::Etcd { endpoints } => {
+            let client = etcd_client::Client::connect(endpoints, None).await?;
+            let store = leasehold_etcd::EtcdStore::new(client, leasehold_etcd::EtcdConfig::new(format!("{prefix}/"))?);
+            Ok(LeaseClient::with_config(store, config)?)
+        }
+        other => Err(format!(
+            "the examples run on memory, SQLite, Postgres or etcd, not {}",
+            other.kind()
+        )
+        .into()),
     }
-    if spec.starts_with("postgres:") || spec.starts_with("postgresql:") {
-        let pool = PgPoolOptions::new().max_connections(4).connect(spec).await?;
-        let cfg = leasehold_postgres::PostgresConfig::new().with_table(&format!("{prefix}_leases"))?;
-        leasehold_postgres::PostgresStore::provision(&pool, &cfg).await?;
-        let store = leasehold_postgres::PostgresStore::new(pool, cfg).await?;
-        return Ok(LeaseClient::with_config(store, config)?);
-    }
-    if let Some(eps) = spec.strip_prefix("etcd:") {
-        let endpoints: Vec<String> = eps
-            .split(',')
-            .map(|e| {
-                if e.contains("://") {
-                    e.to_owned()
-                } else {
-                    format!("http://{e}")
-                }
-            })
-            .collect();
-        let client = etcd_client::Client::connect(endpoints, None).await?;
-        let store = leasehold_etcd::EtcdStore::new(client, leasehold_etcd::EtcdConfig::new(format!("{prefix}/"))?);
-        return Ok(LeaseClient::with_config(store, config)?);
-    }
-    Err(format!("unknown --store {spec}").into())
 }
 
 /// Runs `$body` with `$pool` bound to the pool of `$data` (a [`Data`]), whichever
@@ -178,7 +177,7 @@ pub(crate) use on_pool;
 
 /// The program's own tables, in Postgres or SQLite.
 pub(crate) enum Data {
-    /// `--data postgres:URL` (or the Postgres lease store's database).
+    /// `--data postgres://…` (or the Postgres lease store's database).
     Pg(PgPool),
     /// `--data sqlite:PATH` (or the SQLite lease store's file).
     Lite(SqlitePool),
@@ -197,23 +196,24 @@ impl Data {
     /// an in-memory SQLite for `memory`; required with etcd).
     pub(crate) async fn open(store: &str, data: Option<&str>) -> BoxResult<Self> {
         let spec = match data {
-            Some(d) => d.to_owned(),
-            None if store == "memory" => "sqlite::memory:".to_owned(),
-            None if store.starts_with("etcd:") => return Err("--data is required with an etcd store".into()),
-            None => store.to_owned(),
+            Some(d) => d,
+            None if store == "memory" => {
+                let opts = sqlx::sqlite::SqliteConnectOptions::new().in_memory(true);
+                let pool = SqlitePoolOptions::new().max_connections(1).connect_with(opts).await?;
+                return Ok(Self::Lite(pool));
+            }
+            None => store,
         };
-        if spec.starts_with("postgres:") || spec.starts_with("postgresql:") {
-            return Ok(Self::Pg(PgPoolOptions::new().max_connections(4).connect(&spec).await?));
+        match StoreUrl::parse(spec)? {
+            StoreUrl::Postgres { url } => Ok(Self::Pg(PgPoolOptions::new().max_connections(4).connect(&url).await?)),
+            StoreUrl::Sqlite { path } => {
+                let opts = leasehold_sqlite::connect_options(&path);
+                Ok(Self::Lite(
+                    SqlitePoolOptions::new().max_connections(1).connect_with(opts).await?,
+                ))
+            }
+            _ if data.is_none() => Err(format!("--data is required with the store {spec}").into()),
+            other => Err(format!("--data is a Postgres or SQLite database, not {}", other.kind()).into()),
         }
-        if let Some(path) = spec.strip_prefix("sqlite:") {
-            let opts = if path == ":memory:" {
-                sqlx::sqlite::SqliteConnectOptions::new().in_memory(true)
-            } else {
-                leasehold_sqlite::connect_options(path)
-            };
-            let pool = SqlitePoolOptions::new().max_connections(1).connect_with(opts).await?;
-            return Ok(Self::Lite(pool));
-        }
-        Err(format!("unknown --data {spec}").into())
     }
 }

@@ -87,22 +87,31 @@ macro_rules! bound {
 }
 
 impl Db {
-    /// Connects to `store`: a `postgres://` URL, or a SQLite file path.
+    /// Connects to `store`: a store URL ([`leasehold::url`]: `postgres://…`,
+    /// `sqlite:PATH`), or a SQLite file path.
     pub(crate) async fn connect(store: &str) -> BoxResult<Self> {
-        if store.starts_with("postgres://") || store.starts_with("postgresql://") {
-            let pool = PgPoolOptions::new()
-                .max_connections(4)
-                .acquire_timeout(Duration::from_secs(10))
-                .connect(store)
-                .await?;
-            Ok(Self::Pg(pool))
+        let url = if store.contains(':') {
+            leasehold::url::StoreUrl::parse(store)?
         } else {
-            let path = std::path::PathBuf::from(store.strip_prefix("sqlite:").unwrap_or(store));
-            let pool = SqlitePoolOptions::new()
-                .max_connections(4)
-                .connect_with(leasehold_sqlite::connect_options(&path))
-                .await?;
-            Ok(Self::Lite(pool, path))
+            leasehold::url::StoreUrl::Sqlite { path: store.into() }
+        };
+        match url {
+            leasehold::url::StoreUrl::Postgres { url } => {
+                let pool = PgPoolOptions::new()
+                    .max_connections(4)
+                    .acquire_timeout(Duration::from_secs(10))
+                    .connect(&url)
+                    .await?;
+                Ok(Self::Pg(pool))
+            }
+            leasehold::url::StoreUrl::Sqlite { path } => {
+                let pool = SqlitePoolOptions::new()
+                    .max_connections(4)
+                    .connect_with(leasehold_sqlite::connect_options(&path))
+                    .await?;
+                Ok(Self::Lite(pool, path))
+            }
+            other => Err(format!("the payout demo runs on SQLite or Postgres, not {}", other.kind()).into()),
         }
     }
 

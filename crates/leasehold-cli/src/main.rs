@@ -9,7 +9,7 @@
 //! leasehold [--store URL] release --force NAME
 //! ```
 //!
-//! The store is one URL (`--store` or `LEASEHOLD_STORE`, see [`store_url`]); the
+//! The store is one URL (`--store` or `LEASEHOLD_STORE`, see [`leasehold::url`]); the
 //! exit codes are in [`exit`].
 #![warn(missing_docs)]
 
@@ -21,7 +21,6 @@ mod open;
 mod release;
 mod run;
 mod show;
-mod store_url;
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -30,7 +29,7 @@ use clap::Parser as _;
 
 use crate::cli::{Cli, Command};
 use crate::error::{CliError, report};
-use crate::store_url::StoreUrl;
+use leasehold::url::StoreUrl;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -74,7 +73,7 @@ fn resolve_store(given: Option<&str>) -> Result<StoreUrl, CliError> {
     let url = match given {
         Some(raw) => StoreUrl::parse(raw).map_err(|e| CliError::Usage(e.to_string()))?,
         None => {
-            let path = store_url::default_sqlite_path()
+            let path = leasehold::url::default_sqlite_path()
                 .ok_or_else(|| CliError::Usage("no --store given, and neither XDG_DATA_HOME nor HOME is set".into()))?;
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir)

@@ -5,7 +5,7 @@ use std::time::Duration;
 use leasehold::{ClientConfig, LeaseClient};
 
 use crate::error::{CliError, describe};
-use crate::store_url::StoreUrl;
+use leasehold::url::StoreUrl;
 
 /// The longest opening a store may take (connecting, checking its table or bucket).
 pub(crate) const OPEN_TIMEOUT: Duration = Duration::from_secs(10);

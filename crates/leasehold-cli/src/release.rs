@@ -10,8 +10,8 @@ use leasehold::store::{CasOutcome, Precondition};
 
 use crate::cli::ReleaseArgs;
 use crate::error::{CliError, report};
-use crate::store_url::StoreUrl;
 use crate::{exit, holder, open, show};
+use leasehold::url::StoreUrl;
 
 /// How many times the record may change between the read and the write.
 const ATTEMPTS: u32 = 3;

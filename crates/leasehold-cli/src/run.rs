@@ -19,8 +19,8 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use crate::cli::RunArgs;
 use crate::error::{CliError, report};
 use crate::exit;
-use crate::store_url::StoreUrl;
 use crate::{holder, open};
+use leasehold::url::StoreUrl;
 
 /// The longest a release at the end may take before the lease is left to expire.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(10);

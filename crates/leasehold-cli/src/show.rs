@@ -8,8 +8,8 @@ use serde::Serialize;
 
 use crate::cli::ShowArgs;
 use crate::error::CliError;
-use crate::store_url::StoreUrl;
 use crate::{exit, holder, open};
+use leasehold::url::StoreUrl;
 
 /// The longest one read may take.
 pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(10);

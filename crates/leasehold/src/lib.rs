@@ -22,6 +22,8 @@
 #[doc(inline)]
 pub use leasehold_core::*;
 
+pub mod url;
+
 /// Postgres: leases in a table on the primary, judged on the database clock
 /// (the `leasehold-postgres` crate).
 #[cfg(feature = "postgres")]

@@ -12,9 +12,9 @@
 //! ```
 //!
 //! Options (all optional):
-//! - `--store sqlite:PATH | postgres:URL | etcd:HOST:PORT[,HOST:PORT] | memory` where the
+//! - `--store sqlite:PATH | postgres://… | etcd://HOST:PORT[,HOST:PORT] | memory` (a store URL, as the `leasehold` command takes it) where the
 //!   lease lives (default: an SQLite file in the temp directory, shared by all copies).
-//! - `--data sqlite:PATH | postgres:URL` where the protected table lives (default: the
+//! - `--data sqlite:PATH | postgres://…` where the protected table lives (default: the
 //!   store's database; required with etcd; an in-memory SQLite with `memory`).
 //! - `--prefix NAME` prefix of the tables (and etcd keys) this program uses (`demo`).
 //! - `--election NAME` (`leader`), `--ttl-ms N` (2000), `--write-every-ms N` (50),

@@ -12,9 +12,9 @@
 //! ```
 //!
 //! Options (all optional):
-//! - `--store sqlite:PATH | postgres:URL | etcd:HOST:PORT[,...] | memory` where the
+//! - `--store sqlite:PATH | postgres://… | etcd://HOST:PORT[,...] | memory` (a store URL, as the `leasehold` command takes it) where the
 //!   leases live (default: an SQLite file in the temp directory).
-//! - `--data sqlite:PATH | postgres:URL` where the job's tables live (default: the
+//! - `--data sqlite:PATH | postgres://…` where the job's tables live (default: the
 //!   store's database; required with etcd).
 //! - `--prefix NAME` (`demo`), `--job NAME` (`report`), `--instance ID`.
 //! - `--every-ms N` (1000) or `--cron EXPR` (UTC; six fields for seconds).

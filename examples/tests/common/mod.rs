@@ -180,7 +180,7 @@ impl Place {
     pub fn etcd(what: &str) -> Self {
         Self {
             label: "etcd",
-            store: format!("etcd:{}", etcd_endpoints()),
+            store: format!("etcd://{}", etcd_endpoints()),
             data: pg_url(),
             prefix: unique_prefix(what),
             scratch: None,

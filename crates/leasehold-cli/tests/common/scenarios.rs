@@ -177,9 +177,11 @@ pub async fn held_then_wait(store: &Store) {
     assert_eq!(status.code(), Some(0));
     let token3 = token_in(store, "token3").await;
     assert!(token3 > token1);
-    // Right after the release, not after the first's 10 s TTL.
+    // After the release, not after the first's 10 s TTL: at once where the store pushes
+    // releases, within the client's longest poll (`max_acquire_backoff`, 5 s, plus up to
+    // 20 % jitter) where it does not (S3, DynamoDB).
     assert!(
-        since(released) < Duration::from_secs(5),
+        since(released) < Duration::from_secs(7),
         "the waiter took {:?} after the release",
         since(released)
     );

@@ -1,4 +1,5 @@
-//! The store URL: one string naming the store, the same form on every store.
+//! The store URL: one string naming the store, the same form on every store, as the
+//! `leasehold` command and the example programs take it (`--store`).
 //!
 //! | form | store |
 //! |---|---|
@@ -20,7 +21,7 @@ use std::path::PathBuf;
 
 /// A parsed store URL.
 #[derive(Clone, PartialEq, Eq)]
-pub(crate) enum StoreUrl {
+pub enum StoreUrl {
     /// `sqlite:PATH`.
     Sqlite {
         /// The database file.
@@ -69,7 +70,7 @@ pub(crate) enum StoreUrl {
 }
 
 /// The key prefix of `s3://BUCKET` without one.
-pub(crate) const DEFAULT_S3_PREFIX: &str = "leasehold";
+pub const DEFAULT_S3_PREFIX: &str = "leasehold";
 
 /// The forms accepted, for error messages.
 const FORMS: &str = "expected sqlite:PATH, postgres://…, mysql://…, etcd://HOST:PORT[,HOST:PORT], redis://…, \
@@ -78,7 +79,7 @@ const FORMS: &str = "expected sqlite:PATH, postgres://…, mysql://…, etcd://H
 /// Why a store URL was refused: one line, without the URL's password.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("bad store URL {shown}: {reason}")]
-pub(crate) struct UrlError {
+pub struct UrlError {
     /// The URL, redacted.
     shown: String,
     /// What is wrong.
@@ -106,7 +107,7 @@ impl StoreUrl {
     ///
     /// # Errors
     /// [`UrlError`] naming what is wrong.
-    pub(crate) fn parse(raw: &str) -> Result<Self, UrlError> {
+    pub fn parse(raw: &str) -> Result<Self, UrlError> {
         let raw_trimmed = raw.trim();
         if raw_trimmed.is_empty() {
             return Err(UrlError::new(raw, format!("it is empty; {FORMS}")));
@@ -209,7 +210,7 @@ impl StoreUrl {
     }
 
     /// The store's kind, for messages.
-    pub(crate) fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> &'static str {
         match self {
             Self::Sqlite { .. } => "sqlite",
             Self::Postgres { .. } => "postgres",
@@ -222,7 +223,7 @@ impl StoreUrl {
     }
 
     /// The passwords in the URL (raw and percent-decoded), which no message may show.
-    pub(crate) fn secrets(&self) -> Vec<String> {
+    pub fn secrets(&self) -> Vec<String> {
         match self {
             Self::Postgres { url } | Self::MySql { url } | Self::Redis { url } => secrets_of(url),
             _ => Vec::new(),
@@ -394,7 +395,7 @@ fn secrets_of(url: &str) -> Vec<String> {
 
 /// `url` with the password of its userinfo and of its `…password=` parameters replaced by
 /// `***`.
-pub(crate) fn redact(url: &str) -> String {
+pub fn redact(url: &str) -> String {
     let mut out = url.to_owned();
     if let Some((start, info)) = userinfo(url) {
         match info.split_once(':') {
@@ -420,7 +421,7 @@ pub(crate) fn redact(url: &str) -> String {
 /// The default store's file: `$XDG_DATA_HOME/leasehold/leases.db` when
 /// `XDG_DATA_HOME` is an absolute path, otherwise `$HOME/.local/share/leasehold/leases.db`;
 /// `None` without either.
-pub(crate) fn default_sqlite_path() -> Option<PathBuf> {
+pub fn default_sqlite_path() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_DATA_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
