@@ -72,6 +72,30 @@ pub trait SqlDatabase: sqlx::Database {
     ) -> std::result::Result<(u64, Option<Vec<Option<String>>>), sqlx::Error>;
 }
 
+/// The marks the read `$read` (`(sql, values)`) returns on `$conn`, one per row (its
+/// `mark` column), or the driver's error from the enclosing function.
+macro_rules! marks_of {
+    ($conn:ident, $read:ident) => {{
+        let rows = bind_values(sqlx::query(AssertSqlSafe($read.0.to_owned())), $read.1)
+            .fetch_all(&mut *$conn)
+            .await?;
+        rows.iter()
+            .map(|r| r.try_get("mark"))
+            .collect::<std::result::Result<_, _>>()?
+    }};
+}
+
+/// The lease rows `$query` returns on `$conn`, decoded.
+macro_rules! lease_rows {
+    ($query:ident, $conn:ident) => {{
+        let rows = $query.fetch_all(&mut *$conn).await.map_err(RunError::Statement)?;
+        rows.iter()
+            .map(RawRow::decode)
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(RunError::Statement)
+    }};
+}
+
 /// One implementation for every database: the concrete types satisfy sqlx's bounds.
 macro_rules! sql_database {
     ($db:ty, $dialect:expr, $errors:ident) => {
@@ -113,14 +137,7 @@ macro_rules! sql_database {
                 if done.rows_affected() > 0 {
                     return Ok((done.rows_affected(), None));
                 }
-                let rows = bind_values(sqlx::query(AssertSqlSafe(read.0.to_owned())), read.1)
-                    .fetch_all(&mut *conn)
-                    .await?;
-                let marks = rows
-                    .iter()
-                    .map(|r| r.try_get("mark"))
-                    .collect::<std::result::Result<_, _>>()?;
-                Ok((0, Some(marks)))
+                Ok((0, Some(marks_of!(conn, read))))
             }
 
             async fn fetch_lease_rows(
@@ -130,11 +147,7 @@ macro_rules! sql_database {
             ) -> std::result::Result<Vec<RawRow>, RunError> {
                 let mut conn = pool.acquire().await.map_err(RunError::Connect)?;
                 let query = args.bind(statement, sqlx::query(AssertSqlSafe(statement.sql.clone())));
-                let rows = query.fetch_all(&mut *conn).await.map_err(RunError::Statement)?;
-                rows.iter()
-                    .map(RawRow::decode)
-                    .collect::<std::result::Result<Vec<_>, _>>()
-                    .map_err(RunError::Statement)
+                lease_rows!(query, conn)
             }
         }
     };
@@ -190,14 +203,7 @@ impl SqlDatabase for sqlx::MySql {
         if written > 0 {
             return Ok((written, None));
         }
-        let rows = bind_values(sqlx::query(AssertSqlSafe(read.0.to_owned())), read.1)
-            .fetch_all(&mut *conn)
-            .await?;
-        let marks = rows
-            .iter()
-            .map(|r| r.try_get("mark"))
-            .collect::<std::result::Result<_, _>>()?;
-        Ok((0, Some(marks)))
+        Ok((0, Some(marks_of!(conn, read))))
     }
 
     async fn fetch_lease_rows(
@@ -209,11 +215,7 @@ impl SqlDatabase for sqlx::MySql {
         let query = args.bind(statement, sqlx::query(AssertSqlSafe(statement.sql.clone())));
         match statement.reply {
             Reply::Rows => {
-                let rows = query.fetch_all(&mut *conn).await.map_err(RunError::Statement)?;
-                rows.iter()
-                    .map(RawRow::decode)
-                    .collect::<std::result::Result<Vec<_>, _>>()
-                    .map_err(RunError::Statement)
+                lease_rows!(query, conn)
             }
             Reply::InsertId { issues_token } => {
                 let done = query.execute(&mut *conn).await.map_err(RunError::Statement)?;

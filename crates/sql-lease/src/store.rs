@@ -221,6 +221,13 @@ impl<B: SqlBackend> SqlStore<B> {
         })
     }
 
+    /// The rows of the read statement for `name` (one, or none), run for `what`.
+    async fn read_rows(&self, name: &LeaseName, what: &str) -> Result<Vec<RawRow>> {
+        let args = LeaseArgs::read(name, &self.inner.limits)?.with_clock(self.inner.clock);
+        self.run(name, &self.inner.statements.read, &args, Phase::Read, what)
+            .await
+    }
+
     /// Runs the conditional write `statement` of `record` on `expect`, and reads the
     /// current row when a refused one returns none.
     async fn write_with(
@@ -237,16 +244,7 @@ impl<B: SqlBackend> SqlStore<B> {
             && self.inner.statements.read_after_refused_version_write
         {
             // The write was refused and changed nothing: what is there now answers it.
-            let read = LeaseArgs::read(name, &self.inner.limits)?.with_clock(self.inner.clock);
-            rows = self
-                .run(
-                    name,
-                    &self.inner.statements.read,
-                    &read,
-                    Phase::Read,
-                    "read lease after a refused write",
-                )
-                .await?;
+            rows = self.read_rows(name, "read lease after a refused write").await?;
         }
         let outcome = row::write_outcome(name, expect, &rows)?;
         if let Some(feed) = &self.inner.feed {
@@ -272,10 +270,7 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
     }
 
     async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {
-        let args = LeaseArgs::read(name, &self.inner.limits)?.with_clock(self.inner.clock);
-        let rows = self
-            .run(name, &self.inner.statements.read, &args, Phase::Read, "read lease")
-            .await?;
+        let rows = self.read_rows(name, "read lease").await?;
         row::read_outcome(name, &rows)
     }
 
@@ -311,16 +306,7 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
             .await?;
         if rows.is_empty() && !self.inner.statements.conflict_returns_current {
             // (MySQL) the delete was refused and says only that: what is there answers it.
-            let read = LeaseArgs::read(name, &self.inner.limits)?.with_clock(self.inner.clock);
-            rows = self
-                .run(
-                    name,
-                    &self.inner.statements.read,
-                    &read,
-                    Phase::Read,
-                    "read lease after a refused delete",
-                )
-                .await?;
+            rows = self.read_rows(name, "read lease after a refused delete").await?;
         }
         row::delete_outcome(name, &rows)
     }
