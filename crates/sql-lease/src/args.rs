@@ -111,7 +111,7 @@ impl LeaseArgs {
     }
 
     /// The row a release of these values left when it applied (MySQL's
-    /// [`crate::Reply::Vacates`]): no holder and no wall-clock expiry, the bound token, at
+    /// [`crate::statements::Reply::Vacates`]): no holder and no wall-clock expiry, the bound token, at
     /// the version [`Arg::WriteId`].
     pub fn vacated_row(&self) -> RawRow {
         RawRow {
