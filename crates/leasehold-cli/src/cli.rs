@@ -12,7 +12,7 @@ use crate::exit;
 #[derive(Debug, Parser)]
 #[command(name = "leasehold", version, about, after_help = STORE_HELP)]
 pub(crate) struct Cli {
-    /// The store, as one URL: sqlite:PATH, postgres://…, etcd://HOST:PORT,…, redis://…,
+    /// The store, as one URL: sqlite:PATH, postgres://…, mysql://…, etcd://HOST:PORT,…, redis://…,
     /// dynamodb://TABLE?region=…&endpoint=…, s3://BUCKET/PREFIX?region=…&endpoint=…
     /// (default: an SQLite file in the user's data directory)
     #[arg(
@@ -42,6 +42,14 @@ pub(crate) enum Command {
     /// Make a lease vacant whoever holds it (the holder may still be running).
     #[command(after_help = exit::TABLE)]
     Release(ReleaseArgs),
+    /// Run a command while this process leads an election: it waits to lead, and the
+    /// command is stopped when leadership is lost.
+    #[command(after_help = exit::TABLE)]
+    Elect(ElectArgs),
+    /// Print each new leader of an election (and its token) as it happens, one line
+    /// per change.
+    #[command(after_help = exit::TABLE)]
+    Observe(ObserveArgs),
 }
 
 /// `leasehold run`.
@@ -49,15 +57,23 @@ pub(crate) enum Command {
 pub(crate) struct RunArgs {
     /// The lease name (letters, digits and - _ . : / @ = #).
     pub(crate) name: String,
-    /// How long the lease lasts without renewal; it is renewed in the background.
-    #[arg(long, default_value = "30s", value_parser = duration)]
-    pub(crate) ttl: Duration,
     /// Wait as long as it takes for the lease (default: try once).
     #[arg(long, conflicts_with = "timeout")]
     pub(crate) wait: bool,
     /// Wait at most this long for the lease (default: try once).
     #[arg(long, value_parser = duration)]
     pub(crate) timeout: Option<Duration>,
+    /// The tenure and the command.
+    #[command(flatten)]
+    pub(crate) held: HeldArgs,
+}
+
+/// What `run` and `elect` share: the tenure's TTL, the grace on loss, the command.
+#[derive(Debug, Args)]
+pub(crate) struct HeldArgs {
+    /// How long the lease lasts without renewal; it is renewed in the background.
+    #[arg(long, default_value = "30s", value_parser = duration)]
+    pub(crate) ttl: Duration,
     /// After the lease is lost, how long the command has between SIGTERM and SIGKILL.
     #[arg(long, default_value = "5s", value_parser = duration)]
     pub(crate) grace: Duration,
@@ -84,6 +100,36 @@ pub(crate) struct ReleaseArgs {
     pub(crate) force: bool,
     /// The lease name.
     pub(crate) name: String,
+}
+
+/// `leasehold elect`.
+#[derive(Debug, Args)]
+pub(crate) struct ElectArgs {
+    /// The election name (a lease name).
+    pub(crate) name: String,
+    /// Campaign at most this long (default: as long as it takes).
+    #[arg(long, value_parser = duration)]
+    pub(crate) timeout: Option<Duration>,
+    /// Leadership's lease and the command.
+    #[command(flatten)]
+    pub(crate) held: HeldArgs,
+}
+
+/// `leasehold observe`.
+#[derive(Debug, Args)]
+pub(crate) struct ObserveArgs {
+    /// The election name (a lease name).
+    pub(crate) name: String,
+    /// Print one JSON object per line instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Exit after this many lines (the first is the leader now).
+    #[arg(long, value_name = "N")]
+    pub(crate) count: Option<u64>,
+    /// How often to read where the store does not push changes (SQLite across
+    /// processes, DynamoDB, S3); a tenure shorter than this may go unseen there.
+    #[arg(long, default_value = "1s", value_parser = duration)]
+    pub(crate) interval: Duration,
 }
 
 /// A duration in humantime form: `300ms`, `30s`, `1m 30s`, `2h`.

@@ -8,7 +8,8 @@
 //! line starting with `leasehold:` on stderr first, which a command's own exit does not
 //! produce.
 
-/// Everything went well (`show`, `release`); for `run`, the command exited with 0.
+/// Everything went well (`show`, `release`; `observe` stopped by SIGINT or SIGTERM, or
+/// after `--count` lines); for `run` and `elect`, the command exited with 0.
 pub(crate) const OK: u8 = 0;
 
 /// Bad usage (`EX_USAGE`): an unknown option, a bad store URL, an invalid lease name,
@@ -21,11 +22,11 @@ pub(crate) const USAGE: u8 = 64;
 pub(crate) const STORE: u8 = 69;
 
 /// The lease is held by someone else (`EX_TEMPFAIL`): `run` without `--wait` found it
-/// held, or `--timeout` ran out; `release` found it changing under it. Trying again
+/// held, or the `--timeout` of `run` or `elect` ran out; `release` found it changing under it. Trying again
 /// later may succeed.
 pub(crate) const HELD: u8 = 75;
 
-/// The lease was lost while the command ran (it expired, was taken over, or the store
+/// The lease (for `elect`, leadership) was lost while the command ran (it expired, was taken over, or the store
 /// stopped answering renewals): the command was sent SIGTERM, then SIGKILL after
 /// `--grace`.
 pub(crate) const LOST: u8 = 76;
@@ -43,12 +44,12 @@ pub(crate) const SIGNAL_BASE: u8 = 128;
 /// The exit-code table printed by `--help` (`after_help`) and copied in the README.
 pub(crate) const TABLE: &str = "\
 Exit codes:
-  N      run: the command's own exit code, passed through (128+N if killed by signal N)
-  0      show, release: done
+  N      run, elect: the command's own exit code, passed through (128+N if killed by signal N)
+  0      show, release: done; observe: stopped by SIGINT/SIGTERM, or --count lines printed
   64     bad usage: unknown option, bad store URL, invalid lease name, TTL or duration
   69     store error: unreachable, no answer in time, not set up, corrupt record
   75     lease held by someone else (run without --wait, or --timeout ran out)
-  76     lease lost while the command ran (it was sent SIGTERM, then SIGKILL after --grace)
+  76     lease (or leadership) lost while the command ran (it was sent SIGTERM, then SIGKILL after --grace)
   126    the command could not be started
   127    the command was not found
 Whenever leasehold exits with a code of its own, it prints one line starting with

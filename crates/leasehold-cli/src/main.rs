@@ -1,12 +1,15 @@
 //! # leasehold
 //!
 //! The `leasehold` command: run a command under a fenced lease, on any store leasehold
-//! supports, and show or force-release leases.
+//! supports, show or force-release leases, run a command while leading an election, and
+//! watch who leads.
 //!
 //! ```text
 //! leasehold [--store URL] run NAME [--ttl 30s] [--wait | --timeout 1m] [--grace 5s] -- CMD ARGS…
 //! leasehold [--store URL] show NAME [--json]
 //! leasehold [--store URL] release --force NAME
+//! leasehold [--store URL] elect NAME [--ttl 30s] [--timeout 1m] [--grace 5s] -- CMD ARGS…
+//! leasehold [--store URL] observe NAME [--json] [--count N] [--interval 1s]
 //! ```
 //!
 //! The store is one URL (`--store` or `LEASEHOLD_STORE`, see [`leasehold::url`]); the
@@ -14,13 +17,16 @@
 #![warn(missing_docs)]
 
 mod cli;
+mod elect;
 mod error;
 mod exit;
 mod holder;
+mod observe;
 mod open;
 mod release;
 mod run;
 mod show;
+mod supervise;
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -65,6 +71,8 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Run(args) => run::run(&url, args).await,
         Command::Show(args) => show::show(&url, args).await,
         Command::Release(args) => release::release(&url, args).await,
+        Command::Elect(args) => elect::elect(&url, args).await,
+        Command::Observe(args) => observe::observe(&url, args).await,
     }
 }
 

@@ -65,6 +65,15 @@ async fn invalid_names_ttls_and_options_are_usage_errors() {
         &["release", "ok"],
         &["frobnicate"],
         &["show"],
+        &["elect", "has space", "--", "true"],
+        &["elect", "ok", "--ttl", "1ms", "--", "true"],
+        &["elect", "ok", "--timeout", "soon", "--", "true"],
+        &["elect", "ok"],
+        &["observe", "a//b"],
+        &["observe", "ok", "--count", "0"],
+        &["observe", "ok", "--count", "-1"],
+        &["observe", "ok", "--interval", "0s"],
+        &["observe", "ok", "--interval", "often"],
     ] {
         expect(&store, args, USAGE).await;
     }
@@ -82,8 +91,12 @@ async fn unreachable_stores_are_store_errors_without_passwords() {
     ] {
         let err = expect(&store, &["--store", url, "run", "x", "--", "true"], STORE).await;
         assert!(!err.contains("hunter2"), "{url}: {err}");
-        let err = expect(&store, &["--store", url, "show", "x"], STORE).await;
-        assert!(!err.contains("hunter2"), "{url}: {err}");
+        for args in [&["show", "x"][..], &["elect", "x", "--", "true"], &["observe", "x"]] {
+            let mut args = args.to_vec();
+            args.splice(0..0, ["--store", url]);
+            let err = expect(&store, &args, STORE).await;
+            assert!(!err.contains("hunter2"), "{url}: {err}");
+        }
     }
 }
 

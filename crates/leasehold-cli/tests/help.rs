@@ -20,6 +20,8 @@ async fn help_is_there_for_every_subcommand() {
         "run",
         "show",
         "release",
+        "elect",
+        "observe",
         "--store",
         "LEASEHOLD_STORE",
         "Store URLs",
@@ -50,6 +52,14 @@ async fn help_is_there_for_every_subcommand() {
         release.contains("--force") && release.contains("Exit codes"),
         "{release}"
     );
+    let elect = help(&store, &["elect", "--help"]).await;
+    for word in ["--ttl", "--timeout", "--grace", "CMD", "Exit codes", "76"] {
+        assert!(elect.contains(word), "elect --help lacks {word}: {elect}");
+    }
+    let observe = help(&store, &["observe", "--help"]).await;
+    for word in ["--json", "--count", "Exit codes"] {
+        assert!(observe.contains(word), "observe --help lacks {word}: {observe}");
+    }
     let version = help(&store, &["--version"]).await;
     assert!(version.starts_with("leasehold "), "{version}");
     // No subcommand: one line saying so, and the usage code.

@@ -307,6 +307,40 @@ pub fn assert_one_line(out: &Output, expected: i32) -> String {
     err
 }
 
+/// The lines a running process prints on stdout, collected as they come by a thread.
+pub struct Lines {
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Lines {
+    /// Collects `child`'s stdout (which must be piped), taking it from the child.
+    pub fn of(child: &mut Child) -> Self {
+        use std::io::BufRead as _;
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                sink.lock().expect("lines").push(line);
+            }
+        });
+        Self { lines }
+    }
+
+    /// The lines so far.
+    pub fn now(&self) -> Vec<String> {
+        self.lines.lock().expect("lines").clone()
+    }
+
+    /// Waits until the lines so far satisfy `cond`, within `limit`; the lines.
+    pub async fn wait_for(&self, limit: Duration, what: &str, mut cond: impl FnMut(&[String]) -> bool) -> Vec<String> {
+        let ok = poll(limit, || cond(&self.now())).await;
+        assert!(ok, "{what} not printed within {limit:?}; printed: {:?}", self.now());
+        self.now()
+    }
+}
+
 /// Whether the process `pid` is gone (or a zombie nobody has reaped yet).
 pub fn gone(pid: u32) -> bool {
     matches!(leasehold::testing::process::process_state(pid), None | Some('Z'))

@@ -37,6 +37,16 @@ macro_rules! scenario_tests {
         async fn forced_release_keeps_the_token() {
             common::scenarios::forced_release(&$store).await;
         }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn elect_leads_one_at_a_time_and_observe_prints_each_leader() {
+            common::scenarios::elect_and_observe(&$store).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn elect_stops_its_command_when_leadership_is_taken() {
+            common::scenarios::elect_lost(&$store).await;
+        }
     };
 }
 #[allow(unused_imports)]
@@ -297,4 +307,136 @@ pub async fn forced_release(store: &Store) {
         "{out:?}"
     );
     assert!(run_once(store, &name, &[], "token2").await > token1);
+}
+
+/// The tokens of the leaders `observe --json` printed, in order (`null` lines skipped),
+/// each line checked for its name and shape.
+fn observed_tokens(lines: &[String], name: &str) -> Vec<u64> {
+    lines
+        .iter()
+        .filter_map(|line| {
+            let v: serde_json::Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("observe --json line {line:?}: {e}"));
+            assert_eq!(v["name"], name, "{line}");
+            if v["token"].is_null() {
+                assert!(v["holder"].is_null() && v["identity"].is_null(), "{line}");
+                None
+            } else {
+                let holder = v["holder"].as_str().expect("holder");
+                let identity = v["identity"].as_str().expect("identity");
+                assert!(holder.starts_with(identity), "{line}");
+                Some(token_of(&v))
+            }
+        })
+        .collect()
+}
+
+/// Two `elect` candidates: the first leads and runs its command, the second waits; when
+/// the first's command exits, it resigns and the second leads at once with a higher
+/// token. `observe --json`, started before both, prints each leader (token and holder)
+/// in order, and `no leader` once the second resigns; SIGTERM ends it with 0. An `elect
+/// --timeout` while someone leads exits with the "held" code without running its command.
+pub async fn elect_and_observe(store: &Store) {
+    let name = store.name("elect");
+    let mut observer = store.spawn(&["observe", &name, "--json"]);
+    let seen = Lines::of(&mut observer);
+    seen.wait_for(LIMIT, "the first observation", |l| !l.is_empty()).await;
+    assert_eq!(
+        observed_tokens(&seen.now(), &name),
+        Vec::<u64>::new(),
+        "nobody leads yet"
+    );
+
+    let first_cmd = "echo \"$LEASEHOLD_TOKEN\" > lead1; echo \"$LEASEHOLD_HOLDER\" > holder1; \
+                     while [ ! -e go1 ]; do sleep 0.02; done";
+    let mut first = store.spawn(&["elect", &name, "--ttl", "10s", "--", "sh", "-c", first_cmd]);
+    let token1 = token_in(store, "lead1").await;
+    let holder1 = store.wait_line("holder1", LIMIT).await;
+    let lines = seen
+        .wait_for(LIMIT, "the first leader", |l| observed_tokens(l, &name) == [token1])
+        .await;
+    assert!(lines.iter().any(|l| l.contains(&holder1)), "{lines:?}");
+
+    let second_cmd = "echo \"$LEASEHOLD_TOKEN\" > lead2; while [ ! -e go2 ]; do sleep 0.02; done";
+    let mut second = store.spawn(&["elect", &name, "--ttl", "10s", "--", "sh", "-c", second_cmd]);
+    let out = store
+        .output(
+            &["elect", &name, "--timeout", "300ms", "--", "touch", "ran-timeout"],
+            LIMIT,
+        )
+        .await;
+    let err = assert_one_line(&out, HELD);
+    assert!(err.contains("another leader"), "{err}");
+    assert!(!store.file("ran-timeout").exists());
+    // The second candidate waits while the first leads.
+    let led = poll(Duration::from_secs(1), || store.file("lead2").exists()).await;
+    assert!(!led, "the second candidate must not lead while the first does");
+
+    std::fs::write(store.file("go1"), "").expect("go1");
+    assert_eq!(wait_exit(&mut first, LIMIT).await.code(), Some(0));
+    let resigned = Instant::now();
+    let token2 = token_in(store, "lead2").await;
+    assert!(token2 > token1, "{token2} after {token1}");
+    // At once where the store pushes releases; within the longest poll where it does not.
+    assert!(
+        since(resigned) < Duration::from_secs(7),
+        "led {:?} after the resignation",
+        since(resigned)
+    );
+    seen.wait_for(LIMIT, "the second leader", |l| {
+        observed_tokens(l, &name) == [token1, token2]
+    })
+    .await;
+
+    std::fs::write(store.file("go2"), "").expect("go2");
+    assert_eq!(wait_exit(&mut second, LIMIT).await.code(), Some(0));
+    let lines = seen
+        .wait_for(LIMIT, "no leader after the second resigned", |l| {
+            l.last().is_some_and(|last| last.contains("\"token\":null"))
+        })
+        .await;
+    assert_eq!(observed_tokens(&lines, &name), [token1, token2], "{lines:?}");
+    assert!(
+        !lines.windows(2).any(|w| w[0] == w[1]),
+        "only changes are printed: {lines:?}"
+    );
+
+    signal(observer.id(), rustix::process::Signal::TERM);
+    assert_eq!(
+        wait_exit(&mut observer, LIMIT).await.code(),
+        Some(0),
+        "observe ends with 0 on SIGTERM"
+    );
+
+    // `--count 1` prints the leader now and exits, in text.
+    let out = store.output(&["observe", &name, "--count", "1"], LIMIT).await;
+    assert_eq!(code(&out), 0, "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.trim(), format!("{name}: no leader"), "{out:?}");
+}
+
+/// A leader whose lease is released by force stops leading: its command gets SIGTERM,
+/// the one line on stderr says leadership was lost, and `elect` exits with the "lost"
+/// code.
+pub async fn elect_lost(store: &Store) {
+    let name = store.name("elect-lost");
+    let script = "echo $$ > pid; echo \"$LEASEHOLD_TOKEN\" > token1; exec sleep 60";
+    let mut leader = store.spawn(&[
+        "elect", &name, "--ttl", "2s", "--grace", "500ms", "--", "sh", "-c", script,
+    ]);
+    let token1 = token_in(store, "token1").await;
+    let child: u32 = store.wait_line("pid", LIMIT).await.parse().expect("pid");
+    store.track(child);
+    let out = store.output(&["release", "--force", &name], LIMIT).await;
+    assert_eq!(code(&out), 0, "{out:?}");
+    let status = wait_exit(&mut leader, LIMIT).await;
+    let out = leader.wait_with_output().expect("output");
+    let err = stderr(&out);
+    assert_eq!(status.code(), Some(LOST), "stderr: {err}");
+    assert!(
+        err.contains(&format!("lost leadership of {name} (token {token1})")),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "one line on stderr: {err:?}");
+    assert!(poll(LIMIT, || gone(child)).await, "the command was not stopped");
 }

@@ -1,0 +1,49 @@
+//! `leasehold elect NAME -- CMD…`: a command run while this process leads.
+//!
+//! Campaigns (as long as it takes, or `--timeout`), then runs the command while it
+//! leads, as [`crate::supervise`] says: it is stopped when leadership is lost, and this
+//! process resigns when it exits, so the next candidate leads at once.
+
+use leasehold::election::Election;
+use leasehold::{LeaseName, Ttl};
+
+use crate::cli::ElectArgs;
+use crate::error::CliError;
+use crate::supervise::{Signals, supervise};
+use crate::{holder, open};
+use leasehold::url::StoreUrl;
+
+/// Runs `leasehold elect`; the exit code.
+///
+/// # Errors
+/// [`CliError`] for bad input, a store failure, a `--timeout` that ran out, or a
+/// command that cannot be started.
+pub(crate) async fn elect(url: &StoreUrl, args: ElectArgs) -> Result<u8, CliError> {
+    let name = LeaseName::new(&args.name).map_err(|e| CliError::from_lease("election name", &e))?;
+    Ttl::new(args.held.ttl).map_err(|e| CliError::from_lease("--ttl", &e))?;
+    let mut signals = Signals::new()?;
+    let client = open::open(url, &holder::label()).await?;
+    let election =
+        Election::new(client, name.as_str(), args.held.ttl).map_err(|e| CliError::from_lease("election", &e))?;
+    let what = format!("leadership of {name}");
+    let won = async {
+        match args.timeout {
+            None => election.campaign().await,
+            Some(timeout) => election.campaign_timeout(timeout).await,
+        }
+    };
+    let leadership = tokio::select! {
+        won = won => match won {
+            Ok(leadership) => leadership,
+            Err(leasehold::Error::Timeout { .. }) => {
+                return Err(CliError::Held(format!(
+                    "{name} has another leader; gave up after {}",
+                    humantime::format_duration(args.timeout.unwrap_or_default())
+                )));
+            }
+            Err(e) => return Err(CliError::from_lease(&what, &e)),
+        },
+        sig = signals.next() => return Err(sig.ended(&what)),
+    };
+    supervise(leadership, &args.held, &mut signals).await
+}
