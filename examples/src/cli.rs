@@ -7,7 +7,7 @@ use std::error::Error;
 use std::io::Write as _;
 use std::time::Duration;
 
-use leasehold::url::StoreUrl;
+use leasehold::url::{OpenOptions, StoreUrl};
 use leasehold_core::{ClientConfig, LeaseClient};
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqlitePool, SqlitePoolOptions};
@@ -129,38 +129,19 @@ where
     }
 }
 
-/// Opens the lease store named by `--store`: `memory`, or a store URL
-/// ([`leasehold::url`]: `sqlite:PATH`, `postgres://…`, `etcd://HOST:PORT[,HOST:PORT]`).
+/// Opens the lease store named by `--store`: `memory`, or any store URL
+/// ([`leasehold::url`]), its table (`PREFIX_leases`) or key prefix (`PREFIX/`) the
+/// program's own, created if missing ([`StoreUrl::open`]).
 pub(crate) async fn lease_client(spec: &str, prefix: &str, label: &str) -> BoxResult<LeaseClient> {
     let config = ClientConfig::builder().label(label.to_owned()).build()?;
     if spec == "memory" {
         return Ok(LeaseClient::with_config(leasehold_core::MemoryStore::new(), config)?);
     }
-    let table = format!("{prefix}_leases");
-    match StoreUrl::parse(spec)? {
-        StoreUrl::Sqlite { path } => {
-            let cfg = leasehold_sqlite::SqliteConfig::new().with_table(&table)?;
-            let store = leasehold_sqlite::SqliteStore::open_file(path, cfg).await?;
-            Ok(LeaseClient::with_config(store, config)?)
-        }
-        StoreUrl::Postgres { url } => {
-            let pool = PgPoolOptions::new().max_connections(4).connect(&url).await?;
-            let cfg = leasehold_postgres::PostgresConfig::new().with_table(&table)?;
-            leasehold_postgres::PostgresStore::provision(&pool, &cfg).await?;
-            let store = leasehold_postgres::PostgresStore::new(pool, cfg).await?;
-            Ok(LeaseClient::with_config(store, config)?)
-        }
-        StoreUrl::Etcd { endpoints } => {
-            let client = etcd_client::Client::connect(endpoints, None).await?;
-            let store = leasehold_etcd::EtcdStore::new(client, leasehold_etcd::EtcdConfig::new(format!("{prefix}/"))?);
-            Ok(LeaseClient::with_config(store, config)?)
-        }
-        other => Err(format!(
-            "the examples run on memory, SQLite, Postgres or etcd, not {}",
-            other.kind()
-        )
-        .into()),
-    }
+    let mut options = OpenOptions::with_client(config);
+    options.table = Some(format!("{prefix}_leases"));
+    options.etcd_prefix = Some(format!("{prefix}/"));
+    options.provision = true;
+    Ok(StoreUrl::parse(spec)?.open(&options).await?)
 }
 
 /// Runs `$body` with `$pool` bound to the pool of `$data` (a [`Data`]), whichever

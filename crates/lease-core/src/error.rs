@@ -137,6 +137,16 @@ pub enum Error {
         name: String,
     },
 
+    /// The store does not offer this operation (for example listing lease names).
+    /// Nothing was sent.
+    #[error("{store} does not support {operation}")]
+    Unsupported {
+        /// The operation (for example `"listing lease names"`).
+        operation: &'static str,
+        /// The store (for example `"this store"`).
+        store: &'static str,
+    },
+
     /// The client (or its renewal driver) has shut down.
     #[error("lease client is shut down")]
     Shutdown,

@@ -59,6 +59,7 @@
 //! ```
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod admin;
 mod backoff;
 mod client;
 pub mod clock;
@@ -95,7 +96,7 @@ pub use error::{BoxError, Error, Result};
 pub use lease::{Lease, LossCause};
 pub use lease_set::LeaseSet;
 pub use memory::MemoryStore;
-pub use name::{HolderId, LeaseName, MAX_HOLDER_LEN, MAX_NAME_LEN};
+pub use name::{HolderId, LeaseName, MAX_HOLDER_LEN, MAX_NAME_LEN, NamePrefix};
 pub use options::AcquireOptions;
 pub use policy::{Policy, SkewBound};
 pub use token::FencingToken;

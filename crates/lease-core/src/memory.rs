@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use crate::store::{Capabilities, CasOutcome, ClockSource, Current, DeleteOutcome, Grade, Precondition, WakeHub};
 use crate::{
-    Error, LeaseName, Result,
+    Error, LeaseName, NamePrefix, Result,
     store::{CasStore, LeaseRecord, Linearizable, Stored, Version, record_codec},
 };
 
@@ -253,6 +253,18 @@ impl CasStore for MemoryStore {
             }
             _ => Ok(DeleteOutcome::Conflict(self.current(&st, name, now)?)),
         }
+    }
+
+    async fn list(&self, prefix: &NamePrefix) -> Result<Vec<LeaseName>> {
+        let mut names: Vec<LeaseName> = self
+            .lock()
+            .entries
+            .keys()
+            .filter(|n| prefix.matches(n))
+            .cloned()
+            .collect();
+        names.sort_unstable();
+        Ok(names)
     }
 
     async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {

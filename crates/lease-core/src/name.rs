@@ -82,6 +82,74 @@ impl TryFrom<&str> for LeaseName {
     }
 }
 
+/// The start of lease names, for listing ([`crate::store::CasStore::list`]): `""` for
+/// every name, `"jobs/"` for the names under `jobs/`.
+///
+/// Accepted: up to [`MAX_NAME_LEN`] bytes of the characters a [`LeaseName`] allows, not
+/// starting with `/` and without `//`; so a prefix needs no escaping in any store either
+/// (it holds no SQL `LIKE`, Redis glob or S3 delimiter surprises beyond `_`, which
+/// stores match literally).
+///
+/// ```
+/// use leasehold_core::{LeaseName, NamePrefix};
+/// let jobs = NamePrefix::new("jobs/")?;
+/// assert!(jobs.matches(&LeaseName::new("jobs/nightly")?));
+/// assert!(!jobs.matches(&LeaseName::new("jobsx")?));
+/// assert!(NamePrefix::all().matches(&LeaseName::new("anything")?));
+/// assert!(NamePrefix::new("has space").is_err());
+/// # Ok::<(), leasehold_core::Error>(())
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash, Default)]
+pub struct NamePrefix(Arc<str>);
+
+impl NamePrefix {
+    /// Validates and wraps a name prefix.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the rule that was broken.
+    pub fn new(prefix: impl AsRef<str>) -> Result<Self> {
+        let prefix = prefix.as_ref();
+        if prefix.is_empty() {
+            return Ok(Self::all());
+        }
+        validate_token_chars(prefix, "lease name prefix", MAX_NAME_LEN)?;
+        if prefix.starts_with('/') {
+            return Err(Error::invalid("lease name prefix", "must not start with '/'"));
+        }
+        if prefix.contains("//") {
+            return Err(Error::invalid("lease name prefix", "empty path segment ('//')"));
+        }
+        Ok(Self(Arc::from(prefix)))
+    }
+
+    /// The empty prefix: every name.
+    pub fn all() -> Self {
+        Self(Arc::from(""))
+    }
+
+    /// The prefix as a string (`""` for every name).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether `name` starts with this prefix.
+    pub fn matches(&self, name: &LeaseName) -> bool {
+        name.as_str().starts_with(&*self.0)
+    }
+}
+
+impl fmt::Debug for NamePrefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for NamePrefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// Who holds a lease: unique per grant, so a holder never mistakes another
 /// acquisition (even its own earlier one) for the lease it holds now.
 ///

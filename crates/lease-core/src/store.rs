@@ -20,7 +20,7 @@ use async_trait::async_trait;
 pub use crate::failure::{Effect, ErrorClass, no_answer};
 pub use crate::record::{EXPIRY_SLACK, LeaseRecord, Stored, Version, expiry_is_possible, record_codec};
 pub use crate::wake_hub::{BATON_PASS, WakeHub};
-use crate::{LeaseName, Result};
+use crate::{LeaseName, NamePrefix, Result};
 
 pub mod session;
 
@@ -164,6 +164,22 @@ pub trait CasStore: Send + Sync + fmt::Debug + 'static {
             .await
     }
 
+    /// The names of the lease records whose names start with `prefix`, sorted, each
+    /// once: held, expired and vacant records alike (a record [`CasStore::delete`]
+    /// removed is not listed). For administration (`leasehold list`): the store's own
+    /// listing is paged through, so its cost grows with the number of records under the
+    /// prefix; what it returns may be stale by the time it is used.
+    ///
+    /// The default answers [`crate::Error::Unsupported`]; stores that can list override
+    /// it.
+    async fn list(&self, prefix: &NamePrefix) -> Result<Vec<LeaseName>> {
+        let _ = prefix;
+        Err(crate::Error::Unsupported {
+            operation: "listing lease names",
+            store: "this store",
+        })
+    }
+
     /// Waits until the record under `name` may have changed from `seen` (`None`: from
     /// absent), or `max_wait` passed. Spurious returns are allowed. Stores with
     /// [`Capabilities::notifies_waiters`] push; the default sleeps for `max_wait`.
@@ -199,6 +215,9 @@ impl<S: CasStore + ?Sized> CasStore for std::sync::Arc<S> {
     }
     async fn release(&self, name: &LeaseName, version: &Version, held: &LeaseRecord) -> Result<CasOutcome> {
         (**self).release(name, version, held).await
+    }
+    async fn list(&self, prefix: &NamePrefix) -> Result<Vec<LeaseName>> {
+        (**self).list(prefix).await
     }
     async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
         (**self).wait_for_change(name, seen, max_wait).await

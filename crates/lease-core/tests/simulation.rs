@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold_core::{
-    ClientConfig, Error, LeaseClient, LeaseName, MemoryStore, Result,
+    ClientConfig, Error, LeaseClient, LeaseName, MemoryStore, NamePrefix, Result,
     store::{Capabilities, CasOutcome, CasStore, DeleteOutcome, LeaseRecord, Precondition, Stored, Version},
     testing::SkewedWallClock,
 };
@@ -91,6 +91,9 @@ impl CasStore for SimNet {
     }
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
         self.call(self.inner.delete(name, version)).await
+    }
+    async fn list(&self, prefix: &NamePrefix) -> Result<Vec<LeaseName>> {
+        self.inner.list(prefix).await
     }
     async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
         self.inner.wait_for_change(name, seen, max_wait).await

@@ -39,6 +39,10 @@ pub(crate) enum Command {
     /// Show a lease: holder, fencing token, time left, version.
     #[command(after_help = exit::TABLE)]
     Show(ShowArgs),
+    /// List the leases whose names start with a prefix: name, state, holder, token,
+    /// time left.
+    #[command(after_help = exit::TABLE)]
+    List(ListArgs),
     /// Make a lease vacant whoever holds it (the holder may still be running).
     #[command(after_help = exit::TABLE)]
     Release(ReleaseArgs),
@@ -88,6 +92,17 @@ pub(crate) struct ShowArgs {
     /// The lease name.
     pub(crate) name: String,
     /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `leasehold list`.
+#[derive(Debug, Args)]
+pub(crate) struct ListArgs {
+    /// The start of the names to list (default: every lease); plain text, so `jobs`
+    /// lists `jobs/nightly` and `jobsx` alike, and `jobs/` only the first.
+    pub(crate) prefix: Option<String>,
+    /// Print one JSON array of the objects `show --json` prints, instead of a table.
     #[arg(long)]
     pub(crate) json: bool,
 }

@@ -1,12 +1,13 @@
 //! # leasehold
 //!
 //! The `leasehold` command: run a command under a fenced lease, on any store leasehold
-//! supports, show or force-release leases, run a command while leading an election, and
+//! supports, show, list or force-release leases, run a command while leading an election, and
 //! watch who leads.
 //!
 //! ```text
 //! leasehold [--store URL] run NAME [--ttl 30s] [--wait | --timeout 1m] [--grace 5s] -- CMD ARGS…
 //! leasehold [--store URL] show NAME [--json]
+//! leasehold [--store URL] list [PREFIX] [--json]
 //! leasehold [--store URL] release --force NAME
 //! leasehold [--store URL] elect NAME [--ttl 30s] [--timeout 1m] [--grace 5s] -- CMD ARGS…
 //! leasehold [--store URL] observe NAME [--json] [--count N] [--interval 1s]
@@ -21,6 +22,7 @@ mod elect;
 mod error;
 mod exit;
 mod holder;
+mod list;
 mod observe;
 mod open;
 mod release;
@@ -70,6 +72,7 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
     match cli.command {
         Command::Run(args) => run::run(&url, args).await,
         Command::Show(args) => show::show(&url, args).await,
+        Command::List(args) => list::list(&url, args).await,
         Command::Release(args) => release::release(&url, args).await,
         Command::Elect(args) => elect::elect(&url, args).await,
         Command::Observe(args) => observe::observe(&url, args).await,

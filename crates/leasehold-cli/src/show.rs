@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use leasehold::LeaseName;
-use leasehold::store::{Capabilities, ClockSource, Grade, Stored};
+use leasehold::admin::{Admin, LeaseState};
+use leasehold::store::{ClockSource, Grade};
 use serde::Serialize;
 
 use crate::cli::ShowArgs;
@@ -16,29 +17,29 @@ pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What `show --json` prints: one object.
 #[derive(Debug, Serialize)]
-struct Shown {
+pub(crate) struct Shown {
     /// The lease name.
-    name: String,
+    pub(crate) name: String,
     /// `absent` (never written), `vacant` (released), `held`, or `expired` (held, but
     /// its time ran out on the store's clock).
-    state: &'static str,
+    pub(crate) state: &'static str,
     /// The holder id, when held.
-    holder: Option<String>,
+    pub(crate) holder: Option<String>,
     /// The token of the current or last grant (absent: none yet).
-    token: Option<u64>,
+    pub(crate) token: Option<u64>,
     /// The TTL of the last grant or renewal, in milliseconds.
-    ttl_ms: Option<u64>,
+    pub(crate) ttl_ms: Option<u64>,
     /// The time left on the store's clock in milliseconds; `null` when the store has no
     /// clock (expiry judged by observation) or the lease is not held.
-    remaining_ms: Option<u64>,
+    pub(crate) remaining_ms: Option<u64>,
     /// `store` or `observation`: where expiry is judged.
-    clock: &'static str,
+    pub(crate) clock: &'static str,
     /// `linearizable` or `efficiency_only`.
-    grade: &'static str,
+    pub(crate) grade: &'static str,
     /// The store's version of the record.
-    version: Option<String>,
+    pub(crate) version: Option<String>,
     /// The store, without its password.
-    store: String,
+    pub(crate) store: String,
 }
 
 /// Runs `leasehold show`.
@@ -48,8 +49,8 @@ struct Shown {
 pub(crate) async fn show(url: &StoreUrl, args: ShowArgs) -> Result<u8, CliError> {
     let name = LeaseName::new(&args.name).map_err(|e| CliError::from_lease("lease name", &e))?;
     let client = open::open(url, &holder::label()).await?;
-    let stored = read(client.store().as_ref(), &name).await?;
-    let shown = shown(url, &name, client.capabilities(), stored.as_ref());
+    let admin = Admin::shared(client.store().clone());
+    let shown = shown(url, &inspect(&admin, &name).await?);
     if args.json {
         let line = serde_json::to_string(&shown).map_err(|e| CliError::Store(format!("encoding JSON: {e}")))?;
         println!("{line}");
@@ -59,9 +60,9 @@ pub(crate) async fn show(url: &StoreUrl, args: ShowArgs) -> Result<u8, CliError>
     Ok(exit::OK)
 }
 
-/// Reads the record of `name`, within [`READ_TIMEOUT`].
-pub(crate) async fn read(store: &dyn leasehold::store::CasStore, name: &LeaseName) -> Result<Option<Stored>, CliError> {
-    match tokio::time::timeout(READ_TIMEOUT, store.read(name)).await {
+/// The state of `name`, read within [`READ_TIMEOUT`].
+pub(crate) async fn inspect(admin: &Admin, name: &LeaseName) -> Result<LeaseState, CliError> {
+    match tokio::time::timeout(READ_TIMEOUT, admin.inspect(name)).await {
         Ok(r) => r.map_err(|e| CliError::from_lease(&format!("reading lease {name}"), &e)),
         Err(_) => Err(CliError::Store(format!(
             "reading lease {name}: no answer within {READ_TIMEOUT:?}"
@@ -69,49 +70,33 @@ pub(crate) async fn read(store: &dyn leasehold::store::CasStore, name: &LeaseNam
     }
 }
 
-fn shown(url: &StoreUrl, name: &LeaseName, caps: Capabilities, stored: Option<&Stored>) -> Shown {
-    let clock = match caps.clock {
-        ClockSource::Store => "store",
-        _ => "observation",
-    };
-    let grade = match caps.grade {
-        Grade::Linearizable => "linearizable",
-        _ => "efficiency_only",
-    };
-    let mut out = Shown {
-        name: name.to_string(),
-        state: "absent",
-        holder: None,
-        token: None,
-        ttl_ms: None,
-        remaining_ms: None,
-        clock,
-        grade,
-        version: None,
+/// What `show --json` prints for `state`, on the store at `url`.
+pub(crate) fn shown(url: &StoreUrl, state: &LeaseState) -> Shown {
+    let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    Shown {
+        name: state.name.to_string(),
+        state: state.status.as_str(),
+        holder: state.holder.as_ref().map(ToString::to_string),
+        token: state.token.map(leasehold::FencingToken::get),
+        ttl_ms: state.ttl.map(millis),
+        remaining_ms: state.remaining.map(millis),
+        clock: match state.clock {
+            ClockSource::Store => "store",
+            _ => "observation",
+        },
+        grade: match state.grade {
+            Grade::Linearizable => "linearizable",
+            _ => "efficiency_only",
+        },
+        version: state.version.as_ref().map(ToString::to_string),
         store: url.to_string(),
-    };
-    if let Some(s) = stored {
-        out.holder = s.record.holder.as_ref().map(ToString::to_string);
-        out.token = Some(s.record.token.get());
-        out.ttl_ms = Some(s.record.ttl.as_millis());
-        out.version = Some(s.version.to_string());
-        out.state = if s.record.is_vacant() {
-            "vacant"
-        } else if s.remaining.is_some_and(|r| r.is_zero()) {
-            "expired"
-        } else {
-            "held"
-        };
-        if !s.record.is_vacant() {
-            out.remaining_ms = s.remaining.map(|r| u64::try_from(r.as_millis()).unwrap_or(u64::MAX));
-        }
     }
-    out
 }
 
-fn print_table(s: &Shown) {
-    let none = || "-".to_owned();
-    let time_left = match (s.state, s.remaining_ms) {
+/// The time left of a held (or expired) lease, for a person: on the store's clock, or
+/// unknown where expiry is judged by observation; `-` otherwise.
+pub(crate) fn time_left(s: &Shown) -> String {
+    match (s.state, s.remaining_ms) {
         ("held" | "expired", Some(ms)) => {
             format!(
                 "{} (on the store's clock)",
@@ -119,8 +104,13 @@ fn print_table(s: &Shown) {
             )
         }
         ("held", None) => "unknown: judged by observation".to_owned(),
-        _ => none(),
-    };
+        _ => "-".to_owned(),
+    }
+}
+
+fn print_table(s: &Shown) {
+    let none = || "-".to_owned();
+    let time_left = time_left(s);
     let rows = [
         ("name", s.name.clone()),
         ("state", s.state.to_owned()),

@@ -74,6 +74,9 @@ async fn invalid_names_ttls_and_options_are_usage_errors() {
         &["observe", "ok", "--count", "-1"],
         &["observe", "ok", "--interval", "0s"],
         &["observe", "ok", "--interval", "often"],
+        &["list", "has space"],
+        &["list", "/root"],
+        &["list", "a", "b"],
     ] {
         expect(&store, args, USAGE).await;
     }

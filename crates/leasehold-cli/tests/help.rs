@@ -22,6 +22,7 @@ async fn help_is_there_for_every_subcommand() {
         "release",
         "elect",
         "observe",
+        "list",
         "--store",
         "LEASEHOLD_STORE",
         "Store URLs",
@@ -56,6 +57,11 @@ async fn help_is_there_for_every_subcommand() {
     for word in ["--ttl", "--timeout", "--grace", "CMD", "Exit codes", "76"] {
         assert!(elect.contains(word), "elect --help lacks {word}: {elect}");
     }
+    let list = help(&store, &["list", "--help"]).await;
+    assert!(
+        list.contains("--json") && list.contains("PREFIX") && list.contains("Exit codes"),
+        "{list}"
+    );
     let observe = help(&store, &["observe", "--help"]).await;
     for word in ["--json", "--count", "Exit codes"] {
         assert!(observe.contains(word), "observe --help lacks {word}: {observe}");

@@ -22,6 +22,7 @@
 #[doc(inline)]
 pub use leasehold_core::*;
 
+mod open;
 pub mod url;
 
 /// Postgres: leases in a table on the primary, judged on the database clock

@@ -19,6 +19,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
+pub use crate::open::OpenOptions;
+
 /// A parsed store URL.
 #[derive(Clone, PartialEq, Eq)]
 pub enum StoreUrl {

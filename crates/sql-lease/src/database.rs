@@ -49,6 +49,13 @@ pub trait SqlDatabase: sqlx::Database {
         args: &LeaseArgs,
     ) -> std::result::Result<Vec<RawRow>, RunError>;
 
+    /// Runs a listing query ([`crate::SqlStore`]'s `list`) with the name prefix as its
+    /// one parameter, on a connection of `pool`: the `name` column of each row.
+    ///
+    /// # Errors
+    /// Where it failed, with the driver's error.
+    async fn fetch_names(pool: &Pool<Self>, sql: &str, prefix: &str) -> std::result::Result<Vec<String>, RunError>;
+
     /// Runs a fenced write that reports its own refusal (Postgres: the write and the
     /// mark before it in one statement) on `conn`: `(applied, found, mark)`.
     ///
@@ -96,6 +103,23 @@ macro_rules! lease_rows {
     }};
 }
 
+/// The `name` column of the rows the listing `$sql` returns for `$prefix` on `$pool`,
+/// from the enclosing function.
+macro_rules! names_of {
+    ($pool:ident, $sql:ident, $prefix:ident) => {{
+        let mut conn = $pool.acquire().await.map_err(RunError::Connect)?;
+        let rows = sqlx::query(AssertSqlSafe($sql.to_owned()))
+            .bind($prefix.to_owned())
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(RunError::Statement)?;
+        rows.iter()
+            .map(|r| r.try_get::<String, _>("name"))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(RunError::Statement)
+    }};
+}
+
 /// One implementation for every database: the concrete types satisfy sqlx's bounds.
 macro_rules! sql_database {
     ($db:ty, $dialect:expr, $errors:ident) => {
@@ -138,6 +162,14 @@ macro_rules! sql_database {
                     return Ok((done.rows_affected(), None));
                 }
                 Ok((0, Some(marks_of!(conn, read))))
+            }
+
+            async fn fetch_names(
+                pool: &Pool<Self>,
+                sql: &str,
+                prefix: &str,
+            ) -> std::result::Result<Vec<String>, RunError> {
+                names_of!(pool, sql, prefix)
             }
 
             async fn fetch_lease_rows(
@@ -204,6 +236,10 @@ impl SqlDatabase for sqlx::MySql {
             return Ok((written, None));
         }
         Ok((0, Some(marks_of!(conn, read))))
+    }
+
+    async fn fetch_names(pool: &Pool<Self>, sql: &str, prefix: &str) -> std::result::Result<Vec<String>, RunError> {
+        names_of!(pool, sql, prefix)
     }
 
     async fn fetch_lease_rows(

@@ -32,6 +32,7 @@ mod database;
 pub mod errors;
 mod fenced;
 mod file;
+mod listing;
 pub mod row;
 pub mod schema;
 pub mod statements;

@@ -14,11 +14,12 @@ use leasehold_core::store::{
     Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Linearizable,
     Precondition, Stored, Version,
 };
-use leasehold_core::{Error, LeaseName, Result};
+use leasehold_core::{Error, LeaseName, NamePrefix, Result};
 use sqlx::Pool;
 
 use crate::database::RunError;
 use crate::errors::{Phase, Target};
+use crate::listing;
 use crate::schema::{self, ColumnLimits};
 use crate::{
     HostClock, LeaseArgs, LeaseStatement, LeaseTable, RawRow, SqlConfig, SqlDatabase, Statements, row, write_statement,
@@ -84,6 +85,7 @@ struct Inner<B: SqlBackend> {
     pool: Pool<B::Db>,
     table: LeaseTable,
     statements: Statements,
+    list_sql: String,
     limits: ColumnLimits,
     feed: Option<Arc<dyn ChangeFeed>>,
     clock: Option<&'static HostClock>,
@@ -149,6 +151,7 @@ impl<B: SqlBackend> SqlStore<B> {
         let feed = B::feed(&pool, &table);
         Ok(Self {
             inner: Arc::new(Inner {
+                list_sql: listing::list_sql(B::Db::DIALECT, &table),
                 pool,
                 table,
                 statements,
@@ -309,6 +312,24 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
             rows = self.read_rows(name, "read lease after a refused delete").await?;
         }
         row::delete_outcome(name, &rows)
+    }
+
+    /// One `SELECT` of the names under the prefix that are not tombstones.
+    async fn list(&self, prefix: &NamePrefix) -> Result<Vec<LeaseName>> {
+        let bound = self.inner.request_timeout;
+        let what = "list lease names";
+        let fetch = B::Db::fetch_names(&self.inner.pool, &self.inner.list_sql, prefix.as_str());
+        let Ok(ran) = tokio::time::timeout(bound, fetch).await else {
+            return Err(Error::Unavailable {
+                message: format!("{what} under {prefix:?}: no answer within the request timeout of {bound:?}"),
+                source: None,
+            });
+        };
+        let raw = ran.map_err(|e| match e {
+            RunError::Connect(e) => B::Db::map_error(e, Phase::Connect, Target::Lease, what),
+            RunError::Statement(e) => B::Db::map_error(e, Phase::Read, Target::Lease, what),
+        })?;
+        listing::names(raw)
     }
 
     async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {

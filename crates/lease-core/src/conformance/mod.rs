@@ -22,12 +22,16 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+pub mod admin;
 pub mod checks;
 pub mod fence;
+pub mod listing;
 pub mod wake;
 
+pub use admin::admin_inspects_and_releases_by_force;
 pub use checks::{assert_held_by, assert_lost_touch, take_over_after_expiry};
 pub use fence::{FenceFixture, FencedResource};
+pub use listing::list_names_under_a_prefix;
 use tokio::time::Instant;
 pub use wake::WakeFixture;
 
@@ -66,6 +70,8 @@ pub const CASES: &[&str] = &[
     "own_held_lease_is_refused_at_once",
     "max_hold_ends_the_lease_before_a_takeover",
     "acquire_all_of_overlapping_sets_never_deadlocks",
+    "list_names_under_a_prefix",
+    "admin_inspects_and_releases_by_force",
 ];
 
 /// Runs every case in turn.
@@ -86,6 +92,8 @@ pub async fn run_all(f: &dyn Fixture) {
     own_held_lease_is_refused_at_once(f).await;
     max_hold_ends_the_lease_before_a_takeover(f).await;
     acquire_all_of_overlapping_sets_never_deadlocks(f).await;
+    list_names_under_a_prefix(f).await;
+    admin_inspects_and_releases_by_force(f).await;
 }
 
 // Exported at the crate root by `macro_export` under a hidden name; users name it
@@ -102,7 +110,8 @@ macro_rules! __conformance_tests {
             corrupt_record_is_an_error_never_a_grant, loss_signal_fires_before_deadline_when_store_hangs,
             round_trips_per_operation, acquire_waits_for_release,
             own_held_lease_is_refused_at_once, max_hold_ends_the_lease_before_a_takeover,
-            acquire_all_of_overlapping_sets_never_deadlocks);
+            acquire_all_of_overlapping_sets_never_deadlocks, list_names_under_a_prefix,
+            admin_inspects_and_releases_by_force);
     };
     (@cases $fixture:expr; $($case:ident),* $(,)?) => {
         $(

@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::{
-    LeaseName, Result,
+    LeaseName, NamePrefix, Result,
     store::{Capabilities, CasOutcome, CasStore, DeleteOutcome, LeaseRecord, Precondition, Stored, Version},
 };
 
@@ -121,6 +121,9 @@ impl<S: CasStore> CasStore for CountingStore<S> {
     async fn release(&self, name: &LeaseName, version: &Version, held: &LeaseRecord) -> Result<CasOutcome> {
         self.counters.writes.fetch_add(1, Ordering::SeqCst);
         self.inner.release(name, version, held).await
+    }
+    async fn list(&self, prefix: &NamePrefix) -> Result<Vec<LeaseName>> {
+        self.inner.list(prefix).await
     }
     async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
         self.counters.waits.fetch_add(1, Ordering::SeqCst);

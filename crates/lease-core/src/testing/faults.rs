@@ -8,7 +8,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::{
-    Error, LeaseName, Result,
+    Error, LeaseName, NamePrefix, Result,
     store::{Capabilities, CasOutcome, CasStore, DeleteOutcome, LeaseRecord, Precondition, Stored, Version},
 };
 
@@ -161,6 +161,9 @@ impl<S: CasStore> CasStore for FaultStore<S> {
     }
     async fn release(&self, name: &LeaseName, version: &Version, held: &LeaseRecord) -> Result<CasOutcome> {
         self.run(self.inner.release(name, version, held)).await
+    }
+    async fn list(&self, prefix: &NamePrefix) -> Result<Vec<LeaseName>> {
+        self.inner.list(prefix).await
     }
     async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
         self.inner.wait_for_change(name, seen, max_wait).await

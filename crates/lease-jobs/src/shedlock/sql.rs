@@ -15,6 +15,8 @@ pub(crate) struct Statements {
     pub(crate) update: Arc<str>,
     pub(crate) claim: Arc<str>,
     pub(crate) delete: Arc<str>,
+    /// The names starting with `$1` (byte for byte: no `LIKE`).
+    pub(crate) list: Arc<str>,
 }
 
 /// The table's shape, as found in the catalog.
@@ -63,9 +65,11 @@ impl Statements {
         let at_r = micros("r.locked_at");
         let until_r = micros("r.lock_until");
         let read = format!("SELECT {} FROM {t} r WHERE r.name = $1", cols("r"));
+        let list: Arc<str> = format!("SELECT name FROM {t} WHERE starts_with(name, $1)").into();
         match &shape.fence {
             Some(f) => Self {
                 read: read.into(),
+                list,
                 // $1 name, $2 ttl ms, $3 locked_by, $4 token.
                 create: outcome(format!(
                     "INSERT INTO {t} AS r (name, lock_until, locked_at, locked_by, {f}) \
@@ -98,6 +102,7 @@ impl Statements {
             },
             None => Self {
                 read: read.into(),
+                list,
                 // $1 name, $2 ttl ms, $3 locked_by.
                 create: outcome(format!(
                     "INSERT INTO {t} AS r (name, lock_until, locked_at, locked_by) \

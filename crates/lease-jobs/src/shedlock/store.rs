@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leasehold_core::fence::{Dialect, Ident};
 use leasehold_core::{
-    ClientConfig, Error, FencingToken, HolderId, LeaseClient, LeaseName, Result, Ttl,
+    ClientConfig, Error, FencingToken, HolderId, LeaseClient, LeaseName, NamePrefix, Result, Ttl,
     store::{
         Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Precondition,
         Stored, Version, record_codec,
@@ -430,6 +430,29 @@ impl CasStore for ShedlockStore {
             // transaction that committed while this one ran. Let the caller read.
             (_, None) => CasOutcome::Conflict(Current::Unknown),
         })
+    }
+
+    /// One `SELECT` of the names under the prefix. A ShedLock lock whose name is not a
+    /// valid lease name (ShedLock allows spaces, for one) is left out: this store cannot
+    /// read or write it either.
+    async fn list(&self, prefix: &NamePrefix) -> Result<Vec<LeaseName>> {
+        let rows = self
+            .timed(
+                Op::Read,
+                sqlx::query(AssertSqlSafe(self.sql.list.clone()))
+                    .bind(prefix.as_str())
+                    .fetch_all(&self.pool),
+            )
+            .await?;
+        let mut names = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let name: String = row.try_get("name").map_err(|e| error::map(Op::Read, e))?;
+            if let Ok(name) = LeaseName::new(&name) {
+                names.push(name);
+            }
+        }
+        names.sort_unstable();
+        Ok(names)
     }
 
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {

@@ -39,6 +39,11 @@ macro_rules! scenario_tests {
         }
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn list_shows_each_lease_under_a_prefix() {
+            common::scenarios::list(&$store).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn elect_leads_one_at_a_time_and_observe_prints_each_leader() {
             common::scenarios::elect_and_observe(&$store).await;
         }
@@ -439,4 +444,48 @@ pub async fn elect_lost(store: &Store) {
     );
     assert_eq!(err.lines().count(), 1, "one line on stderr: {err:?}");
     assert!(poll(LIMIT, || gone(child)).await, "the command was not stopped");
+}
+
+/// `list PREFIX` shows the leases under the prefix and no others: one held (by a running
+/// `run`), one released, in name order, with their state, holder and token; `--json` is
+/// an array of `show --json` objects; an empty prefix match prints only the header.
+pub async fn list(store: &Store) {
+    let base = store.name("list");
+    let (held, vacant) = (format!("{base}/held"), format!("{base}/done"));
+    let token_done = run_once(store, &vacant, &[], "token-done").await;
+    let script = "echo \"$LEASEHOLD_TOKEN\" > token1; echo \"$LEASEHOLD_HOLDER\" > holder1; exec sleep 60";
+    let (_running, token_held) = holding(store, &held, "10s", &[], script).await;
+    let holder = store.wait_line("holder1", LIMIT).await;
+    run_once(store, &format!("{base}x"), &[], "token-sibling").await;
+
+    let prefix = format!("{base}/");
+    let out = store.output(&["list", &prefix, "--json"], LIMIT).await;
+    assert_eq!(code(&out), 0, "{out:?}");
+    let listed: Vec<serde_json::Value> =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("list --json: {e}: {out:?}"));
+    let names: Vec<&str> = listed.iter().map(|v| v["name"].as_str().expect("name")).collect();
+    assert_eq!(names, [vacant.as_str(), held.as_str()], "{listed:?}");
+    assert_eq!(listed[0]["state"], "vacant", "{listed:?}");
+    assert_eq!(token_of(&listed[0]), token_done);
+    assert_eq!(listed[1]["state"], "held", "{listed:?}");
+    assert_eq!(listed[1]["holder"], holder.as_str(), "{listed:?}");
+    assert_eq!(token_of(&listed[1]), token_held);
+
+    let out = store.output(&["list", &prefix], LIMIT).await;
+    assert_eq!(code(&out), 0, "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "a header and two leases: {text}");
+    assert!(lines[0].starts_with("NAME") && lines[0].contains("TOKEN"), "{text}");
+    assert!(lines[1].starts_with(&vacant) && lines[1].contains("vacant"), "{text}");
+    assert!(lines[2].starts_with(&held) && lines[2].contains(&holder), "{text}");
+    assert!(lines[2].contains(&format!(" {token_held} ")), "{text}");
+
+    let out = store.output(&["list", &format!("{base}/none")], LIMIT).await;
+    assert_eq!(code(&out), 0, "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        1,
+        "only the header: {out:?}"
+    );
 }

@@ -1,0 +1,292 @@
+//! Opening the store a [`StoreUrl`] names, as a [`LeaseClient`]: what the `leasehold`
+//! command and the example programs do with `--store URL`.
+//!
+//! ```
+//! # #[cfg(feature = "sqlite")]
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use leasehold::url::{OpenOptions, StoreUrl};
+//! let dir = std::env::temp_dir().join(format!("leasehold-open-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir)?;
+//! let url = StoreUrl::parse(&format!("sqlite:{}", dir.join("leases.db").display()))?;
+//! let client = url.open(&OpenOptions::default()).await?;
+//! let lease = client.acquire("jobs/nightly", std::time::Duration::from_secs(30)).await?;
+//! lease.release().await?;
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok(())
+//! # }
+//! # #[cfg(not(feature = "sqlite"))]
+//! # fn main() {}
+//! ```
+
+use std::time::Duration;
+
+use crate::url::StoreUrl;
+use crate::{ClientConfig, Error, LeaseClient, Result};
+
+/// How [`StoreUrl::open`] opens a store.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct OpenOptions {
+    /// The lease client's configuration (its holder label, renewal policy).
+    pub client: ClientConfig,
+    /// How long one connection attempt may take (default 3 s).
+    pub connect_timeout: Duration,
+    /// How long one request may take, where the driver bounds it (etcd, DynamoDB, S3;
+    /// the SQL stores and Redis keep their own defaults). Default 5 s.
+    pub request_timeout: Duration,
+    /// The SQL stores' lease table (default: `leasehold_leases`).
+    pub table: Option<String>,
+    /// The etcd key prefix (default: the store's).
+    pub etcd_prefix: Option<String>,
+    /// Create what the store needs (a SQL table, a DynamoDB table, an S3 bucket) when
+    /// it is missing, instead of answering [`Error::Misconfigured`]. Default: false
+    /// (SQLite always creates its file and table).
+    pub provision: bool,
+    /// How many connections a SQL store's pool may open (default 4).
+    pub max_connections: u32,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        Self {
+            client: ClientConfig::default(),
+            connect_timeout: Duration::from_secs(3),
+            request_timeout: Duration::from_secs(5),
+            table: None,
+            etcd_prefix: None,
+            provision: false,
+            max_connections: 4,
+        }
+    }
+}
+
+impl OpenOptions {
+    /// The defaults with the lease client's configuration `client`.
+    pub fn with_client(client: ClientConfig) -> Self {
+        Self {
+            client,
+            ..Self::default()
+        }
+    }
+}
+
+/// An [`Error::InvalidInput`] for a URL the store's driver refuses.
+#[allow(dead_code)] // not every feature set has a driver that parses URLs
+fn bad_url(e: &(dyn std::error::Error + 'static)) -> Error {
+    Error::invalid("store URL", chain(e))
+}
+
+/// An [`Error::Unavailable`] for a store that cannot be connected to.
+#[allow(dead_code)]
+fn cannot_connect(url: &StoreUrl, e: &(dyn std::error::Error + 'static)) -> Error {
+    Error::Unavailable {
+        message: format!("{} store {url}: cannot connect: {}", url.kind(), chain(e)),
+        source: None,
+    }
+}
+
+/// An error with its chain of sources, on one line.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out.replace(['\n', '\r'], " ")
+}
+
+/// What a URL of a store whose feature is not enabled answers.
+#[allow(dead_code)]
+fn not_built(url: &StoreUrl) -> Error {
+    Error::Unsupported {
+        operation: "opening this store: its feature of the `leasehold` crate is not enabled",
+        store: url.kind(),
+    }
+}
+
+impl StoreUrl {
+    /// Connects to the store this URL names, checks its setup (creating it with
+    /// [`OpenOptions::provision`]), and returns a lease client on it: a correctness
+    /// client ([`LeaseClient::with_config`]) on every store but Redis, whose client is
+    /// efficiency-only ([`LeaseClient::efficiency_only`]) by its grade.
+    ///
+    /// Credentials come from each ecosystem's usual place: the URL or `PGPASSWORD` and
+    /// `~/.pgpass`, the AWS default chain. Bound the whole call with a timeout of your
+    /// own: some drivers retry connecting.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] (`store URL`) for a URL the driver refuses;
+    /// [`Error::Unavailable`] when the store cannot be reached;
+    /// [`Error::Misconfigured`] when it is not set up (a missing table or bucket) or no
+    /// AWS region is configured; [`Error::Unsupported`] when the store's feature of this
+    /// crate is not enabled.
+    pub async fn open(&self, options: &OpenOptions) -> Result<LeaseClient> {
+        let config = options.client.clone();
+        match self {
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite { path } => {
+                use crate::sqlite::{SqliteConfig, SqliteStore};
+                let mut store_config = SqliteConfig::new();
+                if let Some(t) = &options.table {
+                    store_config = store_config.with_table(t)?;
+                }
+                let store = SqliteStore::open_file(path, store_config).await?;
+                LeaseClient::with_config(store, config)
+            }
+            #[cfg(feature = "postgres")]
+            Self::Postgres { url: raw } => {
+                use crate::postgres::sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+                use crate::postgres::{PostgresConfig, PostgresStore};
+                let connect: PgConnectOptions = raw.parse().map_err(|e| bad_url(&e))?;
+                let pool = PgPoolOptions::new()
+                    .max_connections(options.max_connections)
+                    .acquire_timeout(options.connect_timeout)
+                    .connect_with(connect)
+                    .await
+                    .map_err(|e| cannot_connect(self, &e))?;
+                let mut store_config = PostgresConfig::new();
+                if let Some(t) = &options.table {
+                    store_config = store_config.with_table(t)?;
+                }
+                if options.provision {
+                    PostgresStore::provision(&pool, &store_config).await?;
+                }
+                LeaseClient::with_config(PostgresStore::new(pool, store_config).await?, config)
+            }
+            #[cfg(feature = "mysql")]
+            Self::MySql { url: raw } => {
+                use crate::mysql::sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
+                use crate::mysql::{MySqlConfig, MySqlStore};
+                // sqlx names the scheme mysql://; mariadb:// is the same protocol.
+                let spelled = match raw.split_once("://") {
+                    Some((scheme, rest)) if scheme.eq_ignore_ascii_case("mariadb") => format!("mysql://{rest}"),
+                    _ => raw.clone(),
+                };
+                let connect: MySqlConnectOptions = spelled.parse().map_err(|e| bad_url(&e))?;
+                let pool = MySqlPoolOptions::new()
+                    .max_connections(options.max_connections)
+                    .acquire_timeout(options.connect_timeout)
+                    .connect_with(connect)
+                    .await
+                    .map_err(|e| cannot_connect(self, &e))?;
+                let mut store_config = MySqlConfig::new();
+                if let Some(t) = &options.table {
+                    store_config = store_config.with_table(t)?;
+                }
+                if options.provision {
+                    MySqlStore::provision(&pool, &store_config).await?;
+                }
+                LeaseClient::with_config(MySqlStore::new(pool, store_config).await?, config)
+            }
+            #[cfg(feature = "etcd")]
+            Self::Etcd { endpoints } => {
+                use crate::etcd::etcd_client::{Client, ConnectOptions};
+                use crate::etcd::{EtcdConfig, EtcdStore};
+                let connect = ConnectOptions::new()
+                    .with_connect_timeout(options.connect_timeout)
+                    .with_timeout(options.request_timeout);
+                let client = Client::connect(endpoints.clone(), Some(connect))
+                    .await
+                    .map_err(|e| cannot_connect(self, &e))?;
+                let prefix = options.etcd_prefix.as_deref().unwrap_or(EtcdConfig::DEFAULT_PREFIX);
+                let store = EtcdStore::new(client, EtcdConfig::new(prefix)?);
+                store.verify().await?;
+                LeaseClient::with_config(store, config)
+            }
+            #[cfg(feature = "redis")]
+            Self::Redis { url: raw } => {
+                use crate::redis::{RedisConfig, RedisStore};
+                let client = crate::redis::redis::Client::open(raw.as_str()).map_err(|e| bad_url(&e))?;
+                let redis_config = RedisConfig::default().with_connect_timeout(options.connect_timeout);
+                LeaseClient::efficiency_only(RedisStore::connect(client, redis_config).await?, config)
+            }
+            #[cfg(feature = "dynamodb")]
+            Self::DynamoDb {
+                table,
+                region,
+                endpoint,
+            } => {
+                use crate::dynamodb::aws_sdk_dynamodb;
+                use crate::dynamodb::{DynamoConfig, DynamoStore};
+                let store_config = DynamoConfig::new(table.as_str())?;
+                let sdk = aws_config(self, options, region.as_deref(), endpoint.as_deref()).await?;
+                let client = aws_sdk_dynamodb::Client::new(&sdk);
+                if options.provision {
+                    DynamoStore::provision(&client, &store_config).await?;
+                }
+                let store = DynamoStore::new(client, store_config);
+                store.verify().await?;
+                LeaseClient::with_config(store, config)
+            }
+            #[cfg(feature = "s3")]
+            Self::S3 {
+                bucket,
+                prefix,
+                region,
+                endpoint,
+            } => {
+                use crate::s3::aws_sdk_s3;
+                use crate::s3::{S3Config, S3Store};
+                let store_config = S3Config::new(bucket.as_str(), prefix.as_str())?;
+                let sdk = aws_config(self, options, region.as_deref(), endpoint.as_deref()).await?;
+                let s3 = aws_sdk_s3::config::Builder::from(&sdk)
+                    .force_path_style(endpoint.is_some())
+                    .build();
+                let client = aws_sdk_s3::Client::from_conf(s3);
+                if options.provision {
+                    S3Store::provision(&client, &store_config).await?;
+                }
+                let store = S3Store::new(client, store_config);
+                store.verify().await?;
+                LeaseClient::with_config(store, config)
+            }
+            #[allow(unreachable_patterns)] // every store's feature enabled
+            _ => {
+                let _ = config;
+                Err(not_built(self))
+            }
+        }
+    }
+}
+
+/// The AWS configuration from the usual places (environment, profiles, instance
+/// metadata), with the URL's region and endpoint, and bounded timeouts.
+#[cfg(any(feature = "dynamodb", feature = "s3"))]
+async fn aws_config(
+    url: &StoreUrl,
+    options: &OpenOptions,
+    region: Option<&str>,
+    endpoint: Option<&str>,
+) -> Result<aws_config::SdkConfig> {
+    use aws_config::timeout::TimeoutConfig;
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest()).timeout_config(
+        TimeoutConfig::builder()
+            .connect_timeout(options.connect_timeout)
+            .operation_timeout(options.request_timeout)
+            .operation_attempt_timeout(options.request_timeout)
+            .build(),
+    );
+    if let Some(r) = region {
+        loader = loader.region(aws_config::Region::new(r.to_owned()));
+    }
+    if let Some(e) = endpoint {
+        loader = loader.endpoint_url(e);
+    }
+    let sdk = loader.load().await;
+    if sdk.region().is_none() {
+        return Err(Error::Misconfigured {
+            message: format!(
+                "{} store {url}: no AWS region: add ?region=… to the URL or set AWS_REGION",
+                url.kind()
+            ),
+            source: None,
+        });
+    }
+    Ok(sdk)
+}
