@@ -43,6 +43,9 @@ pub(crate) enum Command {
     /// time left.
     #[command(after_help = exit::TABLE)]
     List(ListArgs),
+    /// The store itself: check that it is ready for leases.
+    #[command(subcommand)]
+    Stores(StoresCommand),
     /// Make a lease vacant whoever holds it (the holder may still be running).
     #[command(after_help = exit::TABLE)]
     Release(ReleaseArgs),
@@ -94,6 +97,27 @@ pub(crate) struct ShowArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+/// `leasehold stores …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum StoresCommand {
+    /// Check that a store is ready for leases: connect and find its table, bucket or
+    /// key layout (`--create` makes what is missing), write and delete a probe lease,
+    /// list. One line per check passed; the first problem is one line on stderr.
+    #[command(after_help = exit::TABLE)]
+    Check(CheckArgs),
+}
+
+/// `leasehold stores check`.
+#[derive(Debug, Args)]
+pub(crate) struct CheckArgs {
+    /// The store URL (default: --store, LEASEHOLD_STORE, or the default SQLite file).
+    #[arg(value_name = "URL")]
+    pub(crate) url: Option<String>,
+    /// Create the table (SQL, DynamoDB) or bucket (S3) when it is missing.
+    #[arg(long)]
+    pub(crate) create: bool,
 }
 
 /// `leasehold list`.

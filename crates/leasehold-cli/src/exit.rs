@@ -8,7 +8,7 @@
 //! line starting with `leasehold:` on stderr first, which a command's own exit does not
 //! produce.
 
-/// Everything went well (`show`, `list`, `release`; `observe` stopped by SIGINT or SIGTERM, or
+/// Everything went well (`show`, `list`, `release`, `stores check`; `observe` stopped by SIGINT or SIGTERM, or
 /// after `--count` lines); for `run` and `elect`, the command exited with 0.
 pub(crate) const OK: u8 = 0;
 
@@ -45,7 +45,7 @@ pub(crate) const SIGNAL_BASE: u8 = 128;
 pub(crate) const TABLE: &str = "\
 Exit codes:
   N      run, elect: the command's own exit code, passed through (128+N if killed by signal N)
-  0      show, list, release: done; observe: stopped by SIGINT/SIGTERM, or --count lines printed
+  0      show, list, release, stores check: done; observe: stopped by SIGINT/SIGTERM, or --count lines printed
   64     bad usage: unknown option, bad store URL, invalid lease name, TTL or duration
   69     store error: unreachable, no answer in time, not set up, corrupt record, cannot list
   75     lease held by someone else (run without --wait, or --timeout ran out)

@@ -10,6 +10,7 @@
 //! leasehold [--store URL] list [PREFIX] [--json]
 //! leasehold [--store URL] release --force NAME
 //! leasehold [--store URL] elect NAME [--ttl 30s] [--timeout 1m] [--grace 5s] -- CMD ARGS…
+//! leasehold stores check [URL] [--create]
 //! leasehold [--store URL] observe NAME [--json] [--count N] [--interval 1s]
 //! ```
 //!
@@ -17,6 +18,7 @@
 //! exit codes are in [`exit`].
 #![warn(missing_docs)]
 
+mod check;
 mod cli;
 mod elect;
 mod error;
@@ -35,7 +37,7 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, StoresCommand};
 use crate::error::{CliError, report};
 use leasehold::url::StoreUrl;
 
@@ -68,6 +70,10 @@ fn main() -> ExitCode {
 
 /// Runs the subcommand; its exit code, or the error that ended it.
 async fn dispatch(cli: Cli) -> Result<u8, CliError> {
+    if let Command::Stores(StoresCommand::Check(args)) = &cli.command {
+        let url = resolve_store(args.url.as_deref().or(cli.store.as_deref()))?;
+        return check::check(&url, args).await;
+    }
     let url = resolve_store(cli.store.as_deref())?;
     match cli.command {
         Command::Run(args) => run::run(&url, args).await,
@@ -76,6 +82,7 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Release(args) => release::release(&url, args).await,
         Command::Elect(args) => elect::elect(&url, args).await,
         Command::Observe(args) => observe::observe(&url, args).await,
+        Command::Stores(StoresCommand::Check(args)) => check::check(&url, &args).await,
     }
 }
 

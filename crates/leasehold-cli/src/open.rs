@@ -25,9 +25,10 @@ pub(crate) async fn open(url: &StoreUrl, label: &str) -> Result<LeaseClient, Cli
     let opened = tokio::time::timeout(OPEN_TIMEOUT, url.open(&OpenOptions::with_client(config))).await;
     match opened {
         Ok(Ok(client)) => Ok(client),
-        Ok(Err(leasehold::Error::InvalidInput { what: "store URL", reason })) => {
-            Err(CliError::Usage(format!("bad store URL '{url}': {reason}")))
-        }
+        Ok(Err(leasehold::Error::InvalidInput {
+            what: "store URL",
+            reason,
+        })) => Err(CliError::Usage(format!("bad store URL '{url}': {reason}"))),
         Ok(Err(e @ leasehold::Error::Unavailable { .. })) => Err(CliError::Store(e.to_string())),
         Ok(Err(e)) => Err(CliError::from_lease(&format!("{} store {url}", url.kind()), &e)),
         Err(_) => Err(CliError::Store(format!(

@@ -23,6 +23,7 @@ async fn help_is_there_for_every_subcommand() {
         "elect",
         "observe",
         "list",
+        "stores",
         "--store",
         "LEASEHOLD_STORE",
         "Store URLs",
@@ -57,6 +58,11 @@ async fn help_is_there_for_every_subcommand() {
     for word in ["--ttl", "--timeout", "--grace", "CMD", "Exit codes", "76"] {
         assert!(elect.contains(word), "elect --help lacks {word}: {elect}");
     }
+    let check = help(&store, &["stores", "check", "--help"]).await;
+    assert!(
+        check.contains("--create") && check.contains("URL") && check.contains("Exit codes"),
+        "{check}"
+    );
     let list = help(&store, &["list", "--help"]).await;
     assert!(
         list.contains("--json") && list.contains("PREFIX") && list.contains("Exit codes"),

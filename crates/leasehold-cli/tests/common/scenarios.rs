@@ -39,6 +39,11 @@ macro_rules! scenario_tests {
         }
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn stores_check_passes_and_leaves_nothing_behind() {
+            common::scenarios::stores_check(&$store).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn list_shows_each_lease_under_a_prefix() {
             common::scenarios::list(&$store).await;
         }
@@ -487,5 +492,26 @@ pub async fn list(store: &Store) {
         String::from_utf8_lossy(&out.stdout).lines().count(),
         1,
         "only the header: {out:?}"
+    );
+}
+
+/// `stores check` on a store that is set up: three `ok:` lines (setup, write, list),
+/// nothing on stderr, exit 0, and its probe lease deleted again.
+pub async fn stores_check(store: &Store) {
+    let out = store.output(&["stores", "check"], LIMIT).await;
+    assert_eq!(code(&out), 0, "{out:?}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(lines.iter().all(|l| l.starts_with("ok: ")), "{text}");
+    assert!(lines[0].contains("set up"), "{text}");
+    let probe = lines[1]
+        .split_whitespace()
+        .find(|w| w.starts_with("leasehold-check/"))
+        .unwrap_or_else(|| panic!("no probe named: {text}"));
+    assert!(
+        store.read(probe).await.is_none(),
+        "the probe lease {probe} was left behind"
     );
 }

@@ -1,0 +1,78 @@
+//! `leasehold stores check`: a missing table or bucket is one line naming it and the
+//! store-error code, `--create` makes it, and a check afterwards passes; an unreachable
+//! store is one line too.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{STORE, Store, assert_one_line, code};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// `stores check URL` on moto, with the static test credentials.
+async fn check(store: &Store, url: &str, create: bool) -> std::process::Output {
+    let mut args = vec!["stores", "check", url];
+    if create {
+        args.push("--create");
+    }
+    let mut c = store.cmd(&args);
+    c.env("AWS_ACCESS_KEY_ID", "leasehold-test")
+        .env("AWS_SECRET_ACCESS_KEY", "leasehold-test")
+        .env("AWS_EC2_METADATA_DISABLED", "true");
+    common::finish(c.spawn().expect("spawn"), LIMIT).await
+}
+
+async fn missing_then_created(url: &str, missing: &str) {
+    let store = Store::sqlite().await;
+    let out = check(&store, url, false).await;
+    let err = assert_one_line(&out, STORE);
+    assert!(err.contains(missing), "names what is missing: {err}");
+    assert!(err.contains("--create"), "says how to fix it: {err}");
+    assert!(
+        !err.contains("ErrorMetadata") && !err.contains("SdkBody"),
+        "no driver dump: {err}"
+    );
+    assert!(out.stdout.is_empty(), "{out:?}");
+
+    let out = check(&store, url, true).await;
+    assert_eq!(code(&out), 0, "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3, "{out:?}");
+    let out = check(&store, url, false).await;
+    assert_eq!(code(&out), 0, "created for good: {out:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_dynamodb_table_is_named_and_created_with_create() {
+    let moto = leasehold_testkit::moto_endpoint();
+    let table = format!("cli_check_{}", leasehold_testkit::unique_suffix().replace('-', "_"));
+    missing_then_created(&format!("dynamodb://{table}?region=us-east-1&endpoint={moto}"), &table).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_s3_bucket_is_named_and_created_with_create() {
+    let moto = leasehold_testkit::moto_endpoint();
+    let bucket = format!("cli-check-{}", leasehold_testkit::unique_suffix());
+    missing_then_created(
+        &format!("s3://{bucket}/leases?region=us-east-1&endpoint={moto}"),
+        "bucket",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_store_is_one_line() {
+    let store = Store::sqlite().await;
+    for url in [
+        "postgres://app:hunter2@127.0.0.1:1/x",
+        "etcd://127.0.0.1:1",
+        "redis://127.0.0.1:1/0",
+    ] {
+        let out = check(&store, url, false).await;
+        let err = assert_one_line(&out, STORE);
+        assert!(err.contains("connect and setup"), "{url}: {err}");
+        assert!(!err.contains("hunter2"), "{url}: {err}");
+    }
+    let out = check(&store, "nonsense", false).await;
+    assert_one_line(&out, common::USAGE);
+}
