@@ -1,8 +1,10 @@
 //! A command run while a tenure lasts: what `run` (a lease) and `elect` (leadership)
 //! share.
 //!
-//! The command gets `LEASEHOLD_TOKEN`, `LEASEHOLD_NAME` and `LEASEHOLD_HOLDER`; SIGINT
-//! and SIGTERM are forwarded to it; and:
+//! The command gets `LEASEHOLD_TOKEN`, `LEASEHOLD_NAME` and `LEASEHOLD_HOLDER`, and runs
+//! in a process group of its own: SIGINT and SIGTERM are forwarded to the whole group,
+//! and so are the signals that stop it, so a pipeline or a background job the command
+//! started is stopped with it; and:
 //! - when the command exits, the tenure ends (release, resignation) and the exit code is
 //!   the command's (128 + N if signal N ended it);
 //! - when the tenure is lost, the command is sent SIGTERM, SIGKILL after the grace, one
@@ -137,6 +139,8 @@ fn spawn(command: &[String], tenure: &impl Tenure) -> Result<Child, CliError> {
         .ok_or_else(|| CliError::Usage("no command given after --".into()))?;
     Command::new(program)
         .args(args)
+        // Its own group, led by it: signals reach everything it starts.
+        .process_group(0)
         .env("LEASEHOLD_TOKEN", tenure.token().to_string())
         .env("LEASEHOLD_NAME", tenure.name().as_str())
         .env("LEASEHOLD_HOLDER", tenure.holder().as_str())
@@ -161,22 +165,27 @@ async fn end(tenure: impl Tenure) {
     }
 }
 
-/// SIGTERM to the command, SIGKILL after `grace`, and waits for it to end.
+/// SIGTERM to the command's process group, SIGKILL to it after `grace` (or at once when
+/// the command itself has exited, for what it left running), and waits for the command.
 async fn stop(child: &mut Child, pid: Option<u32>, grace: Duration) {
     if let Some(pid) = pid {
         send(pid, rustix::process::Signal::TERM);
     }
     if tokio::time::timeout(grace, child.wait()).await.is_err() {
         let _ = child.start_kill();
-        let _ = child.wait().await;
     }
+    if let Some(pid) = pid {
+        // The group outlives its leader: kill what is left of it.
+        send(pid, rustix::process::Signal::KILL);
+    }
+    let _ = child.wait().await;
 }
 
-/// Sends `sig` to the process `pid` (our child, not yet reaped).
+/// Sends `sig` to the process group `pid` leads (our child's, not yet reaped).
 fn send(pid: u32, sig: rustix::process::Signal) {
     let pid = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw);
     if let Some(pid) = pid {
-        let _ = rustix::process::kill_process(pid, sig);
+        let _ = rustix::process::kill_process_group(pid, sig);
     }
 }
 

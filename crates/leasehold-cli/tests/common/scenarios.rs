@@ -254,19 +254,84 @@ pub async fn kill9(store: &Store) {
     assert!(token_in(store, "token2").await > token1);
 }
 
+/// The fenced write a command makes with its `LEASEHOLD_TOKEN`, on a SQLite resource in
+/// the test's directory (`resource.db`, made by [`fenced_resource`]): the guard
+/// `last_token < token`. It prints how many rows it changed (1: applied, 0: refused).
+fn fenced_write(value: &str) -> String {
+    format!(
+        "sqlite3 -cmd '.timeout 5000' resource.db \
+         \"UPDATE resource SET value = '{value}', last_token = $LEASEHOLD_TOKEN \
+           WHERE id = 1 AND last_token < $LEASEHOLD_TOKEN; SELECT changes();\""
+    )
+}
+
+/// The resource the commands' fenced writes go to, and a reader of `(value, last_token)`.
+fn fenced_resource(store: &Store) -> impl Fn() -> String + '_ {
+    let sql = "CREATE TABLE resource (id INTEGER PRIMARY KEY, value TEXT NOT NULL, last_token INTEGER NOT NULL); \
+               INSERT INTO resource VALUES (1, 'none', 0);";
+    let ok = std::process::Command::new("sqlite3")
+        .arg(store.file("resource.db"))
+        .arg(sql)
+        .status()
+        .expect("sqlite3 (scripts/install-deps.sh installs it)");
+    assert!(ok.success(), "creating the resource");
+    move || {
+        let out = std::process::Command::new("sqlite3")
+            .arg(store.file("resource.db"))
+            .arg("SELECT value || ' ' || last_token FROM resource WHERE id = 1")
+            .output()
+            .expect("sqlite3");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+}
+
 /// `run` frozen (SIGSTOP) past its TTL while its command keeps running; another `run`
-/// takes over; resumed (SIGCONT), the first stops its command, SIGKILL after the grace
-/// (the command ignores SIGTERM), and exits with the "lost" code.
+/// takes over and its command's fenced write with the new token applies; the first
+/// command's fenced write with its old token, made after the takeover, is refused;
+/// resumed (SIGCONT), the first `run` stops its command, SIGKILL after the grace (the
+/// command ignores SIGTERM), and exits with the "lost" code.
 pub async fn frozen(store: &Store) {
     let name = store.name("frozen");
-    let script = "trap '' TERM; echo $$ > pid; echo \"$LEASEHOLD_TOKEN\" > token1; exec sleep 60";
-    let (mut first, token1) = holding(store, &name, "1s", &["--grace", "500ms"], script).await;
+    let resource = fenced_resource(store);
+    let script = format!(
+        "trap '' TERM; echo $$ > pid; echo \"$LEASEHOLD_TOKEN\" > token1; \
+         while [ ! -e go ]; do sleep 0.02; done; {} > fenced1; exec sleep 60",
+        fenced_write("first")
+    );
+    let (mut first, token1) = holding(store, &name, "1s", &["--grace", "500ms"], &script).await;
     let child: u32 = store.wait_line("pid", LIMIT).await.parse().expect("pid");
     store.track(child);
 
     leasehold::testing::process::freeze(first.id()).await.expect("SIGSTOP");
-    let token2 = run_once(store, &name, &["--timeout", "15s"], "token2").await;
+    let second = format!(
+        "echo \"$LEASEHOLD_TOKEN\" > token2; {} > fenced2",
+        fenced_write("second")
+    );
+    let out = store
+        .output(&["run", &name, "--timeout", "15s", "--", "sh", "-c", &second], LIMIT)
+        .await;
+    assert_eq!(code(&out), 0, "{out:?}");
+    let token2 = token_in(store, "token2").await;
     assert!(token2 > token1, "the second run takes over");
+    assert_eq!(
+        store.wait_line("fenced2", LIMIT).await,
+        "1",
+        "the new holder's fenced write applies"
+    );
+    assert_eq!(resource(), format!("second {token2}"));
+
+    // The first command, still running under its frozen `run`, writes with its old token.
+    std::fs::write(store.file("go"), "").expect("go");
+    assert_eq!(
+        store.wait_line("fenced1", LIMIT).await,
+        "0",
+        "the old holder's fenced write is refused"
+    );
+    assert_eq!(
+        resource(),
+        format!("second {token2}"),
+        "the refused write changed nothing"
+    );
     assert_eq!(process_state(first.id()), Some('T'), "the first run is still frozen");
     assert!(!gone(child), "the first run's command kept running while it was frozen");
 
@@ -294,11 +359,14 @@ pub async fn frozen(store: &Store) {
 }
 
 /// `release --force` makes a held lease vacant, keeps its token, warns; the holder
-/// notices and exits with the "lost" code; the next grant's token is higher.
+/// notices and exits with the "lost" code, and what its command started (a background
+/// job) is stopped with it; the next grant's token is higher.
 pub async fn forced_release(store: &Store) {
     let name = store.name("release");
-    let script = "echo \"$LEASEHOLD_TOKEN\" > token1; exec sleep 60";
+    let script = "sleep 60 & echo $! > grandchild; echo \"$LEASEHOLD_TOKEN\" > token1; wait";
     let (mut first, token1) = holding(store, &name, "2s", &[], script).await;
+    let grandchild: u32 = store.wait_line("grandchild", LIMIT).await.parse().expect("pid");
+    store.track(grandchild);
     let out = store.output(&["release", "--force", &name], LIMIT).await;
     let err = assert_one_line(&out, 0);
     assert!(err.contains("may still be running"), "{err}");
@@ -309,6 +377,10 @@ pub async fn forced_release(store: &Store) {
     );
     let status = wait_exit(&mut first, LIMIT).await;
     assert_eq!(status.code(), Some(LOST));
+    assert!(
+        poll(LIMIT, || gone(grandchild)).await,
+        "the command's background job outlived the lost lease"
+    );
 
     let out = store.output(&["release", "--force", &name], LIMIT).await;
     assert_eq!(code(&out), 0, "{out:?}");
