@@ -68,7 +68,8 @@
 //!   sequence at 1, and every resource fenced by it would refuse the new holder.
 //! - **IAM actions** on the lease table: `dynamodb:GetItem`, `dynamodb:UpdateItem`
 //!   (every lease operation); `dynamodb:DeleteItem` (only for administrative
-//!   [`leasehold_core::store::CasStore::delete`]); `dynamodb:CreateTable` and
+//!   [`leasehold_core::store::CasStore::delete`]); `dynamodb:Scan` (only for
+//!   [`leasehold_core::store::CasStore::list`]); `dynamodb:CreateTable` and
 //!   `dynamodb:DescribeTable` (only for [`DynamoStore::provision`] /
 //!   [`DynamoStore::verify`]). On the protected tables: `dynamodb:PutItem` and /
 //!   or `dynamodb:UpdateItem` for the fenced writes.
@@ -106,6 +107,7 @@
 //! | release | 1 `UpdateItem` | 1 write unit |
 //! | takeover of an expired lease | 1 `GetItem` + 1 `UpdateItem` (the read starts the observation window) | 1 read unit + 1 write unit |
 //! | a refused attempt | 1 `GetItem`, or 1 failed `UpdateItem` | a failed conditional write still costs 1 write unit |
+//! | list the names under a prefix | 1 `Scan` per 1 MB of items in the table (strongly consistent, the key only, filtered by `begins_with`): its cost grows with the table, not the prefix | the read units of every item in the table |
 //!
 //! A lease held for a day with a 30 s TTL costs 3 renewals per 30 s = 8,640 write
 //! units a day; with a 3 s TTL, 86,400. A conflict costs no extra round trip: the failed

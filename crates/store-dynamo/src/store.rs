@@ -14,7 +14,7 @@ use aws_sdk_dynamodb::types::{
     ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TableStatus,
 };
 use leasehold_core::{
-    Error, LeaseName, Result,
+    Error, LeaseName, NamePrefix, Result,
     store::{
         Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Linearizable,
         Precondition, Stored, Version,
@@ -280,6 +280,50 @@ impl DynamoStore {
         }
     }
 
+    /// The names of the items under `prefix`: a strongly consistent `Scan` projecting
+    /// the key only, filtered by `begins_with` on it (no filter for the empty prefix),
+    /// one request per page (DynamoDB's pages are 1 MB of items read), each page started
+    /// at the key the last one ended with. An item whose key is no valid lease name is
+    /// not listed (nothing can read it as a lease); any other item is, as `read` reports
+    /// it (a record or [`Error::CorruptRecord`]).
+    async fn scan_names(&self, prefix: &NamePrefix) -> Result<Vec<LeaseName>> {
+        let key = self.config.key();
+        let mut names = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let flag = SentRequests::default();
+            let mut scan = self
+                .client
+                .scan()
+                .table_name(self.table())
+                .consistent_read(true)
+                .projection_expression("#k")
+                .expression_attribute_names("#k", key)
+                .set_exclusive_start_key(start.take());
+            if !prefix.as_str().is_empty() {
+                scan = scan
+                    .filter_expression("begins_with(#k, :prefix)")
+                    .expression_attribute_values(":prefix", AttributeValue::S(prefix.as_str().to_owned()));
+            }
+            let out = self
+                .bounded(scan.customize(), &flag)
+                .send()
+                .await
+                .map_err(|e| map_sdk_error("Scan", self.table(), Effect::Read, flag.was_sent(), e))?;
+            names.extend(out.items().iter().filter_map(|item| match item.get(key) {
+                Some(AttributeValue::S(k)) => LeaseName::new(k).ok().filter(|n| prefix.matches(n)),
+                _ => None,
+            }));
+            match out.last_evaluated_key() {
+                Some(last) if !last.is_empty() => start = Some(last.clone()),
+                _ => break,
+            }
+        }
+        names.sort_unstable();
+        names.dedup();
+        Ok(names)
+    }
+
     fn on_conflict(&self) -> Option<ReturnValuesOnConditionCheckFailure> {
         self.config
             .returns_current()
@@ -353,6 +397,12 @@ impl CasStore for DynamoStore {
     async fn release(&self, name: &LeaseName, version: &Version, held: &LeaseRecord) -> Result<CasOutcome> {
         self.update(name, &Precondition::Version(version.clone()), held, WriteKind::Release)
             .await
+    }
+
+    /// A paginated, strongly consistent `Scan` of the table (the key only, filtered by
+    /// `begins_with`): one request per 1 MB of items in the table, whatever the prefix.
+    async fn list(&self, prefix: &NamePrefix) -> Result<Vec<LeaseName>> {
+        self.scan_names(prefix).await
     }
 
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {

@@ -411,3 +411,51 @@ async fn editor() -> leasehold_testkit::edits::Editor {
 }
 
 leasehold_testkit::editor_cases!(editor(); all);
+
+/// `list` on a table other programs also write: an item whose key is no valid lease
+/// name (nothing can read it as a lease) is not listed; one under a valid name is,
+/// whatever its attributes, as `read` reports it (here corrupt). A handful of names on
+/// a small table is one `Scan`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_skips_items_that_are_no_lease_name() {
+    let (admin, table) = common::fresh_lease_table("foreign-list").await;
+    let http = leasehold_aws::SentRequests::default();
+    let store = DynamoStore::new(
+        common::client(Some(&http)),
+        leasehold_dynamodb::DynamoConfig::new(&table).expect("config"),
+    );
+    let base = common::unique_name("foreign", "list");
+    for n in ["a", "b"] {
+        let name = LeaseName::new(format!("{base}/{n}")).expect("name");
+        let record = leasehold_core::store::LeaseRecord::held(
+            leasehold_core::HolderId::new("lister").expect("holder"),
+            leasehold_core::FencingToken::new(1),
+            leasehold_core::Ttl::from_millis(60_000).expect("ttl"),
+        );
+        let written = store
+            .write(&name, &leasehold_core::store::Precondition::Absent, &record)
+            .await
+            .expect("write");
+        assert!(
+            matches!(written, leasehold_core::store::CasOutcome::Written(_)),
+            "{written:?}"
+        );
+    }
+    let other_app = r#"{"owner": {"S": "another application"}}"#.to_owned();
+    let foreign: Vec<(String, String)> = ["has space", "", "x//y", "./x", "by-hand"]
+        .iter()
+        .map(|k| (format!("{base}/{k}"), other_app.clone()))
+        .collect();
+    put_items(&table, &foreign).await;
+
+    let prefix = leasehold_core::NamePrefix::new(format!("{base}/")).expect("prefix");
+    http.reset();
+    let listed = store.list(&prefix).await.expect("list");
+    assert_eq!(http.total(), 1, "one Scan");
+    let listed: Vec<&str> = listed.iter().map(LeaseName::as_str).collect();
+    let expected = [format!("{base}/a"), format!("{base}/b"), format!("{base}/by-hand")];
+    assert_eq!(listed, expected);
+    let by_hand = LeaseName::new(&expected[2]).expect("name");
+    corrupt("an item of another application", "read", store.read(&by_hand).await);
+    common::delete_table(&admin, &table).await;
+}

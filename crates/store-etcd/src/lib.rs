@@ -58,6 +58,7 @@
 //! | renewal | no Txn: nothing when the session's last answered keep-alive already covers the TTL, otherwise one `LeaseKeepAlive` message shared by every lease of that session |
 //! | release (write of the vacant record) | 1 Txn |
 //! | read | 1 range read |
+//! | list of the names under a prefix | 1 keys-only range read per 1000 keys under it (a name has two keys: its record and its fence counter), all at the first one's revision; fence counters, which outlive deleted records, are not listed |
 //! | waiting for a release | one watch per name per store; each change wakes one waiter |
 //! | a held record abandoned while its process lives | 1 Txn at its TTL |
 //! | noticing a foreign delete or overwrite of a held record (`etcdctl del`, `etcdctl put`) | one watch on the store's prefix, opened by the first grant and kept while the store holds any record; the holder's next renewal (a third of the TTL later at most) is then a Txn that finds the change |
@@ -155,6 +156,7 @@ mod error;
 mod held_watch;
 mod key_fence;
 mod keys;
+mod listing;
 mod session;
 mod state;
 mod stats;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse};
 use leasehold_core::{
-    Error, FencingToken, LeaseName, Result, Ttl,
+    Error, FencingToken, LeaseName, NamePrefix, Result, Ttl,
     store::{
         Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Linearizable,
         Precondition, Stored, Version, record_codec,
@@ -849,6 +849,12 @@ impl CasStore for EtcdStore {
 
     async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
         self.inner.renew(name, version, record).await
+    }
+
+    /// Keys-only range reads of `<prefix><name prefix>`, 1000 keys a page, at one
+    /// revision; fence counters (kept after a record is deleted) are not listed.
+    async fn list(&self, prefix: &NamePrefix) -> Result<Vec<LeaseName>> {
+        self.inner.list(prefix).await
     }
 
     async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {

@@ -572,3 +572,61 @@ async fn renew_is_truthful_without_a_transaction() {
     ));
     common::cleanup(&store).await;
 }
+
+/// `list` names only record keys: not the fence counter a deleted record leaves, not a
+/// key under the prefix that is no lease name (written by hand); a handful of names is
+/// one keys-only range read, and more keys than a page (1000) are paged through, each
+/// record once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_names_only_record_keys_and_pages_through() {
+    let store = common::store("list").await;
+    let p = store.config().prefix().to_owned();
+    let mut c = store.client().clone();
+    // 1100 record keys written by hand (a listing reads keys only), with their fence
+    // counters, in transactions of 100 keys.
+    let names: Vec<String> = (0..1100).map(|i| format!("many/{i:04}")).collect();
+    for chunk in names.chunks(50) {
+        let ops: Vec<TxnOp> = chunk
+            .iter()
+            .flat_map(|n| {
+                [
+                    TxnOp::put(format!("{p}{n}"), "record", None),
+                    TxnOp::put(format!("{p}{n}!fence"), "00000000000000000001", None),
+                ]
+            })
+            .collect();
+        c.txn(etcd_client::Txn::new().and_then(ops))
+            .await
+            .unwrap_or_else(|e| panic!("raw puts: {e}"));
+    }
+    for foreign in [
+        "many/0005/gone!fence",
+        "many/0005 not a name",
+        "many/0005//x",
+        "many/0005/./x",
+    ] {
+        c.put(format!("{p}{foreign}"), "foreign", None)
+            .await
+            .unwrap_or_else(|e| panic!("put {foreign}: {e}"));
+    }
+    let prefix = |s: &str| leasehold_core::NamePrefix::new(s).unwrap_or_else(|e| panic!("{e}"));
+    let listed = |v: Vec<LeaseName>| v.into_iter().map(|n| n.as_str().to_owned()).collect::<Vec<_>>();
+
+    let (few, sent) = common::sent(&store, store.list(&prefix("many/000"))).await;
+    let expected: Vec<String> = (0..10).map(|i| format!("many/{i:04}")).collect();
+    assert_eq!(listed(few.expect("list")), expected);
+    assert_eq!(
+        sent,
+        EtcdStats {
+            ranges: 1,
+            ..EtcdStats::default()
+        },
+        "a handful of names is one range read"
+    );
+
+    let (all, sent) = common::sent(&store, store.list(&prefix("many/"))).await;
+    assert_eq!(listed(all.expect("list")), names, "each record once, sorted");
+    assert_eq!(sent.ranges, 3, "2204 keys in pages of 1000: {sent:?}");
+    assert_eq!(sent.txns, 0);
+    common::cleanup(&store).await;
+}

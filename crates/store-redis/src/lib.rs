@@ -58,7 +58,8 @@
 //!   ([`redis::aio::ConnectionManager`] reconnects by itself; or bring a
 //!   [`redis::aio::MultiplexedConnection`] to [`RedisStore::new`]). With ACLs
 //!   the user needs `EVALSHA`, `SCRIPT LOAD`, and for waiters `HMGET`, `SUBSCRIBE` /
-//!   `UNSUBSCRIBE`, on keys and channels `P*` (`P` the [`RedisConfig::key_prefix`]);
+//!   `UNSUBSCRIBE`, for listing `SCAN`, on keys and channels `P*` (`P` the
+//!   [`RedisConfig::key_prefix`]);
 //!   the scripts call `TYPE HGETALL HMGET HLEN HGET HSET HINCRBY HDEL DEL PEXPIRE PTTL
 //!   TIME PUBLISH`. Fenced resources need the same on their own keys.
 //! - Keys per lease name are in [`KeyLayout`]: the record hash `P{name}` (with `PX`) and
@@ -95,6 +96,7 @@
 //! | release | checks the version, writes the record vacant (holder `""`, same token), `PUBLISH`es its new version on the release channel | 1 |
 //! | a refused acquire | the conflict reply names the holder, its token and its `PTTL` (how long to wait) | 1 |
 //! | read | the record and its `PTTL` | 1 |
+//! | list the names under a prefix | (no script) `SCAN` with `MATCH P{<prefix>*}` and `COUNT 1000` until the cursor is 0: record keys only, deduplicated and sorted; `SCAN` walks the whole database, so a record Redis expired is not listed and the cost grows with the database, not the prefix | 1 per 1000 keys in the database (1 below that) |
 //! | conflict | any write whose check fails returns the current record and its `PTTL` in the same reply | (same call) |
 //! | fenced write ([`HashFence`]) | compares the token with the hash's high-water mark, writes the fields and the mark; a refusal is [`leasehold_core::Error::FenceRejected`] | 1 |
 //!
@@ -161,6 +163,7 @@ mod call;
 mod config;
 mod error;
 mod fence;
+mod listing;
 mod notify;
 mod reply;
 mod scripts;

@@ -480,3 +480,73 @@ async fn the_grade_is_efficiency_only_also_when_type_erased() {
     }
     assert!(LeaseClient::efficiency_only(store, ClientConfig::default()).is_ok());
 }
+
+/// `list` names record keys only, under its own prefix taken literally: a key prefix
+/// holding glob characters (`? * [ ] \`) does not match another store's keys, the
+/// counter hash a deleted record leaves and keys that are no record of a valid name
+/// are not listed, a record hash written by hand is. A handful of names is one `SCAN`
+/// on a small database; on a larger one the cursor is followed to the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_scans_only_record_keys_under_a_literal_prefix() {
+    let redis = OwnRedis::start(56505, Persistence::None).await;
+    let url = redis.url();
+    let mut admin = support::admin(&url).await;
+    let glob = r"lh?*[x]\:";
+    let store = multiplexed_store(&url, glob).await;
+    // Matched by the prefix's text read as a glob (`?` `*` `[x]` `\:`), not literally.
+    let sibling = multiplexed_store(&url, "lhQQx:").await;
+    let write = |store: &RedisStore<MultiplexedConnection>, n: &str| {
+        let store = store.clone();
+        let n = LeaseName::new(n).expect("name");
+        async move {
+            match store
+                .write(&n, &Precondition::Absent, &record("lister", 1, 60_000))
+                .await
+                .expect("write")
+            {
+                CasOutcome::Written(s) => s,
+                CasOutcome::Conflict(c) => panic!("{n}: {c:?}"),
+            }
+        }
+    };
+    write(&store, "jobs/a").await;
+    write(&store, "jobs/c").await;
+    let gone = write(&store, "jobs/b").await;
+    let b = LeaseName::new("jobs/b").expect("name");
+    store.delete(&b, &gone.version).await.expect("delete");
+    write(&sibling, "jobs/z").await;
+    run(&mut admin, &["SET", &format!("{glob}{{jobs/not a name}}"), "x"]).await;
+    run(&mut admin, &["SET", &format!("{glob}{{jobs/a}}:other"), "x"]).await;
+    run(&mut admin, &["SET", &format!("{glob}jobs/plain"), "x"]).await;
+    run(&mut admin, &["HSET", &format!("{glob}{{jobs/hand}}"), "h", "someone"]).await;
+    let exists: bool = redis::cmd("EXISTS")
+        .arg(store.keys().meta(&b))
+        .query_async(&mut admin)
+        .await
+        .expect("EXISTS");
+    assert!(exists, "the deleted record's counter hash is kept");
+
+    let jobs = leasehold_core::NamePrefix::new("jobs/").expect("prefix");
+    let expected = ["jobs/a", "jobs/c", "jobs/hand"];
+    let mut wire = support::Wire::start(&url).await;
+    wire.requests().await;
+    let listed = store.list(&jobs).await.expect("list");
+    assert_eq!(wire.requests().await, ["scan"], "a handful of names, a small database");
+    assert_eq!(listed.iter().map(LeaseName::as_str).collect::<Vec<_>>(), expected);
+    let theirs = sibling.list(&jobs).await.expect("list");
+    assert_eq!(theirs.iter().map(LeaseName::as_str).collect::<Vec<_>>(), ["jobs/z"]);
+
+    // 5000 more keys: SCAN walks the whole database, and every call is followed.
+    for chunk in 0..5 {
+        let mut mset = redis::cmd("MSET");
+        for i in 0..1000 {
+            mset.arg(format!("filler:{chunk}:{i}")).arg("x");
+        }
+        let () = mset.query_async(&mut admin).await.expect("MSET");
+    }
+    wire.requests().await;
+    let listed = store.list(&jobs).await.expect("list");
+    let calls = wire.requests().await;
+    assert!(calls.len() >= 3 && calls.iter().all(|c| c == "scan"), "{calls:?}");
+    assert_eq!(listed.iter().map(LeaseName::as_str).collect::<Vec<_>>(), expected);
+}

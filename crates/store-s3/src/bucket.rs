@@ -1,5 +1,6 @@
-//! The three S3 calls the store makes (GetObject, conditional PutObject, conditional
-//! DeleteObject), each sent once with the store's request options, answers classified.
+//! The S3 calls the store makes (GetObject, conditional PutObject, conditional
+//! DeleteObject, and ListObjectsV2 for listing), each sent once with the store's request
+//! options, answers classified.
 //!
 //! The SDK's own retries are switched off for writes: a conditional PUT whose first
 //! attempt applied but whose answer was lost would come back `412` on the SDK's retry
@@ -86,6 +87,9 @@ pub(crate) struct Bucket {
     read_overrides: aws_sdk_s3::config::Builder,
 }
 
+/// Keys per ListObjectsV2 page (S3's largest).
+pub(crate) const LIST_PAGE: i32 = 1000;
+
 /// Attempts of one GetObject (the first and up to two retries on transient failures).
 pub(crate) const READ_ATTEMPTS: u32 = 3;
 
@@ -171,6 +175,42 @@ impl Bucket {
                 message: format!("{}: reading the body timed out", what()),
                 source: None,
             }),
+        }
+    }
+
+    /// The keys of the objects whose keys start with `prefix`, in S3's (byte) order:
+    /// one ListObjectsV2 per page of up to [`LIST_PAGE`] keys, each page continuing from
+    /// the token the one before returned. Retried on transient failures like a GetObject.
+    pub(crate) async fn list_keys(&self, prefix: &str) -> Result<Vec<String>> {
+        let what = || format!("ListObjectsV2 {prefix}");
+        let mut keys = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let request = self
+                .client
+                .list_objects_v2()
+                .bucket(self.config.bucket())
+                .prefix(prefix)
+                .max_keys(LIST_PAGE)
+                .set_continuation_token(token.take());
+            let (res, sent) = send!(request, self.read_overrides);
+            let out = match res {
+                Ok(out) => out,
+                Err(e) => {
+                    return Err(match classify(e, Effect::Read, sent.was_sent(), &what()) {
+                        Failure::ConcurrentWrite(e) | Failure::Other(e) => e,
+                        other => Error::Unavailable {
+                            message: format!("{}: unexpected answer {other:?}", what()),
+                            source: None,
+                        },
+                    });
+                }
+            };
+            keys.extend(out.contents().iter().filter_map(|o| o.key().map(str::to_owned)));
+            match out.next_continuation_token() {
+                Some(next) if out.is_truncated() == Some(true) => token = Some(next.to_owned()),
+                _ => return Ok(keys),
+            }
         }
     }
 

@@ -53,6 +53,7 @@
 //! | takeover of an expired lease | PutObject `If-Match` on the ETag watched for the TTL |
 //! | first look at a held lease | PutObject (412) + GetObject |
 //! | administrative delete | DeleteObject `If-Match: <etag>` |
+//! | list the names under a prefix | ListObjectsV2 of `<prefix>/<name prefix>`, one per 1000 keys under it |
 //!
 //! A failed condition is an empty 412, so a conflict cannot carry the current record
 //! ([`leasehold_core::store::Capabilities::conflict_returns_current`] is `false`): the client reads
@@ -107,7 +108,8 @@
 //!   "Condition": { "StringLike": { "s3:prefix": "PREFIX/*" } } }
 //! ```
 //!
-//!   `s3:ListBucket` matters: without it S3 answers a GET of a missing key with 403
+//!   `s3:ListBucket` matters (listing lease names is a ListObjectsV2 under the prefix,
+//!   and) without it S3 answers a GET of a missing key with 403
 //!   instead of 404, which the store must report as [`leasehold_core::Error::Misconfigured`].
 //!   A bucket policy with the `s3:if-none-match` / `s3:if-match` condition keys can
 //!   require every PutObject under the prefix to be conditional.

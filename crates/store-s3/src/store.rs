@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use leasehold_core::{
-    Error, LeaseName, Result,
+    Error, LeaseName, NamePrefix, Result,
     store::{
         Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Linearizable,
         Precondition, Stored, Version,
@@ -247,6 +247,27 @@ impl CasStore for S3Store {
         }
     }
 
+    /// ListObjectsV2 of `<prefix>/<name prefix>`, 1000 keys a page. Every object under
+    /// the prefix whose key maps back to a valid lease name is listed (a `read` of it
+    /// returns the record or [`Error::CorruptRecord`]); others (a leftover
+    /// [`S3Store::verify`] probe `~probe-…`, a folder marker `…/`, a key with `//`) are
+    /// not, since no lease name reads them.
+    async fn list(&self, prefix: &NamePrefix) -> Result<Vec<LeaseName>> {
+        let lease_prefix = format!("{}/", self.config().prefix());
+        let keys = self
+            .bucket
+            .list_keys(&format!("{lease_prefix}{}", prefix.as_str()))
+            .await?;
+        let mut names: Vec<LeaseName> = keys
+            .iter()
+            .filter_map(|key| name_of(&lease_prefix, key))
+            .filter(|n| prefix.matches(n))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        Ok(names)
+    }
+
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
         let key = self.key_for(name);
         match self.bucket.delete(&key, version.as_str()).await? {
@@ -255,6 +276,12 @@ impl CasStore for S3Store {
             Written::NoSuchKey => Ok(DeleteOutcome::Conflict(Current::Absent)),
         }
     }
+}
+
+/// The lease name whose record `key` is (the inverse of [`S3Config::key_for`]), or
+/// `None` for a key under `lease_prefix` (`<prefix>/`) that no lease name maps to.
+fn name_of(lease_prefix: &str, key: &str) -> Option<LeaseName> {
+    LeaseName::new(key.strip_prefix(lease_prefix)?).ok()
 }
 
 /// S3 conditional writes are strongly consistent and atomic per key.
@@ -299,5 +326,21 @@ mod tests {
     fn keys_are_prefix_slash_name() {
         let name = LeaseName::new("jobs/nightly:2026-11-30").expect("name");
         assert_eq!(store().key_for(&name), "leases/jobs/nightly:2026-11-30");
+    }
+
+    #[test]
+    fn keys_map_back_to_names() {
+        let name = LeaseName::new("jobs/nightly:2026-11-30").expect("name");
+        assert_eq!(name_of("leases/", &store().key_for(&name)), Some(name));
+        for other in [
+            "leases/~probe-0f",
+            "leases/jobs/",
+            "leases/a//b",
+            "leases/",
+            "other/jobs/a",
+            "leasesx/a",
+        ] {
+            assert_eq!(name_of("leases/", other), None, "{other}");
+        }
     }
 }

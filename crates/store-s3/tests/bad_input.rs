@@ -262,3 +262,87 @@ async fn access_denied_is_misconfigured_and_never_granted() {
     }
     drop(moto);
 }
+
+/// `list` maps keys under `<prefix>/` back to names: a manifest kept under the lease
+/// prefix is listed (a `read` of its name reports it corrupt, as every object there is
+/// read as a record), objects no lease name maps to (a leftover `verify` probe, a
+/// folder marker, keys with `//` or a `.` segment, the prefix itself) and a sibling
+/// prefix's objects are not. A handful of names is one ListObjectsV2; more than a page
+/// (1000 keys) is followed through its continuation token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_names_only_objects_a_lease_name_maps_to() {
+    let http = common::SentRequests::default();
+    let client = common::client_with(&endpoint(), Some(http.clone()), None);
+    let bucket = unique_bucket("list");
+    create_bucket(&client, &bucket).await;
+    let store = S3Store::new(client.clone(), S3Config::new(&bucket, "leases").expect("config"));
+    for n in ["jobs/a", "jobs/b"] {
+        let name = LeaseName::new(n).expect("name");
+        store.write(&name, &Precondition::Absent, &rec()).await.expect("write");
+    }
+    store
+        .manifest("leases/jobs/_manifest")
+        .expect("manifest")
+        .fence(FencingToken::FIRST)
+        .await
+        .expect("fence the manifest");
+    let put = {
+        let client = client.clone();
+        let bucket = bucket.clone();
+        move |key: String| {
+            let client = client.clone();
+            let bucket = bucket.clone();
+            async move {
+                client
+                    .put_object()
+                    .bucket(&bucket)
+                    .key(&key)
+                    .body(ByteStream::from_static(b"foreign"))
+                    .send()
+                    .await
+                    .unwrap_or_else(|e| panic!("put {key}: {e}"));
+            }
+        }
+    };
+    for key in [
+        "leases/~probe-0123456789abcdef",
+        "leases/jobs/",
+        "leases/jobs//x",
+        "leases/jobs/./x",
+        "leases/",
+        "leases",
+        "leasesx/jobs/c",
+    ] {
+        put(key.to_owned()).await;
+    }
+    let prefix = |s: &str| leasehold_core::NamePrefix::new(s).expect("prefix");
+    let names = |v: Vec<LeaseName>| v.into_iter().map(|n| n.as_str().to_owned()).collect::<Vec<_>>();
+    let expected = ["jobs/_manifest", "jobs/a", "jobs/b"];
+
+    http.reset();
+    assert_eq!(names(store.list(&prefix("jobs/")).await.expect("list")), expected);
+    assert_eq!((http.get("GET"), http.total()), (1, 1), "one ListObjectsV2");
+    assert_eq!(names(store.list(&prefix("")).await.expect("list")), expected);
+    let manifest = LeaseName::new("jobs/_manifest").expect("name");
+    assert!(matches!(store.read(&manifest).await, Err(Error::CorruptRecord { .. })));
+
+    let mut puts = tokio::task::JoinSet::new();
+    for chunk in 0..10 {
+        let put = put.clone();
+        puts.spawn(async move {
+            for i in 0..100 {
+                put(format!("leases/many/{chunk}{i:02}")).await;
+            }
+        });
+    }
+    while let Some(done) = puts.join_next().await {
+        done.expect("puts");
+    }
+    http.reset();
+    let all = names(store.list(&prefix("")).await.expect("list"));
+    assert_eq!(http.total(), 2, "1008 keys under leases/, in pages of 1000");
+    assert_eq!(all.len(), 1003);
+    assert_eq!(&all[..3], expected);
+    assert_eq!(all[3], "many/000");
+    assert_eq!(all[1002], "many/999");
+}
