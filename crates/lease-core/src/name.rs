@@ -13,7 +13,7 @@ pub const MAX_HOLDER_LEN: usize = 128;
 
 /// The name of a lease: what is being held (`"payouts:2026-11-30"`).
 ///
-/// Accepted: 1 to [`MAX_NAME_LEN`] bytes of ASCII letters, digits and `- _ . : / @ =`;
+/// Accepted: 1 to [`MAX_NAME_LEN`] bytes of ASCII letters, digits and `- _ . : / @ = #`;
 /// no leading or trailing `/`, no empty path segment (`a//b`), no `.` or `..` segment.
 /// These rules make every valid name a safe S3 key suffix, etcd key, Redis key and SQL
 /// value, so each store can map names without escaping.

@@ -165,10 +165,13 @@ pub trait CasStore: Send + Sync + fmt::Debug + 'static {
     }
 
     /// The names of the lease records whose names start with `prefix`, sorted, each
-    /// once: held, expired and vacant records alike (a record [`CasStore::delete`]
-    /// removed is not listed). For administration (`leasehold list`): the store's own
-    /// listing is paged through, so its cost grows with the number of records under the
-    /// prefix; what it returns may be stale by the time it is used.
+    /// once: held, expired and vacant records alike, as long as the store keeps them (a
+    /// record [`CasStore::delete`] removed is not listed; Redis drops a record whose TTL
+    /// ran out). A record is listed whatever its value (reading a corrupt one says so);
+    /// a key or row under a name no lease can have (another program's) is left out.
+    /// For administration (`leasehold list`): the store's own listing is paged through,
+    /// so its cost grows with the number of records under the prefix (on Redis, in the
+    /// whole database: `SCAN`); what it returns may be stale by the time it is used.
     ///
     /// The default answers [`crate::Error::Unsupported`]; stores that can list override
     /// it.

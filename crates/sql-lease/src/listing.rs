@@ -1,7 +1,7 @@
 //! Listing lease names: one `SELECT` of the `name` column, the prefix its one parameter.
 
+use leasehold_core::LeaseName;
 use leasehold_core::fence::Dialect;
-use leasehold_core::{Error, LeaseName, Result};
 
 use crate::LeaseTable;
 
@@ -17,15 +17,12 @@ pub(crate) fn list_sql(dialect: Dialect, table: &LeaseTable) -> String {
     }
 }
 
-/// The listed names, validated and sorted (byte order, whatever the server's collation
-/// sorts by). A name that is not a valid [`LeaseName`] (a row a foreign writer put in)
-/// is [`Error::CorruptRecord`].
-pub(crate) fn names(raw: Vec<String>) -> Result<Vec<LeaseName>> {
-    let mut names = raw
-        .into_iter()
-        .map(|n| LeaseName::new(&n).map_err(|e| Error::corrupt(n.clone(), format!("not a lease name: {e}"))))
-        .collect::<Result<Vec<_>>>()?;
+/// The listed names that are lease names, sorted (byte order, whatever the server's
+/// collation sorts by). A row under a name no lease can have (a foreign writer's) is
+/// left out, as on every store: no operation of the library can address it.
+pub(crate) fn names(raw: Vec<String>) -> Vec<LeaseName> {
+    let mut names: Vec<LeaseName> = raw.iter().filter_map(|n| LeaseName::new(n).ok()).collect();
     names.sort_unstable();
     names.dedup();
-    Ok(names)
+    names
 }

@@ -329,7 +329,7 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
             RunError::Connect(e) => B::Db::map_error(e, Phase::Connect, Target::Lease, what),
             RunError::Statement(e) => B::Db::map_error(e, Phase::Read, Target::Lease, what),
         })?;
-        listing::names(raw)
+        Ok(listing::names(raw))
     }
 
     async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {

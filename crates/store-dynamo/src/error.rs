@@ -20,7 +20,7 @@
 use std::error::Error as StdError;
 
 use aws_sdk_dynamodb::config::http::HttpResponse;
-use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 pub(crate) use leasehold_aws::SentRequests;
 use leasehold_aws::{status_kind, transport_kind};
 use leasehold_core::Error;
@@ -92,7 +92,13 @@ where
         SdkError::ServiceError(s) => classify_service(s.err().code(), s.raw().status().as_u16(), op),
         other => transport_kind(other, op, sent).map_or(ErrorClass::after_send(op), |c| c.0),
     };
-    let message = format!("DynamoDB {what} on table {table}: {}", DisplayErrorContext(&err));
+    // Status, code and message (the driver's error stays the source): no dump of the
+    // response in a message a person reads.
+    let detail = match &err {
+        SdkError::ServiceError(s) => format!("HTTP {} {}", s.raw().status().as_u16(), leasehold_aws::summary(&err)),
+        other => leasehold_aws::summary(other),
+    };
+    let message = format!("DynamoDB {what} on table {table}: {detail}");
     kind.error(message, err)
 }
 

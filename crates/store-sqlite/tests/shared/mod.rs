@@ -300,7 +300,7 @@ macro_rules! sql_tests {
             names_and_holders_longer_than_the_columns_are_invalid_input,
             ttl_of_zero_or_beyond_range_is_invalid_input,
             corrupt_rows_are_corrupt_records_and_never_claimed,
-            a_row_no_lease_could_be_named_is_a_corrupt_listing,
+            a_row_no_lease_could_be_named_is_not_listed,
         );
     };
     (fenced, $db:ty) => {
