@@ -1,4 +1,4 @@
-//! The listing case: [`CasStore::list`] returns exactly the names under a prefix.
+//! The listing case: [`crate::store::CasStore::list`] returns exactly the names under a prefix.
 
 use super::{Fixture, applied, rec, unique_name};
 use crate::store::{DeleteOutcome, Precondition};
