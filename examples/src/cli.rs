@@ -24,59 +24,50 @@ pub(crate) fn say(line: &str) {
 }
 
 /// The options both programs take: `--store`, `--data`, `--prefix`, `--instance`,
-/// `--run-for-ms`.
+/// `--run-for-ms` (flattened into each program's own, parsed by clap).
+#[derive(Debug, clap::Args)]
 pub(crate) struct Common {
+    /// Where the leases live: a store URL as the `leasehold` command takes it
+    /// (sqlite:PATH, postgres://…, etcd://HOST:PORT,…) or `memory`
+    /// (default: an SQLite file in the temp directory, shared by all copies).
+    #[arg(long, value_name = "URL", default_value_t = default_store())]
     pub(crate) store: String,
+    /// Where the program's own tables live, sqlite:PATH or postgres://… (default: the
+    /// store's database; required with etcd; an in-memory SQLite with `memory`).
+    #[arg(long, value_name = "URL")]
     pub(crate) data: Option<String>,
+    /// Prefix of the tables (and etcd keys) this program uses: letters, digits and _.
+    #[arg(long, default_value = "demo", value_parser = prefix)]
     pub(crate) prefix: String,
+    /// This copy's name in its output and its holder ids.
+    #[arg(long, value_name = "ID", default_value_t = format!("pid-{}", std::process::id()))]
     pub(crate) instance: String,
+    /// Stop after this many milliseconds (default: run until killed).
+    #[arg(long = "run-for-ms", value_name = "MS", value_parser = ms)]
     pub(crate) run_for: Option<Duration>,
 }
 
-/// A whole number of milliseconds.
-pub(crate) fn ms(v: String) -> BoxResult<Duration> {
-    Ok(Duration::from_millis(v.parse()?))
+/// A whole number of milliseconds, for clap.
+pub(crate) fn ms(v: &str) -> Result<Duration, String> {
+    v.parse()
+        .map(Duration::from_millis)
+        .map_err(|e| format!("{v:?} is not a whole number of milliseconds: {e}"))
 }
 
-/// Parses the command line: the [`Common`] options here, every other flag by
-/// `own(flag, value)`, which answers `false` for a flag it does not know. `source` is the
-/// program's source file, whose doc comment `--help` points to.
-pub(crate) fn parse_args(
-    source: &str,
-    mut own: impl FnMut(&str, &mut dyn FnMut() -> BoxResult<String>) -> BoxResult<bool>,
-) -> BoxResult<Common> {
-    let default_db = std::env::temp_dir().join("leasehold-examples.db");
-    let mut a = Common {
-        store: format!("sqlite:{}", default_db.display()),
-        data: None,
-        prefix: "demo".into(),
-        instance: format!("pid-{}", std::process::id()),
-        run_for: None,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || -> BoxResult<String> { Ok(it.next().ok_or_else(|| format!("{flag} needs a value"))?) };
-        match flag.as_str() {
-            "--store" => a.store = value()?,
-            "--data" => a.data = Some(value()?),
-            "--prefix" => a.prefix = value()?,
-            "--instance" => a.instance = value()?,
-            "--run-for-ms" => a.run_for = Some(ms(value()?)?),
-            "-h" | "--help" => {
-                println!("see the doc comment of {source}");
-                std::process::exit(0);
-            }
-            other => {
-                if !own(other, &mut value)? {
-                    return Err(format!("unknown option {other}").into());
-                }
-            }
-        }
+/// The default `--store`: an SQLite file in the temp directory.
+fn default_store() -> String {
+    format!(
+        "sqlite:{}",
+        std::env::temp_dir().join("leasehold-examples.db").display()
+    )
+}
+
+fn prefix(v: &str) -> Result<String, String> {
+    if !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        Ok(v.to_owned())
+    } else {
+        Err("letters, digits and _ only".into())
     }
-    if !a.prefix.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        return Err("--prefix: letters, digits and _ only".into());
-    }
-    Ok(a)
 }
 
 impl Common {

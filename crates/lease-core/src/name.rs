@@ -57,18 +57,6 @@ impl LeaseName {
     }
 }
 
-impl fmt::Debug for LeaseName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.0, f)
-    }
-}
-
-impl fmt::Display for LeaseName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
 impl AsRef<str> for LeaseName {
     fn as_ref(&self) -> &str {
         &self.0
@@ -138,18 +126,6 @@ impl NamePrefix {
     }
 }
 
-impl fmt::Debug for NamePrefix {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.0, f)
-    }
-}
-
-impl fmt::Display for NamePrefix {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
 /// Who holds a lease: unique per grant, so a holder never mistakes another
 /// acquisition (even its own earlier one) for the lease it holds now.
 ///
@@ -181,17 +157,25 @@ impl HolderId {
     }
 }
 
-impl fmt::Debug for HolderId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.0, f)
-    }
+/// `Debug` as the quoted string and `Display` as the string itself, for the string types
+/// of this module.
+macro_rules! shown_as_str {
+    ($($t:ty),*) => {$(
+        impl fmt::Debug for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Debug::fmt(&*self.0, f)
+            }
+        }
+
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    )*};
 }
 
-impl fmt::Display for HolderId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+shown_as_str!(LeaseName, NamePrefix, HolderId);
 
 fn validate_token_chars(s: &str, what: &'static str, max: usize) -> Result<()> {
     if s.is_empty() {

@@ -66,6 +66,11 @@ impl Leadership {
         self.lease.name()
     }
 
+    /// The lease behind this leadership (its name, token, holder and validity).
+    pub fn lease(&self) -> &Lease {
+        &self.lease
+    }
+
     /// The fencing token of this tenure: strictly greater than every earlier leader's.
     pub fn token(&self) -> FencingToken {
         self.lease.token()

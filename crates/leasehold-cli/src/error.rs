@@ -65,19 +65,20 @@ impl CliError {
     }
 }
 
-/// An error with its chain of sources, on one line.
-pub(crate) fn describe(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
+/// Runs `op` within `limit`: its value, its error as `what: …`, or `what: no answer
+/// within …` (a store error).
+pub(crate) async fn within<T>(
+    limit: std::time::Duration,
+    what: &str,
+    op: impl Future<Output = leasehold::Result<T>>,
+) -> Result<T, CliError> {
+    match tokio::time::timeout(limit, op).await {
+        Ok(r) => r.map_err(|e| CliError::from_lease(what, &e)),
+        Err(_) => Err(CliError::Store(format!(
+            "{what}: no answer within {}",
+            humantime::format_duration(limit)
+        ))),
     }
-    out.replace(['\n', '\r'], " ")
 }
 
 static SECRETS: OnceLock<Vec<String>> = OnceLock::new();

@@ -6,7 +6,7 @@ use leasehold::NamePrefix;
 use leasehold::admin::Admin;
 
 use crate::cli::ListArgs;
-use crate::error::CliError;
+use crate::error::{CliError, within};
 use crate::show::{Shown, inspect, shown, time_left};
 use crate::{exit, holder, open};
 use leasehold::url::StoreUrl;
@@ -26,15 +26,7 @@ pub(crate) async fn list(url: &StoreUrl, args: ListArgs) -> Result<u8, CliError>
     let client = open::open(url, &holder::label()).await?;
     let admin = Admin::shared(client.store().clone());
     let what = format!("listing leases under {prefix:?}");
-    let names = match tokio::time::timeout(LIST_TIMEOUT, admin.list(&prefix)).await {
-        Ok(r) => r.map_err(|e| CliError::from_lease(&what, &e))?,
-        Err(_) => {
-            return Err(CliError::Store(format!(
-                "{what}: no answer within {}",
-                humantime::format_duration(LIST_TIMEOUT)
-            )));
-        }
-    };
+    let names = within(LIST_TIMEOUT, &what, admin.list(&prefix)).await?;
     let mut rows = Vec::with_capacity(names.len());
     for name in &names {
         rows.push(shown(url, &inspect(&admin, name).await?));

@@ -8,7 +8,7 @@ use leasehold::store::{ClockSource, Grade};
 use serde::Serialize;
 
 use crate::cli::ShowArgs;
-use crate::error::CliError;
+use crate::error::{CliError, within};
 use crate::{exit, holder, open};
 use leasehold::url::StoreUrl;
 
@@ -62,12 +62,7 @@ pub(crate) async fn show(url: &StoreUrl, args: ShowArgs) -> Result<u8, CliError>
 
 /// The state of `name`, read within [`READ_TIMEOUT`].
 pub(crate) async fn inspect(admin: &Admin, name: &LeaseName) -> Result<LeaseState, CliError> {
-    match tokio::time::timeout(READ_TIMEOUT, admin.inspect(name)).await {
-        Ok(r) => r.map_err(|e| CliError::from_lease(&format!("reading lease {name}"), &e)),
-        Err(_) => Err(CliError::Store(format!(
-            "reading lease {name}: no answer within {READ_TIMEOUT:?}"
-        ))),
-    }
+    within(READ_TIMEOUT, &format!("reading lease {name}"), admin.inspect(name)).await
 }
 
 /// What `show --json` prints for `state`, on the store at `url`.

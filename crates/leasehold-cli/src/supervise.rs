@@ -14,8 +14,8 @@ use std::os::unix::process::ExitStatusExt as _;
 use std::process::ExitStatus;
 use std::time::Duration;
 
+use leasehold::Lease;
 use leasehold::election::Leadership;
-use leasehold::{FencingToken, HolderId, Lease, LeaseName, LossCause};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
@@ -31,33 +31,18 @@ const END_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) trait Tenure {
     /// How stderr names it: `lease NAME`, `leadership of NAME`.
     fn what(&self) -> String;
-    /// The lease name.
-    fn name(&self) -> &LeaseName;
-    /// The tenure's fencing token.
-    fn token(&self) -> FencingToken;
-    /// The tenure's holder id.
-    fn holder(&self) -> &HolderId;
-    /// Completes when the tenure is lost, with the cause.
-    async fn lost(&self) -> LossCause;
+    /// The lease it is (or is kept by).
+    fn lease(&self) -> &Lease;
     /// Ends the tenure (the next holder is granted at once).
     async fn end(self) -> leasehold::Result<()>;
 }
 
 impl Tenure for Lease {
     fn what(&self) -> String {
-        format!("lease {}", Lease::name(self))
+        format!("lease {}", self.name())
     }
-    fn name(&self) -> &LeaseName {
-        Lease::name(self)
-    }
-    fn token(&self) -> FencingToken {
-        Lease::token(self)
-    }
-    fn holder(&self) -> &HolderId {
-        Lease::holder(self)
-    }
-    async fn lost(&self) -> LossCause {
-        Lease::lost(self).await
+    fn lease(&self) -> &Lease {
+        self
     }
     async fn end(self) -> leasehold::Result<()> {
         self.release().await
@@ -66,19 +51,10 @@ impl Tenure for Lease {
 
 impl Tenure for Leadership {
     fn what(&self) -> String {
-        format!("leadership of {}", Leadership::name(self))
+        format!("leadership of {}", self.name())
     }
-    fn name(&self) -> &LeaseName {
-        Leadership::name(self)
-    }
-    fn token(&self) -> FencingToken {
-        Leadership::token(self)
-    }
-    fn holder(&self) -> &HolderId {
-        Leadership::holder(self)
-    }
-    async fn lost(&self) -> LossCause {
-        Leadership::lost(self).await
+    fn lease(&self) -> &Lease {
+        Leadership::lease(self)
     }
     async fn end(self) -> leasehold::Result<()> {
         self.resign().await
@@ -118,10 +94,10 @@ pub(crate) async fn supervise(tenure: impl Tenure, held: &HeldArgs, signals: &mu
                     send(pid, sig.signal());
                 }
             }
-            cause = tenure.lost() => break cause,
+            cause = tenure.lease().lost() => break cause,
         }
     };
-    let (what, token) = (tenure.what(), tenure.token());
+    let (what, token) = (tenure.what(), tenure.lease().token());
     drop(tenure);
     // The one line saying why, before the command is stopped.
     report(&format!(
@@ -141,9 +117,9 @@ fn spawn(command: &[String], tenure: &impl Tenure) -> Result<Child, CliError> {
         .args(args)
         // Its own group, led by it: signals reach everything it starts.
         .process_group(0)
-        .env("LEASEHOLD_TOKEN", tenure.token().to_string())
-        .env("LEASEHOLD_NAME", tenure.name().as_str())
-        .env("LEASEHOLD_HOLDER", tenure.holder().as_str())
+        .env("LEASEHOLD_TOKEN", tenure.lease().token().to_string())
+        .env("LEASEHOLD_NAME", tenure.lease().name().as_str())
+        .env("LEASEHOLD_HOLDER", tenure.lease().holder().as_str())
         .spawn()
         .map_err(|e| CliError::Spawn {
             message: format!("cannot run {program}: {e}"),
@@ -157,10 +133,7 @@ async fn end(tenure: impl Tenure) {
     let what = tenure.what();
     match tokio::time::timeout(END_TIMEOUT, tenure.end()).await {
         Ok(Ok(())) => {}
-        Ok(Err(e)) => report(&format!(
-            "releasing {what}: {}; it expires after its TTL",
-            crate::error::describe(&e)
-        )),
+        Ok(Err(e)) => report(&format!("releasing {what}: {e}; it expires after its TTL")),
         Err(_) => report(&format!("releasing {what}: no answer; it expires after its TTL")),
     }
 }

@@ -33,29 +33,34 @@ use leasehold_core::FencingToken;
 use leasehold_election::{Callbacks, Election, ElectionConfig};
 use sqlx::{AssertSqlSafe, Row};
 
+/// Leader election with fenced writes: run several copies; one leads at a time (see
+/// the doc comment of examples/src/bin/leader-election.rs).
+#[derive(Debug, clap::Parser)]
+#[command(name = "leader-election")]
+struct Cli {
+    #[command(flatten)]
+    common: Common,
+    #[command(flatten)]
+    args: Args,
+}
+
 /// The options of this program; [`Common`] has the rest.
+#[derive(Debug, clap::Args)]
 struct Args {
+    /// The election's lease name.
+    #[arg(long, default_value = "leader")]
     election: String,
+    /// The lease TTL, in milliseconds.
+    #[arg(long = "ttl-ms", value_name = "MS", default_value = "2000", value_parser = ms)]
     ttl: Duration,
+    /// How often the leader writes, in milliseconds.
+    #[arg(long = "write-every-ms", value_name = "MS", default_value = "50", value_parser = ms)]
     write_every: Duration,
 }
 
-fn parse_args() -> BoxResult<(Common, Args)> {
-    let mut a = Args {
-        election: "leader".into(),
-        ttl: Duration::from_secs(2),
-        write_every: Duration::from_millis(50),
-    };
-    let common = cli::parse_args("examples/src/bin/leader-election.rs", |flag, value| {
-        match flag {
-            "--election" => a.election = value()?,
-            "--ttl-ms" => a.ttl = ms(value()?)?,
-            "--write-every-ms" => a.write_every = ms(value()?)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    })?;
-    Ok((common, a))
+fn parse_args() -> (Common, Args) {
+    let Cli { common, args } = clap::Parser::parse();
+    (common, args)
 }
 
 impl Data {
@@ -141,7 +146,7 @@ impl Data {
 
 #[tokio::main]
 async fn main() -> BoxResult<()> {
-    let (common, args) = parse_args()?;
+    let (common, args) = parse_args();
     let (client, data) = common.open().await?;
     let data = std::sync::Arc::new(data);
     retry("create the tables", || data.setup(&common.prefix, &args.election)).await?;

@@ -35,35 +35,47 @@ use leasehold_core::testing::process;
 use payout::{BoxResult, Db, FREEZE_AT, PAYOUTS, Summary, TTL, Tables};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
+/// The payout demo: a frozen lease holder cannot pay anything twice (see the doc comment
+/// of examples/src/bin/payout-demo.rs).
+#[derive(Debug, clap::Parser)]
+#[command(name = "payout-demo")]
 struct Options {
+    /// The store: postgres://… or a SQLite file's path (default: a SQLite file in a fresh
+    /// temporary directory, removed afterwards).
+    #[arg(long, value_name = "URL|PATH")]
     store: Option<String>,
+    /// Drop the token guard from the payout writes, to see the duplicate payout the fence
+    /// prevents.
+    #[arg(long)]
     unfenced: bool,
+    /// Keep the tables or file.
+    #[arg(long)]
     keep: bool,
+    /// (internal) one worker process, run by the demo.
+    #[command(subcommand)]
+    worker: Option<Internal>,
 }
 
-fn parse(args: &[String]) -> Result<Options, String> {
-    let mut o = Options {
-        store: None,
-        unfenced: false,
-        keep: false,
-    };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--store" => o.store = Some(it.next().ok_or("--store needs a value")?.clone()),
-            "--unfenced" => o.unfenced = true,
-            "--keep" => o.keep = true,
-            "-h" | "--help" => {
-                return Err("usage: payout-demo [--store postgres://…|PATH] [--unfenced] [--keep]".into());
-            }
-            other => return Err(format!("unknown argument {other:?} (try --help)")),
-        }
-    }
-    Ok(o)
+/// The demo re-executes itself as each worker.
+#[derive(Debug, clap::Subcommand)]
+enum Internal {
+    /// One worker: pays out the batch under the lease.
+    #[command(hide = true)]
+    Worker {
+        /// The store.
+        store: String,
+        /// The tables' suffix.
+        suffix: String,
+        /// The worker's name.
+        name: String,
+        /// Without the token guard.
+        #[arg(long)]
+        unfenced: bool,
+    },
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut options: Options = clap::Parser::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -75,16 +87,16 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if args.first().map(String::as_str) == Some("worker") {
-        // worker STORE SUFFIX NAME [--unfenced]
-        let (Some(store), Some(suffix), Some(name)) = (args.get(1), args.get(2), args.get(3)) else {
-            eprintln!("payout-demo worker: STORE SUFFIX NAME [--unfenced]");
-            return ExitCode::from(2);
-        };
-        let unfenced = args.iter().any(|a| a == "--unfenced");
+    if let Some(Internal::Worker {
+        store,
+        suffix,
+        name,
+        unfenced,
+    }) = options.worker.take()
+    {
         let result = runtime.block_on(async {
-            let db = Db::connect(store).await?;
-            payout::work(&db, &Tables::new(suffix), suffix, name, unfenced).await
+            let db = Db::connect(&store).await?;
+            payout::work(&db, &Tables::new(&suffix), &suffix, &name, unfenced).await
         });
         return match result {
             Ok(()) => ExitCode::SUCCESS,
@@ -94,13 +106,6 @@ fn main() -> ExitCode {
             }
         };
     }
-    let options = match parse(&args) {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(2);
-        }
-    };
     match runtime.block_on(demo(options)) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),

@@ -36,6 +36,60 @@ use leasehold_core::FencingToken;
 use leasehold_jobs::{JobContext, JobSpec, MissedSlots, Schedule, Scheduler, Slot};
 use sqlx::{AssertSqlSafe, Row};
 
+/// A singleton scheduled job, exactly once per slot: run several copies with the same
+/// options (see the doc comment of examples/src/bin/scheduled-job.rs).
+#[derive(Debug, clap::Parser)]
+#[command(name = "scheduled-job")]
+struct Cli {
+    #[command(flatten)]
+    common: Common,
+    #[command(flatten)]
+    options: Options,
+}
+
+/// The options of this program as given; [`Common`] has the rest.
+#[derive(Debug, clap::Args)]
+struct Options {
+    /// The job's name.
+    #[arg(long, default_value = "report")]
+    job: String,
+    /// Run every this many milliseconds [default: 1000].
+    #[arg(long = "every-ms", value_name = "MS", value_parser = ms, conflicts_with = "cron")]
+    every: Option<Duration>,
+    /// Run on this cron schedule instead (UTC; six fields for seconds).
+    #[arg(long, value_name = "EXPR")]
+    cron: Option<String>,
+    /// lock_at_most_for, in milliseconds.
+    #[arg(long = "lock-ms", value_name = "MS", default_value = "2000", value_parser = ms)]
+    lock: Duration,
+    /// lock_at_least_for, in milliseconds.
+    #[arg(long = "at-least-ms", value_name = "MS", default_value = "0", value_parser = ms)]
+    at_least: Duration,
+    /// How far back missed slots are caught up, in milliseconds.
+    #[arg(long = "catch-up-ms", value_name = "MS", default_value = "60000", value_parser = ms)]
+    catch_up: Duration,
+    /// How long done slots are kept, in milliseconds.
+    #[arg(long = "keep-done-ms", value_name = "MS", default_value = "3600000", value_parser = ms)]
+    keep_done: Duration,
+    /// How long the job works, in milliseconds.
+    #[arg(long = "work-ms", value_name = "MS", default_value = "20", value_parser = ms)]
+    work: Duration,
+    /// What to do with missed slots.
+    #[arg(long, value_enum, default_value = "run-late")]
+    missed: Missed,
+}
+
+/// `--missed`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Missed {
+    /// Run each missed slot once, late.
+    RunLate,
+    /// Run only the latest missed slot.
+    Latest,
+    /// Skip missed slots.
+    Skip,
+}
+
 /// The options of this program; [`Common`] has the rest.
 struct Args {
     job: String,
@@ -49,39 +103,26 @@ struct Args {
 }
 
 fn parse_args() -> BoxResult<(Common, Args)> {
-    let mut a = Args {
-        job: "report".into(),
-        schedule: Schedule::every(Duration::from_secs(1))?,
-        lock: Duration::from_secs(2),
-        at_least: Duration::ZERO,
-        catch_up: Duration::from_secs(60),
-        keep_done: Duration::from_secs(3600),
-        work: Duration::from_millis(20),
-        missed: MissedSlots::RunLateOnce,
+    let Cli { common, options: o } = clap::Parser::parse();
+    let schedule = match (&o.cron, o.every) {
+        (Some(expr), _) => Schedule::cron(expr)?,
+        (None, every) => Schedule::every(every.unwrap_or(Duration::from_secs(1)))?,
     };
-    let common = cli::parse_args("examples/src/bin/scheduled-job.rs", |flag, value| {
-        match flag {
-            "--job" => a.job = value()?,
-            "--every-ms" => a.schedule = Schedule::every(ms(value()?)?)?,
-            "--cron" => a.schedule = Schedule::cron(&value()?)?,
-            "--lock-ms" => a.lock = ms(value()?)?,
-            "--at-least-ms" => a.at_least = ms(value()?)?,
-            "--catch-up-ms" => a.catch_up = ms(value()?)?,
-            "--keep-done-ms" => a.keep_done = ms(value()?)?,
-            "--work-ms" => a.work = ms(value()?)?,
-            "--missed" => {
-                a.missed = match value()?.as_str() {
-                    "run-late" => MissedSlots::RunLateOnce,
-                    "latest" => MissedSlots::RunLatestOnly,
-                    "skip" => MissedSlots::Skip,
-                    other => return Err(format!("--missed {other}: run-late, latest or skip").into()),
-                }
-            }
-            _ => return Ok(false),
-        }
-        Ok(true)
-    })?;
-    Ok((common, a))
+    let args = Args {
+        job: o.job,
+        schedule,
+        lock: o.lock,
+        at_least: o.at_least,
+        catch_up: o.catch_up,
+        keep_done: o.keep_done,
+        work: o.work,
+        missed: match o.missed {
+            Missed::RunLate => MissedSlots::RunLateOnce,
+            Missed::Latest => MissedSlots::RunLatestOnly,
+            Missed::Skip => MissedSlots::Skip,
+        },
+    };
+    Ok((common, args))
 }
 
 /// What one run of the job found.

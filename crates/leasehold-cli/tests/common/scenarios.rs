@@ -13,50 +13,25 @@ const LIMIT: Duration = Duration::from_secs(20);
 #[allow(unused_macros)] // not every test binary runs the scenarios
 macro_rules! scenario_tests {
     ($store:expr) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn token_reaches_the_command_and_matches_the_store() {
-            common::scenarios::token(&$store).await;
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn a_second_run_is_refused_or_waits() {
-            common::scenarios::held_then_wait(&$store).await;
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn killed_run_frees_the_lease_after_its_ttl() {
-            common::scenarios::kill9(&$store).await;
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn frozen_run_stops_its_command_and_exits_lost() {
-            common::scenarios::frozen(&$store).await;
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn forced_release_keeps_the_token() {
-            common::scenarios::forced_release(&$store).await;
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn stores_check_passes_and_leaves_nothing_behind() {
-            common::scenarios::stores_check(&$store).await;
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn list_shows_each_lease_under_a_prefix() {
-            common::scenarios::list(&$store).await;
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn elect_leads_one_at_a_time_and_observe_prints_each_leader() {
-            common::scenarios::elect_and_observe(&$store).await;
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn elect_stops_its_command_when_leadership_is_taken() {
-            common::scenarios::elect_lost(&$store).await;
-        }
+        common::scenarios::scenario_tests!(@cases $store;
+            token_reaches_the_command_and_matches_the_store => token,
+            a_second_run_is_refused_or_waits => held_then_wait,
+            killed_run_frees_the_lease_after_its_ttl => kill9,
+            frozen_run_stops_its_command_and_exits_lost => frozen,
+            forced_release_keeps_the_token => forced_release,
+            stores_check_passes_and_leaves_nothing_behind => stores_check,
+            list_shows_each_lease_under_a_prefix => list,
+            elect_leads_one_at_a_time_and_observe_prints_each_leader => elect_and_observe,
+            elect_stops_its_command_when_leadership_is_taken => elect_lost,
+        );
+    };
+    (@cases $store:expr; $($test:ident => $scenario:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $test() {
+                common::scenarios::$scenario(&$store).await;
+            }
+        )*
     };
 }
 #[allow(unused_imports)]
