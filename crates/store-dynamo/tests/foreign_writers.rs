@@ -22,7 +22,7 @@ use foreign::assert_corrupt as corrupt;
 use leasehold_core::store::CasStore;
 use leasehold_core::{LeaseClient, LeaseName, LossCause};
 use leasehold_dynamodb::DynamoStore;
-use leasehold_testkit::foreign::{self, boto3, hold_all_then, hold_then};
+use leasehold_testkit::foreign::{self, boto3, hold_all_then};
 
 /// The TTL of these tests' leases: renewals every 500 ms.
 const TTL: Duration = Duration::from_millis(1_500);
@@ -124,12 +124,6 @@ fn attr<'a>(item: &'a str, attr: &str) -> Option<&'a str> {
         .find_map(|l| l.split_once(' ').filter(|(k, _)| *k == attr).map(|(_, v)| v))
 }
 
-/// The next grant of `name` by a new client, which waits out the old holder's record (TTL
-/// plus margin, by observation).
-async fn next_grant(store: &DynamoStore, name: &str) -> leasehold_core::Lease {
-    foreign::next_grant(&LeaseClient::new(store.clone()), name, TTL).await
-}
-
 /// Holds `name`, lets the operator `SET` `sets` during the tenure, and checks what every
 /// such change must give: the holder loses the lease within one renewal interval, with
 /// [`LossCause::TakenOver`] naming what the operator wrote; the item keeps every
@@ -139,35 +133,21 @@ async fn changed_during_tenure(sets: Sets, expect_holder: Option<&str>, highest:
     let (_admin, table) = common::fresh_lease_table("foreign").await;
     let store = common::store_on(&table);
     let name = common::unique_name("foreign", "changed");
-    let client = LeaseClient::new(store.clone());
-    let (cause, after, lease) = hold_then(&client, &name, TTL, update_item(&table, &name, sets)).await;
-    assert_eq!(lease.token().get(), 1);
-    let own = lease.holder().as_str().to_owned();
-    match &cause {
-        LossCause::TakenOver { holder, token } => {
-            assert_eq!(token.get(), highest, "{sets:?}: the loss names the token {token}");
-            let want = expect_holder.unwrap_or(&own);
-            assert_eq!(holder.as_ref().map(|h| h.as_str()), Some(want), "{sets:?}");
+    let what = format!("{sets:?}");
+    let change = update_item(&table, &name, sets);
+    let kept = |lease: leasehold_core::Lease| async {
+        // Releasing the lost lease must not write anything back either.
+        lease.release().await.expect("release of the lost lease");
+        let item = item_as_read(&table, &name).await;
+        for (k, v) in sets {
+            assert_eq!(
+                attr(&item, k),
+                Some(*v),
+                "{what}: the item lost the operator's {k}; it is now:\n{item}"
+            );
         }
-        other => panic!("{sets:?}: lost after {after:?} with {other:?}, not TakenOver"),
-    }
-    // Releasing the lost lease must not write anything back either.
-    lease.release().await.expect("release of the lost lease");
-    let item = item_as_read(&table, &name).await;
-    for (k, v) in sets {
-        assert_eq!(
-            attr(&item, k),
-            Some(*v),
-            "{sets:?}: the item lost the operator's {k} ({cause:?}); it is now:\n{item}"
-        );
-    }
-    let next = next_grant(&store, &name).await;
-    assert_eq!(
-        next.token().get(),
-        highest + 1,
-        "{sets:?}: the next grant must be above every token the item held"
-    );
-    next.release().await.expect("release");
+    };
+    foreign::assert_changed_by_hand(&store, &name, TTL, change, (expect_holder, highest), &what, kept).await;
 }
 
 /// An operator raises a held lease's token by hand (`update-item … SET fence = 100`, the
@@ -219,37 +199,10 @@ async fn a_deleted_item_is_noticed_and_never_recreated() {
     let (_admin, table) = common::fresh_lease_table("foreign-del").await;
     let store = common::store_on(&table);
     let name = common::unique_name("foreign", "deleted");
-    let client = LeaseClient::new(store.clone());
-    for _ in 0..2 {
-        client
-            .acquire(&name, TTL)
-            .await
-            .expect("acquire")
-            .release()
-            .await
-            .expect("release");
-    }
-    let (cause, after, lease) = hold_then(&client, &name, TTL, delete_item(&table, &name)).await;
-    assert_eq!(lease.token().get(), 3);
-    assert_eq!(cause, LossCause::Expired, "noticed after {after:?}");
-    lease.release().await.expect("release of the lost lease");
-    assert_eq!(
-        item_as_read(&table, &name).await,
-        "",
-        "a renewal or release recreated the deleted item"
-    );
-    let key = LeaseName::new(&name).expect("name");
-    assert!(store.read(&key).await.expect("read").is_none());
-    let next = LeaseClient::new(store.clone())
-        .acquire_timeout(&name, TTL, Duration::from_secs(3))
-        .await
-        .expect("the next grant");
-    assert_eq!(
-        next.token().get(),
-        1,
-        "the store has no record of the tokens of a deleted item"
-    );
-    next.release().await.expect("release");
+    foreign::assert_deleted_by_hand(&store, &name, TTL, delete_item(&table, &name), || async {
+        item_as_read(&table, &name).await.is_empty()
+    })
+    .await;
 }
 
 /// Items that cannot be valid, as an operator or a bad restore could leave them: each an
@@ -393,9 +346,9 @@ async fn an_item_put_corrupt_is_never_granted() {
         corrupt(what, "read", store.read(&key).await);
         grant_is_corrupt(&store, name, what).await;
     }
-    let granted = next_grant(&store, &control).await;
-    assert_eq!(granted.token().get(), 8, "the valid item was not taken over");
-    granted.release().await.expect("release");
+    // A new client, which waits out the record (its TTL plus margin, by observation).
+    let client = LeaseClient::new(store.clone());
+    foreign::assert_next_token(&client, &control, TTL, 8, "the valid item was not taken over").await;
 }
 
 /// The shared cases of `leasehold_testkit::edits`, edited with boto3's `update_item`

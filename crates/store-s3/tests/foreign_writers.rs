@@ -25,7 +25,7 @@ use foreign::assert_corrupt as corrupt;
 use leasehold_core::store::CasStore;
 use leasehold_core::{LeaseClient, LeaseName, LossCause};
 use leasehold_s3::{S3Config, S3Store};
-use leasehold_testkit::foreign::{self, boto3, hold_all_then, hold_then};
+use leasehold_testkit::foreign::{self, boto3, hold_all_then};
 
 /// The TTL of these tests' leases: renewals every 500 ms.
 const TTL: Duration = Duration::from_millis(1_500);
@@ -138,12 +138,6 @@ fn unquote(line: &str) -> Option<String> {
     Some(out)
 }
 
-/// The next grant of `name` by a new client, which waits out the record there (its TTL
-/// plus the margin, by observation).
-async fn next_grant(store: &S3Store, name: &str) -> leasehold_core::Lease {
-    foreign::next_grant(&LeaseClient::new(store.clone()), name, TTL).await
-}
-
 /// Holds a lease, lets an operator edit its record (`patch`, by `get-object` and
 /// `put-object`) during the tenure, and checks what every such change must give: the
 /// holder loses the lease within one renewal interval, with [`LossCause::TakenOver`]
@@ -153,35 +147,20 @@ async fn next_grant(store: &S3Store, name: &str) -> leasehold_core::Lease {
 async fn edited_during_tenure(patch: &str, expect_holder: Option<&str>, highest: u64) {
     let (store, bucket) = fresh_store("foreign").await;
     let (name, key) = unique(&store, "edited");
-    let client = LeaseClient::new(store.clone());
-    let (cause, after, lease) = hold_then(&client, &name, TTL, edit_object(&bucket, &key, patch)).await;
-    assert_eq!(lease.token().get(), 1);
-    let own = lease.holder().as_str().to_owned();
-    match &cause {
-        LossCause::TakenOver { holder, token } => {
-            assert_eq!(token.get(), highest, "{patch}: the loss names the token {token}");
-            let want = expect_holder.unwrap_or(&own);
-            assert_eq!(holder.as_ref().map(|h| h.as_str()), Some(want), "{patch}");
+    let change = edit_object(&bucket, &key, patch);
+    let kept = |lease: leasehold_core::Lease| async {
+        let written = body_of(&bucket, &key).await.expect("the operator's object");
+        lease.release().await.expect("release of the lost lease");
+        assert_eq!(
+            body_of(&bucket, &key).await.as_deref(),
+            Some(written.as_str()),
+            "{patch}: the release wrote over the operator's object"
+        );
+        for field in patch.trim_matches(['{', '}']).split(", ") {
+            assert!(written.contains(field), "{patch}: the object lost {field}: {written}");
         }
-        other => panic!("{patch}: lost after {after:?} with {other:?}, not TakenOver"),
-    }
-    let written = body_of(&bucket, &key).await.expect("the operator's object");
-    lease.release().await.expect("release of the lost lease");
-    assert_eq!(
-        body_of(&bucket, &key).await.as_deref(),
-        Some(written.as_str()),
-        "{patch}: the release wrote over the operator's object"
-    );
-    for field in patch.trim_matches(['{', '}']).split(", ") {
-        assert!(written.contains(field), "{patch}: the object lost {field}: {written}");
-    }
-    let next = next_grant(&store, &name).await;
-    assert_eq!(
-        next.token().get(),
-        highest + 1,
-        "{patch}: the next grant must be above every token the object held"
-    );
-    next.release().await.expect("release");
+    };
+    foreign::assert_changed_by_hand(&store, &name, TTL, change, (expect_holder, highest), patch, kept).await;
 }
 
 /// An operator raises a held lease's token (edits the JSON: `"token": 100`). The holder
@@ -221,42 +200,10 @@ async fn a_changed_holder_and_token_are_never_written_back() {
 async fn a_deleted_object_is_noticed_and_never_recreated() {
     let (store, bucket) = fresh_store("foreign-del").await;
     let (name, key) = unique(&store, "deleted");
-    let client = LeaseClient::new(store.clone());
-    for _ in 0..2 {
-        client
-            .acquire(&name, TTL)
-            .await
-            .expect("acquire")
-            .release()
-            .await
-            .expect("release");
-    }
-    let (cause, after, lease) = hold_then(&client, &name, TTL, delete_object(&bucket, &key)).await;
-    assert_eq!(lease.token().get(), 3);
-    assert_eq!(cause, LossCause::Expired, "noticed after {after:?}");
-    lease.release().await.expect("release of the lost lease");
-    assert_eq!(
-        body_of(&bucket, &key).await,
-        None,
-        "a renewal or release recreated the deleted object"
-    );
-    assert!(
-        store
-            .read(&LeaseName::new(&name).expect("name"))
-            .await
-            .expect("read")
-            .is_none()
-    );
-    let next = LeaseClient::new(store.clone())
-        .acquire_timeout(&name, TTL, Duration::from_secs(3))
-        .await
-        .expect("the next grant");
-    assert_eq!(
-        next.token().get(),
-        1,
-        "the store has no record of the tokens of a deleted object"
-    );
-    next.release().await.expect("release");
+    foreign::assert_deleted_by_hand(&store, &name, TTL, delete_object(&bucket, &key), || async {
+        body_of(&bucket, &key).await.is_none()
+    })
+    .await;
 }
 
 /// The JSON of a valid held record (holder `w1`, token 7, TTL 1.5 s) with `fields`
@@ -386,10 +333,11 @@ async fn an_object_put_corrupt_is_never_granted() {
     for ((what, _), (name, _)) in cases.iter().zip(&names) {
         corrupt_on_read_and_grant(&store, name, what).await;
     }
+    // A new client, which waits out the record there (its TTL plus the margin, by
+    // observation).
+    let client = LeaseClient::new(store.clone());
     for name in [valid, far] {
-        let granted = next_grant(&store, &name).await;
-        assert_eq!(granted.token().get(), 8, "{name}: not taken over after its TTL");
-        granted.release().await.expect("release");
+        foreign::assert_next_token(&client, &name, TTL, 8, "not taken over after its TTL").await;
     }
 }
 

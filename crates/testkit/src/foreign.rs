@@ -6,8 +6,9 @@ use std::future::Future;
 use std::process::Command;
 use std::time::Duration;
 
+use leasehold_core::store::Linearizable;
 use leasehold_core::testing::process::poll;
-use leasehold_core::{Lease, LeaseClient, LossCause};
+use leasehold_core::{Lease, LeaseClient, LeaseName, LossCause};
 use tokio::time::Instant;
 
 /// Runs `program` with `args` and returns its standard output.
@@ -184,4 +185,108 @@ pub async fn next_grant(client: &LeaseClient, name: &str, ttl: Duration) -> Leas
         .acquire_timeout(name, ttl, Duration::from_secs(10))
         .await
         .unwrap_or_else(|e| panic!("{name}: the next grant failed: {e}"))
+}
+
+/// Takes and releases `name` through `client` `times` times, so that the next grant's
+/// token is `times + 1`.
+///
+/// # Panics
+/// If a grant or a release fails.
+pub async fn take_and_release(client: &LeaseClient, name: &str, ttl: Duration, times: usize) {
+    for _ in 0..times {
+        client
+            .acquire(name, ttl)
+            .await
+            .expect("acquire")
+            .release()
+            .await
+            .expect("release");
+    }
+}
+
+/// What an operator's change of a held record by hand must give ([`hold_then`] with
+/// `change`): the holder (granted token 1) loses the lease within one renewal interval,
+/// taken over by `expect_holder` (or itself, if `None`) with the token `highest`; `kept`
+/// (given the lost lease, which it releases) checks that the record keeps what the
+/// operator wrote; the next grant's token is `highest + 1`. `what` names the case in the
+/// panic messages.
+///
+/// # Panics
+/// If any of that does not hold.
+pub async fn assert_changed_by_hand<S, K>(
+    store: &S,
+    name: &str,
+    ttl: Duration,
+    change: impl Future<Output = ()>,
+    (expect_holder, highest): (Option<&str>, u64),
+    what: &str,
+    kept: impl FnOnce(Lease) -> K,
+) where
+    S: Linearizable + Clone,
+    K: Future<Output = ()>,
+{
+    let client = LeaseClient::new(store.clone());
+    let (cause, after, lease) = hold_then(&client, name, ttl, change).await;
+    assert_eq!(lease.token().get(), 1);
+    let own = lease.holder().as_str().to_owned();
+    match &cause {
+        LossCause::TakenOver { holder, token } => {
+            assert_eq!(token.get(), highest, "{what}: the loss names the token {token}");
+            let want = expect_holder.unwrap_or(&own);
+            assert_eq!(holder.as_ref().map(|h| h.as_str()), Some(want), "{what}");
+        }
+        other => panic!("{what}: lost after {after:?} with {other:?}, not TakenOver"),
+    }
+    kept(lease).await;
+    // A new client, which waits out the old holder's record.
+    let why = format!("{what}: the next grant must be above every token the record held");
+    assert_next_token(&LeaseClient::new(store.clone()), name, ttl, highest + 1, &why).await;
+}
+
+/// What an operator's delete of a held record by hand must give, where the record is
+/// all the store keeps of a name: after two tenures, the holder (token 3) notices the
+/// `delete` within one renewal interval as [`LossCause::Expired`]; neither that renewal
+/// nor the release of the lost lease creates the record again (`gone` must be true
+/// after both, and a read finds nothing); the next grant starts again at token 1.
+///
+/// # Panics
+/// If any of that does not hold.
+pub async fn assert_deleted_by_hand<S, G>(
+    store: &S,
+    name: &str,
+    ttl: Duration,
+    delete: impl Future<Output = ()>,
+    gone: impl FnOnce() -> G,
+) where
+    S: Linearizable + Clone,
+    G: Future<Output = bool>,
+{
+    let client = LeaseClient::new(store.clone());
+    take_and_release(&client, name, ttl, 2).await;
+    let (cause, after, lease) = hold_then(&client, name, ttl, delete).await;
+    assert_eq!(lease.token().get(), 3);
+    assert_eq!(cause, LossCause::Expired, "noticed after {after:?}");
+    lease.release().await.expect("release of the lost lease");
+    assert!(
+        gone().await,
+        "a renewal or release recreated the deleted record of {name}"
+    );
+    let key = LeaseName::new(name).expect("name");
+    assert!(
+        store.read(&key).await.expect("read").is_none(),
+        "{name}: read after the delete"
+    );
+    let why = "the store has no record of the tokens of a deleted record";
+    assert_next_token(&LeaseClient::new(store.clone()), name, ttl, 1, why).await;
+}
+
+/// The next grant of `name` through `client` (waiting up to 10 s) has the token `want`
+/// (`why` says why, in the panic message); it is released.
+///
+/// # Panics
+/// If the grant or the release fails, or the token is another.
+pub async fn assert_next_token(client: &LeaseClient, name: &str, ttl: Duration, want: u64, why: &str) {
+    let next = next_grant(client, name, ttl).await;
+    assert_eq!(next.token().get(), want, "{name}: {why}");
+    next.release().await.expect("release");
 }
