@@ -2,6 +2,8 @@
 #![cfg(feature = "testing")]
 #![allow(missing_docs)]
 
+mod common;
+
 use std::time::Duration;
 
 use leasehold_core::testing::{CountingStore, FaultPlan, FaultStore, process::poll_async};
@@ -135,13 +137,7 @@ async fn dropping_the_guard_releases_in_the_background() {
 
 #[tokio::test(start_paused = true)]
 async fn dropping_an_acquire_mid_write_never_leaves_an_unrenewed_lease() {
-    let mem = MemoryStore::new();
-    let slow = FaultStore::new(mem.clone(), 1);
-    slow.set_plan(FaultPlan {
-        delay: Some(Duration::from_millis(100)),
-        ..FaultPlan::none()
-    });
-    let client = LeaseClient::new(slow.clone());
+    let (mem, slow, client) = common::slowed(1, Duration::from_millis(100));
     // Drop the future while its write is in flight (at 50 ms of a 100 ms call).
     let attempt = client.try_acquire("abandoned", Duration::from_secs(60));
     assert!(tokio::time::timeout(Duration::from_millis(50), attempt).await.is_err());

@@ -4,6 +4,8 @@
 #![cfg(feature = "testing")]
 #![allow(missing_docs)]
 
+mod common;
+
 use std::time::Duration;
 
 use leasehold_core::testing::{CountingStore, FaultPlan, FaultStore};
@@ -73,12 +75,7 @@ async fn race(client: &LeaseClient, name: &str, n: usize) -> (Vec<Lease>, usize)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn of_concurrent_acquires_in_one_client_exactly_one_is_granted() {
     // A slow store widens the window in which the attempts overlap.
-    let store = FaultStore::new(MemoryStore::new(), 5);
-    store.set_plan(FaultPlan {
-        delay: Some(Duration::from_millis(5)),
-        ..FaultPlan::none()
-    });
-    let client = LeaseClient::new(store.clone());
+    let (_, _slow, client) = common::slowed(5, Duration::from_millis(5));
     for round in 0..20 {
         let name = format!("race/{round}");
         let (grants, refused) = tokio::time::timeout(Duration::from_secs(20), race(&client, &name, 6))
@@ -152,13 +149,7 @@ async fn a_released_dropped_or_lost_lease_can_be_acquired_again() {
 
 #[tokio::test(start_paused = true)]
 async fn an_acquire_dropped_while_a_sibling_attempt_runs_leaves_nothing_held() {
-    let mem = MemoryStore::new();
-    let slow = FaultStore::new(mem.clone(), 2);
-    slow.set_plan(FaultPlan {
-        delay: Some(Duration::from_millis(100)),
-        ..FaultPlan::none()
-    });
-    let client = LeaseClient::new(slow.clone());
+    let (mem, _slow, client) = common::slowed(2, Duration::from_millis(100));
     let first = tokio::spawn({
         let client = client.clone();
         async move { client.acquire("sibling", TTL).await }
