@@ -138,13 +138,7 @@ impl Store {
             .await
             .expect("create the table");
         let lib = DynamoStore::new(client, config);
-        let mut store = Self::new(
-            format!("dynamodb://{table}?region=us-east-1&endpoint={moto}"),
-            test_dir(),
-            Box::new(lib),
-        );
-        store.aws = true;
-        store
+        Self::on_moto(format!("dynamodb://{table}?region=us-east-1&endpoint={moto}"), lib)
     }
 
     /// A bucket of its own on the tests' moto (`LEASEHOLD_MOTO_ENDPOINT`), created.
@@ -156,11 +150,12 @@ impl Store {
         let config = S3Config::new(bucket.as_str(), "leases").expect("bucket");
         S3Store::provision(&client, &config).await.expect("create the bucket");
         let lib = S3Store::new(client, config);
-        let mut store = Self::new(
-            format!("s3://{bucket}/leases?region=us-east-1&endpoint={moto}"),
-            test_dir(),
-            Box::new(lib),
-        );
+        Self::on_moto(format!("s3://{bucket}/leases?region=us-east-1&endpoint={moto}"), lib)
+    }
+
+    /// A store on the tests' moto, at `url`: the binary gets moto's static credentials.
+    fn on_moto(url: String, lib: impl CasStore + 'static) -> Self {
+        let mut store = Self::new(url, test_dir(), Box::new(lib));
         store.aws = true;
         store
     }
@@ -232,6 +227,18 @@ impl Store {
         let out = self.output(&["show", name, "--json"], Duration::from_secs(20)).await;
         assert!(out.status.success(), "show: {out:?}");
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("show --json: {e}: {out:?}"))
+    }
+
+    /// Waits until the file `name` holds a process id (written by a command the binary
+    /// runs), kills that process when the store is dropped ([`Store::track`]), and
+    /// returns it.
+    pub async fn wait_pid(&self, name: &str, limit: Duration) -> u32 {
+        let pid = self.wait_line(name, limit).await;
+        let pid = pid
+            .parse()
+            .unwrap_or_else(|e| panic!("{name}: not a pid: {pid:?}: {e}"));
+        self.track(pid);
+        pid
     }
 
     /// Waits until the file `name` holds a line, and returns it.

@@ -188,8 +188,8 @@ pub async fn kill9(store: &Store) {
     let name = store.name("kill9");
     let script = "echo $$ > pid; echo \"$LEASEHOLD_TOKEN\" > token1; exec sleep 60";
     let (mut first, token1) = holding(store, &name, "1s", &[], script).await;
-    let child: u32 = store.wait_line("pid", LIMIT).await.parse().expect("pid");
-    store.track(child);
+    // The command runs (and is killed when the test ends, if it is still there).
+    store.wait_pid("pid", LIMIT).await;
     signal(first.id(), rustix::process::Signal::KILL);
     let _ = wait_exit(&mut first, LIMIT).await;
     let killed = Instant::now();
@@ -274,8 +274,7 @@ pub async fn frozen(store: &Store) {
         fenced_write("first")
     );
     let (mut first, token1) = holding(store, &name, "1s", &["--grace", "500ms"], &script).await;
-    let child: u32 = store.wait_line("pid", LIMIT).await.parse().expect("pid");
-    store.track(child);
+    let child = store.wait_pid("pid", LIMIT).await;
 
     leasehold::testing::process::freeze(first.id()).await.expect("SIGSTOP");
     let second = format!(
@@ -340,8 +339,7 @@ pub async fn forced_release(store: &Store) {
     let name = store.name("release");
     let script = "sleep 60 & echo $! > grandchild; echo \"$LEASEHOLD_TOKEN\" > token1; wait";
     let (mut first, token1) = holding(store, &name, "2s", &[], script).await;
-    let grandchild: u32 = store.wait_line("grandchild", LIMIT).await.parse().expect("pid");
-    store.track(grandchild);
+    let grandchild = store.wait_pid("grandchild", LIMIT).await;
     let out = store.output(&["release", "--force", &name], LIMIT).await;
     let err = assert_one_line(&out, 0);
     assert!(err.contains("may still be running"), "{err}");
@@ -482,8 +480,7 @@ pub async fn elect_lost(store: &Store) {
         "elect", &name, "--ttl", "2s", "--grace", "500ms", "--", "sh", "-c", script,
     ]);
     let token1 = token_in(store, "token1").await;
-    let child: u32 = store.wait_line("pid", LIMIT).await.parse().expect("pid");
-    store.track(child);
+    let child = store.wait_pid("pid", LIMIT).await;
     let out = store.output(&["release", "--force", &name], LIMIT).await;
     assert_eq!(code(&out), 0, "{out:?}");
     let status = wait_exit(&mut leader, LIMIT).await;
