@@ -43,10 +43,8 @@ async fn a_release_wakes_a_blocked_acquire_at_once() {
     );
     let released = Instant::now();
     lease.release().await.expect("release");
-    let granted = tokio::time::timeout(Duration::from_secs(10), task)
+    let granted = leasehold_testkit::joined(Duration::from_secs(10), task, "the waiter was not woken")
         .await
-        .expect("the waiter was not woken")
-        .expect("task")
         .expect("granted");
     let handoff = released.elapsed();
     assert!(

@@ -141,10 +141,9 @@ async fn a_name_is_subscribed_only_while_someone_waits_on_it() {
         "the waiter never subscribed"
     );
     lease.release().await.expect("release");
-    let next = tokio::time::timeout(Duration::from_secs(5), waiter)
+    let woken = "the release did not wake the waiter";
+    let next = leasehold_testkit::joined(Duration::from_secs(5), waiter, woken)
         .await
-        .expect("the release did not wake the waiter")
-        .expect("task")
         .expect("granted");
     assert!(
         until_subscribers(&probe, &channel, 0).await,
@@ -233,10 +232,12 @@ async fn a_lost_pubsub_connection_wakes_every_waiter_then_waiters_sleep_until_th
     }
     proxy.close();
     for w in waiters {
-        let waited = tokio::time::timeout(Duration::from_secs(10), w)
-            .await
-            .expect("a waiter was not woken by the lost connection")
-            .expect("task");
+        let waited = leasehold_testkit::joined(
+            Duration::from_secs(10),
+            w,
+            "a waiter was not woken by the lost connection",
+        )
+        .await;
         assert!(waited < Duration::from_secs(10), "{waited:?}");
     }
     // The proxy refuses connections now: a wait cannot subscribe and sleeps it out.

@@ -198,6 +198,17 @@ pub async fn granted(client: &LeaseClient, name: impl AsRef<str>, ttl: Duration,
     }
 }
 
+/// What the spawned `task` returned, waiting `limit` at the most.
+///
+/// # Panics
+/// With `what` if the task has not ended within `limit`, or if it panicked.
+pub async fn joined<T>(limit: Duration, task: tokio::task::JoinHandle<T>, what: &str) -> T {
+    tokio::time::timeout(limit, task)
+        .await
+        .unwrap_or_else(|_| panic!("{what} (within {limit:?})"))
+        .unwrap_or_else(|e| panic!("{what}: the task failed: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
