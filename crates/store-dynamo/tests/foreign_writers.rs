@@ -62,21 +62,12 @@ async fn update_item_json(table: &str, name: &str, sets: &str) {
 /// Puts each `(name, item)` of `items` (the item as DynamoDB typed JSON, without its key):
 /// `put-item` as an operator or a restore runs it.
 async fn put_items(table: &str, items: &[(String, String)]) {
-    let mut args = vec![table];
-    for (name, item) in items {
-        args.push(name);
-        args.push(item);
-    }
-    boto3(
-        "dynamodb",
-        "table = args[0]\n\
+    let script = "table = args[0]\n\
          for name, item in zip(args[1::2], args[2::2]):\n\
          \x20   item = json.loads(item)\n\
          \x20   item['lease'] = {'S': name}\n\
-         \x20   client.put_item(TableName=table, Item=item)\n",
-        &args,
-    )
-    .await;
+         \x20   client.put_item(TableName=table, Item=item)\n";
+    foreign::boto3_pairs("dynamodb", script, table, items).await;
 }
 
 /// Deletes the item `name`: `delete-item`.

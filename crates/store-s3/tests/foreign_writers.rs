@@ -49,18 +49,9 @@ fn unique(store: &S3Store, case: &str) -> (String, String) {
 /// Puts each `(key, body)` of `objects` into `bucket`: `put-object` as an operator, a
 /// restore or a sync job runs it.
 async fn put_objects(bucket: &str, objects: &[(String, String)]) {
-    let mut args = vec![bucket];
-    for (key, body) in objects {
-        args.push(key);
-        args.push(body);
-    }
-    boto3(
-        "s3",
-        "for key, body in zip(args[1::2], args[2::2]):\n\
-         \x20   client.put_object(Bucket=args[0], Key=key, Body=body.encode(), ContentType='application/json')\n",
-        &args,
-    )
-    .await;
+    let script = "for key, body in zip(args[1::2], args[2::2]):\n\
+         \x20   client.put_object(Bucket=args[0], Key=key, Body=body.encode(), ContentType='application/json')\n";
+    foreign::boto3_pairs("s3", script, bucket, objects).await;
 }
 
 /// Edits the record in the object `key` as an operator would: reads its JSON, sets the

@@ -97,6 +97,19 @@ pub async fn boto3(service: &str, script: &str, args: &[&str]) -> String {
     .unwrap_or_else(|e| panic!("the boto3 script did not finish: {e}"))
 }
 
+/// [`boto3`] with the arguments `first`, then the two strings of each of `pairs` in turn
+/// (the script takes them as `zip(args[1::2], args[2::2])`).
+///
+/// # Panics
+/// As [`boto3`].
+pub async fn boto3_pairs(service: &str, script: &str, first: &str, pairs: &[(String, String)]) -> String {
+    let mut args = vec![first];
+    for (a, b) in pairs {
+        args.extend([a.as_str(), b.as_str()]);
+    }
+    boto3(service, script, &args).await
+}
+
 /// [`hold_then`] for many names at once: takes each of `names` for `ttl` through
 /// `client`, waits for one renewal of each to land, runs `change` once (a foreign writer
 /// changing all their records, in one program run), and waits for every holder to
