@@ -27,13 +27,21 @@ async fn granted_at(client: &LeaseClient, name: &str, ttl: Duration) -> (Instant
     }
 }
 
+/// `name` through `client` for `ttl`, held for `cap` at the most.
+async fn capped(client: &LeaseClient, name: &str, ttl: Duration, cap: Duration) -> leasehold_core::Lease {
+    let options = AcquireOptions::new(ttl).max_hold(cap);
+    client
+        .acquire_with(name, &options)
+        .await
+        .unwrap_or_else(|e| panic!("acquire {name}: {e}"))
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_capped_lease_ends_at_the_cap_and_is_taken_over_only_after_its_ttl() {
     let store = CountingStore::new(MemoryStore::new());
     let client = LeaseClient::new(store.clone());
     let t0 = Instant::now();
-    let options = AcquireOptions::new(S(9)).max_hold(S(20));
-    let lease = client.acquire_with("capped", &options).await.expect("acquire");
+    let lease = capped(&client, "capped", S(9), S(20)).await;
     assert_eq!(lease.hold_until(), Some(t0 + S(20)));
     // Renewed every 3 s while the store answers, validity never past the cap.
     tokio::time::sleep(Duration::from_millis(19_900)).await;
@@ -65,8 +73,7 @@ async fn a_capped_lease_ends_at_the_cap_and_is_taken_over_only_after_its_ttl() {
 async fn on_an_observation_store_the_loss_comes_before_any_takeover() {
     let store = MemoryStore::observation();
     let client = LeaseClient::new(store.clone());
-    let options = AcquireOptions::new(S(6)).max_hold(S(10));
-    let lease = client.acquire_with("watched", &options).await.expect("acquire");
+    let lease = capped(&client, "watched", S(6), S(10)).await;
     let other = LeaseClient::new(store.clone());
     let challenger = tokio::spawn(async move { granted_at(&other, "watched", S(6)).await });
     let cause = lease.lost().await;
@@ -88,10 +95,7 @@ async fn a_cap_within_the_ttl_needs_no_renewal() {
     let client = LeaseClient::new(store.clone());
     // The cap before the grant's own validity: it ends exactly at the cap.
     let t0 = Instant::now();
-    let lease = client
-        .acquire_with("short", &AcquireOptions::new(S(30)).max_hold(S(10)))
-        .await
-        .expect("short");
+    let lease = capped(&client, "short", S(30), S(10)).await;
     assert_eq!(lease.valid_until(), t0 + S(10), "validity is cut at the cap");
     assert_eq!(lease.lost().await, LossCause::MaxHoldReached);
     assert_eq!(Instant::now(), t0 + S(10));
@@ -99,10 +103,7 @@ async fn a_cap_within_the_ttl_needs_no_renewal() {
     // 5% margin) ends first: the lease ends there, for the cap, and the store frees the
     // name at the cap.
     let t1 = Instant::now();
-    let lease = client
-        .acquire_with("shedlock", &AcquireOptions::new(S(10)).max_hold(S(10)))
-        .await
-        .expect("shedlock");
+    let lease = capped(&client, "shedlock", S(10), S(10)).await;
     assert_eq!(lease.lost().await, LossCause::MaxHoldReached);
     assert_eq!(Instant::now(), t1 + Duration::from_millis(9_500));
     assert_eq!(store.counts().renews, 0, "{:?}", store.counts());
@@ -117,10 +118,7 @@ async fn the_client_default_applies_and_an_acquire_replaces_it() {
     let t0 = Instant::now();
     let a = client.acquire("default", S(30)).await.expect("a");
     assert_eq!(a.hold_until(), Some(t0 + S(5)));
-    let b = client
-        .acquire_with("own", &AcquireOptions::new(S(30)).max_hold(S(60)))
-        .await
-        .expect("b");
+    let b = capped(&client, "own", S(30), S(60)).await;
     assert_eq!(b.hold_until(), Some(t0 + S(60)));
     assert_eq!(a.lost().await, LossCause::MaxHoldReached);
     assert_eq!(Instant::now(), t0 + S(5));
@@ -137,13 +135,12 @@ async fn the_client_default_applies_and_an_acquire_replaces_it() {
 async fn releasing_or_dropping_a_capped_lease_frees_it() {
     let store = MemoryStore::new();
     let client = LeaseClient::new(store.clone());
-    let options = AcquireOptions::new(S(9)).max_hold(S(20));
     // Released before the cap: an ordinary release.
-    let lease = client.acquire_with("early", &options).await.expect("early");
+    let lease = capped(&client, "early", S(9), S(20)).await;
     tokio::time::sleep(S(5)).await;
     lease.release().await.expect("release");
     let again = client
-        .acquire_with("early", &options.timeout(S(1)))
+        .acquire_with("early", &AcquireOptions::new(S(9)).max_hold(S(20)).timeout(S(1)))
         .await
         .expect("free at once");
     assert_eq!(again.token().get(), 2);

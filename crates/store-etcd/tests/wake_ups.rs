@@ -29,6 +29,14 @@ fn name(s: &str) -> LeaseName {
     LeaseName::new(s).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The lease `n`, held for [`HOLDER_TTL`] through a client of its own on `store`.
+async fn held(store: &EtcdStore, n: &LeaseName) -> Lease {
+    LeaseClient::new(store.clone())
+        .acquire(n.as_str(), HOLDER_TTL)
+        .await
+        .expect("holder")
+}
+
 /// An acquirer on `store` that, once refused, waits up to the holder's remaining TTL.
 fn acquirer(store: &CountingStore<EtcdStore>, n: &LeaseName) -> JoinHandle<Result<Lease>> {
     let config = ClientConfig::builder()
@@ -68,10 +76,7 @@ async fn fifty_waiters_share_one_watch() {
     let store = common::store("herd").await;
     let counting = CountingStore::new(store.clone());
     let n = name("herd");
-    let lease = LeaseClient::new(store.clone())
-        .acquire(n.as_str(), HOLDER_TTL)
-        .await
-        .expect("holder");
+    let lease = held(&store, &n).await;
     // The grant opens the store's held-record watch (its own task): counted before the
     // waiters come, so that what they open is all the window shows.
     assert!(
@@ -123,10 +128,7 @@ async fn an_observer_that_saw_the_record_deleted_hands_the_wake_up_on() {
     let holder = common::store_under(&prefix).await;
     let waiters = CountingStore::new(common::store_under(&prefix).await);
     let n = name("deleted");
-    let _held = LeaseClient::new(holder.clone())
-        .acquire(n.as_str(), HOLDER_TTL)
-        .await
-        .expect("holder");
+    let _held = held(&holder, &n).await;
     let reads = Arc::new(AtomicU64::new(0));
     // The observer parks first, so it is the longest waiting and gets the wake-up.
     let observer = {
@@ -185,10 +187,7 @@ async fn a_release_while_the_watch_is_cut_off_wakes_the_acquirer_on_reconnect() 
     let store = EtcdStore::new(via_proxy, EtcdConfig::new(prefix.as_str()).expect("config"));
     let waiters = CountingStore::new(store.clone());
     let n = name("cut");
-    let lease = LeaseClient::new(holder.clone())
-        .acquire(n.as_str(), HOLDER_TTL)
-        .await
-        .expect("holder");
+    let lease = held(&holder, &n).await;
     let task = acquirer(&waiters, &n);
     parked(&waiters, 1).await;
     let s0 = store.stats();
