@@ -324,13 +324,7 @@ async fn a_script_missing_from_the_cache_is_reloaded_and_runs_once() {
         panic!("{renewed:?}")
     };
     flush(&mut admin).await;
-    assert_eq!(
-        store
-            .seed_fence_counter(&name, FencingToken::new(10))
-            .await
-            .expect("seed after flush"),
-        FencingToken::new(10)
-    );
+    assert_eq!(support::seed(&store, &name, 10).await, 10, "seed after flush");
     flush(&mut admin).await;
     let out = store
         .fenced_write(&HashFence::new("res").set("a", "1"), FencingToken::new(1))

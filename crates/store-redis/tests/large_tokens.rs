@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold_core::{ClientConfig, FencingToken, LeaseClient, LeaseName, store::CasStore};
+use leasehold_core::{ClientConfig, LeaseClient, LeaseName, store::CasStore};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_across_two_to_the_53_are_exact() {
@@ -13,10 +13,7 @@ async fn tokens_across_two_to_the_53_are_exact() {
     let leases = LeaseClient::efficiency_only(store.clone(), ClientConfig::default()).expect("client");
     let name = "large/tokens";
     let two_53: u64 = 1 << 53;
-    store
-        .seed_fence_counter(&LeaseName::new(name).expect("name"), FencingToken::new(two_53 - 2))
-        .await
-        .expect("seed");
+    support::seed(&store, &LeaseName::new(name).expect("name"), two_53 - 2).await;
     // Each grant after a release issues the next token: 2^53 - 1, 2^53, 2^53 + 1, 2^53 + 2.
     for expected in (two_53 - 1)..=(two_53 + 2) {
         let lease = leases

@@ -152,8 +152,7 @@ async fn a_restart_without_persistence_loses_the_lease_and_resets_tokens_and_the
     let mark = read_high_water(&mut shared, &resource, HashFence::DEFAULT_MARK_FIELD)
         .await
         .expect("mark");
-    let seeded = store.seed_fence_counter(&lease_name, mark).await.expect("seed");
-    assert_eq!(seeded, FencingToken::new(4));
+    assert_eq!(support::seed(&store, &lease_name, mark.get()).await, 4);
     let next = leasehold_testkit::granted(&leases, name, Duration::from_secs(5), "after the restart").await;
     assert_eq!(
         next.token(),
@@ -175,13 +174,7 @@ async fn a_restart_without_persistence_loses_the_lease_and_resets_tokens_and_the
     next.release().await.expect("release");
 
     // Seeding never lowers the counter.
-    assert_eq!(
-        store
-            .seed_fence_counter(&lease_name, FencingToken::new(2))
-            .await
-            .expect("seed"),
-        FencingToken::new(5)
-    );
+    assert_eq!(support::seed(&store, &lease_name, 2).await, 5);
     let _: () = redis::cmd("DEL")
         .arg(&resource)
         .query_async(&mut shared)

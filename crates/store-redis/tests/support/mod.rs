@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leasehold_core::testing::process::poll_async;
+use leasehold_core::{FencingToken, LeaseName};
 use leasehold_redis::{RedisConfig, RedisStore};
 use redis::aio::MultiplexedConnection;
 use tokio::task::JoinHandle;
@@ -56,6 +57,19 @@ pub async fn shared_store(tag: &str) -> RedisStore {
     RedisStore::connect(client(&url), RedisConfig::default().with_prefix(unique_prefix(tag)))
         .await
         .unwrap_or_else(|e| panic!("cannot reach Redis at {url}: {e}"))
+}
+
+/// Seeds the fence counter of `name` in `store` with `mark` (it never lowers it); the
+/// counter after.
+pub async fn seed<C>(store: &RedisStore<C>, name: &LeaseName, mark: u64) -> u64
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    store
+        .seed_fence_counter(name, FencingToken::new(mark))
+        .await
+        .unwrap_or_else(|e| panic!("seed {name} with {mark}: {e}"))
+        .get()
 }
 
 pub async fn hgetall(conn: &mut MultiplexedConnection, key: &str) -> HashMap<String, String> {
