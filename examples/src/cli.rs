@@ -5,6 +5,7 @@
 
 use std::error::Error;
 use std::io::Write as _;
+use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold::url::{OpenOptions, StoreUrl};
@@ -98,6 +99,32 @@ impl Common {
     pub(crate) fn ready(&self) {
         say(&format!("ready instance={} pid={}", self.instance, std::process::id()));
     }
+
+    /// Opens the lease store and the data ([`Common::open`]) for the work under the
+    /// lease `name`: the lease client, and what every call of the work shares.
+    pub(crate) async fn open_work(&self, name: &str) -> BoxResult<(LeaseClient, Arc<Work>)> {
+        let (client, data) = self.open().await?;
+        let work = Work {
+            data,
+            prefix: self.prefix.clone(),
+            name: name.to_owned(),
+            instance: self.instance.clone(),
+        };
+        Ok((client, Arc::new(work)))
+    }
+}
+
+/// What every call of a program's work shares: its data, the `--prefix` of its tables,
+/// the name of its lease (the election's, the job's) and this copy's `--instance`.
+pub(crate) struct Work {
+    /// The program's own tables.
+    pub(crate) data: Data,
+    /// `--prefix`.
+    pub(crate) prefix: String,
+    /// The lease's name.
+    pub(crate) name: String,
+    /// `--instance`.
+    pub(crate) instance: String,
 }
 
 /// Retries start-up steps for a few seconds: copies starting together on one SQLite

@@ -147,9 +147,8 @@ impl Data {
 #[tokio::main]
 async fn main() -> BoxResult<()> {
     let (common, args) = parse_args();
-    let (client, data) = common.open().await?;
-    let data = std::sync::Arc::new(data);
-    retry("create the tables", || data.setup(&common.prefix, &args.election)).await?;
+    let (client, work) = common.open_work(&args.election).await?;
+    retry("create the tables", || work.data.setup(&work.prefix, &work.name)).await?;
     let election = Election::with_config(
         client,
         &args.election,
@@ -161,18 +160,17 @@ async fn main() -> BoxResult<()> {
     let shutdown = common.shutdown();
     common.ready();
 
-    let (prefix, name, instance, every) = (
-        common.prefix.clone(),
-        args.election.clone(),
-        common.instance.clone(),
-        args.write_every,
-    );
+    let every = args.write_every;
     let callbacks = Callbacks::new(move |ctx| {
-        let (data, prefix, name, instance) = (data.clone(), prefix.clone(), name.clone(), instance.clone());
+        let work = work.clone();
         async move {
             say(&format!("leading token={}", ctx.token()));
             while ctx.is_leading() {
-                match data.fenced_write(&prefix, &name, &instance, ctx.token()).await {
+                match work
+                    .data
+                    .fenced_write(&work.prefix, &work.name, &work.instance, ctx.token())
+                    .await
+                {
                     Ok(true) => say(&format!("write token={} ok", ctx.token())),
                     Ok(false) => {
                         // A newer leader has written: this one is deposed, whatever its

@@ -25,13 +25,12 @@
 //! It prints `ready`, then one line per job run (`ran`, `already-done`) and per slot
 //! event (`event ...`).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 #[path = "../cli.rs"]
 mod cli;
 
-use cli::{BoxResult, Common, Data, ms, retry, say};
+use cli::{BoxResult, Common, Data, Work, ms, retry, say};
 use leasehold_core::FencingToken;
 use leasehold_jobs::{JobContext, JobSpec, MissedSlots, Schedule, Scheduler, Slot};
 use sqlx::{AssertSqlSafe, Row};
@@ -247,9 +246,8 @@ impl Data {
 #[tokio::main]
 async fn main() -> BoxResult<()> {
     let (common, args) = parse_args()?;
-    let (client, data) = common.open().await?;
-    let data = Arc::new(data);
-    retry("create the tables", || data.setup(&common.prefix)).await?;
+    let (client, work) = common.open_work(&args.job).await?;
+    retry("create the tables", || work.data.setup(&work.prefix)).await?;
     let spec = JobSpec::new(&args.job, args.schedule.clone(), args.lock)
         .lock_at_least_for(args.at_least)
         .catch_up(args.catch_up)
@@ -258,20 +256,21 @@ async fn main() -> BoxResult<()> {
     let scheduler = Scheduler::new(client).on_event(|e| say(&format!("event {e:?}")));
     let shutdown = common.shutdown();
     common.ready();
-    let (prefix, job, instance, work) = (
-        common.prefix.clone(),
-        args.job.clone(),
-        common.instance.clone(),
-        args.work,
-    );
+    let pause = args.work;
     scheduler
         .run(
             spec,
             move |ctx: JobContext| {
-                let (data, prefix, job, instance) = (data.clone(), prefix.clone(), job.clone(), instance.clone());
+                let work = work.clone();
                 async move {
                     let slot = ctx.slot().ok_or("no slot")?;
-                    match data.run_slot(&prefix, &job, slot, ctx.token(), &instance, work).await? {
+                    let Work {
+                        data,
+                        prefix,
+                        name,
+                        instance,
+                    } = &*work;
+                    match data.run_slot(prefix, name, slot, ctx.token(), instance, pause).await? {
                         Outcome::Ran => say(&format!("ran slot={slot} token={}", ctx.token())),
                         Outcome::AlreadyDone => say(&format!("already-done slot={slot} token={}", ctx.token())),
                     }
