@@ -87,11 +87,7 @@ async fn invalid_names_ttls_and_options_are_usage_errors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_stores_are_store_errors_without_passwords() {
     let store = Store::sqlite().await;
-    for url in [
-        "postgres://app:hunter2@127.0.0.1:1/x",
-        "etcd://127.0.0.1:1",
-        "redis://:hunter2@127.0.0.1:1/0",
-    ] {
+    for url in common::UNREACHABLE {
         let err = expect(&store, &["--store", url, "run", "x", "--", "true"], STORE).await;
         assert!(!err.contains("hunter2"), "{url}: {err}");
         for args in [&["show", "x"][..], &["elect", "x", "--", "true"], &["observe", "x"]] {
@@ -109,10 +105,7 @@ async fn a_missing_table_is_a_store_error() {
     let moto = leasehold_testkit::moto_endpoint();
     let table = format!("cli_missing_{}", leasehold_testkit::unique_suffix().replace('-', "_"));
     let url = format!("dynamodb://{table}?region=us-east-1&endpoint={moto}");
-    let mut c = store.cmd(&["--store", &url, "show", "x"]);
-    c.env("AWS_ACCESS_KEY_ID", "leasehold-test")
-        .env("AWS_SECRET_ACCESS_KEY", "leasehold-test")
-        .env("AWS_EC2_METADATA_DISABLED", "true");
+    let mut c = store.moto_cmd(&["--store", &url, "show", "x"]);
     let out = common::finish(c.spawn().expect("spawn"), LIMIT).await;
     let err = assert_one_line(&out, STORE);
     assert!(err.contains(&table), "{err}");

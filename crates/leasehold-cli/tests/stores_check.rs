@@ -16,11 +16,7 @@ async fn check(store: &Store, url: &str, create: bool) -> std::process::Output {
     if create {
         args.push("--create");
     }
-    let mut c = store.cmd(&args);
-    c.env("AWS_ACCESS_KEY_ID", "leasehold-test")
-        .env("AWS_SECRET_ACCESS_KEY", "leasehold-test")
-        .env("AWS_EC2_METADATA_DISABLED", "true");
-    common::finish(c.spawn().expect("spawn"), LIMIT).await
+    common::finish(store.moto_cmd(&args).spawn().expect("spawn"), LIMIT).await
 }
 
 async fn missing_then_created(url: &str, missing: &str) {
@@ -63,11 +59,7 @@ async fn a_missing_s3_bucket_is_named_and_created_with_create() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_store_is_one_line() {
     let store = Store::sqlite().await;
-    for url in [
-        "postgres://app:hunter2@127.0.0.1:1/x",
-        "etcd://127.0.0.1:1",
-        "redis://127.0.0.1:1/0",
-    ] {
+    for url in common::UNREACHABLE {
         let out = check(&store, url, false).await;
         let err = assert_one_line(&out, STORE);
         assert!(err.contains("connect and setup"), "{url}: {err}");

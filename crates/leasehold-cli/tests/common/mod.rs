@@ -27,6 +27,14 @@ pub const LOST: i32 = 76;
 /// The static credentials the tests give moto.
 const AWS_KEY: &str = "leasehold-test";
 
+/// Store URLs nothing listens on (port 1), some with a password no message may show.
+pub const UNREACHABLE: [&str; 4] = [
+    "postgres://app:hunter2@127.0.0.1:1/x",
+    "etcd://127.0.0.1:1",
+    "redis://:hunter2@127.0.0.1:1/0",
+    "redis://127.0.0.1:1/0",
+];
+
 /// A store the binary runs on, and a directory of the test's own for its files.
 pub struct Store {
     /// The store URL, given to the binary as `LEASEHOLD_STORE`.
@@ -192,10 +200,16 @@ impl Store {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         if self.aws {
-            c.env("AWS_ACCESS_KEY_ID", AWS_KEY)
-                .env("AWS_SECRET_ACCESS_KEY", AWS_KEY)
-                .env("AWS_EC2_METADATA_DISABLED", "true");
+            with_moto_credentials(&mut c);
         }
+        c
+    }
+
+    /// [`Store::cmd`] with the static credentials the tests give moto, whatever store
+    /// this is (for a `--store` URL on moto).
+    pub fn moto_cmd(&self, args: &[&str]) -> Command {
+        let mut c = self.cmd(args);
+        with_moto_credentials(&mut c);
         c
     }
 
@@ -248,6 +262,13 @@ impl Store {
         assert!(ok, "{} not written within {limit:?}", path.display());
         read_line(&path).unwrap_or_default()
     }
+}
+
+/// Gives `c` the static credentials the tests give moto.
+fn with_moto_credentials(c: &mut Command) {
+    c.env("AWS_ACCESS_KEY_ID", AWS_KEY)
+        .env("AWS_SECRET_ACCESS_KEY", AWS_KEY)
+        .env("AWS_EC2_METADATA_DISABLED", "true");
 }
 
 impl Drop for Store {
