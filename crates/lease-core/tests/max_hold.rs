@@ -27,6 +27,13 @@ async fn granted_at(client: &LeaseClient, name: &str, ttl: Duration) -> (Instant
     }
 }
 
+/// An in-process store that counts its calls, and a client on it.
+fn counted() -> (CountingStore<MemoryStore>, LeaseClient) {
+    let store = CountingStore::new(MemoryStore::new());
+    let client = LeaseClient::new(store.clone());
+    (store, client)
+}
+
 /// `name` through `client` for `ttl`, held for `cap` at the most.
 async fn capped(client: &LeaseClient, name: &str, ttl: Duration, cap: Duration) -> leasehold_core::Lease {
     let options = AcquireOptions::new(ttl).max_hold(cap);
@@ -38,8 +45,7 @@ async fn capped(client: &LeaseClient, name: &str, ttl: Duration, cap: Duration) 
 
 #[tokio::test(start_paused = true)]
 async fn a_capped_lease_ends_at_the_cap_and_is_taken_over_only_after_its_ttl() {
-    let store = CountingStore::new(MemoryStore::new());
-    let client = LeaseClient::new(store.clone());
+    let (store, client) = counted();
     let t0 = Instant::now();
     let lease = capped(&client, "capped", S(9), S(20)).await;
     assert_eq!(lease.hold_until(), Some(t0 + S(20)));
@@ -91,8 +97,7 @@ async fn on_an_observation_store_the_loss_comes_before_any_takeover() {
 
 #[tokio::test(start_paused = true)]
 async fn a_cap_within_the_ttl_needs_no_renewal() {
-    let store = CountingStore::new(MemoryStore::new());
-    let client = LeaseClient::new(store.clone());
+    let (store, client) = counted();
     // The cap before the grant's own validity: it ends exactly at the cap.
     let t0 = Instant::now();
     let lease = capped(&client, "short", S(30), S(10)).await;
@@ -160,8 +165,7 @@ async fn a_zero_cap_is_invalid_and_a_timeout_still_applies() {
         ClientConfig::builder().max_hold(Duration::ZERO).build(),
         Err(Error::InvalidInput { what: "max_hold", .. })
     ));
-    let store = CountingStore::new(MemoryStore::new());
-    let client = LeaseClient::new(store.clone());
+    let (store, client) = counted();
     let zero = AcquireOptions::new(S(9)).max_hold(Duration::ZERO);
     assert!(matches!(
         client.try_acquire_with("zero", &zero).await,
