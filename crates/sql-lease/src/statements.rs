@@ -199,6 +199,11 @@ impl Placeholders {
         }
     }
 
+    /// The placeholders of `args`, numbered (or, on MySQL, bound) in this order.
+    fn all<const N: usize>(&mut self, args: [Arg; N]) -> [String; N] {
+        args.map(|a| self.get(a))
+    }
+
     fn finish(self, sql: String) -> LeaseStatement {
         self.finish_with(sql, Reply::Rows)
     }
@@ -208,29 +213,6 @@ impl Placeholders {
             sql: sql.into(),
             args: self.args,
             reply,
-        }
-    }
-}
-
-/// The placeholders of a write on a version, numbered in this order.
-struct VersionArgs {
-    name: String,
-    holder: String,
-    token: String,
-    ttl: String,
-    wall: String,
-    ver: String,
-}
-
-impl VersionArgs {
-    fn get(p: &mut Placeholders) -> Self {
-        Self {
-            name: p.get(Arg::Name),
-            holder: p.get(Arg::Holder),
-            token: p.get(Arg::Token),
-            ttl: p.get(Arg::TtlMs),
-            wall: p.get(Arg::WallMs),
-            ver: p.get(Arg::Version),
         }
     }
 }
@@ -355,6 +337,25 @@ impl Postgres {
         )
     }
 
+    /// An `UPDATE … SET {set}` of the row this grant holds, guarded on its version,
+    /// holder and token. The holder and the token are compared, never written: an
+    /// operator's change to either (the version untouched) refuses the write instead of
+    /// being undone, and a row given to someone else stays as it is.
+    fn held_write(&self, mut p: Placeholders, set: impl FnOnce(&mut Placeholders) -> String) -> LeaseStatement {
+        let t = &self.t;
+        let [name, holder, token, ver] = p.all([Arg::Name, Arg::Holder, Arg::Token, Arg::Version]);
+        let guard = |a: &str| {
+            format!(
+                "{a}.version = {ver} AND NOT {a}.deleted AND {a}.holder = {holder} AND {a}.fence_token = {token} AND {}",
+                Self::valid(a, &holder)
+            )
+        };
+        let set = set(&mut p);
+        let write = format!("UPDATE {t} AS l SET {set} WHERE l.name = {name} AND {}", guard("l"));
+        let sql = self.with_current(&write, &guard("c"), &mut p);
+        p.finish(sql)
+    }
+
     fn statements(&self) -> Statements {
         let t = &self.t;
         let read = {
@@ -367,12 +368,7 @@ impl Postgres {
             p.finish(sql)
         };
         let insert = |p: &mut Placeholders, token: &str, on_conflict: &str| {
-            let (name, holder, ttl, wall) = (
-                p.get(Arg::Name),
-                p.get(Arg::Holder),
-                p.get(Arg::TtlMs),
-                p.get(Arg::WallMs),
-            );
+            let [name, holder, ttl, wall] = p.all([Arg::Name, Arg::Holder, Arg::TtlMs, Arg::WallMs]);
             let token = if token == "arg" {
                 p.get(Arg::Token)
             } else {
@@ -407,14 +403,14 @@ impl Postgres {
         };
         let write_version = {
             let mut p = Placeholders::new(Dialect::Postgres);
-            let VersionArgs {
-                name,
-                holder,
-                token,
-                ttl,
-                wall,
-                ver,
-            } = VersionArgs::get(&mut p);
+            let [name, holder, token, ttl, wall, ver] = p.all([
+                Arg::Name,
+                Arg::Holder,
+                Arg::Token,
+                Arg::TtlMs,
+                Arg::WallMs,
+                Arg::Version,
+            ]);
             let write = format!(
                 "UPDATE {t} AS l SET holder = {holder}, fence_token = {token}, version = l.version + 1, ttl_ms = {ttl}, \
                  acquired_at = CASE WHEN l.holder IS NOT DISTINCT FROM {holder} AND l.fence_token = {token} \
@@ -430,55 +426,19 @@ impl Postgres {
             let sql = self.with_current(&write, &stale, &mut p);
             p.finish(sql)
         };
-        let renew = {
-            let mut p = Placeholders::new(Dialect::Postgres);
-            let VersionArgs {
-                name,
-                holder,
-                token,
-                ttl,
-                wall,
-                ver,
-            } = VersionArgs::get(&mut p);
-            // The holder and the token are compared, never written: an operator's change
-            // to either (the version untouched) refuses the renewal instead of being undone.
-            let guard = |a: &str| {
-                format!(
-                    "{a}.version = {ver} AND NOT {a}.deleted AND {a}.holder = {holder} AND {a}.fence_token = {token} AND {}",
-                    Self::valid(a, &holder)
-                )
-            };
-            let write = format!(
-                "UPDATE {t} AS l SET version = l.version + 1, ttl_ms = {ttl}, \
-                 expires_at = now() + {ttl} * interval '1 millisecond', wall_expires_at_ms = {wall} \
-                 WHERE l.name = {name} AND {}",
-                guard("l")
-            );
-            let sql = self.with_current(&write, &guard("c"), &mut p);
-            p.finish(sql)
-        };
-        let release = {
-            let mut p = Placeholders::new(Dialect::Postgres);
-            let [name, holder, token, ver] = [Arg::Name, Arg::Holder, Arg::Token, Arg::Version].map(|a| p.get(a));
-            // As a renewal, the holder and the token are compared, never written: a row an
-            // operator gave to someone else, or whose token they raised, stays as it is.
-            let guard = |a: &str| {
-                format!(
-                    "{a}.version = {ver} AND NOT {a}.deleted AND {a}.holder = {holder} AND {a}.fence_token = {token} AND {}",
-                    Self::valid(a, &holder)
-                )
-            };
-            let write = format!(
-                "UPDATE {t} AS l SET holder = NULL, version = l.version + 1, wall_expires_at_ms = NULL \
-                 WHERE l.name = {name} AND {}",
-                guard("l")
-            );
-            let sql = self.with_current(&write, &guard("c"), &mut p);
-            p.finish(sql)
-        };
+        let renew = self.held_write(Placeholders::new(Dialect::Postgres), |p| {
+            let [ttl, wall] = p.all([Arg::TtlMs, Arg::WallMs]);
+            format!(
+                "version = l.version + 1, ttl_ms = {ttl}, expires_at = now() + {ttl} * interval '1 millisecond', \
+                 wall_expires_at_ms = {wall}"
+            )
+        });
+        let release = self.held_write(Placeholders::new(Dialect::Postgres), |_| {
+            "holder = NULL, version = l.version + 1, wall_expires_at_ms = NULL".to_owned()
+        });
         let delete = {
             let mut p = Placeholders::new(Dialect::Postgres);
-            let (name, ver) = (p.get(Arg::Name), p.get(Arg::Version));
+            let [name, ver] = p.all([Arg::Name, Arg::Version]);
             let write = format!(
                 "UPDATE {t} AS l SET deleted = TRUE, holder = NULL, version = l.version + 1 \
                  WHERE l.name = {name} AND l.version = {ver} AND NOT l.deleted"
@@ -576,12 +536,37 @@ impl Sqlite {
         out
     }
 
+    /// An `UPDATE … SET {set}` of the row this grant holds, guarded on its version,
+    /// holder and token, compared and never written (see the Postgres statement). `set`
+    /// is given the write id, now and boot placeholders.
+    fn held_write(&self, set: impl FnOnce(&mut Placeholders, &str, &str, &str) -> String) -> LeaseStatement {
+        let t = &self.t;
+        let mut p = Placeholders::new(Dialect::Sqlite);
+        let [name, holder, token, ver, wid, now, boot] = p.all([
+            Arg::Name,
+            Arg::Holder,
+            Arg::Token,
+            Arg::Version,
+            Arg::WriteId,
+            Arg::NowMs,
+            Arg::BootId,
+        ]);
+        let set = set(&mut p, &wid, &now, &boot);
+        let sql = format!(
+            "UPDATE {t} AS l SET {set} WHERE l.name = {name} AND l.version = {ver} AND l.deleted = 0 \
+             AND l.holder = {holder} AND l.fence_token = {token} AND {} {}",
+            Self::valid(&now, &boot, &holder),
+            Self::returning(&wid, &now, &boot)
+        );
+        p.finish(sql)
+    }
+
     fn statements(&self) -> Statements {
         let t = &self.t;
         let read = {
             let mut p = Placeholders::new(Dialect::Sqlite);
             let name = p.get(Arg::Name);
-            let (now, boot) = (p.get(Arg::NowMs), p.get(Arg::BootId));
+            let [now, boot] = p.all([Arg::NowMs, Arg::BootId]);
             let sql = format!(
                 "SELECT 0 AS applied, 0 AS stale, deleted, holder, fence_token, version, ttl_ms, wall_expires_at_ms, \
                  {} FROM {t} WHERE name = {name}",
@@ -592,15 +577,15 @@ impl Sqlite {
         // Every write replaces the same columns from `excluded` (inserts) or from the
         // bound values (updates); only the token and version rules differ.
         let upsert = |p: &mut Placeholders, token_value: &str, cond: &str, token_set: &str| {
-            let (name, holder, ttl, wall, wid, now, boot) = (
-                p.get(Arg::Name),
-                p.get(Arg::Holder),
-                p.get(Arg::TtlMs),
-                p.get(Arg::WallMs),
-                p.get(Arg::WriteId),
-                p.get(Arg::NowMs),
-                p.get(Arg::BootId),
-            );
+            let [name, holder, ttl, wall, wid, now, boot] = p.all([
+                Arg::Name,
+                Arg::Holder,
+                Arg::TtlMs,
+                Arg::WallMs,
+                Arg::WriteId,
+                Arg::NowMs,
+                Arg::BootId,
+            ]);
             let token = if token_value == "arg" {
                 p.get(Arg::Token)
             } else {
@@ -632,7 +617,7 @@ impl Sqlite {
         let write_claimable = {
             let mut p = Placeholders::new(Dialect::Sqlite);
             // The clock's placeholders are numbered here, before the upsert names them.
-            let (now, boot, holder) = (p.get(Arg::NowMs), p.get(Arg::BootId), p.get(Arg::Holder));
+            let [now, boot, holder] = p.all([Arg::NowMs, Arg::BootId, Arg::Holder]);
             // A record of another boot is expired: its holder ran before the reboot.
             let cond = format!(
                 "((l.deleted <> 0 OR l.holder IS NULL OR l.boot_id <> {boot} OR l.expires_at_ms <= {now}) \
@@ -649,15 +634,15 @@ impl Sqlite {
         };
         let write_version = {
             let mut p = Placeholders::new(Dialect::Sqlite);
-            let VersionArgs {
-                name,
-                holder,
-                token,
-                ttl,
-                wall,
-                ver,
-            } = VersionArgs::get(&mut p);
-            let (wid, now, boot) = (p.get(Arg::WriteId), p.get(Arg::NowMs), p.get(Arg::BootId));
+            let [name, holder, token, ttl, wall, ver] = p.all([
+                Arg::Name,
+                Arg::Holder,
+                Arg::Token,
+                Arg::TtlMs,
+                Arg::WallMs,
+                Arg::Version,
+            ]);
+            let [wid, now, boot] = p.all([Arg::WriteId, Arg::NowMs, Arg::BootId]);
             // A foreign writer (an operator's `UPDATE`) can change the row without
             // touching its version: the token must not be above the new one (tokens never
             // go backwards) and the record must be valid (a corrupt one is reported, never
@@ -696,61 +681,20 @@ impl Sqlite {
             );
             p.finish(sql)
         };
-        let renew = {
-            let mut p = Placeholders::new(Dialect::Sqlite);
-            let VersionArgs {
-                name,
-                holder,
-                token,
-                ttl,
-                wall,
-                ver,
-            } = VersionArgs::get(&mut p);
-            let (wid, now, boot) = (p.get(Arg::WriteId), p.get(Arg::NowMs), p.get(Arg::BootId));
-            // The holder and the token are compared, never written (see the Postgres
-            // statement); a refused renewal returns no row, as a version write does.
-            let sql = format!(
-                "UPDATE {t} AS l SET version = l.version + 1, ttl_ms = {ttl}, expires_at_ms = {now} + {ttl}, \
-                 wall_expires_at_ms = {wall}, write_id = {wid}, boot_id = {boot} \
-                 WHERE l.name = {name} AND l.version = {ver} AND l.deleted = 0 AND l.holder = {holder} \
-                 AND l.fence_token = {token} AND {} {}",
-                Self::valid(&now, &boot, &holder),
-                Self::returning(&wid, &now, &boot)
-            );
-            p.finish(sql)
-        };
-        let release = {
-            let mut p = Placeholders::new(Dialect::Sqlite);
-            let [name, holder, token, ver, wid, now, boot] = [
-                Arg::Name,
-                Arg::Holder,
-                Arg::Token,
-                Arg::Version,
-                Arg::WriteId,
-                Arg::NowMs,
-                Arg::BootId,
-            ]
-            .map(|a| p.get(a));
-            // The holder and the token are compared, never written (see the Postgres
-            // statement); a refused release returns no row, as a renewal does.
-            let sql = format!(
-                "UPDATE {t} AS l SET holder = NULL, version = l.version + 1, wall_expires_at_ms = NULL, write_id = {wid} \
-                 WHERE l.name = {name} AND l.version = {ver} AND l.deleted = 0 AND l.holder = {holder} \
-                 AND l.fence_token = {token} AND {} {}",
-                Self::valid(&now, &boot, &holder),
-                Self::returning(&wid, &now, &boot)
-            );
-            p.finish(sql)
-        };
+        // A refused renewal or release returns no row, as a version write does.
+        let renew = self.held_write(|p, wid, now, boot| {
+            let [ttl, wall] = p.all([Arg::TtlMs, Arg::WallMs]);
+            format!(
+                "version = l.version + 1, ttl_ms = {ttl}, expires_at_ms = {now} + {ttl}, \
+                 wall_expires_at_ms = {wall}, write_id = {wid}, boot_id = {boot}"
+            )
+        });
+        let release = self.held_write(|_, wid, _, _| {
+            format!("holder = NULL, version = l.version + 1, wall_expires_at_ms = NULL, write_id = {wid}")
+        });
         let delete = {
             let mut p = Placeholders::new(Dialect::Sqlite);
-            let (name, ver, wid, now, boot) = (
-                p.get(Arg::Name),
-                p.get(Arg::Version),
-                p.get(Arg::WriteId),
-                p.get(Arg::NowMs),
-                p.get(Arg::BootId),
-            );
+            let [name, ver, wid, now, boot] = p.all([Arg::Name, Arg::Version, Arg::WriteId, Arg::NowMs, Arg::BootId]);
             let cond = format!("(l.version = {ver} AND l.deleted = 0)");
             let set = Self::guarded_set(
                 &cond,
@@ -847,18 +791,13 @@ impl MySql {
     ) -> LeaseStatement {
         let t = &self.t;
         let now = MYSQL_NOW_MS;
-        let (name, holder) = (p.get(Arg::Name), p.get(Arg::Holder));
+        let [name, holder] = p.all([Arg::Name, Arg::Holder]);
         let token = if claim {
             "LAST_INSERT_ID(1)".to_owned()
         } else {
             format!("LAST_INSERT_ID({})", p.get(Arg::Token))
         };
-        let (wid, ttl, ttl2, wall) = (
-            p.get(Arg::WriteId),
-            p.get(Arg::TtlMs),
-            p.get(Arg::TtlMs),
-            p.get(Arg::WallMs),
-        );
+        let [wid, ttl, ttl2, wall] = p.all([Arg::WriteId, Arg::TtlMs, Arg::TtlMs, Arg::WallMs]);
         let mut sql = format!(
             "INSERT INTO {t} (name, holder, fence_token, version, ttl_ms, acquired_at_ms, expires_at_ms, \
              wall_expires_at_ms, deleted) VALUES ({name}, {holder}, {token}, {wid}, {ttl}, {now}, {now} + {ttl2}, {wall}, 0) \
@@ -895,6 +834,22 @@ impl MySql {
         }
     }
 
+    /// An `UPDATE … SET {set}` of the row this grant holds, guarded on its version,
+    /// holder and token, compared and never written (see Postgres). MySQL binds each `?`
+    /// in the order it appears: `set`'s first.
+    fn held_write(&self, reply: Reply, set: impl FnOnce(&mut Placeholders) -> String) -> LeaseStatement {
+        let t = &self.t;
+        let mut p = Placeholders::new(Dialect::MySql);
+        let set = set(&mut p);
+        let [name, ver, holder, token] = p.all([Arg::Name, Arg::Version, Arg::Holder, Arg::Token]);
+        let valid = Self::valid(&mut p);
+        let sql = format!(
+            "UPDATE {t} SET {set} WHERE name = {name} AND version = {ver} AND deleted = 0 AND holder = {holder} \
+             AND fence_token = {token} AND {valid}"
+        );
+        p.finish_with(sql, reply)
+    }
+
     fn statements(&self) -> Statements {
         let t = &self.t;
         let now = MYSQL_NOW_MS;
@@ -921,16 +876,16 @@ impl MySql {
             let mut p = Placeholders::new(Dialect::MySql);
             // `acquired_at_ms` first: MySQL's later assignments see the earlier ones, and
             // this one compares the holder and token the row had.
-            let (h, tok) = (p.get(Arg::Holder), p.get(Arg::Token));
-            let (holder, token, wid, ttl, ttl2, wall) = (
-                p.get(Arg::Holder),
-                p.get(Arg::Token),
-                p.get(Arg::WriteId),
-                p.get(Arg::TtlMs),
-                p.get(Arg::TtlMs),
-                p.get(Arg::WallMs),
-            );
-            let (name, ver, guard_token) = (p.get(Arg::Name), p.get(Arg::Version), p.get(Arg::Token));
+            let [h, tok] = p.all([Arg::Holder, Arg::Token]);
+            let [holder, token, wid, ttl, ttl2, wall] = p.all([
+                Arg::Holder,
+                Arg::Token,
+                Arg::WriteId,
+                Arg::TtlMs,
+                Arg::TtlMs,
+                Arg::WallMs,
+            ]);
+            let [name, ver, guard_token] = p.all([Arg::Name, Arg::Version, Arg::Token]);
             // A foreign writer can change the row without its version (see Postgres).
             let valid = Self::valid(&mut p);
             let sql = format!(
@@ -941,46 +896,17 @@ impl MySql {
             );
             p.finish_with(sql, Reply::Affected { deletes: false })
         };
-        let renew = {
-            let mut p = Placeholders::new(Dialect::MySql);
-            let (wid, ttl, ttl2, wall) = (
-                p.get(Arg::WriteId),
-                p.get(Arg::TtlMs),
-                p.get(Arg::TtlMs),
-                p.get(Arg::WallMs),
-            );
-            let (name, ver, holder, token) = (
-                p.get(Arg::Name),
-                p.get(Arg::Version),
-                p.get(Arg::Holder),
-                p.get(Arg::Token),
-            );
-            let valid = Self::valid(&mut p);
-            // The holder and the token are compared, never written (see Postgres).
-            let sql = format!(
-                "UPDATE {t} SET version = {wid}, ttl_ms = {ttl}, expires_at_ms = {now} + {ttl2}, wall_expires_at_ms = {wall} \
-                 WHERE name = {name} AND version = {ver} AND deleted = 0 AND holder = {holder} \
-                 AND fence_token = {token} AND {valid}"
-            );
-            p.finish_with(sql, Reply::Affected { deletes: false })
-        };
-        let release = {
-            let mut p = Placeholders::new(Dialect::MySql);
-            // MySQL binds each `?` in the order it appears.
-            let [wid, name, ver, holder, token] =
-                [Arg::WriteId, Arg::Name, Arg::Version, Arg::Holder, Arg::Token].map(|a| p.get(a));
-            let valid = Self::valid(&mut p);
-            // The holder and the token are compared, never written (see Postgres).
-            let sql = format!(
-                "UPDATE {t} SET holder = NULL, version = {wid}, wall_expires_at_ms = NULL \
-                 WHERE name = {name} AND version = {ver} AND deleted = 0 AND holder = {holder} \
-                 AND fence_token = {token} AND {valid}"
-            );
-            p.finish_with(sql, Reply::Vacates)
-        };
+        let renew = self.held_write(Reply::Affected { deletes: false }, |p| {
+            let [wid, ttl, ttl2, wall] = p.all([Arg::WriteId, Arg::TtlMs, Arg::TtlMs, Arg::WallMs]);
+            format!("version = {wid}, ttl_ms = {ttl}, expires_at_ms = {now} + {ttl2}, wall_expires_at_ms = {wall}")
+        });
+        let release = self.held_write(Reply::Vacates, |p| {
+            let [wid] = p.all([Arg::WriteId]);
+            format!("holder = NULL, version = {wid}, wall_expires_at_ms = NULL")
+        });
         let delete = {
             let mut p = Placeholders::new(Dialect::MySql);
-            let (wid, name, ver) = (p.get(Arg::WriteId), p.get(Arg::Name), p.get(Arg::Version));
+            let [wid, name, ver] = p.all([Arg::WriteId, Arg::Name, Arg::Version]);
             let sql = format!(
                 "UPDATE {t} SET deleted = 1, holder = NULL, version = {wid} WHERE name = {name} AND version = {ver} AND deleted = 0"
             );

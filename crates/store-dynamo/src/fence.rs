@@ -100,9 +100,7 @@ impl ItemFence {
         if attribute.is_empty() || attribute.len() > MAX_ATTRIBUTE_NAME_LEN {
             return Err(Error::invalid("fence attribute", "must be 1 to 65535 bytes"));
         }
-        if token == FencingToken::ZERO {
-            return Err(Error::invalid("fencing token", "0 is never issued"));
-        }
+        leasehold_core::fence::issued(token)?;
         Ok(Self {
             attribute,
             token,
@@ -110,19 +108,7 @@ impl ItemFence {
         })
     }
 
-    /// Uses the strict guard `mark < :token` (one write per grant).
-    #[must_use]
-    pub fn strict(mut self) -> Self {
-        self.mode = FenceMode::Newer;
-        self
-    }
-
-    /// Uses the given guard mode.
-    #[must_use]
-    pub fn mode(mut self, mode: FenceMode) -> Self {
-        self.mode = mode;
-        self
-    }
+    leasehold_core::fence::fence_mode_setters!(mode);
 
     /// The fence attribute.
     pub fn attribute(&self) -> &str {

@@ -113,9 +113,7 @@ impl KeyFence {
     pub fn new(key: impl Into<Vec<u8>>, token: FencingToken) -> Result<Self> {
         let key = key.into();
         check_key(&key)?;
-        if token == FencingToken::ZERO {
-            return Err(Error::invalid("fencing token", "token 0 is never issued"));
-        }
+        leasehold_core::fence::issued(token)?;
         Ok(Self {
             key,
             token,
@@ -123,18 +121,7 @@ impl KeyFence {
         })
     }
 
-    /// Uses the strict guard `mark < token` (one write per grant).
-    #[must_use]
-    pub fn strict(self) -> Self {
-        self.mode(FenceMode::Newer)
-    }
-
-    /// Uses the given guard mode.
-    #[must_use]
-    pub fn mode(mut self, mode: FenceMode) -> Self {
-        self.mode = mode;
-        self
-    }
+    leasehold_core::fence::fence_mode_setters!(mode);
 
     /// The protected key.
     pub fn key(&self) -> &[u8] {

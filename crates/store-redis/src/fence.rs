@@ -106,18 +106,7 @@ impl HashFence {
         self
     }
 
-    /// Uses the strict guard `mark < token` (one write per grant).
-    #[must_use]
-    pub fn strict(self) -> Self {
-        self.mode(FenceMode::Newer)
-    }
-
-    /// Uses the given guard.
-    #[must_use]
-    pub fn mode(mut self, mode: FenceMode) -> Self {
-        self.mode = mode;
-        self
-    }
+    leasehold_core::fence::fence_mode_setters!(mode);
 
     /// Sets `field` to `value` (`HSET`).
     #[must_use]
@@ -146,9 +135,7 @@ impl HashFence {
     }
 
     fn validate(&self, token: FencingToken) -> Result<()> {
-        if token == FencingToken::ZERO {
-            return Err(Error::invalid("fencing token", "0 is never issued"));
-        }
+        leasehold_core::fence::issued(token)?;
         token.to_i64()?;
         if self.key.is_empty() {
             return Err(Error::invalid("fenced write", "empty resource key"));

@@ -85,6 +85,36 @@ pub struct Manifest {
 /// // A stale holder gets Err(Error::FenceRejected { .. }) and must stop.
 /// # let _ = base; Ok(()) }
 /// ```
+///
+/// In the strict mode ([`ManifestFence::strict`], `mark < token`: one write per grant), a
+/// commit also refuses a token equal to the base manifest's, and [`ManifestFence::fence`]
+/// is itself that one write (see there):
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold_core::Result<()> {
+/// use leasehold_core::{Error, FencingToken, fence::FenceMode, store::Version};
+/// use leasehold_s3::{Manifest, S3Config, S3Store};
+///
+/// // Nothing listens on port 9: the refusals below send no request.
+/// let client = leasehold_s3::local_client("http://127.0.0.1:9");
+/// let store = S3Store::new(client, S3Config::new("my-bucket", "leases")?);
+/// let base = Manifest {
+///     token: FencingToken::new(3),
+///     data: b"data/v1.parquet".to_vec(),
+///     version: Version::new("\"etag-1\""),
+/// };
+/// // Token 3 committed the base, so a strict commit with token 3 is refused at once.
+/// let manifest = store.manifest("tables/orders/_manifest")?.strict();
+/// let again = manifest.commit(FencingToken::new(3), Some(&base), b"data/v2.parquet".to_vec());
+/// assert!(matches!(again.await, Err(Error::FenceRejected { .. })));
+/// // In the default mode the same token passes (it would send the PUT); an older one
+/// // is refused in either mode.
+/// let manifest = manifest.mode(FenceMode::NotOlder);
+/// let stale = manifest.commit(FencingToken::new(2), Some(&base), b"x".to_vec());
+/// assert!(matches!(stale.await, Err(Error::FenceRejected { .. })));
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct ManifestFence {
     bucket: Arc<Bucket>,
@@ -125,46 +155,7 @@ impl ManifestFence {
         })
     }
 
-    /// Uses the strict guard `mark < token`: one write per grant. A commit then also
-    /// refuses a token equal to the base manifest's, and [`ManifestFence::fence`] is
-    /// itself that one write (see there).
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> leasehold_core::Result<()> {
-    /// use leasehold_core::{Error, FencingToken, fence::FenceMode, store::Version};
-    /// use leasehold_s3::{Manifest, S3Config, S3Store};
-    ///
-    /// // Nothing listens on port 9: the refusals below send no request.
-    /// let client = leasehold_s3::local_client("http://127.0.0.1:9");
-    /// let store = S3Store::new(client, S3Config::new("my-bucket", "leases")?);
-    /// let base = Manifest {
-    ///     token: FencingToken::new(3),
-    ///     data: b"data/v1.parquet".to_vec(),
-    ///     version: Version::new("\"etag-1\""),
-    /// };
-    /// // Token 3 committed the base, so a strict commit with token 3 is refused at once.
-    /// let manifest = store.manifest("tables/orders/_manifest")?.strict();
-    /// let again = manifest.commit(FencingToken::new(3), Some(&base), b"data/v2.parquet".to_vec());
-    /// assert!(matches!(again.await, Err(Error::FenceRejected { .. })));
-    /// // In the default mode the same token passes (it would send the PUT); an older one
-    /// // is refused in either mode.
-    /// let manifest = manifest.mode(FenceMode::NotOlder);
-    /// let stale = manifest.commit(FencingToken::new(2), Some(&base), b"x".to_vec());
-    /// assert!(matches!(stale.await, Err(Error::FenceRejected { .. })));
-    /// # Ok(()) }
-    /// ```
-    #[must_use]
-    pub fn strict(self) -> Self {
-        self.mode(FenceMode::Newer)
-    }
-
-    /// Uses the given guard mode ([`FenceMode::NotOlder`] unless set).
-    #[must_use]
-    pub fn mode(mut self, mode: FenceMode) -> Self {
-        self.mode = mode;
-        self
-    }
+    leasehold_core::fence::fence_mode_setters!(mode);
 
     /// The object key.
     pub fn key(&self) -> &str {
@@ -218,9 +209,7 @@ impl ManifestFence {
         base: Option<&Manifest>,
         data: impl Into<Vec<u8>>,
     ) -> Result<FencedOutcome<Manifest, Option<Manifest>>> {
-        if token == FencingToken::ZERO {
-            return Err(Error::invalid("fencing token", "0 is never issued"));
-        }
+        leasehold_core::fence::issued(token)?;
         if let Some(refused) = self.refusal(base, token) {
             return Err(refused);
         }

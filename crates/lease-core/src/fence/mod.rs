@@ -40,6 +40,9 @@ mod sql;
 
 pub use sql::{Dialect, FencedStatement, FencedUpdate, Ident, Param};
 
+#[doc(inline)]
+pub use crate::fence_mode_setters;
+
 use crate::{Error, FencingToken, Result};
 
 /// The guard's comparison of the resource's high-water mark with the writer's token.
@@ -83,6 +86,54 @@ impl FenceMode {
             Self::Newer => mark < token,
         }
     }
+}
+
+/// `token`, or [`Error::InvalidInput`] for token 0, which no grant carries: every fence
+/// refuses it before anything is sent.
+///
+/// ```
+/// use leasehold_core::{Error, FencingToken, fence::issued};
+/// assert_eq!(issued(FencingToken::new(3))?, FencingToken::new(3));
+/// assert!(matches!(issued(FencingToken::ZERO), Err(Error::InvalidInput { .. })));
+/// # Ok::<(), Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::InvalidInput`] for [`FencingToken::ZERO`].
+pub fn issued(token: FencingToken) -> Result<FencingToken> {
+    if token == FencingToken::ZERO {
+        return Err(Error::invalid("fencing token", "token 0 is never issued"));
+    }
+    Ok(token)
+}
+
+/// The two mode setters every store's fence has, `strict()` and `mode(mode)`, for a
+/// fence type whose guard mode is in the field named here (an implementor's helper:
+/// each fence keeps them as inherent methods, with no trait to import).
+///
+/// ```
+/// use leasehold_core::fence::FenceMode;
+/// struct MyFence { mode: FenceMode }
+/// impl MyFence { leasehold_core::fence::fence_mode_setters!(mode); }
+/// assert_eq!(MyFence { mode: FenceMode::NotOlder }.strict().mode, FenceMode::Newer);
+/// ```
+#[doc(hidden)] // at the crate root, where `macro_export` puts it; documented here
+#[macro_export]
+macro_rules! fence_mode_setters {
+    ($field:ident) => {
+        /// Uses the strict guard `mark < token`: one write per grant.
+        #[must_use]
+        pub fn strict(self) -> Self {
+            self.mode($crate::fence::FenceMode::Newer)
+        }
+
+        /// Uses the given guard mode (`FenceMode::NotOlder`, `mark <= token`, unless set).
+        #[must_use]
+        pub fn mode(mut self, mode: $crate::fence::FenceMode) -> Self {
+            self.$field = mode;
+            self
+        }
+    };
 }
 
 /// What a fenced write did when its guard passed. A refused guard is never an outcome:

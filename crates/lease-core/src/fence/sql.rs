@@ -185,19 +185,7 @@ impl FencedUpdate {
         Ok(self)
     }
 
-    /// Uses the strict guard `last_token < :token` (one write per grant).
-    #[must_use]
-    pub fn strict(mut self) -> Self {
-        self.mode = FenceMode::Newer;
-        self
-    }
-
-    /// Uses the given guard mode.
-    #[must_use]
-    pub fn mode(mut self, mode: FenceMode) -> Self {
-        self.mode = mode;
-        self
-    }
+    crate::fence_mode_setters!(mode);
 
     /// The table written.
     pub fn table(&self) -> &Ident {
