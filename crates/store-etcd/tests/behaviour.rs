@@ -193,14 +193,7 @@ async fn an_abandoned_record_expires_at_its_ttl() {
     let store = common::store("abandoned").await;
     let n = name("abandoned");
     let written_at = Instant::now();
-    let s = match store
-        .write(&n, &Precondition::Absent, &held("h", 1, 400))
-        .await
-        .expect("write")
-    {
-        CasOutcome::Written(s) => s,
-        CasOutcome::Conflict(c) => panic!("conflict {c:?}"),
-    };
+    let s = leasehold_testkit::write_ok(&store, &n, &Precondition::Absent, &held("h", 1, 400)).await;
     // etcd holds it for its session's whole-second TTL (at least 2 s), and says so.
     let ttl = s.record.ttl.get();
     assert!(ttl >= Duration::from_secs(1) && ttl.subsec_nanos() == 0, "{ttl:?}");
@@ -218,14 +211,7 @@ async fn an_abandoned_record_expires_at_its_ttl() {
     assert!(gone_after >= ttl, "deleted before its TTL: {gone_after:?}");
     assert!(store.stats().expiry_deletes >= 1);
     // The next claim continues the token sequence.
-    let again = match store
-        .write(&n, &Precondition::Claimable, &held("h2", 1, 400))
-        .await
-        .expect("claim")
-    {
-        CasOutcome::Written(s) => s,
-        CasOutcome::Conflict(c) => panic!("conflict {c:?}"),
-    };
+    let again = leasehold_testkit::write_ok(&store, &n, &Precondition::Claimable, &held("h2", 1, 400)).await;
     assert_eq!(again.record.token, FencingToken::new(2));
     common::cleanup(&store).await;
 }
@@ -521,14 +507,7 @@ async fn bad_input_is_refused_before_sending() {
 async fn renew_is_truthful_without_a_transaction() {
     let store = common::store("renew").await;
     let n = name("renew");
-    let a = match store
-        .write(&n, &Precondition::Absent, &held("a", 1, 1500))
-        .await
-        .expect("a")
-    {
-        CasOutcome::Written(s) => s,
-        CasOutcome::Conflict(c) => panic!("{c:?}"),
-    };
+    let a = leasehold_testkit::write_ok(&store, &n, &Precondition::Absent, &held("a", 1, 1500)).await;
     let s0 = store.stats();
     match store.renew(&n, &a.version, &a.record).await.expect("renew") {
         CasOutcome::Written(s) => assert_eq!(s.version, a.version, "renewal rewrote the record"),
@@ -546,14 +525,13 @@ async fn renew_is_truthful_without_a_transaction() {
     ));
     assert_eq!(store.stats().since(&s0).txns, 0);
     // Replaced through this store: the conflict names the new record.
-    let b = match store
-        .write(&n, &Precondition::Version(a.version.clone()), &held("b", 2, 1500))
-        .await
-        .expect("b")
-    {
-        CasOutcome::Written(s) => s,
-        CasOutcome::Conflict(c) => panic!("{c:?}"),
-    };
+    let b = leasehold_testkit::write_ok(
+        &store,
+        &n,
+        &Precondition::Version(a.version.clone()),
+        &held("b", 2, 1500),
+    )
+    .await;
     match store.renew(&n, &a.version, &a.record).await.expect("stale renew") {
         CasOutcome::Conflict(leasehold_core::store::Current::Present(s)) => assert_eq!(s.version, b.version),
         other => panic!("{other:?}"),

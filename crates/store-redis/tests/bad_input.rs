@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use leasehold_core::{
     AcquireOutcome, ClientConfig, Error, FencingToken, HolderId, LeaseClient, LeaseName, Ttl,
-    store::{CasOutcome, CasStore, LeaseRecord, Precondition},
+    store::{CasStore, LeaseRecord, Precondition},
 };
 use leasehold_redis::{HashFence, RedisConfig, RedisStore, read_high_water};
 use redis::aio::{ConnectionManagerConfig, MultiplexedConnection};
@@ -292,14 +292,8 @@ async fn a_script_missing_from_the_cache_is_reloaded_and_runs_once() {
     // A write right after SCRIPT FLUSH: EVALSHA -> NOSCRIPT, SCRIPT LOAD, EVALSHA.
     flush(&mut admin).await;
     wire.requests().await;
-    let first = match store
-        .write(&name, &Precondition::Claimable, &record("a", 1, 5_000))
-        .await
-        .expect("write after SCRIPT FLUSH")
-    {
-        CasOutcome::Written(s) => s,
-        other => panic!("{other:?}"),
-    };
+    // After SCRIPT FLUSH.
+    let first = leasehold_testkit::write_ok(&store, &name, &Precondition::Claimable, &record("a", 1, 5_000)).await;
     assert_eq!(
         wire.requests().await,
         noscript_path,
@@ -320,9 +314,7 @@ async fn a_script_missing_from_the_cache_is_reloaded_and_runs_once() {
         .renew(&name, &first.version, &record("a", 1, 5_000))
         .await
         .expect("renew after flush");
-    let CasOutcome::Written(renewed) = renewed else {
-        panic!("{renewed:?}")
-    };
+    let renewed = leasehold_testkit::written(renewed, "renew after flush");
     flush(&mut admin).await;
     assert_eq!(support::seed(&store, &name, 10).await, 10, "seed after flush");
     flush(&mut admin).await;
@@ -492,16 +484,7 @@ async fn list_scans_only_record_keys_under_a_literal_prefix() {
     let write = |store: &RedisStore<MultiplexedConnection>, n: &str| {
         let store = store.clone();
         let n = LeaseName::new(n).expect("name");
-        async move {
-            match store
-                .write(&n, &Precondition::Absent, &record("lister", 1, 60_000))
-                .await
-                .expect("write")
-            {
-                CasOutcome::Written(s) => s,
-                CasOutcome::Conflict(c) => panic!("{n}: {c:?}"),
-            }
-        }
+        async move { leasehold_testkit::write_ok(&store, &n, &Precondition::Absent, &record("lister", 1, 60_000)).await }
     };
     write(&store, "jobs/a").await;
     write(&store, "jobs/c").await;

@@ -12,9 +12,10 @@ use futures::StreamExt;
 use leasehold_core::testing::process::poll_async;
 use leasehold_core::{
     AcquireOutcome, ClientConfig, FencingToken, HolderId, LeaseClient, LeaseName, Ttl,
-    store::{CasOutcome, CasStore, DeleteOutcome, LeaseRecord, Precondition, Stored, Version},
+    store::{CasStore, DeleteOutcome, LeaseRecord, Precondition, Version},
 };
 use leasehold_redis::{RedisConfig, RedisStore};
+use leasehold_testkit::write_ok;
 use redis::aio::MultiplexedConnection;
 use tokio::time::Instant;
 
@@ -51,16 +52,6 @@ fn held(holder: &str) -> LeaseRecord {
     )
 }
 
-async fn written<C>(store: &RedisStore<C>, name: &LeaseName, expect: Precondition, record: &LeaseRecord) -> Stored
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
-{
-    match store.write(name, &expect, record).await.expect("write") {
-        CasOutcome::Written(s) => s,
-        other => panic!("{other:?}"),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_releases_and_deletes_publish_and_they_publish_their_version() {
     let store = support::shared_store("publish").await;
@@ -76,18 +67,16 @@ async fn only_releases_and_deletes_publish_and_they_publish_their_version() {
     let mut messages = messages.into_on_message();
 
     let record = held("h");
-    let mut now = written(&store, &name, Precondition::Claimable, &record).await;
+    let mut now = write_ok(&store, &name, &Precondition::Claimable, &record).await;
     for _ in 0..3 {
-        now = match store.renew(&name, &now.version, &now.record).await.expect("renew") {
-            CasOutcome::Written(s) => s,
-            other => panic!("{other:?}"),
-        };
+        let renewed = store.renew(&name, &now.version, &now.record).await.expect("renew");
+        now = leasehold_testkit::written(renewed, "renew");
     }
-    let released = written(&store, &name, Precondition::Version(now.version), &record.vacated()).await;
-    let again = written(
+    let released = write_ok(&store, &name, &Precondition::Version(now.version), &record.vacated()).await;
+    let again = write_ok(
         &store,
         &name,
-        Precondition::Version(released.version.clone()),
+        &Precondition::Version(released.version.clone()),
         &held("h"),
     )
     .await;
@@ -158,7 +147,7 @@ async fn a_message_that_is_not_a_version_wakes_nobody() {
     let mut admin = support::admin(&support::shared_url()).await;
     let name = LeaseName::new("foreign").expect("name");
     let channel = store.keys().channel(&name);
-    let now = written(&store, &name, Precondition::Absent, &held("h")).await;
+    let now = write_ok(&store, &name, &Precondition::Absent, &held("h")).await;
     let waiter = {
         let (store, name, seen) = (store.clone(), name.clone(), now.version.clone());
         tokio::spawn(async move { timed_wait(&store, &name, Some(&seen), Duration::from_millis(700)).await })
@@ -183,8 +172,8 @@ async fn a_message_that_is_not_a_version_wakes_nobody() {
 async fn a_change_before_the_wait_returns_at_once_and_no_change_waits_it_out() {
     let store = support::shared_store("wait-seen").await;
     let name = LeaseName::new("w").expect("name");
-    let v1 = written(&store, &name, Precondition::Absent, &held("h")).await;
-    let v2 = written(&store, &name, Precondition::Version(v1.version.clone()), &held("h")).await;
+    let v1 = write_ok(&store, &name, &Precondition::Absent, &held("h")).await;
+    let v2 = write_ok(&store, &name, &Precondition::Version(v1.version.clone()), &held("h")).await;
     // Seen v1, but it is v2 now: no need to wait.
     let waited = timed_wait(&store, &name, Some(&v1.version), Duration::from_secs(10)).await;
     assert!(waited < Duration::from_secs(2), "{waited:?}");
@@ -213,7 +202,7 @@ async fn a_lost_pubsub_connection_wakes_every_waiter_then_waiters_sleep_until_th
     let names = [LeaseName::new("a").expect("name"), LeaseName::new("b").expect("name")];
     let mut waiters = Vec::new();
     for name in &names {
-        let seen = written(&store, name, Precondition::Absent, &held("h")).await.version;
+        let seen = write_ok(&store, name, &Precondition::Absent, &held("h")).await.version;
         for _ in 0..2 {
             let (store, name, seen) = (store.clone(), name.clone(), seen.clone());
             let (started, running) = tokio::sync::oneshot::channel();

@@ -22,7 +22,8 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use leasehold_core::{AcquireOutcome, Lease, LeaseClient};
+use leasehold_core::store::{CasOutcome, CasStore, LeaseRecord, Precondition, Stored};
+use leasehold_core::{AcquireOutcome, Lease, LeaseClient, LeaseName};
 
 /// A variable the test cannot run without.
 ///
@@ -196,6 +197,35 @@ pub async fn granted(client: &LeaseClient, name: impl AsRef<str>, ttl: Duration,
         AcquireOutcome::Granted(l) => l,
         AcquireOutcome::Held { holder, token, .. } => panic!("{who}: {name} held by {holder:?} with {token}"),
     }
+}
+
+/// What `outcome` wrote.
+///
+/// # Panics
+/// If the write was refused (`what` names it in the message).
+pub fn written(outcome: CasOutcome, what: &str) -> Stored {
+    match outcome {
+        CasOutcome::Written(s) => s,
+        CasOutcome::Conflict(c) => panic!("{what}: refused, the record is {c:?}"),
+    }
+}
+
+/// Writes `record` as `name` in `store` if `expect` holds; what was written.
+///
+/// # Panics
+/// If the write fails or is refused.
+pub async fn write_ok<S>(store: &S, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Stored
+where
+    S: CasStore + ?Sized,
+{
+    let what = format!("write {name} ({expect:?})");
+    written(
+        store
+            .write(name, expect, record)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: {e}")),
+        &what,
+    )
 }
 
 /// What the spawned `task` returned, waiting `limit` at the most.
