@@ -222,37 +222,39 @@ fn record(fields: &[(&str, &str)]) -> String {
     format!("{{{}}}", parts.join(", "))
 }
 
+/// Fields of a valid record (see [`record`]) that make it no record: each case, the
+/// field, and its value in the JSON (`"<none>"` leaves the field out).
+const BAD_FIELDS: [(&str, &str, &str); 16] = [
+    ("a token that is a string", "token", "\"7\""),
+    ("a token of 0", "token", "0"),
+    ("a negative token", "token", "-1"),
+    ("a token beyond u64", "token", "123456789012345678901234567890"),
+    ("a fractional token", "token", "1.5"),
+    ("no token", "token", "<none>"),
+    ("an empty holder", "holder", "\"\""),
+    ("a holder with a space", "holder", "\"has space\""),
+    ("a holder that is a number", "holder", "1"),
+    ("a TTL of 0", "ttl_ms", "0"),
+    ("a TTL beyond Ttl::MAX", "ttl_ms", "18446744073709551615"),
+    ("a TTL that is a string", "ttl_ms", "\"1500\""),
+    ("a wall-clock expiry beyond u64", "wall_exp_ms", "1e30"),
+    ("a negative wall-clock expiry", "wall_exp_ms", "-1"),
+    ("an unknown format", "f", "2"),
+    ("an unknown extra field", "note", "\"set by hand\""),
+];
+
 /// Bodies that cannot be a record, as an operator, a restore or another program could
-/// leave them.
+/// leave them: no JSON object at all, each of [`BAD_FIELDS`], and a body too large.
 fn corrupt_bodies() -> Vec<(&'static str, String)> {
-    vec![
+    let mut bodies = vec![
         ("not JSON", "lease held by w1 until tomorrow".to_owned()),
         ("an empty body", String::new()),
         ("a JSON array", "[1, 2]".to_owned()),
-        ("a token that is a string", record(&[("token", "\"7\"")])),
-        ("a token of 0", record(&[("token", "0")])),
-        ("a negative token", record(&[("token", "-1")])),
-        (
-            "a token beyond u64",
-            record(&[("token", "123456789012345678901234567890")]),
-        ),
-        ("a fractional token", record(&[("token", "1.5")])),
-        ("no token", record(&[("token", "<none>")])),
-        ("an empty holder", record(&[("holder", "\"\"")])),
-        ("a holder with a space", record(&[("holder", "\"has space\"")])),
-        ("a holder that is a number", record(&[("holder", "1")])),
-        ("a TTL of 0", record(&[("ttl_ms", "0")])),
-        ("a TTL beyond Ttl::MAX", record(&[("ttl_ms", "18446744073709551615")])),
-        ("a TTL that is a string", record(&[("ttl_ms", "\"1500\"")])),
-        ("a wall-clock expiry beyond u64", record(&[("wall_exp_ms", "1e30")])),
-        ("a negative wall-clock expiry", record(&[("wall_exp_ms", "-1")])),
-        ("an unknown format", record(&[("f", "2")])),
-        ("an unknown extra field", record(&[("note", "\"set by hand\"")])),
-        (
-            "a body larger than any record",
-            format!("{{\"pad\": \"{}\"}}", "x".repeat(5_000)),
-        ),
-    ]
+    ];
+    bodies.extend(BAD_FIELDS.iter().map(|(what, k, v)| (*what, record(&[(k, v)]))));
+    let large = format!("{{\"pad\": \"{}\"}}", "x".repeat(5_000));
+    bodies.push(("a body larger than any record", large));
+    bodies
 }
 
 /// A read and grants of `name` report `CorruptRecord` at once (never granted, never
