@@ -77,6 +77,34 @@ fn bad_url(e: &(dyn std::error::Error + 'static)) -> Error {
     Error::invalid("store URL", chain(e))
 }
 
+/// A server SQL store (Postgres, MySQL): a pool of `options.max_connections` to
+/// `connect` (a URL the driver parses), the lease table provisioned if asked, and the
+/// store checked and made. The same steps for every database, by its backend's type.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+async fn open_sql<B>(url: &StoreUrl, connect: &str, options: &OpenOptions) -> Result<LeaseClient>
+where
+    B: leasehold_sql::SqlBackend,
+{
+    use leasehold_sql::{SqlConfig, SqlStore};
+    type ConnectOptions<B> =
+        <<<B as leasehold_sql::SqlBackend>::Db as sqlx::Database>::Connection as sqlx::Connection>::Options;
+    let connect: ConnectOptions<B> = connect.parse().map_err(|e: sqlx::Error| bad_url(&e))?;
+    let pool = sqlx::pool::PoolOptions::<B::Db>::new()
+        .max_connections(options.max_connections)
+        .acquire_timeout(options.connect_timeout)
+        .connect_with(connect)
+        .await
+        .map_err(|e| cannot_connect(url, &e))?;
+    let mut config = SqlConfig::new();
+    if let Some(t) = &options.table {
+        config = config.with_table(t)?;
+    }
+    if options.provision {
+        SqlStore::<B>::provision(&pool, &config).await?;
+    }
+    LeaseClient::with_config(SqlStore::<B>::new(pool, config).await?, options.client.clone())
+}
+
 /// An [`Error::Unavailable`] for a store that cannot be connected to.
 #[allow(dead_code)]
 fn cannot_connect(url: &StoreUrl, e: &(dyn std::error::Error + 'static)) -> Error {
@@ -140,49 +168,15 @@ impl StoreUrl {
                 LeaseClient::with_config(store, config)
             }
             #[cfg(feature = "postgres")]
-            Self::Postgres { url: raw } => {
-                use crate::postgres::sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-                use crate::postgres::{PostgresConfig, PostgresStore};
-                let connect: PgConnectOptions = raw.parse().map_err(|e| bad_url(&e))?;
-                let pool = PgPoolOptions::new()
-                    .max_connections(options.max_connections)
-                    .acquire_timeout(options.connect_timeout)
-                    .connect_with(connect)
-                    .await
-                    .map_err(|e| cannot_connect(self, &e))?;
-                let mut store_config = PostgresConfig::new();
-                if let Some(t) = &options.table {
-                    store_config = store_config.with_table(t)?;
-                }
-                if options.provision {
-                    PostgresStore::provision(&pool, &store_config).await?;
-                }
-                LeaseClient::with_config(PostgresStore::new(pool, store_config).await?, config)
-            }
+            Self::Postgres { url: raw } => open_sql::<crate::postgres::PgBackend>(self, raw, options).await,
             #[cfg(feature = "mysql")]
             Self::MySql { url: raw } => {
-                use crate::mysql::sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
-                use crate::mysql::{MySqlConfig, MySqlStore};
                 // sqlx names the scheme mysql://; mariadb:// is the same protocol.
                 let spelled = match raw.split_once("://") {
                     Some((scheme, rest)) if scheme.eq_ignore_ascii_case("mariadb") => format!("mysql://{rest}"),
                     _ => raw.clone(),
                 };
-                let connect: MySqlConnectOptions = spelled.parse().map_err(|e| bad_url(&e))?;
-                let pool = MySqlPoolOptions::new()
-                    .max_connections(options.max_connections)
-                    .acquire_timeout(options.connect_timeout)
-                    .connect_with(connect)
-                    .await
-                    .map_err(|e| cannot_connect(self, &e))?;
-                let mut store_config = MySqlConfig::new();
-                if let Some(t) = &options.table {
-                    store_config = store_config.with_table(t)?;
-                }
-                if options.provision {
-                    MySqlStore::provision(&pool, &store_config).await?;
-                }
-                LeaseClient::with_config(MySqlStore::new(pool, store_config).await?, config)
+                open_sql::<crate::mysql::MySqlBackend>(self, &spelled, options).await
             }
             #[cfg(feature = "etcd")]
             Self::Etcd { endpoints } => {

@@ -237,6 +237,11 @@ impl Statements {
     /// Whether the statements bind the host clock ([`Arg::NowMs`], [`Arg::BootId`]):
     /// SQLite's do, Postgres's use the server's `now()`.
     pub fn use_host_clock(&self) -> bool {
+        self.all().iter().any(|s| s.args.contains(&Arg::NowMs))
+    }
+
+    /// Every statement.
+    fn all(&self) -> [&LeaseStatement; 7] {
         [
             &self.read,
             &self.write_absent,
@@ -246,10 +251,18 @@ impl Statements {
             &self.write_claimable,
             &self.delete,
         ]
-        .iter()
-        .any(|s| s.args.contains(&Arg::NowMs))
     }
 }
+
+/// The placeholders of a write on a version, in this order.
+const VERSION_WRITE: [Arg; 6] = [
+    Arg::Name,
+    Arg::Holder,
+    Arg::Token,
+    Arg::TtlMs,
+    Arg::WallMs,
+    Arg::Version,
+];
 
 const I64_MAX_MINUS_1: &str = "9223372036854775806";
 
@@ -403,14 +416,7 @@ impl Postgres {
         };
         let write_version = {
             let mut p = Placeholders::new(Dialect::Postgres);
-            let [name, holder, token, ttl, wall, ver] = p.all([
-                Arg::Name,
-                Arg::Holder,
-                Arg::Token,
-                Arg::TtlMs,
-                Arg::WallMs,
-                Arg::Version,
-            ]);
+            let [name, holder, token, ttl, wall, ver] = p.all(VERSION_WRITE);
             let write = format!(
                 "UPDATE {t} AS l SET holder = {holder}, fence_token = {token}, version = l.version + 1, ttl_ms = {ttl}, \
                  acquired_at = CASE WHEN l.holder IS NOT DISTINCT FROM {holder} AND l.fence_token = {token} \
@@ -634,14 +640,7 @@ impl Sqlite {
         };
         let write_version = {
             let mut p = Placeholders::new(Dialect::Sqlite);
-            let [name, holder, token, ttl, wall, ver] = p.all([
-                Arg::Name,
-                Arg::Holder,
-                Arg::Token,
-                Arg::TtlMs,
-                Arg::WallMs,
-                Arg::Version,
-            ]);
+            let [name, holder, token, ttl, wall, ver] = p.all(VERSION_WRITE);
             let [wid, now, boot] = p.all([Arg::WriteId, Arg::NowMs, Arg::BootId]);
             // A foreign writer (an operator's `UPDATE`) can change the row without
             // touching its version: the token must not be above the new one (tokens never
@@ -931,24 +930,12 @@ mod tests {
     use super::*;
     use leasehold_core::HolderId;
 
-    fn all(s: &Statements) -> [&LeaseStatement; 7] {
-        [
-            &s.read,
-            &s.write_absent,
-            &s.write_version,
-            &s.renew,
-            &s.release,
-            &s.write_claimable,
-            &s.delete,
-        ]
-    }
-
     #[test]
     fn every_statement_is_one_statement_with_contiguous_placeholders() {
         let table = LeaseTable::new("ops.leases").expect("table");
         for dialect in [Dialect::Postgres, Dialect::Sqlite] {
             let s = Statements::new(dialect, &table).expect("statements");
-            for st in all(&s) {
+            for st in s.all() {
                 assert!(!st.sql.contains(';'), "more than one statement: {}", st.sql);
                 let mark = if dialect == Dialect::Postgres { '$' } else { '?' };
                 for n in 1..=st.args.len() {
@@ -963,7 +950,7 @@ mod tests {
             }
         }
         let my = Statements::new(Dialect::MySql, &table).expect("mysql");
-        for st in all(&my) {
+        for st in my.all() {
             assert!(!st.sql.contains(';'), "more than one statement: {}", st.sql);
             assert_eq!(st.sql.matches('?').count(), st.args.len(), "{}", st.sql);
             assert!(st.sql.contains("`ops`.`leases`"), "{}", st.sql);
@@ -984,13 +971,13 @@ mod tests {
         let table = LeaseTable::default();
         let pg = Statements::new(Dialect::Postgres, &table).expect("postgres");
         assert!(!pg.use_host_clock());
-        for st in all(&pg) {
+        for st in pg.all() {
             assert!(!st.args.contains(&Arg::NowMs) && !st.args.contains(&Arg::BootId));
             assert!(st.sql.contains("now()"), "{}", st.sql);
         }
         let lite = Statements::new(Dialect::Sqlite, &table).expect("sqlite");
         assert!(lite.use_host_clock());
-        for st in all(&lite) {
+        for st in lite.all() {
             assert!(
                 st.args.contains(&Arg::NowMs) && st.args.contains(&Arg::BootId),
                 "{}",
