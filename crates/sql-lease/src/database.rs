@@ -38,6 +38,33 @@ pub trait SqlDatabase: sqlx::Database {
     /// The rows a statement changed.
     fn rows_affected(result: &Self::QueryResult) -> u64;
 
+    /// Whether a fenced write can report its own refusal in one statement
+    /// ([`SqlDatabase::fenced_reporting`]; Postgres and SQLite can, MySQL cannot).
+    const REPORTS_REFUSAL: bool = true;
+
+    /// The rows a fenced write wrote, from its result (`upsert`: an insert-or-update).
+    fn fenced_written(result: &Self::QueryResult, upsert: bool) -> u64 {
+        let _ = upsert;
+        Self::rows_affected(result)
+    }
+
+    /// The lease rows that a statement answering with counters ([`Reply`] other than
+    /// `Rows`, MySQL's) stands for, from its result. The databases whose statements
+    /// answer with rows never call it.
+    ///
+    /// # Errors
+    /// A protocol error where counters cannot stand for rows.
+    fn counted_rows(
+        reply: Reply,
+        result: &Self::QueryResult,
+        args: &LeaseArgs,
+    ) -> std::result::Result<Vec<RawRow>, RunError> {
+        let _ = (result, args);
+        Err(RunError::Statement(sqlx::Error::Protocol(format!(
+            "a {reply:?} reply on a database whose lease statements answer with rows"
+        ))))
+    }
+
     /// Runs one lease statement with its values on a connection of `pool` and decodes
     /// its rows.
     ///
@@ -121,11 +148,14 @@ macro_rules! names_of {
 }
 
 /// One implementation for every database: the concrete types satisfy sqlx's bounds.
+/// `$item`s override the trait's provided methods (MySQL's counters).
 macro_rules! sql_database {
-    ($db:ty, $dialect:expr, $errors:ident) => {
+    ($db:ty, $dialect:expr, $errors:ident $(, $item:item)*) => {
         #[async_trait]
         impl SqlDatabase for $db {
             const DIALECT: Dialect = $dialect;
+
+            $($item)*
 
             fn map_error(err: sqlx::Error, phase: Phase, target: Target, context: &str) -> Error {
                 errors::$errors::map_error(err, phase, target, context)
@@ -140,6 +170,11 @@ macro_rules! sql_database {
                 sql: &str,
                 values: Vec<SqlValue>,
             ) -> std::result::Result<(i64, i64, Option<String>), sqlx::Error> {
+                if !Self::REPORTS_REFUSAL {
+                    return Err(sqlx::Error::Configuration(
+                        "a fenced write that reports its refusal in one statement is Postgres only".into(),
+                    ));
+                }
                 let row = bind_values(sqlx::query(AssertSqlSafe(sql.to_owned())), values)
                     .fetch_one(&mut *conn)
                     .await?;
@@ -155,11 +190,13 @@ macro_rules! sql_database {
                 write: (&str, Vec<SqlValue>),
                 read: (&str, Vec<SqlValue>),
             ) -> std::result::Result<(u64, Option<Vec<Option<String>>>), sqlx::Error> {
+                let upsert = write.0.starts_with("INSERT");
                 let done = bind_values(sqlx::query(AssertSqlSafe(write.0.to_owned())), write.1)
                     .execute(&mut *conn)
                     .await?;
-                if done.rows_affected() > 0 {
-                    return Ok((done.rows_affected(), None));
+                let written = Self::fenced_written(&done, upsert);
+                if written > 0 {
+                    return Ok((written, None));
                 }
                 Ok((0, Some(marks_of!(conn, read))))
             }
@@ -179,7 +216,11 @@ macro_rules! sql_database {
             ) -> std::result::Result<Vec<RawRow>, RunError> {
                 let mut conn = pool.acquire().await.map_err(RunError::Connect)?;
                 let query = args.bind(statement, sqlx::query(AssertSqlSafe(statement.sql.clone())));
-                lease_rows!(query, conn)
+                if statement.reply == Reply::Rows {
+                    return lease_rows!(query, conn);
+                }
+                let done = query.execute(&mut *conn).await.map_err(RunError::Statement)?;
+                Self::counted_rows(statement.reply, &done, args)
             }
         }
     };
@@ -188,100 +229,49 @@ macro_rules! sql_database {
 sql_database!(sqlx::Postgres, Dialect::Postgres, postgres);
 sql_database!(sqlx::Sqlite, Dialect::Sqlite, sqlite);
 
-/// MySQL (and MariaDB): no `UPDATE … RETURNING` (MySQL has no `RETURNING` at all), so a
-/// write answers with its reply's counters ([`Reply`]): the insert id that
-/// `LAST_INSERT_ID(expr)` set, or the affected rows; the row it wrote is the bound values.
-#[async_trait]
-impl SqlDatabase for sqlx::MySql {
-    const DIALECT: Dialect = Dialect::MySql;
-
-    fn map_error(err: sqlx::Error, phase: Phase, target: Target, context: &str) -> Error {
-        errors::mysql::map_error(err, phase, target, context)
-    }
-
-    fn rows_affected(result: &Self::QueryResult) -> u64 {
-        result.rows_affected()
-    }
-
+// MySQL (and MariaDB): no `UPDATE … RETURNING` (MySQL has no `RETURNING` at all), so a
+// write answers with its reply's counters ([`Reply`]): the insert id that
+// `LAST_INSERT_ID(expr)` set, or the affected rows; the row it wrote is the bound values.
+sql_database!(
+    sqlx::MySql,
+    Dialect::MySql,
+    mysql,
     /// Not generated for MySQL ([`leasehold_core::fence::FencedUpdate::reporting`] is
-    /// Postgres only): always an error.
-    async fn fenced_reporting(
-        _conn: &mut Self::Connection,
-        _sql: &str,
-        _values: Vec<SqlValue>,
-    ) -> std::result::Result<(i64, i64, Option<String>), sqlx::Error> {
-        Err(sqlx::Error::Configuration(
-            "a fenced write that reports its refusal in one statement is Postgres only".into(),
-        ))
-    }
-
+    /// Postgres only).
+    const REPORTS_REFUSAL: bool = false;,
     /// A fenced `UPDATE` wrote when it matched a row (sqlx sets `CLIENT_FOUND_ROWS`: a
     /// row set to the values it had counts); an insert-or-update wrote when its
     /// `LAST_INSERT_ID()` is 1 ([`leasehold_core::fence::FencedUpdate::build_upsert`]).
-    async fn fenced_then_read(
-        conn: &mut Self::Connection,
-        write: (&str, Vec<SqlValue>),
-        read: (&str, Vec<SqlValue>),
-    ) -> std::result::Result<(u64, Option<Vec<Option<String>>>), sqlx::Error> {
-        let upsert = write.0.starts_with("INSERT");
-        let done = bind_values(sqlx::query(AssertSqlSafe(write.0.to_owned())), write.1)
-            .execute(&mut *conn)
-            .await?;
-        let written = if upsert {
-            u64::from(done.last_insert_id() == 1)
+    fn fenced_written(result: &Self::QueryResult, upsert: bool) -> u64 {
+        if upsert {
+            u64::from(result.last_insert_id() == 1)
         } else {
-            done.rows_affected()
-        };
-        if written > 0 {
-            return Ok((written, None));
+            result.rows_affected()
         }
-        Ok((0, Some(marks_of!(conn, read))))
-    }
-
-    async fn fetch_names(pool: &Pool<Self>, sql: &str, prefix: &str) -> std::result::Result<Vec<String>, RunError> {
-        names_of!(pool, sql, prefix)
-    }
-
-    async fn fetch_lease_rows(
-        pool: &Pool<Self>,
-        statement: &LeaseStatement,
+    },
+    fn counted_rows(
+        reply: Reply,
+        result: &Self::QueryResult,
         args: &LeaseArgs,
     ) -> std::result::Result<Vec<RawRow>, RunError> {
-        let mut conn = pool.acquire().await.map_err(RunError::Connect)?;
-        let query = args.bind(statement, sqlx::query(AssertSqlSafe(statement.sql.clone())));
-        match statement.reply {
-            Reply::Rows => {
-                lease_rows!(query, conn)
-            }
-            Reply::InsertId { issues_token } => {
-                let done = query.execute(&mut *conn).await.map_err(RunError::Statement)?;
-                let id = done.last_insert_id();
-                if id == 0 {
-                    return Ok(Vec::new());
-                }
-                let token = if issues_token {
-                    i64::try_from(id).map_err(|_| {
-                        RunError::Statement(sqlx::Error::Protocol(format!("insert id {id} is not a token")))
-                    })?
-                } else {
-                    args.token()
-                };
-                Ok(vec![args.written_row(token, false)])
-            }
-            Reply::Affected { deletes } => {
-                let done = query.execute(&mut *conn).await.map_err(RunError::Statement)?;
-                if done.rows_affected() == 0 {
-                    return Ok(Vec::new());
-                }
-                Ok(vec![args.written_row(args.token(), deletes)])
-            }
-            Reply::Vacates => {
-                let done = query.execute(&mut *conn).await.map_err(RunError::Statement)?;
-                if done.rows_affected() == 0 {
-                    return Ok(Vec::new());
-                }
-                Ok(vec![args.vacated_row()])
-            }
+        let wrote = match reply {
+            Reply::InsertId { .. } => result.last_insert_id() > 0,
+            _ => result.rows_affected() > 0,
+        };
+        if !wrote {
+            return Ok(Vec::new());
         }
+        Ok(vec![match reply {
+            Reply::InsertId { issues_token: true } => {
+                let id = result.last_insert_id();
+                let token = i64::try_from(id).map_err(|_| {
+                    RunError::Statement(sqlx::Error::Protocol(format!("insert id {id} is not a token")))
+                })?;
+                args.written_row(token, false)
+            }
+            Reply::Vacates => args.vacated_row(),
+            Reply::Affected { deletes } => args.written_row(args.token(), deletes),
+            Reply::InsertId { .. } | Reply::Rows => args.written_row(args.token(), false),
+        }])
     }
-}
+);
