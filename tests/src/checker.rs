@@ -206,6 +206,24 @@ pub fn check(events: &[Event], rows: &[ResourceRow]) -> Report {
     r
 }
 
+/// The writes whose sender learned how they ended, by worker and sequence number: the
+/// token each carried, its outcome, and when the sender learned it.
+fn writes_done(events: &[Event]) -> HashMap<(u32, u64), (u64, WriteOutcome, u64)> {
+    events
+        .iter()
+        .filter_map(|e| match *e {
+            Event::WriteDone {
+                worker,
+                token,
+                seq,
+                outcome,
+                at_ms,
+            } => Some(((worker, seq), (token, outcome, at_ms))),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The resource rules, which hold whatever the store did.
 fn check_resource(events: &[Event], rows: &[ResourceRow], r: &mut Report) {
     // Accepted writes carry non-decreasing tokens in the resource's commit order.
@@ -219,24 +237,12 @@ fn check_resource(events: &[Event], rows: &[ResourceRow], r: &mut Report) {
     }
 
     let mut sent: HashMap<(u32, u64), u64> = HashMap::new();
-    let mut done: HashMap<(u32, u64), (u64, WriteOutcome, u64)> = HashMap::new();
     for e in events {
-        match e {
-            Event::WriteSent { worker, token, seq, .. } => {
-                sent.insert((*worker, *seq), *token);
-            }
-            Event::WriteDone {
-                worker,
-                token,
-                seq,
-                outcome,
-                at_ms,
-            } => {
-                done.insert((*worker, *seq), (*token, *outcome, *at_ms));
-            }
-            _ => {}
+        if let Event::WriteSent { worker, token, seq, .. } = e {
+            sent.insert((*worker, *seq), *token);
         }
     }
+    let done = writes_done(events);
     r.writes_sent = sent.len();
     let in_resource: HashSet<(u32, u64)> = rows.iter().map(|row| (row.worker, row.seq)).collect();
     for row in rows {
@@ -540,20 +546,12 @@ fn count_stale_and_reissued(
     r: &mut Report,
 ) {
     let in_resource: HashSet<(u32, u64)> = rows.iter().map(|row| (row.worker, row.seq)).collect();
-    let outcome: HashMap<(u32, u64), WriteOutcome> = events
-        .iter()
-        .filter_map(|e| match e {
-            Event::WriteDone {
-                worker, seq, outcome, ..
-            } => Some(((*worker, *seq), *outcome)),
-            _ => None,
-        })
-        .collect();
+    let done = writes_done(events);
     let tally = |c: &mut OutcomeCounts, worker: u32, seq: u64| {
         c.sent += 1;
         if in_resource.contains(&(worker, seq)) {
             c.accepted += 1;
-        } else if outcome.get(&(worker, seq)) == Some(&WriteOutcome::Refused) {
+        } else if matches!(done.get(&(worker, seq)), Some((_, WriteOutcome::Refused, _))) {
             c.refused += 1;
         } else {
             c.unknown += 1;
