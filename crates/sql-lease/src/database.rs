@@ -76,6 +76,13 @@ pub trait SqlDatabase: sqlx::Database {
         args: &LeaseArgs,
     ) -> std::result::Result<Vec<RawRow>, RunError>;
 
+    /// Runs `sql`, a statement without parameters or rows (DDL), on a connection of
+    /// `pool`: the rows it changed.
+    ///
+    /// # Errors
+    /// The driver's error.
+    async fn execute(pool: &Pool<Self>, sql: &str) -> std::result::Result<u64, sqlx::Error>;
+
     /// Runs a listing query ([`crate::SqlStore`]'s `list`) with the name prefix as its
     /// one parameter, on a connection of `pool`: the `name` column of each row.
     ///
@@ -199,6 +206,11 @@ macro_rules! sql_database {
                     return Ok((written, None));
                 }
                 Ok((0, Some(marks_of!(conn, read))))
+            }
+
+            async fn execute(pool: &Pool<Self>, sql: &str) -> std::result::Result<u64, sqlx::Error> {
+                let done = sqlx::query(AssertSqlSafe(sql.to_owned())).execute(pool).await?;
+                Ok(done.rows_affected())
             }
 
             async fn fetch_names(

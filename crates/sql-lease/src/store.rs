@@ -42,11 +42,18 @@ pub trait SqlBackend: Send + Sync + 'static {
     async fn check(pool: &Pool<Self::Db>, table: &LeaseTable) -> Result<ColumnLimits>;
 
     /// Runs the lease table's idempotent `CREATE TABLE` (`sql`), safely when several
-    /// processes do it at once.
+    /// processes do it at once. By default the statement alone: SQLite's file lock and
+    /// MySQL's metadata lock queue racing creators, and the ones behind find the table
+    /// made.
     ///
     /// # Errors
     /// Store errors, classified.
-    async fn create(pool: &Pool<Self::Db>, sql: &str) -> Result<()>;
+    async fn create(pool: &Pool<Self::Db>, sql: &str) -> Result<()> {
+        <Self::Db as SqlDatabase>::execute(pool, sql)
+            .await
+            .map_err(|e| <Self::Db as SqlDatabase>::map_error(e, Phase::Write, Target::Lease, "create lease table"))?;
+        Ok(())
+    }
 
     /// The feed of releases that wakes waiters, if the database can push one.
     fn feed(pool: &Pool<Self::Db>, table: &LeaseTable) -> Option<Arc<dyn ChangeFeed>>;

@@ -100,10 +100,9 @@ impl ItemFence {
         if attribute.is_empty() || attribute.len() > MAX_ATTRIBUTE_NAME_LEN {
             return Err(Error::invalid("fence attribute", "must be 1 to 65535 bytes"));
         }
-        leasehold_core::fence::issued(token)?;
         Ok(Self {
             attribute,
-            token,
+            token: leasehold_core::fence::issued(token)?,
             mode: FenceMode::NotOlder,
         })
     }

@@ -113,10 +113,9 @@ impl KeyFence {
     pub fn new(key: impl Into<Vec<u8>>, token: FencingToken) -> Result<Self> {
         let key = key.into();
         check_key(&key)?;
-        leasehold_core::fence::issued(token)?;
         Ok(Self {
             key,
-            token,
+            token: leasehold_core::fence::issued(token)?,
             mode: FenceMode::NotOlder,
         })
     }

@@ -74,19 +74,15 @@ pub(crate) fn decode_fence(name: &LeaseName, bytes: &[u8]) -> Result<FencingToke
 mod tests {
     use super::*;
 
-    fn name(s: &str) -> LeaseName {
-        LeaseName::new(s).unwrap_or_else(|e| panic!("{e}"))
-    }
-
     #[test]
     fn layout() {
-        let k = Keys::new("lh/", &name("jobs/a"));
+        let k = Keys::new("lh/", &LeaseName::new("jobs/a").unwrap());
         assert_eq!(k.record, b"lh/jobs/a");
         assert_eq!(k.fence, b"lh/jobs/a!fence");
         assert_eq!(k.range_end, b"lh/jobs/a!fence\0");
         // No other valid name's record falls inside the range.
         for other in ["jobs/a/b", "jobs/a-b", "jobs/a#1", "jobs/a0", "jobs/a.b", "jobs/a="] {
-            let o = Keys::new("lh/", &name(other));
+            let o = Keys::new("lh/", &LeaseName::new(other).unwrap());
             assert!(
                 o.record.as_slice() >= k.range_end.as_slice(),
                 "{other} sorts inside the range of jobs/a"
@@ -96,7 +92,7 @@ mod tests {
 
     #[test]
     fn fence_round_trip_and_order() {
-        let n = name("a");
+        let n = LeaseName::new("a").unwrap();
         for t in [1, 9, 10, 12_345, FencingToken::MAX.get()] {
             let e = encode_fence(FencingToken::new(t));
             assert_eq!(decode_fence(&n, &e).ok(), Some(FencingToken::new(t)));

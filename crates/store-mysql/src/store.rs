@@ -10,7 +10,7 @@ use leasehold_sql::errors::mysql::map_error;
 use leasehold_sql::errors::{Phase, Target};
 use leasehold_sql::schema::{self, ColumnInfo, ColumnLimits, MYSQL_ENGINE};
 use leasehold_sql::{ChangeFeed, LeaseTable, SqlBackend, SqlStore};
-use sqlx::{AssertSqlSafe, MySql, MySqlPool, Row};
+use sqlx::{MySql, MySqlPool, Row};
 
 /// Lease records in a MySQL or MariaDB table, judged on the server's clock: the SQL store
 /// over a [`MySqlPool`] that reaches the **primary**.
@@ -91,16 +91,6 @@ impl SqlBackend for MySqlBackend {
                 table.quoted(Dialect::MySql)
             ))),
         }
-    }
-
-    async fn create(pool: &MySqlPool, sql: &str) -> Result<()> {
-        // MySQL's CREATE TABLE IF NOT EXISTS holds a metadata lock: racing creators
-        // queue, and the ones behind find the table made (a note, not an error).
-        sqlx::query(AssertSqlSafe(sql.to_owned()))
-            .execute(pool)
-            .await
-            .map_err(|e| map_error(e, Phase::Write, Target::Lease, "create lease table"))?;
-        Ok(())
     }
 
     fn feed(_pool: &MySqlPool, _table: &LeaseTable) -> Option<Arc<dyn ChangeFeed>> {

@@ -81,18 +81,14 @@ where
 mod tests {
     use super::*;
 
-    fn prefix(s: &str) -> NamePrefix {
-        NamePrefix::new(s).unwrap_or_else(|e| panic!("{e}"))
-    }
-
     #[test]
     fn patterns_match_record_keys_literally() {
         let k = KeyLayout::new("leasehold:");
-        assert_eq!(pattern(&k, &prefix("jobs/")), "leasehold:{jobs/*}");
+        assert_eq!(pattern(&k, &NamePrefix::new("jobs/").unwrap()), "leasehold:{jobs/*}");
         assert_eq!(pattern(&k, &NamePrefix::all()), "leasehold:{*}");
-        assert_eq!(pattern(&k, &prefix("u_x#1")), "leasehold:{u_x#1*}");
+        assert_eq!(pattern(&k, &NamePrefix::new("u_x#1").unwrap()), "leasehold:{u_x#1*}");
         let odd = KeyLayout::new(r"a*b?[c]\:");
-        assert_eq!(pattern(&odd, &prefix("x")), r"a\*b\?\[c\]\\:{x*}");
+        assert_eq!(pattern(&odd, &NamePrefix::new("x").unwrap()), r"a\*b\?\[c\]\\:{x*}");
     }
 
     #[test]

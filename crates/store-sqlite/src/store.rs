@@ -82,14 +82,6 @@ impl SqlBackend for SqliteBackend {
         Ok(limits)
     }
 
-    async fn create(pool: &SqlitePool, sql: &str) -> Result<()> {
-        sqlx::query(AssertSqlSafe(sql.to_owned()))
-            .execute(pool)
-            .await
-            .map_err(|e| map_error(e, Phase::Write, Target::Lease, "create lease table"))?;
-        Ok(())
-    }
-
     /// Adds the columns a table of an earlier version lacks (`boot_id`). Another process
     /// may add one at the same moment: its `duplicate column` is success.
     async fn upgrade(pool: &SqlitePool, table: &LeaseTable) -> Result<()> {
