@@ -14,7 +14,7 @@ use leasehold_core::{
     Error, FencingToken, HolderId, Lease, LeaseClient, LeaseName, LossCause, Ttl,
     store::{CasOutcome, CasStore, LeaseRecord, Precondition, Version},
 };
-use leasehold_etcd::{EtcdConfig, EtcdStats, EtcdStore, KeyFence};
+use leasehold_etcd::{EtcdConfig, EtcdStats, EtcdStore, KeyFence, TxnFence};
 use leasehold_testkit::proxy::{Proxy, ProxyMode};
 use tokio::time::Instant;
 
@@ -28,6 +28,24 @@ fn held(holder: &str, token: u64, ttl_ms: u64) -> LeaseRecord {
         FencingToken::new(token),
         Ttl::from_millis(ttl_ms).unwrap_or_else(|e| panic!("{e}")),
     )
+}
+
+/// Puts `value` at `key` in a transaction `fence` guards, through `store`: it must apply.
+async fn fenced_put(store: &EtcdStore, fence: &TxnFence, key: impl Into<Vec<u8>>, value: &str) {
+    store
+        .fenced_txn(fence, [TxnOp::put(key, value, None)])
+        .await
+        .unwrap_or_else(|e| panic!("fenced write of {value} while held: {e}"))
+        .applied()
+        .expect("applied");
+}
+
+/// [`fenced_put`] that the fence must refuse: the token the refusal names.
+async fn refused_put(store: &EtcdStore, fence: &TxnFence, key: impl Into<Vec<u8>>, value: &str) -> FencingToken {
+    match store.fenced_txn(fence, [TxnOp::put(key, value, None)]).await {
+        Err(Error::FenceRejected { token, .. }) => token,
+        other => panic!("a fenced write of {value} was not refused: {other:?}"),
+    }
 }
 
 async fn raw_get(c: &Client, key: Vec<u8>) -> Option<etcd_client::KeyValue> {
@@ -126,20 +144,12 @@ async fn session_leases_and_the_fence_counter() {
     let store = common::store("sessions").await;
     let raw = store.client().clone();
     let n = name("svc/leader");
-    let a = LeaseClient::new(store.clone());
-    let la = a.acquire(n.as_str(), Duration::from_secs(2)).await.expect("acquire");
+    let la = common::acquired(&store, n.as_str(), Duration::from_secs(2)).await;
     let kv = raw_get(&raw, store.record_key(&n)).await.expect("record present");
     assert_ne!(kv.lease(), 0, "a held record must be attached to a session lease");
     let fence = store.fence(&la).expect("fence");
-    store
-        .fenced_txn(
-            &fence,
-            [TxnOp::put(format!("{}data", store.config().prefix()), "1", None)],
-        )
-        .await
-        .expect("fenced write while held")
-        .applied()
-        .expect("applied");
+    let data = format!("{}data", store.config().prefix());
+    fenced_put(&store, &fence, data.clone(), "1").await;
 
     // The session ends (as when the holder process dies): etcd deletes the record.
     let mut admin = raw.clone();
@@ -152,24 +162,12 @@ async fn session_leases_and_the_fence_counter() {
         .await
         .expect("the holder learns its session is gone");
     assert!(matches!(cause, LossCause::Expired), "{cause:?}");
-    match store
-        .fenced_txn(
-            &fence,
-            [TxnOp::put(format!("{}data", store.config().prefix()), "stale", None)],
-        )
-        .await
-    {
-        Err(Error::FenceRejected { token, .. }) => assert_eq!(token, FencingToken::new(1)),
-        other => panic!("a write of an ended tenure was not refused: {other:?}"),
-    }
+    // A write of the ended tenure is refused.
+    assert_eq!(refused_put(&store, &fence, data, "stale").await, FencingToken::new(1));
 
     // Another store takes it with the next token: the counter outlived the record.
     let other = EtcdStore::new(raw.clone(), store.config().clone());
-    let b = LeaseClient::new(other.clone());
-    let lb = b
-        .acquire(n.as_str(), Duration::from_secs(2))
-        .await
-        .expect("acquire after expiry");
+    let lb = common::acquired(&other, n.as_str(), Duration::from_secs(2)).await;
     assert_eq!(lb.token(), FencingToken::new(2));
     let f = raw_get(&raw, other.fence_key(&n)).await.expect("fence key");
     assert_eq!(f.value(), b"00000000000000000002");
@@ -224,39 +222,22 @@ async fn fenced_transactions_follow_the_tenure() {
     let raw = store.client().clone();
     let n = name("ledger");
     let data = format!("{}ledger/balance", store.config().prefix()).into_bytes();
-    let a = LeaseClient::new(store.clone());
-    let la = a.acquire(n.as_str(), Duration::from_secs(5)).await.expect("a");
+    let la = common::acquired(&store, n.as_str(), Duration::from_secs(5)).await;
     let fa = store.fence(&la).expect("fence a");
     assert_eq!(fa.token(), la.token());
     for v in ["1", "2"] {
-        store
-            .fenced_txn(&fa, [TxnOp::put(data.clone(), v, None)])
-            .await
-            .expect("fenced write while held")
-            .applied()
-            .expect("applied");
+        fenced_put(&store, &fa, data.clone(), v).await;
     }
     la.release().await.expect("release");
-    match store
-        .fenced_txn(&fa, [TxnOp::put(data.clone(), "after-release", None)])
-        .await
-    {
-        Err(Error::FenceRejected { .. }) => {}
-        other => panic!("a write after release applied: {other:?}"),
-    }
-    let b = LeaseClient::new(store.clone());
-    let lb = b.acquire(n.as_str(), Duration::from_secs(5)).await.expect("b");
+    refused_put(&store, &fa, data.clone(), "after-release").await;
+    let lb = common::acquired(&store, n.as_str(), Duration::from_secs(5)).await;
     let fb = store.fence(&lb).expect("fence b");
-    store
-        .fenced_txn(&fb, [TxnOp::put(data.clone(), "3", None)])
-        .await
-        .expect("b writes")
-        .applied()
-        .expect("applied");
-    match store.fenced_txn(&fa, [TxnOp::put(data.clone(), "stale", None)]).await {
-        Err(Error::FenceRejected { token, .. }) => assert_eq!(token, FencingToken::new(1)),
-        other => panic!("a stale tenure's write applied: {other:?}"),
-    }
+    fenced_put(&store, &fb, data.clone(), "3").await;
+    // A stale tenure's write is refused.
+    assert_eq!(
+        refused_put(&store, &fa, data.clone(), "stale").await,
+        FencingToken::new(1)
+    );
     assert_eq!(
         raw_get(&raw, data.clone()).await.map(|kv| kv.value().to_vec()),
         Some(b"3".to_vec())
@@ -307,25 +288,11 @@ async fn a_fence_from_another_store_instance_guards_the_same_tenure() {
     let granting = common::store("fence-elsewhere").await;
     let other = common::store_under(granting.config().prefix()).await;
     let data = format!("{}ledger/balance", granting.config().prefix()).into_bytes();
-    let lease = LeaseClient::new(granting.clone())
-        .acquire("ledger", Duration::from_secs(5))
-        .await
-        .expect("acquire");
+    let lease = common::acquired(&granting, "ledger", Duration::from_secs(5)).await;
     let fence = other.fence(&lease).expect("a fence on another instance");
-    other
-        .fenced_txn(&fence, [TxnOp::put(data.clone(), "1", None)])
-        .await
-        .expect("fenced write while held")
-        .applied()
-        .expect("applied");
+    fenced_put(&other, &fence, data.clone(), "1").await;
     lease.release().await.expect("release");
-    match other
-        .fenced_txn(&fence, [TxnOp::put(data, "after-release", None)])
-        .await
-    {
-        Err(Error::FenceRejected { .. }) => {}
-        res => panic!("a write after release applied: {res:?}"),
-    }
+    refused_put(&other, &fence, data, "after-release").await;
     common::cleanup(&granting).await;
 }
 

@@ -31,10 +31,7 @@ fn name(s: &str) -> LeaseName {
 
 /// The lease `n`, held for [`HOLDER_TTL`] through a client of its own on `store`.
 async fn held(store: &EtcdStore, n: &LeaseName) -> Lease {
-    LeaseClient::new(store.clone())
-        .acquire(n.as_str(), HOLDER_TTL)
-        .await
-        .expect("holder")
+    common::acquired(store, n.as_str(), HOLDER_TTL).await
 }
 
 /// An acquirer on `store` that, once refused, waits up to the holder's remaining TTL.
