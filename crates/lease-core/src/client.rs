@@ -5,12 +5,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::decision::{self, AcquireStep, Known, Policy, SkewBound};
 use crate::driver::{self, DriverCtx};
+use crate::finish::FinishOnDrop;
 use crate::held::{Gate, HeldNames};
 use crate::lease::{Command, HeldState, LeaseShared};
 use crate::lease_set::{LeaseSet, release_all};
@@ -225,7 +227,7 @@ struct Inner {
     seen: Arc<SeenCache>,
     held: Arc<HeldNames>,
     jitter: Arc<crate::backoff::Jitter>,
-    driver: OnceLock<mpsc::UnboundedSender<Command>>,
+    driver: OnceLock<(mpsc::UnboundedSender<Command>, Arc<DriverCtx>)>,
     closed: CancellationToken,
 }
 
@@ -420,22 +422,21 @@ impl LeaseClient {
         let max_hold = options.max_hold.or(self.inner.config.max_hold);
         check_max_hold(max_hold)?;
         self.inner.held.check(&name)?;
-        let driver = self.driver()?;
-        let (tx, rx) = oneshot::channel();
+        let (driver, ctx) = self.driver()?;
         let inner = self.inner.clone();
-        tokio::spawn(async move {
-            // One attempt per name at a time in this client; the check under the gate is
-            // the one that counts (a sibling attempt may have been granted meanwhile).
-            let (result, gate) = match inner.held.enter(&name).await {
-                Ok(gate) => (attempt(&inner, &driver, name, ttl, max_hold, &gate).await, Some(gate)),
-                Err(e) => (Err(e), None),
-            };
-            // If nobody waits any more, the grant inside is dropped, which releases it
-            // (and takes it off the table) before the next attempt on the name runs.
-            let _ = tx.send(result);
-            drop(gate);
-        });
-        rx.await.map_err(|_| Error::Shutdown)?
+        let span = tracing::debug_span!("acquire", lease = %name);
+        // The attempt runs in the caller's task; dropped half-way, it finishes on a task
+        // of its own, and a grant nobody receives is dropped, which releases it.
+        FinishOnDrop::new(
+            async move {
+                // One attempt per name at a time in this client; the check under the gate is
+                // the one that counts (a sibling attempt may have been granted meanwhile).
+                let gate = inner.held.enter(&name).await?;
+                attempt(&inner, &driver, &ctx, name, ttl, max_hold, &gate).await
+            }
+            .instrument(span),
+        )
+        .await
     }
 
     /// Acquires `name`, waiting as long as it takes (cancel by dropping the future).
@@ -599,26 +600,26 @@ impl LeaseClient {
         }
     }
 
-    fn driver(&self) -> Result<mpsc::UnboundedSender<Command>> {
-        if let Some(tx) = self.inner.driver.get() {
-            return Ok(tx.clone());
+    fn driver(&self) -> Result<(mpsc::UnboundedSender<Command>, Arc<DriverCtx>)> {
+        if let Some(d) = self.inner.driver.get() {
+            return Ok(d.clone());
         }
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::invalid("runtime", "LeaseClient must be used inside a Tokio runtime"))?;
-        let tx = self.inner.driver.get_or_init(|| {
+        let d = self.inner.driver.get_or_init(|| {
             let (tx, rx) = mpsc::unbounded_channel();
-            let ctx = DriverCtx {
+            let ctx = Arc::new(DriverCtx {
                 store: self.inner.store.clone(),
                 policy: self.inner.policy,
                 wall: self.inner.config.wall_clock.clone(),
                 seen: self.inner.seen.clone(),
                 jitter: self.inner.jitter.clone(),
                 max_in_flight: self.inner.config.max_renewals_in_flight,
-            };
-            runtime.spawn(driver::run(ctx, rx));
-            tx
+            });
+            runtime.spawn(driver::run(ctx.clone(), rx));
+            (tx, ctx)
         });
-        Ok(tx.clone())
+        Ok(d.clone())
     }
 }
 
@@ -649,13 +650,12 @@ impl Inner {
 async fn attempt(
     inner: &Arc<Inner>,
     driver: &mpsc::UnboundedSender<Command>,
+    ctx: &Arc<DriverCtx>,
     name: LeaseName,
     ttl: Ttl,
     max_hold: Option<Duration>,
     gate: &Gate,
 ) -> Result<AcquireOutcome> {
-    let span = tracing::debug_span!("acquire", lease = %name);
-    let _enter = span.enter();
     let me = inner.holder_id()?;
     let store = &inner.store;
     // Whether this attempt has heard from the store yet: a "held" verdict is only ever
@@ -788,6 +788,7 @@ async fn attempt(
                 return Ok(AcquireOutcome::Granted(Lease {
                     shared,
                     driver: driver.clone(),
+                    ctx: ctx.clone(),
                     released: false,
                 }));
             }

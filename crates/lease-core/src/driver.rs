@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::decision::{self, ConflictVerdict, Policy};
@@ -58,8 +58,7 @@ enum RenewResult {
 }
 
 /// Runs until every sender (client and guards) is gone and no work is in flight.
-pub(crate) async fn run(ctx: DriverCtx, mut rx: mpsc::UnboundedReceiver<Command>) {
-    let ctx = Arc::new(ctx);
+pub(crate) async fn run(ctx: Arc<DriverCtx>, mut rx: mpsc::UnboundedReceiver<Command>) {
     let mut leases: HashMap<u64, Entry> = HashMap::new();
     let mut schedule: BTreeSet<(Instant, u64)> = BTreeSet::new();
     let mut work: FuturesUnordered<BoxFuture<'static, Done>> = FuturesUnordered::new();
@@ -83,18 +82,13 @@ pub(crate) async fn run(ctx: DriverCtx, mut rx: mpsc::UnboundedReceiver<Command>
                     schedule.insert((wake, shared.id));
                     leases.insert(shared.id, Entry { shared, renew_at, wake, in_flight: false, attempt: 0, last_error: None });
                 }
-                Some(Command::Release { lease, reply }) => {
-                    if let Some(e) = leases.remove(&lease.id) {
-                        schedule.remove(&(e.wake, e.shared.id));
+                Some(Command::Release(lease)) => {
+                    if let Some(st) = forget(&mut leases, &mut schedule, &lease) {
+                        work.push(Box::pin(release(ctx.clone(), lease, st.version, st.record)));
                     }
-                    let taken = matches!(lease.cause.get(), Some(LossCause::TakenOver { .. }));
-                    lease.end(LossCause::Released);
-                    if taken {
-                        if let Some(r) = reply { let _ = r.send(Ok(())); }
-                    } else {
-                        let st = lease.state();
-                        work.push(Box::pin(release(ctx.clone(), lease, st.version, st.record, reply)));
-                    }
+                }
+                Some(Command::Forget(lease)) => {
+                    forget(&mut leases, &mut schedule, &lease);
                 }
             },
             Some(done) = work.next(), if !work.is_empty() => match done {
@@ -151,6 +145,21 @@ pub(crate) async fn run(ctx: DriverCtx, mut rx: mpsc::UnboundedReceiver<Command>
     }
 }
 
+/// Stops renewing `lease` and ends it as released: the state to release it from, unless
+/// it was taken over (nothing of ours is left to release).
+fn forget(
+    leases: &mut HashMap<u64, Entry>,
+    schedule: &mut BTreeSet<(Instant, u64)>,
+    lease: &Arc<LeaseShared>,
+) -> Option<HeldState> {
+    if let Some(e) = leases.remove(&lease.id) {
+        schedule.remove(&(e.wake, e.shared.id));
+    }
+    let taken = matches!(lease.cause.get(), Some(LossCause::TakenOver { .. }));
+    lease.end(LossCause::Released);
+    (!taken).then(|| lease.state())
+}
+
 async fn sleep_until_opt(t: Option<Instant>) {
     if let Some(t) = t {
         tokio::time::sleep_until(t).await;
@@ -195,7 +204,7 @@ fn on_renewal(
         // hold was capped (a capped lease is left to expire, never handed on early).
         let capped_end = matches!(shared.cause.get(), Some(LossCause::MaxHoldReached));
         if let (RenewResult::Renewed(s), false) = (result, capped_end) {
-            work.push(Box::pin(release(ctx.clone(), shared, s.version, s.record, None)));
+            work.push(Box::pin(release(ctx.clone(), shared, s.version, s.record)));
         }
         return;
     };
@@ -299,24 +308,14 @@ async fn judge(ctx: &DriverCtx, shared: &LeaseShared, current: Current) -> Resul
     Ok(decision::judge_conflict(&shared.holder, shared.token, &current))
 }
 
-async fn release(
-    ctx: Arc<DriverCtx>,
-    shared: Arc<LeaseShared>,
-    version: Version,
-    record: LeaseRecord,
-    reply: Option<oneshot::Sender<Result<()>>>,
-) -> Done {
-    let result = release_write(&ctx, &shared, version, record).await;
-    if let Err(e) = &result {
+async fn release(ctx: Arc<DriverCtx>, shared: Arc<LeaseShared>, version: Version, record: LeaseRecord) -> Done {
+    if let Err(e) = release_write(&ctx, &shared, version, record).await {
         tracing::warn!(lease = %shared.name, error = %e, "release failed; the lease will expire on its own");
-    }
-    if let Some(r) = reply {
-        let _ = r.send(result);
     }
     Done::Release
 }
 
-async fn release_write(
+pub(crate) async fn release_write(
     ctx: &DriverCtx,
     shared: &LeaseShared,
     mut version: Version,

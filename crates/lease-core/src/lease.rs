@@ -4,7 +4,10 @@ use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
+
+use crate::driver::{DriverCtx, release_write};
+use crate::finish::FinishOnDrop;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -73,11 +76,10 @@ impl fmt::Display for LossCause {
 pub(crate) enum Command {
     /// Start renewing this lease.
     Register(Arc<LeaseShared>),
-    /// Release it (from `Lease::release` with a reply, or from `Drop` without).
-    Release {
-        lease: Arc<LeaseShared>,
-        reply: Option<oneshot::Sender<Result<()>>>,
-    },
+    /// Stop renewing it and release it (a dropped guard).
+    Release(Arc<LeaseShared>),
+    /// Stop renewing it: its guard releases it ([`Lease::release`]).
+    Forget(Arc<LeaseShared>),
 }
 
 /// What the driver tracks of a held lease; shared with its guard.
@@ -168,6 +170,7 @@ impl LeaseShared {
 pub struct Lease {
     pub(crate) shared: Arc<LeaseShared>,
     pub(crate) driver: mpsc::UnboundedSender<Command>,
+    pub(crate) ctx: Arc<DriverCtx>,
     pub(crate) released: bool,
 }
 
@@ -260,14 +263,21 @@ impl Lease {
     pub async fn release(mut self) -> Result<()> {
         self.released = true;
         self.shared.leave_held();
-        let (tx, rx) = oneshot::channel();
+        // The driver stops renewing; the release is written here, in the caller's task
+        // (and finished on a task of its own if this future is dropped half-way). A
+        // renewal still in flight is no harm: the release then meets its newer version,
+        // finds the record still ours, and writes on that version.
+        let taken = matches!(self.shared.cause.get(), Some(LossCause::TakenOver { .. }));
         self.driver
-            .send(Command::Release {
-                lease: self.shared.clone(),
-                reply: Some(tx),
-            })
+            .send(Command::Forget(self.shared.clone()))
             .map_err(|_| Error::Shutdown)?;
-        rx.await.map_err(|_| Error::Shutdown)?
+        self.shared.end(LossCause::Released);
+        if taken {
+            return Ok(());
+        }
+        let (ctx, shared) = (self.ctx.clone(), self.shared.clone());
+        let st = shared.state();
+        FinishOnDrop::new(async move { release_write(&ctx, &shared, st.version, st.record).await }).await
     }
 }
 
@@ -276,10 +286,7 @@ impl Drop for Lease {
         if !self.released {
             self.shared.leave_held();
             // Never blocks: the driver performs the release.
-            let _ = self.driver.send(Command::Release {
-                lease: self.shared.clone(),
-                reply: None,
-            });
+            let _ = self.driver.send(Command::Release(self.shared.clone()));
         }
     }
 }

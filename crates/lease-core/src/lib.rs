@@ -68,6 +68,7 @@ mod driver;
 mod error;
 mod failure;
 pub mod fence;
+mod finish;
 mod held;
 mod lease;
 mod lease_set;

@@ -15,6 +15,15 @@ async fn vacant(store: &MemoryStore, name: &str) -> bool {
     matches!(store.read(&name).await, Ok(Some(s)) if s.record.holder.is_none())
 }
 
+/// The token of the next grant of `name`, which must be free.
+async fn next_token(client: &LeaseClient, name: &str) -> u64 {
+    let outcome = client
+        .try_acquire(name, Duration::from_secs(60))
+        .await
+        .expect("acquire");
+    outcome.granted().expect("the name is free").token().get()
+}
+
 /// A lease on `name` for `ttl`, acquired through a store whose faults (seeded with
 /// `seed`) the test then turns on.
 async fn lease_on_faulty_store(seed: u64, name: &str, ttl: Duration) -> (FaultStore<MemoryStore>, Lease) {
@@ -126,13 +135,7 @@ async fn dropping_the_guard_releases_in_the_background() {
         poll_async(Duration::from_secs(1), || vacant(&store, "dropped")).await,
         "not released after drop"
     );
-    let next = client
-        .try_acquire("dropped", Duration::from_secs(60))
-        .await
-        .expect("again")
-        .granted()
-        .expect("free");
-    assert_eq!(next.token().get(), 2);
+    assert_eq!(next_token(&client, "dropped").await, 2);
 }
 
 #[tokio::test(start_paused = true)]
@@ -159,6 +162,45 @@ async fn dropping_an_acquire_mid_write_never_leaves_an_unrenewed_lease() {
         poll_async(Duration::from_secs(2), || vacant(&mem, "busy")).await,
         "the dropped waiter took the lease"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_acquire_dropped_before_its_write_sends_nothing() {
+    let (mem, slow, client) = common::slowed(2, Duration::from_millis(100));
+    let counting = CountingStore::new(slow);
+    let counted = LeaseClient::new(counting.clone());
+    // Never polled: nothing is sent, and nothing stays behind (the name is free again).
+    drop(counted.try_acquire("never-sent", Duration::from_secs(60)));
+    drop(client.acquire("never-sent", Duration::from_secs(60)));
+    assert_eq!(
+        counting.counts().round_trips(),
+        0,
+        "a dropped, unpolled acquire sent a call"
+    );
+    let name = LeaseName::new("never-sent").expect("name");
+    assert!(mem.read(&name).await.expect("read").is_none(), "a record was written");
+    assert_eq!(next_token(&counted, "never-sent").await, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_dropped_mid_write_still_releases() {
+    let (mem, _slow, client) = common::slowed(3, Duration::from_millis(100));
+    let lease = client
+        .acquire("let-go", Duration::from_secs(60))
+        .await
+        .expect("acquire");
+    // Dropped while its write is in flight (at 50 ms of a 100 ms call): it finishes on
+    // its own, and nobody renews the lease meanwhile.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), lease.release())
+            .await
+            .is_err()
+    );
+    assert!(
+        poll_async(Duration::from_secs(2), || vacant(&mem, "let-go")).await,
+        "a dropped release left the lease held"
+    );
+    assert_eq!(next_token(&client, "let-go").await, 2);
 }
 
 #[tokio::test(start_paused = true)]

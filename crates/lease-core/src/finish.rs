@@ -1,0 +1,58 @@
+//! Futures that run in the caller's task but are never abandoned half-way.
+//!
+//! An acquire or a release runs its store write in the task that awaits it: no task
+//! is spawned and no other task is woken on the way. A caller may still drop the future
+//! at any point (a `select!`, a timeout); a write already sent may then apply, and a
+//! grant nobody receives would stay held with nobody renewing it. [`FinishOnDrop`] keeps
+//! the work boxed, and if it is dropped before completing, hands the box to a spawned
+//! task that completes it and drops what it yields: an abandoned grant is a dropped
+//! [`crate::Lease`], which releases itself.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+type Work<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// Polls `work` in place; completes it on a spawned task if dropped before it is done.
+pub(crate) struct FinishOnDrop<T: Send + 'static> {
+    work: Option<Work<T>>,
+}
+
+impl<T: Send + 'static> FinishOnDrop<T> {
+    pub(crate) fn new(work: impl Future<Output = T> + Send + 'static) -> Self {
+        Self {
+            work: Some(Box::pin(work)),
+        }
+    }
+}
+
+impl<T: Send + 'static> Future for FinishOnDrop<T> {
+    type Output = T;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let Some(work) = self.work.as_mut() else {
+            // Polled after completion: a caller bug; never yields twice.
+            return Poll::Pending;
+        };
+        let out = work.as_mut().poll(cx);
+        if out.is_ready() {
+            self.work = None;
+        }
+        out
+    }
+}
+
+impl<T: Send + 'static> Drop for FinishOnDrop<T> {
+    fn drop(&mut self) {
+        if let Some(work) = self.work.take() {
+            // Outside a runtime (it is shutting down) nothing can run it; the store then
+            // expires what it holds on its own.
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move {
+                    drop(work.await);
+                });
+            }
+        }
+    }
+}
