@@ -426,17 +426,25 @@ impl LeaseClient {
         let inner = self.inner.clone();
         let span = tracing::debug_span!("acquire", lease = %name);
         // The attempt runs in the caller's task; dropped half-way, it finishes on a task
-        // of its own, and a grant nobody receives is dropped, which releases it.
-        FinishOnDrop::new(
+        // of its own, and a grant nobody receives is dropped, which releases it (and takes
+        // it off the table) before the gate opens for the next attempt on the name: the
+        // pair drops its grant first.
+        let (result, _gate) = FinishOnDrop::new(
             async move {
                 // One attempt per name at a time in this client; the check under the gate is
                 // the one that counts (a sibling attempt may have been granted meanwhile).
-                let gate = inner.held.enter(&name).await?;
-                attempt(&inner, &driver, &ctx, name, ttl, max_hold, &gate).await
+                match inner.held.enter(&name).await {
+                    Ok(gate) => (
+                        attempt(&inner, &driver, &ctx, name, ttl, max_hold, &gate).await,
+                        Some(gate),
+                    ),
+                    Err(e) => (Err(e), None),
+                }
             }
             .instrument(span),
         )
-        .await
+        .await;
+        result
     }
 
     /// Acquires `name`, waiting as long as it takes (cancel by dropping the future).
