@@ -80,8 +80,27 @@ impl Election {
     /// Waits on the store's change notification where it has one, otherwise retries
     /// when the current leader's lease can have run out.
     ///
+    /// A candidate whose client leads already is told so at once, with
+    /// [`leasehold_core::Error::AlreadyHeld`] (the tenure's token): it never waits on its
+    /// own leadership. Resign (or let the tenure end) before campaigning again.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use std::time::Duration;
+    /// use leasehold_core::{Error, LeaseClient, MemoryStore};
+    /// use leasehold_election::Election;
+    ///
+    /// let election = Election::new(LeaseClient::new(MemoryStore::new()), "compactor", Duration::from_secs(10))?;
+    /// let leadership = election.campaign().await?;
+    /// assert!(matches!(election.campaign().await, Err(Error::AlreadyHeld { token, .. }) if token == leadership.token()));
+    /// leadership.resign().await?;
+    /// assert_eq!(election.campaign().await?.token().get(), 2);
+    /// # Ok::<(), Error>(()) }).unwrap();
+    /// ```
+    ///
     /// # Errors
-    /// Store errors that retrying cannot fix (misconfiguration, a corrupt record).
+    /// [`leasehold_core::Error::AlreadyHeld`] while this candidate's client leads; store
+    /// errors that retrying cannot fix (misconfiguration, a corrupt record).
     pub async fn campaign(&self) -> Result<Leadership> {
         let lease = self.client.acquire(&self.name, self.config.ttl).await?;
         Ok(Leadership::new(lease))
