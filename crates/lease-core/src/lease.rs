@@ -5,12 +5,11 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
-
-use crate::driver::{DriverCtx, release_write};
-use crate::finish::FinishOnDrop;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::driver::{DriverCtx, release_write};
+use crate::finish::FinishOnDrop;
 use crate::held::HeldNames;
 use crate::{
     Error, FencingToken, HolderId, LeaseName, Result, Ttl,
