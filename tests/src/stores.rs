@@ -21,7 +21,7 @@ use leasehold_core::{
 };
 use leasehold_core::{
     Result as LeaseResult,
-    store::{Current, Stored, Version},
+    store::{Current, Stored, Version, Wait},
 };
 use rand::Rng;
 use rand::rngs::StdRng;
@@ -609,10 +609,10 @@ impl CasStore for Bounded {
     async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> LeaseResult<CasOutcome> {
         self.bound("renew", self.inner.renew(name, version, record)).await
     }
-    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> LeaseResult<()> {
+    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, wait: Wait) -> LeaseResult<()> {
         match tokio::time::timeout(
-            max_wait + self.timeout,
-            self.inner.wait_for_change(name, seen, max_wait),
+            wait.after() + self.timeout,
+            self.inner.wait_for_change(name, seen, wait),
         )
         .await
         {
@@ -667,8 +667,8 @@ impl CasStore for BlindRelease {
     async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> LeaseResult<CasOutcome> {
         self.inner.renew(name, version, record).await
     }
-    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> LeaseResult<()> {
-        self.inner.wait_for_change(name, seen, max_wait).await
+    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, wait: Wait) -> LeaseResult<()> {
+        self.inner.wait_for_change(name, seen, wait).await
     }
 }
 

@@ -20,7 +20,7 @@ use crate::options::{AcquireOptions, check_max_hold};
 use crate::{
     Error, FencingToken, HolderId, Lease, LeaseName, Result, Ttl,
     clock::{SystemWallClock, WallClock},
-    store::{Capabilities, CasOutcome, CasStore, ClockSource, Current, Grade, Linearizable, Stored, Version},
+    store::{Capabilities, CasOutcome, CasStore, ClockSource, Current, Grade, Linearizable, Stored, Version, Wait},
 };
 
 /// Options of a [`LeaseClient`]; `Default` is right for most uses, and
@@ -577,26 +577,45 @@ impl LeaseClient {
                 }
                 Err(e) => return Err(e),
             };
-            let wait = match deadline {
-                Some(d) => {
-                    let left = d.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return Err(Error::Timeout { name: name.to_owned() });
-                    }
-                    wait.min(left)
-                }
-                None => wait,
-            };
+            if deadline.is_some_and(|d| d <= Instant::now()) {
+                return Err(Error::Timeout { name: name.to_owned() });
+            }
             // After a failed attempt, back off for real: a wait on a stale version would
             // return at once and turn a failing store into a tight loop.
-            if self.inner.caps.notifies_waiters && failures == 0 {
-                let seen = self.seen_version(&lease_name);
-                self.inner
-                    .store
-                    .wait_for_change(&lease_name, seen.as_ref(), wait)
-                    .await?;
-            } else {
-                tokio::time::sleep(wait).await;
+            let waited = async {
+                if self.inner.caps.notifies_waiters && failures == 0 {
+                    // On a store clock, in line with this store's other claimers of the
+                    // name: only the first looks again at `wait` (the holder's time
+                    // left). Judged by observation, every renewal restarts the watch
+                    // of the record, so every change matters.
+                    let wait = match self.inner.caps.clock {
+                        ClockSource::Store => Wait::Claim(wait),
+                        _ => Wait::Change(wait),
+                    };
+                    let seen = self.seen_version(&lease_name);
+                    self.inner.store.wait_for_change(&lease_name, seen.as_ref(), wait).await
+                } else {
+                    tokio::time::sleep(wait).await;
+                    Ok(())
+                }
+            };
+            // A grant of the name to another task of this client ends the wait too:
+            // the next attempt answers `AlreadyHeld` without a store call.
+            let waited = async {
+                tokio::select! {
+                    r = waited => r,
+                    () = self.inner.held.held_here(&lease_name) => Ok(()),
+                }
+            };
+            match deadline {
+                // The deadline ends the wait; the loop then tries once more and, still
+                // held, answers `Timeout`.
+                Some(d) => {
+                    if let Ok(r) = tokio::time::timeout_at(d, waited).await {
+                        r?;
+                    }
+                }
+                None => waited.await?,
             }
         }
     }

@@ -15,16 +15,28 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
-use tokio::sync::OwnedMutexGuard;
+use tokio::sync::{OwnedMutexGuard, watch};
 use tokio::time::Instant;
 
 use crate::lease::LeaseShared;
 use crate::{Error, LeaseName, Result};
 
 /// The per-client table of names held or being acquired.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct HeldNames {
     map: Mutex<HashMap<LeaseName, Entry>>,
+    /// Bumped by every grant registered: this client's waiters look whether it was
+    /// their name.
+    grants: watch::Sender<u64>,
+}
+
+impl Default for HeldNames {
+    fn default() -> Self {
+        Self {
+            map: Mutex::default(),
+            grants: watch::Sender::new(0),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -69,6 +81,18 @@ impl HeldNames {
         match self.lock().get(name).and_then(Entry::live) {
             Some(shared) => Err(already_held(&shared)),
             None => Ok(()),
+        }
+    }
+
+    /// Returns once this client holds a live grant of `name` (another of its tasks was
+    /// granted it while the caller waited for the holder before).
+    pub(crate) async fn held_here(&self, name: &LeaseName) {
+        let mut grants = self.grants.subscribe();
+        while self.check(name).is_ok() {
+            if grants.changed().await.is_err() {
+                // Never: `self` keeps the sender.
+                std::future::pending::<()>().await;
+            }
         }
     }
 
@@ -136,6 +160,8 @@ impl Gate {
         if let Some(entry) = map.get_mut(&self.name) {
             entry.lease = Some((shared.id, Arc::downgrade(shared)));
         }
+        drop(map);
+        self.names.grants.send_modify(|n| *n += 1);
     }
 }
 

@@ -82,6 +82,7 @@ mod seen;
 pub mod store;
 mod token;
 mod ttl;
+mod wait;
 mod wake_hub;
 
 #[cfg(feature = "testing")]

@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use crate::store::{Capabilities, CasOutcome, ClockSource, Current, DeleteOutcome, Grade, Precondition, WakeHub};
+use crate::store::{Capabilities, CasOutcome, ClockSource, Current, DeleteOutcome, Grade, Precondition, Wait, WakeHub};
 use crate::{
     Error, LeaseName, NamePrefix, Result,
     store::{CasStore, LeaseRecord, Linearizable, Stored, Version, record_codec},
@@ -267,9 +267,9 @@ impl CasStore for MemoryStore {
         Ok(names)
     }
 
-    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
+    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, wait: Wait) -> Result<()> {
         let seen = seen.and_then(|v| v.as_str().parse().ok()).unwrap_or(0);
-        self.shared.hub.wait(name.as_str(), seen, max_wait).await;
+        self.shared.hub.wait(name.as_str(), seen, wait).await;
         Ok(())
     }
 }

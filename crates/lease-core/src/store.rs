@@ -13,13 +13,13 @@
 //! alive (etcd, ZooKeeper): its book of held records and the task that expires them.
 
 use std::fmt;
-use std::time::Duration;
 
 use async_trait::async_trait;
 
 pub use crate::failure::{Effect, ErrorClass, no_answer};
 pub use crate::record::{EXPIRY_SLACK, LeaseRecord, Stored, Version, expiry_is_possible, record_codec};
-pub use crate::wake_hub::{BATON_PASS, WakeHub};
+pub use crate::wait::Wait;
+pub use crate::wake_hub::{BATON_PASS, LINE_LIMIT, WakeHub};
 use crate::{LeaseName, NamePrefix, Result};
 
 pub mod session;
@@ -184,11 +184,13 @@ pub trait CasStore: Send + Sync + fmt::Debug + 'static {
     }
 
     /// Waits until the record under `name` may have changed from `seen` (`None`: from
-    /// absent), or `max_wait` passed. Spurious returns are allowed. Stores with
-    /// [`Capabilities::notifies_waiters`] push; the default sleeps for `max_wait`.
-    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
+    /// absent) in the way `wait` asks for, or until it is time to look again
+    /// ([`Wait::after`]; for [`Wait::Claim`], only the first in line). Spurious returns
+    /// are allowed. Stores with [`Capabilities::notifies_waiters`] push; the default
+    /// sleeps for [`Wait::after`].
+    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, wait: Wait) -> Result<()> {
         let _ = (name, seen);
-        tokio::time::sleep(max_wait).await;
+        tokio::time::sleep(wait.after()).await;
         Ok(())
     }
 }
@@ -222,8 +224,8 @@ impl<S: CasStore + ?Sized> CasStore for std::sync::Arc<S> {
     async fn list(&self, prefix: &NamePrefix) -> Result<Vec<LeaseName>> {
         (**self).list(prefix).await
     }
-    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
-        (**self).wait_for_change(name, seen, max_wait).await
+    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, wait: Wait) -> Result<()> {
+        (**self).wait_for_change(name, seen, wait).await
     }
 }
 

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
+use crate::wait::Wait;
+
 /// The most names remembered before those without waiters are forgotten.
 const MAX_REMEMBERED: usize = 16_384;
 
@@ -14,10 +16,20 @@ const MAX_REMEMBERED: usize = 16_384;
 /// waiter is woken too (a read and a write take a millisecond or two on a healthy store).
 pub const BATON_PASS: Duration = Duration::from_millis(500);
 
+/// The longest a claimer behind the first in line waits without a wake-up before it
+/// looks again anyway (a safety net: the first in line looks for an unreleased
+/// expiry, and a release wakes the line).
+pub const LINE_LIMIT: Duration = Duration::from_secs(30);
+
 struct Waiter {
     id: u64,
     seen: u64,
+    /// Whether it waits to claim ([`Wait::Claim`]): woken only by a change that left
+    /// the lease free.
+    claim: bool,
     wake: oneshot::Sender<()>,
+    /// A claimer behind the first in line: told when it comes first.
+    promote: Option<oneshot::Sender<()>>,
 }
 
 /// One name's waiters and what was announced for it.
@@ -43,12 +55,18 @@ impl Name {
         seen >= self.announced || (seen == 0 && self.absent)
     }
 
-    /// Wakes the longest-waiting waiter that has not seen the announced change; when
-    /// the lease is free, hands it the baton: `Some(generation)` for the pass timer.
+    /// Wakes the longest-waiting waiter that has not seen the announced change (a
+    /// claimer only if it left the lease free); when the lease is free, hands it the
+    /// baton: `Some(generation)` for the pass timer.
     fn wake_one(&mut self) -> Option<u64> {
         self.baton_out = false;
-        while let Some(i) = self.waiters.iter().position(|w| !self.has_seen(w.seen)) {
+        while let Some(i) = self
+            .waiters
+            .iter()
+            .position(|w| !self.has_seen(w.seen) && (self.free || !w.claim))
+        {
             let Some(w) = self.waiters.remove(i) else { break };
+            self.promote_first();
             if w.wake.send(()).is_ok() {
                 if !self.free {
                     return None;
@@ -59,6 +77,16 @@ impl Name {
             }
         }
         None
+    }
+
+    /// Tells the first claimer in line that it is first now (it starts looking for an
+    /// unreleased expiry). Idempotent.
+    fn promote_first(&mut self) {
+        if let Some(w) = self.waiters.iter_mut().find(|w| w.claim) {
+            if let Some(p) = w.promote.take() {
+                let _ = p.send(());
+            }
+        }
     }
 }
 
@@ -99,6 +127,7 @@ impl Board {
         let mut names = self.lock();
         if let Some(n) = names.get_mut(name) {
             n.waiters.retain(|w| w.id != id);
+            n.promote_first();
             if n.waiters.is_empty() && n.announced == 0 && !n.baton_out {
                 names.remove(name);
             }
@@ -112,9 +141,16 @@ impl Board {
 /// A store feeds the hub what its change events say ([`WakeHub::announce`]: name, the
 /// change's position in the name's history, and whether it left the lease free to take),
 /// and each waiter waits in the hub ([`WakeHub::wait`]) with the version it last saw.
-/// Each announced change wakes **one** waiter: the longest waiting that has not seen it.
+/// Each announced change wakes **one** waiter: the longest waiting that has not seen it
+/// (a waiter to claim, [`Wait::Claim`], only for a change that left the lease free).
 /// N waiters in one process then cost O(1) store calls per release instead of N (every
 /// one of them trying once, one winning).
+///
+/// Claimers of a name wait **in line**: only the first looks again at its
+/// [`Wait::after`] (whether the holder's lease ran out without a release, which no store
+/// announces); the others wait for a wake-up or until they come first (the one ahead
+/// was woken or went away), and look that long after. N claimers then cost one look per
+/// holder's TTL, not N ([`LINE_LIMIT`] bounds a wait behind the line's head anyway).
 ///
 /// A wake-up while the lease is **free** is a baton: the woken waiter should take the
 /// lease. Not every waiter takes it (an election observer waits for changes from a read
@@ -124,13 +160,13 @@ impl Board {
 /// [`BATON_PASS`] after the wake-up (the woken waiter went away). A write through the
 /// store that shows a newer position ([`WakeHub::claimed`]), or a waiter that has seen
 /// one, ends it. The price: a waiter that is not woken (an observer behind the acquirer
-/// that took the lease) learns of the change at its own `max_wait`.
+/// that took the lease) learns of the change at its own [`Wait::after`].
 ///
 /// A waiter registers, then checks whether a change it has not seen was announced
 /// already, so a change between its last read and its wait is not missed. When the feed
 /// may have dropped events (a lost connection), [`WakeHub::wake_all`] wakes everyone.
 /// Spurious wake-ups are allowed by the store contract; missed ones only cost up to
-/// `max_wait`.
+/// [`Wait::after`] (behind the first in line, [`LINE_LIMIT`]).
 ///
 /// Cheap to clone; clones share the waiters.
 #[derive(Clone)]
@@ -245,13 +281,16 @@ impl WakeHub {
     }
 
     /// Waits until `name` may have changed from position `seen` (0: the caller saw no
-    /// record), or `max_wait` passed. Returns at once if a change the caller has not
-    /// seen was announced already.
-    pub async fn wait(&self, name: &str, seen: u64, max_wait: Duration) {
-        let deadline = tokio::time::Instant::now() + max_wait;
+    /// record) in the way `wait` asks for, or until it is time to look again
+    /// ([`Wait::after`]; for a claimer behind the first in line, that long after it
+    /// comes first). Returns at once if a change the caller has not seen was announced
+    /// already.
+    pub async fn wait(&self, name: &str, seen: u64, wait: Wait) {
+        let start = tokio::time::Instant::now();
         let board = &self.board;
         let id = board.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
+        let mut behind: Option<oneshot::Receiver<()>> = None;
         let timer = {
             let mut names = board.lock();
             let n = names.entry(name.to_owned()).or_default();
@@ -271,13 +310,46 @@ impl WakeHub {
                 }
                 None
             };
-            n.waiters.push_back(Waiter { id, seen, wake: tx });
+            let claim = wait.is_claim();
+            let promote = if claim && n.waiters.iter().any(|w| w.claim) {
+                let (p, rx) = oneshot::channel();
+                behind = Some(rx);
+                Some(p)
+            } else {
+                None
+            };
+            n.waiters.push_back(Waiter {
+                id,
+                seen,
+                claim,
+                wake: tx,
+                promote,
+            });
             timer
         };
         board.pass_later(name, timer, self.pass);
         // Removes the registration however this future ends, dropped included.
         let _leave = Leave { board, name, id };
-        let _ = tokio::time::timeout_at(deadline, rx).await;
+        let after = wait.after();
+        match behind {
+            None => {
+                let _ = tokio::time::timeout_at(start + after, rx).await;
+            }
+            Some(first) => {
+                let come_first = async {
+                    match first.await {
+                        Ok(()) => tokio::time::sleep(after).await,
+                        // Taken out of the line (woken, or every waiter woken): `rx` ends.
+                        Err(_) => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    _ = rx => {}
+                    () = come_first => {}
+                    () = tokio::time::sleep_until(start + LINE_LIMIT.max(after)) => {}
+                }
+            }
+        }
     }
 }
 
@@ -295,7 +367,7 @@ mod tests {
         (0..n)
             .map(|_| {
                 let hub = hub.clone();
-                tokio::spawn(async move { hub.wait("a", seen, Duration::from_secs(60)).await })
+                tokio::spawn(async move { hub.wait("a", seen, Wait::Change(Duration::from_secs(60))).await })
             })
             .collect()
     }
@@ -334,9 +406,12 @@ mod tests {
         settle().await;
         assert_eq!(done(&tasks), 1, "a change that left the lease held hands out no baton");
         // A caller that saw version 7 waits after 8 was announced: it returns at once.
-        tokio::time::timeout(Duration::from_millis(1), hub.wait("a", 7, Duration::from_secs(60)))
-            .await
-            .expect("returns at once");
+        tokio::time::timeout(
+            Duration::from_millis(1),
+            hub.wait("a", 7, Wait::Change(Duration::from_secs(60))),
+        )
+        .await
+        .expect("returns at once");
         hub.wake_all();
         settle().await;
         assert_eq!(done(&tasks), 3, "wake_all wakes everyone");
@@ -401,12 +476,86 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_wait_ends_at_its_deadline_and_leaves_nothing_behind() {
         let hub = WakeHub::new();
-        hub.wait("a", 0, Duration::from_millis(50)).await;
+        hub.wait("a", 0, Wait::Change(Duration::from_millis(50))).await;
         assert_eq!(hub.waiting("a"), 0);
         assert_eq!(
             hub.board.lock().len(),
             0,
             "a name with nothing to remember is forgotten"
         );
+    }
+
+    fn claimers(hub: &WakeHub, n: usize, seen: u64, after: Duration) -> Vec<tokio::task::JoinHandle<()>> {
+        (0..n)
+            .map(|_| {
+                let hub = hub.clone();
+                tokio::spawn(async move { hub.wait("a", seen, Wait::Claim(after)).await })
+            })
+            .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_the_first_claimer_in_line_looks_again_at_its_time() {
+        let hub = WakeHub::new();
+        let mut line = Vec::new();
+        for _ in 0..5 {
+            line.extend(claimers(&hub, 1, 3, Duration::from_millis(100)));
+            settle().await;
+        }
+        tokio::time::sleep(Duration::from_millis(101)).await;
+        settle().await;
+        assert_eq!(done(&line), 1, "only the first in line looks again at its time");
+        assert!(line[0].is_finished(), "the first in line is the longest waiting");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        settle().await;
+        assert_eq!(done(&line), 1, "the next, first now, waits its own time from then");
+        tokio::time::sleep(Duration::from_millis(51)).await;
+        settle().await;
+        assert_eq!(done(&line), 2);
+        assert!(line[1].is_finished());
+        tokio::time::sleep(LINE_LIMIT).await;
+        settle().await;
+        assert_eq!(done(&line), 5, "nobody waits past the line's limit");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_grant_wakes_no_claimer_and_a_release_wakes_the_first() {
+        let hub = WakeHub::new();
+        let observer = waiters(&hub, 1, 3);
+        settle().await;
+        let line = claimers(&hub, 3, 3, Duration::from_secs(10));
+        settle().await;
+        hub.announce("a", 4, false);
+        settle().await;
+        assert_eq!(
+            (done(&observer), done(&line)),
+            (1, 0),
+            "a grant wakes an observer, no claimer"
+        );
+        hub.announce("a", 5, true);
+        settle().await;
+        assert_eq!(done(&line), 1, "a release wakes one claimer");
+        assert!(line[0].is_finished(), "the first in line");
+        // The woken one claims; the next in line is first now and looks at its own time.
+        hub.claimed("a", 6);
+        tokio::time::sleep(Duration::from_secs(10) + Duration::from_millis(1)).await;
+        settle().await;
+        assert_eq!(done(&line), 2, "the new first in line looked at its time");
+        assert!(line[1].is_finished());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_claimer_that_goes_away_hands_the_head_of_the_line_on() {
+        let hub = WakeHub::new();
+        let first = claimers(&hub, 1, 3, Duration::from_millis(100));
+        settle().await;
+        let second = claimers(&hub, 1, 3, Duration::from_millis(100));
+        settle().await;
+        first[0].abort();
+        settle().await;
+        tokio::time::sleep(Duration::from_millis(101)).await;
+        settle().await;
+        assert_eq!(done(&second), 1, "the second came first when the first went away");
+        assert_eq!(hub.waiting("a"), 0);
     }
 }

@@ -22,7 +22,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leasehold_core::{
     ClientConfig, Error, LeaseClient, LeaseName, MemoryStore, NamePrefix, Result,
-    store::{Capabilities, CasOutcome, CasStore, DeleteOutcome, LeaseRecord, Precondition, Stored, Version},
+    store::{Capabilities, CasOutcome, CasStore, DeleteOutcome, LeaseRecord, Precondition, Stored, Version, Wait},
     testing::SkewedWallClock,
 };
 use rand::rngs::StdRng;
@@ -95,8 +95,8 @@ impl CasStore for SimNet {
     async fn list(&self, prefix: &NamePrefix) -> Result<Vec<LeaseName>> {
         self.inner.list(prefix).await
     }
-    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
-        self.inner.wait_for_change(name, seen, max_wait).await
+    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, wait: Wait) -> Result<()> {
+        self.inner.wait_for_change(name, seen, wait).await
     }
 }
 

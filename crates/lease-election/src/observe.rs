@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures::Stream;
 use leasehold_core::{
     LeaseName, Policy, Result,
-    store::{CasStore, ClockSource, Stored, Version},
+    store::{CasStore, ClockSource, Stored, Version, Wait},
 };
 use tokio::time::Instant;
 
@@ -105,7 +105,10 @@ pub(crate) fn stream(
             if let Some(wait) = st.wait.take() {
                 if st.store.capabilities().notifies_waiters && st.failures == 0 {
                     // A spurious or failed wait only means an earlier read.
-                    let _ = st.store.wait_for_change(&st.name, st.seen_version.as_ref(), wait).await;
+                    let _ = st
+                        .store
+                        .wait_for_change(&st.name, st.seen_version.as_ref(), Wait::Change(wait))
+                        .await;
                 } else {
                     tokio::time::sleep(wait).await;
                 }

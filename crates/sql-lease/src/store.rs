@@ -12,7 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leasehold_core::store::{
     Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Linearizable,
-    Precondition, Stored, Version,
+    Precondition, Stored, Version, Wait,
 };
 use leasehold_core::{Error, LeaseName, NamePrefix, Result};
 use sqlx::Pool;
@@ -77,8 +77,9 @@ pub trait ChangeFeed: Send + Sync + 'static {
     /// used up.
     fn claimed(&self, name: &LeaseName, version: &Version);
 
-    /// Waits until `name` may have changed from `seen`, or `max_wait`.
-    async fn wait(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration);
+    /// Waits until `name` may have changed from `seen` in the way `wait` asks for, or
+    /// until it is time to look again (see [`Wait`]).
+    async fn wait(&self, name: &LeaseName, seen: Option<&Version>, wait: Wait);
 }
 
 /// Lease records in a SQL table, judged on the database's clock (Postgres: the server's
@@ -339,10 +340,10 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
         Ok(listing::names(raw))
     }
 
-    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
+    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, wait: Wait) -> Result<()> {
         match &self.inner.feed {
-            Some(feed) => feed.wait(name, seen, max_wait).await,
-            None => tokio::time::sleep(max_wait).await,
+            Some(feed) => feed.wait(name, seen, wait).await,
+            None => tokio::time::sleep(wait.after()).await,
         }
         Ok(())
     }

@@ -11,7 +11,7 @@ use leasehold_core::{
     Error, FencingToken, LeaseName, NamePrefix, Result, Ttl,
     store::{
         Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Linearizable,
-        Precondition, Stored, Version, record_codec,
+        Precondition, Stored, Version, Wait, record_codec,
     },
 };
 use tokio::sync::Notify;
@@ -857,7 +857,7 @@ impl CasStore for EtcdStore {
         self.inner.list(prefix).await
     }
 
-    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
+    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, wait: Wait) -> Result<()> {
         let seen = match seen {
             None => None,
             Some(v) => match parse_version(v) {
@@ -866,7 +866,7 @@ impl CasStore for EtcdStore {
                 Err(_) => return Ok(()),
             },
         };
-        watch::wait(&self.inner, name, seen, max_wait).await
+        watch::wait(&self.inner, name, seen, wait).await
     }
 }
 

@@ -13,7 +13,7 @@
 //! cancels it (compacted past that revision) changes may have been lost: every waiter
 //! wakes ([`WakeHub::wake_all`]) and the watch starts over from a
 //! fresh read. While no watch can be opened (etcd down), waiters sleep until their
-//! `max_wait`.
+//! [`Wait::after`].
 //!
 //! A waiter that saw no record waits for a change after the absence it saw: the revision
 //! at which the watch announced the record gone, or at which the store last read it
@@ -28,7 +28,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use etcd_client::{EventType, WatchOptions};
-use leasehold_core::store::{WakeHub, record_codec};
+use leasehold_core::store::{Wait, WakeHub, record_codec};
 use leasehold_core::{LeaseName, Result};
 
 use crate::state::RecordKv;
@@ -171,19 +171,14 @@ pub(crate) trait WatchHost: Send + Sync + 'static {
 }
 
 /// Waits until `name`'s record may have changed from mod revision `seen` (`None`:
-/// absent), or `max_wait` passed.
-pub(crate) async fn wait<H: WatchHost>(
-    inner: &Arc<H>,
-    name: &LeaseName,
-    seen: Option<i64>,
-    max_wait: Duration,
-) -> Result<()> {
+/// absent) in the way `wait` asks for, or until it is time to look again.
+pub(crate) async fn wait<H: WatchHost>(inner: &Arc<H>, name: &LeaseName, seen: Option<i64>, wait: Wait) -> Result<()> {
     let watches = inner.watches();
     let seen = match seen {
         Some(v) => position(v),
         None => watches.absence(name, inner.last_seen(name)),
     };
-    let mut waiting = std::pin::pin!(watches.hub.wait(name.as_str(), seen, max_wait));
+    let mut waiting = std::pin::pin!(watches.hub.wait(name.as_str(), seen, wait));
     // The first poll registers the waiter (or returns: a change it has not seen was
     // announced already). Registered first, it keeps the watch it finds running open.
     if poll_once(waiting.as_mut()).await.is_ready() {

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use etcd_client::Client;
-use leasehold_core::store::{BATON_PASS, CasStore, Version};
+use leasehold_core::store::{BATON_PASS, CasStore, Version, Wait};
 use leasehold_core::testing::CountingStore;
 use leasehold_core::testing::process::poll;
 use leasehold_core::{ClientConfig, FencingToken, Lease, LeaseClient, LeaseName, Result};
@@ -134,7 +134,9 @@ async fn an_observer_that_saw_the_record_deleted_hands_the_wake_up_on() {
             loop {
                 let seen = store.read(&n).await.expect("observer read").map(|c| c.version);
                 reads.fetch_add(1, Ordering::SeqCst);
-                let _ = store.wait_for_change(&n, seen.as_ref(), Duration::from_secs(60)).await;
+                let _ = store
+                    .wait_for_change(&n, seen.as_ref(), Wait::Change(Duration::from_secs(60)))
+                    .await;
             }
         })
     };
@@ -212,7 +214,7 @@ async fn a_dead_server_degrades_waits_to_sleeping_until_their_deadline() {
     for seen in [None, Some(Version::new("7"))] {
         let at = Instant::now();
         store
-            .wait_for_change(&n, seen.as_ref(), max_wait)
+            .wait_for_change(&n, seen.as_ref(), Wait::Change(max_wait))
             .await
             .expect("a wait does not fail");
         let waited = at.elapsed();

@@ -101,7 +101,7 @@
 //! - A name or holder longer than the table's columns is
 //!   [`leasehold_core::Error::InvalidInput`], refused before sending.
 //! - A waiter that is not woken (an observer behind the acquirer that took the lease)
-//!   learns of the change at its own `max_wait`.
+//!   learns of the change at its own [`Wait::after`](leasehold_core::store::Wait::after).
 //!
 //! Why it is built this way: [docs/STORES.md](https://example.invalid/leasehold/blob/main/docs/STORES.md#postgres).
 

@@ -10,14 +10,14 @@
 //! may NOTIFY on the channel) is ignored.
 //!
 //! When the listener connection is lost (notifications may have been dropped) every
-//! waiter wakes; when it cannot be opened, waiters sleep for their `max_wait` like a
+//! waiter wakes; when it cannot be opened, waiters sleep for their [`Wait::after`] like a
 //! polling store.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold_core::LeaseName;
-use leasehold_core::store::{Version, WakeHub};
+use leasehold_core::store::{Version, Wait, WakeHub};
 use sqlx::PgPool;
 use sqlx::postgres::{PgListener, PgPoolOptions};
 use tokio::task::JoinHandle;
@@ -99,9 +99,10 @@ impl Waiters {
         Ok(Listening { task })
     }
 
-    /// Waits until `name` may have changed from `seen`, or `max_wait` passed.
-    pub(crate) async fn wait(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) {
-        let deadline = tokio::time::Instant::now() + max_wait;
+    /// Waits until `name` may have changed from `seen` in the way `wait` asks for, or
+    /// until it is time to look again.
+    pub(crate) async fn wait(&self, name: &LeaseName, seen: Option<&Version>, wait: Wait) {
+        let deadline = tokio::time::Instant::now() + wait.after();
         let Some((_listening, fresh)) = self.listening().await else {
             tokio::time::sleep_until(deadline).await;
             return;
@@ -111,13 +112,7 @@ impl Waiters {
             return;
         }
         let seen = seen.map_or(0, position);
-        self.hub
-            .wait(
-                name.as_str(),
-                seen,
-                deadline.saturating_duration_since(tokio::time::Instant::now()),
-            )
-            .await;
+        self.hub.wait(name.as_str(), seen, wait).await;
     }
 
     /// A write through this store showed `name` at `version` (its outcome): a waiter
@@ -163,7 +158,7 @@ impl leasehold_sql::ChangeFeed for Waiters {
         Waiters::claimed(self, name, version);
     }
 
-    async fn wait(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) {
-        Waiters::wait(self, name, seen, max_wait).await;
+    async fn wait(&self, name: &LeaseName, seen: Option<&Version>, wait: Wait) {
+        Waiters::wait(self, name, seen, wait).await;
     }
 }

@@ -6,9 +6,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use leasehold_core::store::{CasStore, Wait};
 use leasehold_core::testing::CountingStore;
 use leasehold_core::testing::process::poll;
-use leasehold_core::{ClientConfig, LeaseClient, LeaseName, store::CasStore};
+use leasehold_core::{ClientConfig, LeaseClient, LeaseName};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_wakes_a_blocked_acquire_at_once() {
@@ -70,13 +71,13 @@ async fn renewals_wake_nobody_and_a_release_wakes_the_wait() {
     let seen = store.read(&name).await.expect("read").expect("present").version;
     // Start the listener (its first wait returns at once, by design).
     store
-        .wait_for_change(&name, Some(&seen), Duration::from_secs(1))
+        .wait_for_change(&name, Some(&seen), Wait::Change(Duration::from_secs(1)))
         .await
         .expect("wait");
     // Renewals every 100 ms change the version but announce nothing.
     let started = Instant::now();
     store
-        .wait_for_change(&name, Some(&seen), Duration::from_millis(700))
+        .wait_for_change(&name, Some(&seen), Wait::Change(Duration::from_millis(700)))
         .await
         .expect("wait");
     assert!(
@@ -93,7 +94,7 @@ async fn renewals_wake_nobody_and_a_release_wakes_the_wait() {
     });
     let started = Instant::now();
     store
-        .wait_for_change(&name, Some(&now.version), Duration::from_secs(10))
+        .wait_for_change(&name, Some(&now.version), Wait::Change(Duration::from_secs(10)))
         .await
         .expect("wait");
     assert!(

@@ -31,10 +31,9 @@ use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
-use std::time::Duration;
 
 use futures::StreamExt;
-use leasehold_core::store::{Version, WakeHub};
+use leasehold_core::store::{Version, Wait, WakeHub};
 use redis::aio::{PubSubSink, PubSubStream};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -127,15 +126,16 @@ impl Notifier {
     }
 
     /// Waits until `channel` announces a change the caller, who saw `seen`, has not
-    /// seen, or `max_wait` passed. `now` reads the record, if this wait has to.
+    /// seen in the way `wait` asks for, or until it is time to look again. `now` reads
+    /// the record, if this wait has to.
     pub(crate) async fn wait(
         &self,
         channel: &str,
         seen: Option<&Version>,
-        max_wait: Duration,
+        wait: Wait,
         now: impl Future<Output = redis::RedisResult<Now>>,
     ) {
-        let deadline = Instant::now() + max_wait;
+        let deadline = Instant::now() + wait.after();
         let Some((epoch, at)) = seen.and_then(|v| position(v.as_str())) else {
             // No record seen: the next change is a grant, which publishes nothing.
             let present = tokio::time::timeout_at(deadline, now).await;
@@ -146,7 +146,7 @@ impl Notifier {
         };
         let reg = Registration::new(&self.inner, channel);
         let key = hub_key(channel, epoch);
-        let mut woken = Box::pin(self.inner.hub.wait(&key, at, max_wait));
+        let mut woken = Box::pin(self.inner.hub.wait(&key, at, wait));
         if futures::poll!(woken.as_mut()).is_ready() {
             return;
         }
@@ -211,7 +211,7 @@ impl Inner {
             return Err(e);
         }
         chan.subscribed.store(true, Ordering::SeqCst);
-        // A failed read only leaves a release before the subscription to `max_wait`.
+        // A failed read only leaves a release before the subscription to the wait's `Wait::after`.
         let change = now.await.ok().and_then(|now| now.change());
         if let Some((version, free)) = change {
             if let Some((epoch, at)) = position(&version) {
@@ -345,6 +345,8 @@ impl Drop for Registration {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[tokio::test]
@@ -358,8 +360,10 @@ mod tests {
             version: Some("17:4".to_owned()),
             ..Now::default()
         };
-        n.wait("c", Some(&seen), Duration::from_millis(150), async { Ok(now) })
-            .await;
+        n.wait("c", Some(&seen), Wait::Change(Duration::from_millis(150)), async {
+            Ok(now)
+        })
+        .await;
         let waited = started.elapsed();
         assert!(waited >= Duration::from_millis(150), "returned early after {waited:?}");
         assert!(

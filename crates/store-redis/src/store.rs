@@ -10,7 +10,7 @@ use leasehold_core::{
     fence::FencedOutcome,
     store::{
         Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Precondition,
-        Stored, Version,
+        Stored, Version, Wait,
     },
 };
 use redis::ScriptInvocation;
@@ -366,12 +366,12 @@ where
         listing::list(&mut conn, &self.keys, self.request_timeout, prefix).await
     }
 
-    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
+    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, wait: Wait) -> Result<()> {
         match &self.notifier {
             Some(n) => {
-                n.wait(&self.keys.channel(name), seen, max_wait, self.now(name)).await;
+                n.wait(&self.keys.channel(name), seen, wait, self.now(name)).await;
             }
-            None => tokio::time::sleep(max_wait).await,
+            None => tokio::time::sleep(wait.after()).await,
         }
         Ok(())
     }

@@ -12,7 +12,7 @@ use futures::StreamExt;
 use leasehold_core::testing::process::poll_async;
 use leasehold_core::{
     AcquireOutcome, ClientConfig, FencingToken, HolderId, LeaseClient, LeaseName, Ttl,
-    store::{CasStore, DeleteOutcome, LeaseRecord, Precondition, Version},
+    store::{CasStore, DeleteOutcome, LeaseRecord, Precondition, Version, Wait},
 };
 use leasehold_redis::{RedisConfig, RedisStore};
 use leasehold_testkit::write_ok;
@@ -37,10 +37,13 @@ async fn until_subscribers(conn: &MultiplexedConnection, channel: &str, n: u64) 
     .await
 }
 
-/// How long `store.wait_for_change(name, seen, max_wait)` took to return.
+/// How long `store.wait_for_change(name, seen, Wait::Change(max_wait))` took to return.
 async fn timed_wait<S: CasStore>(store: &S, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Duration {
     let started = Instant::now();
-    store.wait_for_change(name, seen, max_wait).await.expect("wait");
+    store
+        .wait_for_change(name, seen, Wait::Change(max_wait))
+        .await
+        .expect("wait");
     started.elapsed()
 }
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leasehold_core::LeaseName;
 use leasehold_core::fence::Dialect;
-use leasehold_core::store::Version;
+use leasehold_core::store::{Version, Wait};
 use leasehold_sql::{ChangeFeed, LeaseTable};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 use sqlx::{AssertSqlSafe, Connection, SqlitePool};
@@ -167,13 +167,13 @@ async fn poll(feed: Weak<DataVersionFeed>) {
 impl ChangeFeed for DataVersionFeed {
     fn claimed(&self, _name: &LeaseName, _version: &Version) {}
 
-    async fn wait(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) {
+    async fn wait(&self, name: &LeaseName, seen: Option<&Version>, wait: Wait) {
         // `wait` is called on the store's `Arc`; the poller holds only a `Weak`.
         let Some(me) = self.me() else {
-            tokio::time::sleep(max_wait).await;
+            tokio::time::sleep(wait.after()).await;
             return;
         };
-        let deadline = tokio::time::Instant::now() + max_wait;
+        let deadline = tokio::time::Instant::now() + wait.after();
         let mut rx = self.changes.subscribe();
         let _waiting = Waiting::enter(&me);
         // Look first: a change that landed after the caller's read and before the

@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::store::CasStore;
+use crate::store::{CasStore, Wait};
 use crate::testing::CountingStore;
 use crate::testing::process::poll;
 use crate::{ClientConfig, Lease, LeaseClient, LeaseName, Result};
@@ -35,6 +35,7 @@ pub const CASES: &[&str] = &[
     "one_release_wakes_one_of_fifty_waiters",
     "an_observer_woken_by_a_release_hands_the_wake_up_to_the_acquirer",
     "a_wake_up_whose_waiter_went_away_is_passed_on",
+    "fifty_waiters_look_for_an_unreleased_expiry_one_at_a_time",
 ];
 
 const HOLDER_TTL: Duration = Duration::from_secs(30);
@@ -47,6 +48,11 @@ struct Setup {
 
 /// The setup, and the holder's lease.
 async fn held_lease(f: &dyn WakeFixture, tag: &str) -> (Setup, Lease) {
+    held_lease_for(f, tag, HOLDER_TTL).await
+}
+
+/// The setup, and the holder's lease of `ttl`.
+async fn held_lease_for(f: &dyn WakeFixture, tag: &str, ttl: Duration) -> (Setup, Lease) {
     let (holder, waiters) = f.stores(tag).await;
     assert!(
         waiters.capabilities().notifies_waiters,
@@ -56,14 +62,14 @@ async fn held_lease(f: &dyn WakeFixture, tag: &str) -> (Setup, Lease) {
     let name = super::unique_name(tag);
     let lease = LeaseClient::efficiency_only(holder, ClientConfig::default())
         .unwrap_or_else(|e| panic!("client: {e}"))
-        .acquire(name.as_str(), HOLDER_TTL)
+        .acquire(name.as_str(), ttl)
         .await
         .unwrap_or_else(|e| panic!("holder: {e}"));
     // Start the waiters' feed (a store may return from its first wait at once, while it
     // subscribes).
     let seen = waiters.read(&name).await.expect("read").map(|s| s.version);
     waiters
-        .wait_for_change(&name, seen.as_ref(), Duration::from_millis(100))
+        .wait_for_change(&name, seen.as_ref(), Wait::Change(Duration::from_millis(100)))
         .await
         .expect("start the change feed");
     waiters.reset();
@@ -165,7 +171,7 @@ pub async fn an_observer_woken_by_a_release_hands_the_wake_up_to_the_acquirer(f:
                 let seen = store.read(&name).await.expect("observer read").map(|c| c.version);
                 reads.fetch_add(1, Ordering::SeqCst);
                 let _ = store
-                    .wait_for_change(&name, seen.as_ref(), Duration::from_secs(60))
+                    .wait_for_change(&name, seen.as_ref(), Wait::Change(Duration::from_secs(60)))
                     .await;
             }
         })
@@ -197,7 +203,7 @@ pub async fn a_wake_up_whose_waiter_went_away_is_passed_on(f: &dyn WakeFixture) 
         tokio::spawn(async move {
             let at = Instant::now();
             let _ = store
-                .wait_for_change(&name, seen.as_ref(), Duration::from_secs(60))
+                .wait_for_change(&name, seen.as_ref(), Wait::Change(Duration::from_secs(60)))
                 .await;
             at.elapsed()
         })
@@ -215,6 +221,37 @@ pub async fn a_wake_up_whose_waiter_went_away_is_passed_on(f: &dyn WakeFixture) 
     granted.release().await.expect("release");
 }
 
+/// Fifty waiters in one store while the holder keeps renewing a short lease for several
+/// TTLs: only the first in line looks whether the lease ran out unreleased (about once
+/// per TTL), not every waiter.
+pub async fn fifty_waiters_look_for_an_unreleased_expiry_one_at_a_time(f: &dyn WakeFixture) {
+    const WAITERS: u64 = 50;
+    const TTL: Duration = Duration::from_millis(600);
+    const TTLS: u32 = 4;
+    let (s, lease) = held_lease_for(f, "wake-line", TTL).await;
+    let tasks: Vec<_> = (0..WAITERS).map(|_| acquirer(&s)).collect();
+    parked(&s, WAITERS).await;
+    s.waiters.reset();
+    tokio::time::sleep(TTL * TTLS).await;
+    let calls = s.waiters.counts();
+    println!("{WAITERS} waiters for {TTLS} TTLs of {TTL:?} while the holder renews: store calls {calls:?}");
+    assert!(lease.is_valid(), "the holder lost its lease: the case measured nothing");
+    assert!(
+        tasks.iter().all(|t| !t.is_finished()),
+        "a waiter returned while the lease was held"
+    );
+    // Every waiter looking at the holder's time left would be ~WAITERS * TTLS calls.
+    assert!(
+        calls.reads + calls.writes <= 3 * u64::from(TTLS),
+        "waiters in line looked {} times in {TTLS} TTLs: {calls:?}",
+        calls.reads + calls.writes
+    );
+    for t in tasks {
+        t.abort();
+    }
+    lease.release().await.expect("release");
+}
+
 // Exported at the crate root by `macro_export` under a hidden name; users name it
 // `conformance::wake_tests!`.
 #[doc(hidden)]
@@ -224,7 +261,8 @@ macro_rules! __wake_tests {
         $crate::__wake_tests!(@cases $fixture;
             one_release_wakes_one_of_fifty_waiters,
             an_observer_woken_by_a_release_hands_the_wake_up_to_the_acquirer,
-            a_wake_up_whose_waiter_went_away_is_passed_on);
+            a_wake_up_whose_waiter_went_away_is_passed_on,
+            fifty_waiters_look_for_an_unreleased_expiry_one_at_a_time);
     };
     (@cases $fixture:expr; $($case:ident),* $(,)?) => {
         $(

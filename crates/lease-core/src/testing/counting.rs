@@ -2,13 +2,12 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use async_trait::async_trait;
 
 use crate::{
     LeaseName, NamePrefix, Result,
-    store::{Capabilities, CasOutcome, CasStore, DeleteOutcome, LeaseRecord, Precondition, Stored, Version},
+    store::{Capabilities, CasOutcome, CasStore, DeleteOutcome, LeaseRecord, Precondition, Stored, Version, Wait},
 };
 
 /// Calls made through a [`CountingStore`], by method.
@@ -125,9 +124,9 @@ impl<S: CasStore> CasStore for CountingStore<S> {
     async fn list(&self, prefix: &NamePrefix) -> Result<Vec<LeaseName>> {
         self.inner.list(prefix).await
     }
-    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
+    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, wait: Wait) -> Result<()> {
         self.counters.waits.fetch_add(1, Ordering::SeqCst);
-        self.inner.wait_for_change(name, seen, max_wait).await
+        self.inner.wait_for_change(name, seen, wait).await
     }
 }
 

@@ -9,7 +9,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::{
     Error, LeaseName, NamePrefix, Result,
-    store::{Capabilities, CasOutcome, CasStore, DeleteOutcome, LeaseRecord, Precondition, Stored, Version},
+    store::{Capabilities, CasOutcome, CasStore, DeleteOutcome, LeaseRecord, Precondition, Stored, Version, Wait},
 };
 
 /// What a [`FaultStore`] does to each call. Probabilities are in `0.0..=1.0`.
@@ -165,8 +165,8 @@ impl<S: CasStore> CasStore for FaultStore<S> {
     async fn list(&self, prefix: &NamePrefix) -> Result<Vec<LeaseName>> {
         self.inner.list(prefix).await
     }
-    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
-        self.inner.wait_for_change(name, seen, max_wait).await
+    async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, wait: Wait) -> Result<()> {
+        self.inner.wait_for_change(name, seen, wait).await
     }
 }
 
