@@ -26,9 +26,15 @@
 //! not applied; after it, only a refused connection, a DNS failure or a connect timeout
 //! in the error's source chain proves the request was not sent.
 
+//!
+//! Both stores wait the same way too: they cannot push a change, so a waiter looks again
+//! at least every [`DEFAULT_POLL_INTERVAL`] (or the store config's own), see [`poll`].
+
 mod local;
+mod polling;
 mod timeouts;
 
+pub use polling::{DEFAULT_POLL_INTERVAL, poll, poll_interval};
 pub use timeouts::{DEFAULT_REQUEST_TIMEOUT, bounded, request_timeout};
 
 use std::collections::HashMap;

@@ -583,8 +583,9 @@ impl LeaseClient {
             // After a failed attempt, back off for real: a wait on a stale version would
             // return at once and turn a failing store into a tight loop.
             let waited = async {
-                if self.inner.caps.notifies_waiters && failures == 0 {
-                    // On a store clock, in line with this store's other claimers of the
+                if failures == 0 {
+                    // The store decides how to wait: a push, or a poll of its own
+                    // interval (S3, DynamoDB). On a store clock, in line with this store's other claimers of the
                     // name: only the first looks again at `wait` (the holder's time
                     // left). Judged by observation, every renewal restarts the watch
                     // of the record, so every change matters.

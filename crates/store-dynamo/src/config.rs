@@ -107,6 +107,10 @@ impl fmt::Display for TableName {
 /// store of leasehold puts on its requests.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = leasehold_aws::DEFAULT_REQUEST_TIMEOUT;
 
+/// The default longest wait between two looks of a waiter in `acquire` (DynamoDB cannot
+/// push a release): see [`DynamoConfig::with_poll_interval`].
+pub const DEFAULT_POLL_INTERVAL: Duration = leasehold_aws::DEFAULT_POLL_INTERVAL;
+
 /// How a [`crate::DynamoStore`] uses its table.
 ///
 /// ```
@@ -123,6 +127,7 @@ pub struct DynamoConfig {
     key_attribute: String,
     conflict_returns_current: bool,
     request_timeout: Duration,
+    poll_interval: Duration,
 }
 
 impl DynamoConfig {
@@ -136,6 +141,7 @@ impl DynamoConfig {
             key_attribute: DEFAULT_KEY_ATTRIBUTE.to_owned(),
             conflict_returns_current: true,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            poll_interval: DEFAULT_POLL_INTERVAL,
         })
     }
 
@@ -155,6 +161,25 @@ impl DynamoConfig {
     /// The bound on one request.
     pub fn request_timeout(&self) -> Duration {
         self.request_timeout
+    }
+
+    /// The longest a waiter in [`leasehold_core::LeaseClient::acquire`] waits before it
+    /// looks again (default [`DEFAULT_POLL_INTERVAL`], 1 s). DynamoDB cannot push a
+    /// release, so this is how long a released lease may stay free before a waiter sees
+    /// it, and each waiter costs one request per interval while the lease is held. A
+    /// holder that dies without releasing is replaced after its observation window (the
+    /// TTL) whatever the interval.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for zero.
+    pub fn with_poll_interval(mut self, interval: Duration) -> Result<Self> {
+        self.poll_interval = leasehold_aws::poll_interval(interval)?;
+        Ok(self)
+    }
+
+    /// The longest wait between two looks of a waiter.
+    pub fn poll_interval(&self) -> Duration {
+        self.poll_interval
     }
 
     /// Uses `name` as the partition key attribute (a string key) instead of the default.

@@ -82,6 +82,10 @@
 //!   (never sent) rather than as a timeout. The store sends each request once (the SDK's
 //!   retries are off per request); the lease client does the retrying. Fenced writes
 //!   ([`ItemFence`]) are the caller's own requests, bounded by the caller's client.
+//! - **Waiting**: DynamoDB cannot push a release, so a waiter in `acquire` looks again at
+//!   least every [`DynamoConfig::with_poll_interval`] (default [`DEFAULT_POLL_INTERVAL`],
+//!   1 s): a release is seen within it, at one request per waiter per interval while
+//!   the lease is held.
 //! - **The item**: a lease item (partition key [`DEFAULT_KEY_ATTRIBUTE`], configurable)
 //!   holds [`ATTR_HOLDER`] (absent while vacant), [`ATTR_FENCE`] (the token),
 //!   [`ATTR_TTL_MS`], [`ATTR_WALL_EXPIRES_AT_MS`], [`ATTR_VERSION`] and [`ATTR_FORMAT`].
@@ -158,7 +162,7 @@ mod store;
 
 pub use config::{
     ATTR_FENCE, ATTR_FORMAT, ATTR_HOLDER, ATTR_TTL_MS, ATTR_VERSION, ATTR_WALL_EXPIRES_AT_MS, DEFAULT_KEY_ATTRIBUTE,
-    DEFAULT_REQUEST_TIMEOUT, DynamoConfig, ITEM_FORMAT, LEASE_ATTRIBUTES, TableName,
+    DEFAULT_POLL_INTERVAL, DEFAULT_REQUEST_TIMEOUT, DynamoConfig, ITEM_FORMAT, LEASE_ATTRIBUTES, TableName,
 };
 pub use fence::{ItemFence, NAME_PLACEHOLDER, TOKEN_PLACEHOLDER};
 pub use local::local_client;

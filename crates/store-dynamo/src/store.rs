@@ -17,7 +17,7 @@ use leasehold_core::{
     Error, LeaseName, NamePrefix, Result,
     store::{
         Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Linearizable,
-        Precondition, Stored, Version,
+        Precondition, Stored, Version, Wait,
     },
 };
 use tokio::time::Instant;
@@ -401,6 +401,13 @@ impl CasStore for DynamoStore {
 
     /// A paginated, strongly consistent `Scan` of the table (the key only, filtered by
     /// `begins_with`): one request per 1 MB of items in the table, whatever the prefix.
+    /// DynamoDB cannot push: sleeps until the caller's time to look again or
+    /// [`DynamoConfig::poll_interval`], whichever is first.
+    async fn wait_for_change(&self, _name: &LeaseName, _seen: Option<&Version>, wait: Wait) -> Result<()> {
+        leasehold_aws::poll(wait, self.config.poll_interval()).await;
+        Ok(())
+    }
+
     async fn list(&self, prefix: &NamePrefix) -> Result<Vec<LeaseName>> {
         self.scan_names(prefix).await
     }

@@ -17,6 +17,10 @@ pub const MAX_PREFIX_LEN: usize = MAX_KEY_LEN - 1 - MAX_NAME_LEN;
 /// of leasehold puts on its requests.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = leasehold_aws::DEFAULT_REQUEST_TIMEOUT;
 
+/// The default longest wait between two looks of a waiter in `acquire` (S3 cannot push
+/// a release): see [`S3Config::with_poll_interval`].
+pub const DEFAULT_POLL_INTERVAL: Duration = leasehold_aws::DEFAULT_POLL_INTERVAL;
+
 /// The default number of times a conditional write is re-sent after S3 answered
 /// `409 ConditionalRequestConflict` (another conditional write on the key in flight).
 pub const DEFAULT_CONFLICT_RETRIES: u32 = 4;
@@ -40,6 +44,7 @@ pub struct S3Config {
     bucket: String,
     prefix: String,
     request_timeout: Duration,
+    poll_interval: Duration,
     conflict_retries: u32,
     conflict_backoff: Duration,
 }
@@ -66,6 +71,7 @@ impl S3Config {
             bucket,
             prefix,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            poll_interval: DEFAULT_POLL_INTERVAL,
             conflict_retries: DEFAULT_CONFLICT_RETRIES,
             conflict_backoff: DEFAULT_CONFLICT_BACKOFF,
         })
@@ -81,6 +87,25 @@ impl S3Config {
     pub fn with_request_timeout(mut self, timeout: Duration) -> Result<Self> {
         self.request_timeout = leasehold_aws::request_timeout(timeout)?;
         Ok(self)
+    }
+
+    /// The longest a waiter in [`leasehold_core::LeaseClient::acquire`] waits before it
+    /// looks again (default [`DEFAULT_POLL_INTERVAL`], 1 s). S3 cannot push a release, so
+    /// this is how long a released lease may stay free before a waiter sees it, and each
+    /// waiter costs one `GET` per interval while the lease is held. A holder that dies
+    /// without releasing is replaced after its observation window (the TTL) whatever
+    /// the interval.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for zero.
+    pub fn with_poll_interval(mut self, interval: Duration) -> Result<Self> {
+        self.poll_interval = leasehold_aws::poll_interval(interval)?;
+        Ok(self)
+    }
+
+    /// The longest wait between two looks of a waiter.
+    pub fn poll_interval(&self) -> Duration {
+        self.poll_interval
     }
 
     /// How many times a conditional write is re-sent after `409 ConditionalRequestConflict`

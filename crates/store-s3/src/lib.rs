@@ -127,6 +127,9 @@
 //! - [`S3Config::new`]: the bucket and the lease prefix.
 //! - [`S3Config::with_request_timeout`] (default [`DEFAULT_REQUEST_TIMEOUT`]): keep it at most
 //!   about a quarter of the TTL.
+//! - [`S3Config::with_poll_interval`] (default [`DEFAULT_POLL_INTERVAL`], 1 s): S3 cannot
+//!   push a release, so a waiter in `acquire` looks again at least this often; a release
+//!   is seen within it, at one `GET` per waiter per interval while the lease is held.
 //! - [`S3Config::with_conflict_retries`] (default [`DEFAULT_CONFLICT_RETRIES`], first backoff
 //!   [`DEFAULT_CONFLICT_BACKOFF`]): how often a `409 ConditionalRequestConflict` is re-sent.
 //! - Callers that try once (a scheduled job) can opt into an explicit wall-clock skew
@@ -169,8 +172,8 @@ mod manifest;
 mod store;
 
 pub use config::{
-    DEFAULT_CONFLICT_BACKOFF, DEFAULT_CONFLICT_RETRIES, DEFAULT_REQUEST_TIMEOUT, MAX_KEY_LEN, MAX_PREFIX_LEN, S3Config,
-    local_client,
+    DEFAULT_CONFLICT_BACKOFF, DEFAULT_CONFLICT_RETRIES, DEFAULT_POLL_INTERVAL, DEFAULT_REQUEST_TIMEOUT, MAX_KEY_LEN,
+    MAX_PREFIX_LEN, S3Config, local_client,
 };
 pub use manifest::{MAX_MANIFEST_BYTES, Manifest, ManifestFence};
 pub use store::{MAX_RECORD_BYTES, S3Store};

@@ -8,7 +8,7 @@ use leasehold_core::{
     Error, LeaseName, NamePrefix, Result,
     store::{
         Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Linearizable,
-        Precondition, Stored, Version,
+        Precondition, Stored, Version, Wait,
     },
 };
 
@@ -252,6 +252,13 @@ impl CasStore for S3Store {
     /// returns the record or [`Error::CorruptRecord`]); others (a leftover
     /// [`S3Store::verify`] probe `~probe-…`, a folder marker `…/`, a key with `//`) are
     /// not, since no lease name reads them.
+    /// S3 cannot push: sleeps until the caller's time to look again or
+    /// [`S3Config::poll_interval`], whichever is first.
+    async fn wait_for_change(&self, _name: &LeaseName, _seen: Option<&Version>, wait: Wait) -> Result<()> {
+        leasehold_aws::poll(wait, self.config().poll_interval()).await;
+        Ok(())
+    }
+
     async fn list(&self, prefix: &NamePrefix) -> Result<Vec<LeaseName>> {
         let lease_prefix = format!("{}/", self.config().prefix());
         let keys = self

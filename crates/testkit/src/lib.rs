@@ -14,6 +14,7 @@ pub mod edits;
 pub mod endpoints;
 pub mod foreign;
 pub mod frozen;
+pub mod polling;
 pub mod proxy;
 
 use std::future::Future;
