@@ -48,6 +48,7 @@
 //! ```
 
 pub mod backends;
+pub mod charts;
 pub mod contention;
 pub mod data;
 pub mod handoff;

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use leasehold_bench::data::{Results, Target};
-use leasehold_bench::{Plan, StoreKind, render, run};
+use leasehold_bench::{Plan, StoreKind, charts, render, run};
 
 const USAGE: &str = "usage: leasehold-bench [run] [--smoke] [--stores memory,postgres,sqlite,etcd,dynamo,s3,redis] \
                      [--command TEXT] [--json FILE] [--merge]\n       \
@@ -193,7 +193,15 @@ fn render_cmd(args: &[String]) -> ExitCode {
     if check {
         let checked = Results::load(json).and_then(|r| {
             let text = std::fs::read_to_string(doc)?;
-            Ok(render::render(&text, &r)? == text)
+            let stale = charts::stale(&r, &charts::dir(doc))?;
+            for path in &stale {
+                eprintln!(
+                    "leasehold-bench: {} is not drawn from {}",
+                    path.display(),
+                    json.display()
+                );
+            }
+            Ok(render::render(&text, &r)? == text && stale.is_empty())
         });
         return match checked {
             Ok(true) => ExitCode::SUCCESS,

@@ -212,7 +212,8 @@ fn problems(errors: Vec<String>) -> crate::BenchError {
 }
 
 /// Renders the results file `json` into the document `doc`, written to `out` (by
-/// default `doc` itself) when that changes it. Returns whether it did.
+/// default `doc` itself) when that changes it, and its charts
+/// ([`crate::charts`]) into `charts/` beside it. Returns whether anything changed.
 ///
 /// # Errors
 /// A file cannot be read or written, or [`render`] fails (then nothing is written).
@@ -221,13 +222,14 @@ pub fn render_file(json: &Path, doc: &Path, out: Option<&Path>) -> Result<bool> 
     let text = std::fs::read_to_string(doc).map_err(|e| fail(format!("cannot read {}: {e}", doc.display())))?;
     let rendered = render(&text, &results).map_err(|e| fail(format!("{}: {e}", doc.display())))?;
     let out = out.unwrap_or(doc);
+    let charts = crate::charts::write(&results, &crate::charts::dir(out))?;
     let before = if out == doc {
         Some(text)
     } else {
         std::fs::read_to_string(out).ok()
     };
     if before.as_deref() == Some(rendered.as_str()) {
-        return Ok(false);
+        return Ok(charts);
     }
     std::fs::write(out, rendered).map_err(|e| fail(format!("cannot write {}: {e}", out.display())))?;
     Ok(true)
