@@ -765,50 +765,85 @@ impl Controller {
         let built = stores::build(self.cfg.kind, direct, &self.ns, self.ttl().max(Duration::from_secs(1)))
             .await
             .unwrap_or_else(|e| panic!("observer store: {e}"));
-        let mut out = HistoryWriter::open(&self.cfg.out_dir.join("observer.jsonl")).expect("observer history");
+        // The lease's record; in a semaphore run, each slot's, into the slot's directory.
+        let mut watched: Vec<(LeaseName, HistoryWriter, Option<Seen>)> = Vec::new();
+        let names: Vec<(String, PathBuf)> = match self.cfg.permits {
+            None => vec![(LEASE_NAME.to_owned(), self.cfg.out_dir.clone())],
+            Some(n) => (0..n)
+                .map(|i| {
+                    let dir = self.cfg.out_dir.join(format!("slot-{i}"));
+                    std::fs::create_dir_all(&dir).expect("slot directory");
+                    (format!("{LEASE_NAME}/permit/{i}"), dir)
+                })
+                .collect(),
+        };
+        for (name, dir) in names {
+            let out = HistoryWriter::open(&dir.join("observer.jsonl")).expect("observer history");
+            watched.push((LeaseName::new(name).expect("lease name"), out, None));
+        }
         let period = (self.ttl() / 5).max(Duration::from_millis(20));
-        let name = LeaseName::new(LEASE_NAME).expect("lease name");
         let restart_gen = Arc::clone(&self.restart_gen);
         tokio::spawn(async move {
-            let mut last: Option<(Option<u32>, u64)> = None;
             loop {
                 tokio::time::sleep(period).await;
-                let gen_before = restart_gen.load(Ordering::SeqCst);
-                if gen_before % 2 == 1 {
-                    continue; // a data-loss restart is under way
-                }
-                let read = built.store.read(&name).await;
-                let at_ms = now_ms();
-                if restart_gen.load(Ordering::SeqCst) != gen_before {
-                    continue; // which instance answered is not known
-                }
-                match read {
-                    Ok(Some(s)) => {
-                        let holder = s
-                            .record
-                            .holder
-                            .as_ref()
-                            .map(|h| worker_of(h.as_str()).unwrap_or(u32::MAX));
-                        let seen = (holder, s.record.token.get());
-                        if last != Some(seen) {
-                            last = Some(seen);
-                            let e = Event::Observed {
-                                holder,
-                                token: seen.1,
-                                at_ms,
-                            };
-                            if out.record(&e).is_err() {
-                                return;
-                            }
-                        }
+                for (name, out, last) in &mut watched {
+                    if !observe(&built.store, name, out, last, &restart_gen).await {
+                        return;
                     }
-                    Ok(None) => last = None,
-                    Err(_) => {}
                 }
             }
         })
     }
+}
 
+/// What the observer last saw of a record: its holder (a worker) and token.
+type Seen = (Option<u32>, u64);
+
+/// One read of `name`'s record by the observer, recorded in `out` if it changed since
+/// `last`. False when the history can no longer be written.
+async fn observe(
+    store: &Arc<dyn leasehold_core::store::CasStore>,
+    name: &LeaseName,
+    out: &mut HistoryWriter,
+    last: &mut Option<Seen>,
+    restart_gen: &AtomicU64,
+) -> bool {
+    let gen_before = restart_gen.load(Ordering::SeqCst);
+    if gen_before % 2 == 1 {
+        return true; // a data-loss restart is under way
+    }
+    let read = store.read(name).await;
+    let at_ms = now_ms();
+    if restart_gen.load(Ordering::SeqCst) != gen_before {
+        return true; // which instance answered is not known
+    }
+    match read {
+        Ok(Some(s)) => {
+            let holder = s
+                .record
+                .holder
+                .as_ref()
+                .map(|h| worker_of(h.as_str()).unwrap_or(u32::MAX));
+            let seen = (holder, s.record.token.get());
+            if *last != Some(seen) {
+                *last = Some(seen);
+                let e = Event::Observed {
+                    holder,
+                    token: seen.1,
+                    at_ms,
+                };
+                if out.record(&e).is_err() {
+                    return false;
+                }
+            }
+        }
+        Ok(None) => *last = None,
+        Err(_) => {}
+    }
+    true
+}
+
+impl Controller {
     /// Waits until some worker announces holding the lease.
     async fn wait_for_holder(&self, timeout: Duration) -> Option<(u32, u64)> {
         let deadline = Instant::now() + timeout;
