@@ -2,10 +2,10 @@
 //! more than N holders, each slot's tokens grow with every grant, and a frozen permit
 //! holder is refused by its slot's fence once its permit was taken over.
 //!
-//! The protected resource here is in-process ([`SlotMarks`]): one high-water mark per
-//! slot, guard and effect under one lock, with the fence contract's [`FenceMode`]. A
-//! permit's token is its slot's lease token, so each store's own fence (checked by the
-//! [`super::fence`] cases) guards a per-slot resource exactly as it guards a lease's.
+//! The protected resource here is in-process: one high-water mark per slot, guard and
+//! effect under one lock, with the fence contract's [`FenceMode`]. A permit's token is
+//! its slot's lease token, so each store's own fence (checked by the [`super::fence`]
+//! cases) guards a per-slot resource exactly as it guards a lease's.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
