@@ -16,9 +16,9 @@ use crate::{
 
 /// The most permits a [`Semaphore`] may have.
 ///
-/// A try on a full semaphore asks every slot once (one round trip each), and a waiter
-/// on a store that pushes its changes waits on every slot at once: the slots are meant
-/// to be few.
+/// A try on a full semaphore asks every slot once (a round trip each, two for a
+/// takeover), and a waiter on a store that pushes its changes waits on every slot at
+/// once: the slots are meant to be few.
 pub const MAX_PERMITS: u32 = 256;
 
 /// "At most N at a time", fenced: a semaphore of `permits` permits on one name, each
@@ -37,8 +37,8 @@ pub const MAX_PERMITS: u32 = 256;
 ///   hold permits, on every store.
 /// - **Trying.** [`Semaphore::try_acquire`] tries the slots in turn, from a start that
 ///   rotates per try and is random per semaphore value (contenders do not all ask
-///   slot 0 first), and answers [`PermitOutcome::Held`] when every slot is held: at
-///   most one write per slot, so up to N round trips on a full semaphore.
+///   slot 0 first), and answers [`PermitOutcome::Held`] when every slot is held: one
+///   lease attempt per slot, so about N round trips on a full semaphore.
 /// - **Waiting without a herd.** [`Semaphore::acquire`] waits as
 ///   [`LeaseClient::acquire`] does: on a store that pushes its changes it waits for a
 ///   change of *any* slot (one wait per slot, in the store's one-waiter-per-change hub),

@@ -14,7 +14,9 @@
 //! The [`fence`] cases check each store's fenced write on its own kind of resource
 //! ([`fence_tests!`](crate::conformance::fence_tests)); the [`wake`] cases, that a store
 //! that pushes its changes wakes one waiter per release
-//! ([`wake_tests!`](crate::conformance::wake_tests)).
+//! ([`wake_tests!`](crate::conformance::wake_tests)). The [`semaphore`] cases, part of
+//! the suite, check a [`crate::Semaphore`] on the store: never more than N holders, and a
+//! frozen permit holder fenced off after the takeover of its slot.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
