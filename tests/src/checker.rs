@@ -206,6 +206,50 @@ pub fn check(events: &[Event], rows: &[ResourceRow]) -> Report {
     r
 }
 
+/// One grant's trust, as its holder's history shows it: from the grant's reply until it
+/// stopped trusting it (its last known validity deadline, or its release).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrustSpan {
+    /// The holder.
+    pub worker: u32,
+    /// The grant's token.
+    pub token: u64,
+    /// When the grant's reply arrived.
+    pub from_ms: u64,
+    /// When the holder stopped trusting it.
+    pub until_ms: u64,
+}
+
+/// The trust span of every grant in `events` whose store epoch is certain (grants
+/// requested before and answered after a data-loss restart are left out, as the grant
+/// rules leave them out).
+pub fn trust_spans(events: &[Event]) -> Vec<TrustSpan> {
+    let mut resets: Vec<(u64, u64)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Fault {
+                at_ms,
+                until_ms,
+                data_loss: true,
+                ..
+            } => Some((*at_ms, *until_ms)),
+            _ => None,
+        })
+        .collect();
+    resets.sort_unstable();
+    let (tenures, _) = tenures(events, &Epochs { resets });
+    tenures
+        .iter()
+        .filter(|t| t.certain)
+        .map(|t| TrustSpan {
+            worker: t.worker,
+            token: t.token,
+            from_ms: t.granted_at,
+            until_ms: t.trusted_until(),
+        })
+        .collect()
+}
+
 /// The writes whose sender learned how they ended, by worker and sequence number: the
 /// token each carried, its outcome, and when the sender learned it.
 fn writes_done(events: &[Event]) -> HashMap<(u32, u64), (u64, WriteOutcome, u64)> {
@@ -327,6 +371,7 @@ fn tenures(events: &[Event], epochs: &Epochs) -> (Vec<Tenure>, HashMap<(u32, u64
                 at_ms,
                 valid_until_ms,
                 sent_after_ms,
+                ..
             } => {
                 // A worker can be granted the same token again after a data loss: that
                 // is a new tenure, and later events of the token belong to it.
@@ -623,6 +668,7 @@ mod tests {
             at_ms,
             valid_until_ms: Some(until),
             sent_after_ms: Some(at_ms.saturating_sub(5)),
+            slot: None,
         }
     }
     fn sent(worker: u32, token: u64, seq: u64, at_ms: u64, until: u64) -> Event {
@@ -660,6 +706,7 @@ mod tests {
             kind: "store_restart".into(),
             worker: None,
             token: None,
+            slot: None,
             at_ms,
             until_ms,
             data_loss: true,
@@ -875,6 +922,7 @@ mod tests {
             at_ms,
             valid_until_ms: Some(2400),
             sent_after_ms: Some(sent_after),
+            slot: None,
         };
         // Restart 1500-1600. Requested at 1450 (before the proxies closed), answered at
         // 1650 (after they opened): either instance may have granted token 1 again.

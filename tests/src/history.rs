@@ -47,6 +47,10 @@ pub enum Event {
         /// the TTL): with `at_ms`, it brackets when the store applied the grant.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sent_after_ms: Option<u64>,
+        /// The semaphore slot granted (a permit's lease is that slot's), in semaphore
+        /// runs; `None` for the one lease of a lease run.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        slot: Option<u32>,
     },
     /// The worker is about to send a fenced write (after its validity check).
     WriteSent {
@@ -114,6 +118,9 @@ pub enum Event {
         /// The token that worker held, if known.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         token: Option<u64>,
+        /// The semaphore slot that token is of (semaphore runs), if known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        slot: Option<u32>,
         /// When it began.
         at_ms: u64,
         /// When it ended.

@@ -6,6 +6,8 @@
 //! - [`torture`]: the controller ([`torture::run`]); one run per store in
 //!   `tests/torture_<store>.rs`, the long run in `scripts/torture-long.sh`.
 //! - [`checker`]: the invariants, one rule each, with unit tests that break each one.
+//! - [`permits`]: the semaphore runs' checker: the lease rules per slot, and never more
+//!   than N permit holders at once.
 //! - [`history`]: the JSONL events workers and the controller record.
 //! - [`resource`]: the protected resource (a fenced table pair on the shared Postgres).
 //! - [`stores`]: dedicated store instances, their restarts, and the lease stores.
@@ -16,6 +18,7 @@
 
 pub mod checker;
 pub mod history;
+pub mod permits;
 pub mod proxy;
 pub mod resource;
 pub mod stores;

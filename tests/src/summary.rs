@@ -194,6 +194,7 @@ mod tests {
             no_holder: 0,
             stalls: Vec::new(),
             missed_windows: 0,
+            permits: None,
             check: Report {
                 writes_accepted: 5,
                 stale: OutcomeCounts {

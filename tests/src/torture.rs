@@ -34,6 +34,7 @@ use tokio::time::Instant;
 
 use crate::checker::{self, Report};
 use crate::history::{Event, HistoryWriter, now_ms, read_dir};
+use crate::permits;
 use crate::proxy::{FaultProxy, ProxyMode};
 use crate::resource::Resource;
 use crate::stores::{self, Dedicated, LEASE_NAME, Namespace, StoreKind, between, worker_of};
@@ -171,6 +172,9 @@ pub struct RunConfig {
     /// Redis only: after a refused write, raise the token counter above the resource's
     /// high-water mark (the leasehold-redis remedy for a lost counter).
     pub reseed: bool,
+    /// `Some(n)`: the workers take permits of a semaphore of `n` permits (one resource
+    /// per slot, judged by [`permits::check`]) instead of the one lease.
+    pub permits: Option<u32>,
     /// The `torture-worker` executable.
     pub worker_exe: PathBuf,
     /// Where histories and logs go (created; wiped first).
@@ -199,6 +203,7 @@ impl RunConfig {
             mutant: Mutant::None,
             skew: false,
             reseed: kind == StoreKind::Redis,
+            permits: None,
             worker_exe,
             out_dir,
         }
@@ -235,8 +240,11 @@ pub struct RunReport {
     pub stalls: Vec<(String, f64)>,
     /// Window pauses whose holder made no further validity check in time (skipped).
     pub missed_windows: u64,
-    /// The checker's report.
+    /// The checker's report (in a semaphore run, every slot's, added up, with the
+    /// semaphore's own rule).
     pub check: Report,
+    /// A semaphore run's permits, and the most permit holders at once.
+    pub permits: Option<(u32, usize)>,
     /// Where the histories are.
     pub out_dir: PathBuf,
 }
@@ -313,6 +321,9 @@ impl fmt::Display for RunReport {
         }
         let faults: Vec<String> = self.faults.iter().map(|(k, v)| format!("{k} {v}")).collect();
         writeln!(f, "  faults: {}", faults.join(", "))?;
+        if let Some((n, most)) = self.permits {
+            writeln!(f, "  semaphore of {n} permits: at most {most} permit holders at once")?;
+        }
         writeln!(
             f,
             "  writes: sent {}, accepted {} (acknowledged {}), refused {}, unknown {}",
@@ -367,6 +378,8 @@ struct Live {
     window: Mutex<HashMap<u32, oneshot::Sender<()>>>,
     /// The last grant: (worker, token).
     last_grant: Mutex<Option<(u32, u64)>>,
+    /// Worker id -> the semaphore slot of its last grant (semaphore runs).
+    slots: Mutex<HashMap<u32, u32>>,
     /// Grants announced so far.
     grant_count: AtomicU64,
     grants: Notify,
@@ -438,9 +451,19 @@ pub async fn run(cfg: RunConfig) -> RunReport {
         std::process::id(),
         RUN_SEQ.fetch_add(1, Ordering::Relaxed)
     );
-    let resource = Resource::create(&pg_url, &run)
-        .await
-        .unwrap_or_else(|e| panic!("cannot create the resource tables on {pg_url}: {e}"));
+    // A semaphore run has one resource per slot (`<run>_s<slot>`), as its workers write.
+    let resource_runs: Vec<String> = match cfg.permits {
+        Some(n) => (0..n).map(|i| format!("{run}_s{i}")).collect(),
+        None => vec![run.clone()],
+    };
+    let mut resources = Vec::new();
+    for r in &resource_runs {
+        resources.push(
+            Resource::create(&pg_url, r)
+                .await
+                .unwrap_or_else(|e| panic!("cannot create the resource tables on {pg_url}: {e}")),
+        );
+    }
 
     let store = Dedicated::start(cfg.kind, cfg.port).await;
     let ns = Namespace::new(&run);
@@ -503,17 +526,47 @@ pub async fn run(cfg: RunConfig) -> RunReport {
     let _ = observer.await;
     c.store.stop().await;
 
-    let rows = resource.rows().await.expect("reading the resource");
-    save_rows(&c.cfg.out_dir, &rows);
-    let events = read_dir(&c.cfg.out_dir).expect("reading histories");
-    let check = checker::check(&events, &rows);
+    let mut events = read_dir(&c.cfg.out_dir).expect("reading histories");
+    let (check, permits) = match c.cfg.permits {
+        None => {
+            let rows = resources[0].rows().await.expect("reading the resource");
+            save_rows(&c.cfg.out_dir, &rows);
+            (checker::check(&events, &rows), None)
+        }
+        Some(n) => {
+            let mut slots = BTreeMap::new();
+            for (i, resource) in (0..n).zip(&resources) {
+                let dir = c.cfg.out_dir.join(format!("slot-{i}"));
+                std::fs::create_dir_all(&dir).expect("slot directory");
+                let rows = resource.rows().await.expect("reading a slot's resource");
+                save_rows(&dir, &rows);
+                let slot_events = read_dir(&dir).expect("reading a slot's histories");
+                slots.insert(
+                    i,
+                    permits::SlotRun {
+                        events: slot_events,
+                        rows,
+                    },
+                );
+            }
+            let p = permits::check(n, &events, &slots);
+            for run in slots.into_values() {
+                events.extend(run.events);
+            }
+            (p.report, Some((n, p.most_holders)))
+        }
+    };
     // The rows are saved with the histories (for `recheck`); the tables can go, and so
     // can the store's data after a clean run.
-    let _ = resource.drop_tables().await;
+    for resource in &resources {
+        let _ = resource.drop_tables().await;
+    }
     if check.is_clean() {
         let _ = std::fs::remove_dir_all(c.store.dir());
     }
-    c.report(&events, check, elapsed)
+    let mut report = c.report(&events, check, elapsed);
+    report.permits = permits;
+    report
 }
 
 /// The file in a run's directory that keeps the resource's rows (the tables are dropped
@@ -600,10 +653,12 @@ impl Controller {
 
     fn record_fault(&mut self, kind: &str, worker: Option<(u32, u64)>, at_ms: u64, data_loss: bool) {
         self.count(kind);
+        let slot = worker.and_then(|(w, _)| lock(&self.live.slots).get(&w).copied());
         let e = Event::Fault {
             kind: kind.to_owned(),
             worker: worker.map(|w| w.0),
             token: worker.map(|w| w.1),
+            slot,
             at_ms,
             until_ms: now_ms(),
             data_loss,
@@ -658,6 +713,9 @@ impl Controller {
         if cfg.reseed {
             cmd.arg("--reseed");
         }
+        if let Some(n) = cfg.permits {
+            cmd.args(["--permits", &n.to_string()]);
+        }
         let mut child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("spawning {}: {e}", cfg.worker_exe.display()));
@@ -673,6 +731,9 @@ impl Controller {
                 let n: Option<u64> = parts.next().and_then(|v| v.parse().ok());
                 match (word, n) {
                     ("granted", Some(t)) => {
+                        if let Some(slot) = parts.next().and_then(|v| v.parse().ok()) {
+                            lock(&live.slots).insert(id, slot);
+                        }
                         lock(&live.holding).insert(id, t);
                         *lock(&live.last_grant) = Some((id, t));
                         live.grant_count.fetch_add(1, Ordering::SeqCst);
@@ -704,50 +765,85 @@ impl Controller {
         let built = stores::build(self.cfg.kind, direct, &self.ns, self.ttl().max(Duration::from_secs(1)))
             .await
             .unwrap_or_else(|e| panic!("observer store: {e}"));
-        let mut out = HistoryWriter::open(&self.cfg.out_dir.join("observer.jsonl")).expect("observer history");
+        // The lease's record; in a semaphore run, each slot's, into the slot's directory.
+        let mut watched: Vec<(LeaseName, HistoryWriter, Option<Seen>)> = Vec::new();
+        let names: Vec<(String, PathBuf)> = match self.cfg.permits {
+            None => vec![(LEASE_NAME.to_owned(), self.cfg.out_dir.clone())],
+            Some(n) => (0..n)
+                .map(|i| {
+                    let dir = self.cfg.out_dir.join(format!("slot-{i}"));
+                    std::fs::create_dir_all(&dir).expect("slot directory");
+                    (format!("{LEASE_NAME}/permit/{i}"), dir)
+                })
+                .collect(),
+        };
+        for (name, dir) in names {
+            let out = HistoryWriter::open(&dir.join("observer.jsonl")).expect("observer history");
+            watched.push((LeaseName::new(name).expect("lease name"), out, None));
+        }
         let period = (self.ttl() / 5).max(Duration::from_millis(20));
-        let name = LeaseName::new(LEASE_NAME).expect("lease name");
         let restart_gen = Arc::clone(&self.restart_gen);
         tokio::spawn(async move {
-            let mut last: Option<(Option<u32>, u64)> = None;
             loop {
                 tokio::time::sleep(period).await;
-                let gen_before = restart_gen.load(Ordering::SeqCst);
-                if gen_before % 2 == 1 {
-                    continue; // a data-loss restart is under way
-                }
-                let read = built.store.read(&name).await;
-                let at_ms = now_ms();
-                if restart_gen.load(Ordering::SeqCst) != gen_before {
-                    continue; // which instance answered is not known
-                }
-                match read {
-                    Ok(Some(s)) => {
-                        let holder = s
-                            .record
-                            .holder
-                            .as_ref()
-                            .map(|h| worker_of(h.as_str()).unwrap_or(u32::MAX));
-                        let seen = (holder, s.record.token.get());
-                        if last != Some(seen) {
-                            last = Some(seen);
-                            let e = Event::Observed {
-                                holder,
-                                token: seen.1,
-                                at_ms,
-                            };
-                            if out.record(&e).is_err() {
-                                return;
-                            }
-                        }
+                for (name, out, last) in &mut watched {
+                    if !observe(&built.store, name, out, last, &restart_gen).await {
+                        return;
                     }
-                    Ok(None) => last = None,
-                    Err(_) => {}
                 }
             }
         })
     }
+}
 
+/// What the observer last saw of a record: its holder (a worker) and token.
+type Seen = (Option<u32>, u64);
+
+/// One read of `name`'s record by the observer, recorded in `out` if it changed since
+/// `last`. False when the history can no longer be written.
+async fn observe(
+    store: &Arc<dyn leasehold_core::store::CasStore>,
+    name: &LeaseName,
+    out: &mut HistoryWriter,
+    last: &mut Option<Seen>,
+    restart_gen: &AtomicU64,
+) -> bool {
+    let gen_before = restart_gen.load(Ordering::SeqCst);
+    if gen_before % 2 == 1 {
+        return true; // a data-loss restart is under way
+    }
+    let read = store.read(name).await;
+    let at_ms = now_ms();
+    if restart_gen.load(Ordering::SeqCst) != gen_before {
+        return true; // which instance answered is not known
+    }
+    match read {
+        Ok(Some(s)) => {
+            let holder = s
+                .record
+                .holder
+                .as_ref()
+                .map(|h| worker_of(h.as_str()).unwrap_or(u32::MAX));
+            let seen = (holder, s.record.token.get());
+            if *last != Some(seen) {
+                *last = Some(seen);
+                let e = Event::Observed {
+                    holder,
+                    token: seen.1,
+                    at_ms,
+                };
+                if out.record(&e).is_err() {
+                    return false;
+                }
+            }
+        }
+        Ok(None) => *last = None,
+        Err(_) => {}
+    }
+    true
+}
+
+impl Controller {
     /// Waits until some worker announces holding the lease.
     async fn wait_for_holder(&self, timeout: Duration) -> Option<(u32, u64)> {
         let deadline = Instant::now() + timeout;
@@ -1009,17 +1105,24 @@ impl Controller {
     }
 
     fn report(&self, events: &[Event], check: Report, elapsed: Duration) -> RunReport {
-        let mut grants: Vec<(u64, u32)> = events
+        let mut grants: Vec<(u64, u32, Option<u32>)> = events
             .iter()
             .filter_map(|e| match e {
-                Event::Granted { worker, at_ms, .. } => Some((*at_ms, *worker)),
+                Event::Granted {
+                    worker, at_ms, slot, ..
+                } => Some((*at_ms, *worker, *slot)),
                 _ => None,
             })
             .collect();
         grants.sort_unstable();
-        let first_grant_after = |at: u64, not: Option<u32>| -> Option<u64> {
-            let i = grants.partition_point(|(t, _)| *t < at);
-            grants[i..].iter().find(|(_, w)| Some(*w) != not).map(|(t, _)| *t)
+        // The next grant to another worker (of the same semaphore slot, in a semaphore
+        // run: another slot's grant takes nothing over).
+        let first_grant_after = |at: u64, not: Option<u32>, slot: Option<u32>| -> Option<u64> {
+            let i = grants.partition_point(|(t, _, _)| *t < at);
+            grants[i..]
+                .iter()
+                .find(|(_, w, s)| Some(*w) != not && (slot.is_none() || *s == slot))
+                .map(|(t, _, _)| *t)
         };
         let mut takeover = Vec::new();
         let (mut pause_takeovers, mut kill_takeovers) = (0, 0);
@@ -1027,6 +1130,7 @@ impl Controller {
             if let Event::Fault {
                 kind,
                 worker,
+                slot,
                 at_ms,
                 until_ms,
                 ..
@@ -1034,12 +1138,14 @@ impl Controller {
             {
                 match kind.as_str() {
                     "kill9" => {
-                        if let Some(g) = first_grant_after(*at_ms, *worker) {
+                        if let Some(g) = first_grant_after(*at_ms, *worker, *slot) {
                             takeover.push(g - at_ms);
                             kill_takeovers += 1;
                         }
                     }
-                    "pause" | "pause_window" if first_grant_after(*at_ms, *worker).is_some_and(|g| g <= *until_ms) => {
+                    "pause" | "pause_window"
+                        if first_grant_after(*at_ms, *worker, *slot).is_some_and(|g| g <= *until_ms) =>
+                    {
                         pause_takeovers += 1;
                     }
                     _ => {}
@@ -1062,6 +1168,7 @@ impl Controller {
             stalls: self.stalls.clone(),
             missed_windows: self.missed_windows,
             check,
+            permits: None,
             out_dir: self.cfg.out_dir.clone(),
         }
     }

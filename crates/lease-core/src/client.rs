@@ -621,7 +621,7 @@ impl LeaseClient {
         }
     }
 
-    fn seen_version(&self, name: &LeaseName) -> Option<Version> {
+    pub(crate) fn seen_version(&self, name: &LeaseName) -> Option<Version> {
         match self.inner.seen.get(name) {
             Some(Seen::Present { stored, .. }) => Some(stored.version.clone()),
             _ => None,
@@ -648,6 +648,37 @@ impl LeaseClient {
             (tx, ctx)
         });
         Ok(d.clone())
+    }
+}
+
+/// What a caller that waits as [`LeaseClient::acquire`] does needs of its client (the
+/// semaphore, [`crate::Semaphore`]): whether its store pushes its changes, and the
+/// client's jittered waits.
+impl LeaseClient {
+    /// Whether the store wakes waiters on a change ([`Capabilities::notifies_waiters`]).
+    pub(crate) fn notifies_waiters(&self) -> bool {
+        self.inner.caps.notifies_waiters
+    }
+
+    /// The wait after an attempt refused with `retry_after`, as `acquire` waits.
+    pub(crate) fn wait_when_held(&self, retry_after: Duration) -> Duration {
+        self.inner
+            .jitter
+            .jittered(retry_after.min(self.inner.config.max_acquire_backoff))
+    }
+
+    /// The wait after `failures` failed attempts in a row, as `acquire` backs off.
+    pub(crate) fn wait_after_failures(&self, failures: u32) -> Duration {
+        self.inner.jitter.exponential(
+            failures,
+            Duration::from_millis(10),
+            self.inner.config.max_acquire_backoff,
+        )
+    }
+
+    /// A random start among `n` choices (at least 1), from the client's seedable source.
+    pub(crate) fn random_below(&self, n: usize) -> usize {
+        usize::try_from(self.inner.jitter.nonce()).unwrap_or(0) % n.max(1)
     }
 }
 

@@ -30,6 +30,8 @@
 //! - **Several names together.** [`LeaseClient::acquire_all`] takes them in one sorted
 //!   order (no deadlock between callers), all or none, as one [`LeaseSet`] with one
 //!   loss signal.
+//! - **At most N at a time.** A [`Semaphore`] of N permits hands out [`Permit`]s, each
+//!   the lease of one of N slots with that slot's own fencing tokens.
 //!
 //! The lease decision itself (may this caller take, renew, release, with which token)
 //! is a private pure function of the record read, the request and monotonic time,
@@ -79,6 +81,7 @@ mod options;
 mod policy;
 mod record;
 mod seen;
+mod semaphore;
 pub mod store;
 mod token;
 mod ttl;
@@ -101,5 +104,6 @@ pub use memory::MemoryStore;
 pub use name::{HolderId, LeaseName, MAX_HOLDER_LEN, MAX_NAME_LEN, NamePrefix};
 pub use options::AcquireOptions;
 pub use policy::{Policy, SkewBound};
+pub use semaphore::{MAX_PERMITS, Permit, PermitOutcome, Semaphore};
 pub use token::FencingToken;
 pub use ttl::Ttl;

@@ -12,6 +12,11 @@
 //!   freezes it in that window, between the check and the write;
 //! - `clock_jump`: its wall clock jumped (`--clock-jump-ms`).
 //!
+//! With `--permits N` it takes a permit of the semaphore `torture` of N permits instead
+//! (`leasehold_core::Semaphore`): each slot has its own resource tables (`<run>_s<slot>`)
+//! and its own histories (`slot-<slot>/worker-<id>.jsonl` beside `--history`, which
+//! keeps the `Acquiring` events), and it announces `granted <token> <slot>`.
+//!
 //! It exits when stdin closes (the controller is gone). Flags: see `Args::parse`.
 //! Its stderr (the run directory's `worker-<id>.log`) has its errors and the library's
 //! logs: `leasehold_core` and the store crates at debug (failed attempts, keep-alives,
@@ -23,7 +28,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use leasehold_core::{ClientConfig, FencingToken, LeaseClient, LeaseName, store::Grade, testing::SkewedWallClock};
+use std::collections::HashMap;
+
+use leasehold_core::{ClientConfig, FencingToken, LeaseClient, Semaphore, store::Grade, testing::SkewedWallClock};
 use leasehold_tests::history::{Event, HistoryWriter, WriteOutcome, now_ms};
 use leasehold_tests::resource::{ResourceTables, fenced_write_sql, high_water_sql};
 use leasehold_tests::stores::{self, BlindRelease, LEASE_NAME, Namespace, StoreKind};
@@ -52,6 +59,8 @@ struct Args {
     clock_jump_ms: i64,
     reseed: bool,
     call_timeout: Duration,
+    /// 0: the lease `torture`; N: a permit of the semaphore `torture` of N permits.
+    permits: u32,
 }
 
 fn fail(what: &str) -> ! {
@@ -94,6 +103,7 @@ impl Args {
             clock_jump_ms: int("--clock-jump-ms"),
             reseed: argv.iter().any(|a| a == "--reseed"),
             call_timeout: ms("--call-timeout-ms", 1000),
+            permits: u32::try_from(num("--permits", 0)).unwrap_or_else(|_| fail("--permits too large")),
         }
     }
 }
@@ -120,6 +130,34 @@ fn wall_of(deadline: Instant) -> u64 {
 
 struct Recorder {
     w: HistoryWriter,
+}
+
+/// The recorders of a semaphore worker's slots (`slot-<slot>/<file name of --history>`),
+/// opened on first use.
+struct SlotRecorders {
+    history: PathBuf,
+    open: HashMap<u32, Recorder>,
+}
+
+impl SlotRecorders {
+    fn get(&mut self, slot: u32) -> &mut Recorder {
+        let history = &self.history;
+        self.open.entry(slot).or_insert_with(|| {
+            let dir = history
+                .parent()
+                .unwrap_or_else(|| fail("--history has no directory"))
+                .join(format!("slot-{slot}"));
+            std::fs::create_dir_all(&dir).unwrap_or_else(|e| fail(&format!("{}: {e}", dir.display())));
+            let path = dir.join(
+                history
+                    .file_name()
+                    .unwrap_or_else(|| fail("--history has no file name")),
+            );
+            Recorder {
+                w: HistoryWriter::open(&path).unwrap_or_else(|e| fail(&format!("history {}: {e}", path.display()))),
+            }
+        })
+    }
 }
 
 impl Recorder {
@@ -208,9 +246,25 @@ async fn main() {
         .acquire_timeout(a.call_timeout)
         .connect_lazy(&a.resource_url)
         .unwrap_or_else(|e| fail(&format!("resource url: {e}")));
-    let tables = ResourceTables::for_run(&a.run);
-    let write_sql = fenced_write_sql(&tables, a.mutant == "no-fence");
-    let name = LeaseName::new(LEASE_NAME).unwrap_or_else(|e| fail(&e.to_string()));
+    // One resource per slot in a semaphore run (`<run>_s<slot>`), else one.
+    let resources: Vec<ResourceTables> = if a.permits == 0 {
+        vec![ResourceTables::for_run(&a.run)]
+    } else {
+        (0..a.permits)
+            .map(|i| ResourceTables::for_run(&format!("{}_s{i}", a.run)))
+            .collect()
+    };
+    let write_sqls: Vec<String> = resources
+        .iter()
+        .map(|t| fenced_write_sql(t, a.mutant == "no-fence"))
+        .collect();
+    let semaphore = (a.permits > 0).then(|| {
+        Semaphore::new(client.clone(), LEASE_NAME, a.permits).unwrap_or_else(|e| fail(&format!("semaphore: {e}")))
+    });
+    let mut slot_recorders = SlotRecorders {
+        history: a.history.clone(),
+        open: HashMap::new(),
+    };
     let id = i32::try_from(a.id).unwrap_or_else(|_| fail("--id too large"));
     say("ready");
 
@@ -220,7 +274,11 @@ async fn main() {
             worker: a.id,
             at_ms: now_ms(),
         });
-        let lease = match client.acquire(LEASE_NAME, a.ttl).await {
+        let acquired = match &semaphore {
+            Some(sem) => sem.acquire(a.ttl).await.map(|p| (Some(p.slot()), p.into_lease())),
+            None => client.acquire(LEASE_NAME, a.ttl).await.map(|l| (None, l)),
+        };
+        let (slot, lease) = match acquired {
             Ok(l) => l,
             Err(e) => {
                 // Not retryable inside acquire (a moto restart lost the table, ...).
@@ -230,6 +288,16 @@ async fn main() {
             }
         };
         let token = lease.token().get();
+        let index = slot.map_or(0, |s| usize::try_from(s).unwrap_or(usize::MAX));
+        let (tables, write_sql) = match (resources.get(index), write_sqls.get(index)) {
+            (Some(t), Some(w)) => (t, w),
+            _ => fail(&format!("slot {index} beyond the {} permits", a.permits)),
+        };
+        let name = lease.name().clone();
+        let h = match slot {
+            Some(s) => slot_recorders.get(s),
+            None => &mut h,
+        };
         h.rec(&Event::Granted {
             worker: a.id,
             token,
@@ -237,8 +305,12 @@ async fn main() {
             valid_until_ms: Some(wall_of(lease.valid_until())),
             // valid_until = sent + ttl - margin, so this is at most the send time.
             sent_after_ms: lease.valid_until().checked_sub(lease.ttl()).map(wall_of),
+            slot,
         });
-        say(&format!("granted {token}"));
+        match slot {
+            Some(s) => say(&format!("granted {token} {s}")),
+            None => say(&format!("granted {token}")),
+        }
         let writes = rng.random_range(a.tenure_writes / 2..=a.tenure_writes * 3 / 2).max(1);
         let mut cause: Option<String> = None;
         for _ in 0..writes {
@@ -313,7 +385,7 @@ async fn main() {
         if a.reseed && cause.as_deref() == Some("fence_refused") {
             // The Redis way out of a lost token counter (leasehold-redis docs): raise the
             // counter above the resource's high-water mark.
-            let read = sqlx::query(AssertSqlSafe(high_water_sql(&tables))).fetch_one(&pool);
+            let read = sqlx::query(AssertSqlSafe(high_water_sql(tables))).fetch_one(&pool);
             let hw = match tokio::time::timeout(a.call_timeout, read).await {
                 Ok(Ok(row)) => row.try_get::<i64, _>(0).ok(),
                 _ => None,

@@ -3,9 +3,12 @@
 //! ```text
 //! torture --store postgres|redis|etcd|dynamo|s3 [--seed N] [--port P] [--ttl-ms T]
 //!         [--workers N] [--max-minutes M] [--cycles C] [--restarts R] [--proxy-faults F]
-//!         [--mutant none|no-fence|blind-release] [--skew] [--instances K]
-//! torture --recheck <run dir>      # the checker again, over a finished run's files
+//!         [--mutant none|no-fence|blind-release] [--skew] [--instances K] [--permits N]
+//! torture --recheck <run dir>      # the checker again, over a lease run's files
 //! ```
+//!
+//! With `--permits N`, the workers take permits of a semaphore of N permits instead of
+//! the one lease (`leasehold_tests::permits` judges the run).
 //!
 //! With `--instances K`, K runs of the store go side by side, each with a store instance,
 //! a seed (`seed + i`) and ports (`port + 20 i`) of its own, and each takes 1/K of the
@@ -90,6 +93,10 @@ async fn main() {
         proxy_faults: share(num("--proxy-faults", 500)),
     };
     let skew = argv.iter().any(|a| a == "--skew");
+    let permits = get("--permits").map(|n| match n.parse::<u32>() {
+        Ok(n) if n >= 1 => n,
+        _ => fail("--permits must be a number of permits, at least 1"),
+    });
 
     let mut runs = tokio::task::JoinSet::new();
     for i in 0..instances {
@@ -103,6 +110,7 @@ async fn main() {
         cfg.budget = budget;
         cfg.mutant = mutant;
         cfg.skew = skew;
+        cfg.permits = permits;
         runs.spawn(torture::run(cfg));
     }
     let mut reports = Vec::new();

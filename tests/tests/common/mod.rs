@@ -157,6 +157,31 @@ pub async fn skew_run(plan: Plan) -> RunReport {
     r
 }
 
+/// Permit holders of a semaphore of 2, five workers, under pauses (either kind) and
+/// kill -9 of permit holders: clean (per slot: the lease rules; across slots: never more
+/// than 2 holders at once), both permits held at once at some moment, a deposed permit
+/// holder's write refused by its slot's fence, a slot taken over after a kill.
+pub async fn semaphore_run(plan: Plan) -> RunReport {
+    let _one = serial().await;
+    let mut cfg = plan.config();
+    cfg.permits = Some(2);
+    cfg.workers = 5;
+    cfg.faults = FaultMix::TAKEOVERS;
+    let r = torture::run(cfg).await;
+    assert_clean_run(
+        &r,
+        &Expect {
+            min_cycles: 2,
+            min_accepted: 20,
+            min_stale_refused: 1,
+            fault_kinds: &["pause", "pause_window", "kill9"],
+            kill_samples: 1,
+        },
+    );
+    assert_eq!(r.permits, Some((2, 2)), "both permits were never held at once:\n{r}");
+    r
+}
+
 /// Test functions, each a multi-threaded tokio test awaiting one run:
 /// `name => run_expression;`.
 macro_rules! torture_tests {

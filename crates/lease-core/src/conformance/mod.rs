@@ -14,7 +14,9 @@
 //! The [`fence`] cases check each store's fenced write on its own kind of resource
 //! ([`fence_tests!`](crate::conformance::fence_tests)); the [`wake`] cases, that a store
 //! that pushes its changes wakes one waiter per release
-//! ([`wake_tests!`](crate::conformance::wake_tests)).
+//! ([`wake_tests!`](crate::conformance::wake_tests)). The [`semaphore`] cases, part of
+//! the suite, check a [`crate::Semaphore`] on the store: never more than N holders, and a
+//! frozen permit holder fenced off after the takeover of its slot.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,12 +28,14 @@ pub mod admin;
 pub mod checks;
 pub mod fence;
 pub mod listing;
+pub mod semaphore;
 pub mod wake;
 
 pub use admin::admin_inspects_and_releases_by_force;
 pub use checks::{assert_held_by, assert_lost_touch, take_over_after_expiry};
 pub use fence::{FenceFixture, FencedResource};
 pub use listing::list_names_under_a_prefix;
+pub use semaphore::{frozen_permit_holder_is_refused_after_takeover, semaphore_never_exceeds_its_permits};
 use tokio::time::Instant;
 pub use wake::WakeFixture;
 
@@ -72,6 +76,8 @@ pub const CASES: &[&str] = &[
     "acquire_all_of_overlapping_sets_never_deadlocks",
     "list_names_under_a_prefix",
     "admin_inspects_and_releases_by_force",
+    "semaphore_never_exceeds_its_permits",
+    "frozen_permit_holder_is_refused_after_takeover",
 ];
 
 /// Runs every case in turn.
@@ -94,6 +100,8 @@ pub async fn run_all(f: &dyn Fixture) {
     acquire_all_of_overlapping_sets_never_deadlocks(f).await;
     list_names_under_a_prefix(f).await;
     admin_inspects_and_releases_by_force(f).await;
+    semaphore_never_exceeds_its_permits(f).await;
+    frozen_permit_holder_is_refused_after_takeover(f).await;
 }
 
 // Exported at the crate root by `macro_export` under a hidden name; users name it
@@ -111,7 +119,8 @@ macro_rules! __conformance_tests {
             round_trips_per_operation, acquire_waits_for_release,
             own_held_lease_is_refused_at_once, max_hold_ends_the_lease_before_a_takeover,
             acquire_all_of_overlapping_sets_never_deadlocks, list_names_under_a_prefix,
-            admin_inspects_and_releases_by_force);
+            admin_inspects_and_releases_by_force, semaphore_never_exceeds_its_permits,
+            frozen_permit_holder_is_refused_after_takeover);
     };
     (@cases $fixture:expr; $($case:ident),* $(,)?) => {
         $(
