@@ -585,14 +585,8 @@ impl LeaseClient {
             let waited = async {
                 if failures == 0 {
                     // The store decides how to wait: a push, or a poll of its own
-                    // interval (S3, DynamoDB). On a store clock, in line with this store's other claimers of the
-                    // name: only the first looks again at `wait` (the holder's time
-                    // left). Judged by observation, every renewal restarts the watch
-                    // of the record, so every change matters.
-                    let wait = match self.inner.caps.clock {
-                        ClockSource::Store => Wait::Claim(wait),
-                        _ => Wait::Change(wait),
-                    };
+                    // interval (S3, DynamoDB).
+                    let wait = self.wait_to_claim(wait);
                     let seen = self.seen_version(&lease_name);
                     self.inner.store.wait_for_change(&lease_name, seen.as_ref(), wait).await
                 } else {
@@ -658,6 +652,17 @@ impl LeaseClient {
     /// Whether the store wakes waiters on a change ([`Capabilities::notifies_waiters`]).
     pub(crate) fn notifies_waiters(&self) -> bool {
         self.inner.caps.notifies_waiters
+    }
+
+    /// How a waiter to claim a lease waits for `wait`: on a store clock, in line with
+    /// the store's other claimers of the name (only the first looks again at `wait`,
+    /// the holder's time left); judged by observation, every renewal restarts the watch
+    /// of the record, so every change matters.
+    pub(crate) fn wait_to_claim(&self, wait: Duration) -> Wait {
+        match self.inner.caps.clock {
+            ClockSource::Store => Wait::Claim(wait),
+            _ => Wait::Change(wait),
+        }
     }
 
     /// The wait after an attempt refused with `retry_after`, as `acquire` waits.

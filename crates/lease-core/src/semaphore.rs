@@ -252,37 +252,41 @@ impl Semaphore {
                 }
                 Err(e) => return Err(e),
             };
-            let wait = match deadline {
-                Some(d) => {
-                    let left = d.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return Err(Error::Timeout {
-                            name: self.name.as_str().to_owned(),
-                        });
-                    }
-                    wait.min(left)
-                }
-                None => wait,
-            };
+            if deadline.is_some_and(|d| d <= Instant::now()) {
+                return Err(Error::Timeout {
+                    name: self.name.as_str().to_owned(),
+                });
+            }
             start = self.next.fetch_add(1, Ordering::Relaxed);
             count = self.slots.len();
-            // As `LeaseClient::acquire`: after a failed attempt, back off for real.
-            if self.client.notifies_waiters() && failures == 0 {
-                let waited = Instant::now();
-                let changed = self.wait_for_any_slot(wait).await?;
-                if waited.elapsed() < wait {
-                    (start, count) = (changed, 1);
+            // As `LeaseClient::acquire`: after a failed attempt, back off for real; the
+            // deadline ends any wait, and the loop then tries once more.
+            let waited = async {
+                if failures == 0 {
+                    let waited = Instant::now();
+                    let changed = self.wait_for_any_slot(wait).await?;
+                    Ok(self.client.notifies_waiters() && waited.elapsed() < wait).map(|woken| woken.then_some(changed))
+                } else {
+                    tokio::time::sleep(wait).await;
+                    Ok(None)
                 }
-            } else {
-                tokio::time::sleep(wait).await;
+            };
+            let changed = match deadline {
+                Some(d) => tokio::time::timeout_at(d, waited).await.unwrap_or(Ok(None))?,
+                None => waited.await?,
+            };
+            if let Some(changed) = changed {
+                (start, count) = (changed, 1);
             }
         }
     }
 
-    /// Waits until a change of any slot wakes this waiter (or `wait` passes); the slot
+    /// Waits until a change of any slot wakes this waiter (or it is time to look
+    /// again: `wait`, in line on each slot as `LeaseClient::acquire` waits); the slot
     /// that changed first.
     async fn wait_for_any_slot(&self, wait: Duration) -> Result<usize> {
         let store = self.client.store();
+        let wait = self.client.wait_to_claim(wait);
         let waits = self.slots.iter().map(|slot| {
             let seen = self.client.seen_version(slot);
             Box::pin(async move { store.wait_for_change(slot, seen.as_ref(), wait).await })
