@@ -3,8 +3,9 @@
 # scripts/test.sh does (each on a loopback port of its own), builds crates/lease-bench
 # with release optimisations (profile bench-fast), runs it, writes what it measured to
 # docs/performance.json (the machine, the store versions and settings, this exact
-# command, every figure as a number) and renders that into docs/PERFORMANCE.md: only the
-# regions between its `bench:` markers change, the prose around them is written by hand.
+# command, every figure as a number) and renders that into docs/PERFORMANCE.md (only the
+# regions between its `bench:` markers change, the prose around them is written by hand)
+# and its charts, docs/charts/*.svg.
 # A few minutes on two cores, plus the first release build.
 #
 #   scripts/bench.sh                                  # every store, every table

@@ -86,6 +86,27 @@ pub struct Report {
     pub violations: Vec<String>,
 }
 
+impl Report {
+    /// Adds `r`'s counts and findings into this report, each finding through `tag`.
+    pub fn absorb(&mut self, r: &Report, tag: impl Fn(&String) -> String) {
+        self.acquires += r.acquires;
+        self.grants += r.grants;
+        self.epochs += r.epochs;
+        self.observations += r.observations;
+        self.writes_sent += r.writes_sent;
+        self.writes_accepted += r.writes_accepted;
+        self.writes_acknowledged += r.writes_acknowledged;
+        self.writes_refused += r.writes_refused;
+        self.writes_unknown += r.writes_unknown;
+        self.stale.absorb(&r.stale);
+        self.reissued.absorb(&r.reissued);
+        self.reissued_grants += r.reissued_grants;
+        self.explained.extend(r.explained.iter().map(&tag));
+        self.unjudged.extend(r.unjudged.iter().map(&tag));
+        self.violations.extend(r.violations.iter().map(&tag));
+    }
+}
+
 /// How a set of writes ended.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct OutcomeCounts {
@@ -97,6 +118,16 @@ pub struct OutcomeCounts {
     pub refused: usize,
     /// Outcome unknown to the sender and not in the resource.
     pub unknown: usize,
+}
+
+impl OutcomeCounts {
+    /// Adds `other`'s counts into these.
+    pub fn absorb(&mut self, other: &OutcomeCounts) {
+        self.sent += other.sent;
+        self.accepted += other.accepted;
+        self.refused += other.refused;
+        self.unknown += other.unknown;
+    }
 }
 
 impl Report {

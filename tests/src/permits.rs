@@ -80,26 +80,12 @@ pub fn check(permits: u32, shared: &[Event], slots: &BTreeMap<u32, SlotRun>) -> 
     out
 }
 
-/// Adds slot `slot`'s report into `total`.
+/// Adds slot `slot`'s report into `total` (its acquires and epochs are counted once,
+/// from the shared events, not per slot).
 fn merge(total: &mut Report, r: &Report, slot: u32) {
-    total.grants += r.grants;
-    total.observations += r.observations;
-    total.writes_sent += r.writes_sent;
-    total.writes_accepted += r.writes_accepted;
-    total.writes_acknowledged += r.writes_acknowledged;
-    total.writes_refused += r.writes_refused;
-    total.writes_unknown += r.writes_unknown;
-    for (t, s) in [(&mut total.stale, &r.stale), (&mut total.reissued, &r.reissued)] {
-        t.sent += s.sent;
-        t.accepted += s.accepted;
-        t.refused += s.refused;
-        t.unknown += s.unknown;
-    }
-    total.reissued_grants += r.reissued_grants;
-    let tag = |v: &String| format!("slot {slot}: {v}");
-    total.explained.extend(r.explained.iter().map(tag));
-    total.unjudged.extend(r.unjudged.iter().map(tag));
-    total.violations.extend(r.violations.iter().map(tag));
+    let once = (total.acquires, total.epochs);
+    total.absorb(r, |v| format!("slot {slot}: {v}"));
+    (total.acquires, total.epochs) = once;
 }
 
 /// The largest set of spans that overlap at one moment, and that moment. A span ends

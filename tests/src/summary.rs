@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::checker::{OutcomeCounts, Report};
+use crate::checker::Report;
 use crate::torture::RunReport;
 
 /// The sum of several runs of one store.
@@ -32,13 +32,6 @@ pub struct Summary {
     pub check: Report,
 }
 
-fn add(into: &mut OutcomeCounts, from: &OutcomeCounts) {
-    into.sent += from.sent;
-    into.accepted += from.accepted;
-    into.refused += from.refused;
-    into.unknown += from.unknown;
-}
-
 impl Summary {
     /// Adds up `runs` (all of one store).
     pub fn of(runs: &[RunReport]) -> Self {
@@ -57,22 +50,7 @@ impl Summary {
             }
             s.takeover_after_kill_ms.extend(&r.takeover_after_kill_ms);
             s.workers_spawned += u64::from(r.workers_spawned);
-            let (c, d) = (&mut s.check, &r.check);
-            c.acquires += d.acquires;
-            c.grants += d.grants;
-            c.epochs += d.epochs;
-            c.observations += d.observations;
-            c.writes_sent += d.writes_sent;
-            c.writes_accepted += d.writes_accepted;
-            c.writes_acknowledged += d.writes_acknowledged;
-            c.writes_refused += d.writes_refused;
-            c.writes_unknown += d.writes_unknown;
-            add(&mut c.stale, &d.stale);
-            add(&mut c.reissued, &d.reissued);
-            c.reissued_grants += d.reissued_grants;
-            c.explained.extend(d.explained.iter().cloned());
-            c.unjudged.extend(d.unjudged.iter().cloned());
-            c.violations.extend(d.violations.iter().cloned());
+            s.check.absorb(&r.check, String::clone);
         }
         s.takeover_after_kill_ms.sort_unstable();
         s
@@ -171,6 +149,7 @@ impl fmt::Display for Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checker::OutcomeCounts;
     use crate::stores::StoreKind;
     use std::path::PathBuf;
     use std::time::Duration;

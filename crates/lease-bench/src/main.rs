@@ -1,5 +1,5 @@
 //! `leasehold-bench`: runs the benchmarks into a results file, and renders a results
-//! file into the tables of a document.
+//! file into the tables of a document and its charts (`charts/*.svg` beside it).
 //!
 //! ```text
 //! leasehold-bench [run] [--smoke] [--stores memory,postgres,...] [--command "<as run>"]
