@@ -4,23 +4,24 @@
 //! which changes whenever *another* connection (of this process or of any other on the
 //! host) has committed to the file since it last asked. While any waiter of a store
 //! waits, one poller task asks it every [`POLL`] on a connection of its own (a local
-//! file read, microseconds) and, when it changes, wakes the store's waiters; each reads
-//! its lease's version (one `SELECT`) and returns only if it moved from the one it saw.
-//! The first look comes before any wait, so a release that landed just before the
-//! waiter started is not missed. With nobody waiting for [`IDLE_CLOSE`], the poller
-//! stops and closes its connection.
+//! file read, microseconds) and, when it changes, reads the version of each name that
+//! has waiters (one `SELECT` each) and announces it to the store's [`WakeHub`]: a
+//! released (vacant) or deleted record wakes **one** waiter, and waiters to claim wait
+//! in line, as on the stores that push. A waiter looks once after it registered, so a
+//! release that landed just before it started is not missed. With nobody waiting for
+//! [`IDLE_CLOSE`], the poller stops and closes its connection.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold_core::LeaseName;
 use leasehold_core::fence::Dialect;
-use leasehold_core::store::{Version, Wait};
+use leasehold_core::store::{Version, Wait, WakeHub};
 use leasehold_sql::{ChangeFeed, LeaseTable};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 use sqlx::{AssertSqlSafe, Connection, SqlitePool};
-use tokio::sync::watch;
 
 /// How often the poller reads `PRAGMA data_version` while someone waits.
 pub(crate) const POLL: Duration = Duration::from_millis(5);
@@ -32,10 +33,11 @@ const IDLE_CLOSE: Duration = Duration::from_secs(1);
 pub(crate) struct DataVersionFeed {
     pool: SqlitePool,
     options: SqliteConnectOptions,
-    /// `SELECT` of one name's current version (`NULL`: absent or deleted).
+    /// `SELECT` of one name's row version, whether it is deleted, and whether it is
+    /// free to take (released or deleted).
     version_sql: String,
-    /// Counts the changes the poller saw; waiters wait for it to move.
-    changes: watch::Sender<u64>,
+    /// The waiters, woken one per change the poller announces.
+    hub: WakeHub,
     state: Mutex<PollerState>,
     me: Weak<Self>,
 }
@@ -43,20 +45,33 @@ pub(crate) struct DataVersionFeed {
 #[derive(Default)]
 struct PollerState {
     running: bool,
-    waiting: usize,
+    /// Waiters per name.
+    waiting: HashMap<LeaseName, usize>,
+}
+
+/// A name's row as the poller reads it: `None` when there is none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Now(Option<Row>);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Row {
+    version: i64,
+    /// Deleted: the store reads it as absent.
+    deleted: bool,
+    /// Free to take: released (vacant) or deleted.
+    free: bool,
 }
 
 impl DataVersionFeed {
     pub(crate) fn new(pool: &SqlitePool, table: &LeaseTable) -> Arc<Self> {
-        let (changes, _) = watch::channel(0);
         Arc::new_cyclic(|me| Self {
             pool: pool.clone(),
             options: (*pool.connect_options()).clone(),
             version_sql: format!(
-                "SELECT CASE WHEN deleted <> 0 THEN NULL ELSE version END FROM {} WHERE name = ?1",
+                "SELECT version, deleted <> 0, deleted <> 0 OR holder IS NULL FROM {} WHERE name = ?1",
                 table.quoted(Dialect::Sqlite)
             ),
-            changes,
+            hub: WakeHub::new(),
             state: Mutex::new(PollerState::default()),
             me: me.clone(),
         })
@@ -70,19 +85,45 @@ impl DataVersionFeed {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// `name`'s version now, or `Err` if it could not be read.
-    async fn current(&self, name: &LeaseName) -> Result<Option<String>, sqlx::Error> {
-        let v: Option<Option<i64>> = sqlx::query_scalar(AssertSqlSafe(self.version_sql.clone()))
+    /// `name`'s record now, or `Err` if it could not be read.
+    async fn current(&self, name: &LeaseName) -> Result<Now, sqlx::Error> {
+        let row: Option<(i64, bool, bool)> = sqlx::query_as(AssertSqlSafe(self.version_sql.clone()))
             .bind(name.as_str())
             .fetch_optional(&self.pool)
             .await?;
-        Ok(v.flatten().map(|v| v.to_string()))
+        Ok(Now(row.map(|(version, deleted, free)| Row { version, deleted, free })))
+    }
+
+    /// Announces what each name with waiters shows now (after a commit to the file).
+    async fn announce_all(&self) {
+        let names: Vec<LeaseName> = self.lock().waiting.keys().cloned().collect();
+        for name in names {
+            match self.current(&name).await {
+                Ok(now) => self.announce(&name, now),
+                Err(e) => {
+                    tracing::debug!(lease = %name, error = %e, "cannot read the lease's version; waking every waiter");
+                    self.hub.wake_all();
+                    return;
+                }
+            }
+        }
+    }
+
+    fn announce(&self, name: &LeaseName, now: Now) {
+        // No row: nothing happened to announce.
+        let Some(row) = now.0 else { return };
+        let Ok(at) = u64::try_from(row.version) else { return };
+        if row.deleted {
+            self.hub.announce_deleted(name.as_str(), at);
+        } else {
+            self.hub.announce(name.as_str(), at, row.free);
+        }
     }
 
     /// Stops the poller if nobody waits (decided under the lock [`Self::enter`] takes).
     fn stop_if_idle(&self) -> bool {
         let mut st = self.lock();
-        if st.waiting > 0 {
+        if !st.waiting.is_empty() {
             return false;
         }
         st.running = false;
@@ -90,42 +131,47 @@ impl DataVersionFeed {
     }
 }
 
-/// One waiter, registered while it lives (a dropped wait leaves too).
-struct Waiting(Arc<DataVersionFeed>);
+/// One waiter of a name, registered while it lives (a dropped wait leaves too).
+struct Waiting(Arc<DataVersionFeed>, LeaseName);
 
 impl Waiting {
-    /// Registers a waiter, starting the poller if it is not running.
-    fn enter(feed: &Arc<DataVersionFeed>) -> Self {
+    /// Registers a waiter of `name`, starting the poller if it is not running.
+    fn enter(feed: &Arc<DataVersionFeed>, name: &LeaseName) -> Self {
         let mut st = feed.lock();
-        st.waiting += 1;
+        *st.waiting.entry(name.clone()).or_default() += 1;
         if !st.running {
             st.running = true;
             tokio::spawn(poll(Arc::downgrade(feed)));
         }
         drop(st);
-        Self(feed.clone())
+        Self(feed.clone(), name.clone())
     }
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
         let mut st = self.0.lock();
-        st.waiting = st.waiting.saturating_sub(1);
+        if let Some(n) = st.waiting.get_mut(&self.1) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                st.waiting.remove(&self.1);
+            }
+        }
     }
 }
 
 /// The poller: reads `PRAGMA data_version` every [`POLL`] while anyone waits.
 ///
 /// Each (re)opened connection starts from a baseline it has not compared with anything:
-/// a commit just before it would go unseen, so the waiters are woken once then (they read
-/// their lease again and, if nothing changed, wait on the baseline).
+/// a commit just before it would go unseen, so the names with waiters are read and
+/// announced then too (a waiter whose lease did not change is not woken).
 async fn poll(feed: Weak<DataVersionFeed>) {
     let mut conn: Option<SqliteConnection> = None;
     let mut last: Option<i64> = None;
     let mut idle_since: Option<tokio::time::Instant> = None;
     loop {
         let Some(f) = feed.upgrade() else { return };
-        if f.lock().waiting == 0 {
+        if f.lock().waiting.is_empty() {
             let since = *idle_since.get_or_insert_with(tokio::time::Instant::now);
             if since.elapsed() >= IDLE_CLOSE && f.stop_if_idle() {
                 return;
@@ -147,10 +193,10 @@ async fn poll(feed: Weak<DataVersionFeed>) {
             {
                 Ok(v) => {
                     if last != Some(v) {
-                        // A change, or a new baseline (see above): wake the waiters.
-                        f.changes.send_modify(|n| *n += 1);
+                        // A change, or a new baseline (see above).
+                        last = Some(v);
+                        f.announce_all().await;
                     }
-                    last = Some(v);
                 }
                 Err(e) => {
                     tracing::debug!(error = %e, "PRAGMA data_version failed; reopening");
@@ -165,7 +211,11 @@ async fn poll(feed: Weak<DataVersionFeed>) {
 
 #[async_trait]
 impl ChangeFeed for DataVersionFeed {
-    fn claimed(&self, _name: &LeaseName, _version: &Version) {}
+    fn claimed(&self, name: &LeaseName, version: &Version) {
+        if let Ok(at) = version.as_str().parse::<u64>() {
+            self.hub.claimed(name.as_str(), at);
+        }
+    }
 
     async fn wait(&self, name: &LeaseName, seen: Option<&Version>, wait: Wait) {
         // `wait` is called on the store's `Arc`; the poller holds only a `Weak`.
@@ -173,26 +223,26 @@ impl ChangeFeed for DataVersionFeed {
             tokio::time::sleep(wait.after()).await;
             return;
         };
-        let deadline = tokio::time::Instant::now() + wait.after();
-        let mut rx = self.changes.subscribe();
-        let _waiting = Waiting::enter(&me);
-        // Look first: a change that landed after the caller's read and before the
-        // subscription would otherwise be missed. Then look again at each commit to the
-        // file, and return only when the lease's version moved: a commit of another name,
-        // or a refused attempt (which rewrites a row without changing its version), wakes
-        // nobody up for good, so waiters never wake each other in turn.
-        loop {
-            match self.current(name).await {
-                Ok(now) if now.as_deref() != seen.map(Version::as_str) => return,
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::debug!(lease = %name, error = %e, "cannot read the lease's version; waking");
-                    return;
-                }
-            }
-            if tokio::time::timeout_at(deadline, rx.changed()).await.is_err() {
+        let seen_at = seen.and_then(|v| v.as_str().parse::<u64>().ok()).unwrap_or(0);
+        let _waiting = Waiting::enter(&me, name);
+        let mut waiting = std::pin::pin!(self.hub.wait(name.as_str(), seen_at, wait));
+        // Registered first (or a change the caller has not seen was announced already),
+        // then a look: a change that landed after the caller's read and before the
+        // poller's next read would otherwise be missed. What the look finds is announced
+        // like the poller's reads, so the hub still wakes one waiter for it (this one if
+        // it is first). After that, the poller announces each commit's effect on the
+        // name: a commit of another name, or a refused attempt (which rewrites a row
+        // without changing its version), wakes nobody.
+        if futures::poll!(waiting.as_mut()).is_ready() {
+            return;
+        }
+        match self.current(name).await {
+            Ok(now) => self.announce(name, now),
+            Err(e) => {
+                tracing::debug!(lease = %name, error = %e, "cannot read the lease's version; waking");
                 return;
             }
         }
+        waiting.await;
     }
 }
