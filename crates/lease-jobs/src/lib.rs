@@ -73,6 +73,18 @@
 //! The process test `slots_run_exactly_once_under_kill9` checks this with three
 //! instances killed and restarted at random, from the protected table's rows.
 //!
+//! ## Events say what happened
+//! Only the job knows whether its transaction committed the slot or found it done, so
+//! it says so: `Ok(`[`SlotOutcome::Committed`]`)` (or `Ok(())`) or
+//! `Ok(`[`SlotOutcome::AlreadyDone`]`)`. [`SlotEvent::Ran`] comes from the instance
+//! whose run committed, and only from it, even if its lease was lost after the commit;
+//! an instance whose run found the slot done, or that finds the slot's done record,
+//! reports [`SlotEvent::DoneElsewhere`]; [`SlotEvent::Abandoned`] is reported only
+//! for a slot of which the store holds no record (one read says so before), never for
+//! one another instance ran. The test `slot_events` checks this on every store: two
+//! instances, the first run losing its lease after its commit, the other taking the
+//! slot over. See [`SlotOutcome`] for an example.
+//!
 //! ## lock_at_most_for: a renewed TTL, or a hard cap
 //! By default ([`LockAtMost::Renewed`]) `lock_at_most_for` is the slot lease's TTL,
 //! renewed while the run goes on: it bounds how long a dead or frozen runner blocks a
@@ -152,6 +164,7 @@ mod clock;
 mod config;
 mod executor;
 mod marker;
+mod outcome;
 mod schedule;
 mod scheduler;
 
@@ -163,5 +176,6 @@ pub use clock::TokioWallClock;
 pub use config::{JobSpec, LockAtMost, LockNaming, MissedSlots};
 pub use executor::{JobContext, LockConfig, LockingExecutor, Ran, RunOutcome};
 pub use marker::Marker;
+pub use outcome::SlotOutcome;
 pub use schedule::{Schedule, Slot};
 pub use scheduler::{Scheduler, SlotEvent};

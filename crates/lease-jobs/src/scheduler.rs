@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::executor::execute;
 use crate::marker::{self, Finished, Marker};
-use crate::{JobContext, JobSpec, LockNaming, MissedSlots, Slot};
+use crate::{JobContext, JobSpec, LockNaming, MissedSlots, Slot, SlotOutcome};
 
 /// The most slots one pass enumerates (a long catch-up window over a fast schedule is
 /// worked through over several passes).
@@ -28,7 +28,10 @@ const MAX_SLEEP: Duration = Duration::from_secs(60);
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SlotEvent {
-    /// The job ran here and completed; the slot is recorded as done.
+    /// The job ran here and committed the slot's effect (it returned
+    /// [`SlotOutcome::Committed`], or `Ok(())`). Reported by the committing instance
+    /// only, even if its lease was lost after the commit (the protected data says the
+    /// slot is done; whoever takes the slot over finds it so).
     Ran {
         /// The slot.
         slot: Slot,
@@ -47,15 +50,18 @@ pub enum SlotEvent {
         /// The error, as text.
         error: String,
     },
-    /// The lease was lost while the job ran (or before it was marked done); whoever
-    /// takes the slot over completes it.
+    /// The lease was lost while the job ran and the job did not report the slot done
+    /// (it returned an error), or before a failed run was recorded; whoever takes the
+    /// slot over completes it.
     Lost {
         /// The slot.
         slot: Slot,
         /// Why.
         cause: LossCause,
     },
-    /// Another instance completed the slot.
+    /// Another instance completed the slot: this instance found the slot's done
+    /// record, or its run found the slot done in the protected data
+    /// ([`SlotOutcome::AlreadyDone`]) and committed nothing.
     DoneElsewhere {
         /// The slot.
         slot: Slot,
@@ -74,7 +80,9 @@ pub enum SlotEvent {
         /// The slot.
         slot: Slot,
     },
-    /// The slot fell out of the catch-up window without anyone starting it.
+    /// The slot fell out of the catch-up window and the store holds no record of it:
+    /// no instance started it. Never reported for a slot another instance ran (one
+    /// read of the slot's record says so first).
     Abandoned {
         /// The slot.
         slot: Slot,
@@ -182,10 +190,11 @@ impl Scheduler {
     /// # Errors
     /// An invalid spec, or a store error retrying cannot fix (misconfiguration, a
     /// corrupt record). Transient store errors are retried.
-    pub async fn run<F, Fut, E>(&self, spec: JobSpec, job: F, shutdown: CancellationToken) -> Result<()>
+    pub async fn run<F, Fut, T, E>(&self, spec: JobSpec, job: F, shutdown: CancellationToken) -> Result<()>
     where
         F: FnMut(JobContext) -> Fut + Send,
-        Fut: Future<Output = std::result::Result<(), E>> + Send,
+        Fut: Future<Output = std::result::Result<T, E>> + Send,
+        T: Into<SlotOutcome>,
         E: fmt::Display + Send,
     {
         spec.validate()?;
@@ -196,10 +205,11 @@ impl Scheduler {
         }
     }
 
-    async fn run_slots<F, Fut, E>(&self, spec: &JobSpec, mut job: F, shutdown: &CancellationToken) -> Result<()>
+    async fn run_slots<F, Fut, T, E>(&self, spec: &JobSpec, mut job: F, shutdown: &CancellationToken) -> Result<()>
     where
         F: FnMut(JobContext) -> Fut + Send,
-        Fut: Future<Output = std::result::Result<(), E>> + Send,
+        Fut: Future<Output = std::result::Result<T, E>> + Send,
+        T: Into<SlotOutcome>,
         E: fmt::Display + Send,
     {
         let catch_up_ms = millis(spec.catch_up);
@@ -228,15 +238,12 @@ impl Scheduler {
                 frontier = frontier.max(now_ms);
             }
             let horizon = now_ms.saturating_sub(catch_up_ms);
-            let abandoned: Vec<Slot> = pending
+            let out_of_window: Vec<Slot> = pending
                 .iter()
-                .filter(|(s, p)| s.unix_ms() < horizon && !p.started)
+                .filter(|(s, p)| s.unix_ms() < horizon && !p.started && p.recheck_at <= Instant::now())
                 .map(|(s, _)| *s)
                 .collect();
-            for slot in abandoned {
-                pending.remove(&slot);
-                self.emit(SlotEvent::Abandoned { slot });
-            }
+            self.leave_behind(spec, out_of_window, &mut pending).await?;
             let now = Instant::now();
             let due: Vec<Slot> = pending
                 .iter()
@@ -265,6 +272,38 @@ impl Scheduler {
                 () = tokio::time::sleep_until(wake) => {}
             }
         }
+    }
+
+    /// Slots that fell out of the catch-up window before this instance started them:
+    /// one read each says what became of them. Nobody started it: `Abandoned`. Done:
+    /// `DoneElsewhere`. Started and not done: it stays pending and is completed like
+    /// any started slot.
+    async fn leave_behind(
+        &self,
+        spec: &JobSpec,
+        slots: Vec<Slot>,
+        pending: &mut BTreeMap<Slot, Pending>,
+    ) -> Result<()> {
+        for slot in slots {
+            match self.client.store().read(&spec.lease_name(slot)?).await {
+                Ok(None) => {
+                    pending.remove(&slot);
+                    self.emit(SlotEvent::Abandoned { slot });
+                }
+                Ok(Some(stored)) if stored.record.holder.as_ref().and_then(Marker::of) == Some(Marker::Done) => {
+                    pending.remove(&slot);
+                    self.emit(SlotEvent::DoneElsewhere { slot });
+                }
+                Ok(Some(_)) => {
+                    if let Some(p) = pending.get_mut(&slot) {
+                        p.started = true;
+                    }
+                }
+                Err(e) if e.is_retryable() || e.is_indeterminate() => self.back_off(spec, slot, pending, &e),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// Applies the missed-slot policy to the due slots: late slots nobody started are
@@ -330,7 +369,7 @@ impl Scheduler {
     }
 
     /// One attempt at one slot.
-    async fn attempt<F, Fut, E>(
+    async fn attempt<F, Fut, T, E>(
         &self,
         spec: &JobSpec,
         slot: Slot,
@@ -340,7 +379,8 @@ impl Scheduler {
     ) -> Result<()>
     where
         F: FnMut(JobContext) -> Fut + Send,
-        Fut: Future<Output = std::result::Result<(), E>> + Send,
+        Fut: Future<Output = std::result::Result<T, E>> + Send,
+        T: Into<SlotOutcome>,
         E: fmt::Display + Send,
     {
         let name = spec.lease_name(slot)?;
@@ -388,12 +428,41 @@ impl Scheduler {
         let started = Instant::now();
         let late = Duration::from_millis(self.wall.now_ms().saturating_sub(slot.unix_ms()));
         let token = lease.token();
-        let result = execute(&lease, Some(slot), started, Some(shutdown), job).await;
+        let result = execute(&lease, Some(slot), started, Some(shutdown), job)
+            .await
+            .map(Into::into);
         let recheck_later = |pending: &mut BTreeMap<Slot, Pending>, after: Duration| {
             if let Some(p) = pending.get_mut(&slot) {
                 p.started = true;
                 p.recheck_at = Instant::now() + jitter(after.max(Duration::from_millis(1)));
             }
+        };
+        let rest = spec.lock_at_least_for.saturating_sub(started.elapsed());
+        let error = match result {
+            // The slot is done in the protected data, by this run or by an earlier one:
+            // the event says which, and the done record keeps the other instances off it
+            // (if the lease was lost meanwhile, whoever takes the slot over writes it).
+            Ok(outcome) => {
+                let event = match outcome {
+                    SlotOutcome::Committed => SlotEvent::Ran { slot, token, late },
+                    SlotOutcome::AlreadyDone => SlotEvent::DoneElsewhere { slot },
+                };
+                if lease.loss_cause().is_some() {
+                    drop(lease);
+                } else {
+                    match marker::finish(&self.client, lease, Marker::Done, spec.keep_done_for.max(rest)).await {
+                        Ok(_) => {}
+                        Err(e) if e.is_retryable() || e.is_indeterminate() => {
+                            tracing::warn!(job = %spec.name, %slot, error = %e, "could not write the done record; the next taker writes it");
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                pending.remove(&slot);
+                self.emit(event);
+                return Ok(());
+            }
+            Err(e) => e.to_string(),
         };
         if let Some(cause) = lease.loss_cause() {
             drop(lease);
@@ -401,31 +470,11 @@ impl Scheduler {
             self.emit(SlotEvent::Lost { slot, cause });
             return Ok(());
         }
-        let rest = spec.lock_at_least_for.saturating_sub(started.elapsed());
-        let (marker, keep, event) = match result {
-            Ok(()) => (
-                Marker::Done,
-                spec.keep_done_for.max(rest),
-                SlotEvent::Ran { slot, token, late },
-            ),
-            Err(e) => (
-                Marker::Failed,
-                spec.retry_failed_after.max(rest),
-                SlotEvent::Failed {
-                    slot,
-                    token,
-                    error: e.to_string(),
-                },
-            ),
-        };
-        match marker::finish(&self.client, lease, marker, keep).await {
+        let keep = spec.retry_failed_after.max(rest);
+        match marker::finish(&self.client, lease, Marker::Failed, keep).await {
             Ok(Finished::Kept) => {
-                if marker == Marker::Done {
-                    pending.remove(&slot);
-                } else {
-                    recheck_later(pending, keep);
-                }
-                self.emit(event);
+                recheck_later(pending, keep);
+                self.emit(SlotEvent::Failed { slot, token, error });
             }
             Ok(Finished::NotOurs) => {
                 recheck_later(pending, spec.lock_at_most_for);
@@ -435,8 +484,7 @@ impl Scheduler {
                 });
             }
             Err(e) if e.is_retryable() || e.is_indeterminate() => {
-                // The run's lease expires on its own; whoever takes the slot next finds
-                // the job's effect recorded (if it committed) and completes the slot.
+                // The run's lease expires on its own; whoever takes the slot next runs it.
                 recheck_later(pending, spec.lock_at_most_for);
                 self.emit(SlotEvent::Lost {
                     slot,
@@ -450,10 +498,11 @@ impl Scheduler {
 
     /// ShedLock-compatible mode: one lease named after the job, tried at each fire
     /// time; missed fire times are skipped.
-    async fn run_job_lock<F, Fut, E>(&self, spec: &JobSpec, mut job: F, shutdown: &CancellationToken) -> Result<()>
+    async fn run_job_lock<F, Fut, T, E>(&self, spec: &JobSpec, mut job: F, shutdown: &CancellationToken) -> Result<()>
     where
         F: FnMut(JobContext) -> Fut + Send,
-        Fut: Future<Output = std::result::Result<(), E>> + Send,
+        Fut: Future<Output = std::result::Result<T, E>> + Send,
+        T: Into<SlotOutcome>,
         E: fmt::Display + Send,
     {
         let name = spec.lease_name(Slot::from_unix_ms(0))?;
@@ -475,10 +524,13 @@ impl Scheduler {
                         let started = Instant::now();
                         let late = Duration::from_millis(self.wall.now_ms().saturating_sub(slot.unix_ms()));
                         let token = lease.token();
-                        let result = execute(&lease, Some(slot), started, Some(shutdown), &mut job).await;
+                        let result = execute(&lease, Some(slot), started, Some(shutdown), &mut job)
+                            .await
+                            .map(Into::into);
                         let event = match (&result, lease.loss_cause()) {
-                            (_, Some(cause)) => SlotEvent::Lost { slot, cause },
-                            (Ok(()), None) => SlotEvent::Ran { slot, token, late },
+                            (Ok(SlotOutcome::Committed), _) => SlotEvent::Ran { slot, token, late },
+                            (Ok(SlotOutcome::AlreadyDone), _) => SlotEvent::DoneElsewhere { slot },
+                            (Err(_), Some(cause)) => SlotEvent::Lost { slot, cause },
                             (Err(e), None) => SlotEvent::Failed {
                                 slot,
                                 token,

@@ -1,0 +1,156 @@
+//! The real stores for the scheduler's tests: each opened as a user opens it, once per
+//! instance (every instance has a client and connections of its own).
+#![allow(dead_code, unreachable_pub)]
+
+use std::time::Duration;
+
+use leasehold::dynamodb::{DynamoConfig, DynamoStore, local_client as dynamodb_local};
+use leasehold::s3::{S3Config, S3Store, local_client as s3_local};
+use leasehold::url::{OpenOptions, StoreUrl};
+use leasehold::{ClientConfig, LeaseClient};
+
+/// One store of the tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Postgres,
+    Sqlite,
+    MySql,
+    Etcd,
+    Redis,
+    DynamoDb,
+    S3,
+}
+
+/// Where a test's leases live: the URL every instance opens.
+#[derive(Debug, Clone)]
+pub struct Place {
+    pub kind: Kind,
+    url: String,
+}
+
+impl Place {
+    /// A place of its own on the tests' `kind` store (an SQLite file, a DynamoDB table,
+    /// an S3 bucket of its own; the shared lease table elsewhere, under names of the
+    /// test's own).
+    pub async fn new(kind: Kind) -> Self {
+        let suffix = leasehold_testkit::unique_suffix();
+        let moto = || leasehold_testkit::moto_endpoint();
+        let url = match kind {
+            Kind::Postgres => leasehold_testkit::pg_url(),
+            Kind::MySql => leasehold_testkit::env("LEASEHOLD_MYSQL_URL"),
+            Kind::Sqlite => {
+                let dir = leasehold_testkit::stores_dir("lease-jobs");
+                format!("sqlite:{}", dir.join(format!("jobs-{suffix}.db")).display())
+            }
+            Kind::Etcd => {
+                let hosts: Vec<String> = leasehold_testkit::etcd_endpoints()
+                    .iter()
+                    .map(|e| e.trim_start_matches("http://").to_owned())
+                    .collect();
+                format!("etcd://{}", hosts.join(","))
+            }
+            Kind::Redis => leasehold_testkit::redis_url(),
+            Kind::DynamoDb => format!("jobs_{}", suffix.replace('-', "_")),
+            Kind::S3 => format!("jobs-{suffix}"),
+        };
+        let place = Self { kind, url };
+        // Created once here: the instances' clients only open it.
+        match kind {
+            Kind::DynamoDb => {
+                let config = DynamoConfig::new(place.url.as_str()).expect("table name");
+                DynamoStore::provision(&dynamodb_local(&moto()), &config)
+                    .await
+                    .unwrap_or_else(|e| panic!("moto at LEASEHOLD_MOTO_ENDPOINT: {e}"));
+            }
+            Kind::S3 => {
+                let config = S3Config::new(place.url.as_str(), "leases").expect("bucket name");
+                S3Store::provision(&s3_local(&moto()), &config)
+                    .await
+                    .unwrap_or_else(|e| panic!("moto at LEASEHOLD_MOTO_ENDPOINT: {e}"));
+            }
+            _ => {}
+        }
+        place
+    }
+
+    /// A client of one instance on this place (creating what the store needs).
+    pub async fn client(&self) -> LeaseClient {
+        self.client_with(ClientConfig::default()).await
+    }
+
+    /// [`Place::client`] with `config`.
+    pub async fn client_with(&self, config: ClientConfig) -> LeaseClient {
+        match self.kind {
+            Kind::DynamoDb => {
+                let store = DynamoStore::new(
+                    dynamodb_local(&leasehold_testkit::moto_endpoint()),
+                    DynamoConfig::new(self.url.as_str()).expect("table name"),
+                );
+                return LeaseClient::with_config(store, config).expect("client");
+            }
+            Kind::S3 => {
+                let store = S3Store::new(
+                    s3_local(&leasehold_testkit::moto_endpoint()),
+                    S3Config::new(self.url.as_str(), "leases").expect("bucket name"),
+                );
+                return LeaseClient::with_config(store, config).expect("client");
+            }
+            _ => {}
+        }
+        let url = StoreUrl::parse(&self.url).unwrap_or_else(|e| panic!("{}: {e}", self.url));
+        let mut options = OpenOptions::default();
+        options.client = config;
+        options.provision = true;
+        tokio::time::timeout(Duration::from_secs(30), url.open(&options))
+            .await
+            .unwrap_or_else(|_| panic!("opening {url} took over 30 s"))
+            .unwrap_or_else(|e| panic!("{url} unreachable: {e} (start the stores: scripts/stores.sh start)"))
+    }
+}
+
+/// Polls `done` every 20 ms until it holds; panics with `what` after `within`.
+pub async fn wait_until(within: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + within;
+    while !done() {
+        assert!(tokio::time::Instant::now() < deadline, "not within {within:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// One test function per store, each calling `$body(Kind::…)`.
+#[macro_export]
+macro_rules! on_every_store {
+    ($body:ident) => {
+        mod $body {
+            use super::*;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn postgres() {
+                $body(common::Kind::Postgres).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn sqlite() {
+                $body(common::Kind::Sqlite).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn mysql() {
+                $body(common::Kind::MySql).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn etcd() {
+                $body(common::Kind::Etcd).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn redis() {
+                $body(common::Kind::Redis).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn dynamodb() {
+                $body(common::Kind::DynamoDb).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn s3() {
+                $body(common::Kind::S3).await;
+            }
+        }
+    };
+}
