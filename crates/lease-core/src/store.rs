@@ -191,6 +191,19 @@ pub trait CasStore: Send + Sync + fmt::Debug + 'static {
         tokio::time::sleep(max_wait).await;
         Ok(())
     }
+
+    /// The time on the store's own clock, in Unix milliseconds, read in one round trip:
+    /// for deciding *when* something is due on one clock every client shares (a
+    /// scheduled job's slots), never for expiry. The value was taken while the call was
+    /// under way, so it is at most the store's time when the answer arrives.
+    ///
+    /// The default answers `None`: the store offers no clock to read (etcd, DynamoDB,
+    /// S3, the in-process store). The SQL stores answer their server's clock (SQLite:
+    /// the host's real-time clock, read past any preloaded fake clock); Redis answers
+    /// `TIME`.
+    async fn store_now_ms(&self) -> Result<Option<u64>> {
+        Ok(None)
+    }
 }
 
 /// Marks a store whose writes are linearizable, fit for correctness leases
@@ -224,6 +237,9 @@ impl<S: CasStore + ?Sized> CasStore for std::sync::Arc<S> {
     }
     async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
         (**self).wait_for_change(name, seen, max_wait).await
+    }
+    async fn store_now_ms(&self) -> Result<Option<u64>> {
+        (**self).store_now_ms().await
     }
 }
 

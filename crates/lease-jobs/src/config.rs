@@ -125,6 +125,11 @@ pub struct JobSpec {
     pub retry_failed_after: Duration,
     /// Lease naming.
     pub naming: LockNaming,
+    /// The worst difference between the instances' wall clocks, where slots are due on
+    /// the wall clock (stores without a clock to read: etcd, DynamoDB, S3): a slot may
+    /// start up to this much early on an instance whose clock is ahead. Where slots
+    /// are due on the store's clock it is not used. Default: one minute.
+    pub clock_skew: Duration,
 }
 
 impl JobSpec {
@@ -145,6 +150,7 @@ impl JobSpec {
             keep_done_for: Duration::from_secs(86_400),
             retry_failed_after: lock_at_most_for,
             naming: LockNaming::default(),
+            clock_skew: Duration::from_secs(60),
         }
     }
 
@@ -166,6 +172,8 @@ impl JobSpec {
         retry_failed_after: Duration;
         /// Sets the lease naming.
         naming: LockNaming;
+        /// Sets [`JobSpec::clock_skew`].
+        clock_skew: Duration;
     }
 
     /// The lease name of `slot`.
@@ -196,6 +204,7 @@ impl JobSpec {
             ("lock_at_least_for", self.lock_at_least_for),
             ("retry_failed_after", self.retry_failed_after),
             ("keep_done_for", self.keep_done_for),
+            ("clock_skew", self.clock_skew),
         ] {
             if d > Ttl::MAX {
                 return Err(Error::invalid(what, "longer than 7 days"));

@@ -133,11 +133,58 @@
 //! back as `catch_up`; `RunLatestOnly` runs only the latest; `Skip` skips them. A slot
 //! that was started and whose runner died is always completed.
 //!
+//! ## Which clock says a slot is due
+//! Where the store has a clock to read ([`CasStore::store_now_ms`]: Postgres and
+//! MySQL answer their server's `now()`, Redis `TIME`, SQLite the host's real-time
+//! clock, which no process's fake clock moves), slots are due on it, as ShedLock's
+//! `usingDbTime()` does: each scheduler reads it at most once per pass and at most once
+//! a second, and carries the reading forward on its monotonic clock in between. A
+//! reading is taken while the call is under way, so it is never ahead of the store:
+//! no instance starts a slot before its time on the store's clock, whatever its own
+//! wall clock says. On etcd, DynamoDB and S3, which offer no clock to read, slots are
+//! due on each instance's wall clock ([`Scheduler::with_wall_clock`]): an instance
+//! whose clock is ahead by `d` starts slots up to `d` early; keep
+//! [`JobSpec::clock_skew`] at the worst such `d`. Expiry is never judged on a wall
+//! clock. The test `store_clock` runs an instance 2 s fast next to a true one on
+//! Postgres, MySQL, Redis and SQLite and checks from the effect rows' commit times
+//! that no slot started before its time.
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use std::time::Duration;
+//! use leasehold::url::{OpenOptions, StoreUrl};
+//! use leasehold_jobs::{JobSpec, Schedule, Scheduler, TokioWallClock};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! let dir = std::env::temp_dir().join(format!("lease-jobs-doc-clock-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir)?;
+//! let url = StoreUrl::parse(&format!("sqlite:{}", dir.join("leases.db").display()))?;
+//! let client = url.open(&OpenOptions::default()).await?;
+//! let probe = client.clone();
+//! assert!(probe.store().store_now_ms().await?.is_some(), "SQLite has a clock to read");
+//! // This instance's wall clock runs 30 s fast; its slots still start on the store's time.
+//! let scheduler = Scheduler::new(client).with_wall_clock(TokioWallClock::system_shifted(30_000));
+//! let spec = JobSpec::new("report", Schedule::every(Duration::from_millis(200))?, Duration::from_secs(5));
+//! let shutdown = CancellationToken::new();
+//! let stop = shutdown.clone();
+//! scheduler.run(spec, move |ctx| {
+//!     let (probe, stop) = (probe.clone(), stop.clone());
+//!     async move {
+//!         let now = probe.store().store_now_ms().await?.unwrap_or(0);
+//!         assert!(ctx.slot().expect("a slot").unix_ms() <= now, "started before its time");
+//!         stop.cancel();
+//!         Ok::<(), leasehold_core::Error>(())
+//!     }
+//! }, shutdown).await?;
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
+//! ```
+//!
+//! [`CasStore::store_now_ms`]: leasehold_core::store::CasStore::store_now_ms
+//!
 //! ## Guarantee, clock, cost
 //! The guarantee grade and clock source are the store's (linearizable stores for
-//! correctness; Redis for efficiency only). Which slots are due is read from the wall
-//! clock (injectable: [`Scheduler::with_wall_clock`]); expiry is never judged on it.
-//! Per slot, on the instance that runs it: one round trip to take the slot, one per
+//! correctness; Redis for efficiency only). Per slot, on the instance that runs it: one round trip to take the slot, one per
 //! renewal while the job runs (every third of `lock_at_most_for`), two to write the
 //! done record; on every other instance one round trip to find it taken or done. Slot
 //! records stay in the store: SQL stores keep one row per slot; delete rows of slots
@@ -162,6 +209,7 @@ pub(crate) use setters;
 
 mod clock;
 mod config;
+mod due;
 mod executor;
 mod marker;
 mod outcome;

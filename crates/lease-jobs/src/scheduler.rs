@@ -14,6 +14,7 @@ use rand::Rng;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::due::DueClock;
 use crate::executor::execute;
 use crate::marker::{self, Finished, Marker};
 use crate::{JobContext, JobSpec, LockNaming, MissedSlots, Slot, SlotOutcome};
@@ -143,8 +144,8 @@ struct Pending {
 }
 
 impl Scheduler {
-    /// A scheduler taking its leases through `client`, reading the system wall clock
-    /// to know which slots are due.
+    /// A scheduler taking its leases through `client`: slots are due on the store's
+    /// clock where it has one, else on the system wall clock.
     pub fn new(client: LeaseClient) -> Self {
         Self {
             client,
@@ -153,7 +154,10 @@ impl Scheduler {
         }
     }
 
-    /// Reads `wall` instead of the system clock (tests, simulations of skew).
+    /// Reads `wall` instead of the system clock (tests, simulations of skew) where slots
+    /// are due on the wall clock: on stores without a clock to read (etcd, DynamoDB,
+    /// S3). Where the store has one, slots are due on the store's clock and `wall` is
+    /// not read (see the crate docs).
     #[must_use]
     pub fn with_wall_clock(mut self, wall: impl WallClock) -> Self {
         self.wall = Arc::new(wall);
@@ -214,13 +218,19 @@ impl Scheduler {
     {
         let catch_up_ms = millis(spec.catch_up);
         let grace_ms = millis(spec.grace);
-        let mut frontier = self.wall.now_ms().saturating_sub(catch_up_ms);
+        let mut clock = DueClock::new(self.client.store().clone(), self.wall.clone());
+        let Some(start_ms) = self.due_now(spec, &mut clock, shutdown).await? else {
+            return Ok(());
+        };
+        let mut frontier = start_ms.saturating_sub(catch_up_ms);
         let mut pending: BTreeMap<Slot, Pending> = BTreeMap::new();
         loop {
             if shutdown.is_cancelled() {
                 return Ok(());
             }
-            let now_ms = self.wall.now_ms();
+            let Some(now_ms) = self.due_now(spec, &mut clock, shutdown).await? else {
+                return Ok(());
+            };
             let mut enumerated = 0;
             for slot in spec.schedule.slots_between(frontier, now_ms) {
                 pending.entry(slot).or_insert(Pending {
@@ -257,11 +267,12 @@ impl Scheduler {
                 if shutdown.is_cancelled() {
                     return Ok(());
                 }
-                self.attempt(spec, slot, &mut pending, &mut job, shutdown).await?;
+                self.attempt(spec, slot, &clock, &mut pending, &mut job, shutdown)
+                    .await?;
             }
             let mut wake = Instant::now() + MAX_SLEEP;
             if let Some(next) = spec.schedule.next_after(frontier) {
-                let until = next.unix_ms().saturating_sub(self.wall.now_ms()) + 1;
+                let until = next.unix_ms().saturating_sub(clock.now_ms().unwrap_or(now_ms)) + 1;
                 wake = wake.min(Instant::now() + Duration::from_millis(until));
             }
             if let Some(r) = pending.values().map(|p| p.recheck_at).min() {
@@ -270,6 +281,33 @@ impl Scheduler {
             tokio::select! {
                 () = shutdown.cancelled() => return Ok(()),
                 () = tokio::time::sleep_until(wake) => {}
+            }
+        }
+    }
+
+    /// Now on the clock that says which slots are due ([`DueClock`]), read afresh where
+    /// it is the store's. While the store's clock cannot be read and was never read,
+    /// waits and tries again; `None` at shutdown.
+    async fn due_now(&self, spec: &JobSpec, clock: &mut DueClock, shutdown: &CancellationToken) -> Result<Option<u64>> {
+        let mut failures = 0u32;
+        loop {
+            match clock.refresh().await {
+                Ok(()) => {}
+                Err(e) if e.is_retryable() || e.is_indeterminate() => {
+                    tracing::debug!(job = %spec.name, error = %e, "could not read the store's clock");
+                }
+                Err(e) => return Err(e),
+            }
+            if let Some(now) = clock.now_ms() {
+                return Ok(Some(now));
+            }
+            failures = failures.saturating_add(1);
+            let wait = Duration::from_millis(10)
+                .saturating_mul(1 << failures.min(7))
+                .min(crate::due::RESYNC);
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok(None),
+                () = tokio::time::sleep(jitter(wait)) => {}
             }
         }
     }
@@ -373,6 +411,7 @@ impl Scheduler {
         &self,
         spec: &JobSpec,
         slot: Slot,
+        clock: &DueClock,
         pending: &mut BTreeMap<Slot, Pending>,
         job: &mut F,
         shutdown: &CancellationToken,
@@ -426,7 +465,7 @@ impl Scheduler {
             Err(e) => return Err(e),
         };
         let started = Instant::now();
-        let late = Duration::from_millis(self.wall.now_ms().saturating_sub(slot.unix_ms()));
+        let late = Duration::from_millis(clock.now_ms().unwrap_or(0).saturating_sub(slot.unix_ms()));
         let token = lease.token();
         let result = execute(&lease, Some(slot), started, Some(shutdown), job)
             .await
@@ -506,12 +545,17 @@ impl Scheduler {
         E: fmt::Display + Send,
     {
         let name = spec.lease_name(Slot::from_unix_ms(0))?;
-        let mut frontier = self.wall.now_ms();
+        let mut clock = DueClock::new(self.client.store().clone(), self.wall.clone());
+        let Some(mut frontier) = self.due_now(spec, &mut clock, shutdown).await? else {
+            return Ok(());
+        };
         loop {
             if shutdown.is_cancelled() {
                 return Ok(());
             }
-            let now_ms = self.wall.now_ms();
+            let Some(now_ms) = self.due_now(spec, &mut clock, shutdown).await? else {
+                return Ok(());
+            };
             let latest = spec.schedule.slots_between(frontier, now_ms).last();
             frontier = frontier.max(now_ms);
             if let Some(slot) = latest {
@@ -522,7 +566,7 @@ impl Scheduler {
                 {
                     Ok(AcquireOutcome::Granted(lease)) => {
                         let started = Instant::now();
-                        let late = Duration::from_millis(self.wall.now_ms().saturating_sub(slot.unix_ms()));
+                        let late = Duration::from_millis(clock.now_ms().unwrap_or(0).saturating_sub(slot.unix_ms()));
                         let token = lease.token();
                         let result = execute(&lease, Some(slot), started, Some(shutdown), &mut job)
                             .await
@@ -570,7 +614,7 @@ impl Scheduler {
             }
             let mut wake = Instant::now() + MAX_SLEEP;
             if let Some(next) = spec.schedule.next_after(frontier) {
-                let until = next.unix_ms().saturating_sub(self.wall.now_ms()) + 1;
+                let until = next.unix_ms().saturating_sub(clock.now_ms().unwrap_or(now_ms)) + 1;
                 wake = wake.min(Instant::now() + Duration::from_millis(until));
             }
             tokio::select! {

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use leasehold_core::clock::WallClock;
 use leasehold_jobs::{JobContext, JobSpec, LockAtMost, Schedule, Scheduler, Slot, SlotEvent, SlotOutcome};
 use tokio_util::sync::CancellationToken;
 
@@ -18,19 +19,22 @@ use tokio_util::sync::CancellationToken;
 #[derive(Default)]
 struct Table {
     committed: BTreeMap<Slot, &'static str>,
+    /// The run that committed and then held on until its lease was cut off.
+    hung: Option<(Slot, &'static str)>,
     events: Vec<(&'static str, SlotEvent)>,
 }
 
 type Shared = Arc<Mutex<Table>>;
 
-/// The job of instance `who`: commits the slot unless it is done. The first run of the
-/// whole test commits, then keeps running until its context is cancelled at the
+/// The job of instance `who`: commits the slot unless it is done. The first run from
+/// `hang_from` on (both instances are running by then) commits, then keeps running until its context is cancelled at the
 /// `lock_at_most_for` cap: its lease is lost after the commit, another instance takes
 /// the slot over, and this instance's loop stays busy for longer than `catch_up`.
 fn job(
     table: Shared,
     who: &'static str,
     first: Arc<AtomicBool>,
+    hang_from: u64,
 ) -> impl FnMut(JobContext) -> std::pin::Pin<Box<dyn Future<Output = Result<SlotOutcome, String>> + Send>> + Send {
     move |ctx: JobContext| {
         let (table, first) = (table.clone(), first.clone());
@@ -47,7 +51,8 @@ fn job(
             if !fresh {
                 return Ok(SlotOutcome::AlreadyDone);
             }
-            if !first.swap(true, Ordering::SeqCst) {
+            if slot.unix_ms() >= hang_from && !first.swap(true, Ordering::SeqCst) {
+                table.lock().unwrap().hung = Some((slot, who));
                 ctx.cancelled().await;
             }
             Ok(SlotOutcome::Committed)
@@ -70,21 +75,19 @@ async fn events_say_what_happened(kind: common::Kind) {
     let first = Arc::new(AtomicBool::new(false));
     let shutdown = CancellationToken::new();
     let mut tasks = Vec::new();
-    for who in ["a", "b"] {
+    let clients = [place.client().await, place.client().await];
+    let hang_from = leasehold_core::clock::SystemWallClock.now_ms() + 1_000;
+    for (who, client) in ["a", "b"].into_iter().zip(clients) {
         let t = table.clone();
-        let scheduler =
-            Scheduler::new(place.client().await).on_event(move |e| t.lock().unwrap().events.push((who, e.clone())));
-        let (spec, job, shutdown) = (spec.clone(), job(table.clone(), who, first.clone()), shutdown.clone());
+        let scheduler = Scheduler::new(client).on_event(move |e| t.lock().unwrap().events.push((who, e.clone())));
+        let job = job(table.clone(), who, first.clone(), hang_from);
+        let (spec, shutdown) = (spec.clone(), shutdown.clone());
         tasks.push(tokio::spawn(async move { scheduler.run(spec, job, shutdown).await }));
     }
     // The first run's slot: committed by one instance, its lease lost at the cap, taken
     // over by the other, which finds it done; then the first instance works through
     // the slots that passed while it was busy.
-    let hung = || {
-        let t = table.lock().unwrap();
-        let (&slot, &who) = t.committed.iter().next()?;
-        Some((slot, who))
-    };
+    let hung = || table.lock().unwrap().hung;
     common::wait_until(
         Duration::from_secs(30),
         "the first slot is taken over and found done",

@@ -339,6 +339,29 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
         Ok(listing::names(raw))
     }
 
+    /// Postgres and MySQL: one `SELECT` of the server's clock. SQLite: the host's
+    /// real-time clock ([`HostClock::wall_ms`]), no round trip.
+    async fn store_now_ms(&self) -> Result<Option<u64>> {
+        let Some(sql) = crate::statements::server_now_ms_sql(B::Db::DIALECT) else {
+            return Ok(Some(HostClock::get()?.wall_ms()));
+        };
+        let bound = self.inner.request_timeout;
+        let what = "read the server's clock";
+        let Ok(ran) = tokio::time::timeout(bound, B::Db::fetch_i64(&self.inner.pool, &sql)).await else {
+            return Err(Error::Unavailable {
+                message: format!("{what}: no answer within the request timeout of {bound:?}"),
+                source: None,
+            });
+        };
+        let ms = ran.map_err(|e| match e {
+            RunError::Connect(e) => B::Db::map_error(e, Phase::Connect, Target::Lease, what),
+            RunError::Statement(e) => B::Db::map_error(e, Phase::Read, Target::Lease, what),
+        })?;
+        u64::try_from(ms)
+            .map(Some)
+            .map_err(|_| Error::invalid("the server's clock", format!("{ms} ms is before 1970")))
+    }
+
     async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
         match &self.inner.feed {
             Some(feed) => feed.wait(name, seen, max_wait).await,

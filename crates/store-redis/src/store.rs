@@ -366,6 +366,20 @@ where
         listing::list(&mut conn, &self.keys, self.request_timeout, prefix).await
     }
 
+    /// `TIME`: the server's clock, one round trip.
+    async fn store_now_ms(&self) -> Result<Option<u64>> {
+        let mut conn = self.conn.clone();
+        let what = "TIME";
+        let (secs, micros): (u64, u64) = with_timeout(
+            self.request_timeout,
+            Effect::Read,
+            what,
+            redis::cmd("TIME").query_async(&mut conn),
+        )
+        .await?;
+        Ok(Some(secs.saturating_mul(1000).saturating_add(micros / 1000)))
+    }
+
     async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
         match &self.notifier {
             Some(n) => {

@@ -129,6 +129,9 @@ impl<S: CasStore> CasStore for CountingStore<S> {
         self.counters.waits.fetch_add(1, Ordering::SeqCst);
         self.inner.wait_for_change(name, seen, max_wait).await
     }
+    async fn store_now_ms(&self) -> Result<Option<u64>> {
+        self.inner.store_now_ms().await
+    }
 }
 
 impl<S: crate::store::Linearizable> crate::store::Linearizable for CountingStore<S> {}

@@ -168,6 +168,9 @@ impl<S: CasStore> CasStore for FaultStore<S> {
     async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, max_wait: Duration) -> Result<()> {
         self.inner.wait_for_change(name, seen, max_wait).await
     }
+    async fn store_now_ms(&self) -> Result<Option<u64>> {
+        self.inner.store_now_ms().await
+    }
 }
 
 impl<S: crate::store::Linearizable> crate::store::Linearizable for FaultStore<S> {}

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use leasehold::dynamodb::{DynamoConfig, DynamoStore, local_client as dynamodb_local};
+use leasehold::postgres::sqlx;
 use leasehold::s3::{S3Config, S3Store, local_client as s3_local};
 use leasehold::url::{OpenOptions, StoreUrl};
 use leasehold::{ClientConfig, LeaseClient};
@@ -108,12 +109,83 @@ impl Place {
     }
 }
 
+/// The protected data of the tests, in the tests' Postgres whatever store holds the
+/// leases: one row per committed slot, with the time of the commit on Postgres's clock.
+pub struct Effects {
+    pub pool: sqlx::PgPool,
+}
+
+/// The schema of this crate's test tables.
+const SCHEMA: &str = "lease_jobs_test";
+
+impl Effects {
+    pub async fn open() -> Self {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(8)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect(&leasehold_testkit::pg_url())
+            .await
+            .unwrap_or_else(|e| panic!("Postgres at LEASEHOLD_PG_URL unreachable: {e}"));
+        leasehold::postgres::run_ddl_serialized(
+            &pool,
+            &[
+                &format!("CREATE SCHEMA IF NOT EXISTS {SCHEMA}"),
+                &format!(
+                    "CREATE TABLE IF NOT EXISTS {SCHEMA}.effects (job TEXT NOT NULL, slot BIGINT NOT NULL, \
+                     token BIGINT NOT NULL, instance TEXT NOT NULL, at_ms BIGINT NOT NULL, PRIMARY KEY (job, slot))"
+                ),
+            ],
+        )
+        .await
+        .expect("create the effects table");
+        Self { pool }
+    }
+
+    /// The job's transaction: the slot's row with the commit time, unless the slot is
+    /// done. `true` if this run committed it.
+    pub async fn commit(&self, job: &str, slot: u64, token: u64, instance: &str) -> Result<bool, String> {
+        let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO {SCHEMA}.effects (job, slot, token, instance, at_ms) \
+             VALUES ($1, $2, $3, $4, CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)) \
+             ON CONFLICT (job, slot) DO NOTHING"
+        )))
+        .bind(job)
+        .bind(i64::try_from(slot).map_err(|e| e.to_string())?)
+        .bind(i64::try_from(token).map_err(|e| e.to_string())?)
+        .bind(instance)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| e.to_string())?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// The rows of `job`: `(slot, instance, at_ms)`, by slot.
+    pub async fn rows(&self, job: &str) -> Vec<(i64, String, i64)> {
+        sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT slot, instance, at_ms FROM {SCHEMA}.effects WHERE job = $1 ORDER BY slot"
+        )))
+        .bind(job)
+        .fetch_all(&self.pool)
+        .await
+        .expect("read the effects")
+    }
+}
+
 /// Polls `done` every 20 ms until it holds; panics with `what` after `within`.
 pub async fn wait_until(within: Duration, what: &str, mut done: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + within;
     while !done() {
         assert!(tokio::time::Instant::now() < deadline, "not within {within:?}: {what}");
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Polls `done` every 50 ms until it holds; panics with `what` after `within`.
+pub async fn wait_for<F: Future<Output = bool>>(within: Duration, what: &str, mut done: impl FnMut() -> F) {
+    let deadline = tokio::time::Instant::now() + within;
+    while !done().await {
+        assert!(tokio::time::Instant::now() < deadline, "not within {within:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
