@@ -140,6 +140,16 @@ pub trait CasStore: Send + Sync + fmt::Debug + 'static {
     /// this is for administration and tests.
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome>;
 
+    /// Removes the record under `name` for good if its version is `version`: like
+    /// [`CasStore::delete`], but a store that keeps what a delete leaves behind to carry
+    /// the name's token sequence on (the SQL stores' tombstone row) removes that too, so
+    /// a later record under the name may start its tokens again from 1. Only for names
+    /// nobody will take again (a scheduled job's slots past their keep time). By default
+    /// [`CasStore::delete`]. One round trip.
+    async fn purge(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        self.delete(name, version).await
+    }
+
     /// Renews a held lease: by default a conditional write on the holder's version.
     /// Stores whose liveness is kept another way (an etcd session lease) may override
     /// it, and must then keep its meaning: `Written` only if the lease is still this
@@ -225,6 +235,9 @@ impl<S: CasStore + ?Sized> CasStore for std::sync::Arc<S> {
     }
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
         (**self).delete(name, version).await
+    }
+    async fn purge(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        (**self).purge(name, version).await
     }
     async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
         (**self).renew(name, version, record).await

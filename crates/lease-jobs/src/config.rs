@@ -118,7 +118,9 @@ pub struct JobSpec {
     pub grace: Duration,
     /// How long a done slot's record stays, on the store's clock. Must exceed
     /// `catch_up + grace + lock_at_most_for`, so no instance looks back at a slot
-    /// whose record is gone. Default: one day.
+    /// whose record is gone. Past it (plus [`JobSpec::clock_skew`] on the wall-clock
+    /// stores) the scheduler purges the record (see the crate docs: the store stays
+    /// bounded). Default: one day.
     pub keep_done_for: Duration,
     /// After a failed run, how long until the slot may be tried again. Default:
     /// `lock_at_most_for`.
@@ -127,8 +129,9 @@ pub struct JobSpec {
     pub naming: LockNaming,
     /// The worst difference between the instances' wall clocks, where slots are due on
     /// the wall clock (stores without a clock to read: etcd, DynamoDB, S3): a slot may
-    /// start up to this much early on an instance whose clock is ahead. Where slots
-    /// are due on the store's clock it is not used. Default: one minute.
+    /// start up to this much early on an instance whose clock is ahead, and a done
+    /// slot's record is purged only `keep_done_for` plus this after the slot. Where
+    /// slots are due on the store's clock it is not used. Default: one minute.
     pub clock_skew: Duration,
 }
 

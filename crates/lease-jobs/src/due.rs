@@ -67,4 +67,9 @@ impl DueClock {
             _ => None,
         }
     }
+
+    /// Whether slots are due on the store's clock (else on the wall clock).
+    pub(crate) fn on_store_clock(&self) -> bool {
+        self.store_clock == Some(true)
+    }
 }

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::due::DueClock;
 use crate::executor::execute;
 use crate::marker::{self, Finished, Marker};
+use crate::sweep::Sweeper;
 use crate::{JobContext, JobSpec, LockNaming, MissedSlots, Slot, SlotOutcome};
 
 /// The most slots one pass enumerates (a long catch-up window over a fast schedule is
@@ -224,6 +225,7 @@ impl Scheduler {
         };
         let mut frontier = start_ms.saturating_sub(catch_up_ms);
         let mut pending: BTreeMap<Slot, Pending> = BTreeMap::new();
+        let mut sweeper = Sweeper::default();
         loop {
             if shutdown.is_cancelled() {
                 return Ok(());
@@ -270,6 +272,19 @@ impl Scheduler {
                 self.attempt(spec, slot, &clock, &mut pending, &mut job, shutdown)
                     .await?;
             }
+            let skew = if clock.on_store_clock() {
+                Duration::ZERO
+            } else {
+                spec.clock_skew
+            };
+            sweeper
+                .pass(
+                    self.client.store().as_ref(),
+                    spec,
+                    clock.now_ms().unwrap_or(now_ms),
+                    skew,
+                )
+                .await;
             let mut wake = Instant::now() + MAX_SLEEP;
             if let Some(next) = spec.schedule.next_after(frontier) {
                 let until = next.unix_ms().saturating_sub(clock.now_ms().unwrap_or(now_ms)) + 1;

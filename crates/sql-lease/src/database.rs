@@ -90,6 +90,18 @@ pub trait SqlDatabase: sqlx::Database {
     /// Where it failed, with the driver's error.
     async fn fetch_names(pool: &Pool<Self>, sql: &str, prefix: &str) -> std::result::Result<Vec<String>, RunError>;
 
+    /// Runs `sql` with a name and a version as its parameters, on a connection of
+    /// `pool`: the rows it changed ([`crate::SqlStore`]'s `purge`).
+    ///
+    /// # Errors
+    /// Where it failed, with the driver's error.
+    async fn execute_on_name(
+        pool: &Pool<Self>,
+        sql: &str,
+        name: &str,
+        version: i64,
+    ) -> std::result::Result<u64, RunError>;
+
     /// Runs `sql`, a query without parameters answering one `BIGINT`, on a connection
     /// of `pool` (the server's clock, [`crate::SqlStore`]'s `store_now_ms`).
     ///
@@ -217,6 +229,22 @@ macro_rules! sql_database {
 
             async fn execute(pool: &Pool<Self>, sql: &str) -> std::result::Result<u64, sqlx::Error> {
                 let done = sqlx::query(AssertSqlSafe(sql.to_owned())).execute(pool).await?;
+                Ok(done.rows_affected())
+            }
+
+            async fn execute_on_name(
+                pool: &Pool<Self>,
+                sql: &str,
+                name: &str,
+                version: i64,
+            ) -> std::result::Result<u64, RunError> {
+                let mut conn = pool.acquire().await.map_err(RunError::Connect)?;
+                let done = sqlx::query(AssertSqlSafe(sql.to_owned()))
+                    .bind(name.to_owned())
+                    .bind(version)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(RunError::Statement)?;
                 Ok(done.rows_affected())
             }
 

@@ -93,6 +93,7 @@ struct Inner<B: SqlBackend> {
     table: LeaseTable,
     statements: Statements,
     list_sql: String,
+    purge_sql: String,
     limits: ColumnLimits,
     feed: Option<Arc<dyn ChangeFeed>>,
     clock: Option<&'static HostClock>,
@@ -159,6 +160,7 @@ impl<B: SqlBackend> SqlStore<B> {
         Ok(Self {
             inner: Arc::new(Inner {
                 list_sql: listing::list_sql(B::Db::DIALECT, &table),
+                purge_sql: listing::purge_sql(B::Db::DIALECT, &table),
                 pool,
                 table,
                 statements,
@@ -319,6 +321,34 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
             rows = self.read_rows(name, "read lease after a refused delete").await?;
         }
         row::delete_outcome(name, &rows)
+    }
+
+    /// One `DELETE` of the row at this version, tombstone and all: the name's token
+    /// sequence ends with it.
+    async fn purge(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        let bound = self.inner.request_timeout;
+        let what = "purge lease";
+        let run = B::Db::execute_on_name(
+            &self.inner.pool,
+            &self.inner.purge_sql,
+            name.as_str(),
+            row::version_arg(version),
+        );
+        let Ok(ran) = tokio::time::timeout(bound, run).await else {
+            return Err(Error::Indeterminate {
+                message: format!("{what} {name}: no answer within the request timeout of {bound:?}"),
+                source: None,
+            });
+        };
+        let removed = ran.map_err(|e| match e {
+            RunError::Connect(e) => B::Db::map_error(e, Phase::Connect, Target::Lease, what),
+            RunError::Statement(e) => B::Db::map_error(e, Phase::Write, Target::Lease, what),
+        })?;
+        Ok(if removed > 0 {
+            DeleteOutcome::Deleted
+        } else {
+            DeleteOutcome::Conflict(Current::Unknown)
+        })
     }
 
     /// One `SELECT` of the names under the prefix that are not tombstones.

@@ -114,6 +114,10 @@ impl<S: CasStore> CasStore for CountingStore<S> {
         self.counters.deletes.fetch_add(1, Ordering::SeqCst);
         self.inner.delete(name, version).await
     }
+    async fn purge(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        self.counters.deletes.fetch_add(1, Ordering::SeqCst);
+        self.inner.purge(name, version).await
+    }
     async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
         self.counters.renews.fetch_add(1, Ordering::SeqCst);
         self.inner.renew(name, version, record).await

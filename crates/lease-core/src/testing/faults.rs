@@ -156,6 +156,9 @@ impl<S: CasStore> CasStore for FaultStore<S> {
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
         self.run(self.inner.delete(name, version)).await
     }
+    async fn purge(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        self.run(self.inner.purge(name, version)).await
+    }
     async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
         self.run(self.inner.renew(name, version, record)).await
     }

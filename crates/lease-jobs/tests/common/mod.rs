@@ -74,6 +74,42 @@ impl Place {
         place
     }
 
+    /// The SQL rows (tombstones included) of lease names starting with `prefix`, on the
+    /// SQL stores; the listed records elsewhere.
+    pub async fn count_records(&self, client: &LeaseClient, prefix: &str) -> usize {
+        let like = format!("{prefix}%");
+        let count = |n: i64| usize::try_from(n).expect("a count");
+        match self.kind {
+            Kind::Postgres => {
+                let pool = sqlx::PgPool::connect(&self.url).await.expect("postgres");
+                let n: i64 = sqlx::query_scalar("SELECT count(*) FROM leasehold_leases WHERE name LIKE $1")
+                    .bind(like)
+                    .fetch_one(&pool)
+                    .await
+                    .expect("count rows");
+                pool.close().await;
+                count(n)
+            }
+            Kind::Sqlite => {
+                let path = self.url.trim_start_matches("sqlite:");
+                let pool = sqlx::SqlitePool::connect_with(leasehold::sqlite::connect_options(path))
+                    .await
+                    .expect("sqlite");
+                let n: i64 = sqlx::query_scalar("SELECT count(*) FROM leasehold_leases WHERE name LIKE ?1")
+                    .bind(like)
+                    .fetch_one(&pool)
+                    .await
+                    .expect("count rows");
+                pool.close().await;
+                count(n)
+            }
+            _ => {
+                let prefix = leasehold::NamePrefix::new(prefix).expect("prefix");
+                client.store().list(&prefix).await.expect("list").len()
+            }
+        }
+    }
+
     /// A client of one instance on this place (creating what the store needs).
     pub async fn client(&self) -> LeaseClient {
         self.client_with(ClientConfig::default()).await
