@@ -20,7 +20,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use chrono::DateTime;
-use leasehold_core::store::{CasStore, DeleteOutcome};
+use leasehold_core::store::{CasStore, DeleteOutcome, Version};
 use leasehold_core::{Error, LeaseName, NamePrefix};
 use tokio::time::Instant;
 
@@ -29,6 +29,8 @@ use crate::{JobSpec, Marker, Slot};
 /// The most slot records one pass looks at (one read each, and a purge for those that
 /// go).
 pub(crate) const MAX_PER_PASS: usize = 32;
+/// The most a look comes before a record's keep time ends.
+const LOOK_AHEAD: Duration = Duration::from_secs(60);
 /// The most done records kept in memory to look at again once they run out.
 const MAX_DEFERRED: usize = 4_096;
 
@@ -39,8 +41,9 @@ pub(crate) struct Sweeper {
     cursor: Option<u64>,
     /// Old records the start-up listing found, not yet looked at.
     backlog: VecDeque<LeaseName>,
-    /// Done records that had not run out yet, and when to look again.
-    deferred: VecDeque<(LeaseName, Instant)>,
+    /// Done records that had not run out yet, the version seen, and when to look
+    /// again.
+    deferred: VecDeque<(LeaseName, Option<Version>, Instant)>,
     /// Records purged so far.
     purged: u64,
 }
@@ -50,7 +53,10 @@ impl Sweeper {
     /// `keep_done_for` plus `skew` at `now_ms`, and purges the done ones that ran out.
     /// Store errors end the pass; the next pass goes on.
     pub(crate) async fn pass(&mut self, store: &dyn CasStore, spec: &JobSpec, now_ms: u64, skew: Duration) {
-        let keep = spec.keep_done_for.saturating_add(skew);
+        // A look a little ahead finds a done record before it runs out, so that what it
+        // leaves behind on a store that expires it (Redis's counter hash) goes with it.
+        let ahead = (spec.keep_done_for / 2).min(LOOK_AHEAD);
+        let keep = spec.keep_done_for.saturating_add(skew).saturating_sub(ahead);
         let cutoff_ms = now_ms.saturating_sub(u64::try_from(keep.as_millis()).unwrap_or(u64::MAX));
         if self.cursor.is_none() {
             self.cursor = Some(cutoff_ms);
@@ -58,18 +64,20 @@ impl Sweeper {
         }
         let mut budget = MAX_PER_PASS;
         while budget > 0 {
-            let Some(name) = self.next(spec, cutoff_ms) else { break };
+            let Some((name, seen)) = self.next(spec, cutoff_ms) else {
+                break;
+            };
             budget -= 1;
-            match look(store, &name, now_ms, skew).await {
+            match look(store, &name, seen.as_ref(), now_ms, skew).await {
                 Ok(Look::Purged) => {
                     self.purged += 1;
                     tracing::trace!(job = %spec.name, %name, purged = self.purged, "sweep: purged an aged slot record");
                 }
                 Ok(Look::Gone | Look::Kept) => {}
-                Ok(Look::NotYet(after)) => self.defer(name, after),
+                Ok(Look::NotYet(version, after)) => self.defer(name, Some(version), after),
                 Err(e) => {
                     tracing::debug!(job = %spec.name, %name, error = %e, "sweep: store error; trying again later");
-                    self.defer(name, Duration::from_secs(1));
+                    self.defer(name, seen, Duration::from_secs(1));
                     break;
                 }
             }
@@ -78,22 +86,22 @@ impl Sweeper {
 
     /// The next record to look at: a deferred one that is due, the listing's, or the
     /// schedule's next aged slot.
-    fn next(&mut self, spec: &JobSpec, cutoff_ms: u64) -> Option<LeaseName> {
-        if self.deferred.front().is_some_and(|(_, at)| *at <= Instant::now()) {
-            return self.deferred.pop_front().map(|(n, _)| n);
+    fn next(&mut self, spec: &JobSpec, cutoff_ms: u64) -> Option<(LeaseName, Option<Version>)> {
+        if self.deferred.front().is_some_and(|(_, _, at)| *at <= Instant::now()) {
+            return self.deferred.pop_front().map(|(n, v, _)| (n, v));
         }
         if let Some(n) = self.backlog.pop_front() {
-            return Some(n);
+            return Some((n, None));
         }
         let cursor = self.cursor.unwrap_or(cutoff_ms);
         let slot = spec.schedule.slots_between(cursor, cutoff_ms).next()?;
         self.cursor = Some(slot.unix_ms());
-        spec.lease_name(slot).ok()
+        spec.lease_name(slot).ok().map(|n| (n, None))
     }
 
-    fn defer(&mut self, name: LeaseName, after: Duration) {
+    fn defer(&mut self, name: LeaseName, seen: Option<Version>, after: Duration) {
         if self.deferred.len() < MAX_DEFERRED {
-            self.deferred.push_back((name, Instant::now() + after));
+            self.deferred.push_back((name, seen, Instant::now() + after));
         }
     }
 }
@@ -104,15 +112,28 @@ enum Look {
     Gone,
     /// Not a done record: left alone.
     Kept,
-    /// A done record that has not run out: look again after this long.
-    NotYet(Duration),
+    /// A done record (at this version) that has not run out: look again after this
+    /// long.
+    NotYet(Version, Duration),
     /// Purged.
     Purged,
 }
 
-async fn look(store: &dyn CasStore, name: &LeaseName, now_ms: u64, skew: Duration) -> leasehold_core::Result<Look> {
+/// Looks at one record; `seen` is the version of the done record an earlier look found.
+async fn look(
+    store: &dyn CasStore,
+    name: &LeaseName,
+    seen: Option<&Version>,
+    now_ms: u64,
+    skew: Duration,
+) -> leasehold_core::Result<Look> {
     let Some(stored) = store.read(name).await? else {
-        return Ok(Look::Gone);
+        // Gone on its own (Redis: its `PX` ran out): what it left behind goes too, if
+        // nothing was written under the name since.
+        return Ok(match seen {
+            Some(v) if store.purge(name, v).await? == DeleteOutcome::Deleted => Look::Purged,
+            _ => Look::Gone,
+        });
     };
     if stored.record.holder.as_ref().and_then(Marker::of) != Some(Marker::Done) {
         return Ok(Look::Kept);
@@ -129,7 +150,7 @@ async fn look(store: &dyn CasStore, name: &LeaseName, now_ms: u64, skew: Duratio
         }
     };
     if !left.is_zero() {
-        return Ok(Look::NotYet(left));
+        return Ok(Look::NotYet(stored.version, left));
     }
     match store.purge(name, &stored.version).await? {
         DeleteOutcome::Deleted => Ok(Look::Purged),

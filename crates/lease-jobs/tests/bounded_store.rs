@@ -42,6 +42,14 @@ fn run_for(kind: common::Kind) -> Run {
             keep: Duration::from_secs(4),
             most_records: 50,
         },
+        // Two keys a name: the record and its token counter.
+        common::Kind::Redis | common::Kind::Etcd => Run {
+            slots: 1_000,
+            interval_ms: 10,
+            lock: Duration::from_millis(500),
+            keep: Duration::from_millis(1_500),
+            most_records: 800,
+        },
         _ => Run {
             slots: 1_000,
             interval_ms: 10,

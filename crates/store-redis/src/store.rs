@@ -23,7 +23,7 @@ use crate::fence::{HashFence, HashWrite};
 use crate::listing;
 use crate::notify::{Notifier, Now};
 use crate::reply::Reply;
-use crate::scripts::{self, DELETE_SCRIPT, READ_SCRIPT, SEED_SCRIPT, WRITE_SCRIPT};
+use crate::scripts::{self, DELETE_SCRIPT, PURGE_SCRIPT, READ_SCRIPT, SEED_SCRIPT, WRITE_SCRIPT};
 
 /// Lease records in Redis, each operation one `EVALSHA` (see the [crate docs](crate)).
 ///
@@ -331,6 +331,25 @@ where
             "conflict" => Ok(DeleteOutcome::Conflict(Current::Present(
                 self.claimed(name, reply.stored(name)?),
             ))),
+            "conflict_absent" => Ok(DeleteOutcome::Conflict(Current::Absent)),
+            "corrupt" => Err(reply.corrupt(name.as_str())),
+            other => Err(error::bad_reply(Effect::Write, &what, format!("status {other:?}"))),
+        }
+    }
+
+    /// Deletes the record and its counter hash (which a plain delete keeps, and which
+    /// outlives a record whose `PX` ran out) if the record has `version`, or, the
+    /// record being gone, if nothing was written under the name since `version`.
+    async fn purge(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        let mut inv = PURGE_SCRIPT.prepare_invoke();
+        inv.key(self.keys.record(name))
+            .key(self.keys.meta(name))
+            .arg(version.as_str());
+        let what = format!("purge of {name}");
+        let reply = self.call(&inv, Effect::Write, &what).await?;
+        match reply.status.as_str() {
+            "deleted" => Ok(DeleteOutcome::Deleted),
+            "conflict" => Ok(DeleteOutcome::Conflict(Current::Present(reply.stored(name)?))),
             "conflict_absent" => Ok(DeleteOutcome::Conflict(Current::Absent)),
             "corrupt" => Err(reply.corrupt(name.as_str())),
             other => Err(error::bad_reply(Effect::Write, &what, format!("status {other:?}"))),

@@ -74,8 +74,9 @@ impl Place {
         place
     }
 
-    /// The SQL rows (tombstones included) of lease names starting with `prefix`, on the
-    /// SQL stores; the listed records elsewhere.
+    /// What the store keeps for lease names starting with `prefix`: the SQL rows
+    /// (tombstones included), Redis's and etcd's keys (counters included), the listed
+    /// records on DynamoDB and S3.
     pub async fn count_records(&self, client: &LeaseClient, prefix: &str) -> usize {
         let like = format!("{prefix}%");
         let count = |n: i64| usize::try_from(n).expect("a count");
@@ -102,6 +103,36 @@ impl Place {
                     .expect("count rows");
                 pool.close().await;
                 count(n)
+            }
+            // Every key of the names, counter hashes included.
+            Kind::Redis => {
+                use leasehold::redis::redis::{self, AsyncCommands};
+                let client = redis::Client::open(self.url.as_str()).expect("redis url");
+                let mut conn = client.get_multiplexed_async_connection().await.expect("redis");
+                let mut keys = conn
+                    .scan_match::<_, String>(format!("leasehold:{{{prefix}*"))
+                    .await
+                    .expect("scan");
+                let mut n = 0;
+                while futures::StreamExt::next(&mut keys).await.is_some() {
+                    n += 1;
+                }
+                n
+            }
+            // Every key of the names, fence counters included.
+            Kind::Etcd => {
+                use leasehold::etcd::etcd_client::{Client, GetOptions};
+                let mut etcd = Client::connect(leasehold_testkit::etcd_endpoints(), None)
+                    .await
+                    .expect("etcd");
+                let resp = etcd
+                    .get(
+                        format!("leasehold/{prefix}"),
+                        Some(GetOptions::new().with_prefix().with_count_only()),
+                    )
+                    .await
+                    .expect("count keys");
+                usize::try_from(resp.count()).expect("a count")
             }
             _ => {
                 let prefix = leasehold::NamePrefix::new(prefix).expect("prefix");
