@@ -140,6 +140,16 @@ pub trait CasStore: Send + Sync + fmt::Debug + 'static {
     /// this is for administration and tests.
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome>;
 
+    /// Removes the record under `name` for good if its version is `version`: like
+    /// [`CasStore::delete`], but a store that keeps what a delete leaves behind to carry
+    /// the name's token sequence on (the SQL stores' tombstone row) removes that too, so
+    /// a later record under the name may start its tokens again from 1. Only for names
+    /// nobody will take again (a scheduled job's slots past their keep time). By default
+    /// [`CasStore::delete`]. One round trip.
+    async fn purge(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        self.delete(name, version).await
+    }
+
     /// Renews a held lease: by default a conditional write on the holder's version.
     /// Stores whose liveness is kept another way (an etcd session lease) may override
     /// it, and must then keep its meaning: `Written` only if the lease is still this
@@ -193,6 +203,19 @@ pub trait CasStore: Send + Sync + fmt::Debug + 'static {
         tokio::time::sleep(wait.after()).await;
         Ok(())
     }
+
+    /// The time on the store's own clock, in Unix milliseconds, read in one round trip:
+    /// for deciding *when* something is due on one clock every client shares (a
+    /// scheduled job's slots), never for expiry. The value was taken while the call was
+    /// under way, so it is at most the store's time when the answer arrives.
+    ///
+    /// The default answers `None`: the store offers no clock to read (etcd, DynamoDB,
+    /// S3, the in-process store). The SQL stores answer their server's clock (SQLite:
+    /// the host's real-time clock, read past any preloaded fake clock); Redis answers
+    /// `TIME`.
+    async fn store_now_ms(&self) -> Result<Option<u64>> {
+        Ok(None)
+    }
 }
 
 /// Marks a store whose writes are linearizable, fit for correctness leases
@@ -215,6 +238,9 @@ impl<S: CasStore + ?Sized> CasStore for std::sync::Arc<S> {
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
         (**self).delete(name, version).await
     }
+    async fn purge(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        (**self).purge(name, version).await
+    }
     async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
         (**self).renew(name, version, record).await
     }
@@ -226,6 +252,9 @@ impl<S: CasStore + ?Sized> CasStore for std::sync::Arc<S> {
     }
     async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, wait: Wait) -> Result<()> {
         (**self).wait_for_change(name, seen, wait).await
+    }
+    async fn store_now_ms(&self) -> Result<Option<u64>> {
+        (**self).store_now_ms().await
     }
 }
 

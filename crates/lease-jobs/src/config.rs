@@ -118,13 +118,21 @@ pub struct JobSpec {
     pub grace: Duration,
     /// How long a done slot's record stays, on the store's clock. Must exceed
     /// `catch_up + grace + lock_at_most_for`, so no instance looks back at a slot
-    /// whose record is gone. Default: one day.
+    /// whose record is gone. Past it (plus [`JobSpec::clock_skew`] on the wall-clock
+    /// stores) the scheduler purges the record (see the crate docs: the store stays
+    /// bounded). Default: one day.
     pub keep_done_for: Duration,
     /// After a failed run, how long until the slot may be tried again. Default:
     /// `lock_at_most_for`.
     pub retry_failed_after: Duration,
     /// Lease naming.
     pub naming: LockNaming,
+    /// The worst difference between the instances' wall clocks, where slots are due on
+    /// the wall clock (stores without a clock to read: etcd, DynamoDB, S3): a slot may
+    /// start up to this much early on an instance whose clock is ahead, and a done
+    /// slot's record is purged only `keep_done_for` plus this after the slot. Where
+    /// slots are due on the store's clock it is not used. Default: one minute.
+    pub clock_skew: Duration,
 }
 
 impl JobSpec {
@@ -145,6 +153,7 @@ impl JobSpec {
             keep_done_for: Duration::from_secs(86_400),
             retry_failed_after: lock_at_most_for,
             naming: LockNaming::default(),
+            clock_skew: Duration::from_secs(60),
         }
     }
 
@@ -166,6 +175,8 @@ impl JobSpec {
         retry_failed_after: Duration;
         /// Sets the lease naming.
         naming: LockNaming;
+        /// Sets [`JobSpec::clock_skew`].
+        clock_skew: Duration;
     }
 
     /// The lease name of `slot`.
@@ -196,6 +207,7 @@ impl JobSpec {
             ("lock_at_least_for", self.lock_at_least_for),
             ("retry_failed_after", self.retry_failed_after),
             ("keep_done_for", self.keep_done_for),
+            ("clock_skew", self.clock_skew),
         ] {
             if d > Ttl::MAX {
                 return Err(Error::invalid(what, "longer than 7 days"));

@@ -14,9 +14,11 @@ use rand::Rng;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::due::DueClock;
 use crate::executor::execute;
 use crate::marker::{self, Finished, Marker};
-use crate::{JobContext, JobSpec, LockNaming, MissedSlots, Slot};
+use crate::sweep::Sweeper;
+use crate::{JobContext, JobSpec, LockNaming, MissedSlots, Slot, SlotOutcome};
 
 /// The most slots one pass enumerates (a long catch-up window over a fast schedule is
 /// worked through over several passes).
@@ -28,7 +30,10 @@ const MAX_SLEEP: Duration = Duration::from_secs(60);
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SlotEvent {
-    /// The job ran here and completed; the slot is recorded as done.
+    /// The job ran here and committed the slot's effect (it returned
+    /// [`SlotOutcome::Committed`], or `Ok(())`). Reported by the committing instance
+    /// only, even if its lease was lost after the commit (the protected data says the
+    /// slot is done; whoever takes the slot over finds it so).
     Ran {
         /// The slot.
         slot: Slot,
@@ -47,15 +52,18 @@ pub enum SlotEvent {
         /// The error, as text.
         error: String,
     },
-    /// The lease was lost while the job ran (or before it was marked done); whoever
-    /// takes the slot over completes it.
+    /// The lease was lost while the job ran and the job did not report the slot done
+    /// (it returned an error), or before a failed run was recorded; whoever takes the
+    /// slot over completes it.
     Lost {
         /// The slot.
         slot: Slot,
         /// Why.
         cause: LossCause,
     },
-    /// Another instance completed the slot.
+    /// Another instance completed the slot: this instance found the slot's done
+    /// record, or its run found the slot done in the protected data
+    /// ([`SlotOutcome::AlreadyDone`]) and committed nothing.
     DoneElsewhere {
         /// The slot.
         slot: Slot,
@@ -74,7 +82,9 @@ pub enum SlotEvent {
         /// The slot.
         slot: Slot,
     },
-    /// The slot fell out of the catch-up window without anyone starting it.
+    /// The slot fell out of the catch-up window and the store holds no record of it:
+    /// no instance started it. Never reported for a slot another instance ran (one
+    /// read of the slot's record says so first).
     Abandoned {
         /// The slot.
         slot: Slot,
@@ -135,8 +145,8 @@ struct Pending {
 }
 
 impl Scheduler {
-    /// A scheduler taking its leases through `client`, reading the system wall clock
-    /// to know which slots are due.
+    /// A scheduler taking its leases through `client`: slots are due on the store's
+    /// clock where it has one, else on the system wall clock.
     pub fn new(client: LeaseClient) -> Self {
         Self {
             client,
@@ -145,7 +155,10 @@ impl Scheduler {
         }
     }
 
-    /// Reads `wall` instead of the system clock (tests, simulations of skew).
+    /// Reads `wall` instead of the system clock (tests, simulations of skew) where slots
+    /// are due on the wall clock: on stores without a clock to read (etcd, DynamoDB,
+    /// S3). Where the store has one, slots are due on the store's clock and `wall` is
+    /// not read (see the crate docs).
     #[must_use]
     pub fn with_wall_clock(mut self, wall: impl WallClock) -> Self {
         self.wall = Arc::new(wall);
@@ -182,10 +195,11 @@ impl Scheduler {
     /// # Errors
     /// An invalid spec, or a store error retrying cannot fix (misconfiguration, a
     /// corrupt record). Transient store errors are retried.
-    pub async fn run<F, Fut, E>(&self, spec: JobSpec, job: F, shutdown: CancellationToken) -> Result<()>
+    pub async fn run<F, Fut, T, E>(&self, spec: JobSpec, job: F, shutdown: CancellationToken) -> Result<()>
     where
         F: FnMut(JobContext) -> Fut + Send,
-        Fut: Future<Output = std::result::Result<(), E>> + Send,
+        Fut: Future<Output = std::result::Result<T, E>> + Send,
+        T: Into<SlotOutcome>,
         E: fmt::Display + Send,
     {
         spec.validate()?;
@@ -196,21 +210,29 @@ impl Scheduler {
         }
     }
 
-    async fn run_slots<F, Fut, E>(&self, spec: &JobSpec, mut job: F, shutdown: &CancellationToken) -> Result<()>
+    async fn run_slots<F, Fut, T, E>(&self, spec: &JobSpec, mut job: F, shutdown: &CancellationToken) -> Result<()>
     where
         F: FnMut(JobContext) -> Fut + Send,
-        Fut: Future<Output = std::result::Result<(), E>> + Send,
+        Fut: Future<Output = std::result::Result<T, E>> + Send,
+        T: Into<SlotOutcome>,
         E: fmt::Display + Send,
     {
         let catch_up_ms = millis(spec.catch_up);
         let grace_ms = millis(spec.grace);
-        let mut frontier = self.wall.now_ms().saturating_sub(catch_up_ms);
+        let mut clock = DueClock::new(self.client.store().clone(), self.wall.clone());
+        let Some(start_ms) = self.due_now(spec, &mut clock, shutdown).await? else {
+            return Ok(());
+        };
+        let mut frontier = start_ms.saturating_sub(catch_up_ms);
         let mut pending: BTreeMap<Slot, Pending> = BTreeMap::new();
+        let mut sweeper = Sweeper::default();
         loop {
             if shutdown.is_cancelled() {
                 return Ok(());
             }
-            let now_ms = self.wall.now_ms();
+            let Some(now_ms) = self.due_now(spec, &mut clock, shutdown).await? else {
+                return Ok(());
+            };
             let mut enumerated = 0;
             for slot in spec.schedule.slots_between(frontier, now_ms) {
                 pending.entry(slot).or_insert(Pending {
@@ -228,15 +250,12 @@ impl Scheduler {
                 frontier = frontier.max(now_ms);
             }
             let horizon = now_ms.saturating_sub(catch_up_ms);
-            let abandoned: Vec<Slot> = pending
+            let out_of_window: Vec<Slot> = pending
                 .iter()
-                .filter(|(s, p)| s.unix_ms() < horizon && !p.started)
+                .filter(|(s, p)| s.unix_ms() < horizon && !p.started && p.recheck_at <= Instant::now())
                 .map(|(s, _)| *s)
                 .collect();
-            for slot in abandoned {
-                pending.remove(&slot);
-                self.emit(SlotEvent::Abandoned { slot });
-            }
+            self.leave_behind(spec, out_of_window, &mut pending).await?;
             let now = Instant::now();
             let due: Vec<Slot> = pending
                 .iter()
@@ -250,11 +269,25 @@ impl Scheduler {
                 if shutdown.is_cancelled() {
                     return Ok(());
                 }
-                self.attempt(spec, slot, &mut pending, &mut job, shutdown).await?;
+                self.attempt(spec, slot, &clock, &mut pending, &mut job, shutdown)
+                    .await?;
             }
+            let skew = if clock.on_store_clock() {
+                Duration::ZERO
+            } else {
+                spec.clock_skew
+            };
+            sweeper
+                .pass(
+                    self.client.store().as_ref(),
+                    spec,
+                    clock.now_ms().unwrap_or(now_ms),
+                    skew,
+                )
+                .await;
             let mut wake = Instant::now() + MAX_SLEEP;
             if let Some(next) = spec.schedule.next_after(frontier) {
-                let until = next.unix_ms().saturating_sub(self.wall.now_ms()) + 1;
+                let until = next.unix_ms().saturating_sub(clock.now_ms().unwrap_or(now_ms)) + 1;
                 wake = wake.min(Instant::now() + Duration::from_millis(until));
             }
             if let Some(r) = pending.values().map(|p| p.recheck_at).min() {
@@ -265,6 +298,65 @@ impl Scheduler {
                 () = tokio::time::sleep_until(wake) => {}
             }
         }
+    }
+
+    /// Now on the clock that says which slots are due ([`DueClock`]), read afresh where
+    /// it is the store's. While the store's clock cannot be read and was never read,
+    /// waits and tries again; `None` at shutdown.
+    async fn due_now(&self, spec: &JobSpec, clock: &mut DueClock, shutdown: &CancellationToken) -> Result<Option<u64>> {
+        let mut failures = 0u32;
+        loop {
+            match clock.refresh().await {
+                Ok(()) => {}
+                Err(e) if e.is_retryable() || e.is_indeterminate() => {
+                    tracing::debug!(job = %spec.name, error = %e, "could not read the store's clock");
+                }
+                Err(e) => return Err(e),
+            }
+            if let Some(now) = clock.now_ms() {
+                return Ok(Some(now));
+            }
+            failures = failures.saturating_add(1);
+            let wait = Duration::from_millis(10)
+                .saturating_mul(1 << failures.min(7))
+                .min(crate::due::RESYNC);
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok(None),
+                () = tokio::time::sleep(jitter(wait)) => {}
+            }
+        }
+    }
+
+    /// Slots that fell out of the catch-up window before this instance started them:
+    /// one read each says what became of them. Nobody started it: `Abandoned`. Done:
+    /// `DoneElsewhere`. Started and not done: it stays pending and is completed like
+    /// any started slot.
+    async fn leave_behind(
+        &self,
+        spec: &JobSpec,
+        slots: Vec<Slot>,
+        pending: &mut BTreeMap<Slot, Pending>,
+    ) -> Result<()> {
+        for slot in slots {
+            match self.client.store().read(&spec.lease_name(slot)?).await {
+                Ok(None) => {
+                    pending.remove(&slot);
+                    self.emit(SlotEvent::Abandoned { slot });
+                }
+                Ok(Some(stored)) if stored.record.holder.as_ref().and_then(Marker::of) == Some(Marker::Done) => {
+                    pending.remove(&slot);
+                    self.emit(SlotEvent::DoneElsewhere { slot });
+                }
+                Ok(Some(_)) => {
+                    if let Some(p) = pending.get_mut(&slot) {
+                        p.started = true;
+                    }
+                }
+                Err(e) if e.is_retryable() || e.is_indeterminate() => self.back_off(spec, slot, pending, &e),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// Applies the missed-slot policy to the due slots: late slots nobody started are
@@ -330,17 +422,19 @@ impl Scheduler {
     }
 
     /// One attempt at one slot.
-    async fn attempt<F, Fut, E>(
+    async fn attempt<F, Fut, T, E>(
         &self,
         spec: &JobSpec,
         slot: Slot,
+        clock: &DueClock,
         pending: &mut BTreeMap<Slot, Pending>,
         job: &mut F,
         shutdown: &CancellationToken,
     ) -> Result<()>
     where
         F: FnMut(JobContext) -> Fut + Send,
-        Fut: Future<Output = std::result::Result<(), E>> + Send,
+        Fut: Future<Output = std::result::Result<T, E>> + Send,
+        T: Into<SlotOutcome>,
         E: fmt::Display + Send,
     {
         let name = spec.lease_name(slot)?;
@@ -386,14 +480,43 @@ impl Scheduler {
             Err(e) => return Err(e),
         };
         let started = Instant::now();
-        let late = Duration::from_millis(self.wall.now_ms().saturating_sub(slot.unix_ms()));
+        let late = Duration::from_millis(clock.now_ms().unwrap_or(0).saturating_sub(slot.unix_ms()));
         let token = lease.token();
-        let result = execute(&lease, Some(slot), started, Some(shutdown), job).await;
+        let result = execute(&lease, Some(slot), started, Some(shutdown), job)
+            .await
+            .map(Into::into);
         let recheck_later = |pending: &mut BTreeMap<Slot, Pending>, after: Duration| {
             if let Some(p) = pending.get_mut(&slot) {
                 p.started = true;
                 p.recheck_at = Instant::now() + jitter(after.max(Duration::from_millis(1)));
             }
+        };
+        let rest = spec.lock_at_least_for.saturating_sub(started.elapsed());
+        let error = match result {
+            // The slot is done in the protected data, by this run or by an earlier one:
+            // the event says which, and the done record keeps the other instances off it
+            // (if the lease was lost meanwhile, whoever takes the slot over writes it).
+            Ok(outcome) => {
+                let event = match outcome {
+                    SlotOutcome::Committed => SlotEvent::Ran { slot, token, late },
+                    SlotOutcome::AlreadyDone => SlotEvent::DoneElsewhere { slot },
+                };
+                if lease.loss_cause().is_some() {
+                    drop(lease);
+                } else {
+                    match marker::finish(&self.client, lease, Marker::Done, spec.keep_done_for.max(rest)).await {
+                        Ok(_) => {}
+                        Err(e) if e.is_retryable() || e.is_indeterminate() => {
+                            tracing::warn!(job = %spec.name, %slot, error = %e, "could not write the done record; the next taker writes it");
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                pending.remove(&slot);
+                self.emit(event);
+                return Ok(());
+            }
+            Err(e) => e.to_string(),
         };
         if let Some(cause) = lease.loss_cause() {
             drop(lease);
@@ -401,31 +524,11 @@ impl Scheduler {
             self.emit(SlotEvent::Lost { slot, cause });
             return Ok(());
         }
-        let rest = spec.lock_at_least_for.saturating_sub(started.elapsed());
-        let (marker, keep, event) = match result {
-            Ok(()) => (
-                Marker::Done,
-                spec.keep_done_for.max(rest),
-                SlotEvent::Ran { slot, token, late },
-            ),
-            Err(e) => (
-                Marker::Failed,
-                spec.retry_failed_after.max(rest),
-                SlotEvent::Failed {
-                    slot,
-                    token,
-                    error: e.to_string(),
-                },
-            ),
-        };
-        match marker::finish(&self.client, lease, marker, keep).await {
+        let keep = spec.retry_failed_after.max(rest);
+        match marker::finish(&self.client, lease, Marker::Failed, keep).await {
             Ok(Finished::Kept) => {
-                if marker == Marker::Done {
-                    pending.remove(&slot);
-                } else {
-                    recheck_later(pending, keep);
-                }
-                self.emit(event);
+                recheck_later(pending, keep);
+                self.emit(SlotEvent::Failed { slot, token, error });
             }
             Ok(Finished::NotOurs) => {
                 recheck_later(pending, spec.lock_at_most_for);
@@ -435,8 +538,7 @@ impl Scheduler {
                 });
             }
             Err(e) if e.is_retryable() || e.is_indeterminate() => {
-                // The run's lease expires on its own; whoever takes the slot next finds
-                // the job's effect recorded (if it committed) and completes the slot.
+                // The run's lease expires on its own; whoever takes the slot next runs it.
                 recheck_later(pending, spec.lock_at_most_for);
                 self.emit(SlotEvent::Lost {
                     slot,
@@ -450,19 +552,25 @@ impl Scheduler {
 
     /// ShedLock-compatible mode: one lease named after the job, tried at each fire
     /// time; missed fire times are skipped.
-    async fn run_job_lock<F, Fut, E>(&self, spec: &JobSpec, mut job: F, shutdown: &CancellationToken) -> Result<()>
+    async fn run_job_lock<F, Fut, T, E>(&self, spec: &JobSpec, mut job: F, shutdown: &CancellationToken) -> Result<()>
     where
         F: FnMut(JobContext) -> Fut + Send,
-        Fut: Future<Output = std::result::Result<(), E>> + Send,
+        Fut: Future<Output = std::result::Result<T, E>> + Send,
+        T: Into<SlotOutcome>,
         E: fmt::Display + Send,
     {
         let name = spec.lease_name(Slot::from_unix_ms(0))?;
-        let mut frontier = self.wall.now_ms();
+        let mut clock = DueClock::new(self.client.store().clone(), self.wall.clone());
+        let Some(mut frontier) = self.due_now(spec, &mut clock, shutdown).await? else {
+            return Ok(());
+        };
         loop {
             if shutdown.is_cancelled() {
                 return Ok(());
             }
-            let now_ms = self.wall.now_ms();
+            let Some(now_ms) = self.due_now(spec, &mut clock, shutdown).await? else {
+                return Ok(());
+            };
             let latest = spec.schedule.slots_between(frontier, now_ms).last();
             frontier = frontier.max(now_ms);
             if let Some(slot) = latest {
@@ -473,12 +581,15 @@ impl Scheduler {
                 {
                     Ok(AcquireOutcome::Granted(lease)) => {
                         let started = Instant::now();
-                        let late = Duration::from_millis(self.wall.now_ms().saturating_sub(slot.unix_ms()));
+                        let late = Duration::from_millis(clock.now_ms().unwrap_or(0).saturating_sub(slot.unix_ms()));
                         let token = lease.token();
-                        let result = execute(&lease, Some(slot), started, Some(shutdown), &mut job).await;
+                        let result = execute(&lease, Some(slot), started, Some(shutdown), &mut job)
+                            .await
+                            .map(Into::into);
                         let event = match (&result, lease.loss_cause()) {
-                            (_, Some(cause)) => SlotEvent::Lost { slot, cause },
-                            (Ok(()), None) => SlotEvent::Ran { slot, token, late },
+                            (Ok(SlotOutcome::Committed), _) => SlotEvent::Ran { slot, token, late },
+                            (Ok(SlotOutcome::AlreadyDone), _) => SlotEvent::DoneElsewhere { slot },
+                            (Err(_), Some(cause)) => SlotEvent::Lost { slot, cause },
                             (Err(e), None) => SlotEvent::Failed {
                                 slot,
                                 token,
@@ -518,7 +629,7 @@ impl Scheduler {
             }
             let mut wake = Instant::now() + MAX_SLEEP;
             if let Some(next) = spec.schedule.next_after(frontier) {
-                let until = next.unix_ms().saturating_sub(self.wall.now_ms()) + 1;
+                let until = next.unix_ms().saturating_sub(clock.now_ms().unwrap_or(now_ms)) + 1;
                 wake = wake.min(Instant::now() + Duration::from_millis(until));
             }
             tokio::select! {

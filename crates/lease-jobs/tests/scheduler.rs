@@ -10,7 +10,7 @@ use std::time::Duration;
 use leasehold_core::testing::{FaultPlan, FaultStore};
 use leasehold_core::{AcquireOutcome, FencingToken, LeaseClient, MemoryStore};
 use leasehold_jobs::{
-    JobContext, JobSpec, LockNaming, MissedSlots, Schedule, Scheduler, Slot, SlotEvent, TokioWallClock,
+    JobContext, JobSpec, LockNaming, MissedSlots, Schedule, Scheduler, Slot, SlotEvent, SlotOutcome, TokioWallClock,
 };
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -42,9 +42,18 @@ impl Table {
         self.effects.push((slot, token, who));
         true
     }
+
+    /// [`Table::commit`], as the job reports it: a slot it did not commit was done.
+    fn outcome(&mut self, slot: Slot, token: FencingToken, who: &'static str) -> SlotOutcome {
+        if self.commit(slot, token, who) {
+            SlotOutcome::Committed
+        } else {
+            SlotOutcome::AlreadyDone
+        }
+    }
 }
 
-type Ready = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>;
+type Ready = std::pin::Pin<Box<dyn std::future::Future<Output = Result<SlotOutcome, String>> + Send>>;
 
 fn job(table: Shared, who: &'static str) -> impl FnMut(JobContext) -> Ready + Send {
     move |ctx: JobContext| {
@@ -53,8 +62,7 @@ fn job(table: Shared, who: &'static str) -> impl FnMut(JobContext) -> Ready + Se
             let slot = ctx.slot().expect("slot");
             *table.lock().unwrap().bodies.entry(slot).or_default() += 1;
             tokio::time::sleep(Duration::from_millis(50)).await;
-            table.lock().unwrap().commit(slot, ctx.token(), who);
-            Ok(())
+            Ok(table.lock().unwrap().outcome(slot, ctx.token(), who))
         })
     }
 }
@@ -88,7 +96,7 @@ async fn run_instances<F, Fut>(
     make_job: impl Fn(&'static str) -> F,
 ) where
     F: FnMut(JobContext) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = Result<(), String>> + Send,
+    Fut: std::future::Future<Output = Result<SlotOutcome, String>> + Send,
 {
     let store = MemoryStore::new();
     let shutdown = CancellationToken::new();
@@ -352,8 +360,7 @@ async fn a_failed_slot_is_retried_then_done_once() {
                     if n <= 2 {
                         return Err(format!("attempt {n} failed"));
                     }
-                    table.lock().unwrap().commit(slot, ctx.token(), who);
-                    Ok(())
+                    Ok(table.lock().unwrap().outcome(slot, ctx.token(), who))
                 }
             }
         },
@@ -508,12 +515,16 @@ async fn stuck_run(at_most: leasehold_jobs::LockAtMost, stuck_for: Duration) -> 
                 };
                 // Stuck: deaf to the cancellation until it wakes by itself.
                 tokio::time::sleep(stuck_for).await;
-                table
+                let committed = table
                     .lock()
                     .unwrap()
                     .commit(ctx.slot().expect("slot"), ctx.token(), "a");
                 watch.abort();
-                Ok(())
+                if committed {
+                    Ok(SlotOutcome::Committed)
+                } else {
+                    Err("refused by the fence".to_owned())
+                }
             })
         }
     };

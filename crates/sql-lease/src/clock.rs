@@ -80,6 +80,26 @@ impl HostClock {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
     }
+
+    /// The host's real-time clock in Unix milliseconds: on Linux `CLOCK_REALTIME` read
+    /// through the vDSO, so every process of the host reads the same time, whatever fake
+    /// clock one of them preloads; elsewhere the system time. For deciding when
+    /// something is due ([`leasehold_core::store::CasStore::store_now_ms`]), never for
+    /// expiry.
+    pub fn wall_ms(&self) -> u64 {
+        #[cfg(target_os = "linux")]
+        {
+            let t = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
+            let ms = t.tv_sec.saturating_mul(1000).saturating_add(t.tv_nsec / 1_000_000);
+            u64::try_from(ms).unwrap_or(0)
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -93,6 +113,16 @@ mod tests {
         assert_eq!(HostClock::get().expect("again").boot_id(), c.boot_id());
         let (a, b) = (c.now_ms(), c.now_ms());
         assert!(a > 0 && b >= a, "{a} then {b}");
+    }
+
+    #[test]
+    fn the_wall_clock_is_the_system_time() {
+        let system = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_millis();
+        let host = u128::from(HostClock::get().expect("host clock").wall_ms());
+        assert!(host.abs_diff(system) < 1000, "host {host} ms, system {system} ms");
     }
 
     #[cfg(target_os = "linux")]

@@ -90,6 +90,25 @@ pub trait SqlDatabase: sqlx::Database {
     /// Where it failed, with the driver's error.
     async fn fetch_names(pool: &Pool<Self>, sql: &str, prefix: &str) -> std::result::Result<Vec<String>, RunError>;
 
+    /// Runs `sql` with a name and a version as its parameters, on a connection of
+    /// `pool`: the rows it changed ([`crate::SqlStore`]'s `purge`).
+    ///
+    /// # Errors
+    /// Where it failed, with the driver's error.
+    async fn execute_on_name(
+        pool: &Pool<Self>,
+        sql: &str,
+        name: &str,
+        version: i64,
+    ) -> std::result::Result<u64, RunError>;
+
+    /// Runs `sql`, a query without parameters answering one `BIGINT`, on a connection
+    /// of `pool` (the server's clock, [`crate::SqlStore`]'s `store_now_ms`).
+    ///
+    /// # Errors
+    /// Where it failed, with the driver's error.
+    async fn fetch_i64(pool: &Pool<Self>, sql: &str) -> std::result::Result<i64, RunError>;
+
     /// Runs a fenced write that reports its own refusal (Postgres: the write and the
     /// mark before it in one statement) on `conn`: `(applied, found, mark)`.
     ///
@@ -211,6 +230,30 @@ macro_rules! sql_database {
             async fn execute(pool: &Pool<Self>, sql: &str) -> std::result::Result<u64, sqlx::Error> {
                 let done = sqlx::query(AssertSqlSafe(sql.to_owned())).execute(pool).await?;
                 Ok(done.rows_affected())
+            }
+
+            async fn execute_on_name(
+                pool: &Pool<Self>,
+                sql: &str,
+                name: &str,
+                version: i64,
+            ) -> std::result::Result<u64, RunError> {
+                let mut conn = pool.acquire().await.map_err(RunError::Connect)?;
+                let done = sqlx::query(AssertSqlSafe(sql.to_owned()))
+                    .bind(name.to_owned())
+                    .bind(version)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(RunError::Statement)?;
+                Ok(done.rows_affected())
+            }
+
+            async fn fetch_i64(pool: &Pool<Self>, sql: &str) -> std::result::Result<i64, RunError> {
+                let mut conn = pool.acquire().await.map_err(RunError::Connect)?;
+                sqlx::query_scalar::<_, i64>(AssertSqlSafe(sql.to_owned()))
+                    .fetch_one(&mut *conn)
+                    .await
+                    .map_err(RunError::Statement)
             }
 
             async fn fetch_names(

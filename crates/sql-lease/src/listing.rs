@@ -17,6 +17,15 @@ pub(crate) fn list_sql(dialect: Dialect, table: &LeaseTable) -> String {
     }
 }
 
+/// The statement that removes a row for good (name, then version): a purge.
+pub(crate) fn purge_sql(dialect: Dialect, table: &LeaseTable) -> String {
+    let t = table.quoted(dialect);
+    match dialect {
+        Dialect::Postgres => format!("DELETE FROM {t} WHERE name = $1 AND version = $2"),
+        _ => format!("DELETE FROM {t} WHERE name = ? AND version = ?"),
+    }
+}
+
 /// The listed names that are lease names, sorted (byte order, whatever the server's
 /// collation sorts by). A row under a name no lease can have (a foreign writer's) is
 /// left out, as on every store: no operation of the library can address it.

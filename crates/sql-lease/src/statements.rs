@@ -733,6 +733,16 @@ struct MySql {
 /// neither the session's `time_zone` nor a daylight-saving change moves it.
 const MYSQL_NOW_MS: &str = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)";
 
+/// The query answering the server's clock in Unix ms, one `BIGINT`, where the server
+/// has one (SQLite's statements run in the client's process: `None`).
+pub(crate) fn server_now_ms_sql(dialect: Dialect) -> Option<String> {
+    match dialect {
+        Dialect::Postgres => Some("SELECT CAST(FLOOR(EXTRACT(EPOCH FROM now()) * 1000) AS BIGINT)".to_owned()),
+        Dialect::MySql => Some(format!("SELECT CAST({MYSQL_NOW_MS} AS SIGNED)")),
+        _ => None,
+    }
+}
+
 /// The MySQL columns a claim or create writes after `version`, in order.
 const MYSQL_SET: &[&str] = &[
     "holder",

@@ -94,6 +94,7 @@ struct Inner<B: SqlBackend> {
     table: LeaseTable,
     statements: Statements,
     list_sql: String,
+    purge_sql: String,
     limits: ColumnLimits,
     feed: Option<Arc<dyn ChangeFeed>>,
     clock: Option<&'static HostClock>,
@@ -160,6 +161,7 @@ impl<B: SqlBackend> SqlStore<B> {
         Ok(Self {
             inner: Arc::new(Inner {
                 list_sql: listing::list_sql(B::Db::DIALECT, &table),
+                purge_sql: listing::purge_sql(B::Db::DIALECT, &table),
                 pool,
                 table,
                 statements,
@@ -322,6 +324,34 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
         row::delete_outcome(name, &rows)
     }
 
+    /// One `DELETE` of the row at this version, tombstone and all: the name's token
+    /// sequence ends with it.
+    async fn purge(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        let bound = self.inner.request_timeout;
+        let what = "purge lease";
+        let run = B::Db::execute_on_name(
+            &self.inner.pool,
+            &self.inner.purge_sql,
+            name.as_str(),
+            row::version_arg(version),
+        );
+        let Ok(ran) = tokio::time::timeout(bound, run).await else {
+            return Err(Error::Indeterminate {
+                message: format!("{what} {name}: no answer within the request timeout of {bound:?}"),
+                source: None,
+            });
+        };
+        let removed = ran.map_err(|e| match e {
+            RunError::Connect(e) => B::Db::map_error(e, Phase::Connect, Target::Lease, what),
+            RunError::Statement(e) => B::Db::map_error(e, Phase::Write, Target::Lease, what),
+        })?;
+        Ok(if removed > 0 {
+            DeleteOutcome::Deleted
+        } else {
+            DeleteOutcome::Conflict(Current::Unknown)
+        })
+    }
+
     /// One `SELECT` of the names under the prefix that are not tombstones.
     async fn list(&self, prefix: &NamePrefix) -> Result<Vec<LeaseName>> {
         let bound = self.inner.request_timeout;
@@ -338,6 +368,29 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
             RunError::Statement(e) => B::Db::map_error(e, Phase::Read, Target::Lease, what),
         })?;
         Ok(listing::names(raw))
+    }
+
+    /// Postgres and MySQL: one `SELECT` of the server's clock. SQLite: the host's
+    /// real-time clock ([`HostClock::wall_ms`]), no round trip.
+    async fn store_now_ms(&self) -> Result<Option<u64>> {
+        let Some(sql) = crate::statements::server_now_ms_sql(B::Db::DIALECT) else {
+            return Ok(Some(HostClock::get()?.wall_ms()));
+        };
+        let bound = self.inner.request_timeout;
+        let what = "read the server's clock";
+        let Ok(ran) = tokio::time::timeout(bound, B::Db::fetch_i64(&self.inner.pool, &sql)).await else {
+            return Err(Error::Unavailable {
+                message: format!("{what}: no answer within the request timeout of {bound:?}"),
+                source: None,
+            });
+        };
+        let ms = ran.map_err(|e| match e {
+            RunError::Connect(e) => B::Db::map_error(e, Phase::Connect, Target::Lease, what),
+            RunError::Statement(e) => B::Db::map_error(e, Phase::Read, Target::Lease, what),
+        })?;
+        u64::try_from(ms)
+            .map(Some)
+            .map_err(|_| Error::invalid("the server's clock", format!("{ms} ms is before 1970")))
     }
 
     async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, wait: Wait) -> Result<()> {

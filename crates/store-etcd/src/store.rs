@@ -654,12 +654,36 @@ impl Inner {
     }
 
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        self.delete_keys(name, version, false).await
+    }
+
+    /// Deletes the record at `version`, and with `purge` its fence counter too, in one
+    /// transaction.
+    async fn delete_keys(&self, name: &LeaseName, version: &Version, purge: bool) -> Result<DeleteOutcome> {
         let v = parse_version(version)?;
         let keys = self.keys(name);
+        let mut ops = vec![TxnOp::delete(keys.record.clone(), None)];
+        let mut otherwise = vec![range_op(&keys)];
+        if purge {
+            ops.push(TxnOp::delete(keys.fence.clone(), None));
+            // The record gone already (expired): its fence counter goes if nothing was
+            // written under the name since `version`.
+            otherwise.insert(
+                0,
+                TxnOp::txn(
+                    Txn::new()
+                        .when([
+                            Compare::version(keys.record.clone(), CompareOp::Equal, 0),
+                            Compare::mod_revision(keys.fence.clone(), CompareOp::Less, v.saturating_add(1)),
+                        ])
+                        .and_then([TxnOp::delete(keys.fence.clone(), None)]),
+                ),
+            );
+        }
         let txn = Txn::new()
             .when([Compare::mod_revision(keys.record.clone(), CompareOp::Equal, v)])
-            .and_then([TxnOp::delete(keys.record.clone(), None)])
-            .or_else([range_op(&keys)]);
+            .and_then(ops)
+            .or_else(otherwise);
         match self.send_txn(txn).await {
             Ok(resp) if resp.succeeded() => {
                 let rev = header_revision(&resp)?;
@@ -845,6 +869,12 @@ impl CasStore for EtcdStore {
 
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
         self.inner.delete(name, version).await
+    }
+
+    /// Deletes the record and its fence counter (kept after a plain delete), in one
+    /// transaction on the record's version.
+    async fn purge(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        self.inner.delete_keys(name, version, true).await
     }
 
     async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {

@@ -199,6 +199,24 @@ redis.call('PUBLISH', ARGV[2], meta.e .. ':' .. redis.call('HGET', KEYS[2], 'n')
 return { 'deleted' }
 "#;
 
+/// `purge`: KEYS = record, meta. ARGV = version. Deletes the record and its counter
+/// hash if the record has the version, or, the record being gone (its `PX` ran out),
+/// if the counter hash shows no write since that version. Reply: `{'deleted'}`,
+/// `{'conflict', record…}`, `{'conflict_absent'}` or `{'corrupt', why}`.
+const PURGE: &str = r#"
+local st, cur = load_rec(KEYS[1])
+if st == 'corrupt' then return { 'corrupt', cur } end
+if st == 'ok' then
+  if cur.v ~= ARGV[1] then return reply('conflict', cur) end
+else
+  local mst, meta = load_meta(KEYS[2])
+  if mst == 'corrupt' then return { 'corrupt', meta } end
+  if mst == 'absent' or meta.e .. ':' .. meta.n ~= ARGV[1] then return { 'conflict_absent' } end
+end
+redis.call('DEL', KEYS[1], KEYS[2])
+return { 'deleted' }
+"#;
+
 /// `seed_fence_counter`: KEYS = record, meta. ARGV = the minimum. Raises the token
 /// counter to at least the minimum and the current record's token. Reply:
 /// `{'seeded', counter}` or `{'corrupt', why}`.
@@ -289,6 +307,8 @@ pub(crate) static READ_SCRIPT: LazyLock<Script> = LazyLock::new(|| lease_script(
 pub(crate) static WRITE_SCRIPT: LazyLock<Script> = LazyLock::new(|| lease_script("#!lua", WRITE));
 /// The `delete` script.
 pub(crate) static DELETE_SCRIPT: LazyLock<Script> = LazyLock::new(|| lease_script("#!lua", DELETE));
+/// The `purge` script.
+pub(crate) static PURGE_SCRIPT: LazyLock<Script> = LazyLock::new(|| lease_script("#!lua", PURGE));
 /// The `seed_fence_counter` script.
 pub(crate) static SEED_SCRIPT: LazyLock<Script> = LazyLock::new(|| lease_script("#!lua", SEED));
 /// The fenced-write script.
@@ -297,11 +317,12 @@ pub(crate) static FENCE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(
 pub(crate) static MARK_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(MARK));
 
 /// Every script, for preloading with `SCRIPT LOAD`.
-pub(crate) fn all() -> [&'static Script; 6] {
+pub(crate) fn all() -> [&'static Script; 7] {
     [
         &READ_SCRIPT,
         &WRITE_SCRIPT,
         &DELETE_SCRIPT,
+        &PURGE_SCRIPT,
         &SEED_SCRIPT,
         &FENCE_SCRIPT,
         &MARK_SCRIPT,

@@ -23,7 +23,7 @@ use crate::fence::{HashFence, HashWrite};
 use crate::listing;
 use crate::notify::{Notifier, Now};
 use crate::reply::Reply;
-use crate::scripts::{self, DELETE_SCRIPT, READ_SCRIPT, SEED_SCRIPT, WRITE_SCRIPT};
+use crate::scripts::{self, DELETE_SCRIPT, PURGE_SCRIPT, READ_SCRIPT, SEED_SCRIPT, WRITE_SCRIPT};
 
 /// Lease records in Redis, each operation one `EVALSHA` (see the [crate docs](crate)).
 ///
@@ -337,6 +337,25 @@ where
         }
     }
 
+    /// Deletes the record and its counter hash (which a plain delete keeps, and which
+    /// outlives a record whose `PX` ran out) if the record has `version`, or, the
+    /// record being gone, if nothing was written under the name since `version`.
+    async fn purge(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        let mut inv = PURGE_SCRIPT.prepare_invoke();
+        inv.key(self.keys.record(name))
+            .key(self.keys.meta(name))
+            .arg(version.as_str());
+        let what = format!("purge of {name}");
+        let reply = self.call(&inv, Effect::Write, &what).await?;
+        match reply.status.as_str() {
+            "deleted" => Ok(DeleteOutcome::Deleted),
+            "conflict" => Ok(DeleteOutcome::Conflict(Current::Present(reply.stored(name)?))),
+            "conflict_absent" => Ok(DeleteOutcome::Conflict(Current::Absent)),
+            "corrupt" => Err(reply.corrupt(name.as_str())),
+            other => Err(error::bad_reply(Effect::Write, &what, format!("status {other:?}"))),
+        }
+    }
+
     /// Renews only if the record still has `version` **and** names this holder with
     /// this token (so even a version reused by a server that lost its data cannot
     /// renew someone else's lease).
@@ -364,6 +383,20 @@ where
     async fn list(&self, prefix: &NamePrefix) -> Result<Vec<LeaseName>> {
         let mut conn = self.conn.clone();
         listing::list(&mut conn, &self.keys, self.request_timeout, prefix).await
+    }
+
+    /// `TIME`: the server's clock, one round trip.
+    async fn store_now_ms(&self) -> Result<Option<u64>> {
+        let mut conn = self.conn.clone();
+        let what = "TIME";
+        let (secs, micros): (u64, u64) = with_timeout(
+            self.request_timeout,
+            Effect::Read,
+            what,
+            redis::cmd("TIME").query_async(&mut conn),
+        )
+        .await?;
+        Ok(Some(secs.saturating_mul(1000).saturating_add(micros / 1000)))
     }
 
     async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, wait: Wait) -> Result<()> {

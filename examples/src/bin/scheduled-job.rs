@@ -32,7 +32,7 @@ mod cli;
 
 use cli::{BoxResult, Common, Data, Work, ms, retry, say};
 use leasehold_core::FencingToken;
-use leasehold_jobs::{JobContext, JobSpec, MissedSlots, Schedule, Scheduler, Slot};
+use leasehold_jobs::{JobContext, JobSpec, MissedSlots, Schedule, Scheduler, Slot, SlotOutcome};
 use sqlx::{AssertSqlSafe, Row};
 
 /// A singleton scheduled job, exactly once per slot: run several copies with the same
@@ -270,11 +270,20 @@ async fn main() -> BoxResult<()> {
                         name,
                         instance,
                     } = &*work;
-                    match data.run_slot(prefix, name, slot, ctx.token(), instance, pause).await? {
-                        Outcome::Ran => say(&format!("ran slot={slot} token={}", ctx.token())),
-                        Outcome::AlreadyDone => say(&format!("already-done slot={slot} token={}", ctx.token())),
-                    }
-                    BoxResult::Ok(())
+                    // What the job found is what the scheduler reports: `Ran` from the
+                    // run that committed, `DoneElsewhere` from one that found it done.
+                    BoxResult::Ok(
+                        match data.run_slot(prefix, name, slot, ctx.token(), instance, pause).await? {
+                            Outcome::Ran => {
+                                say(&format!("ran slot={slot} token={}", ctx.token()));
+                                SlotOutcome::Committed
+                            }
+                            Outcome::AlreadyDone => {
+                                say(&format!("already-done slot={slot} token={}", ctx.token()));
+                                SlotOutcome::AlreadyDone
+                            }
+                        },
+                    )
                 }
             },
             shutdown,

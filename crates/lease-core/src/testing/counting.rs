@@ -113,6 +113,10 @@ impl<S: CasStore> CasStore for CountingStore<S> {
         self.counters.deletes.fetch_add(1, Ordering::SeqCst);
         self.inner.delete(name, version).await
     }
+    async fn purge(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        self.counters.deletes.fetch_add(1, Ordering::SeqCst);
+        self.inner.purge(name, version).await
+    }
     async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
         self.counters.renews.fetch_add(1, Ordering::SeqCst);
         self.inner.renew(name, version, record).await
@@ -127,6 +131,9 @@ impl<S: CasStore> CasStore for CountingStore<S> {
     async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, wait: Wait) -> Result<()> {
         self.counters.waits.fetch_add(1, Ordering::SeqCst);
         self.inner.wait_for_change(name, seen, wait).await
+    }
+    async fn store_now_ms(&self) -> Result<Option<u64>> {
+        self.inner.store_now_ms().await
     }
 }
 

@@ -156,6 +156,9 @@ impl<S: CasStore> CasStore for FaultStore<S> {
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
         self.run(self.inner.delete(name, version)).await
     }
+    async fn purge(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        self.run(self.inner.purge(name, version)).await
+    }
     async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
         self.run(self.inner.renew(name, version, record)).await
     }
@@ -167,6 +170,9 @@ impl<S: CasStore> CasStore for FaultStore<S> {
     }
     async fn wait_for_change(&self, name: &LeaseName, seen: Option<&Version>, wait: Wait) -> Result<()> {
         self.inner.wait_for_change(name, seen, wait).await
+    }
+    async fn store_now_ms(&self) -> Result<Option<u64>> {
+        self.inner.store_now_ms().await
     }
 }
 

@@ -366,6 +366,22 @@ impl CasStore for ShedlockStore {
         }
     }
 
+    /// One `SELECT` of the Postgres server's clock (ShedLock's `usingDbTime()`).
+    async fn store_now_ms(&self) -> Result<Option<u64>> {
+        let ms: i64 = self
+            .timed(
+                Op::Read,
+                sqlx::query_scalar(AssertSqlSafe(
+                    "SELECT CAST(FLOOR(EXTRACT(EPOCH FROM now()) * 1000) AS BIGINT)".to_owned(),
+                ))
+                .fetch_one(&self.pool),
+            )
+            .await?;
+        u64::try_from(ms)
+            .map(Some)
+            .map_err(|_| Error::invalid("the server's clock", format!("{ms} ms is before 1970")))
+    }
+
     async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {
         self.check_name(name)?;
         let row = self

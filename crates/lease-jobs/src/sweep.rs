@@ -1,0 +1,210 @@
+//! Keeping the store bounded: the records of slots past their keep time are purged, a
+//! bounded number per scheduler pass.
+//!
+//! A slot's done record must last while any instance may still look at the slot: an
+//! instance looks back [`JobSpec::catch_up`] on its clock, which is shorter than
+//! [`JobSpec::keep_done_for`] (checked). So once a slot is older than `keep_done_for`
+//! plus the worst clock skew between instances (none where slots are due on the
+//! store's clock; [`JobSpec::clock_skew`] on the wall clock), and its done record has
+//! run out, nobody needs it: it is purged ([`CasStore::purge`], conditional on the
+//! version read). Only done records go; a slot that never completed keeps its record.
+//!
+//! Which records: the schedule's own slots as they age (no listing), and once per
+//! start the job's records already older than that (one [`CasStore::list`] of the
+//! job's prefix, where the store can list).
+//!
+//! [`CasStore::purge`]: leasehold_core::store::CasStore::purge
+//! [`CasStore::list`]: leasehold_core::store::CasStore::list
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use chrono::DateTime;
+use leasehold_core::store::{CasStore, DeleteOutcome, Version};
+use leasehold_core::{Error, LeaseName, NamePrefix};
+use tokio::time::Instant;
+
+use crate::{JobSpec, Marker, Slot};
+
+/// The most slot records one pass looks at (one read each, and a purge for those that
+/// go).
+pub(crate) const MAX_PER_PASS: usize = 32;
+/// The most a look comes before a record's keep time ends.
+const LOOK_AHEAD: Duration = Duration::from_secs(60);
+/// The most done records kept in memory to look at again once they run out.
+const MAX_DEFERRED: usize = 4_096;
+
+/// One scheduler's sweep of its job's old slot records.
+#[derive(Debug, Default)]
+pub(crate) struct Sweeper {
+    /// The schedule's slots up to here were handed out.
+    cursor: Option<u64>,
+    /// Old records the start-up listing found, not yet looked at.
+    backlog: VecDeque<LeaseName>,
+    /// Done records that had not run out yet, the version seen, and when to look
+    /// again.
+    deferred: VecDeque<(LeaseName, Option<Version>, Instant)>,
+    /// Records purged so far.
+    purged: u64,
+}
+
+impl Sweeper {
+    /// One pass: looks at up to [`MAX_PER_PASS`] records of slots older than
+    /// `keep_done_for` plus `skew` at `now_ms`, and purges the done ones that ran out.
+    /// Store errors end the pass; the next pass goes on.
+    pub(crate) async fn pass(&mut self, store: &dyn CasStore, spec: &JobSpec, now_ms: u64, skew: Duration) {
+        // A look a little ahead finds a done record before it runs out, so that what it
+        // leaves behind on a store that expires it (Redis's counter hash) goes with it.
+        let ahead = (spec.keep_done_for / 2).min(LOOK_AHEAD);
+        let keep = spec.keep_done_for.saturating_add(skew).saturating_sub(ahead);
+        let cutoff_ms = now_ms.saturating_sub(u64::try_from(keep.as_millis()).unwrap_or(u64::MAX));
+        if self.cursor.is_none() {
+            self.cursor = Some(cutoff_ms);
+            self.backlog = listed_before(store, spec, cutoff_ms).await.into();
+        }
+        let mut budget = MAX_PER_PASS;
+        while budget > 0 {
+            let Some((name, seen)) = self.next(spec, cutoff_ms) else {
+                break;
+            };
+            budget -= 1;
+            match look(store, &name, seen.as_ref(), now_ms, skew).await {
+                Ok(Look::Purged) => {
+                    self.purged += 1;
+                    tracing::trace!(job = %spec.name, %name, purged = self.purged, "sweep: purged an aged slot record");
+                }
+                Ok(Look::Gone | Look::Kept) => {}
+                Ok(Look::NotYet(version, after)) => self.defer(name, Some(version), after),
+                Err(e) => {
+                    tracing::debug!(job = %spec.name, %name, error = %e, "sweep: store error; trying again later");
+                    self.defer(name, seen, Duration::from_secs(1));
+                    break;
+                }
+            }
+        }
+    }
+
+    /// The next record to look at: a deferred one that is due, the listing's, or the
+    /// schedule's next aged slot.
+    fn next(&mut self, spec: &JobSpec, cutoff_ms: u64) -> Option<(LeaseName, Option<Version>)> {
+        if self.deferred.front().is_some_and(|(_, _, at)| *at <= Instant::now()) {
+            return self.deferred.pop_front().map(|(n, v, _)| (n, v));
+        }
+        if let Some(n) = self.backlog.pop_front() {
+            return Some((n, None));
+        }
+        let cursor = self.cursor.unwrap_or(cutoff_ms);
+        let slot = spec.schedule.slots_between(cursor, cutoff_ms).next()?;
+        self.cursor = Some(slot.unix_ms());
+        spec.lease_name(slot).ok().map(|n| (n, None))
+    }
+
+    fn defer(&mut self, name: LeaseName, seen: Option<Version>, after: Duration) {
+        if self.deferred.len() < MAX_DEFERRED {
+            self.deferred.push_back((name, seen, Instant::now() + after));
+        }
+    }
+}
+
+/// What looking at one record did.
+enum Look {
+    /// No record.
+    Gone,
+    /// Not a done record: left alone.
+    Kept,
+    /// A done record (at this version) that has not run out: look again after this
+    /// long.
+    NotYet(Version, Duration),
+    /// Purged.
+    Purged,
+}
+
+/// Looks at one record; `seen` is the version of the done record an earlier look found.
+async fn look(
+    store: &dyn CasStore,
+    name: &LeaseName,
+    seen: Option<&Version>,
+    now_ms: u64,
+    skew: Duration,
+) -> leasehold_core::Result<Look> {
+    let Some(stored) = store.read(name).await? else {
+        // Gone on its own (Redis: its `PX` ran out): what it left behind goes too, if
+        // nothing was written under the name since.
+        return Ok(match seen {
+            Some(v) if store.purge(name, v).await? == DeleteOutcome::Deleted => Look::Purged,
+            _ => Look::Gone,
+        });
+    };
+    if stored.record.holder.as_ref().and_then(Marker::of) != Some(Marker::Done) {
+        return Ok(Look::Kept);
+    }
+    // Run out on the store's clock; on a store without one, past the expiry its writer
+    // put on its wall clock, plus the skew.
+    let left = match stored.remaining {
+        Some(left) => left,
+        None => {
+            let until = stored.record.wall_expires_at_ms.map_or(0, |w| {
+                w.saturating_add(u64::try_from(skew.as_millis()).unwrap_or(u64::MAX))
+            });
+            Duration::from_millis(until.saturating_sub(now_ms))
+        }
+    };
+    if !left.is_zero() {
+        return Ok(Look::NotYet(stored.version, left));
+    }
+    match store.purge(name, &stored.version).await? {
+        DeleteOutcome::Deleted => Ok(Look::Purged),
+        DeleteOutcome::Conflict(_) => Ok(Look::Kept),
+    }
+}
+
+/// The job's slot records whose slot is before `cutoff_ms`, from one listing of the
+/// job's prefix (none where the store cannot list, or the listing failed).
+async fn listed_before(store: &dyn CasStore, spec: &JobSpec, cutoff_ms: u64) -> Vec<LeaseName> {
+    let prefix = format!("{}/", spec.name);
+    let Ok(prefix) = NamePrefix::new(&prefix) else {
+        return Vec::new();
+    };
+    let names = match store.list(&prefix).await {
+        Ok(names) => names,
+        Err(Error::Unsupported { .. }) => return Vec::new(),
+        Err(e) => {
+            tracing::debug!(job = %spec.name, error = %e, "sweep: could not list the old slot records");
+            return Vec::new();
+        }
+    };
+    names
+        .into_iter()
+        .filter(|n| {
+            slot_of(n.as_str().strip_prefix(prefix.as_str()).unwrap_or_default())
+                .is_some_and(|s| s.unix_ms() < cutoff_ms && s.key().len() == 24)
+        })
+        .collect()
+}
+
+/// The slot a lease name's slot part names, if it is exactly one ([`Slot::key`]).
+fn slot_of(key: &str) -> Option<Slot> {
+    let t = DateTime::parse_from_rfc3339(key).ok()?;
+    let slot = Slot::from_unix_ms(u64::try_from(t.timestamp_millis()).ok()?);
+    (slot.key() == key).then_some(slot)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_exact_slot_keys_are_slots() {
+        let slot = Slot::from_unix_ms(1_796_005_200_250);
+        assert_eq!(slot_of(&slot.key()), Some(slot));
+        for not in [
+            "",
+            "x",
+            "2026-11-30T02:20:00Z",
+            "2026-11-30T02:20:00.250+00:00",
+            "b/2026-11-30T02:20:00.250Z",
+        ] {
+            assert_eq!(slot_of(not), None, "{not}");
+        }
+    }
+}
