@@ -260,36 +260,18 @@ pub async fn wait_for<F: Future<Output = bool>>(within: Duration, what: &str, mu
 #[macro_export]
 macro_rules! on_every_store {
     ($body:ident) => {
+        $crate::on_every_store!(@stores $body;
+            postgres Postgres, sqlite Sqlite, mysql MySql, etcd Etcd, redis Redis, dynamodb DynamoDb, s3 S3);
+    };
+    (@stores $body:ident; $($store:ident $kind:ident),*) => {
         mod $body {
             use super::*;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn postgres() {
-                $body(common::Kind::Postgres).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn sqlite() {
-                $body(common::Kind::Sqlite).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn mysql() {
-                $body(common::Kind::MySql).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn etcd() {
-                $body(common::Kind::Etcd).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn redis() {
-                $body(common::Kind::Redis).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn dynamodb() {
-                $body(common::Kind::DynamoDb).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn s3() {
-                $body(common::Kind::S3).await;
-            }
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $store() {
+                    $body(common::Kind::$kind).await;
+                }
+            )*
         }
     };
 }
