@@ -166,6 +166,24 @@ struct Epochs {
 }
 
 impl Epochs {
+    /// The data-loss restarts among `events`' faults.
+    fn of(events: &[Event]) -> Self {
+        let mut resets: Vec<(u64, u64)> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Fault {
+                    at_ms,
+                    until_ms,
+                    data_loss: true,
+                    ..
+                } => Some((*at_ms, *until_ms)),
+                _ => None,
+            })
+            .collect();
+        resets.sort_unstable();
+        Self { resets }
+    }
+
     /// The epoch of a grant whose request was sent no earlier than `sent_after` and
     /// whose reply was recorded at `reply`, and whether that is certain. The controller
     /// closes the workers' proxies before a data-loss restart begins and opens them
@@ -203,20 +221,7 @@ pub fn check(events: &[Event], rows: &[ResourceRow]) -> Report {
     rows.sort_by_key(|row| row.id);
     r.writes_accepted = rows.len();
 
-    let mut resets: Vec<(u64, u64)> = events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Fault {
-                at_ms,
-                until_ms,
-                data_loss: true,
-                ..
-            } => Some((*at_ms, *until_ms)),
-            _ => None,
-        })
-        .collect();
-    resets.sort_unstable();
-    let epochs = Epochs { resets };
+    let epochs = Epochs::of(events);
     r.epochs = epochs.resets.len() + 1;
     r.acquires = events.iter().filter(|e| matches!(e, Event::Acquiring { .. })).count();
 
@@ -255,20 +260,7 @@ pub struct TrustSpan {
 /// requested before and answered after a data-loss restart are left out, as the grant
 /// rules leave them out).
 pub fn trust_spans(events: &[Event]) -> Vec<TrustSpan> {
-    let mut resets: Vec<(u64, u64)> = events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Fault {
-                at_ms,
-                until_ms,
-                data_loss: true,
-                ..
-            } => Some((*at_ms, *until_ms)),
-            _ => None,
-        })
-        .collect();
-    resets.sort_unstable();
-    let (tenures, _) = tenures(events, &Epochs { resets });
+    let (tenures, _) = tenures(events, &Epochs::of(events));
     tenures
         .iter()
         .filter(|t| t.certain)
