@@ -15,12 +15,31 @@ use std::task::{Context, Poll};
 type Work<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
 /// Polls `work` in place; completes it on a spawned task if dropped before it is done.
-pub(crate) struct FinishOnDrop<T: Send + 'static> {
+///
+/// For a store whose write must finish once sent (an etcd claim on a session the store
+/// keeps alive must be registered, or it would stay held for the store's lifetime):
+/// the write runs in the caller's task, with no spawn and no cross-thread wake-up, and
+/// only a caller that drops it half-way pays for a task.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use leasehold_core::store::FinishOnDrop;
+/// let (tx, rx) = tokio::sync::oneshot::channel();
+/// let work = FinishOnDrop::new(async move {
+///     tokio::task::yield_now().await;
+///     tx.send("finished").ok();
+/// });
+/// drop(work); // before its first poll: it still runs to the end, on a task
+/// assert_eq!(rx.await, Ok("finished"));
+/// # });
+/// ```
+pub struct FinishOnDrop<T: Send + 'static> {
     work: Option<Work<T>>,
 }
 
 impl<T: Send + 'static> FinishOnDrop<T> {
-    pub(crate) fn new(work: impl Future<Output = T> + Send + 'static) -> Self {
+    /// Boxes `work`, to be polled in place.
+    pub fn new(work: impl Future<Output = T> + Send + 'static) -> Self {
         Self {
             work: Some(Box::pin(work)),
         }

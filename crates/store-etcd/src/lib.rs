@@ -56,7 +56,7 @@
 //! | acquire when another client changed the name since this store last saw it | 2 Txns (the first one's else-branch returns the fresh state) |
 //! | acquire refused (held) | 1 Txn, whose else-branch returns the holder's record |
 //! | renewal | no Txn: nothing when the session's last answered keep-alive already covers the TTL, otherwise one `LeaseKeepAlive` message shared by every lease of that session |
-//! | release (write of the vacant record) | 1 Txn |
+//! | release (write of the vacant record) | 1 Txn: one compare (the holder's revision) and one put, without the fence counter (the token it keeps is counted already); sent from the caller's task |
 //! | read | 1 range read |
 //! | list of the names under a prefix | 1 keys-only range read per 1000 keys under it (a name has two keys: its record and its fence counter), all at the first one's revision; fence counters, which outlive deleted records, are not listed |
 //! | waiting for a release | one watch per name per store; each change wakes one waiter |

@@ -10,8 +10,8 @@ use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpR
 use leasehold_core::{
     Error, FencingToken, LeaseName, NamePrefix, Result, Ttl,
     store::{
-        Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Linearizable,
-        Precondition, Stored, Version, Wait, record_codec,
+        Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, FinishOnDrop, Grade, LeaseRecord,
+        Linearizable, Precondition, Stored, Version, Wait, record_codec,
     },
 };
 use tokio::sync::Notify;
@@ -398,9 +398,9 @@ impl Inner {
         })
     }
 
-    /// Runs [`Inner::write_to_end`] on a task of its own, so that it finishes even when
-    /// the caller drops the call (a timeout, a `select!`, a dropped acquire): a held
-    /// record lives on a session this store keeps alive, so a claim that applied while
+    /// Runs [`Inner::write_to_end`] in the caller's task, and to its end even when the
+    /// caller drops the call (a timeout, a `select!`, a dropped acquire; it then finishes
+    /// on a task: [`FinishOnDrop`]): a held record lives on a session this store keeps alive, so a claim that applied while
     /// nobody was left to register it would be held for as long as the store exists.
     /// Registered, it is expired at its deadline like any record nobody renews.
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
@@ -411,7 +411,7 @@ impl Inner {
             });
         };
         let (name, expect, record) = (name.clone(), expect.clone(), record.clone());
-        tokio::spawn(async move {
+        FinishOnDrop::new(async move {
             let outcome = me.write_to_end(&name, &expect, &record).await;
             if let Ok(o) = &outcome {
                 me.claimed(&name, o);
@@ -419,7 +419,6 @@ impl Inner {
             outcome
         })
         .await
-        .unwrap_or_else(|e| Err(Error::indeterminate("the etcd write task ended before its answer", e)))
     }
 
     async fn write_to_end(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
@@ -653,6 +652,55 @@ impl Inner {
         }))
     }
 
+    /// Leaves the record vacant if it is still at `version`: one Txn of one compare and
+    /// one put, no heavier than etcd's own unlock (a delete). The fence counter is not
+    /// touched: the record at `version` carries a token the counter already counts
+    /// (every write of a token raises it), and vacating keeps that token. Runs in the
+    /// caller's task: a vacant record lives on no session, so a release dropped half
+    /// way leaves nothing this store must look after (the held entry, if the Txn did
+    /// not apply, is expired by the reaper as before).
+    async fn release(&self, name: &LeaseName, version: &Version, held: &LeaseRecord) -> Result<CasOutcome> {
+        if held.is_vacant() {
+            return Err(Error::invalid("record", "a release names the holder it releases"));
+        }
+        let v = parse_version(version)?;
+        let keys = self.keys(name);
+        let vacant = held.vacated();
+        let txn = Txn::new()
+            .when([Compare::mod_revision(keys.record.clone(), CompareOp::Equal, v)])
+            .and_then([put_record(&keys, &vacant, None)])
+            .or_else([range_op(&keys)]);
+        let outcome = match self.send_txn(txn).await {
+            Ok(resp) if resp.succeeded() => {
+                let rev = header_revision(&resp)?;
+                let mut st = self.lock();
+                st.wrote(name, rev, &vacant, false);
+                st.unhold(name);
+                drop(st);
+                CasOutcome::Written(Stored {
+                    record: vacant,
+                    version: version_of(rev),
+                    remaining: Some(Duration::ZERO),
+                })
+            }
+            Ok(resp) => {
+                let snap = else_snapshot(&keys, &resp);
+                let d = decode(name, &snap);
+                self.lock().observe(name, &snap, &d);
+                CasOutcome::Conflict(self.current_of(name, &d)?)
+            }
+            Err(f) => {
+                let e = self.failure("release", Effect::Write, f);
+                if e.is_indeterminate() {
+                    self.lock().forget(name);
+                }
+                return Err(e);
+            }
+        };
+        self.claimed(name, &outcome);
+        Ok(outcome)
+    }
+
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
         self.delete_keys(name, version, false).await
     }
@@ -879,6 +927,11 @@ impl CasStore for EtcdStore {
 
     async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
         self.inner.renew(name, version, record).await
+    }
+
+    /// One Txn: the record vacated if still at `version` (see the crate docs' cost table).
+    async fn release(&self, name: &LeaseName, version: &Version, held: &LeaseRecord) -> Result<CasOutcome> {
+        self.inner.release(name, version, held).await
     }
 
     /// Keys-only range reads of `<prefix><name prefix>`, 1000 keys a page, at one
