@@ -50,7 +50,8 @@ pub struct ClientConfig {
     pub skew_bound: Option<SkewBound>,
     /// The wall clock (replace it to test skew).
     pub wall_clock: Arc<dyn WallClock>,
-    /// How many renewals the driver keeps in flight at once.
+    /// How many renewal requests the driver keeps in flight at once (a request renews
+    /// one lease, or up to the store's [`crate::store::CasStore::renewal_batch`]).
     pub max_renewals_in_flight: usize,
     /// The longest single wait between acquire attempts in [`LeaseClient::acquire`].
     pub max_acquire_backoff: Duration,

@@ -20,7 +20,7 @@ use crate::lease::{Command, HeldState, LeaseShared};
 use crate::{
     Error, LossCause, Result,
     clock::WallClock,
-    store::{CasOutcome, CasStore, Current, LeaseRecord, Stored, Version},
+    store::{CasOutcome, CasStore, Current, LeaseRecord, Renewal, Stored, Version},
 };
 
 /// What the driver needs from its client.
@@ -43,11 +43,8 @@ struct Entry {
 }
 
 enum Done {
-    Renewal {
-        shared: Arc<LeaseShared>,
-        sent_at: Instant,
-        result: RenewResult,
-    },
+    /// One renewal request's answers: each lease with when its renewal was sent.
+    Renewals(Vec<(Arc<LeaseShared>, Instant, RenewResult)>),
     Release,
 }
 
@@ -93,13 +90,18 @@ pub(crate) async fn run(ctx: Arc<DriverCtx>, mut rx: mpsc::UnboundedReceiver<Com
             },
             Some(done) = work.next(), if !work.is_empty() => match done {
                 Done::Release => {}
-                Done::Renewal { shared, sent_at, result } => {
+                Done::Renewals(answers) => {
                     renewals_in_flight -= 1;
-                    on_renewal(&ctx, &mut leases, &mut schedule, &mut work, shared, sent_at, result);
+                    for (shared, sent_at, result) in answers {
+                        on_renewal(&ctx, &mut leases, &mut schedule, &mut work, shared, sent_at, result);
+                    }
                 }
             },
             () = sleep_until_opt(next_wake), if next_wake.is_some() => {
                 let now = Instant::now();
+                let batch = ctx.store.renewal_batch().max(1);
+                // The leases whose renewal is sent now, `batch` to a request.
+                let mut due: Vec<Arc<LeaseShared>> = Vec::new();
                 while let Some(&(t, id)) = schedule.first() {
                     if t > now { break; }
                     schedule.remove(&(t, id));
@@ -126,10 +128,9 @@ pub(crate) async fn run(ctx: Arc<DriverCtx>, mut rx: mpsc::UnboundedReceiver<Com
                     if at_cap && !e.in_flight {
                         e.wake = capped(&e.shared, st.valid_until);
                     } else if !e.in_flight && now >= e.renew_at {
-                        if renewals_in_flight < ctx.max_in_flight {
+                        if renewals_in_flight + (due.len() + 1).div_ceil(batch) <= ctx.max_in_flight {
                             e.in_flight = true;
-                            renewals_in_flight += 1;
-                            work.push(Box::pin(renew(ctx.clone(), e.shared.clone())));
+                            due.push(e.shared.clone());
                             e.wake = st.valid_until;
                         } else {
                             e.wake = (now + Duration::from_millis(1)).min(st.valid_until);
@@ -140,8 +141,54 @@ pub(crate) async fn run(ctx: Arc<DriverCtx>, mut rx: mpsc::UnboundedReceiver<Com
                     e.wake = capped(&e.shared, e.wake);
                     schedule.insert((e.wake, id));
                 }
+                if batch > 1 && !due.is_empty() {
+                    coalesce(&mut leases, &mut schedule, &mut due, batch, now);
+                }
+                for chunk in due.chunks(batch) {
+                    renewals_in_flight += 1;
+                    work.push(Box::pin(renew(ctx.clone(), chunk.to_vec())));
+                }
             }
         }
+    }
+}
+
+/// How far ahead the driver looks for renewals to send along with those due now.
+const COALESCE_HORIZON: Duration = Duration::from_secs(30);
+
+/// Fills the room left in the last request of `due` with the leases whose renewal comes
+/// due soon: within a tenth of their TTL (renewed that much early, each still valid
+/// from when its own renewal is sent). No request is added; later ones are saved.
+fn coalesce(
+    leases: &mut HashMap<u64, Entry>,
+    schedule: &mut BTreeSet<(Instant, u64)>,
+    due: &mut Vec<Arc<LeaseShared>>,
+    batch: usize,
+    now: Instant,
+) {
+    let room = due.len().div_ceil(batch) * batch - due.len();
+    if room == 0 {
+        return;
+    }
+    let mut picked = Vec::with_capacity(room);
+    for &(t, id) in schedule.range(..(now + COALESCE_HORIZON, u64::MAX)) {
+        if picked.len() == room {
+            break;
+        }
+        let Some(e) = leases.get(&id) else { continue };
+        // Leases with a cap keep their own schedule (renewing stops short of the cap).
+        let soon = e.renew_at <= now + e.shared.ttl.get() / 10;
+        if !e.in_flight && soon && e.shared.hold_until.is_none() && !e.shared.lost.is_cancelled() {
+            picked.push((t, id));
+        }
+    }
+    for (t, id) in picked {
+        schedule.remove(&(t, id));
+        let Some(e) = leases.get_mut(&id) else { continue };
+        e.in_flight = true;
+        e.wake = e.shared.state().valid_until;
+        schedule.insert((e.wake, id));
+        due.push(e.shared.clone());
     }
 }
 
@@ -256,8 +303,52 @@ fn on_renewal(
     schedule.insert((e.wake, id));
 }
 
-async fn renew(ctx: Arc<DriverCtx>, shared: Arc<LeaseShared>) -> Done {
-    let mut st = shared.state();
+/// Sends the renewals of `leases`: one [`CasStore::renew`] for a single lease, one
+/// [`CasStore::renew_many`] for several; a conflict is then settled lease by lease.
+async fn renew(ctx: Arc<DriverCtx>, leases: Vec<Arc<LeaseShared>>) -> Done {
+    if let [shared] = leases.as_slice() {
+        let (sent_at, result) = renew_one(&ctx, shared, shared.state(), None).await;
+        return Done::Renewals(vec![(shared.clone(), sent_at, result)]);
+    }
+    let states: Vec<_> = leases.iter().map(|l| l.state()).collect();
+    let wall_now = ctx.wall.now_ms();
+    let batch: Vec<Renewal> = leases
+        .iter()
+        .zip(&states)
+        .map(|(l, st)| Renewal {
+            name: l.name.clone(),
+            version: st.version.clone(),
+            record: decision::renewal(&st.record, l.ttl, wall_now),
+        })
+        .collect();
+    let sent_at = Instant::now();
+    let mut outcomes = ctx.store.renew_many(&batch).await.into_iter();
+    let mut answers = Vec::with_capacity(leases.len());
+    for (shared, st) in leases.into_iter().zip(states) {
+        // A store that answers fewer outcomes than it was asked: those renewals may or
+        // may not have applied.
+        let outcome = outcomes.next().unwrap_or_else(|| {
+            Err(Error::Indeterminate {
+                message: "the store answered fewer renewals than the batch held".into(),
+                source: None,
+            })
+        });
+        let (at, result) = renew_one(&ctx, &shared, st, Some((sent_at, outcome))).await;
+        answers.push((shared, at, result));
+    }
+    Done::Renewals(answers)
+}
+
+/// One lease's renewal, from `first` (the answer of a batched request, sent at its
+/// instant) or from a request of its own; a conflict that shows the lease still ours
+/// under a newer version (an earlier renewal whose outcome was unknown applied) is
+/// retried on that version. Returns when the renewal that decided was sent.
+async fn renew_one(
+    ctx: &DriverCtx,
+    shared: &LeaseShared,
+    mut st: HeldState,
+    mut first: Option<(Instant, Result<CasOutcome>)>,
+) -> (Instant, RenewResult) {
     let mut sent_at = Instant::now();
     // If every try finds a newer version of our own record, report an unknown outcome:
     // the driver retries with backoff until the deadline.
@@ -265,15 +356,21 @@ async fn renew(ctx: Arc<DriverCtx>, shared: Arc<LeaseShared>) -> Done {
         message: "renewal kept finding newer versions of our own record".into(),
         source: None,
     });
-    // A conflict that shows the lease still ours under a newer version (an earlier
-    // renewal whose outcome was unknown applied) is retried on that version.
     for _ in 0..3 {
-        let record = decision::renewal(&st.record, shared.ttl, ctx.wall.now_ms());
-        sent_at = Instant::now();
-        let outcome = ctx.store.renew(&shared.name, &st.version, &record).await;
+        let outcome = match first.take() {
+            Some((at, outcome)) => {
+                sent_at = at;
+                outcome
+            }
+            None => {
+                let record = decision::renewal(&st.record, shared.ttl, ctx.wall.now_ms());
+                sent_at = Instant::now();
+                ctx.store.renew(&shared.name, &st.version, &record).await
+            }
+        };
         result = match outcome {
             Ok(CasOutcome::Written(s)) => RenewResult::Renewed(s),
-            Ok(CasOutcome::Conflict(current)) => match judge(&ctx, &shared, current).await {
+            Ok(CasOutcome::Conflict(current)) => match judge(ctx, shared, current).await {
                 Ok(ConflictVerdict::StillOurs(s)) => {
                     st.version = s.version;
                     st.record = s.record;
@@ -289,11 +386,7 @@ async fn renew(ctx: Arc<DriverCtx>, shared: Arc<LeaseShared>) -> Done {
         };
         break;
     }
-    Done::Renewal {
-        shared,
-        sent_at,
-        result,
-    }
+    (sent_at, result)
 }
 
 /// Reads the current record when a conflict did not carry it, then judges it.

@@ -7,7 +7,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use crate::store::{Capabilities, CasOutcome, ClockSource, Current, DeleteOutcome, Grade, Precondition, Wait, WakeHub};
+use crate::store::{
+    Capabilities, CasOutcome, ClockSource, Current, DeleteOutcome, Grade, Precondition, Renewal, Wait, WakeHub,
+};
 use crate::{
     Error, LeaseName, NamePrefix, Result,
     store::{CasStore, LeaseRecord, Linearizable, Stored, Version, record_codec},
@@ -69,6 +71,10 @@ impl Default for MemoryStore {
 }
 
 impl MemoryStore {
+    /// How many renewals one [`CasStore::renew_many`] call takes (the driver batches
+    /// renewals that come due together, as it does for the SQL stores).
+    pub const RENEWAL_BATCH: usize = 256;
+
     /// A store that keeps time itself, like SQL, Redis and etcd.
     pub fn new() -> Self {
         Self::with(ClockSource::Store, true)
@@ -237,6 +243,19 @@ impl CasStore for MemoryStore {
             self.shared.hub.announce(name.as_str(), version, record.is_vacant());
         }
         Ok(CasOutcome::Written(stored))
+    }
+
+    /// Up to [`MemoryStore::RENEWAL_BATCH`] renewals in one call.
+    fn renewal_batch(&self) -> usize {
+        Self::RENEWAL_BATCH
+    }
+
+    async fn renew_many(&self, batch: &[Renewal]) -> Vec<Result<CasOutcome>> {
+        let mut out = Vec::with_capacity(batch.len());
+        for r in batch {
+            out.push(self.renew(&r.name, &r.version, &r.record).await);
+        }
+        out
     }
 
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {

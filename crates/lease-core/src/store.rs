@@ -107,6 +107,18 @@ pub enum DeleteOutcome {
     Conflict(Current),
 }
 
+/// One renewal of a batch ([`CasStore::renew_many`]): the arguments of one
+/// [`CasStore::renew`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Renewal {
+    /// The lease renewed.
+    pub name: LeaseName,
+    /// The version its holder last wrote or read.
+    pub version: Version,
+    /// The record the renewal writes (same holder and token, the new TTL).
+    pub record: LeaseRecord,
+}
+
 /// A store of lease records with compare-and-swap writes.
 ///
 /// Implementations are thin: they read a record with its version and write one only if
@@ -157,6 +169,21 @@ pub trait CasStore: Send + Sync + fmt::Debug + 'static {
     /// holder's with this token.
     async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
         self.write(name, &Precondition::Version(version.clone()), record).await
+    }
+
+    /// How many renewals this store sends in one request through
+    /// [`CasStore::renew_many`]: 1 (the default) for a store that cannot batch them.
+    fn renewal_batch(&self) -> usize {
+        1
+    }
+
+    /// Renews several held leases: one outcome per renewal, in order, each with the
+    /// meaning of [`CasStore::renew`] for that lease alone (a stale version fails its own
+    /// renewal, never another's). A store whose [`CasStore::renewal_batch`] is above 1
+    /// sends up to that many in **one round trip**; the default sends one
+    /// [`CasStore::renew`] per renewal, all at once.
+    async fn renew_many(&self, batch: &[Renewal]) -> Vec<Result<CasOutcome>> {
+        futures::future::join_all(batch.iter().map(|r| self.renew(&r.name, &r.version, &r.record))).await
     }
 
     /// Releases a held lease: `held` is the record the holder last wrote or read at
@@ -247,6 +274,12 @@ impl<S: CasStore + ?Sized> CasStore for std::sync::Arc<S> {
     }
     async fn release(&self, name: &LeaseName, version: &Version, held: &LeaseRecord) -> Result<CasOutcome> {
         (**self).release(name, version, held).await
+    }
+    fn renewal_batch(&self) -> usize {
+        (**self).renewal_batch()
+    }
+    async fn renew_many(&self, batch: &[Renewal]) -> Vec<Result<CasOutcome>> {
+        (**self).renew_many(batch).await
     }
     async fn list(&self, prefix: &NamePrefix) -> Result<Vec<LeaseName>> {
         (**self).list(prefix).await

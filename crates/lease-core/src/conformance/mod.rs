@@ -42,7 +42,7 @@ pub use wake::WakeFixture;
 use crate::testing::{CountingStore, FaultPlan, FaultStore};
 use crate::{
     AcquireOutcome, ClientConfig, Error, FencingToken, HolderId, LeaseClient, LeaseName, LossCause, Ttl,
-    store::{CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, LeaseRecord, Precondition, Version},
+    store::{CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, LeaseRecord, Precondition, Renewal, Version},
 };
 
 /// What the suite needs from a store crate's test.
@@ -67,6 +67,7 @@ pub const CASES: &[&str] = &[
     "holder_is_refused_while_held",
     "expired_lease_is_taken_over_with_next_token",
     "non_holder_cannot_renew_or_release",
+    "one_stale_version_in_a_batch_fails_that_lease_alone",
     "corrupt_record_is_an_error_never_a_grant",
     "loss_signal_fires_before_deadline_when_store_hangs",
     "round_trips_per_operation",
@@ -91,6 +92,7 @@ pub async fn run_all(f: &dyn Fixture) {
     holder_is_refused_while_held(f).await;
     expired_lease_is_taken_over_with_next_token(f).await;
     non_holder_cannot_renew_or_release(f).await;
+    one_stale_version_in_a_batch_fails_that_lease_alone(f).await;
     corrupt_record_is_an_error_never_a_grant(f).await;
     loss_signal_fires_before_deadline_when_store_hangs(f).await;
     round_trips_per_operation(f).await;
@@ -115,6 +117,7 @@ macro_rules! __conformance_tests {
             delete_checks_version, concurrent_cas_increments_are_exact,
             token_sequence_acquire_release_takeover, holder_is_refused_while_held,
             expired_lease_is_taken_over_with_next_token, non_holder_cannot_renew_or_release,
+            one_stale_version_in_a_batch_fails_that_lease_alone,
             corrupt_record_is_an_error_never_a_grant, loss_signal_fires_before_deadline_when_store_hangs,
             round_trips_per_operation, acquire_waits_for_release,
             own_held_lease_is_refused_at_once, max_hold_ends_the_lease_before_a_takeover,
@@ -515,6 +518,64 @@ pub async fn non_holder_cannot_renew_or_release(f: &dyn Fixture) {
     assert_eq!(now.version, b.version, "the new holder's record was touched");
     assert_eq!(now.record.holder, Some(holder("new-holder")));
     assert_eq!(now.record.token, FencingToken::new(2));
+}
+
+/// Renewals sent together ([`CasStore::renew_many`], one request on a store that
+/// batches them): the one whose version is stale (its lease was taken over) fails alone,
+/// changing nothing, and the others are renewed.
+pub async fn one_stale_version_in_a_batch_fails_that_lease_alone(f: &dyn Fixture) {
+    let store = f.store().await;
+    let names: Vec<LeaseName> = (0..3).map(|i| unique_name(&format!("batch-{i}"))).collect();
+    let mut held = Vec::new();
+    for (i, n) in names.iter().enumerate() {
+        let r = rec(&format!("batch-holder-{i}"), 1, 10_000);
+        held.push((applied(&*store, n, &Precondition::Absent, &r, "grant").await, r));
+    }
+    // The middle lease is taken over: the version its old holder knows is stale.
+    let taker = rec("batch-taker", 2, 10_000);
+    let taken = applied(
+        &*store,
+        &names[1],
+        &Precondition::Version(held[1].0.version.clone()),
+        &taker,
+        "takeover",
+    )
+    .await;
+    let batch: Vec<Renewal> = names
+        .iter()
+        .zip(&held)
+        .map(|(n, (s, r))| Renewal {
+            name: n.clone(),
+            version: s.version.clone(),
+            record: r.clone(),
+        })
+        .collect();
+    let outcomes = store.renew_many(&batch).await;
+    assert_eq!(outcomes.len(), batch.len(), "one outcome per renewal");
+    for (i, o) in outcomes.into_iter().enumerate() {
+        match (i, o.unwrap_or_else(|e| panic!("renewal {i}: {e}"))) {
+            (1, CasOutcome::Written(_)) => panic!("a stale version renewed a lease taken over"),
+            (1, CasOutcome::Conflict(_)) => {}
+            (_, CasOutcome::Written(s)) => {
+                assert_eq!(s.record.holder, held[i].1.holder, "renewal {i} changed the holder");
+                assert_eq!(s.record.token, FencingToken::new(1), "renewal {i} changed the token");
+            }
+            (_, CasOutcome::Conflict(c)) => panic!("renewal {i} failed beside a stale one: {c:?}"),
+        }
+    }
+    let middle = store.read(&names[1]).await.expect("read").expect("present");
+    assert_eq!(
+        middle.version, taken.version,
+        "the stale renewal changed the taker's record"
+    );
+    assert_eq!(middle.record.holder, Some(holder("batch-taker")));
+    for (i, n) in names.iter().enumerate().filter(|(i, _)| *i != 1) {
+        let now = store.read(n).await.expect("read").expect("present");
+        assert_eq!(
+            now.record.holder, held[i].1.holder,
+            "lease {i} is no longer its holder's"
+        );
+    }
 }
 
 /// A record that is not a lease record is a typed error for reads and acquires, and is

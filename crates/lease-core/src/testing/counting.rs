@@ -7,7 +7,9 @@ use async_trait::async_trait;
 
 use crate::{
     LeaseName, NamePrefix, Result,
-    store::{Capabilities, CasOutcome, CasStore, DeleteOutcome, LeaseRecord, Precondition, Stored, Version, Wait},
+    store::{
+        Capabilities, CasOutcome, CasStore, DeleteOutcome, LeaseRecord, Precondition, Renewal, Stored, Version, Wait,
+    },
 };
 
 /// Calls made through a [`CountingStore`], by method.
@@ -17,7 +19,8 @@ pub struct CallCounts {
     pub reads: u64,
     /// `write` calls, and `release` calls (a release is a conditional write).
     pub writes: u64,
-    /// `renew` calls.
+    /// `renew` calls, and `renew_many` calls (one request each, however many leases
+    /// it renews).
     pub renews: u64,
     /// `delete` calls.
     pub deletes: u64,
@@ -124,6 +127,18 @@ impl<S: CasStore> CasStore for CountingStore<S> {
     async fn release(&self, name: &LeaseName, version: &Version, held: &LeaseRecord) -> Result<CasOutcome> {
         self.counters.writes.fetch_add(1, Ordering::SeqCst);
         self.inner.release(name, version, held).await
+    }
+    fn renewal_batch(&self) -> usize {
+        self.inner.renewal_batch()
+    }
+    async fn renew_many(&self, batch: &[Renewal]) -> Vec<Result<CasOutcome>> {
+        if self.inner.renewal_batch() > 1 {
+            self.counters.renews.fetch_add(1, Ordering::SeqCst);
+            self.inner.renew_many(batch).await
+        } else {
+            // Not batched: one `renew` each, counted as such.
+            futures::future::join_all(batch.iter().map(|r| self.renew(&r.name, &r.version, &r.record))).await
+        }
     }
     async fn list(&self, prefix: &NamePrefix) -> Result<Vec<LeaseName>> {
         self.inner.list(prefix).await
