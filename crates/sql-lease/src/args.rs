@@ -172,6 +172,52 @@ fn fresh_write_id() -> i64 {
         .clamp(1, i64::MAX - 1)
 }
 
+/// The columns of a batch of renewals ([`crate::Statements::renew_batch`]), one array
+/// per column in [`crate::statements::RENEWAL_BATCH_ARRAYS`] order, each renewal validated
+/// as [`LeaseArgs::write`] validates one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RenewalArgs {
+    /// Lease names.
+    pub names: Vec<String>,
+    /// Holders (a renewal always names its holder).
+    pub holders: Vec<String>,
+    /// Fencing tokens.
+    pub tokens: Vec<i64>,
+    /// Expected versions.
+    pub versions: Vec<i64>,
+    /// TTLs in ms.
+    pub ttls_ms: Vec<i64>,
+    /// Wall-clock expiries in Unix ms.
+    pub walls_ms: Vec<Option<i64>>,
+}
+
+impl RenewalArgs {
+    /// Adds the renewal of `record` held at `version` under `name`.
+    ///
+    /// # Errors
+    /// As [`LeaseArgs::write`]; [`Error::InvalidInput`] for a vacant record (a renewal
+    /// names its holder).
+    pub fn push(
+        &mut self,
+        name: &LeaseName,
+        limits: &ColumnLimits,
+        version: &Version,
+        record: &LeaseRecord,
+    ) -> Result<()> {
+        let a = LeaseArgs::write(name, limits, &Precondition::Version(version.clone()), record)?;
+        let holder = a
+            .holder
+            .ok_or_else(|| Error::invalid("record", "a renewal names its holder"))?;
+        self.names.push(a.name);
+        self.holders.push(holder);
+        self.tokens.push(a.token);
+        self.versions.push(a.version);
+        self.ttls_ms.push(a.ttl_ms);
+        self.walls_ms.push(a.wall_ms);
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,7 @@ use sqlx::{AssertSqlSafe, Pool, Row};
 use crate::errors::{self, Phase, Target};
 use crate::fenced::bind_values;
 use crate::statements::Reply;
-use crate::{LeaseArgs, LeaseStatement, RawRow, SqlValue};
+use crate::{LeaseArgs, LeaseStatement, RawRow, RenewalArgs, SqlValue};
 
 /// Where running a lease statement failed.
 #[derive(Debug)]
@@ -75,6 +75,23 @@ pub trait SqlDatabase: sqlx::Database {
         statement: &LeaseStatement,
         args: &LeaseArgs,
     ) -> std::result::Result<Vec<RawRow>, RunError>;
+
+    /// Runs a batch of renewals ([`crate::Statements::renew_batch`], Postgres's) on a
+    /// connection of `pool`: each row with the position (from 1) of the renewal it
+    /// answers. Databases without that statement never call it.
+    ///
+    /// # Errors
+    /// Where it failed, with the driver's error.
+    async fn fetch_renewal_rows(
+        pool: &Pool<Self>,
+        sql: &str,
+        batch: &RenewalArgs,
+    ) -> std::result::Result<Vec<(i64, RawRow)>, RunError> {
+        let _ = (pool, sql, batch);
+        Err(RunError::Statement(sqlx::Error::Protocol(
+            "batched renewals on a database without the statement".into(),
+        )))
+    }
 
     /// Runs `sql`, a statement without parameters or rows (DDL), on a connection of
     /// `pool`: the rows it changed.
@@ -281,7 +298,33 @@ macro_rules! sql_database {
     };
 }
 
-sql_database!(sqlx::Postgres, Dialect::Postgres, postgres);
+sql_database!(
+    sqlx::Postgres,
+    Dialect::Postgres,
+    postgres,
+    /// One `UPDATE … FROM unnest(…)`: the renewals' columns bound as six arrays.
+    async fn fetch_renewal_rows(
+        pool: &Pool<Self>,
+        sql: &str,
+        batch: &RenewalArgs,
+    ) -> std::result::Result<Vec<(i64, RawRow)>, RunError> {
+        let mut conn = pool.acquire().await.map_err(RunError::Connect)?;
+        let rows = sqlx::query(AssertSqlSafe(sql.to_owned()))
+            .bind(&batch.names)
+            .bind(&batch.holders)
+            .bind(&batch.tokens)
+            .bind(&batch.versions)
+            .bind(&batch.ttls_ms)
+            .bind(&batch.walls_ms)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(RunError::Statement)?;
+        rows.iter()
+            .map(|r| Ok((r.try_get::<i64, _>("i")?, RawRow::decode(r)?)))
+            .collect::<std::result::Result<Vec<_>, sqlx::Error>>()
+            .map_err(RunError::Statement)
+    }
+);
 sql_database!(sqlx::Sqlite, Dialect::Sqlite, sqlite);
 
 // MySQL (and MariaDB): no `UPDATE … RETURNING` (MySQL has no `RETURNING` at all), so a

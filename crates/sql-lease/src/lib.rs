@@ -42,7 +42,7 @@ mod table;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use args::{LeaseArgs, write_statement};
+pub use args::{LeaseArgs, RenewalArgs, write_statement};
 pub use clock::HostClock;
 pub use config::{DEFAULT_REQUEST_TIMEOUT, SqlConfig};
 pub use database::{RunError, SqlDatabase};
@@ -51,5 +51,5 @@ pub use file::FileBackend;
 pub use row::RawRow;
 pub use schema::{ColumnInfo, ColumnLimits};
 pub use statements::{LeaseStatement, Statements};
-pub use store::{ChangeFeed, SqlBackend, SqlStore};
+pub use store::{ChangeFeed, RENEWAL_BATCH, SqlBackend, SqlStore};
 pub use table::{DEFAULT_TABLE, LeaseTable};

@@ -148,7 +148,16 @@ pub struct Statements {
     /// false on MySQL, whose refused claim says only that it wrote nothing (the client
     /// then reads), and whose refused delete the store answers with a read.
     pub conflict_returns_current: bool,
+    /// (Postgres) Renews many leases in one statement: the renewals' columns bound as
+    /// arrays, in [`RENEWAL_BATCH_ARRAYS`] order; each row is a renewal's answer, as
+    /// [`Self::renew`]'s, with its position in the batch (`i`, from 1). A renewal with no
+    /// row found no row under its name. `None` where renewals are sent one by one.
+    pub renew_batch: Option<Arc<str>>,
 }
+
+/// The arrays [`Statements::renew_batch`] binds, in order: names, holders, tokens,
+/// versions, TTLs in ms, wall-clock expiries in ms (nullable).
+pub const RENEWAL_BATCH_ARRAYS: [&str; 6] = ["name", "holder", "token", "version", "ttl_ms", "wall"];
 
 /// The columns every statement returns, in this order.
 pub const RESULT_COLUMNS: &[&str] = &[
@@ -350,6 +359,35 @@ impl Postgres {
         )
     }
 
+    /// The renewal statement of many leases: an `UPDATE … FROM unnest(arrays)`, each row
+    /// guarded as [`Self::held_write`] guards one (its own version, holder and token),
+    /// and for each renewal that did not apply, its current row with whether the
+    /// statement's snapshot would have let it apply (`stale`, as in [`Self::with_current`]).
+    fn renew_batch(&self) -> String {
+        let t = &self.t;
+        let guard = |a: &str| {
+            format!(
+                "{a}.version = b.version AND NOT {a}.deleted AND {a}.holder = b.holder AND {a}.fence_token = b.token AND {}",
+                Self::valid(a, "b.holder")
+            )
+        };
+        format!(
+            "WITH b AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[]) \
+             WITH ORDINALITY AS b(name, holder, token, version, ttl_ms, wall, i)), \
+             w AS (UPDATE {t} AS l SET version = l.version + 1, ttl_ms = b.ttl_ms, \
+             expires_at = now() + b.ttl_ms * interval '1 millisecond', wall_expires_at_ms = b.wall \
+             FROM b WHERE l.name = b.name AND {applies} RETURNING l.*, b.i) \
+             SELECT w.i, TRUE AS applied, FALSE AS stale, {applied_row} FROM w \
+             UNION ALL \
+             SELECT b.i, FALSE, {stale}, {current_row} FROM b JOIN {t} c ON c.name = b.name \
+             WHERE NOT EXISTS (SELECT 1 FROM w WHERE w.i = b.i)",
+            applies = guard("l"),
+            stale = guard("c"),
+            applied_row = Self::row("w"),
+            current_row = Self::row("c"),
+        )
+    }
+
     /// An `UPDATE … SET {set}` of the row this grant holds, guarded on its version,
     /// holder and token. The holder and the token are compared, never written: an
     /// operator's change to either (the version untouched) refuses the write instead of
@@ -463,6 +501,7 @@ impl Postgres {
             delete,
             read_after_refused_version_write: false,
             conflict_returns_current: true,
+            renew_batch: Some(self.renew_batch().into()),
         }
     }
 }
@@ -720,6 +759,7 @@ impl Sqlite {
             delete,
             read_after_refused_version_write: true,
             conflict_returns_current: true,
+            renew_batch: None,
         }
     }
 }
@@ -931,6 +971,7 @@ impl MySql {
             delete,
             read_after_refused_version_write: true,
             conflict_returns_current: false,
+            renew_batch: None,
         }
     }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leasehold_core::store::{
     Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Linearizable,
-    Precondition, Stored, Version, Wait,
+    Precondition, Renewal, Stored, Version, Wait,
 };
 use leasehold_core::{Error, LeaseName, NamePrefix, Result};
 use sqlx::Pool;
@@ -22,7 +22,8 @@ use crate::errors::{Phase, Target};
 use crate::listing;
 use crate::schema::{self, ColumnLimits};
 use crate::{
-    HostClock, LeaseArgs, LeaseStatement, LeaseTable, RawRow, SqlConfig, SqlDatabase, Statements, row, write_statement,
+    HostClock, LeaseArgs, LeaseStatement, LeaseTable, RawRow, RenewalArgs, SqlConfig, SqlDatabase, Statements, row,
+    write_statement,
 };
 
 /// What a store crate supplies for its database.
@@ -271,6 +272,92 @@ impl<B: SqlBackend> SqlStore<B> {
     }
 }
 
+/// How many renewals one batched statement carries ([`Statements::renew_batch`]).
+pub const RENEWAL_BATCH: usize = 256;
+
+impl<B: SqlBackend> SqlStore<B> {
+    /// The renewals of `batch` in one statement (`sql`, [`Statements::renew_batch`]):
+    /// renewals whose values are refused before sending answer with their own error,
+    /// and a failure of the statement is each sent renewal's.
+    async fn renew_batched(&self, sql: &str, batch: &[Renewal]) -> Vec<Result<CasOutcome>> {
+        let mut out: Vec<Option<Result<CasOutcome>>> = Vec::with_capacity(batch.len());
+        let mut args = RenewalArgs::default();
+        // The position of each renewal in `args` (from 1), for those sent.
+        let mut sent: Vec<usize> = Vec::with_capacity(batch.len());
+        for (i, r) in batch.iter().enumerate() {
+            match args.push(&r.name, &self.inner.limits, &r.version, &r.record) {
+                Ok(()) => {
+                    sent.push(i);
+                    out.push(None);
+                }
+                Err(e) => out.push(Some(Err(e))),
+            }
+        }
+        if !sent.is_empty() {
+            match self.run_renewals(sql, &args).await {
+                Ok(rows) => {
+                    let mut by_position: Vec<Vec<RawRow>> = vec![Vec::new(); sent.len()];
+                    for (position, row) in rows {
+                        let slot = usize::try_from(position)
+                            .ok()
+                            .and_then(|p| by_position.get_mut(p.wrapping_sub(1)));
+                        if let Some(slot) = slot {
+                            slot.push(row);
+                        }
+                    }
+                    for (rows, &i) in by_position.iter().zip(&sent) {
+                        let r = &batch[i];
+                        let outcome = row::write_outcome(&r.name, &Precondition::Version(r.version.clone()), rows);
+                        if let (Some(feed), Ok(CasOutcome::Written(s) | CasOutcome::Conflict(Current::Present(s)))) =
+                            (&self.inner.feed, &outcome)
+                        {
+                            feed.claimed(&r.name, &s.version);
+                        }
+                        out[i] = Some(outcome);
+                    }
+                }
+                Err(e) => {
+                    // One statement failed: each renewal it carried failed the same way.
+                    for &i in &sent {
+                        out[i] = Some(Err(same_class(&e)));
+                    }
+                }
+            }
+        }
+        out.into_iter()
+            .map(|o| o.unwrap_or_else(|| Err(Error::invalid("renewal batch", "a renewal was left unanswered"))))
+            .collect()
+    }
+
+    async fn run_renewals(&self, sql: &str, args: &RenewalArgs) -> Result<Vec<(i64, RawRow)>> {
+        let bound = self.inner.request_timeout;
+        let what = "renew leases";
+        let Ok(ran) = tokio::time::timeout(bound, B::Db::fetch_renewal_rows(&self.inner.pool, sql, args)).await else {
+            return Err(Error::Indeterminate {
+                message: format!("{what}: no answer within the request timeout of {bound:?}"),
+                source: None,
+            });
+        };
+        ran.map_err(|e| match e {
+            RunError::Connect(e) => B::Db::map_error(e, Phase::Connect, Target::Lease, what),
+            RunError::Statement(e) => B::Db::map_error(e, Phase::Write, Target::Lease, what),
+        })
+    }
+}
+
+/// An error of the same class as `e` (whether the write may have applied, whether to
+/// retry), for each renewal of a batch whose one statement failed with `e`.
+fn same_class(e: &Error) -> Error {
+    let message = e.to_string();
+    if e.is_indeterminate() {
+        Error::Indeterminate { message, source: None }
+    } else if e.is_retryable() {
+        Error::Unavailable { message, source: None }
+    } else {
+        Error::Misconfigured { message, source: None }
+    }
+}
+
 #[async_trait]
 impl<B: SqlBackend> CasStore for SqlStore<B> {
     fn capabilities(&self) -> Capabilities {
@@ -298,6 +385,30 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
         let expect = Precondition::Version(version.clone());
         self.write_with(name, &self.inner.statements.renew, &expect, record)
             .await
+    }
+
+    /// Postgres: [`RENEWAL_BATCH`]; SQLite and MySQL: 1 (one statement per renewal).
+    fn renewal_batch(&self) -> usize {
+        if self.inner.statements.renew_batch.is_some() {
+            RENEWAL_BATCH
+        } else {
+            1
+        }
+    }
+
+    /// Postgres: one statement for the whole batch, each row guarded by its own version,
+    /// holder and token ([`Statements::renew_batch`]). Elsewhere one renewal at a time.
+    async fn renew_many(&self, batch: &[Renewal]) -> Vec<Result<CasOutcome>> {
+        match &self.inner.statements.renew_batch {
+            Some(sql) if batch.len() > 1 => self.renew_batched(sql, batch).await,
+            _ => {
+                let mut out = Vec::with_capacity(batch.len());
+                for r in batch {
+                    out.push(self.renew(&r.name, &r.version, &r.record).await);
+                }
+                out
+            }
+        }
     }
 
     /// One statement that leaves the row vacant only while it shows this holder with

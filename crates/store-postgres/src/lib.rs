@@ -47,6 +47,7 @@
 //! |-----------|------------|
 //! | acquire a free, released or expired lease | 1 (`INSERT … ON CONFLICT … DO UPDATE … WHERE … RETURNING`) |
 //! | renew, release | 1 (`UPDATE … WHERE version = $v`) |
+//! | renewals of up to [`leasehold_sql::RENEWAL_BATCH`] (256) leases of one client that come due together | 1 (`UPDATE … FROM unnest($1::text[], …)`, each row guarded by its own version, holder and token; [`leasehold_core::store::CasStore::renew_many`]; `tests/batched_renewals.rs`: 40 leases, one renewal round, 3 statements) |
 //! | refused acquire | 1, and it returns the holder and its time left (same statement) |
 //! | read | 1 `SELECT`, time left computed by the server |
 //!
