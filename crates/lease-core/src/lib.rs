@@ -7,10 +7,10 @@
 //! layers behind features. What is where:
 //!
 //! - **The root: using leases.** [`LeaseClient`] (configured by [`ClientConfig`])
-//!   acquires leases from a store and renews them all from one driver task (renewals
-//!   that come due together go in one request where the store batches them:
-//!   [`store::CasStore::renew_many`]; with
-//!   [`AcquireOptions`] for a cap on a hold or a timeout); each grant
+//!   acquires leases from a store and renews them all from one driver task (with
+//!   [`AcquireOptions`] for a cap on a hold or a timeout), sending the renewals that
+//!   come due together in one request where the store batches them
+//!   ([`store::CasStore::renew_many`]); each grant
 //!   is a [`Lease`] guard with a [`FencingToken`] and a loss signal ([`LossCause`]);
 //!   every failure is an [`Error`]. [`fence`] is the fenced-write contract (and the SQL
 //!   guard builder), [`MemoryStore`] an in-process store that behaves like the real
