@@ -12,7 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leasehold_core::store::{
     Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Linearizable,
-    Precondition, Renewal, Stored, Version, Wait,
+    Precondition, Renewal, Stored, Version, Wait, batch_failure,
 };
 use leasehold_core::{Error, LeaseName, NamePrefix, Result};
 use sqlx::Pool;
@@ -319,7 +319,7 @@ impl<B: SqlBackend> SqlStore<B> {
                 Err(e) => {
                     // One statement failed: each renewal it carried failed the same way.
                     for &i in &sent {
-                        out[i] = Some(Err(same_class(&e)));
+                        out[i] = Some(Err(batch_failure(&e)));
                     }
                 }
             }
@@ -342,19 +342,6 @@ impl<B: SqlBackend> SqlStore<B> {
             RunError::Connect(e) => B::Db::map_error(e, Phase::Connect, Target::Lease, what),
             RunError::Statement(e) => B::Db::map_error(e, Phase::Write, Target::Lease, what),
         })
-    }
-}
-
-/// An error of the same class as `e` (whether the write may have applied, whether to
-/// retry), for each renewal of a batch whose one statement failed with `e`.
-fn same_class(e: &Error) -> Error {
-    let message = e.to_string();
-    if e.is_indeterminate() {
-        Error::Indeterminate { message, source: None }
-    } else if e.is_retryable() {
-        Error::Unavailable { message, source: None }
-    } else {
-        Error::Misconfigured { message, source: None }
     }
 }
 

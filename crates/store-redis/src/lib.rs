@@ -94,6 +94,7 @@
 //! | acquire a free / released / expired lease | checks the record is absent or vacant, `HINCRBY`s the token counter, writes the record with the new token and `PX` | 1 |
 //! | renew | checks version, holder **and** token, rewrites with a fresh `PX` | 1 |
 //! | release | checks the version, writes the record vacant (holder `""`, same token), `PUBLISH`es its new version on the release channel | 1 |
+//! | renewals of up to [`RENEWAL_BATCH`] (128) leases of one client that come due together | one pipeline of renewal scripts, each checking its own version, holder and token ([`leasehold_core::store::CasStore::renew_many`]; `tests/batched_renewals.rs`: 40 leases, one renewal round, 1 round trip; a flushed script cache is loaded and the pipeline sent again) | 1 |
 //! | a refused acquire | the conflict reply names the holder, its token and its `PTTL` (how long to wait) | 1 |
 //! | read | the record and its `PTTL` | 1 |
 //! | list the names under a prefix | (no script) `SCAN` with `MATCH P{<prefix>*}` and `COUNT 1000` until the cursor is 0: record keys only, deduplicated and sorted; `SCAN` walks the whole database, so a record Redis expired is not listed and the cost grows with the database, not the prefix | 1 per 1000 keys in the database (1 below that) |
@@ -172,7 +173,7 @@ mod store;
 pub use config::{KeyLayout, RedisConfig};
 pub use fence::{HashFence, HashWrite, MAX_INCREMENT, read_high_water};
 pub use leasehold_core::fence::{FenceMode, FencedOutcome};
-pub use store::RedisStore;
+pub use store::{RENEWAL_BATCH, RedisStore};
 
 /// The client crate this store is built on, re-exported so that your client is built
 /// with the very version this crate links.

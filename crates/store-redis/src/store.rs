@@ -10,7 +10,7 @@ use leasehold_core::{
     fence::FencedOutcome,
     store::{
         Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Precondition,
-        Stored, Version, Wait,
+        Renewal, Stored, Version, Wait, batch_failure,
     },
 };
 use redis::ScriptInvocation;
@@ -253,6 +253,20 @@ where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
     async fn write_mode(&self, name: &LeaseName, mode: &str, expect: &str, record: &LeaseRecord) -> Result<CasOutcome> {
+        let inv = self.write_invocation(name, mode, expect, record)?;
+        let what = format!("write of {name}");
+        let reply = self.call(&inv, Effect::Write, &what).await?;
+        self.write_outcome(name, reply, &what)
+    }
+
+    /// The write script's call for `record` under `name` in `mode`, its values checked.
+    fn write_invocation(
+        &self,
+        name: &LeaseName,
+        mode: &str,
+        expect: &str,
+        record: &LeaseRecord,
+    ) -> Result<ScriptInvocation<'static>> {
         // Tokens are signed 64-bit integers in Redis.
         record.token.to_i64()?;
         if record.token == FencingToken::ZERO && mode != "claim" {
@@ -268,8 +282,95 @@ where
             .arg(record.ttl.as_millis())
             .arg(record.wall_expires_at_ms.map(|w| w.to_string()).unwrap_or_default())
             .arg(self.keys.channel(name));
-        let what = format!("write of {name}");
-        let reply = self.call(&inv, Effect::Write, &what).await?;
+        Ok(inv)
+    }
+
+    /// Renewals in one pipeline of write-script calls: one round trip. A script
+    /// missing from the server's cache is loaded and the pipeline sent again, once.
+    async fn renew_pipelined(&self, batch: &[Renewal]) -> Vec<Result<CasOutcome>> {
+        let mut out: Vec<Option<Result<CasOutcome>>> = Vec::with_capacity(batch.len());
+        let mut pipe = redis::pipe();
+        let mut sent = Vec::with_capacity(batch.len());
+        for (i, r) in batch.iter().enumerate() {
+            match self.write_invocation(&r.name, renew_mode(&r.record), r.version.as_str(), &r.record) {
+                Ok(inv) => {
+                    pipe.invoke_script(&inv);
+                    sent.push(i);
+                    out.push(None);
+                }
+                Err(e) => out.push(Some(Err(e))),
+            }
+        }
+        if !sent.is_empty() {
+            let what = "renewal pipeline";
+            let mut conn = self.conn.clone();
+            let mut replies = self.send_pipeline(&pipe, &mut conn).await;
+            if matches!(&replies, Err(Sent::Redis(e)) if e.code() == Some(NOSCRIPT)) {
+                // The server lost its script cache (a restart, `SCRIPT FLUSH`): nothing ran.
+                let loaded = with_timeout(
+                    self.request_timeout,
+                    Effect::Read,
+                    "SCRIPT LOAD",
+                    WRITE_SCRIPT.load_async(&mut conn),
+                )
+                .await;
+                replies = match loaded {
+                    Ok(_) => self.send_pipeline(&pipe, &mut conn).await,
+                    Err(e) => Err(Sent::Failed(e)),
+                };
+            }
+            let replies = replies.map_err(|e| match e {
+                Sent::Redis(e) => error::from_redis(e, Effect::Write, what),
+                Sent::Failed(e) => e,
+            });
+            match replies {
+                Ok(values) if values.len() == sent.len() => {
+                    for (value, &i) in values.into_iter().zip(&sent) {
+                        let name = &batch[i].name;
+                        let what = format!("renewal of {name}");
+                        out[i] = Some(
+                            Reply::parse(value, Effect::Write, &what)
+                                .and_then(|reply| self.write_outcome(name, reply, &what)),
+                        );
+                    }
+                }
+                Ok(values) => {
+                    let why = format!("{} replies to {} renewals", values.len(), sent.len());
+                    for &i in &sent {
+                        out[i] = Some(Err(error::bad_reply(Effect::Write, what, why.clone())));
+                    }
+                }
+                Err(e) => {
+                    // One pipeline failed: each renewal it carried failed the same way.
+                    for &i in &sent {
+                        out[i] = Some(Err(batch_failure(&e)));
+                    }
+                }
+            }
+        }
+        out.into_iter()
+            .map(|o| o.unwrap_or_else(|| Err(Error::invalid("renewal batch", "a renewal was left unanswered"))))
+            .collect()
+    }
+
+    /// Sends `pipe` on `conn` within the request timeout.
+    async fn send_pipeline(
+        &self,
+        pipe: &redis::Pipeline,
+        conn: &mut C,
+    ) -> std::result::Result<Vec<redis::Value>, Sent> {
+        let call = pipe.query_async::<Vec<redis::Value>>(conn);
+        match self.request_timeout {
+            Some(d) => match tokio::time::timeout(d, call).await {
+                Ok(r) => r.map_err(Sent::Redis),
+                Err(_) => Err(Sent::Failed(error::timed_out(Effect::Write, "renewal pipeline", d))),
+            },
+            None => call.await.map_err(Sent::Redis),
+        }
+    }
+
+    /// What a write script's reply means.
+    fn write_outcome(&self, name: &LeaseName, reply: Reply, what: &str) -> Result<CasOutcome> {
         match reply.status.as_str() {
             "written" => Ok(CasOutcome::Written(self.claimed(name, reply.stored(name)?))),
             "conflict" => Ok(CasOutcome::Conflict(Current::Present(
@@ -281,10 +382,29 @@ where
             "exhausted" => Err(Error::TokensExhausted {
                 name: name.as_str().to_owned(),
             }),
-            other => Err(error::bad_reply(Effect::Write, &what, format!("status {other:?}"))),
+            other => Err(error::bad_reply(Effect::Write, what, format!("status {other:?}"))),
         }
     }
 }
+
+/// The write script's mode for a renewal of `record`: a held record is renewed only
+/// while it shows its holder and token; a vacant one is written on its version.
+fn renew_mode(record: &LeaseRecord) -> &'static str {
+    if record.holder.is_some() { "renew" } else { "version" }
+}
+
+/// How a pipeline failed: the driver's error (classified once it is known not to be a
+/// missing script), or already classified.
+enum Sent {
+    Redis(redis::RedisError),
+    Failed(Error),
+}
+
+/// The error code of a script missing from the server's cache.
+const NOSCRIPT: &str = "NOSCRIPT";
+
+/// How many renewals one pipeline carries ([`CasStore::renew_many`]).
+pub const RENEWAL_BATCH: usize = 128;
 
 #[async_trait]
 impl<C> CasStore for RedisStore<C>
@@ -360,8 +480,22 @@ where
     /// this token (so even a version reused by a server that lost its data cannot
     /// renew someone else's lease).
     async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
-        let mode = if record.holder.is_some() { "renew" } else { "version" };
-        self.write_mode(name, mode, version.as_str(), record).await
+        self.write_mode(name, renew_mode(record), version.as_str(), record)
+            .await
+    }
+
+    /// [`RENEWAL_BATCH`]: renewals are pipelined.
+    fn renewal_batch(&self) -> usize {
+        RENEWAL_BATCH
+    }
+
+    /// One pipeline of renewal scripts (one round trip), each guarded by its own
+    /// version, holder and token.
+    async fn renew_many(&self, batch: &[Renewal]) -> Vec<Result<CasOutcome>> {
+        if let [r] = batch {
+            return vec![self.renew(&r.name, &r.version, &r.record).await];
+        }
+        self.renew_pipelined(batch).await
     }
 
     /// Releases only if the record still has `version` **and** names this holder with
