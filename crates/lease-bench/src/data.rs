@@ -259,11 +259,14 @@ pub struct Scale {
     pub cpu_per_renewal_us: f64,
     /// Resident memory added per lease, bytes.
     pub memory_per_lease_bytes: f64,
-    /// Store operations per second while renewing.
+    /// Store requests per second while renewing (a batch of renewals is one).
     pub store_ops_per_sec: f64,
+    /// Leases renewed per second (runs before batched renewals: as many as requests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renewals_per_sec: Option<f64>,
     /// Leases ÷ renewal interval.
     pub expected_ops_per_sec: f64,
-    /// Measured ÷ expected store operations.
+    /// Measured ÷ expected renewals.
     pub measured_over_expected: f64,
     /// Leases lost while renewing.
     pub lost: usize,
@@ -608,15 +611,16 @@ fn scale(s: &ScaleResult) -> Scale {
         renew_every_s: s.ttl.as_secs_f64() / 3.0,
         grant_all_s: s.acquire_time.as_secs_f64(),
         cpu_percent: s.cpu_share * 100.0,
-        cpu_per_renewal_us: if s.ops_per_sec > 0.0 {
-            s.cpu_share / s.ops_per_sec * 1e6
+        cpu_per_renewal_us: if s.renewals_per_sec > 0.0 {
+            s.cpu_share / s.renewals_per_sec * 1e6
         } else {
             0.0
         },
         memory_per_lease_bytes: s.rss_per_lease,
         store_ops_per_sec: s.ops_per_sec,
+        renewals_per_sec: Some(s.renewals_per_sec),
         expected_ops_per_sec: s.expected_ops_per_sec,
-        measured_over_expected: s.ops_per_sec / s.expected_ops_per_sec,
+        measured_over_expected: s.renewals_per_sec / s.expected_ops_per_sec,
         lost: s.lost,
     }
 }

@@ -15,7 +15,7 @@
 //! |---|---|
 //! | [`overhead`] | per store: acquire of a free lease, renewal, release and takeover through the library, interleaved with the bare store operation a hand-written lock would send, and their ratio |
 //! | [`peers`] | acquire + release against `rslock` (Redis), etcd's lock RPC with an explicit lease, and sqlx's `PgAdvisoryLock` (Postgres), interleaved |
-//! | [`scale`] | one client holding 1,000 and 10,000 leases: CPU share of one core, resident memory per lease, and store operations per second while renewing |
+//! | [`scale`] | one client holding 1,000 and 10,000 leases (and 100,000 on MemoryStore): CPU share of one core, resident memory per lease, and renewals and store requests per second while renewing |
 //! | [`handoff`] | N = 1, 10, 100 waiters on one lease: time from a release until the next waiter holds it, store calls per handoff |
 //! | [`contention`] | M workers on K names (independent names, one hot name): grants per second and failed attempts per grant |
 //!
@@ -182,7 +182,12 @@ async fn run_store(plan: &Plan, backend: &Opened, report: &mut Report) -> Result
         report.peers.push(p);
     }
     if kind.scales() {
-        for &n in &plan.scale_sizes {
+        let more: &[usize] = if kind == StoreKind::Memory {
+            &plan.scale_sizes_memory
+        } else {
+            &[]
+        };
+        for &n in plan.scale_sizes.iter().chain(more) {
             eprintln!("leasehold-bench: {}: scale {n}", kind.label());
             report.scale.push(match &plan.child_exe {
                 Some(exe) => scale::run_in_child(exe, plan, kind, n).await?,

@@ -29,6 +29,10 @@ pub struct Plan {
     pub peer_cycles: usize,
     /// Lease counts of the scale benchmark (MemoryStore and Postgres).
     pub scale_sizes: Vec<usize>,
+    /// More lease counts of the scale benchmark on MemoryStore alone (where the client's
+    /// own CPU is all there is to measure).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scale_sizes_memory: Vec<usize>,
     /// TTL of the scale benchmark's leases (renewed every third of it).
     #[serde(rename = "scale_ttl_ms", with = "millis")]
     pub scale_ttl: Duration,
@@ -89,6 +93,7 @@ impl Plan {
             latency_ttl: Duration::from_secs(30),
             peer_cycles: 400,
             scale_sizes: vec![1_000, 10_000],
+            scale_sizes_memory: vec![100_000],
             scale_ttl: Duration::from_secs(15),
             handoff_waiters: vec![1, 10, 100],
             handoff_max: 16,
@@ -112,6 +117,7 @@ impl Plan {
             latency_ttl: Duration::from_secs(30),
             peer_cycles: 5,
             scale_sizes: vec![20],
+            scale_sizes_memory: Vec::new(),
             scale_ttl: Duration::from_secs(3),
             handoff_waiters: vec![1, 3],
             handoff_max: 3,

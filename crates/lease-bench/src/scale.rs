@@ -2,8 +2,9 @@
 //! them. After every lease was granted, half a renewal interval (a third of the TTL)
 //! passes, then two whole intervals are measured: CPU time of the whole process
 //! (client, driver, store driver) over wall time, resident memory per held lease, and
-//! the store operations per second the renewals generate (counted with
-//! `CountingStore`; expected: leases ÷ interval).
+//! the leases renewed and the store requests sent per second (counted with
+//! `CountingStore`; expected renewals: leases ÷ interval; a store that batches renewals
+//! sends fewer requests than renewals).
 //!
 //! Each configuration runs in a fresh child process (the `leasehold-bench` binary with
 //! `--scale-child`) when [`Plan::child_exe`] names one, so its baseline memory and CPU
@@ -38,8 +39,10 @@ pub struct ScaleResult {
     /// Resident memory added per held lease (RSS at the end of the renewal window, or
     /// right after granting if larger, minus RSS before granting, ÷ leases).
     pub rss_per_lease: f64,
-    /// Store operations per second counted in the window.
+    /// Store requests per second counted in the window (a batch of renewals is one).
     pub ops_per_sec: f64,
+    /// Leases renewed per second in the window.
+    pub renewals_per_sec: f64,
     /// leases ÷ renewal interval.
     pub expected_ops_per_sec: f64,
     /// Leases lost during the window (should be zero).
@@ -97,6 +100,7 @@ pub async fn run(plan: &Plan, backend: &Opened, leases: usize) -> Result<ScaleRe
         cpu_share: cpu_between(cpu0, cpu1).as_secs_f64() / wall.as_secs_f64(),
         rss_per_lease: rss1.saturating_sub(rss0) as f64 / leases as f64,
         ops_per_sec: ops / wall.as_secs_f64(),
+        renewals_per_sec: (after.renewals - before.renewals) as f64 / wall.as_secs_f64(),
         expected_ops_per_sec: leases as f64 / interval.as_secs_f64(),
         lost,
     };
@@ -116,7 +120,7 @@ pub const CHILD_PREFIX: &str = "lease-bench-scale:";
 pub fn to_line(r: &ScaleResult) -> String {
     format!(
         "{CHILD_PREFIX} leases={} ttl_ms={} acquire_us={} window_us={} cpu_share={} rss_per_lease={} ops_per_sec={} \
-         expected={} lost={}",
+         renewals_per_sec={} expected={} lost={}",
         r.leases,
         r.ttl.as_millis(),
         r.acquire_time.as_micros(),
@@ -124,6 +128,7 @@ pub fn to_line(r: &ScaleResult) -> String {
         r.cpu_share,
         r.rss_per_lease,
         r.ops_per_sec,
+        r.renewals_per_sec,
         r.expected_ops_per_sec,
         r.lost
     )
@@ -149,6 +154,7 @@ fn from_line(store: StoreKind, line: &str) -> Result<ScaleResult> {
         cpu_share: num("cpu_share")?,
         rss_per_lease: num("rss_per_lease")?,
         ops_per_sec: num("ops_per_sec")?,
+        renewals_per_sec: num("renewals_per_sec")?,
         expected_ops_per_sec: num("expected")?,
         lost: usize::try_from(int("lost")?)?,
     })

@@ -24,6 +24,8 @@ pub struct CallCounts {
     pub renews: u64,
     /// `delete` calls.
     pub deletes: u64,
+    /// Leases renewed: one per `renew` call, the batch's size per `renew_many` call.
+    pub renewals: u64,
     /// `wait_for_change` calls.
     pub waits: u64,
 }
@@ -41,6 +43,7 @@ struct Counters {
     writes: AtomicU64,
     renews: AtomicU64,
     deletes: AtomicU64,
+    renewals: AtomicU64,
     waits: AtomicU64,
 }
 
@@ -81,6 +84,7 @@ impl<S: CasStore> CountingStore<S> {
             writes: c.writes.load(Ordering::SeqCst),
             renews: c.renews.load(Ordering::SeqCst),
             deletes: c.deletes.load(Ordering::SeqCst),
+            renewals: c.renewals.load(Ordering::SeqCst),
             waits: c.waits.load(Ordering::SeqCst),
         }
     }
@@ -88,7 +92,7 @@ impl<S: CasStore> CountingStore<S> {
     /// Sets every count back to zero.
     pub fn reset(&self) {
         let c = &self.counters;
-        for a in [&c.reads, &c.writes, &c.renews, &c.deletes, &c.waits] {
+        for a in [&c.reads, &c.writes, &c.renews, &c.deletes, &c.renewals, &c.waits] {
             a.store(0, Ordering::SeqCst);
         }
     }
@@ -122,6 +126,7 @@ impl<S: CasStore> CasStore for CountingStore<S> {
     }
     async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
         self.counters.renews.fetch_add(1, Ordering::SeqCst);
+        self.counters.renewals.fetch_add(1, Ordering::SeqCst);
         self.inner.renew(name, version, record).await
     }
     async fn release(&self, name: &LeaseName, version: &Version, held: &LeaseRecord) -> Result<CasOutcome> {
@@ -134,6 +139,7 @@ impl<S: CasStore> CasStore for CountingStore<S> {
     async fn renew_many(&self, batch: &[Renewal]) -> Vec<Result<CasOutcome>> {
         if self.inner.renewal_batch() > 1 {
             self.counters.renews.fetch_add(1, Ordering::SeqCst);
+            self.counters.renewals.fetch_add(batch.len() as u64, Ordering::SeqCst);
             self.inner.renew_many(batch).await
         } else {
             // Not batched: one `renew` each, counted as such.
