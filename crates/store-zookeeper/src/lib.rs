@@ -51,8 +51,8 @@
 //! | operation | ZooKeeper requests |
 //! |---|---|
 //! | acquire of a free, released or expired lease this store saw last, or of a new name | 1 `multi` (the first held record of a TTL class in a store also opens its session: 1 handshake, once) |
-//! | acquire when another client changed the name since this store last saw it | 1 failed `multi`, 1 `multi` read, 1 `multi` |
-//! | acquire refused (held) | 1 `multi` read when this store's last view was stale, or none when it knew the holder (the client read the record first) |
+//! | acquire when another client changed the name since this store last saw it | 1 `multi` read and 1 `multi` (when this store last saw it held); 1 failed `multi`, 1 `multi` read and 1 `multi` (when it last saw it free) |
+//! | acquire refused (held) | 1 `multi` read; plus 1 failed `multi` first when this store never saw the name (it tries the claim of a new name first) |
 //! | renewal | 1 `exists` of the record znode on the holder's session: the answer proves the session alive and the record still the holder's, and the server counts it as the session's heartbeat (the client library's pings keep idle sessions alive too and are not counted) |
 //! | release (write of the vacant record) | 1 `multi` |
 //! | read | 1 `multi` read of both znodes |

@@ -50,3 +50,13 @@ pub fn dir_of(store: &ZooKeeperStore) -> String {
     let root = store.config().root();
     root.strip_suffix("/leases").unwrap_or(root).to_owned()
 }
+
+/// Runs `f` and returns its output with the requests `store` sent meanwhile.
+pub async fn sent<T>(
+    store: &ZooKeeperStore,
+    f: impl std::future::Future<Output = T>,
+) -> (T, leasehold_zookeeper::ZooKeeperStats) {
+    let before = store.stats();
+    let out = f.await;
+    (out, store.stats().since(&before))
+}
