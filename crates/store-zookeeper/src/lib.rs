@@ -30,13 +30,14 @@
 //! Every write of a name is one `multi`: a versioned `setData` of the counter (its
 //! version is the name's write count and moves with every write), the `delete` of the
 //! record znode at the data version read, and the `create` of the new record. A claim
-//! writes the counter + 1 as the new token in the same `multi`, so the token survives
+//! writes the counter + 1 (or the record's token + 1, when an operator raised it above
+//! the counter) as the new token in the same `multi`, so the token survives
 //! session expiry and server restarts with the counter. A record's version is
 //! one number, the counter's version in its high 32 bits and the record znode's data
 //! version in the low 32: never reused, since the counter is never
 //! deleted. A record or counter that does not decode, or that this store could not have
-//! written (a held record in a persistent znode, a token above the counter, a counter at
-//! 0 or ephemeral), is [`leasehold_core::Error::CorruptRecord`], never a free lease.
+//! written (a held record in a persistent znode, a vacant one in an ephemeral znode, a
+//! record without its counter, a counter at 0 or ephemeral), is [`leasehold_core::Error::CorruptRecord`], never a free lease.
 //!
 //! ## TTLs and sessions
 //! Each store keeps one ZooKeeper session per TTL class (the record TTL rounded up to

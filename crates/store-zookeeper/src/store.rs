@@ -353,7 +353,35 @@ impl Inner {
         };
         let snap = Snapshot { counter, record };
         self.seen().insert(name.clone(), snap.clone());
+        self.adopt(name, &snap).await;
         Ok(snap)
+    }
+
+    /// A held record on one of this store's sessions that the store does not hold at
+    /// that version (an operator's `set` of a record it held, a write whose answer was
+    /// lost) lives as long as the store unless someone deletes it: the store expires it
+    /// at its TTL from now, as ZooKeeper would if the process had died.
+    async fn adopt(&self, name: &LeaseName, snap: &Snapshot) {
+        let (Some(node), Ok(Decoded::Present(v, record))) = (&snap.record, snap.decode(name)) else {
+            return;
+        };
+        if node.ephemeral_owner == 0 || record.is_vacant() {
+            return;
+        }
+        if self.book().get(name).is_some_and(|h| h.version == Some(v)) {
+            return;
+        }
+        let session = {
+            let classes = self.classes.lock().await;
+            classes.values().find(|s| s.id == node.ephemeral_owner).cloned()
+        };
+        if let Some(session) = session {
+            let deadline = Instant::now() + record.ttl.get();
+            self.hold(
+                name,
+                Held::new(Some(v), node.bytes.clone(), record, session, deadline, 0),
+            );
+        }
     }
 
     /// The snapshot of `name` this store last saw, if any.
@@ -421,7 +449,13 @@ impl Inner {
                 if !claimable {
                     return Ok(Err(self.current(name, d)));
                 }
-                let last = counter.map_or(FencingToken::ZERO, |c| c.token);
+                // The counter is the highest token issued; a record an operator raised
+                // above it raises it.
+                let recorded = match &d {
+                    Decoded::Present(_, r) => r.token,
+                    Decoded::Absent => FencingToken::ZERO,
+                };
+                let last = counter.map_or(FencingToken::ZERO, |c| c.token).max(recorded);
                 let token =
                     last.checked_next()
                         .filter(|t| *t <= FencingToken::MAX)
@@ -779,24 +813,26 @@ impl Expire for Inner {
         let paths = self.paths(&expiry.name);
         self.stats.expiry_delete();
         let done = match self.expire_one(&paths, expiry).await {
-            Ok(()) => true,
+            Ok(deleted) => {
+                if deleted {
+                    self.forget(&expiry.name);
+                }
+                true
+            }
             Err(e) => {
                 tracing::debug!(lease = %expiry.name, error = %e, "expiry delete failed; retrying");
                 false
             }
         };
-        if done {
-            self.forget(&expiry.name);
-        }
         self.book().expired(expiry, done, Instant::now() + EXPIRY_RETRY);
     }
 }
 
 impl Inner {
     /// One expiry delete: guarded on the version when known, else on the bytes and the
-    /// session (a read, then a delete on the data version it showed). `Ok` when the
-    /// record is gone or was replaced.
-    async fn expire_one(&self, paths: &Paths, expiry: &Expiry<Ver>) -> Result<()> {
+    /// session (a read, then a delete on the data version it showed). `Ok(deleted)` when
+    /// the record is gone or was replaced.
+    async fn expire_one(&self, paths: &Paths, expiry: &Expiry<Ver>) -> Result<bool> {
         let client = self.main_client().await?;
         let (counter, record) = match expiry.version {
             Some(v) => (Some(v.counter), v.record),
@@ -809,14 +845,23 @@ impl Inner {
                     Some((data, stat)) if data == expiry.bytes && stat.ephemeral_owner == expiry.session => {
                         (None, stat.version)
                     }
-                    _ => return Ok(()),
+                    _ => return Ok(false),
                 }
             }
         };
+        // A record whose token an operator raised above the counter carries the raise
+        // into the counter as it goes, so no later grant issues a token at or below it.
+        let raised = record_codec::decode(&expiry.name, &expiry.bytes).ok().and_then(|r| {
+            let known = self.last_seen(&expiry.name)?.counter?;
+            (r.token > known.token).then_some(r.token)
+        });
+
         let sent = self
             .send_multi(&client, "expiry delete", |w| {
-                if let Some(c) = counter {
-                    w.add_check_version(&paths.fence, c)?;
+                match (counter, raised) {
+                    (Some(c), Some(token)) => w.add_set_data(&paths.fence, &nodes::encode_fence(token), Some(c))?,
+                    (Some(c), None) => w.add_check_version(&paths.fence, c)?,
+                    (None, _) => {}
                 }
                 w.add_delete(&paths.record, Some(record))
             })
@@ -824,10 +869,10 @@ impl Inner {
         match sent {
             Ok(_) => {
                 tracing::debug!(lease = %expiry.name, "deleted a held record its holder stopped renewing");
-                Ok(())
+                Ok(true)
             }
             Err(f) => match f.0 {
-                MultiFailure::Op(..) => Ok(()),
+                MultiFailure::Op(..) => Ok(false),
                 MultiFailure::Request(e) => Err(e),
             },
         }

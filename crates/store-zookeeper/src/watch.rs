@@ -122,7 +122,12 @@ async fn arm(inner: &Inner, name: &LeaseName) -> Result<zookeeper_client::Onesho
     let (_, watcher) = inner
         .bounded("watch", Effect::Read, client.check_and_watch_stat(&path))
         .await?;
-    let snap = inner.read_snapshot(name).await?;
-    announce(inner, name, &snap);
+    match inner.read_snapshot(name).await {
+        Ok(snap) => announce(inner, name, &snap),
+        // A corrupt znode wakes nobody (waiters look again at their deadline and get
+        // the error); the watch still shows when it is fixed.
+        Err(leasehold_core::Error::CorruptRecord { .. }) => {}
+        Err(e) => return Err(e),
+    }
     Ok(watcher)
 }
