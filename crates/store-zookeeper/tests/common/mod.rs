@@ -60,3 +60,23 @@ pub async fn sent<T>(
     let out = f.await;
     (out, store.stats().since(&before))
 }
+
+/// The answer of ZooKeeper server `addr` (`host:port`) to the four-letter word `word`,
+/// or `None` if it does not answer within a second.
+pub async fn four_letter(addr: &str, word: &str) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let talk = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+        s.write_all(word.as_bytes()).await.ok()?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.ok()?;
+        Some(out)
+    };
+    tokio::time::timeout(Duration::from_secs(1), talk).await.ok().flatten()
+}
+
+/// The `Mode:` a server reports (`leader`, `follower`, `standalone`), if it serves.
+pub async fn mode(addr: &str) -> Option<String> {
+    let srvr = four_letter(addr, "srvr").await?;
+    srvr.lines().find_map(|l| l.strip_prefix("Mode: ")).map(str::to_owned)
+}
