@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the stores and the build need, if missing: Debian packages (etcd,
-# Redis, protoc for etcd-client, Postgres, MariaDB, SQLite, libfaketime for the SQLite clock-step
+# Redis, ZooKeeper, protoc for etcd-client, Postgres, MariaDB, SQLite, libfaketime for the SQLite clock-step
 # test) and moto (S3 + DynamoDB emulator) in a venv under ~/.cache. Idempotent and
 # quiet when everything is there.
 set -euo pipefail
@@ -13,6 +13,9 @@ command -v protoc >/dev/null || need_apt+=(protobuf-compiler)
 [ -f /usr/include/google/protobuf/descriptor.proto ] || need_apt+=(libprotobuf-dev)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 command -v mariadbd >/dev/null || need_apt+=(mariadb-server)
+# ZooKeeper 3.8 (run by scripts/stores.sh from its jars; zkCli.sh for the foreign-writer tests).
+[ -x /usr/share/zookeeper/bin/zkCli.sh ] || need_apt+=(zookeeper)
+command -v java >/dev/null || need_apt+=(default-jre-headless)
 command -v python3 >/dev/null || need_apt+=(python3 python3-venv)
 # The stores' own command-line clients, which the foreign-writer tests run.
 command -v psql >/dev/null || need_apt+=(postgresql-client)

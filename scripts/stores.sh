@@ -3,7 +3,7 @@
 # port of its own with its data under $LEASEHOLD_STORES_DIR (so a store already running
 # on a standard port never matters).
 #
-#   scripts/stores.sh start [postgres mariadb redis etcd etcd-cluster moto ...]   (default: all)
+#   scripts/stores.sh start [postgres mariadb redis etcd etcd-cluster moto zookeeper zookeeper-ensemble ...]   (default: all)
 #   scripts/stores.sh stop  [...]
 #   scripts/stores.sh restart NAME
 #   scripts/stores.sh env            # prints the LEASEHOLD_* variables tests read
@@ -19,12 +19,17 @@ ETCD_PEER_PORT=$((ETCD_PORT + 1))
 ETCD_CLUSTER_BASE="${LEASEHOLD_ETCD_CLUSTER_BASE:-52400}"   # clients 52400..2, peers 52410..2
 MOTO_PORT="${LEASEHOLD_MOTO_PORT:-55000}"
 MYSQL_PORT="${LEASEHOLD_MYSQL_PORT:-55306}"
+ZK_PORT="${LEASEHOLD_ZK_PORT:-52181}"
+ZK_ENSEMBLE_BASE="${LEASEHOLD_ZK_ENSEMBLE_BASE:-52281}"   # clients 52281..3, quorum 52291..3, election 52296..8
+# ZooKeeper's tick: the shortest session timeout is 2 ticks (200 ms here), so the tests'
+# leases of one second expire in about a second, not ZooKeeper's default 4 s.
+ZK_TICK_MS="${LEASEHOLD_ZK_TICK_MS:-100}"
 VENV="${LEASEHOLD_VENV:-$HOME/.cache/leasehold-venv}"
 # The three-member cluster's Raft timing. etcd's shortest lease is ceil(1.5 election
 # timeouts) seconds: 2 s with these defaults, 1 s with 50/500 (the long torture runs).
 ETCD_HEARTBEAT_MS="${LEASEHOLD_ETCD_HEARTBEAT_MS:-100}"
 ETCD_ELECTION_MS="${LEASEHOLD_ETCD_ELECTION_MS:-1000}"
-ALL=(postgres mariadb redis etcd etcd-cluster moto)
+ALL=(postgres mariadb redis etcd etcd-cluster moto zookeeper zookeeper-ensemble)
 
 log() { echo "stores: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -192,6 +197,74 @@ start_moto() {
 
 stop_moto() { stop_pidfile "$DIR/moto/moto.pid"; }
 
+# ZooKeeper (Debian's `zookeeper` package, run by hand: no system service, no /etc).
+zk_cp="/usr/share/java/*:/usr/share/zookeeper/*"
+zk_word() { # port word: a four-letter word's answer
+  local port=$1 word=$2
+  exec 3<>"/dev/tcp/127.0.0.1/$port" || return 1
+  printf '%s' "$word" >&3
+  timeout 2 cat <&3
+  exec 3<&-
+}
+zk_serving() { zk_word "$1" srvr | grep -Eq '^Mode: (standalone|leader|follower)'; }
+
+zk_config() { # dir clientPort [server lines...]
+  local d=$1 port=$2; shift 2
+  mkdir -p "$d/data"
+  {
+    echo "tickTime=$ZK_TICK_MS"
+    echo "initLimit=50"
+    echo "syncLimit=20"
+    echo "dataDir=$d/data"
+    echo "clientPort=$port"
+    echo "clientPortAddress=127.0.0.1"
+    echo "maxSessionTimeout=120000"
+    echo "admin.enableServer=false"
+    echo "4lw.commands.whitelist=ruok,srvr,stat,mntr"
+    echo "maxClientCnxns=0"
+    for line in "$@"; do echo "$line"; done
+  } >"$d/zoo.cfg"
+}
+
+zk_launch() { # dir
+  local d=$1
+  ZOO_LOG_DIR="$d" nohup java -Xmx256m -Dzookeeper.log.dir="$d" -Dzookeeper.root.logger=WARN,CONSOLE \
+    -cp "$zk_cp" org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg" >>"$d/zookeeper.log" 2>&1 &
+  echo $! >"$d/zookeeper.pid"
+}
+
+start_zookeeper() {
+  local d="$DIR/zookeeper"
+  if pid_alive "$d/zookeeper.pid"; then log "zookeeper already up on $ZK_PORT"; return; fi
+  zk_config "$d" "$ZK_PORT"
+  zk_launch "$d"
+  wait_for zookeeper 60 zk_serving "$ZK_PORT"
+  log "zookeeper up on 127.0.0.1:$ZK_PORT (tickTime $ZK_TICK_MS ms)"
+}
+
+stop_zookeeper() { stop_pidfile "$DIR/zookeeper/zookeeper.pid"; }
+
+# One server of the three-server ensemble; also used to restart a killed one.
+start_zookeeper_member() { # index 0..2
+  local i=$1 d="$DIR/zookeeper-ensemble/s$1" j lines=()
+  if pid_alive "$d/zookeeper.pid"; then return; fi
+  for j in 0 1 2; do
+    lines+=("server.$((j + 1))=127.0.0.1:$((ZK_ENSEMBLE_BASE + 10 + j)):$((ZK_ENSEMBLE_BASE + 15 + j))")
+  done
+  zk_config "$d" "$((ZK_ENSEMBLE_BASE + i))" "${lines[@]}"
+  echo $((i + 1)) >"$d/data/myid"
+  zk_launch "$d"
+}
+
+start_zookeeper-ensemble() {
+  local i
+  for i in 0 1 2; do start_zookeeper_member "$i"; done
+  for i in 0 1 2; do wait_for "zookeeper server s$i" 90 zk_serving "$((ZK_ENSEMBLE_BASE + i))"; done
+  log "zookeeper ensemble up on 127.0.0.1:$ZK_ENSEMBLE_BASE-$((ZK_ENSEMBLE_BASE + 2))"
+}
+
+stop_zookeeper-ensemble() { local i; for i in 0 1 2; do stop_pidfile "$DIR/zookeeper-ensemble/s$i/zookeeper.pid"; done; }
+
 print_env() {
   cat <<ENV
 export LEASEHOLD_STORES_DIR=$DIR
@@ -202,6 +275,8 @@ export LEASEHOLD_ETCD_ENDPOINTS=http://127.0.0.1:$ETCD_PORT
 export LEASEHOLD_ETCD_CLUSTER_ENDPOINTS=http://127.0.0.1:$ETCD_CLUSTER_BASE,http://127.0.0.1:$((ETCD_CLUSTER_BASE + 1)),http://127.0.0.1:$((ETCD_CLUSTER_BASE + 2))
 export LEASEHOLD_MOTO_ENDPOINT=http://127.0.0.1:$MOTO_PORT
 export LEASEHOLD_MYSQL_URL=mysql://root@127.0.0.1:$MYSQL_PORT/leasehold
+export LEASEHOLD_ZK_ADDR=127.0.0.1:$ZK_PORT
+export LEASEHOLD_ZK_ENSEMBLE=127.0.0.1:$ZK_ENSEMBLE_BASE,127.0.0.1:$((ZK_ENSEMBLE_BASE + 1)),127.0.0.1:$((ZK_ENSEMBLE_BASE + 2))
 ENV
 }
 
@@ -209,7 +284,7 @@ ENV
 # connection may take one as its source port and a store (or a test's own instance)
 # then fails to bind. Reserve the project's ranges so the kernel never hands them out.
 reserve_ports() {
-  local f=/proc/sys/net/ipv4/ip_local_reserved_ports want="52379-52699,55000-55699,56379-56599"
+  local f=/proc/sys/net/ipv4/ip_local_reserved_ports want="52181-52299,52379-52699,55000-55699,56379-56599"
   [ -w "$f" ] || { log "note: cannot reserve ports ($f not writable)"; return 0; }
   local cur; cur=$(cat "$f")
   case ",$cur," in *",$want,"*) return 0 ;; esac
@@ -224,6 +299,7 @@ case "$cmd" in
   stop) for n in "${names[@]}"; do "stop_$n"; done ;;
   restart) for n in "${names[@]}"; do "stop_$n"; "start_$n"; done ;;
   start-etcd-member) start_etcd_member "${names[0]}" ;;
+  start-zookeeper-member) start_zookeeper_member "${names[0]}" ;;
   env) print_env ;;
   *) die "usage: $0 start|stop|restart|env [${ALL[*]}]" ;;
 esac

@@ -7,6 +7,7 @@
 //! | Postgres | `$LEASEHOLD_STORES_SCRIPT start postgres` on its own port and dir | `pg_ctl -m immediate` stop, then start | kept (fsync on) |
 //! | Redis | `… start redis` (no persistence, as the script configures it) | `kill -9`, then start | **lost**: leases and token counters |
 //! | etcd | `… start etcd-cluster`, three members | `kill -9` of one member (the leader about half the time), restarted after a while | kept (Raft quorum) |
+//! | ZooKeeper | `… start zookeeper-ensemble`, three servers | `kill -9` of one server (the leader about half the time), restarted after a while | kept (quorum) |
 //! | DynamoDB, S3 | moto behind one lock (`scripts/moto_serial.py`) | `kill -9`, then start | **lost**: moto keeps everything in memory |
 
 use std::net::SocketAddr;
@@ -37,13 +38,22 @@ pub enum StoreKind {
     Etcd,
     /// `leasehold-dynamodb` on moto.
     Dynamo,
+    /// `leasehold-zookeeper` on a three-server ensemble.
+    ZooKeeper,
     /// `leasehold-s3` on moto.
     S3,
 }
 
 impl StoreKind {
     /// Every store.
-    pub const ALL: [StoreKind; 5] = [Self::Postgres, Self::Redis, Self::Etcd, Self::Dynamo, Self::S3];
+    pub const ALL: [StoreKind; 6] = [
+        Self::Postgres,
+        Self::Redis,
+        Self::Etcd,
+        Self::Dynamo,
+        Self::S3,
+        Self::ZooKeeper,
+    ];
 
     /// Its name on command lines.
     pub fn name(self) -> &'static str {
@@ -53,7 +63,13 @@ impl StoreKind {
             Self::Etcd => "etcd",
             Self::Dynamo => "dynamo",
             Self::S3 => "s3",
+            Self::ZooKeeper => "zookeeper",
         }
+    }
+
+    /// Whether it runs as three members (etcd, ZooKeeper), each restarted on its own.
+    pub fn is_ensemble(self) -> bool {
+        matches!(self, Self::Etcd | Self::ZooKeeper)
     }
 
     /// The store named `name`.
@@ -67,10 +83,12 @@ impl StoreKind {
     }
 
     /// The smallest TTL the store's lease handling works with here (etcd sessions are
-    /// whole seconds and at least 1.5 election timeouts).
+    /// whole seconds and at least 1.5 election timeouts; ZooKeeper session classes are
+    /// whole seconds).
     pub fn min_ttl(self) -> Duration {
         match self {
             Self::Etcd => Duration::from_secs(2),
+            Self::ZooKeeper => Duration::from_secs(1),
             _ => Duration::from_millis(300),
         }
     }
@@ -82,7 +100,8 @@ pub use leasehold_testkit::env;
 #[derive(Debug, Clone)]
 pub struct Restart {
     /// What was done (`postgres_immediate`, `redis_kill9`, `etcd_kill9_leader`,
-    /// `etcd_kill9_follower`, `moto_kill9`).
+    /// `etcd_kill9_follower`, `zookeeper_kill9_leader`, `zookeeper_kill9_follower`,
+    /// `moto_kill9`).
     pub kind: &'static str,
     /// Whether the store lost its data.
     pub data_loss: bool,
@@ -107,7 +126,8 @@ pub struct Dedicated {
 
 impl Dedicated {
     /// Starts a fresh instance of `kind` on `port` (etcd: clients `port..port+2`, peers
-    /// `port+10..port+12`), with its data under
+    /// `port+10..port+12`; ZooKeeper: clients `port..port+2`, quorum `port+10..port+12`,
+    /// election `port+15..port+17`), with its data under
     /// `$LEASEHOLD_STORES_DIR/leasehold-tests/<kind>-<port>` (wiped first).
     ///
     /// # Panics
@@ -142,6 +162,7 @@ impl Dedicated {
             StoreKind::Postgres => d.script(&["start", "postgres"]).await,
             StoreKind::Redis => d.script(&["start", "redis"]).await,
             StoreKind::Etcd => d.script(&["start", "etcd-cluster"]).await,
+            StoreKind::ZooKeeper => d.script(&["start", "zookeeper-ensemble"]).await,
             StoreKind::Dynamo | StoreKind::S3 => d.start_moto().await,
         }
         d
@@ -167,13 +188,17 @@ impl Dedicated {
                 self.port + 11,
                 self.port + 12,
             ],
+            StoreKind::ZooKeeper => [0, 1, 2, 10, 11, 12, 15, 16, 17]
+                .iter()
+                .map(|o| self.port + o)
+                .collect(),
             _ => vec![self.port],
         }
     }
 
     /// The addresses clients connect to (one per etcd member).
     pub fn upstreams(&self) -> Vec<SocketAddr> {
-        let n = if self.kind == StoreKind::Etcd { 3 } else { 1 };
+        let n = if self.kind.is_ensemble() { 3 } else { 1 };
         (0..n)
             .map(|i| SocketAddr::from(([127, 0, 0, 1], self.port + i)))
             .collect()
@@ -188,6 +213,7 @@ impl Dedicated {
                 StoreKind::Postgres => format!("postgres://postgres@{a}/postgres"),
                 StoreKind::Redis => format!("redis://{a}/"),
                 StoreKind::Etcd | StoreKind::Dynamo | StoreKind::S3 => format!("http://{a}"),
+                StoreKind::ZooKeeper => a.to_string(),
             })
             .collect()
     }
@@ -210,6 +236,7 @@ impl Dedicated {
             .env("LEASEHOLD_REDIS_PORT", self.port.to_string())
             .env("LEASEHOLD_ETCD_CLUSTER_BASE", self.port.to_string())
             .env("LEASEHOLD_MOTO_PORT", self.port.to_string())
+            .env("LEASEHOLD_ZK_ENSEMBLE_BASE", self.port.to_string())
             // Unused by these runs, but kept off the shared stores' ports.
             .env("LEASEHOLD_ETCD_PORT", "21998")
             .stdin(std::process::Stdio::null())
@@ -306,6 +333,35 @@ impl Dedicated {
                 };
                 Restart::new(kind, false)
             }
+            StoreKind::ZooKeeper => {
+                let leader = self.zk_leader().await;
+                let member = match leader {
+                    Some(l) if rng.random_bool(0.5) => l,
+                    _ => rng.random_range(0..3),
+                };
+                let was_leader = leader == Some(member);
+                self.kill9_pidfile(&format!("zookeeper-ensemble/s{member}/zookeeper.pid"))
+                    .await;
+                tokio::time::sleep(down_for).await;
+                self.script(&["start-zookeeper-member", &member.to_string()]).await;
+                let addr = format!("127.0.0.1:{}", self.port + member);
+                let serving = leasehold_core::testing::process::poll_async(Duration::from_secs(60), || {
+                    let addr = addr.clone();
+                    async move { zk_mode(&addr).await.is_some() }
+                })
+                .await;
+                assert!(
+                    serving,
+                    "ZooKeeper server {member} did not come back (see {})",
+                    self.dir.display()
+                );
+                let kind = if was_leader {
+                    "zookeeper_kill9_leader"
+                } else {
+                    "zookeeper_kill9_follower"
+                };
+                Restart::new(kind, false)
+            }
             StoreKind::Dynamo | StoreKind::S3 => {
                 if let Some(mut child) = self.moto.take() {
                     if let Some(pid) = child.id() {
@@ -339,6 +395,17 @@ impl Dedicated {
         None
     }
 
+    /// The ZooKeeper server that leads now, if one answers.
+    async fn zk_leader(&self) -> Option<u16> {
+        for i in 0..3u16 {
+            let addr = format!("127.0.0.1:{}", self.port + i);
+            if zk_mode(&addr).await.as_deref() == Some("leader") {
+                return Some(i);
+            }
+        }
+        None
+    }
+
     /// Stops the instance (and anything a previous run left in its dir).
     pub async fn stop(&mut self) {
         match self.kind {
@@ -350,6 +417,9 @@ impl Dedicated {
             }
             StoreKind::Etcd => {
                 let _ = self.script_output(&["stop", "etcd-cluster"]).await;
+            }
+            StoreKind::ZooKeeper => {
+                let _ = self.script_output(&["stop", "zookeeper-ensemble"]).await;
             }
             StoreKind::Dynamo | StoreKind::S3 => {
                 if let Some(mut child) = self.moto.take() {
@@ -366,6 +436,20 @@ async fn wait_gone(pid: u32) {
         || !matches!(leasehold_core::testing::process::process_state(pid), Some(s) if s != 'Z'),
     )
     .await;
+}
+
+/// The `Mode:` (`leader`, `follower`) the ZooKeeper server at `addr` reports to `srvr`,
+/// if it serves.
+async fn zk_mode(addr: &str) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let talk = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+        s.write_all(b"srvr").await.ok()?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.ok()?;
+        out.lines().find_map(|l| l.strip_prefix("Mode: ")).map(str::to_owned)
+    };
+    tokio::time::timeout(Duration::from_secs(1), talk).await.ok().flatten()
 }
 
 /// `(member id, leader id)` of the etcd member at `endpoint`.
@@ -420,6 +504,10 @@ impl Namespace {
         format!("lht/{}/", self.0)
     }
 
+    fn zk_root(&self) -> String {
+        format!("/lht_{}", self.0)
+    }
+
     fn dynamo_table(&self) -> String {
         format!("lht-{}", self.0.replace('_', "-"))
     }
@@ -463,6 +551,10 @@ pub async fn prepare(kind: StoreKind, endpoint: &str, ns: &Namespace) -> LeaseRe
             Ok(())
         }
         StoreKind::Redis | StoreKind::Etcd => Ok(()),
+        StoreKind::ZooKeeper => {
+            let config = leasehold_zookeeper::ZooKeeperConfig::new(ns.zk_root())?;
+            leasehold_zookeeper::ZooKeeperStore::provision(endpoint, &config).await
+        }
         StoreKind::Dynamo => {
             let store = leasehold_dynamodb::DynamoStore::new(
                 dynamo_client(endpoint, Duration::from_secs(5)),
@@ -500,7 +592,8 @@ pub fn dynamo_client(endpoint: &str, timeout: Duration) -> aws_sdk_dynamodb::Cli
     aws_sdk_dynamodb::Client::from_conf(config.timeout_config(timeouts).build())
 }
 
-/// Builds the lease store of `kind` on `endpoints` (one per etcd member), every call
+/// Builds the lease store of `kind` on `endpoints` (one per etcd member or ZooKeeper
+/// server), every call
 /// bounded by `request_timeout` ([`Bounded`]).
 ///
 /// # Errors
@@ -544,6 +637,12 @@ pub async fn build(
                 .map_err(|e| Error::unavailable("connect to etcd", e))?;
             let config = leasehold_etcd::EtcdConfig::new(ns.etcd_prefix())?.with_request_timeout(request_timeout)?;
             (Arc::new(leasehold_etcd::EtcdStore::new(client, config)), None)
+        }
+        StoreKind::ZooKeeper => {
+            let config =
+                leasehold_zookeeper::ZooKeeperConfig::new(ns.zk_root())?.with_request_timeout(request_timeout)?;
+            let s = leasehold_zookeeper::ZooKeeperStore::connect(&endpoints.join(","), config).await?;
+            (Arc::new(s), None)
         }
         StoreKind::Dynamo => {
             let s = leasehold_dynamodb::DynamoStore::new(

@@ -188,6 +188,7 @@ impl RunConfig {
             StoreKind::Postgres | StoreKind::Redis => Duration::from_millis(500),
             StoreKind::Dynamo | StoreKind::S3 => Duration::from_millis(800),
             StoreKind::Etcd => Duration::from_secs(2),
+            StoreKind::ZooKeeper => Duration::from_secs(1),
         };
         let out_dir = PathBuf::from(stores::env("LEASEHOLD_STORES_DIR"))
             .join("leasehold-tests")

@@ -11,6 +11,7 @@
 //! way a store that pushes its changes wakes its waiters: one per change. [`session`] is
 //! the model of stores whose held records live on a liveness session the store keeps
 //! alive (etcd, ZooKeeper): its book of held records and the task that expires them.
+//! [`counter_codec`] is the text format of a fence counter kept as a value of its own.
 
 use std::fmt;
 
@@ -23,7 +24,23 @@ pub use crate::wait::Wait;
 pub use crate::wake_hub::{BATON_PASS, LINE_LIMIT, WakeHub};
 use crate::{LeaseName, NamePrefix, Result};
 
+pub mod counter_codec;
 pub mod session;
+
+/// Checks a store's per-request timeout: more than zero and at most an hour (every
+/// store's `with_request_timeout`).
+///
+/// # Errors
+/// [`crate::Error::InvalidInput`] otherwise.
+pub fn request_timeout(timeout: std::time::Duration) -> Result<std::time::Duration> {
+    if timeout.is_zero() || timeout > std::time::Duration::from_secs(3600) {
+        return Err(crate::Error::invalid(
+            "request timeout",
+            format!("{timeout:?} is not between 1 ns and 1 hour"),
+        ));
+    }
+    Ok(timeout)
+}
 
 /// Where expiry is judged (rule 2 of docs/DESIGN.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

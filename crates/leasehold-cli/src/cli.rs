@@ -12,7 +12,7 @@ use crate::exit;
 #[derive(Debug, Parser)]
 #[command(name = "leasehold", version, about, after_help = STORE_HELP)]
 pub(crate) struct Cli {
-    /// The store, as one URL: sqlite:PATH, postgres://…, mysql://…, etcd://HOST:PORT,…, redis://…,
+    /// The store, as one URL: sqlite:PATH, postgres://…, mysql://…, etcd://HOST:PORT,…, zookeeper://HOST:PORT,…[/ROOT], redis://…,
     /// dynamodb://TABLE?region=…&endpoint=…, s3://BUCKET/PREFIX?region=…&endpoint=…
     /// (default: an SQLite file in the user's data directory)
     #[arg(
@@ -182,6 +182,7 @@ Store URLs (--store or LEASEHOLD_STORE):
   postgres://USER@HOST:PORT/DB             Postgres (password from the URL, PGPASSWORD or ~/.pgpass)
   mysql://USER@HOST:PORT/DB                MySQL or MariaDB (mariadb:// too; the lease table in DB)
   etcd://HOST:PORT[,HOST:PORT]             etcd
+  zookeeper://HOST:PORT[,HOST:PORT][/ROOT] ZooKeeper (lease znodes under ROOT, default /leasehold)
   redis://HOST:PORT[/DB]                   Redis (efficiency-only leases)
   dynamodb://TABLE?region=R&endpoint=URL   DynamoDB (credentials: the AWS default chain)
   s3://BUCKET/PREFIX?region=R&endpoint=URL S3 (credentials: the AWS default chain)

@@ -8,6 +8,7 @@
 //! | `sqlite` | [`sqlite`] | a SQLite file, the embedded default for one host |
 //! | `mysql` | [`mysql`] | a lease table in InnoDB on the MySQL / MariaDB primary |
 //! | `etcd` | [`etcd`] | etcd session leases |
+//! | `zookeeper` | [`zookeeper`] | ZooKeeper ephemeral znodes on sessions |
 //! | `dynamodb` | [`dynamodb`] | DynamoDB conditional writes |
 //! | `s3` | [`s3`] | S3 conditional writes |
 //! | `redis` | [`redis`] | Redis, efficiency-only by type |
@@ -48,6 +49,12 @@ pub use leasehold_mysql as mysql;
 #[cfg(feature = "etcd")]
 #[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
 pub use leasehold_etcd as etcd;
+
+/// ZooKeeper: leases as ephemeral znodes of sessions, tokens from a versioned counter
+/// znode, `multi` fences, watches (the `leasehold-zookeeper` crate).
+#[cfg(feature = "zookeeper")]
+#[cfg_attr(docsrs, doc(cfg(feature = "zookeeper")))]
+pub use leasehold_zookeeper as zookeeper;
 
 /// DynamoDB: one conditional `UpdateItem` per operation, expiry by observation
 /// (the `leasehold-dynamodb` crate).

@@ -32,14 +32,15 @@ pub struct OpenOptions {
     pub client: ClientConfig,
     /// How long one connection attempt may take (default 3 s).
     pub connect_timeout: Duration,
-    /// How long one request may take, where the driver bounds it (etcd, DynamoDB, S3;
+    /// How long one request may take, where the driver bounds it (etcd, ZooKeeper, DynamoDB, S3;
     /// the SQL stores and Redis keep their own defaults). Default 5 s.
     pub request_timeout: Duration,
     /// The SQL stores' lease table (default: `leasehold_leases`).
     pub table: Option<String>,
     /// The etcd key prefix (default: the store's).
     pub etcd_prefix: Option<String>,
-    /// Create what the store needs (a SQL table, a DynamoDB table, an S3 bucket) when
+    /// Create what the store needs (a SQL table, a DynamoDB table, an S3 bucket, a
+    /// ZooKeeper root znode) when
     /// it is missing, instead of answering [`Error::Misconfigured`]. Default: false
     /// (SQLite always creates its file and table).
     pub provision: bool,
@@ -190,6 +191,18 @@ impl StoreUrl {
                     .map_err(|e| cannot_connect(self, &e))?;
                 let prefix = options.etcd_prefix.as_deref().unwrap_or(EtcdConfig::DEFAULT_PREFIX);
                 let store = EtcdStore::new(client, EtcdConfig::new(prefix)?);
+                store.verify().await?;
+                LeaseClient::with_config(store, config)
+            }
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper { servers, root } => {
+                use crate::zookeeper::{ZooKeeperConfig, ZooKeeperStore};
+                let root = root.as_deref().unwrap_or(ZooKeeperConfig::DEFAULT_ROOT);
+                let store_config = ZooKeeperConfig::new(root)?.with_request_timeout(options.request_timeout)?;
+                if options.provision {
+                    ZooKeeperStore::provision(servers, &store_config).await?;
+                }
+                let store = ZooKeeperStore::connect(servers, store_config).await?;
                 store.verify().await?;
                 LeaseClient::with_config(store, config)
             }

@@ -7,6 +7,7 @@
 //! | `postgres://USER@HOST:PORT/DB?…` (or `postgresql://`) | Postgres, libpq-style URL |
 //! | `mysql://USER@HOST:PORT/DB?…` (or `mariadb://`) | MySQL or MariaDB (the table in DB) |
 //! | `etcd://HOST:PORT[,HOST:PORT…]` | etcd |
+//! | `zookeeper://HOST:PORT[,HOST:PORT…][/ROOT]` | ZooKeeper (lease znodes under ROOT, default `/leasehold`) |
 //! | `redis://…` (or `rediss://`) | Redis (efficiency-only leases) |
 //! | `dynamodb://TABLE?region=…&endpoint=…` | DynamoDB |
 //! | `s3://BUCKET/PREFIX?region=…&endpoint=…` | S3 conditional writes |
@@ -44,6 +45,13 @@ pub enum StoreUrl {
         /// `http://HOST:PORT` for each member.
         endpoints: Vec<String>,
     },
+    /// `zookeeper://HOST:PORT[,HOST:PORT…][/ROOT]`.
+    ZooKeeper {
+        /// The connect string: `HOST:PORT[,HOST:PORT…]`.
+        servers: String,
+        /// The root znode (`None`: the store's default).
+        root: Option<String>,
+    },
     /// `redis://…`: handed to the Redis client as written.
     Redis {
         /// The URL as given.
@@ -75,7 +83,8 @@ pub enum StoreUrl {
 pub const DEFAULT_S3_PREFIX: &str = "leasehold";
 
 /// The forms accepted, for error messages.
-const FORMS: &str = "expected sqlite:PATH, postgres://…, mysql://…, etcd://HOST:PORT[,HOST:PORT], redis://…, \
+const FORMS: &str = "expected sqlite:PATH, postgres://…, mysql://…, etcd://HOST:PORT[,HOST:PORT], \
+                     zookeeper://HOST:PORT[,HOST:PORT][/ROOT], redis://…, \
                      dynamodb://TABLE?region=…&endpoint=…, or s3://BUCKET/PREFIX?region=…&endpoint=…";
 
 /// Why a store URL was refused: one line, without the URL's password.
@@ -173,6 +182,27 @@ impl StoreUrl {
                     .collect::<Result<Vec<_>, _>>()?;
                 Ok(Self::Etcd { endpoints })
             }
+            "zookeeper" => {
+                let after = authority_part(raw, rest)?;
+                let (hosts, root) = match after.find('/') {
+                    Some(i) => (&after[..i], Some(&after[i..])),
+                    None => (after, None),
+                };
+                if after.contains(['?', '#', '@']) {
+                    return Err(UrlError::new(
+                        raw,
+                        "zookeeper://HOST:PORT[,HOST:PORT][/ROOT] takes no query or user",
+                    ));
+                }
+                for hp in hosts.split(',') {
+                    host_port(hp).map_err(|r| UrlError::new(raw, r))?;
+                }
+                let root = root.filter(|r| *r != "/").map(|r| r.strip_suffix('/').unwrap_or(r));
+                Ok(Self::ZooKeeper {
+                    servers: hosts.to_owned(),
+                    root: root.map(str::to_owned),
+                })
+            }
             "dynamodb" => {
                 let after = authority_part(raw, rest)?;
                 let (table, query) = split_query(after);
@@ -218,6 +248,7 @@ impl StoreUrl {
             Self::Postgres { .. } => "postgres",
             Self::MySql { .. } => "mysql",
             Self::Etcd { .. } => "etcd",
+            Self::ZooKeeper { .. } => "zookeeper",
             Self::Redis { .. } => "redis",
             Self::DynamoDb { .. } => "dynamodb",
             Self::S3 { .. } => "s3",
@@ -242,6 +273,7 @@ impl fmt::Display for StoreUrl {
                 let hosts: Vec<&str> = endpoints.iter().map(|e| e.trim_start_matches("http://")).collect();
                 write!(f, "etcd://{}", hosts.join(","))
             }
+            Self::ZooKeeper { servers, root } => write!(f, "zookeeper://{servers}{}", root.as_deref().unwrap_or("")),
             Self::DynamoDb {
                 table,
                 region,
@@ -467,6 +499,21 @@ mod tests {
                 endpoints: vec!["http://a:2379".into(), "http://b.example:2380".into()]
             }
         );
+        assert_eq!(
+            ok("zookeeper://a:2181,b:2182/app/leases"),
+            StoreUrl::ZooKeeper {
+                servers: "a:2181,b:2182".into(),
+                root: Some("/app/leases".into())
+            }
+        );
+        assert_eq!(
+            ok("zookeeper://a:2181"),
+            StoreUrl::ZooKeeper {
+                servers: "a:2181".into(),
+                root: None
+            }
+        );
+        assert_eq!(ok("zookeeper://a:2181/x/").to_string(), "zookeeper://a:2181/x");
         assert_eq!(ok("redis://127.0.0.1:6379/0").kind(), "redis");
         assert_eq!(
             ok("dynamodb://Leases_1?region=eu-west-1&endpoint=http://127.0.0.1:8000"),
@@ -510,6 +557,11 @@ mod tests {
             "etcd://host:notaport",
             "etcd://host:0",
             "etcd://a:1/path",
+            "zookeeper://",
+            "zookeeper://host",
+            "zookeeper://host:0/x",
+            "zookeeper://a:1/x?y=1",
+            "zookeeper://u@a:1",
             "redis://",
             "dynamodb://",
             "dynamodb://t?colour=red",

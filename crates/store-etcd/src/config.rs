@@ -54,13 +54,7 @@ impl EtcdConfig {
     /// # Errors
     /// [`Error::InvalidInput`] for a zero timeout or one longer than an hour.
     pub fn with_request_timeout(mut self, timeout: Duration) -> Result<Self> {
-        if timeout.is_zero() || timeout > Duration::from_secs(3600) {
-            return Err(Error::invalid(
-                "request timeout",
-                format!("{timeout:?} is not between 1 ns and 1 hour"),
-            ));
-        }
-        self.request_timeout = timeout;
+        self.request_timeout = leasehold_core::store::request_timeout(timeout)?;
         Ok(self)
     }
 

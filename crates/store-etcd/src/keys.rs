@@ -9,13 +9,11 @@
 //! names and prefixes only use characters above `!`, so no other key of this layout
 //! sorts between them. One range read returns both in one snapshot.
 
-use leasehold_core::{Error, FencingToken, LeaseName, Result};
+use leasehold_core::store::counter_codec;
+use leasehold_core::{FencingToken, LeaseName, Result};
 
 /// The suffix of a name's fence-counter key.
 pub(crate) const FENCE_SUFFIX: &[u8] = b"!fence";
-
-/// Digits in an encoded fence counter (`u64::MAX` has 20).
-const FENCE_DIGITS: usize = 20;
 
 /// The keys of one lease name.
 #[derive(Debug, Clone)]
@@ -44,30 +42,14 @@ impl Keys {
 }
 
 /// Encodes a fence counter so that byte order is numeric order (etcd compares values as
-/// bytes).
+/// bytes): [`counter_codec`].
 pub(crate) fn encode_fence(token: FencingToken) -> Vec<u8> {
-    format!("{:0width$}", token.get(), width = FENCE_DIGITS).into_bytes()
+    counter_codec::encode(token)
 }
 
-/// Decodes a fence counter; anything but exactly 20 ASCII digits, or a counter above
-/// [`FencingToken::MAX`], is corrupt.
+/// Decodes a fence counter ([`counter_codec`]).
 pub(crate) fn decode_fence(name: &LeaseName, bytes: &[u8]) -> Result<FencingToken> {
-    let corrupt = || Error::corrupt(name.as_str(), "the fence counter key does not hold 20 ASCII digits");
-    if bytes.len() != FENCE_DIGITS || !bytes.iter().all(u8::is_ascii_digit) {
-        return Err(corrupt());
-    }
-    let text = std::str::from_utf8(bytes).map_err(|_| corrupt())?;
-    let token = text.parse::<u64>().map(FencingToken::new).map_err(|_| corrupt())?;
-    if token > FencingToken::MAX {
-        return Err(Error::corrupt(
-            name.as_str(),
-            format!(
-                "the fence counter {token} is above the highest token, {}",
-                FencingToken::MAX
-            ),
-        ));
-    }
-    Ok(token)
+    counter_codec::decode(name, bytes)
 }
 
 #[cfg(test)]
@@ -87,30 +69,6 @@ mod tests {
                 o.record.as_slice() >= k.range_end.as_slice(),
                 "{other} sorts inside the range of jobs/a"
             );
-        }
-    }
-
-    #[test]
-    fn fence_round_trip_and_order() {
-        let n = LeaseName::new("a").unwrap();
-        for t in [1, 9, 10, 12_345, FencingToken::MAX.get()] {
-            let e = encode_fence(FencingToken::new(t));
-            assert_eq!(decode_fence(&n, &e).ok(), Some(FencingToken::new(t)));
-        }
-        // Above the last token: written by someone else.
-        for t in [FencingToken::MAX.get() + 1, u64::MAX] {
-            let e = encode_fence(FencingToken::new(t));
-            assert!(matches!(decode_fence(&n, &e), Err(Error::CorruptRecord { .. })), "{t}");
-        }
-        assert!(encode_fence(FencingToken::new(9)) < encode_fence(FencingToken::new(10)));
-        for bad in [
-            &b""[..],
-            b"12",
-            b"0000000000000000000x",
-            b"-0000000000000000001",
-            b"000000000000000000001",
-        ] {
-            assert!(decode_fence(&n, bad).is_err(), "{bad:?} accepted");
         }
     }
 }

@@ -53,6 +53,17 @@ pub fn etcd_endpoints() -> Vec<String> {
     env("LEASEHOLD_ETCD_ENDPOINTS").split(',').map(str::to_owned).collect()
 }
 
+/// The single ZooKeeper server the tests share (`LEASEHOLD_ZK_ADDR`, `host:port`).
+pub fn zk_addr() -> String {
+    env("LEASEHOLD_ZK_ADDR")
+}
+
+/// The three-server ZooKeeper ensemble the tests share (`LEASEHOLD_ZK_ENSEMBLE`, a
+/// connect string `host:port,host:port,host:port`).
+pub fn zk_ensemble() -> String {
+    env("LEASEHOLD_ZK_ENSEMBLE")
+}
+
 /// The moto (S3 and DynamoDB) the tests share (`LEASEHOLD_MOTO_ENDPOINT`).
 pub fn moto_endpoint() -> String {
     env("LEASEHOLD_MOTO_ENDPOINT")

@@ -172,7 +172,7 @@ impl Recorder {
 async fn main() {
     let a = Args::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("LEASEHOLD_WORKER_LOG").unwrap_or_else(|_| {
-        "info,leasehold_core=debug,leasehold_etcd=debug,leasehold_redis=debug,leasehold_postgres=debug,leasehold_dynamodb=debug,leasehold_s3=debug"
+        "info,leasehold_core=debug,leasehold_etcd=debug,leasehold_zookeeper=debug,leasehold_redis=debug,leasehold_postgres=debug,leasehold_dynamodb=debug,leasehold_s3=debug"
             .into()
     });
     tracing_subscriber::fmt()

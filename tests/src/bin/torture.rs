@@ -72,6 +72,7 @@ async fn main() {
                 StoreKind::Etcd => 2,
                 StoreKind::Dynamo => 3,
                 StoreKind::S3 => 4,
+                StoreKind::ZooKeeper => 5,
             };
     let base = u16::try_from(num("--port", default_port)).unwrap_or_else(|_| fail("--port"));
     let instances = num("--instances", 1);

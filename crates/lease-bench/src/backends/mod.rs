@@ -9,6 +9,7 @@ mod redis;
 mod s3;
 mod sql_floor;
 mod sqlite;
+mod zookeeper;
 
 use std::ops::Deref;
 use std::sync::Arc;
@@ -39,15 +40,18 @@ pub enum StoreKind {
     S3,
     /// `leasehold-redis` (efficiency-only).
     Redis,
+    /// `leasehold-zookeeper`.
+    ZooKeeper,
 }
 
 impl StoreKind {
     /// Every store, in report order.
-    pub const ALL: [StoreKind; 7] = [
+    pub const ALL: [StoreKind; 8] = [
         StoreKind::Memory,
         StoreKind::Postgres,
         StoreKind::Sqlite,
         StoreKind::Etcd,
+        StoreKind::ZooKeeper,
         StoreKind::Dynamo,
         StoreKind::S3,
         StoreKind::Redis,
@@ -60,6 +64,7 @@ impl StoreKind {
             Self::Postgres => "Postgres",
             Self::Sqlite => "SQLite",
             Self::Etcd => "etcd",
+            Self::ZooKeeper => "ZooKeeper",
             Self::Dynamo => "DynamoDB (moto)",
             Self::S3 => "S3 (moto)",
             Self::Redis => "Redis",
@@ -73,6 +78,7 @@ impl StoreKind {
             Self::Postgres => "postgres",
             Self::Sqlite => "sqlite",
             Self::Etcd => "etcd",
+            Self::ZooKeeper => "zookeeper",
             Self::Dynamo => "dynamo",
             Self::S3 => "s3",
             Self::Redis => "redis",
@@ -106,6 +112,7 @@ impl StoreKind {
             (Self::Memory, true) => "in-process notify",
             (Self::Postgres, true) => "`LISTEN` / `pg_notify`",
             (Self::Etcd, true) => "etcd watch",
+            (Self::ZooKeeper, true) => "ZooKeeper watch",
             (Self::Redis, true) => "Redis pub/sub",
             (_, true) => "store notification",
             (_, false) => "polling with backoff",
@@ -259,6 +266,7 @@ pub async fn open(kind: StoreKind, tag: &str) -> Result<Opened> {
         StoreKind::Postgres => Box::new(postgres::PostgresBackend::open(tag).await?),
         StoreKind::Sqlite => Box::new(sqlite::SqliteBackend::open(tag).await?),
         StoreKind::Etcd => Box::new(etcd::EtcdBackend::open(tag).await?),
+        StoreKind::ZooKeeper => Box::new(zookeeper::ZooKeeperBackend::open(tag).await?),
         StoreKind::Dynamo => Box::new(dynamo::DynamoBackend::open(tag).await?),
         StoreKind::S3 => Box::new(s3::S3Backend::open(tag).await?),
         StoreKind::Redis => Box::new(redis::RedisBackend::open(tag).await?),

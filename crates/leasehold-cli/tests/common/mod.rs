@@ -115,6 +115,19 @@ impl Store {
         Self::new(format!("etcd://{}", hosts.join(",")), test_dir(), Box::new(lib))
     }
 
+    /// The tests' single ZooKeeper server (`LEASEHOLD_ZK_ADDR`), the default root znode
+    /// created: panics when it is not set or cannot be reached.
+    pub async fn zookeeper() -> Self {
+        use leasehold::zookeeper::{ZooKeeperConfig, ZooKeeperStore};
+        let addr = leasehold_testkit::zk_addr();
+        let config = ZooKeeperConfig::default();
+        ZooKeeperStore::provision(&addr, &config)
+            .await
+            .unwrap_or_else(|e| panic!("ZooKeeper at LEASEHOLD_ZK_ADDR: {e}"));
+        let lib = ZooKeeperStore::connect(&addr, config).await.expect("zookeeper store");
+        Self::new(format!("zookeeper://{addr}"), test_dir(), Box::new(lib))
+    }
+
     /// The tests' Redis (`LEASEHOLD_REDIS_URL`): panics when it is not set or cannot be
     /// reached.
     pub async fn redis() -> Self {

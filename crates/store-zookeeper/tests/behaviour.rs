@@ -1,0 +1,345 @@
+//! The ZooKeeper store's own promises, against the shared single server: round trips per
+//! operation (the crate docs' table), the TTL a session class gives, the tenure fence,
+//! and typed errors for bad input, a missing root and a dead server.
+#![allow(missing_docs)]
+
+mod common;
+
+use std::time::Duration;
+
+use leasehold_core::testing::process::poll;
+use leasehold_core::{
+    AcquireOutcome, Error, FencingToken, HolderId, Lease, LeaseClient, LeaseName, NamePrefix, Ttl,
+    store::{CasOutcome, CasStore, LeaseRecord, Precondition, Version},
+};
+use leasehold_zookeeper::zookeeper_client as zk;
+use leasehold_zookeeper::{ZooKeeperConfig, ZooKeeperStats, ZooKeeperStore};
+
+fn name(s: &str) -> LeaseName {
+    LeaseName::new(s).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn held(holder: &str, token: u64, ttl_ms: u64) -> LeaseRecord {
+    LeaseRecord::held(
+        HolderId::new(holder).unwrap_or_else(|e| panic!("{e}")),
+        FencingToken::new(token),
+        Ttl::from_millis(ttl_ms).unwrap_or_else(|e| panic!("{e}")),
+    )
+}
+
+async fn wait_for_renewal(lease: &Lease) {
+    let before = lease.valid_until();
+    assert!(
+        poll(Duration::from_secs(5), || lease.valid_until() > before).await,
+        "no renewal landed"
+    );
+}
+
+fn only(what: &str, got: ZooKeeperStats, want: ZooKeeperStats) {
+    assert_eq!(got, want, "{what}: requests sent");
+}
+
+/// Every operation of the docs' table, counted at the store's one send path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn round_trips_per_operation() {
+    let store = common::store("round-trips").await;
+    let client = LeaseClient::new(store.clone());
+    let ttl = Duration::from_secs(3);
+    let multi = ZooKeeperStats {
+        multis: 1,
+        ..ZooKeeperStats::default()
+    };
+
+    // The first held record of a TTL class opens the class's session, once.
+    let (warm, first) = common::sent(&store, client.acquire("warm-up", ttl)).await;
+    let warm = warm.expect("warm-up");
+    only(
+        "first grant of a TTL class",
+        first,
+        ZooKeeperStats {
+            multis: 1,
+            sessions: 1,
+            ..ZooKeeperStats::default()
+        },
+    );
+    warm.release().await.expect("release warm-up");
+
+    let (lease, n) = common::sent(&store, client.acquire("jobs/a", ttl)).await;
+    let lease = lease.expect("acquire");
+    only("acquire of a new name", n, multi);
+
+    let before = store.stats();
+    wait_for_renewal(&lease).await;
+    only(
+        "one renewal",
+        store.stats().since(&before),
+        ZooKeeperStats {
+            renewals: 1,
+            ..ZooKeeperStats::default()
+        },
+    );
+
+    // Another store (another process) is refused: its first try on a name it never saw
+    // is the claim of a new name, which fails; it reads the holder.
+    let other = common::store_under(&common::dir_of(&store)).await;
+    let other_client = LeaseClient::new(other.clone());
+    let (refused, n) = common::sent(&other, other_client.try_acquire("jobs/a", ttl)).await;
+
+    assert!(
+        matches!(refused.expect("try_acquire"), AcquireOutcome::Held { .. }),
+        "a held lease was granted twice"
+    );
+    only(
+        "refused acquire by a store that never saw the name",
+        n,
+        ZooKeeperStats {
+            multis: 1,
+            reads: 1,
+            sessions: 1,
+            ..ZooKeeperStats::default()
+        },
+    );
+
+    let (released, n) = common::sent(&store, lease.release()).await;
+    released.expect("release");
+    only("release", n, multi);
+
+    let (again, n) = common::sent(&store, client.acquire("jobs/a", ttl)).await;
+    let again = again.expect("again");
+    only("re-acquire after our own release", n, multi);
+    again.release().await.expect("release again");
+
+    // The other store last saw the lease held: it reads, finds it vacant, claims.
+    let (taken, n) = common::sent(&other, other_client.acquire("jobs/a", ttl)).await;
+
+    let taken = taken.expect("takeover by the other store");
+    assert_eq!(taken.token(), FencingToken::new(3));
+    only(
+        "acquire after others changed the name",
+        n,
+        ZooKeeperStats {
+            multis: 1,
+            reads: 1,
+            ..ZooKeeperStats::default()
+        },
+    );
+    taken.release().await.expect("release taken");
+
+    let (read, n) = common::sent(&store, store.read(&name("jobs/a"))).await;
+    assert!(read.expect("read").is_some());
+    only(
+        "read",
+        n,
+        ZooKeeperStats {
+            reads: 1,
+            ..ZooKeeperStats::default()
+        },
+    );
+    let (listed, n) = common::sent(&store, store.list(&NamePrefix::new("jobs/").expect("prefix"))).await;
+    assert_eq!(listed.expect("list"), vec![name("jobs/a")]);
+    only(
+        "list",
+        n,
+        ZooKeeperStats {
+            reads: 1,
+            ..ZooKeeperStats::default()
+        },
+    );
+}
+
+/// The record's TTL is its session class's negotiated timeout, and the grant says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ttl_is_the_session_timeout_of_its_class() {
+    let store = common::store("ttl-classes").await;
+    let client = LeaseClient::new(store.clone());
+    for (asked, got) in [(300, 1000), (1000, 1000), (2500, 3000)] {
+        let lease = client
+            .acquire(format!("ttl-{asked}"), Duration::from_millis(asked))
+            .await
+            .expect("acquire");
+        assert_eq!(lease.ttl(), Duration::from_millis(got), "asked for {asked} ms");
+        let stored = store.read(lease.name()).await.expect("read").expect("present");
+        assert_eq!(stored.record.ttl.get(), Duration::from_millis(got));
+        lease.release().await.expect("release");
+    }
+}
+
+/// A tenure fence applies while the tenure lasts and refuses the holder after a takeover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenure_fence_refuses_a_stale_holder() {
+    let store = common::store("tenure-fence").await;
+    let client = LeaseClient::new(store.clone());
+    let dir = common::dir_of(&store);
+    let data = format!("{dir}/data");
+    let lease = client.acquire("fenced", Duration::from_secs(2)).await.expect("acquire");
+    let fence = store.fence(&lease).expect("fence");
+    let opts = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    let (applied, n) = common::sent(
+        &store,
+        store.fenced_multi(&fence, |m| m.add_create(&data, b"first", &opts)),
+    )
+    .await;
+    assert!(applied.expect("fenced create").is_applied());
+    assert_eq!(n.multis, 1, "guard and effect in one multi: {n:?}");
+
+    // Released and taken again: the old tenure is refused, on the server.
+    let old = fence.clone();
+    lease.release().await.expect("release");
+    let next = client.acquire("fenced", Duration::from_secs(2)).await.expect("next");
+    match store
+        .fenced_multi(&old, |m| m.add_set_data(&data, b"stale", None))
+        .await
+    {
+        Err(Error::FenceRejected { token, .. }) => assert_eq!(token, FencingToken::new(1)),
+        other => panic!("a stale tenure's write was not refused: {other:?}"),
+    }
+    let c = store.client().await.expect("client");
+    assert_eq!(c.get_data(&data).await.expect("get").0, b"first");
+    // A failing operation of yours is reported, and nothing applied.
+    let fence = store.fence(&next).expect("fence");
+    let out = store
+        .fenced_multi(&fence, |m| {
+            m.add_set_data(&data, b"new", None)?;
+            m.add_delete(&format!("{dir}/missing"), None)
+        })
+        .await
+        .expect("fenced multi");
+    assert!(!out.is_applied(), "a multi whose operation failed applied");
+    assert_eq!(c.get_data(&data).await.expect("get").0, b"first");
+    next.release().await.expect("release next");
+}
+
+/// Bad versions, tokens and roots are refused before anything is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_refused_before_anything_is_sent() {
+    let store = common::store("bad-input").await;
+    let n = name("bad");
+    let before = store.stats();
+    for v in ["", "x", "-1", "1.0", "18446744073709551616", &(1_u64 << 63).to_string()] {
+        let pre = Precondition::Version(Version::new(v));
+        assert!(
+            matches!(
+                store.write(&n, &pre, &held("a", 1, 1000)).await,
+                Err(Error::InvalidInput { .. })
+            ),
+            "version {v:?} accepted"
+        );
+        assert!(matches!(
+            store.delete(&n, &Version::new(v)).await,
+            Err(Error::InvalidInput { .. })
+        ));
+    }
+    assert!(matches!(
+        store.write(&n, &Precondition::Absent, &held("a", 0, 1000)).await,
+        Err(Error::InvalidInput { .. })
+    ));
+    assert!(matches!(
+        store
+            .write(&n, &Precondition::Absent, &held("a", FencingToken::MAX.get() + 1, 1000))
+            .await,
+        Err(Error::InvalidInput { .. })
+    ));
+    assert_eq!(
+        store.stats().since(&before),
+        ZooKeeperStats::default(),
+        "something was sent"
+    );
+    assert!(
+        store.read(&n).await.expect("read").is_none(),
+        "bad input wrote something"
+    );
+    for root in ["", "leases", "/a/", "/a b", "/zookeeper"] {
+        assert!(
+            matches!(ZooKeeperConfig::new(root), Err(Error::InvalidInput { .. })),
+            "root {root:?} accepted"
+        );
+    }
+    let client = LeaseClient::new(store.clone());
+    assert!(matches!(
+        client.acquire("bad name!", Duration::from_secs(1)).await,
+        Err(Error::InvalidInput { .. })
+    ));
+    assert!(matches!(
+        client.acquire("ok", Duration::ZERO).await,
+        Err(Error::InvalidInput { .. })
+    ));
+}
+
+/// A store whose root znode was never created says so, on every path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_root_is_misconfigured() {
+    let root = format!("{}/never-created", common::unique_dir("missing-root"));
+    let config = ZooKeeperConfig::new(root.clone()).expect("config");
+    let store = ZooKeeperStore::connect(&leasehold_testkit::zk_addr(), config)
+        .await
+        .expect("connect");
+    let missing = |what: &str, r: Result<(), Error>| match r {
+        Err(Error::Misconfigured { message, .. }) => assert!(message.contains(&root), "{what}: {message}"),
+        other => panic!("{what}: expected Misconfigured naming the root, got {other:?}"),
+    };
+    missing("verify", store.verify().await);
+    let client = LeaseClient::new(store.clone());
+    missing("acquire", client.acquire("a", Duration::from_secs(1)).await.map(drop));
+    missing(
+        "vacant write",
+        store
+            .write(&name("b"), &Precondition::Absent, &held("x", 1, 1000).vacated())
+            .await
+            .map(drop),
+    );
+    missing("list", store.list(&NamePrefix::all()).await.map(drop));
+    let c = store.client().await.expect("client");
+    assert_eq!(
+        c.check_stat(&root).await.expect("stat"),
+        None,
+        "something created the root"
+    );
+}
+
+/// No server: connecting is `Unavailable` within the request timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_server_is_unavailable_in_bounded_time() {
+    let config = ZooKeeperConfig::default()
+        .with_request_timeout(Duration::from_millis(800))
+        .expect("config");
+    let start = tokio::time::Instant::now();
+    // A port of the project's range where nothing listens.
+    match ZooKeeperStore::connect("127.0.0.1:52199", config).await {
+        Err(e) => assert!(e.is_retryable(), "expected Unavailable, got {e}"),
+        Ok(s) => panic!("connected to nothing: {s:?}"),
+    }
+    assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
+}
+
+/// An explicit-token write raises the counter: a later claim issues a token above it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explicit_tokens_raise_the_counter() {
+    let store = common::store("explicit").await;
+    let n = name("explicit");
+    let first = match store
+        .write(&n, &Precondition::Absent, &held("a", 41, 1000))
+        .await
+        .expect("write")
+    {
+        CasOutcome::Written(s) => s,
+        other => panic!("not written: {other:?}"),
+    };
+    match store
+        .write(
+            &n,
+            &Precondition::Version(first.version.clone()),
+            &held("a", 41, 1000).vacated(),
+        )
+        .await
+        .expect("vacate")
+    {
+        CasOutcome::Written(s) => assert!(s.record.is_vacant()),
+        other => panic!("not vacated: {other:?}"),
+    }
+    let lease = LeaseClient::new(store.clone())
+        .acquire(n.as_str(), Duration::from_secs(1))
+        .await
+        .expect("acquire");
+    assert_eq!(lease.token(), FencingToken::new(42));
+    lease.release().await.expect("release");
+}
