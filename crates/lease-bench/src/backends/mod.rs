@@ -4,6 +4,7 @@
 mod dynamo;
 mod etcd;
 mod memory;
+mod mysql;
 mod postgres;
 mod redis;
 mod s3;
@@ -31,6 +32,8 @@ pub enum StoreKind {
     Postgres,
     /// `leasehold-sqlite`.
     Sqlite,
+    /// `leasehold-mysql` on MariaDB.
+    MySql,
     /// `leasehold-etcd`.
     Etcd,
     /// `leasehold-dynamodb` on moto.
@@ -43,10 +46,11 @@ pub enum StoreKind {
 
 impl StoreKind {
     /// Every store, in report order.
-    pub const ALL: [StoreKind; 7] = [
+    pub const ALL: [StoreKind; 8] = [
         StoreKind::Memory,
         StoreKind::Postgres,
         StoreKind::Sqlite,
+        StoreKind::MySql,
         StoreKind::Etcd,
         StoreKind::Dynamo,
         StoreKind::S3,
@@ -59,6 +63,7 @@ impl StoreKind {
             Self::Memory => "MemoryStore",
             Self::Postgres => "Postgres",
             Self::Sqlite => "SQLite",
+            Self::MySql => "MySQL (MariaDB)",
             Self::Etcd => "etcd",
             Self::Dynamo => "DynamoDB (moto)",
             Self::S3 => "S3 (moto)",
@@ -72,6 +77,7 @@ impl StoreKind {
             Self::Memory => "memory",
             Self::Postgres => "postgres",
             Self::Sqlite => "sqlite",
+            Self::MySql => "mysql",
             Self::Etcd => "etcd",
             Self::Dynamo => "dynamo",
             Self::S3 => "s3",
@@ -89,9 +95,9 @@ impl StoreKind {
         matches!(self, Self::Dynamo | Self::S3)
     }
 
-    /// Part of the scale benchmark (issue: MemoryStore and Postgres).
+    /// Part of the scale benchmark (MemoryStore and the networked SQL stores).
     pub fn scales(self) -> bool {
-        matches!(self, Self::Memory | Self::Postgres)
+        matches!(self, Self::Memory | Self::Postgres | Self::MySql)
     }
 
     /// Compared with a peer lock on the same server (the peers table).
@@ -258,6 +264,7 @@ pub async fn open(kind: StoreKind, tag: &str) -> Result<Opened> {
         StoreKind::Memory => Box::new(memory::MemoryBackend::new()),
         StoreKind::Postgres => Box::new(postgres::PostgresBackend::open(tag).await?),
         StoreKind::Sqlite => Box::new(sqlite::SqliteBackend::open(tag).await?),
+        StoreKind::MySql => Box::new(mysql::MySqlBackend::open(tag).await?),
         StoreKind::Etcd => Box::new(etcd::EtcdBackend::open(tag).await?),
         StoreKind::Dynamo => Box::new(dynamo::DynamoBackend::open(tag).await?),
         StoreKind::S3 => Box::new(s3::S3Backend::open(tag).await?),
