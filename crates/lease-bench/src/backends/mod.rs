@@ -95,9 +95,9 @@ impl StoreKind {
         matches!(self, Self::Dynamo | Self::S3)
     }
 
-    /// Part of the scale benchmark (MemoryStore and the networked SQL stores).
+    /// Part of the scale benchmark (issue: MemoryStore and Postgres).
     pub fn scales(self) -> bool {
-        matches!(self, Self::Memory | Self::Postgres | Self::MySql)
+        matches!(self, Self::Memory | Self::Postgres)
     }
 
     /// Compared with a peer lock on the same server (the peers table).
