@@ -4,16 +4,18 @@
 # >= 500 store restarts and >= 500 proxy faults per store (or a time cap), then the
 # independent checker over every history and the resource.
 #
-#   scripts/torture-long.sh [postgres redis etcd dynamo s3]     (default: all five)
+#   scripts/torture-long.sh [postgres mysql redis etcd zookeeper dynamo s3]     (default: all seven)
 #
 # The named stores run side by side; each store runs as K instances side by side (its
 # own store instance, seed and histories each), which share its targets. Per store:
 #
 #   store     instances  TTL      (override: TORTURE_INSTANCES_<STORE>, TORTURE_TTL_MS_<STORE>)
 #   postgres  3          300 ms
+#   mysql     3          300 ms   (MariaDB)
 #   redis     3          300 ms
 #   etcd      10         1 s      (etcd clusters with 50 ms heartbeats, 500 ms elections:
 #                                  etcd's shortest lease is 1.5 election timeouts, rounded up)
+#   zookeeper 6          1 s      (three-server ensembles; sessions are whole seconds)
 #   dynamo    6          400 ms
 #   s3        6          400 ms
 #
@@ -33,14 +35,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 stores=("$@")
-[ ${#stores[@]} -gt 0 ] || stores=(postgres redis etcd dynamo s3)
+[ ${#stores[@]} -gt 0 ] || stores=(postgres mysql redis etcd zookeeper dynamo s3)
 SEED=${TORTURE_SEED:-1}
 MAX=${TORTURE_MAX_MINUTES:-1440}
 TARGET=${CARGO_TARGET_DIR:-target}
 PROFILE=${TORTURE_PROFILE:-bench-fast}
 
-declare -A INSTANCES=([postgres]=3 [redis]=3 [etcd]=10 [dynamo]=6 [s3]=6)
-declare -A TTL_MS=([postgres]=300 [redis]=300 [etcd]=1000 [dynamo]=400 [s3]=400)
+declare -A INSTANCES=([postgres]=3 [mysql]=3 [redis]=3 [etcd]=10 [zookeeper]=6 [dynamo]=6 [s3]=6)
+declare -A TTL_MS=([postgres]=300 [mysql]=300 [redis]=300 [etcd]=1000 [zookeeper]=1000 [dynamo]=400 [s3]=400)
 
 cargo build --profile "$PROFILE" -p leasehold-tests --bins
 # Run copies: a rebuild during a run must not swap the worker that replaces killed ones.

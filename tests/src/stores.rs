@@ -5,6 +5,7 @@
 //! | store | instance | restart fault | data after a restart |
 //! |-------|----------|---------------|----------------------|
 //! | Postgres | `$LEASEHOLD_STORES_SCRIPT start postgres` on its own port and dir | `pg_ctl -m immediate` stop, then start | kept (fsync on) |
+//! | MariaDB | `… start mariadb` on its own port and dir | `kill -9` of mariadbd (a crash stop), then start (InnoDB crash recovery) | kept (`innodb_flush_log_at_trx_commit=1`) |
 //! | Redis | `… start redis` (no persistence, as the script configures it) | `kill -9`, then start | **lost**: leases and token counters |
 //! | etcd | `… start etcd-cluster`, three members | `kill -9` of one member (the leader about half the time), restarted after a while | kept (Raft quorum) |
 //! | ZooKeeper | `… start zookeeper-ensemble`, three servers | `kill -9` of one server (the leader about half the time), restarted after a while | kept (quorum) |
@@ -32,6 +33,8 @@ use rand::rngs::StdRng;
 pub enum StoreKind {
     /// `leasehold-postgres`.
     Postgres,
+    /// `leasehold-mysql` on MariaDB.
+    MySql,
     /// `leasehold-redis` (efficiency-only).
     Redis,
     /// `leasehold-etcd` on a three-member cluster.
@@ -46,8 +49,9 @@ pub enum StoreKind {
 
 impl StoreKind {
     /// Every store.
-    pub const ALL: [StoreKind; 6] = [
+    pub const ALL: [StoreKind; 7] = [
         Self::Postgres,
+        Self::MySql,
         Self::Redis,
         Self::Etcd,
         Self::Dynamo,
@@ -59,6 +63,7 @@ impl StoreKind {
     pub fn name(self) -> &'static str {
         match self {
             Self::Postgres => "postgres",
+            Self::MySql => "mysql",
             Self::Redis => "redis",
             Self::Etcd => "etcd",
             Self::Dynamo => "dynamo",
@@ -99,9 +104,9 @@ pub use leasehold_testkit::env;
 /// A restart or member kill the controller injected.
 #[derive(Debug, Clone)]
 pub struct Restart {
-    /// What was done (`postgres_immediate`, `redis_kill9`, `etcd_kill9_leader`,
-    /// `etcd_kill9_follower`, `zookeeper_kill9_leader`, `zookeeper_kill9_follower`,
-    /// `moto_kill9`).
+    /// What was done (`postgres_immediate`, `mariadb_kill9`, `redis_kill9`,
+    /// `etcd_kill9_leader`, `etcd_kill9_follower`, `zookeeper_kill9_leader`,
+    /// `zookeeper_kill9_follower`, `moto_kill9`).
     pub kind: &'static str,
     /// Whether the store lost its data.
     pub data_loss: bool,
@@ -160,6 +165,7 @@ impl Dedicated {
         }
         match kind {
             StoreKind::Postgres => d.script(&["start", "postgres"]).await,
+            StoreKind::MySql => d.script(&["start", "mariadb"]).await,
             StoreKind::Redis => d.script(&["start", "redis"]).await,
             StoreKind::Etcd => d.script(&["start", "etcd-cluster"]).await,
             StoreKind::ZooKeeper => d.script(&["start", "zookeeper-ensemble"]).await,
@@ -211,6 +217,7 @@ impl Dedicated {
             .iter()
             .map(|a| match kind {
                 StoreKind::Postgres => format!("postgres://postgres@{a}/postgres"),
+                StoreKind::MySql => format!("mysql://root@{a}/leasehold"),
                 StoreKind::Redis => format!("redis://{a}/"),
                 StoreKind::Etcd | StoreKind::Dynamo | StoreKind::S3 => format!("http://{a}"),
                 StoreKind::ZooKeeper => a.to_string(),
@@ -233,6 +240,7 @@ impl Dedicated {
             .args(args)
             .env("LEASEHOLD_STORES_DIR", &self.dir)
             .env("LEASEHOLD_PG_PORT", self.port.to_string())
+            .env("LEASEHOLD_MYSQL_PORT", self.port.to_string())
             .env("LEASEHOLD_REDIS_PORT", self.port.to_string())
             .env("LEASEHOLD_ETCD_CLUSTER_BASE", self.port.to_string())
             .env("LEASEHOLD_MOTO_PORT", self.port.to_string())
@@ -298,6 +306,13 @@ impl Dedicated {
                 self.script(&["stop", "postgres"]).await;
                 self.start_after(down_for, "postgres").await;
                 Restart::new("postgres_immediate", false)
+            }
+            StoreKind::MySql => {
+                // stores.sh stops MariaDB with `kill -9` of mariadbd (a crash: InnoDB
+                // recovers from its redo log), then starts it and waits until it answers.
+                self.script(&["stop", "mariadb"]).await;
+                self.start_after(down_for, "mariadb").await;
+                Restart::new("mariadb_kill9", false)
             }
             StoreKind::Redis => {
                 self.kill9_pidfile("redis/redis.pid").await;
@@ -412,6 +427,9 @@ impl Dedicated {
             StoreKind::Postgres => {
                 let _ = self.script_output(&["stop", "postgres"]).await;
             }
+            StoreKind::MySql => {
+                let _ = self.script_output(&["stop", "mariadb"]).await;
+            }
             StoreKind::Redis => {
                 let _ = self.script_output(&["stop", "redis"]).await;
             }
@@ -492,7 +510,7 @@ impl Namespace {
         &self.0
     }
 
-    fn pg_table(&self) -> String {
+    fn sql_table(&self) -> String {
         format!("lht_{}_leases", self.0)
     }
 
@@ -531,7 +549,7 @@ pub struct Built {
     pub redis: Option<leasehold_redis::RedisStore>,
 }
 
-/// Creates what the store needs before leases can be taken (Postgres lease table,
+/// Creates what the store needs before leases can be taken (Postgres and MySQL lease tables,
 /// DynamoDB table, S3 bucket); idempotent.
 ///
 /// # Errors
@@ -545,10 +563,17 @@ pub async fn prepare(kind: StoreKind, endpoint: &str, ns: &Namespace) -> LeaseRe
                 .connect(endpoint)
                 .await
                 .map_err(|e| Error::unavailable("connect to postgres", e))?;
-            let config = leasehold_postgres::PostgresConfig::new().with_table(&ns.pg_table())?;
+            let config = leasehold_postgres::PostgresConfig::new().with_table(&ns.sql_table())?;
             leasehold_postgres::PostgresStore::provision(&pool, &config).await?;
             pool.close().await;
             Ok(())
+        }
+        StoreKind::MySql => {
+            let pool = mysql_pool(endpoint, 1, Duration::from_secs(10)).await?;
+            let config = leasehold_mysql::MySqlConfig::new().with_table(&ns.sql_table())?;
+            let done = leasehold_mysql::MySqlStore::provision(&pool, &config).await;
+            pool.close().await;
+            done
         }
         StoreKind::Redis | StoreKind::Etcd => Ok(()),
         StoreKind::ZooKeeper => {
@@ -577,6 +602,17 @@ pub async fn prepare(kind: StoreKind, endpoint: &str, ns: &Namespace) -> LeaseRe
             }
         }
     }
+}
+
+/// A pool of at most `max` connections on the MariaDB at `url`, waiting at most
+/// `timeout` for a connection.
+async fn mysql_pool(url: &str, max: u32, timeout: Duration) -> LeaseResult<sqlx::MySqlPool> {
+    sqlx::mysql::MySqlPoolOptions::new()
+        .max_connections(max)
+        .acquire_timeout(timeout)
+        .connect(url)
+        .await
+        .map_err(|e| Error::unavailable("connect to mariadb", e))
 }
 
 /// A DynamoDB client for a local endpoint (static credentials, one region), every
@@ -615,11 +651,18 @@ pub async fn build(
                 .connect(first)
                 .await
                 .map_err(|e| Error::unavailable("connect to postgres", e))?;
-            let config = leasehold_postgres::PostgresConfig::new().with_table(&ns.pg_table())?;
+            let config = leasehold_postgres::PostgresConfig::new().with_table(&ns.sql_table())?;
             (
                 Arc::new(leasehold_postgres::PostgresStore::new(pool, config).await?),
                 None,
             )
+        }
+        StoreKind::MySql => {
+            let pool = mysql_pool(first, 4, request_timeout).await?;
+            let config = leasehold_mysql::MySqlConfig::new()
+                .with_table(&ns.sql_table())?
+                .with_request_timeout(request_timeout)?;
+            (Arc::new(leasehold_mysql::MySqlStore::new(pool, config).await?), None)
         }
         StoreKind::Redis => {
             let client = redis::Client::open(first.as_str()).map_err(|e| Error::invalid("redis url", e.to_string()))?;

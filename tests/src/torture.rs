@@ -4,7 +4,7 @@
 //! history and the protected resource.
 //!
 //! ```text
-//!  torture-worker × N ──FaultProxy──▶ dedicated store (Postgres | Redis | etcd ×3 | moto)
+//!  torture-worker × N ──FaultProxy──▶ dedicated store (Postgres | MariaDB | Redis | etcd ×3 | moto)
 //!        │                                   ▲
 //!        └──FaultProxy──▶ shared Postgres    └── observer (direct): Observed events
 //!                         (the resource: hw row + writes table)
@@ -185,7 +185,7 @@ impl RunConfig {
     /// The defaults for `kind`: TTL, workers, every fault, time-bounded.
     pub fn new(kind: StoreKind, seed: u64, port: u16, worker_exe: PathBuf, max_time: Duration) -> Self {
         let ttl = match kind {
-            StoreKind::Postgres | StoreKind::Redis => Duration::from_millis(500),
+            StoreKind::Postgres | StoreKind::MySql | StoreKind::Redis => Duration::from_millis(500),
             StoreKind::Dynamo | StoreKind::S3 => Duration::from_millis(800),
             StoreKind::Etcd => Duration::from_secs(2),
             StoreKind::ZooKeeper => Duration::from_secs(1),

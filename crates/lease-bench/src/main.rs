@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use leasehold_bench::data::{Results, Target};
 use leasehold_bench::{Plan, StoreKind, charts, render, run};
 
-const USAGE: &str = "usage: leasehold-bench [run] [--smoke] [--stores memory,postgres,sqlite,etcd,zookeeper,dynamo,s3,redis] \
+const USAGE: &str = "usage: leasehold-bench [run] [--smoke] [--stores memory,postgres,sqlite,mysql,etcd,zookeeper,dynamo,s3,redis] \
                      [--command TEXT] [--json FILE] [--merge]\n       \
                      leasehold-bench render RESULTS.json DOC.md [--out FILE | --check]";
 

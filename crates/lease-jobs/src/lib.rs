@@ -17,6 +17,8 @@
 //! - Feature `shedlock-postgres`: `shedlock::ShedlockStore`, a `CasStore` over ShedLock's
 //!   own `shedlock` table, so Rust instances and Java ShedLock instances exclude each
 //!   other.
+//! - Feature `shedlock-mysql`: `shedlock::ShedlockMySqlStore`, the same over ShedLock's
+//!   table in MySQL or MariaDB.
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
@@ -282,8 +284,8 @@ mod schedule;
 mod scheduler;
 mod sweep;
 
-#[cfg(feature = "shedlock-postgres")]
-#[cfg_attr(docsrs, doc(cfg(feature = "shedlock-postgres")))]
+#[cfg(any(feature = "shedlock-postgres", feature = "shedlock-mysql"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "shedlock-postgres", feature = "shedlock-mysql"))))]
 pub mod shedlock;
 
 pub use clock::TokioWallClock;

@@ -15,6 +15,7 @@
 //! | `election` | [`election`] | leader election: campaign, resign, observe |
 //! | `jobs` | [`jobs`] | singleton scheduled jobs (ShedLock's model) |
 //! | `shedlock-postgres` | [`jobs::shedlock`] | ShedLock's own table, shared with Java instances |
+//! | `shedlock-mysql` | [`jobs::shedlock`] | the same in MySQL or MariaDB |
 //! | `testing` | [`testing`] | counting and fault-injecting store wrappers |
 //! | `conformance` | [`conformance`] | the suite a store implementation runs |
 //! | `full` | all of the above but `conformance` | |

@@ -32,7 +32,9 @@
 //!   (MyISAM, MEMORY, …) with [`leasehold_core::Error::Misconfigured`]: without row locks
 //!   and transactional writes one statement is not one atomic compare-and-swap.
 //! - **The pool must reach the primary.** A server with `read_only` on (a replica) is
-//!   refused.
+//!   refused with [`leasehold_core::Error::Misconfigured`]: at open and by `verify`, and a
+//!   store opened before the switch has its writes refused by the server (error 1290),
+//!   the same error, nothing written (`tests/read_only.rs`, on a MariaDB of its own).
 //! - `name` must be the primary key and the table's only unique key (an
 //!   `ON DUPLICATE KEY UPDATE` fires on any unique key).
 //! - The user needs `SELECT, INSERT, UPDATE` on the table (rows are never deleted).

@@ -1,7 +1,7 @@
 //! The long torture run of one store (`scripts/torture-long.sh` runs it for each).
 //!
 //! ```text
-//! torture --store postgres|redis|etcd|dynamo|s3 [--seed N] [--port P] [--ttl-ms T]
+//! torture --store postgres|mysql|redis|etcd|dynamo|s3 [--seed N] [--port P] [--ttl-ms T]
 //!         [--workers N] [--max-minutes M] [--cycles C] [--restarts R] [--proxy-faults F]
 //!         [--mutant none|no-fence|blind-release] [--skew] [--instances K] [--permits N]
 //! torture --recheck <run dir>      # the checker again, over a lease run's files
@@ -73,6 +73,7 @@ async fn main() {
                 StoreKind::Dynamo => 3,
                 StoreKind::S3 => 4,
                 StoreKind::ZooKeeper => 5,
+                StoreKind::MySql => 6,
             };
     let base = u16::try_from(num("--port", default_port)).unwrap_or_else(|_| fail("--port"));
     let instances = num("--instances", 1);

@@ -4,6 +4,7 @@
 mod dynamo;
 mod etcd;
 mod memory;
+mod mysql;
 mod postgres;
 mod redis;
 mod s3;
@@ -32,6 +33,8 @@ pub enum StoreKind {
     Postgres,
     /// `leasehold-sqlite`.
     Sqlite,
+    /// `leasehold-mysql` on MariaDB.
+    MySql,
     /// `leasehold-etcd`.
     Etcd,
     /// `leasehold-dynamodb` on moto.
@@ -50,6 +53,7 @@ impl StoreKind {
         StoreKind::Memory,
         StoreKind::Postgres,
         StoreKind::Sqlite,
+        StoreKind::MySql,
         StoreKind::Etcd,
         StoreKind::ZooKeeper,
         StoreKind::Dynamo,
@@ -63,6 +67,7 @@ impl StoreKind {
             Self::Memory => "MemoryStore",
             Self::Postgres => "Postgres",
             Self::Sqlite => "SQLite",
+            Self::MySql => "MySQL (MariaDB)",
             Self::Etcd => "etcd",
             Self::ZooKeeper => "ZooKeeper",
             Self::Dynamo => "DynamoDB (moto)",
@@ -77,6 +82,7 @@ impl StoreKind {
             Self::Memory => "memory",
             Self::Postgres => "postgres",
             Self::Sqlite => "sqlite",
+            Self::MySql => "mysql",
             Self::Etcd => "etcd",
             Self::ZooKeeper => "zookeeper",
             Self::Dynamo => "dynamo",
@@ -265,6 +271,7 @@ pub async fn open(kind: StoreKind, tag: &str) -> Result<Opened> {
         StoreKind::Memory => Box::new(memory::MemoryBackend::new()),
         StoreKind::Postgres => Box::new(postgres::PostgresBackend::open(tag).await?),
         StoreKind::Sqlite => Box::new(sqlite::SqliteBackend::open(tag).await?),
+        StoreKind::MySql => Box::new(mysql::MySqlBackend::open(tag).await?),
         StoreKind::Etcd => Box::new(etcd::EtcdBackend::open(tag).await?),
         StoreKind::ZooKeeper => Box::new(zookeeper::ZooKeeperBackend::open(tag).await?),
         StoreKind::Dynamo => Box::new(dynamo::DynamoBackend::open(tag).await?),

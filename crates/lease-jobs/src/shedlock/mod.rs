@@ -1,4 +1,5 @@
-//! ShedLock table interop for Postgres (feature `shedlock-postgres`).
+//! ShedLock table interop for Postgres (feature `shedlock-postgres`) and MySQL/MariaDB
+//! (feature `shedlock-mysql`: [`ShedlockMySqlStore`], whose docs give its MySQL setup).
 //!
 //! [`ShedlockStore`] is a [`leasehold_core::store::CasStore`] over ShedLock's own table, so a
 //! Rust instance using [`crate::LockingExecutor`] (or a [`crate::Scheduler`] with
@@ -67,9 +68,20 @@
 //! ```
 
 mod config;
+#[cfg(feature = "shedlock-postgres")]
 mod error;
+#[cfg(feature = "shedlock-mysql")]
+mod mysql;
+mod row;
+#[cfg(feature = "shedlock-postgres")]
 mod sql;
+#[cfg(feature = "shedlock-postgres")]
 mod store;
 
 pub use config::ShedlockConfig;
+#[cfg(feature = "shedlock-mysql")]
+#[cfg_attr(docsrs, doc(cfg(feature = "shedlock-mysql")))]
+pub use mysql::ShedlockMySqlStore;
+#[cfg(feature = "shedlock-postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "shedlock-postgres")))]
 pub use store::ShedlockStore;

@@ -8,17 +8,15 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leasehold_core::fence::{Dialect, Ident};
 use leasehold_core::{
-    ClientConfig, Error, FencingToken, HolderId, LeaseClient, LeaseName, NamePrefix, Result, Ttl,
-    store::{
-        Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Precondition,
-        Stored, Version, record_codec,
-    },
+    ClientConfig, Error, LeaseClient, LeaseName, NamePrefix, Result,
+    store::{Capabilities, CasOutcome, CasStore, Current, DeleteOutcome, LeaseRecord, Precondition, Stored, Version},
 };
 use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
 use sqlx::{AssertSqlSafe, Row};
 
 use super::ShedlockConfig;
 use super::error::{self, Op};
+use super::row::{self, RawRow, by_param, parse_version, ttl_param};
 use super::sql::{Shape, Statements};
 
 /// Leases kept in ShedLock's own `shedlock` table in Postgres, so Rust instances and
@@ -40,15 +38,6 @@ impl fmt::Debug for ShedlockStore {
             .field("fenced", &self.fenced)
             .finish_non_exhaustive()
     }
-}
-
-/// One row as the statements return it.
-struct RawRow {
-    locked_by: Option<String>,
-    at_us: Option<i64>,
-    until_us: Option<i64>,
-    remaining_ms: Option<i64>,
-    fence: Option<i64>,
 }
 
 impl ShedlockStore {
@@ -210,13 +199,7 @@ impl ShedlockStore {
     }
 
     fn check_name(&self, name: &LeaseName) -> Result<()> {
-        if name.as_str().len() > self.name_len {
-            return Err(Error::invalid(
-                "lease name",
-                format!("longer than the table's name column ({} characters)", self.name_len),
-            ));
-        }
-        Ok(())
+        row::check_name(self.name_len, name)
     }
 
     async fn timed<T>(&self, op: Op, f: impl Future<Output = std::result::Result<T, sqlx::Error>>) -> Result<T> {
@@ -237,133 +220,20 @@ impl ShedlockStore {
         })
     }
 
-    /// Decodes a row; anything that is not a lease (or a ShedLock lock) is corrupt.
-    fn decode(&self, name: &LeaseName, r: &RawRow) -> Result<Stored> {
-        let corrupt = |why: &str| Error::corrupt(name.as_str(), why);
-        let by = r.locked_by.as_deref().ok_or_else(|| corrupt("locked_by is NULL"))?;
-        let at = r.at_us.ok_or_else(|| corrupt("locked_at is NULL"))?;
-        let until = r.until_us.ok_or_else(|| corrupt("lock_until is NULL"))?;
-        let token = if self.fenced {
-            match r.fence {
-                // A row ShedLock created and no Rust instance ever held.
-                None => FencingToken::FIRST,
-                Some(f) if f > 0 => FencingToken::from_i64(f)?,
-                Some(f) => return Err(corrupt(&format!("fence {f} is not a token"))),
-            }
-        } else {
-            match u64::try_from(at) {
-                Ok(t) if t > 0 => FencingToken::new(t),
-                _ => return Err(corrupt("locked_at before 1970")),
-            }
-        };
-        let holder = match by {
-            "" => None,
-            s => Some(holder_of(s)),
-        };
-        let ttl_ms = u64::try_from(until.saturating_sub(at) / 1000).unwrap_or(0);
-        let ttl_ms = ttl_ms.clamp(millis(Ttl::MIN), millis(Ttl::MAX));
-        let record = record_codec::from_parts(name, holder.as_ref().map(HolderId::as_str), token.get(), ttl_ms, None)?;
-        let remaining = Duration::from_millis(r.remaining_ms.and_then(|m| u64::try_from(m).ok()).unwrap_or(0));
-        let fence = r.fence.map_or_else(|| "-".to_owned(), |f| f.to_string());
-        Ok(Stored {
-            record,
-            version: Version::new(format!("{at}:{until}:{fence}:{by}")),
-            remaining: Some(remaining),
-        })
-    }
-
     fn outcome(&self, name: &LeaseName, rows: &[PgRow]) -> Result<(bool, Option<Stored>)> {
         let Some(row) = rows.first() else {
             return Ok((false, None));
         };
         let written: bool = row.try_get("written").map_err(|e| error::map(Op::Write, e))?;
-        let stored = self.decode(name, &Self::raw(row)?)?;
+        let stored = row::decode(self.fenced, name, &Self::raw(row)?)?;
         Ok((written, Some(stored)))
     }
-}
-
-/// The parts of a version: `at_us:until_us:fence:locked_by`.
-struct VersionParts<'a> {
-    at: i64,
-    until: i64,
-    fence: Option<i64>,
-    by: &'a str,
-}
-
-fn parse_version(v: &Version) -> Option<VersionParts<'_>> {
-    let mut it = v.as_str().splitn(4, ':');
-    let at = it.next()?.parse().ok()?;
-    let until = it.next()?.parse().ok()?;
-    let fence = match it.next()? {
-        "-" => None,
-        f => Some(f.parse().ok()?),
-    };
-    let by = it.next()?;
-    Some(VersionParts { at, until, fence, by })
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// A holder id for a `locked_by` value: itself when it is a valid holder id, else (a
-/// Java host name with characters holder ids do not allow, or a long one) a
-/// deterministic id built from it, which never equals a Rust holder's.
-fn holder_of(locked_by: &str) -> HolderId {
-    if let Ok(h) = HolderId::new(locked_by) {
-        return h;
-    }
-    let clean: String = locked_by
-        .chars()
-        .take(80)
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    // FNV-1a, so the same foreign value always maps to the same id.
-    let hash = locked_by.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    HolderId::new(format!("shedlock:{clean}@{hash:016x}"))
-        .unwrap_or_else(|_| HolderId::new(format!("shedlock@{hash:016x}")).unwrap_or_else(|_| unreachable_holder()))
-}
-
-fn unreachable_holder() -> HolderId {
-    unreachable!("a fixed-format holder id is valid")
-}
-
-fn ttl_param(record: &LeaseRecord) -> Result<i64> {
-    if record.is_vacant() {
-        // A released lock: free at once, for Java instances too.
-        return Ok(0);
-    }
-    i64::try_from(record.ttl.as_millis()).map_err(|_| Error::invalid("ttl", "too long"))
-}
-
-fn by_param(record: &LeaseRecord) -> String {
-    record
-        .holder
-        .as_ref()
-        .map_or_else(String::new, |h| h.as_str().to_owned())
 }
 
 #[async_trait]
 impl CasStore for ShedlockStore {
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            clock: ClockSource::Store,
-            grade: if self.fenced {
-                Grade::Linearizable
-            } else {
-                Grade::EfficiencyOnly
-            },
-            conflict_returns_current: true,
-            notifies_waiters: false,
-        }
+        row::capabilities(self.fenced)
     }
 
     /// One `SELECT` of the Postgres server's clock (ShedLock's `usingDbTime()`).
@@ -392,7 +262,7 @@ impl CasStore for ShedlockStore {
                     .fetch_optional(&self.pool),
             )
             .await?;
-        row.map(|r| self.decode(name, &Self::raw(&r)?)).transpose()
+        row.map(|r| row::decode(self.fenced, name, &Self::raw(&r)?)).transpose()
     }
 
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
@@ -488,36 +358,5 @@ impl CasStore for ShedlockStore {
             (false, Some(s)) => DeleteOutcome::Conflict(Current::Present(s)),
             (false, None) => DeleteOutcome::Conflict(Current::Unknown),
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn versions_round_trip_with_colons_in_the_holder() {
-        let v = Version::new("1700000000000000:1700000001000000:7:pid-1#a:b");
-        let p = parse_version(&v).expect("parses");
-        assert_eq!(
-            (p.at, p.until, p.fence, p.by),
-            (1_700_000_000_000_000, 1_700_000_001_000_000, Some(7), "pid-1#a:b")
-        );
-        let unfenced = Version::new("1:2:-:");
-        let p = parse_version(&unfenced).expect("parses");
-        assert_eq!((p.fence, p.by), (None, ""));
-        assert!(parse_version(&Version::new("garbage")).is_none());
-        assert!(parse_version(&Version::new("1:2:x:y")).is_none());
-    }
-
-    #[test]
-    fn foreign_holders_map_to_stable_valid_ids() {
-        assert_eq!(holder_of("host-1.example").as_str(), "host-1.example");
-        let odd = holder_of("my host (prod) ✓");
-        assert_eq!(odd, holder_of("my host (prod) ✓"));
-        assert_ne!(odd, holder_of("my host (prod) x"));
-        assert!(odd.as_str().starts_with("shedlock:my_host__prod"));
-        let long = holder_of(&"h".repeat(255));
-        assert!(long.as_str().len() <= leasehold_core::MAX_HOLDER_LEN);
     }
 }
