@@ -42,7 +42,7 @@ cleanup() {
   fi
 }
 trap cleanup EXIT
-for store in postgres mariadb redis etcd moto; do
+for store in postgres mariadb redis etcd zookeeper moto; do
   out=$(scripts/stores.sh start "$store" 2>&1) || { echo "$out" >&2; exit 1; }
   echo "$out" >&2
   case "$out" in *"already up"*) ;; *) started+=("$store") ;; esac

@@ -49,7 +49,7 @@ pub enum StoreKind {
 
 impl StoreKind {
     /// Every store, in report order.
-    pub const ALL: [StoreKind; 8] = [
+    pub const ALL: [StoreKind; 9] = [
         StoreKind::Memory,
         StoreKind::Postgres,
         StoreKind::Sqlite,
