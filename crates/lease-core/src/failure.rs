@@ -65,40 +65,9 @@ pub fn no_answer(effect: Effect, what: &str, after: Duration) -> Error {
     ErrorClass::after_send(effect).error(message, source)
 }
 
-/// The error of each call that a batch carried when its one request failed with `e`
-/// ([`crate::store::CasStore::renew_many`]): of `e`'s class (may it have applied, may
-/// it be retried), with `e`'s message.
-pub fn batch_failure(e: &Error) -> Error {
-    let class = if e.is_indeterminate() {
-        ErrorClass::Indeterminate
-    } else if e.is_retryable() {
-        ErrorClass::Unavailable
-    } else {
-        ErrorClass::Misconfigured
-    };
-    let message = match e {
-        Error::Unavailable { message, .. }
-        | Error::Indeterminate { message, .. }
-        | Error::Misconfigured { message, .. } => message.clone(),
-        other => other.to_string(),
-    };
-    class.error(message, std::io::Error::other("the batch's one request failed"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_batch_failure_keeps_the_class_of_its_request() {
-        let sent = no_answer(Effect::Write, "renewals", Duration::from_secs(1));
-        assert!(batch_failure(&sent).is_indeterminate());
-        let refused = Error::unavailable("down", std::io::Error::other("refused"));
-        let each = batch_failure(&refused);
-        assert!(each.is_retryable() && !each.is_indeterminate(), "{each:?}");
-        let setup = Error::misconfigured("no table", std::io::Error::other("missing"));
-        assert!(matches!(batch_failure(&setup), Error::Misconfigured { ref message, .. } if message == "no table"));
-    }
 
     #[test]
     fn a_lost_answer_is_indeterminate_for_writes_only() {

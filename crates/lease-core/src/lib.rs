@@ -65,6 +65,7 @@
 
 pub mod admin;
 mod backoff;
+mod batch;
 mod client;
 pub mod clock;
 mod decision;

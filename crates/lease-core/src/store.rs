@@ -17,7 +17,8 @@ use std::fmt;
 
 use async_trait::async_trait;
 
-pub use crate::failure::{Effect, ErrorClass, batch_failure, no_answer};
+pub use crate::batch::{batch_failure, send_batch};
+pub use crate::failure::{Effect, ErrorClass, no_answer};
 pub use crate::finish::FinishOnDrop;
 pub use crate::record::{EXPIRY_SLACK, LeaseRecord, Stored, Version, expiry_is_possible, record_codec};
 pub use crate::wait::Wait;

@@ -192,29 +192,35 @@ pub struct RenewalArgs {
 }
 
 impl RenewalArgs {
-    /// Adds the renewal of `record` held at `version` under `name`.
+    /// The values of the renewal of `record` held at `version` under `name`, checked.
     ///
     /// # Errors
     /// As [`LeaseArgs::write`]; [`Error::InvalidInput`] for a vacant record (a renewal
     /// names its holder).
-    pub fn push(
-        &mut self,
+    pub fn check(
         name: &LeaseName,
         limits: &ColumnLimits,
         version: &Version,
         record: &LeaseRecord,
-    ) -> Result<()> {
-        let a = LeaseArgs::write(name, limits, &Precondition::Version(version.clone()), record)?;
-        let holder = a
-            .holder
-            .ok_or_else(|| Error::invalid("record", "a renewal names its holder"))?;
-        self.names.push(a.name);
-        self.holders.push(holder);
-        self.tokens.push(a.token);
-        self.versions.push(a.version);
-        self.ttls_ms.push(a.ttl_ms);
-        self.walls_ms.push(a.wall_ms);
-        Ok(())
+    ) -> Result<LeaseArgs> {
+        if record.holder.is_none() {
+            return Err(Error::invalid("record", "a renewal names its holder"));
+        }
+        LeaseArgs::write(name, limits, &Precondition::Version(version.clone()), record)
+    }
+
+    /// The arrays of the renewals `each` (as [`RenewalArgs::check`] made them), in order.
+    pub fn of<'a>(each: impl IntoIterator<Item = &'a LeaseArgs>) -> Self {
+        let mut out = Self::default();
+        for a in each {
+            out.names.push(a.name.clone());
+            out.holders.push(a.holder.clone().unwrap_or_default());
+            out.tokens.push(a.token);
+            out.versions.push(a.version);
+            out.ttls_ms.push(a.ttl_ms);
+            out.walls_ms.push(a.wall_ms);
+        }
+        out
     }
 }
 

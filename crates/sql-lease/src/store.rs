@@ -12,7 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leasehold_core::store::{
     Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Linearizable,
-    Precondition, Renewal, Stored, Version, Wait, batch_failure,
+    Precondition, Renewal, Stored, Version, Wait, send_batch,
 };
 use leasehold_core::{Error, LeaseName, NamePrefix, Result};
 use sqlx::Pool;
@@ -280,53 +280,36 @@ impl<B: SqlBackend> SqlStore<B> {
     /// renewals whose values are refused before sending answer with their own error,
     /// and a failure of the statement is each sent renewal's.
     async fn renew_batched(&self, sql: &str, batch: &[Renewal]) -> Vec<Result<CasOutcome>> {
-        let mut out: Vec<Option<Result<CasOutcome>>> = Vec::with_capacity(batch.len());
-        let mut args = RenewalArgs::default();
-        // The position of each renewal in `args` (from 1), for those sent.
-        let mut sent: Vec<usize> = Vec::with_capacity(batch.len());
-        for (i, r) in batch.iter().enumerate() {
-            match args.push(&r.name, &self.inner.limits, &r.version, &r.record) {
-                Ok(()) => {
-                    sent.push(i);
-                    out.push(None);
-                }
-                Err(e) => out.push(Some(Err(e))),
-            }
-        }
-        if !sent.is_empty() {
-            match self.run_renewals(sql, &args).await {
-                Ok(rows) => {
-                    let mut by_position: Vec<Vec<RawRow>> = vec![Vec::new(); sent.len()];
-                    for (position, row) in rows {
-                        let slot = usize::try_from(position)
-                            .ok()
-                            .and_then(|p| by_position.get_mut(p.wrapping_sub(1)));
-                        if let Some(slot) = slot {
-                            slot.push(row);
-                        }
-                    }
-                    for (rows, &i) in by_position.iter().zip(&sent) {
-                        let r = &batch[i];
-                        let outcome = row::write_outcome(&r.name, &Precondition::Version(r.version.clone()), rows);
-                        if let (Some(feed), Ok(CasOutcome::Written(s) | CasOutcome::Conflict(Current::Present(s)))) =
-                            (&self.inner.feed, &outcome)
-                        {
-                            feed.claimed(&r.name, &s.version);
-                        }
-                        out[i] = Some(outcome);
-                    }
-                }
-                Err(e) => {
-                    // One statement failed: each renewal it carried failed the same way.
-                    for &i in &sent {
-                        out[i] = Some(Err(batch_failure(&e)));
-                    }
+        let check = |r: &Renewal| RenewalArgs::check(&r.name, &self.inner.limits, &r.version, &r.record);
+        send_batch(batch, check, |ready| async move {
+            let rows = self
+                .run_renewals(sql, &RenewalArgs::of(ready.iter().map(|(_, a)| a)))
+                .await?;
+            // Each row names its renewal's position in the arrays, from 1.
+            let mut by_position: Vec<Vec<RawRow>> = vec![Vec::new(); ready.len()];
+            for (position, row) in rows {
+                let slot = usize::try_from(position)
+                    .ok()
+                    .and_then(|p| by_position.get_mut(p.wrapping_sub(1)));
+                if let Some(slot) = slot {
+                    slot.push(row);
                 }
             }
-        }
-        out.into_iter()
-            .map(|o| o.unwrap_or_else(|| Err(Error::invalid("renewal batch", "a renewal was left unanswered"))))
-            .collect()
+            Ok(ready
+                .iter()
+                .zip(&by_position)
+                .map(|((r, _), rows)| {
+                    let outcome = row::write_outcome(&r.name, &Precondition::Version(r.version.clone()), rows);
+                    if let (Some(feed), Ok(CasOutcome::Written(s) | CasOutcome::Conflict(Current::Present(s)))) =
+                        (&self.inner.feed, &outcome)
+                    {
+                        feed.claimed(&r.name, &s.version);
+                    }
+                    outcome
+                })
+                .collect())
+        })
+        .await
     }
 
     async fn run_renewals(&self, sql: &str, args: &RenewalArgs) -> Result<Vec<(i64, RawRow)>> {

@@ -10,7 +10,7 @@ use leasehold_core::{
     fence::FencedOutcome,
     store::{
         Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Precondition,
-        Renewal, Stored, Version, Wait, batch_failure,
+        Renewal, Stored, Version, Wait, send_batch,
     },
 };
 use redis::ScriptInvocation;
@@ -288,69 +288,43 @@ where
     /// Renewals in one pipeline of write-script calls: one round trip. A script
     /// missing from the server's cache is loaded and the pipeline sent again, once.
     async fn renew_pipelined(&self, batch: &[Renewal]) -> Vec<Result<CasOutcome>> {
-        let mut out: Vec<Option<Result<CasOutcome>>> = Vec::with_capacity(batch.len());
-        let mut pipe = redis::pipe();
-        let mut sent = Vec::with_capacity(batch.len());
-        for (i, r) in batch.iter().enumerate() {
-            match self.write_invocation(&r.name, renew_mode(&r.record), r.version.as_str(), &r.record) {
-                Ok(inv) => {
-                    pipe.invoke_script(&inv);
-                    sent.push(i);
-                    out.push(None);
-                }
-                Err(e) => out.push(Some(Err(e))),
-            }
-        }
-        if !sent.is_empty() {
+        let prepare =
+            |r: &Renewal| self.write_invocation(&r.name, renew_mode(&r.record), r.version.as_str(), &r.record);
+        send_batch(batch, prepare, |ready| async move {
             let what = "renewal pipeline";
+            let mut pipe = redis::pipe();
+            for (_, inv) in &ready {
+                pipe.invoke_script(inv);
+            }
             let mut conn = self.conn.clone();
             let mut replies = self.send_pipeline(&pipe, &mut conn).await;
             if matches!(&replies, Err(Sent::Redis(e)) if e.code() == Some(NOSCRIPT)) {
                 // The server lost its script cache (a restart, `SCRIPT FLUSH`): nothing ran.
-                let loaded = with_timeout(
-                    self.request_timeout,
-                    Effect::Read,
-                    "SCRIPT LOAD",
-                    WRITE_SCRIPT.load_async(&mut conn),
-                )
-                .await;
-                replies = match loaded {
+                let load = WRITE_SCRIPT.load_async(&mut conn);
+                replies = match with_timeout(self.request_timeout, Effect::Read, "SCRIPT LOAD", load).await {
                     Ok(_) => self.send_pipeline(&pipe, &mut conn).await,
                     Err(e) => Err(Sent::Failed(e)),
                 };
             }
-            let replies = replies.map_err(|e| match e {
+            let values = replies.map_err(|e| match e {
                 Sent::Redis(e) => error::from_redis(e, Effect::Write, what),
                 Sent::Failed(e) => e,
-            });
-            match replies {
-                Ok(values) if values.len() == sent.len() => {
-                    for (value, &i) in values.into_iter().zip(&sent) {
-                        let name = &batch[i].name;
-                        let what = format!("renewal of {name}");
-                        out[i] = Some(
-                            Reply::parse(value, Effect::Write, &what)
-                                .and_then(|reply| self.write_outcome(name, reply, &what)),
-                        );
-                    }
-                }
-                Ok(values) => {
-                    let why = format!("{} replies to {} renewals", values.len(), sent.len());
-                    for &i in &sent {
-                        out[i] = Some(Err(error::bad_reply(Effect::Write, what, why.clone())));
-                    }
-                }
-                Err(e) => {
-                    // One pipeline failed: each renewal it carried failed the same way.
-                    for &i in &sent {
-                        out[i] = Some(Err(batch_failure(&e)));
-                    }
-                }
+            })?;
+            if values.len() != ready.len() {
+                let why = format!("{} replies to {} renewals", values.len(), ready.len());
+                return Err(error::bad_reply(Effect::Write, what, why));
             }
-        }
-        out.into_iter()
-            .map(|o| o.unwrap_or_else(|| Err(Error::invalid("renewal batch", "a renewal was left unanswered"))))
-            .collect()
+            Ok(values
+                .into_iter()
+                .zip(&ready)
+                .map(|(value, (r, _))| {
+                    let what = format!("renewal of {}", r.name);
+                    Reply::parse(value, Effect::Write, &what)
+                        .and_then(|reply| self.write_outcome(&r.name, reply, &what))
+                })
+                .collect())
+        })
+        .await
     }
 
     /// Sends `pipe` on `conn` within the request timeout.
