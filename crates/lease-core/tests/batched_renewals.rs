@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use leasehold_core::store::CasStore;
 use leasehold_core::testing::CountingStore;
-use leasehold_core::testing::process::poll;
+use leasehold_core::testing::renewed;
 use leasehold_core::{LeaseClient, MemoryStore};
 
 const LEASES: usize = 50;
@@ -23,15 +23,13 @@ async fn fifty_leases_renew_in_a_few_requests_per_round() {
     for i in 0..LEASES {
         leases.push(client.acquire(&format!("batched/{i}"), TTL).await.expect("acquire"));
     }
-    let granted: Vec<_> = leases.iter().map(|l| l.valid_until()).collect();
     store.reset();
     // Two rounds: every lease renewed at least twice (its validity moved past a second
     // renewal's reach: more than a TTL beyond the grant's).
-    let rounds = poll(Duration::from_secs(5), || {
-        leases.iter().zip(&granted).all(|(l, g)| l.valid_until() > *g + TTL)
-    })
-    .await;
-    assert!(rounds, "not every lease was renewed twice within 5 s");
+    assert!(
+        renewed(&leases, 2, Duration::from_secs(5)).await,
+        "not every lease was renewed twice within 5 s"
+    );
     let renews = store.counts().renews;
     println!("{LEASES} leases, two renewal rounds: {renews} renewal requests");
     assert!(
@@ -55,12 +53,10 @@ async fn a_store_that_cannot_batch_keeps_one_request_per_renewal() {
     for i in 0..5 {
         leases.push(client.acquire(&format!("unbatched/{i}"), TTL).await.expect("acquire"));
     }
-    let granted: Vec<_> = leases.iter().map(|l| l.valid_until()).collect();
     store.reset();
-    let round = poll(Duration::from_secs(5), || {
-        leases.iter().zip(&granted).all(|(l, g)| l.valid_until() > *g)
-    })
-    .await;
-    assert!(round, "not every lease was renewed within 5 s");
+    assert!(
+        renewed(&leases, 1, Duration::from_secs(5)).await,
+        "not every lease was renewed within 5 s"
+    );
     assert!(store.counts().renews >= 5, "{:?}", store.counts());
 }

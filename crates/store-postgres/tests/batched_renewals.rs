@@ -10,7 +10,7 @@ use std::time::Duration;
 use leasehold_core::LeaseClient;
 use leasehold_core::store::CasStore;
 use leasehold_core::testing::CountingStore;
-use leasehold_core::testing::process::poll;
+use leasehold_core::testing::renewed;
 use leasehold_sql::testing::StatementLog;
 
 const LEASES: usize = 40;
@@ -28,15 +28,13 @@ async fn forty_leases_renew_in_a_few_statements() {
     for i in 0..LEASES {
         leases.push(client.acquire(&format!("batch/{i}"), TTL).await.expect("acquire"));
     }
-    let granted: Vec<_> = leases.iter().map(|l| l.valid_until()).collect();
     let log = StatementLog::install();
     let mark = log.mark();
     counting.reset();
-    let renewed = poll(Duration::from_secs(5), || {
-        leases.iter().zip(&granted).all(|(l, g)| l.valid_until() > *g)
-    })
-    .await;
-    assert!(renewed, "not every lease was renewed within 5 s");
+    assert!(
+        renewed(&leases, 1, Duration::from_secs(5)).await,
+        "not every lease was renewed within 5 s"
+    );
     let calls = counting.counts().renews;
     let statements = log.since(mark, &table);
     let batched = statements.iter().filter(|s| s.contains("unnest(")).count();

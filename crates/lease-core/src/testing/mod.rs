@@ -1,11 +1,14 @@
 //! For tests (feature `testing`): store wrappers that count round trips or inject
-//! faults, a wall clock that is wrong on purpose, and freezing a process.
+//! faults, a wall clock that is wrong on purpose, freezing a process, and waiting for
+//! renewals.
 
 mod counting;
 mod faults;
 pub mod process;
+mod renewals;
 mod skewed_clock;
 
 pub use counting::{CallCounts, CountingStore};
 pub use faults::{FaultPlan, FaultStore};
+pub use renewals::renewed;
 pub use skewed_clock::SkewedWallClock;
