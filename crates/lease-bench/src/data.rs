@@ -220,6 +220,25 @@ pub struct Peer {
     pub release: PeerRow,
     /// Acquire + release.
     pub cycle: PeerRow,
+    /// Where the library's writes are durable and the peer's are not: one WAL flush.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wal_flush: Option<WalFlush>,
+}
+
+/// What one WAL flush costs (the Postgres peer comparison).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WalFlush {
+    /// An upsert committed durably (`synchronous_commit = on`).
+    pub durable: Latency,
+    /// The same upsert with `synchronous_commit = off`.
+    pub unflushed: Latency,
+    /// Durable p50 − unflushed p50, µs: one WAL flush.
+    pub flush_p50_us: f64,
+    /// The library's acquire + release p50 minus two flushes (one per write), µs.
+    pub cycle_without_flushes_p50_us: f64,
+    /// That ÷ the peer's acquire + release p50.
+    pub ratio: f64,
 }
 
 /// One step of the peer comparison.
@@ -599,6 +618,17 @@ fn peer(p: &PeerResult) -> Peer {
         acquire,
         release,
         cycle,
+        wal_flush: p.flush.as_ref().map(|[durable, unflushed]| {
+            let flush = (micros(durable.p50) - micros(unflushed.p50)).max(0.0);
+            let without = cycle.library.p50_us - 2.0 * flush;
+            WalFlush {
+                durable: durable.into(),
+                unflushed: unflushed.into(),
+                flush_p50_us: flush,
+                cycle_without_flushes_p50_us: without,
+                ratio: without / cycle.peer.p50_us,
+            }
+        }),
     }
 }
 

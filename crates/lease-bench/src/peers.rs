@@ -75,6 +75,10 @@ pub struct PeerResult {
     pub library: [Summary; 3],
     /// Peer: acquire, release, whole cycle.
     pub other: [Summary; 3],
+    /// Where the library's writes are durable and the peer's are not (Postgres): one
+    /// durable write, then the same write without waiting for its WAL flush, measured
+    /// interleaved.
+    pub flush: Option<[Summary; 2]>,
 }
 
 /// Runs the peer comparison of `backend`, if its store has a peer.
@@ -134,5 +138,6 @@ pub async fn compare(
         peer: peer_name.to_owned(),
         library: [l[0].summary(), l[1].summary(), l[2].summary()],
         other: [p[0].summary(), p[1].summary(), p[2].summary()],
+        flush: None,
     })
 }

@@ -572,6 +572,21 @@ fn peer(results: &Results, store: StoreKind) -> String {
         "\n{} cycles per side. {verdict}{run_mark}{footnote}",
         p.cycle.library.n
     );
+    if let Some(w) = &p.wal_flush {
+        let _ = write!(
+            o,
+            "\n\nThe durable write separated out: one WAL flush is {:.0} µs at p50 (an upsert committed with \
+             `synchronous_commit = on`, {:.0} µs, against the same upsert with it off, {:.0} µs; {} each, \
+             alternated). The library's acquire + release is two durable writes: without their two flushes its \
+             p50 would be {:.0} µs, {} × the peer's.",
+            w.flush_p50_us,
+            w.durable.p50_us,
+            w.unflushed.p50_us,
+            w.durable.n,
+            w.cycle_without_flushes_p50_us,
+            fmt_ratio(w.ratio)
+        );
+    }
     o
 }
 

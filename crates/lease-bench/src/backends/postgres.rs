@@ -13,7 +13,7 @@ use sqlx::{AssertSqlSafe, Either, Row};
 use super::sql_floor::SqlFloor;
 use super::{Backend, Floor, OpTexts, StoreInfo, StoreKind, env};
 use crate::peers::{Cycle, LibraryCycle, POOL, PeerResult, compare};
-use crate::stats::time;
+use crate::stats::{Samples, Summary, time};
 use crate::{Plan, Result, fail};
 
 /// Connections per pool (the shared server allows 200 for every helper and test).
@@ -138,16 +138,57 @@ impl Backend for PostgresBackend {
                 .map(|i| PgAdvisoryLock::new(format!("{}/peer/{i}", self.lib_table)))
                 .collect(),
         };
-        Ok(Some(
-            compare(
-                plan,
-                StoreKind::Postgres,
-                "sqlx 0.9 `PgAdvisoryLock` (`try_acquire` / `release_now`)",
-                &lib,
-                &peer,
-            )
-            .await?,
-        ))
+        let mut result = compare(
+            plan,
+            StoreKind::Postgres,
+            "sqlx 0.9 `PgAdvisoryLock` (`try_acquire` / `release_now`)",
+            &lib,
+            &peer,
+        )
+        .await?;
+        result.flush = Some(self.wal_flush(plan).await?);
+        Ok(Some(result))
+    }
+}
+
+impl PostgresBackend {
+    /// One WAL flush: an upsert of one row of the floor's table committed as every lease
+    /// write is (`synchronous_commit = on`), then the same upsert on a connection with
+    /// `synchronous_commit = off` (the commit returns before its WAL is flushed),
+    /// alternated, `plan.peer_cycles` each. The difference of their p50s is what the
+    /// library's durability costs per write, and what an advisory lock does not pay.
+    async fn wal_flush(&self, plan: &Plan) -> Result<[Summary; 2]> {
+        let durable = pool(&self.url, 1).await?;
+        let unflushed = PgPoolOptions::new()
+            .max_connections(1)
+            .after_connect(|conn, _| {
+                Box::pin(async move {
+                    sqlx::Executor::execute(conn, "SET synchronous_commit = off").await?;
+                    Ok(())
+                })
+            })
+            .connect(&self.url)
+            .await
+            .map_err(|e| fail(format!("cannot reach Postgres: {e}")))?;
+        let upsert = format!(
+            "INSERT INTO {} (name, holder, token, expires_at) VALUES ('wal-probe', 'probe', 1, now()) \
+             ON CONFLICT (name) DO UPDATE SET token = {0}.token + 1, expires_at = now()",
+            self.raw_table
+        );
+        let mut sides = [
+            Samples::with_capacity(plan.peer_cycles),
+            Samples::with_capacity(plan.peer_cycles),
+        ];
+        for i in 0..plan.warmup + plan.peer_cycles {
+            for (side, p) in [&durable, &unflushed].into_iter().enumerate() {
+                let (t, r) = time(sqlx::query(AssertSqlSafe(upsert.clone())).execute(p)).await;
+                r?;
+                if i >= plan.warmup {
+                    sides[side].push(t);
+                }
+            }
+        }
+        Ok([sides[0].summary(), sides[1].summary()])
     }
 }
 
