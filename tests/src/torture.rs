@@ -535,6 +535,7 @@ pub async fn run(cfg: RunConfig) -> RunReport {
             (checker::check(&events, &rows), None)
         }
         Some(n) => {
+            std::fs::write(c.cfg.out_dir.join(PERMITS_FILE), n.to_string()).expect("saving the permits");
             let mut slots = BTreeMap::new();
             for (i, resource) in (0..n).zip(&resources) {
                 let dir = c.cfg.out_dir.join(format!("slot-{i}"));
@@ -583,18 +584,43 @@ fn save_rows(dir: &Path, rows: &[checker::ResourceRow]) {
     std::fs::write(dir.join(ROWS_FILE), text).expect("saving the resource's rows");
 }
 
-/// Runs the checker again over a finished run's directory (histories and saved rows).
+/// The file in a semaphore run's directory that keeps its number of permits (each slot's
+/// histories and rows are in `slot-<i>/` beside it).
+pub const PERMITS_FILE: &str = "permits";
+
+fn read_rows(dir: &Path) -> std::io::Result<Vec<checker::ResourceRow>> {
+    std::fs::read_to_string(dir.join(ROWS_FILE))?
+        .lines()
+        .map(|l| serde_json::from_str(l).map_err(std::io::Error::other))
+        .collect()
+}
+
+/// Runs the checker again over a finished run's directory (histories and saved rows):
+/// its report, and for a semaphore run its permits and the most permit holders at once
+/// (each slot judged as a lease, and the permit holders counted, as the run did).
 ///
 /// # Errors
 /// If a file cannot be read or parsed.
-pub fn recheck(dir: &Path) -> std::io::Result<Report> {
+pub fn recheck(dir: &Path) -> std::io::Result<(Report, Option<(u32, usize)>)> {
     let events = read_dir(dir)?;
-    let text = std::fs::read_to_string(dir.join(ROWS_FILE))?;
-    let rows = text
-        .lines()
-        .map(|l| serde_json::from_str(l).map_err(std::io::Error::other))
-        .collect::<std::io::Result<Vec<checker::ResourceRow>>>()?;
-    Ok(checker::check(&events, &rows))
+    let permits = match std::fs::read_to_string(dir.join(PERMITS_FILE)) {
+        Ok(text) => text.trim().parse::<u32>().map_err(std::io::Error::other)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((checker::check(&events, &read_rows(dir)?), None)),
+        Err(e) => return Err(e),
+    };
+    let mut slots = BTreeMap::new();
+    for i in 0..permits {
+        let slot = dir.join(format!("slot-{i}"));
+        slots.insert(
+            i,
+            permits::SlotRun {
+                events: read_dir(&slot)?,
+                rows: read_rows(&slot)?,
+            },
+        );
+    }
+    let p = permits::check(permits, &events, &slots);
+    Ok((p.report, Some((permits, p.most_holders))))
 }
 
 /// Creates the run's table, bucket or prefix, retrying until `limit` (a just-started

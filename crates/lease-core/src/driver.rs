@@ -73,9 +73,9 @@ pub(crate) async fn run(ctx: Arc<DriverCtx>, mut rx: mpsc::UnboundedReceiver<Com
             cmd = rx.recv(), if open => match cmd {
                 None => open = false,
                 Some(Command::Register(shared)) => {
-                    let st = shared.state();
-                    let renew_at = renew_time(&ctx.policy, &shared, &st);
-                    let wake = capped(&shared, renew_at.min(st.valid_until));
+                    let valid_until = shared.valid_until();
+                    let renew_at = renew_time(&ctx.policy, &shared, valid_until);
+                    let wake = capped(&shared, renew_at.min(valid_until));
                     schedule.insert((wake, shared.id));
                     leases.insert(shared.id, Entry { shared, renew_at, wake, in_flight: false, attempt: 0, last_error: None });
                 }
@@ -106,19 +106,19 @@ pub(crate) async fn run(ctx: Arc<DriverCtx>, mut rx: mpsc::UnboundedReceiver<Com
                     if t > now { break; }
                     schedule.remove(&(t, id));
                     let Some(e) = leases.get_mut(&id) else { continue };
-                    let st = e.shared.state();
+                    let valid_until = e.shared.valid_until();
                     if e.shared.lost.is_cancelled() {
                         leases.remove(&id);
                         continue;
                     }
                     // Renewing stops once the store keeps the grant until the cap anyway.
-                    let at_cap = reaches_cap(&ctx.policy, &e.shared, &st);
-                    if e.shared.hold_until.is_some_and(|h| now >= h) || (at_cap && !e.in_flight && now >= st.valid_until) {
+                    let at_cap = reaches_cap(&ctx.policy, &e.shared, valid_until);
+                    if e.shared.hold_until.is_some_and(|h| now >= h) || (at_cap && !e.in_flight && now >= valid_until) {
                         e.shared.end(LossCause::MaxHoldReached);
                         leases.remove(&id);
                         continue;
                     }
-                    if now >= st.valid_until {
+                    if now >= valid_until {
                         // A renewal still unanswered at the deadline may or may not have applied.
                         let cause = if e.in_flight { LossCause::OutcomeUnknown } else { e.last_error.clone().unwrap_or(LossCause::Expired) };
                         e.shared.end(cause);
@@ -126,17 +126,17 @@ pub(crate) async fn run(ctx: Arc<DriverCtx>, mut rx: mpsc::UnboundedReceiver<Com
                         continue;
                     }
                     if at_cap && !e.in_flight {
-                        e.wake = capped(&e.shared, st.valid_until);
+                        e.wake = capped(&e.shared, valid_until);
                     } else if !e.in_flight && now >= e.renew_at {
                         if renewals_in_flight + (due.len() + 1).div_ceil(batch) <= ctx.max_in_flight {
                             e.in_flight = true;
                             due.push(e.shared.clone());
-                            e.wake = st.valid_until;
+                            e.wake = valid_until;
                         } else {
-                            e.wake = (now + Duration::from_millis(1)).min(st.valid_until);
+                            e.wake = (now + Duration::from_millis(1)).min(valid_until);
                         }
                     } else {
-                        e.wake = if e.in_flight { st.valid_until } else { e.renew_at.min(st.valid_until) };
+                        e.wake = if e.in_flight { valid_until } else { e.renew_at.min(valid_until) };
                     }
                     e.wake = capped(&e.shared, e.wake);
                     schedule.insert((e.wake, id));
@@ -186,7 +186,7 @@ fn coalesce(
         schedule.remove(&(t, id));
         let Some(e) = leases.get_mut(&id) else { continue };
         e.in_flight = true;
-        e.wake = e.shared.state().valid_until;
+        e.wake = e.shared.valid_until();
         schedule.insert((e.wake, id));
         due.push(e.shared.clone());
     }
@@ -214,20 +214,20 @@ async fn sleep_until_opt(t: Option<Instant>) {
 }
 
 /// When the grant or renewal behind `st` was sent: valid_until = sent_at + ttl - margin.
-fn sent_at(policy: &Policy, shared: &LeaseShared, st: &HeldState) -> Instant {
-    st.valid_until - shared.ttl.get().saturating_sub(policy.margin(shared.ttl))
+fn sent_at(policy: &Policy, shared: &LeaseShared, valid_until: Instant) -> Instant {
+    valid_until - shared.ttl.get().saturating_sub(policy.margin(shared.ttl))
 }
 
-fn renew_time(policy: &Policy, shared: &LeaseShared, st: &HeldState) -> Instant {
-    Instant::from_std(policy.renew_at(sent_at(policy, shared, st).into_std(), shared.ttl))
+fn renew_time(policy: &Policy, shared: &LeaseShared, valid_until: Instant) -> Instant {
+    Instant::from_std(policy.renew_at(sent_at(policy, shared, valid_until).into_std(), shared.ttl))
 }
 
 /// True when the lease has a cap and the store keeps its last write at least until
 /// then (its TTL runs from after the send): no renewal is needed, nor made.
-fn reaches_cap(policy: &Policy, shared: &LeaseShared, st: &HeldState) -> bool {
+fn reaches_cap(policy: &Policy, shared: &LeaseShared, valid_until: Instant) -> bool {
     shared
         .hold_until
-        .is_some_and(|h| h <= sent_at(policy, shared, st) + shared.ttl.get())
+        .is_some_and(|h| h <= sent_at(policy, shared, valid_until) + shared.ttl.get())
 }
 
 /// `t`, or the lease's cap if that comes first.
@@ -260,11 +260,11 @@ fn on_renewal(
     let now = Instant::now();
     match result {
         RenewResult::Renewed(s) => {
-            let old = e.shared.state();
+            let old_valid_until = e.shared.valid_until();
             let valid_until = Instant::from_std(ctx.policy.valid_until(sent_at.into_std(), e.shared.ttl));
             metrics::counter!(crate::observe::RENEWALS).increment(1);
             metrics::histogram!(crate::observe::RENEWAL_SLACK)
-                .record(old.valid_until.saturating_duration_since(now).as_secs_f64());
+                .record(old_valid_until.saturating_duration_since(now).as_secs_f64());
             e.shared.set_state(HeldState {
                 version: s.version,
                 record: s.record,
@@ -298,8 +298,7 @@ fn on_renewal(
             e.renew_at = now + pause;
         }
     }
-    let st = e.shared.state();
-    e.wake = capped(&e.shared, e.renew_at.min(st.valid_until));
+    e.wake = capped(&e.shared, e.renew_at.min(e.shared.valid_until()));
     schedule.insert((e.wake, id));
 }
 

@@ -114,6 +114,14 @@ impl LeaseShared {
             .clone()
     }
 
+    /// The state's validity deadline alone (no clone of its version and record).
+    pub(crate) fn valid_until(&self) -> Instant {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .valid_until
+    }
+
     pub(crate) fn set_state(&self, s: HeldState) {
         *self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = s;
     }

@@ -1,5 +1,6 @@
 //! An in-memory store that behaves like the real ones.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,9 +18,44 @@ use crate::{
 
 #[derive(Debug)]
 struct Entry {
-    bytes: Vec<u8>,
+    body: Body,
     version: u64,
     expires_at: Instant,
+}
+
+/// What an entry holds.
+#[derive(Debug)]
+enum Body {
+    /// A record this store wrote, kept as it is (its encoding would only decode back to
+    /// it).
+    Record(LeaseRecord),
+    /// Bytes another program wrote ([`MemoryStore::put_raw`]), decoded on every look: a
+    /// corrupt one is a typed error.
+    Raw(Vec<u8>),
+}
+
+impl Entry {
+    fn record(&self, name: &LeaseName) -> Result<Cow<'_, LeaseRecord>> {
+        match &self.body {
+            Body::Record(r) => Ok(Cow::Borrowed(r)),
+            Body::Raw(bytes) => record_codec::decode(name, bytes).map(Cow::Owned),
+        }
+    }
+
+    /// Whether `v` is this entry's version (the decimal digits of it, nothing else).
+    fn is_at(&self, v: &Version) -> bool {
+        let s = v.as_str();
+        s.bytes().all(|b| b.is_ascii_digit())
+            && (s == "0" || !s.starts_with('0'))
+            && s.parse::<u64>().is_ok_and(|n| n == self.version)
+    }
+}
+
+/// A change to announce to waiters once the state's lock is let go.
+struct Announce {
+    version: u64,
+    vacant: bool,
+    renewal: bool,
 }
 
 #[derive(Debug, Default)]
@@ -43,11 +79,12 @@ struct Shared {
 /// Lease records in process memory, for tests and single-process use.
 ///
 /// It copies the real stores' behaviour so tests on it mean something: versions are
-/// never reused, records are kept encoded (so a corrupt one is a typed error), conflicts
-/// report the current record (or not, [`MemoryStore::without_current_on_conflict`]),
-/// expiry follows Tokio's clock (so paused-time tests are exact), and each change wakes
-/// one waiter ([`crate::store::WakeHub`]; a renewal wakes nobody when the store keeps time). Clones share the same
-/// records.
+/// never reused, bytes planted by [`MemoryStore::put_raw`] are decoded on every look (so
+/// a corrupt one is a typed error), conflicts report the current record (or not,
+/// [`MemoryStore::without_current_on_conflict`]), expiry follows Tokio's clock (so
+/// paused-time tests are exact), and each change wakes one waiter
+/// ([`crate::store::WakeHub`]; a renewal wakes nobody when the store keeps time). Clones
+/// share the same records.
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -119,7 +156,7 @@ impl MemoryStore {
         st.entries.insert(
             name.clone(),
             Entry {
-                bytes: bytes.into(),
+                body: Body::Raw(bytes.into()),
                 version,
                 expires_at: Instant::now() + Duration::from_secs(60),
             },
@@ -136,7 +173,7 @@ impl MemoryStore {
     }
 
     fn stored(&self, name: &LeaseName, e: &Entry, now: Instant) -> Result<Stored> {
-        let record = record_codec::decode(name, &e.bytes)?;
+        let record = e.record(name)?.into_owned();
         Ok(Stored {
             record,
             version: Version::from(e.version),
@@ -145,6 +182,108 @@ impl MemoryStore {
                 _ => None,
             },
         })
+    }
+
+    /// The write of [`CasStore::write`] on the locked state: its outcome, and the change
+    /// to announce once the lock is let go.
+    fn write_locked(
+        &self,
+        st: &mut State,
+        name: &LeaseName,
+        expect: &Precondition,
+        record: &LeaseRecord,
+        now: Instant,
+    ) -> Result<(CasOutcome, Option<Announce>)> {
+        let existing = st.entries.get(name);
+        // The record there now, if it is one (a corrupt one is an error only where the
+        // write depends on it).
+        let current = existing.map(|e| e.record(name));
+        // A renewal: same holder, same token.
+        let renewal = matches!(&current, Some(Ok(cur))
+            if cur.holder.is_some() && cur.holder == record.holder && cur.token == record.token);
+        let mut record = record.clone();
+        let applies = match (expect, existing) {
+            (Precondition::Absent, None) => true,
+            (Precondition::Absent, Some(_)) => false,
+            (Precondition::Version(v), Some(e)) => e.is_at(v),
+            (Precondition::Version(_), None) => false,
+            (Precondition::Claimable, existing) => {
+                if self.shared.clock != ClockSource::Store {
+                    return Err(Error::invalid(
+                        "precondition",
+                        "Claimable needs a store with its own clock",
+                    ));
+                }
+                let prev = match (existing, current) {
+                    (Some(e), Some(cur)) => {
+                        let cur = cur?;
+                        Some((cur.is_vacant() || e.expires_at <= now, cur.token.get()))
+                    }
+                    _ => None,
+                };
+                let claimable = prev.is_none_or(|(free, _)| free);
+                if claimable {
+                    let high = st
+                        .issued
+                        .get(name)
+                        .copied()
+                        .unwrap_or(0)
+                        .max(prev.map_or(0, |(_, t)| t));
+                    // The counter is the store's own: at its end, the store says so.
+                    record.token =
+                        crate::FencingToken::new(high)
+                            .checked_next()
+                            .ok_or_else(|| Error::TokensExhausted {
+                                name: name.as_str().to_owned(),
+                            })?;
+                }
+                claimable
+            }
+        };
+        if !applies {
+            return Ok((CasOutcome::Conflict(self.current(st, name, now)?), None));
+        }
+        st.next_version += 1;
+        let version = st.next_version;
+        let token = record.token.get();
+        match st.issued.get_mut(name) {
+            Some(high) => *high = (*high).max(token),
+            None => {
+                st.issued.insert(name.clone(), token);
+            }
+        }
+        let vacant = record.is_vacant();
+        let expires_at = now + record.ttl.get();
+        let entry = Entry {
+            body: Body::Record(record),
+            version,
+            expires_at,
+        };
+        let stored = self.stored(name, &entry, now)?;
+        match st.entries.get_mut(name) {
+            Some(e) => *e = entry,
+            None => {
+                st.entries.insert(name.clone(), entry);
+            }
+        }
+        let announce = Announce {
+            version,
+            vacant,
+            renewal,
+        };
+        Ok((CasOutcome::Written(stored), Some(announce)))
+    }
+
+    /// Tells the waiters of a change to `name` ([`WakeHub`]).
+    fn announce(&self, name: &LeaseName, a: &Announce) {
+        if a.renewal && self.shared.clock == ClockSource::Store {
+            // Nobody waits for a renewal where the store keeps time: a challenger learns
+            // the time left from the store. By observation it must see every new
+            // version to time its window from it, so there a renewal is a change.
+            self.shared.hub.claimed(name.as_str(), a.version);
+        } else {
+            self.shared.hub.announce(name.as_str(), a.version, a.vacant);
+        }
     }
 
     fn current(&self, st: &State, name: &LeaseName, now: Instant) -> Result<Current> {
@@ -178,71 +317,12 @@ impl CasStore for MemoryStore {
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
         let now = Instant::now();
         let mut st = self.lock();
-        let existing = st.entries.get(name);
-        // A renewal: same holder, same token.
-        let renewal = existing
-            .and_then(|e| record_codec::decode(name, &e.bytes).ok())
-            .is_some_and(|cur| cur.holder.is_some() && cur.holder == record.holder && cur.token == record.token);
-        let mut record = record.clone();
-        let applies = match (expect, existing) {
-            (Precondition::Absent, None) => true,
-            (Precondition::Absent, Some(_)) => false,
-            (Precondition::Version(v), Some(e)) => v.as_str() == e.version.to_string(),
-            (Precondition::Version(_), None) => false,
-            (Precondition::Claimable, existing) => {
-                if self.shared.clock != ClockSource::Store {
-                    return Err(Error::invalid(
-                        "precondition",
-                        "Claimable needs a store with its own clock",
-                    ));
-                }
-                let claimable = match existing {
-                    None => true,
-                    Some(e) => {
-                        let cur = record_codec::decode(name, &e.bytes)?;
-                        cur.is_vacant() || e.expires_at <= now
-                    }
-                };
-                if claimable {
-                    let prev = existing
-                        .map(|e| record_codec::decode(name, &e.bytes).map(|r| r.token.get()))
-                        .transpose()?;
-                    let high = st.issued.get(name).copied().unwrap_or(0).max(prev.unwrap_or(0));
-                    // The counter is the store's own: at its end, the store says so.
-                    record.token =
-                        crate::FencingToken::new(high)
-                            .checked_next()
-                            .ok_or_else(|| Error::TokensExhausted {
-                                name: name.as_str().to_owned(),
-                            })?;
-                }
-                claimable
-            }
-        };
-        if !applies {
-            return Ok(CasOutcome::Conflict(self.current(&st, name, now)?));
-        }
-        st.next_version += 1;
-        let version = st.next_version;
-        let high = st.issued.entry(name.clone()).or_insert(0);
-        *high = (*high).max(record.token.get());
-        let entry = Entry {
-            bytes: record_codec::encode(&record),
-            version,
-            expires_at: now + record.ttl.get(),
-        };
-        let stored = self.stored(name, &entry, now)?;
-        st.entries.insert(name.clone(), entry);
+        let (outcome, announce) = self.write_locked(&mut st, name, expect, record, now)?;
         drop(st);
-        if renewal && self.shared.clock == ClockSource::Store {
-            // Nobody waits for a renewal where the store keeps time: a challenger learns
-            // the time left from the store. By observation it must see every new
-            // version to time its window from it, so there a renewal is a change.
-            self.shared.hub.claimed(name.as_str(), version);
-        } else {
-            self.shared.hub.announce(name.as_str(), version, record.is_vacant());
+        if let Some(a) = announce {
+            self.announce(name, &a);
         }
-        Ok(CasOutcome::Written(stored))
+        Ok(outcome)
     }
 
     /// Up to [`MemoryStore::RENEWAL_BATCH`] renewals in one call.
@@ -250,10 +330,25 @@ impl CasStore for MemoryStore {
         Self::RENEWAL_BATCH
     }
 
+    /// One lock of the state for the whole batch; waiters are told after it.
     async fn renew_many(&self, batch: &[Renewal]) -> Vec<Result<CasOutcome>> {
+        let now = Instant::now();
         let mut out = Vec::with_capacity(batch.len());
+        let mut announces = Vec::new();
+        let mut st = self.lock();
         for r in batch {
-            out.push(self.renew(&r.name, &r.version, &r.record).await);
+            let expect = Precondition::Version(r.version.clone());
+            out.push(
+                self.write_locked(&mut st, &r.name, &expect, &r.record, now)
+                    .map(|(outcome, announce)| {
+                        announces.extend(announce.map(|a| (&r.name, a)));
+                        outcome
+                    }),
+            );
+        }
+        drop(st);
+        for (name, a) in &announces {
+            self.announce(name, a);
         }
         out
     }
@@ -262,7 +357,7 @@ impl CasStore for MemoryStore {
         let now = Instant::now();
         let mut st = self.lock();
         match st.entries.get(name) {
-            Some(e) if e.version.to_string() == version.as_str() => {
+            Some(e) if e.is_at(version) => {
                 st.entries.remove(name);
                 st.next_version += 1;
                 let at = st.next_version;

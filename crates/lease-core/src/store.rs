@@ -14,6 +14,7 @@
 //! [`counter_codec`] is the text format of a fence counter kept as a value of its own.
 
 use std::fmt;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
@@ -125,6 +126,20 @@ pub enum DeleteOutcome {
     Conflict(Current),
 }
 
+/// The outcome of [`CasStore::expire`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExpireOutcome {
+    /// The store will remove the record, and what it keeps for the name's token
+    /// sequence, by itself once the time asked for has passed (on its own schedule:
+    /// DynamoDB's TTL deletes within days, Redis and etcd on the dot).
+    Scheduled,
+    /// The version did not match (or the record was gone); nothing changed.
+    Conflict(Current),
+    /// The store has no expiry of its own (the default): the caller removes the
+    /// record itself, with [`CasStore::purge`], when the time comes.
+    Unsupported,
+}
+
 /// One renewal of a batch ([`CasStore::renew_many`]): the arguments of one
 /// [`CasStore::renew`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,6 +194,20 @@ pub trait CasStore: Send + Sync + fmt::Debug + 'static {
     /// [`CasStore::delete`]. One round trip.
     async fn purge(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
         self.delete(name, version).await
+    }
+
+    /// Asks the store to remove the record under `name`, with what it keeps to carry
+    /// the name's token sequence on, by itself once `after` has passed, if the record's
+    /// version is `version`: native expiry, the store's own [`CasStore::purge`] on a
+    /// timer (a Redis `PEXPIRE`, an etcd lease, a DynamoDB TTL attribute). Like
+    /// `purge`, only for names nobody will take again: the stores of this workspace take
+    /// a name off its expiry when they grant it again, but a store may let a later
+    /// record go with it. The record may still be read, with the same holder and token,
+    /// until the store removes it (its version may change). By default
+    /// [`ExpireOutcome::Unsupported`], and nothing changes. At most two round trips.
+    async fn expire(&self, name: &LeaseName, version: &Version, after: Duration) -> Result<ExpireOutcome> {
+        let _ = (name, version, after);
+        Ok(ExpireOutcome::Unsupported)
     }
 
     /// Renews a held lease: by default a conditional write on the holder's version.
@@ -286,6 +315,9 @@ impl<S: CasStore + ?Sized> CasStore for std::sync::Arc<S> {
     }
     async fn purge(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
         (**self).purge(name, version).await
+    }
+    async fn expire(&self, name: &LeaseName, version: &Version, after: Duration) -> Result<ExpireOutcome> {
+        (**self).expire(name, version, after).await
     }
     async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
         (**self).renew(name, version, record).await

@@ -72,4 +72,11 @@ impl DueClock {
     pub(crate) fn on_store_clock(&self) -> bool {
         self.store_clock == Some(true)
     }
+
+    /// The worst skew between instances' views of which slots are due: none on the
+    /// store's clock, [`JobSpec::clock_skew`](crate::JobSpec::clock_skew) on the wall
+    /// clock.
+    pub(crate) fn skew(&self, clock_skew: Duration) -> Duration {
+        if self.on_store_clock() { Duration::ZERO } else { clock_skew }
+    }
 }

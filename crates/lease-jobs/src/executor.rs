@@ -282,7 +282,7 @@ impl LockingExecutor {
             return Ok((None, None));
         }
         match marker::finish(&self.client, lease, Marker::Held, rest).await? {
-            Finished::Kept => Ok((None, Some(rest))),
+            Finished::Kept(_) => Ok((None, Some(rest))),
             Finished::NotOurs => Ok((Some(LossCause::Expired), None)),
         }
     }

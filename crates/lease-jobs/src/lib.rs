@@ -188,7 +188,8 @@
 //! The guarantee grade and clock source are the store's (linearizable stores for
 //! correctness; Redis for efficiency only). Per slot, on the instance that runs it: one round trip to take the slot, one per
 //! renewal while the job runs (every third of `lock_at_most_for`), two to write the
-//! done record; on every other instance one round trip to find it taken or done; and
+//! done record (and one or two more to give it the store's own expiry, on Redis, etcd
+//! and DynamoDB: below); on every other instance one round trip to find it taken or done; and
 //! on every instance at most one read and one purge per aged slot (below), at most
 //! 32 a pass.
 //!
@@ -206,17 +207,35 @@
 //! slot that never completed keeps its record. So a job keeps about
 //! `keep_done_for / interval` records, not one per slot forever. Per store:
 //!
+//! Where the store has an expiry of its own, the run that writes a done record also asks
+//! the store to remove it, with what it keeps for the name's tokens, once `keep_done_for`
+//! plus the skew has passed ([`CasStore::expire`], one more request per completed slot):
+//! the store then stays bounded even when every scheduler stopped or fell behind, and
+//! the sweep finds less to do. Per store:
+//!
 //! | Store | What removes an aged slot record |
 //! |---|---|
 //! | Postgres, MySQL, SQLite | the purge: a `DELETE` of the row (a plain delete would leave a tombstone row) |
-//! | Redis | the store itself: every record is written with `PX` and goes when its TTL runs out; the purge then removes the name's counter hash (`:meta`), if nothing was written since the version it saw |
-//! | etcd | the purge: the record and its fence counter key in one transaction (or the counter alone, once the store expired the record, if unchanged since) |
-//! | DynamoDB, S3 | the purge: a conditional delete of the record |
+//! | Redis | the store itself: every record is written with `PX`, and the done record's counter hash (`:meta`) gets a `PEXPIRE` of `keep_done_for` plus the skew; the purge, if it comes first, removes both |
+//! | etcd | the store itself: the done record and its fence counter key are attached to an etcd lease of `keep_done_for` plus the skew (whole seconds); the purge, if it comes first, removes both in one transaction |
+//! | DynamoDB | the purge (a conditional delete), backed by DynamoDB's Time to Live: the done item gets `expires_at` (Unix seconds), which [`DynamoStore::provision`](https://docs.rs/leasehold-dynamodb) turns Time to Live on for; DynamoDB deletes such items within days, so the purge usually comes first |
+//! | S3 | the purge (a conditional delete), and a lifecycle rule if you add one (below) |
 //!
-//! On S3 a lifecycle rule expiring the objects under the job's lease prefix some days
-//! after their last change (at least `keep_done_for` plus the skew: a done record is
-//! never changed after it is written) can back the purge up; the DynamoDB store sets
-//! no TTL attribute. The test `bounded_store` runs two instances over 1,000
+//! On S3, a lifecycle rule on the job's prefix backs the purge up. Objects expire some
+//! whole days after their last change, and a done record is never changed after it is
+//! written, so one day is enough for any `keep_done_for` plus skew under a day. With
+//! the store's key prefix `leases` and a job named `nightly-report` (slots named
+//! per slot, the default [`LockNaming::PerSlot`]):
+//!
+//! ```text
+//! aws s3api put-bucket-lifecycle-configuration --bucket BUCKET --lifecycle-configuration \
+//!   '{"Rules":[{"ID":"leasehold-nightly-report-slots","Status":"Enabled",
+//!     "Filter":{"Prefix":"leases/nightly-report/"},"Expiration":{"Days":1}}]}'
+//! ```
+//!
+//! Only for per-slot names: a name taken again and again (a job lock,
+//! [`LockNaming::JobName`], or any lease) must keep its record, or its tokens start
+//! again from 1; a lease idle past the rule's days would lose it. The test `bounded_store` runs two instances over 1,000
 //! slots of a 10 ms schedule with a 1.5 s `keep_done_for` on Postgres, SQLite, MySQL
 //! and Redis (600 slots of 25 ms on etcd, where every write is a Raft commit: at 10 ms
 //! its sweep fell behind on a loaded 2-core machine, 902 keys for 1,003 slots; 60 slots
@@ -257,6 +276,7 @@
 //! ```
 //!
 //! [`CasStore::purge`]: leasehold_core::store::CasStore::purge
+//! [`CasStore::expire`]: leasehold_core::store::CasStore::expire
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// Builder setters: each `name: Type;` becomes `#[must_use] pub fn name(self, value:

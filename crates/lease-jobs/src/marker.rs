@@ -14,7 +14,7 @@ use std::time::Duration;
 use leasehold_core::{
     HolderId, Lease, LeaseClient, MAX_HOLDER_LEN, Result, Ttl,
     clock::{SystemWallClock, WallClock},
-    store::{CasOutcome, Current, LeaseRecord, Precondition, Stored},
+    store::{CasOutcome, Current, LeaseRecord, Precondition, Stored, Version},
 };
 
 /// The kinds of final record.
@@ -70,8 +70,8 @@ impl Marker {
 /// What [`finish`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Finished {
-    /// The final record is in place.
-    Kept,
+    /// The final record is in place, at this version.
+    Kept(Version),
     /// The record no longer named this run: someone else holds it (or it is gone).
     NotOurs,
 }
@@ -113,7 +113,7 @@ pub(crate) async fn finish(client: &LeaseClient, lease: Lease, marker: Marker, t
         };
         if landed(&stored) {
             drop(lease);
-            return Ok(Finished::Kept);
+            return Ok(Finished::Kept(stored.version));
         }
         if !ours(&stored) {
             return Ok(Finished::NotOurs);
@@ -122,11 +122,11 @@ pub(crate) async fn finish(client: &LeaseClient, lease: Lease, marker: Marker, t
             .write(&name, &Precondition::Version(stored.version.clone()), &record)
             .await
         {
-            Ok(CasOutcome::Written(_)) => {
+            Ok(CasOutcome::Written(written)) => {
                 // The handle's background release now conflicts with the marker and
                 // leaves it alone.
                 drop(lease);
-                return Ok(Finished::Kept);
+                return Ok(Finished::Kept(written.version));
             }
             Ok(CasOutcome::Conflict(Current::Present(s))) => current = Some(s),
             Ok(CasOutcome::Conflict(Current::Absent)) => return Ok(Finished::NotOurs),

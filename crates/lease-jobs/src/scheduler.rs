@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::due::DueClock;
 use crate::executor::execute;
 use crate::marker::{self, Finished, Marker};
-use crate::sweep::Sweeper;
+use crate::sweep::{self, Sweeper};
 use crate::{JobContext, JobSpec, LockNaming, MissedSlots, Slot, SlotOutcome};
 
 /// The most slots one pass enumerates (a long catch-up window over a fast schedule is
@@ -272,17 +272,12 @@ impl Scheduler {
                 self.attempt(spec, slot, &clock, &mut pending, &mut job, shutdown)
                     .await?;
             }
-            let skew = if clock.on_store_clock() {
-                Duration::ZERO
-            } else {
-                spec.clock_skew
-            };
             sweeper
                 .pass(
                     self.client.store().as_ref(),
                     spec,
                     clock.now_ms().unwrap_or(now_ms),
-                    skew,
+                    clock.skew(spec.clock_skew),
                 )
                 .await;
             let mut wake = Instant::now() + MAX_SLEEP;
@@ -504,8 +499,14 @@ impl Scheduler {
                 if lease.loss_cause().is_some() {
                     drop(lease);
                 } else {
-                    match marker::finish(&self.client, lease, Marker::Done, spec.keep_done_for.max(rest)).await {
-                        Ok(_) => {}
+                    let keep = spec.keep_done_for.max(rest);
+                    let name = lease.name().clone();
+                    match marker::finish(&self.client, lease, Marker::Done, keep).await {
+                        Ok(Finished::Kept(version)) => {
+                            let after = keep + clock.skew(spec.clock_skew);
+                            sweep::expire(self.client.store().as_ref(), &name, &version, after).await;
+                        }
+                        Ok(Finished::NotOurs) => {}
                         Err(e) if e.is_retryable() || e.is_indeterminate() => {
                             tracing::warn!(job = %spec.name, %slot, error = %e, "could not write the done record; the next taker writes it");
                         }
@@ -526,7 +527,7 @@ impl Scheduler {
         }
         let keep = spec.retry_failed_after.max(rest);
         match marker::finish(&self.client, lease, Marker::Failed, keep).await {
-            Ok(Finished::Kept) => {
+            Ok(Finished::Kept(_)) => {
                 recheck_later(pending, keep);
                 self.emit(SlotEvent::Failed { slot, token, error });
             }

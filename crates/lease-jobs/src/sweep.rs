@@ -13,8 +13,15 @@
 //! start the job's records already older than that (one [`CasStore::list`] of the
 //! job's prefix, where the store can list).
 //!
+//! Where the store has an expiry of its own ([`CasStore::expire`]: Redis, etcd,
+//! DynamoDB), the run that writes a done record also asks the store to remove it, with
+//! its token counter, once `keep_done_for` plus the skew has passed: the store stays
+//! bounded even when no scheduler sweeps any more (all stopped, or behind). The sweep
+//! still runs there; it finds fewer records.
+//!
 //! [`CasStore::purge`]: leasehold_core::store::CasStore::purge
 //! [`CasStore::list`]: leasehold_core::store::CasStore::list
+//! [`CasStore::expire`]: leasehold_core::store::CasStore::expire
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -103,6 +110,16 @@ impl Sweeper {
         if self.deferred.len() < MAX_DEFERRED {
             self.deferred.push_back((name, seen, Instant::now() + after));
         }
+    }
+}
+
+/// Asks the store to remove a done slot record (at `version`) by itself `after` from
+/// now ([`CasStore::expire`]); a store without its own expiry leaves it to the sweep,
+/// and so does a failure (logged).
+pub(crate) async fn expire(store: &dyn CasStore, name: &LeaseName, version: &Version, after: Duration) {
+    match store.expire(name, version, after).await {
+        Ok(outcome) => tracing::trace!(%name, ?outcome, "sweep: asked the store to expire a done slot record"),
+        Err(e) => tracing::debug!(%name, error = %e, "sweep: could not set the store's expiry; the sweep purges it"),
     }
 }
 

@@ -550,3 +550,72 @@ async fn sixteen_sessions_creating_one_fenced_table_at_once_all_succeed() {
         );
     }
 }
+
+/// The statements connection `conn_id` sent, from the server's general log
+/// (`log_output = TABLE`): its `Execute`s and `Query`s, in order.
+async fn logged(reader: &MySqlPool, conn_id: i64) -> Vec<String> {
+    sqlx::query(
+        "SELECT CAST(argument AS CHAR) FROM mysql.general_log \
+         WHERE thread_id = ? AND command_type IN ('Execute', 'Query') ORDER BY event_time",
+    )
+    .bind(conn_id)
+    .fetch_all(reader)
+    .await
+    .expect("read the general log")
+    .iter()
+    .map(|r| r.get::<String, _>(0))
+    .collect()
+}
+
+/// The round trips the crate docs state, counted at the server (its general log) for a
+/// store on one connection: a write (a grant, a renewal, a release) is four — `BEGIN`,
+/// the row read `FOR UPDATE` with the server's clock, the write, `COMMIT` — and a read
+/// is one `SELECT`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_are_four_round_trips_and_reads_one() {
+    let admin = pool().await;
+    let table = fresh_table(&admin, true).await;
+    exec(&admin, "SET GLOBAL log_output = 'TABLE', general_log = 1".to_owned()).await;
+    let one = MySqlPoolOptions::new()
+        .max_connections(1)
+        .min_connections(1)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect(&mysql_url())
+        .await
+        .expect("one connection");
+    let conn_id: i64 = sqlx::query("SELECT CAST(CONNECTION_ID() AS SIGNED)")
+        .fetch_one(&one)
+        .await
+        .expect("connection id")
+        .get(0);
+    let store = store_on(&one, &table).await;
+    let client = store.clone().lease_client(ClientConfig::default()).expect("client");
+    let name = LeaseName::new("counted").expect("name");
+    let mut counts = Vec::new();
+    let mut seen = logged(&admin, conn_id).await.len();
+    let mut step = |what: &'static str, all: Vec<String>| {
+        counts.push((what, all[seen..].to_vec()));
+        seen = all.len();
+    };
+    let lease = client.acquire(name.as_str(), Duration::from_secs(30)).await.expect("acquire");
+    step("acquire", logged(&admin, conn_id).await);
+    store.read(&name).await.expect("read").expect("present");
+    step("read", logged(&admin, conn_id).await);
+    lease.release().await.expect("release");
+    step("release", logged(&admin, conn_id).await);
+    exec(&admin, "SET GLOBAL general_log = 0".to_owned()).await;
+    for (what, statements) in &counts {
+        let want = if *what == "read" { 1 } else { 4 };
+        assert_eq!(
+            statements.len(),
+            want,
+            "{what}: {} statements at the server, not {want}: {statements:#?}",
+            statements.len()
+        );
+    }
+    let acquire = &counts[0].1;
+    assert!(acquire[0].eq_ignore_ascii_case("BEGIN"), "{acquire:#?}");
+    assert!(acquire[1].contains("FOR UPDATE"), "{acquire:#?}");
+    assert!(acquire[3].eq_ignore_ascii_case("COMMIT"), "{acquire:#?}");
+    exec(&admin, format!("DROP TABLE `{table}`")).await;
+}

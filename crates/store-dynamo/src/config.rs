@@ -23,17 +23,25 @@ pub const ATTR_VERSION: &str = "version";
 /// Attribute: the item format number (a number, [`ITEM_FORMAT`]).
 pub const ATTR_FORMAT: &str = "format";
 
+/// Attribute: when DynamoDB's Time to Live may delete the item, in Unix seconds (a
+/// number). Only [`CasStore::expire`](leasehold_core::store::CasStore::expire) sets it,
+/// on names nobody takes again (a scheduled job's done slots);
+/// [`DynamoStore::provision`](crate::DynamoStore::provision) enables the table's Time to
+/// Live on it.
+pub const ATTR_EXPIRES_AT: &str = "expires_at";
+
 /// The format number written in every lease item.
 pub const ITEM_FORMAT: u32 = 1;
 
 /// Every attribute a lease item has besides its key.
-pub const LEASE_ATTRIBUTES: [&str; 6] = [
+pub const LEASE_ATTRIBUTES: [&str; 7] = [
     ATTR_HOLDER,
     ATTR_FENCE,
     ATTR_TTL_MS,
     ATTR_WALL_EXPIRES_AT_MS,
     ATTR_VERSION,
     ATTR_FORMAT,
+    ATTR_EXPIRES_AT,
 ];
 
 /// The longest attribute name DynamoDB accepts for a partition key, in bytes.

@@ -9,7 +9,7 @@ use leasehold_core::{
 };
 
 use crate::config::{
-    ATTR_FENCE, ATTR_FORMAT, ATTR_HOLDER, ATTR_TTL_MS, ATTR_VERSION, ATTR_WALL_EXPIRES_AT_MS, ITEM_FORMAT,
+    ATTR_EXPIRES_AT, ATTR_FENCE, ATTR_FORMAT, ATTR_HOLDER, ATTR_TTL_MS, ATTR_VERSION, ATTR_WALL_EXPIRES_AT_MS, ITEM_FORMAT,
     LEASE_ATTRIBUTES,
 };
 
@@ -53,6 +53,8 @@ pub(crate) fn decode(key_attribute: &str, name: &LeaseName, item: &Item) -> Resu
     let token = number(name, item, ATTR_FENCE)?.ok_or_else(|| missing(name, ATTR_FENCE))?;
     let ttl_ms = number(name, item, ATTR_TTL_MS)?.ok_or_else(|| missing(name, ATTR_TTL_MS))?;
     let wall = number(name, item, ATTR_WALL_EXPIRES_AT_MS)?;
+    // Set by `expire` for DynamoDB's Time to Live; not part of the record, but a number.
+    number(name, item, ATTR_EXPIRES_AT)?;
     let record = record_codec::from_parts(name, holder, token, ttl_ms, wall)?;
     Ok(Stored {
         record,
@@ -184,6 +186,11 @@ pub(crate) fn lease_update(
             set.push("#w = :w");
         }
         _ => remove.push("#w"),
+    }
+    // A grant on an item given an expiry (`expire`) takes the item off it again.
+    if kind == WriteKind::Any && record.holder.is_some() && matches!(expect, Precondition::Version(_)) {
+        names.insert("#x".into(), ATTR_EXPIRES_AT.to_owned());
+        remove.push("#x");
     }
     let mut update_expression = format!("SET {}", set.join(", "));
     if !remove.is_empty() {

@@ -1,7 +1,7 @@
 //! [`DynamoStore`]: the [`CasStore`] over a DynamoDB table.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
@@ -11,18 +11,18 @@ use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ReturnValue,
-    ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TableStatus,
+    ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TableStatus, TimeToLiveSpecification, TimeToLiveStatus,
 };
 use leasehold_core::{
     Error, LeaseName, NamePrefix, Result,
     store::{
-        Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Linearizable,
-        Precondition, Stored, Version, Wait,
+        Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, ExpireOutcome, Grade, LeaseRecord,
+        Linearizable, Precondition, Stored, Version, Wait,
     },
 };
 use tokio::time::Instant;
 
-use crate::config::{ATTR_VERSION, DynamoConfig};
+use crate::config::{ATTR_EXPIRES_AT, ATTR_VERSION, DynamoConfig};
 use crate::error::{Effect, SentRequests, is_conditional_check_failed, map_sdk_error, service_code};
 use crate::item::{self, Item, WriteKind};
 
@@ -89,10 +89,15 @@ impl DynamoStore {
     }
 
     /// Creates the lease table `config` names if it does not exist (on-demand billing,
-    /// the string partition key), waits until it is `ACTIVE`, and checks its key schema.
-    /// Idempotent: on an existing table it only waits and checks.
+    /// the string partition key), waits until it is `ACTIVE`, checks its key schema, and
+    /// turns on its Time to Live on [`ATTR_EXPIRES_AT`] (for [`CasStore::expire`]) unless
+    /// the table has one already. Idempotent: on an existing table it waits, checks and
+    /// turns Time to Live on if it is off.
     ///
-    /// Needs `dynamodb:CreateTable` and `dynamodb:DescribeTable`.
+    /// Needs `dynamodb:CreateTable` and `dynamodb:DescribeTable`; and
+    /// `dynamodb:DescribeTimeToLive` and `dynamodb:UpdateTimeToLive` for the Time to
+    /// Live, which is left off, with a warning, without them (done slot records are then
+    /// purged by the scheduler alone).
     ///
     /// # Errors
     /// [`Error::Misconfigured`] if the table exists with another key schema or the
@@ -148,9 +153,67 @@ impl DynamoStore {
                 Err(Error::Unavailable { .. }) if Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(250)).await;
                 }
+                Ok(()) => {
+                    if let Err(e) = self.enable_time_to_live().await {
+                        tracing::warn!(table = self.table(), error = %e, "could not turn on the table's Time to Live");
+                    }
+                    return Ok(());
+                }
                 other => return other,
             }
         }
+    }
+
+    /// Turns on the table's Time to Live on [`ATTR_EXPIRES_AT`], unless it is on
+    /// already (DynamoDB refuses to turn it on twice, and allows one TTL attribute a
+    /// table).
+    async fn enable_time_to_live(&self) -> Result<()> {
+        let flag = SentRequests::default();
+        let described = self
+            .client
+            .describe_time_to_live()
+            .table_name(self.table())
+            .customize()
+            .interceptor(flag.clone())
+            .send()
+            .await
+            .map_err(|e| map_sdk_error("DescribeTimeToLive", self.table(), Effect::Read, flag.was_sent(), e))?;
+        if let Some(d) = described.time_to_live_description() {
+            let on = matches!(
+                d.time_to_live_status(),
+                Some(TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling)
+            );
+            match d.attribute_name() {
+                Some(ATTR_EXPIRES_AT) if on => return Ok(()),
+                Some(other) if on => {
+                    tracing::warn!(
+                        table = self.table(),
+                        attribute = other,
+                        "the table's Time to Live is on another attribute: done slot records are purged, not expired"
+                    );
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
+        let build = |e: aws_sdk_dynamodb::error::BuildError| Error::invalid("time to live", e.to_string());
+        let spec = TimeToLiveSpecification::builder()
+            .enabled(true)
+            .attribute_name(ATTR_EXPIRES_AT)
+            .build()
+            .map_err(build)?;
+        let flag = SentRequests::default();
+        self.client
+            .update_time_to_live()
+            .table_name(self.table())
+            .time_to_live_specification(spec)
+            .customize()
+            .interceptor(flag.clone())
+            .send()
+            .await
+            .map_err(|e| map_sdk_error("UpdateTimeToLive", self.table(), Effect::Write, flag.was_sent(), e))?;
+        tracing::info!(table = self.table(), attribute = ATTR_EXPIRES_AT, "enabled the table's Time to Live");
+        Ok(())
     }
 
     /// Checks that the table exists, is usable, and has the expected key: exactly one
@@ -410,6 +473,43 @@ impl CasStore for DynamoStore {
 
     async fn list(&self, prefix: &NamePrefix) -> Result<Vec<LeaseName>> {
         self.scan_names(prefix).await
+    }
+
+    /// Native expiry: one UpdateItem setting [`ATTR_EXPIRES_AT`] to `after` from now
+    /// (Unix seconds, rounded up) if the item is at `version`. DynamoDB's Time to Live
+    /// deletes the item some time after that (typically within days), so the
+    /// scheduler's purge usually comes first; the item is still a valid record until
+    /// then.
+    async fn expire(&self, name: &LeaseName, version: &Version, after: Duration) -> Result<ExpireOutcome> {
+        let at = SystemTime::now()
+            .checked_add(after)
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map_or(u64::MAX, |d| d.as_secs().saturating_add(1));
+        let flag = SentRequests::default();
+        let op = self
+            .client
+            .update_item()
+            .table_name(self.table())
+            .key(self.config.key(), self.key(name))
+            .update_expression("SET #x = :x")
+            .condition_expression("#v = :expect")
+            .expression_attribute_names("#v", ATTR_VERSION)
+            .expression_attribute_names("#x", ATTR_EXPIRES_AT)
+            .expression_attribute_values(":expect", AttributeValue::S(version.as_str().to_owned()))
+            .expression_attribute_values(":x", AttributeValue::N(at.to_string()))
+            .set_return_values_on_condition_check_failure(self.on_conflict())
+            .customize();
+        match self.bounded(op, &flag).send().await {
+            Ok(_) => Ok(ExpireOutcome::Scheduled),
+            Err(e) if is_conditional_check_failed(&e) => {
+                let old = match e.into_service_error() {
+                    UpdateItemError::ConditionalCheckFailedException(c) => c.item,
+                    _ => None,
+                };
+                Ok(ExpireOutcome::Conflict(self.current_from(None, name, old.as_ref())?))
+            }
+            Err(e) => Err(map_sdk_error("UpdateItem", self.table(), Effect::Write, flag.was_sent(), e)),
+        }
     }
 
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {

@@ -10,8 +10,8 @@ use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpR
 use leasehold_core::{
     Error, FencingToken, LeaseName, NamePrefix, Result, Ttl,
     store::{
-        Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, FinishOnDrop, Grade, LeaseRecord,
-        Linearizable, Precondition, Stored, Version, Wait, record_codec,
+        Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, ExpireOutcome, FinishOnDrop, Grade,
+        LeaseRecord, Linearizable, Precondition, Stored, Version, Wait, record_codec,
     },
 };
 use tokio::sync::Notify;
@@ -756,6 +756,69 @@ impl Inner {
         }
     }
 
+    /// Native expiry: a lease of its own (`after`, rounded up to whole seconds), then one
+    /// Txn attaching the record and its fence counter to it, values unchanged, if the
+    /// record is at `version` (or, the record being gone, attaching the counter if
+    /// nothing was written under the name since `version`). Two round trips.
+    async fn expire_keys(&self, name: &LeaseName, version: &Version, after: Duration) -> Result<ExpireOutcome> {
+        let v = parse_version(version)?;
+        let keys = self.keys(name);
+        let secs = i64::try_from(after.as_millis().div_ceil(1000).max(1))
+            .map_err(|_| Error::invalid("after", "too long for an etcd lease"))?;
+        self.stats.lease_grant();
+        let mut leases = self.client.lease_client();
+        let lease = self
+            .bounded("lease grant", Effect::Read, leases.grant(secs, None))
+            .await?
+            .id();
+        let attach = || PutOptions::new().with_ignore_value().with_lease(lease);
+        let counter_exists = Compare::create_revision(keys.fence.clone(), CompareOp::Greater, 0);
+        let txn = Txn::new()
+            .when([
+                Compare::mod_revision(keys.record.clone(), CompareOp::Equal, v),
+                counter_exists.clone(),
+            ])
+            .and_then([
+                TxnOp::put(keys.record.clone(), [], Some(attach())),
+                TxnOp::put(keys.fence.clone(), [], Some(attach())),
+            ])
+            .or_else([
+                TxnOp::txn(
+                    Txn::new()
+                        .when([
+                            Compare::version(keys.record.clone(), CompareOp::Equal, 0),
+                            Compare::mod_revision(keys.fence.clone(), CompareOp::Less, v.saturating_add(1)),
+                            counter_exists,
+                        ])
+                        .and_then([TxnOp::put(keys.fence.clone(), [], Some(attach()))]),
+                ),
+                range_op(&keys),
+            ]);
+        let resp = self.send_txn(txn).await;
+        // Whatever the answer, what this store knew of the name no longer holds.
+        self.lock().forget(name);
+        match resp {
+            Ok(resp) if resp.succeeded() => {
+                self.lock().unhold(name);
+                Ok(ExpireOutcome::Scheduled)
+            }
+            Ok(resp) => {
+                let counter_attached = resp.op_responses().first().is_some_and(|r| match r {
+                    TxnOpResponse::Txn(t) => t.succeeded(),
+                    _ => false,
+                });
+                if counter_attached {
+                    return Ok(ExpireOutcome::Scheduled);
+                }
+                let snap = else_snapshot(&keys, &resp);
+                let d = decode(name, &snap);
+                self.lock().observe(name, &snap, &d);
+                Ok(ExpireOutcome::Conflict(self.current_of(name, &d)?))
+            }
+            Err(f) => Err(self.failure("expire", Effect::Write, f)),
+        }
+    }
+
     async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {
         let (_, snap) = self.read_snapshot(name).await?;
         let d = decode(name, &snap);
@@ -923,6 +986,12 @@ impl CasStore for EtcdStore {
     /// transaction on the record's version.
     async fn purge(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
         self.inner.delete_keys(name, version, true).await
+    }
+
+    /// Native expiry: the record and its fence counter attached to an etcd lease of
+    /// `after` (see `Inner::expire_keys`). Two round trips.
+    async fn expire(&self, name: &LeaseName, version: &Version, after: Duration) -> Result<ExpireOutcome> {
+        self.inner.expire_keys(name, version, after).await
     }
 
     async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {

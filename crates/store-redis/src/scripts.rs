@@ -73,13 +73,16 @@ local function load_meta(k)
   local all, why = hash_fields(k, 'a hash')
   if not all then return 'corrupt', 'the counter ' .. why end
   if #all == 0 then return 'absent' end
-  if #all ~= 6 then return 'corrupt', 'the counter hash has unknown fields' end
+  -- Three fields, and a fourth, `x`, while `expire` has the hash expiring.
+  if #all ~= 6 and #all ~= 8 then return 'corrupt', 'the counter hash has unknown fields' end
   local m = {}
-  for i = 1, 6, 2 do m[all[i]] = all[i + 1] end
+  for i = 1, #all, 2 do m[all[i]] = all[i + 1] end
+  if #all == 8 and m.x ~= '1' then return 'corrupt', 'the counter hash has unknown fields' end
   if type(m.e) ~= 'string' or string.match(m.e, '^%d+$') == nil then return 'corrupt', 'bad counter epoch' end
   if not is_count(m.f) or gt(m.f, TMAX) then return 'corrupt', 'bad token counter' end
   if not is_count(m.n) then return 'corrupt', 'bad version counter' end
-  if redis.call('PTTL', k) ~= -1 then return 'corrupt', 'the counter hash has an expiry' end
+  -- An expiry the scripts did not set would end the token sequence: corrupt.
+  if m.x == nil and redis.call('PTTL', k) ~= -1 then return 'corrupt', 'the counter hash has an expiry' end
   return 'ok', m
 end
 local function init_meta(k)
@@ -151,6 +154,8 @@ if mode == 'claim' then
   if high == TMAX then return { 'exhausted' } end
 end
 if mst == 'absent' then meta = init_meta(KEYS[2]) end
+-- A write under a name given an expiry (`expire`) takes the counter off it again.
+if meta.x then redis.call('PERSIST', KEYS[2]) redis.call('HDEL', KEYS[2], 'x') end
 local v = meta.e .. ':' .. counter(redis.call('HINCRBY', KEYS[2], 'n', 1), KEYS[2], 'n')
 if mode == 'renew' then
   -- A renewal changes the version, the expiry and what the renewal itself sets (TTL,
@@ -215,6 +220,32 @@ else
 end
 redis.call('DEL', KEYS[1], KEYS[2])
 return { 'deleted' }
+"#;
+
+/// `expire`: KEYS = record, meta. ARGV = version, milliseconds. If the record has the
+/// version, or, the record being gone, the counter hash shows no write since that
+/// version, the counter hash is given a `PEXPIRE` of the milliseconds (or of the
+/// record's own `PTTL`, if longer: the counter outlives the record) and the field `x`
+/// that says the expiry is the scripts' own (any other expiry on a counter hash is
+/// corrupt; a later write removes both). The record keeps its own `PX`. Reply: `{'scheduled'}`, `{'conflict', record…}`, `{'conflict_absent'}` or
+/// `{'corrupt', why}`.
+const EXPIRE: &str = r#"
+local st, cur = load_rec(KEYS[1])
+if st == 'corrupt' then return { 'corrupt', cur } end
+local mst, meta = load_meta(KEYS[2])
+if mst == 'corrupt' then return { 'corrupt', meta } end
+if st == 'ok' then
+  if cur.v ~= ARGV[1] then return reply('conflict', cur) end
+elseif mst == 'absent' or meta.e .. ':' .. meta.n ~= ARGV[1] then
+  return { 'conflict_absent' }
+end
+local after = tonumber(ARGV[2])
+if st == 'ok' and cur.pttl > after then after = cur.pttl end
+if mst == 'ok' then
+  redis.call('HSET', KEYS[2], 'x', '1')
+  redis.call('PEXPIRE', KEYS[2], after)
+end
+return { 'scheduled' }
 "#;
 
 /// `seed_fence_counter`: KEYS = record, meta. ARGV = the minimum. Raises the token
@@ -309,6 +340,8 @@ pub(crate) static WRITE_SCRIPT: LazyLock<Script> = LazyLock::new(|| lease_script
 pub(crate) static DELETE_SCRIPT: LazyLock<Script> = LazyLock::new(|| lease_script("#!lua", DELETE));
 /// The `purge` script.
 pub(crate) static PURGE_SCRIPT: LazyLock<Script> = LazyLock::new(|| lease_script("#!lua", PURGE));
+/// The `expire` script.
+pub(crate) static EXPIRE_SCRIPT: LazyLock<Script> = LazyLock::new(|| lease_script("#!lua", EXPIRE));
 /// The `seed_fence_counter` script.
 pub(crate) static SEED_SCRIPT: LazyLock<Script> = LazyLock::new(|| lease_script("#!lua", SEED));
 /// The fenced-write script.
@@ -317,12 +350,13 @@ pub(crate) static FENCE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(
 pub(crate) static MARK_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(MARK));
 
 /// Every script, for preloading with `SCRIPT LOAD`.
-pub(crate) fn all() -> [&'static Script; 7] {
+pub(crate) fn all() -> [&'static Script; 8] {
     [
         &READ_SCRIPT,
         &WRITE_SCRIPT,
         &DELETE_SCRIPT,
         &PURGE_SCRIPT,
+        &EXPIRE_SCRIPT,
         &SEED_SCRIPT,
         &FENCE_SCRIPT,
         &MARK_SCRIPT,

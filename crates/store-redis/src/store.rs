@@ -9,8 +9,8 @@ use leasehold_core::{
     Error, FencingToken, LeaseName, NamePrefix, Result,
     fence::FencedOutcome,
     store::{
-        Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Precondition,
-        Renewal, Stored, Version, Wait, send_batch,
+        Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, ExpireOutcome, Grade, LeaseRecord,
+        Precondition, Renewal, Stored, Version, Wait, send_batch,
     },
 };
 use redis::ScriptInvocation;
@@ -23,7 +23,7 @@ use crate::fence::{HashFence, HashWrite};
 use crate::listing;
 use crate::notify::{Notifier, Now};
 use crate::reply::Reply;
-use crate::scripts::{self, DELETE_SCRIPT, PURGE_SCRIPT, READ_SCRIPT, SEED_SCRIPT, WRITE_SCRIPT};
+use crate::scripts::{self, DELETE_SCRIPT, EXPIRE_SCRIPT, PURGE_SCRIPT, READ_SCRIPT, SEED_SCRIPT, WRITE_SCRIPT};
 
 /// Lease records in Redis, each operation one `EVALSHA` (see the [crate docs](crate)).
 ///
@@ -445,6 +445,28 @@ where
             "deleted" => Ok(DeleteOutcome::Deleted),
             "conflict" => Ok(DeleteOutcome::Conflict(Current::Present(reply.stored(name)?))),
             "conflict_absent" => Ok(DeleteOutcome::Conflict(Current::Absent)),
+            "corrupt" => Err(reply.corrupt(name.as_str())),
+            other => Err(error::bad_reply(Effect::Write, &what, format!("status {other:?}"))),
+        }
+    }
+
+    /// Native expiry: one script gives the counter hash a `PEXPIRE` of `after` (at least
+    /// the record's own `PTTL`), if the record has `version` or, the record being gone,
+    /// if nothing was written under the name since `version`. The record keeps its own
+    /// `PX`. One round trip.
+    async fn expire(&self, name: &LeaseName, version: &Version, after: Duration) -> Result<ExpireOutcome> {
+        let ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX).max(1);
+        let mut inv = EXPIRE_SCRIPT.prepare_invoke();
+        inv.key(self.keys.record(name))
+            .key(self.keys.meta(name))
+            .arg(version.as_str())
+            .arg(ms);
+        let what = format!("expire of {name}");
+        let reply = self.call(&inv, Effect::Write, &what).await?;
+        match reply.status.as_str() {
+            "scheduled" => Ok(ExpireOutcome::Scheduled),
+            "conflict" => Ok(ExpireOutcome::Conflict(Current::Present(reply.stored(name)?))),
+            "conflict_absent" => Ok(ExpireOutcome::Conflict(Current::Absent)),
             "corrupt" => Err(reply.corrupt(name.as_str())),
             other => Err(error::bad_reply(Effect::Write, &what, format!("status {other:?}"))),
         }

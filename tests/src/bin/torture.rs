@@ -4,7 +4,7 @@
 //! torture --store postgres|mysql|redis|etcd|dynamo|s3 [--seed N] [--port P] [--ttl-ms T]
 //!         [--workers N] [--max-minutes M] [--cycles C] [--restarts R] [--proxy-faults F]
 //!         [--mutant none|no-fence|blind-release] [--skew] [--instances K] [--permits N]
-//! torture --recheck <run dir>      # the checker again, over a lease run's files
+//! torture --recheck <run dir>      # the checker again, over a run's files (lease or semaphore)
 //! ```
 //!
 //! With `--permits N`, the workers take permits of a semaphore of N permits instead of
@@ -41,7 +41,11 @@ async fn main() {
         get(flag).map_or(default, |v| v.parse().unwrap_or_else(|e| fail(&format!("{flag}: {e}"))))
     };
     if let Some(dir) = get("--recheck") {
-        let r = torture::recheck(std::path::Path::new(&dir)).unwrap_or_else(|e| fail(&format!("{dir}: {e}")));
+        let (r, permits) =
+            torture::recheck(std::path::Path::new(&dir)).unwrap_or_else(|e| fail(&format!("{dir}: {e}")));
+        if let Some((n, most)) = permits {
+            println!("recheck {dir}: a semaphore of {n} permits, at most {most} permit holders at once");
+        }
         println!(
             "recheck {dir}: grants {}, epochs {}, writes sent {}, accepted {}, refused {}, unknown {}, \
              stale refused {} of {}, explained {}, violations {}",

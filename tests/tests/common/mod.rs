@@ -73,6 +73,25 @@ pub fn assert_clean_run(r: &RunReport, e: &Expect) {
         r.takeover_after_kill_ms.len() >= e.kill_samples,
         "too few takeover samples after kill -9:\n{r}"
     );
+    // The files the run kept judge the same (`torture --recheck`): histories, rows, and a
+    // semaphore run's slots and permits.
+    let (again, permits) =
+        torture::recheck(&r.out_dir).unwrap_or_else(|err| panic!("recheck {}: {err}", r.out_dir.display()));
+    let verdict = |c: &leasehold_tests::checker::Report| {
+        (
+            c.grants,
+            c.writes_accepted,
+            c.writes_refused,
+            c.stale.refused,
+            c.violations.len(),
+        )
+    };
+    assert_eq!(
+        (verdict(&again), permits),
+        (verdict(&r.check), r.permits),
+        "the checker again over {} judged otherwise:\n{r}",
+        r.out_dir.display()
+    );
 }
 
 /// Where and how long a bounded run goes: its default seed (`LEASEHOLD_TORTURE_SEED`

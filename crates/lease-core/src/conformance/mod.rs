@@ -42,7 +42,10 @@ pub use wake::WakeFixture;
 use crate::testing::{CountingStore, FaultPlan, FaultStore};
 use crate::{
     AcquireOutcome, ClientConfig, Error, FencingToken, HolderId, LeaseClient, LeaseName, LossCause, Ttl,
-    store::{CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, LeaseRecord, Precondition, Renewal, Version},
+    store::{
+        CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, ExpireOutcome, LeaseRecord, Precondition, Renewal,
+        Version,
+    },
 };
 
 /// What the suite needs from a store crate's test.
@@ -62,6 +65,7 @@ pub const CASES: &[&str] = &[
     "stale_version_conflicts",
     "update_missing_conflicts",
     "delete_checks_version",
+    "expire_checks_version_and_changes_nothing_else",
     "concurrent_cas_increments_are_exact",
     "token_sequence_acquire_release_takeover",
     "holder_is_refused_while_held",
@@ -87,6 +91,7 @@ pub async fn run_all(f: &dyn Fixture) {
     stale_version_conflicts(f).await;
     update_missing_conflicts(f).await;
     delete_checks_version(f).await;
+    expire_checks_version_and_changes_nothing_else(f).await;
     concurrent_cas_increments_are_exact(f).await;
     token_sequence_acquire_release_takeover(f).await;
     holder_is_refused_while_held(f).await;
@@ -114,7 +119,8 @@ macro_rules! __conformance_tests {
     ($fixture:expr) => {
         $crate::__conformance_tests!(@cases $fixture;
             create_is_exclusive, stale_version_conflicts, update_missing_conflicts,
-            delete_checks_version, concurrent_cas_increments_are_exact,
+            delete_checks_version, expire_checks_version_and_changes_nothing_else,
+            concurrent_cas_increments_are_exact,
             token_sequence_acquire_release_takeover, holder_is_refused_while_held,
             expired_lease_is_taken_over_with_next_token, non_holder_cannot_renew_or_release,
             one_stale_version_in_a_batch_fails_that_lease_alone,
@@ -311,6 +317,65 @@ pub async fn update_missing_conflicts(f: &dyn Fixture) {
         DeleteOutcome::Deleted => panic!("deleting a missing record reported success"),
         DeleteOutcome::Conflict(_) => {}
     }
+}
+
+/// [`CasStore::expire`]: a stale version, a missing record and a corrupt one change
+/// nothing (a conflict, a typed error, or `Unsupported` on a store without its own
+/// expiry); on the current version the store schedules the removal (or says it has no
+/// expiry), and the record reads as it was: same holder, same token, still there long
+/// before its time. Whether the store then removes it is each store crate's own test.
+pub async fn expire_checks_version_and_changes_nothing_else(f: &dyn Fixture) {
+    let store = f.store().await;
+    let name = unique_name("expire");
+    let minute = Duration::from_secs(60);
+    let v1 = applied(&*store, &name, &Precondition::Absent, &rec("expiring", 3, 30_000), "create").await;
+    let v2 = applied(
+        &*store,
+        &name,
+        &Precondition::Version(v1.version.clone()),
+        &rec("expiring", 3, 30_000),
+        "update",
+    )
+    .await;
+    match store.expire(&name, &v1.version, minute).await.expect("stale expire") {
+        ExpireOutcome::Conflict(Current::Present(s)) => assert_eq!(s.version, v2.version),
+        ExpireOutcome::Conflict(other) if !store.capabilities().conflict_returns_current => {
+            assert!(!matches!(other, Current::Absent), "a stale expire saw no record");
+        }
+        ExpireOutcome::Unsupported => {}
+        other => panic!("expire on a stale version gave {other:?}"),
+    }
+    let now = store.read(&name).await.expect("read").expect("present");
+    assert_eq!(now.version, v2.version, "a stale expire changed the record");
+    let outcome = store.expire(&name, &v2.version, minute).await.expect("expire");
+    assert!(
+        matches!(outcome, ExpireOutcome::Scheduled | ExpireOutcome::Unsupported),
+        "expire on the current version gave {outcome:?}"
+    );
+    let now = store.read(&name).await.expect("read").expect("an expiry a minute away removed the record at once");
+    assert_eq!(now.record.holder, Some(holder("expiring")), "expire changed the holder");
+    assert_eq!(now.record.token, FencingToken::new(3), "expire changed the token");
+    if outcome == ExpireOutcome::Unsupported {
+        assert_eq!(now.version, v2.version, "an unsupported expire changed the record");
+    }
+    let missing = unique_name("expire-missing");
+    match store.expire(&missing, &v2.version, minute).await {
+        Ok(ExpireOutcome::Conflict(Current::Absent | Current::Unknown) | ExpireOutcome::Unsupported) => {}
+        // A store may refuse a version that is not one of its own for that name.
+        Err(Error::InvalidInput { .. }) => {}
+        other => panic!("expire of a missing record gave {other:?}"),
+    }
+    assert!(store.read(&missing).await.expect("read").is_none(), "expire created a record");
+    let corrupt = unique_name("expire-corrupt");
+    f.corrupt(&corrupt).await;
+    match store.expire(&corrupt, &v2.version, minute).await {
+        Err(Error::CorruptRecord { .. } | Error::InvalidInput { .. }) | Ok(ExpireOutcome::Unsupported) => {}
+        other => panic!("expire of a corrupt record gave {other:?}, not CorruptRecord"),
+    }
+    assert!(
+        matches!(store.read(&corrupt).await, Err(Error::CorruptRecord { .. })),
+        "expire changed the corrupt record"
+    );
 }
 
 /// Delete applies only on the current version; versions are not reused after it.

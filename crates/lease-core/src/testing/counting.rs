@@ -1,6 +1,7 @@
 //! A store wrapper that counts calls (each store call is one round trip).
 
 use std::sync::Arc;
+use std::time::Duration;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
@@ -8,7 +9,8 @@ use async_trait::async_trait;
 use crate::{
     LeaseName, NamePrefix, Result,
     store::{
-        Capabilities, CasOutcome, CasStore, DeleteOutcome, LeaseRecord, Precondition, Renewal, Stored, Version, Wait,
+        Capabilities, CasOutcome, CasStore, DeleteOutcome, ExpireOutcome, LeaseRecord, Precondition, Renewal, Stored,
+        Version, Wait,
     },
 };
 
@@ -22,7 +24,7 @@ pub struct CallCounts {
     /// `renew` calls, and `renew_many` calls (one request each, however many leases
     /// it renews).
     pub renews: u64,
-    /// `delete` calls.
+    /// `delete`, `purge` and `expire` calls.
     pub deletes: u64,
     /// Leases renewed: one per `renew` call, the batch's size per `renew_many` call.
     pub renewals: u64,
@@ -123,6 +125,10 @@ impl<S: CasStore> CasStore for CountingStore<S> {
     async fn purge(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
         self.counters.deletes.fetch_add(1, Ordering::SeqCst);
         self.inner.purge(name, version).await
+    }
+    async fn expire(&self, name: &LeaseName, version: &Version, after: Duration) -> Result<ExpireOutcome> {
+        self.counters.deletes.fetch_add(1, Ordering::SeqCst);
+        self.inner.expire(name, version, after).await
     }
     async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
         self.counters.renews.fetch_add(1, Ordering::SeqCst);

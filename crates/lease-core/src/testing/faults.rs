@@ -9,7 +9,9 @@ use rand::{Rng, SeedableRng};
 
 use crate::{
     Error, LeaseName, NamePrefix, Result,
-    store::{Capabilities, CasOutcome, CasStore, DeleteOutcome, LeaseRecord, Precondition, Stored, Version, Wait},
+    store::{
+        Capabilities, CasOutcome, CasStore, DeleteOutcome, ExpireOutcome, LeaseRecord, Precondition, Stored, Version, Wait,
+    },
 };
 
 /// What a [`FaultStore`] does to each call. Probabilities are in `0.0..=1.0`.
@@ -158,6 +160,9 @@ impl<S: CasStore> CasStore for FaultStore<S> {
     }
     async fn purge(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
         self.run(self.inner.purge(name, version)).await
+    }
+    async fn expire(&self, name: &LeaseName, version: &Version, after: Duration) -> Result<ExpireOutcome> {
+        self.run(self.inner.expire(name, version, after)).await
     }
     async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
         self.run(self.inner.renew(name, version, record)).await
