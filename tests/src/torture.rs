@@ -789,9 +789,19 @@ impl Controller {
     }
 
     async fn start_observer(&self, direct: &[String]) -> tokio::task::JoinHandle<()> {
-        let built = stores::build(self.cfg.kind, direct, &self.ns, self.ttl().max(Duration::from_secs(1)))
-            .await
-            .unwrap_or_else(|e| panic!("observer store: {e}"));
+        // Retried for a while: ten just-started ensembles on a loaded machine can miss
+        // the first session handshake.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let built = loop {
+            match stores::build(self.cfg.kind, direct, &self.ns, self.ttl().max(Duration::from_secs(1))).await {
+                Ok(built) => break built,
+                Err(e) if Instant::now() < deadline => {
+                    eprintln!("observer store: {e}; trying again");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(e) => panic!("observer store: {e}"),
+            }
+        };
         // The lease's record; in a semaphore run, each slot's, into the slot's directory.
         let mut watched: Vec<(LeaseName, HistoryWriter, Option<Seen>)> = Vec::new();
         let names: Vec<(String, PathBuf)> = match self.cfg.permits {
