@@ -605,7 +605,9 @@ pub fn recheck(dir: &Path) -> std::io::Result<(Report, Option<(u32, usize)>)> {
     let events = read_dir(dir)?;
     let permits = match std::fs::read_to_string(dir.join(PERMITS_FILE)) {
         Ok(text) => text.trim().parse::<u32>().map_err(std::io::Error::other)?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((checker::check(&events, &read_rows(dir)?), None)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok((checker::check(&events, &read_rows(dir)?), None));
+        }
         Err(e) => return Err(e),
     };
     let mut slots = BTreeMap::new();

@@ -77,6 +77,10 @@ impl DueClock {
     /// store's clock, [`JobSpec::clock_skew`](crate::JobSpec::clock_skew) on the wall
     /// clock.
     pub(crate) fn skew(&self, clock_skew: Duration) -> Duration {
-        if self.on_store_clock() { Duration::ZERO } else { clock_skew }
+        if self.on_store_clock() {
+            Duration::ZERO
+        } else {
+            clock_skew
+        }
     }
 }

@@ -56,12 +56,19 @@ async fn done_records_go_with_no_scheduler_left(kind: common::Kind) {
     let counter = place.client().await;
     let left = place.count_records(&counter, &prefix).await;
     assert!(left > 0, "no record of the slots just done: nothing to show");
-    common::wait_for(KEEP + SKEW + Duration::from_secs(10), "every key of the job to go", || {
-        let (place, counter, prefix) = (place.clone(), counter.clone(), prefix.clone());
-        async move { place.count_records(&counter, &prefix).await == 0 }
-    })
+    common::wait_for(
+        KEEP + SKEW + Duration::from_secs(10),
+        "every key of the job to go",
+        || {
+            let (place, counter, prefix) = (place.clone(), counter.clone(), prefix.clone());
+            async move { place.count_records(&counter, &prefix).await == 0 }
+        },
+    )
     .await;
-    eprintln!("{kind:?}: {left} keys when the scheduler stopped, none {:?} later", KEEP + SKEW);
+    eprintln!(
+        "{kind:?}: {left} keys when the scheduler stopped, none {:?} later",
+        KEEP + SKEW
+    );
 }
 
 mod done_records_go_with_no_scheduler_left {

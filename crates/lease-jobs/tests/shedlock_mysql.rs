@@ -597,7 +597,10 @@ async fn writes_are_four_round_trips_and_reads_one() {
         counts.push((what, all[seen..].to_vec()));
         seen = all.len();
     };
-    let lease = client.acquire(name.as_str(), Duration::from_secs(30)).await.expect("acquire");
+    let lease = client
+        .acquire(name.as_str(), Duration::from_secs(30))
+        .await
+        .expect("acquire");
     step("acquire", logged(&admin, conn_id).await);
     store.read(&name).await.expect("read").expect("present");
     step("read", logged(&admin, conn_id).await);

@@ -212,7 +212,11 @@ impl DynamoStore {
             .send()
             .await
             .map_err(|e| map_sdk_error("UpdateTimeToLive", self.table(), Effect::Write, flag.was_sent(), e))?;
-        tracing::info!(table = self.table(), attribute = ATTR_EXPIRES_AT, "enabled the table's Time to Live");
+        tracing::info!(
+            table = self.table(),
+            attribute = ATTR_EXPIRES_AT,
+            "enabled the table's Time to Live"
+        );
         Ok(())
     }
 
@@ -508,7 +512,13 @@ impl CasStore for DynamoStore {
                 };
                 Ok(ExpireOutcome::Conflict(self.current_from(None, name, old.as_ref())?))
             }
-            Err(e) => Err(map_sdk_error("UpdateItem", self.table(), Effect::Write, flag.was_sent(), e)),
+            Err(e) => Err(map_sdk_error(
+                "UpdateItem",
+                self.table(),
+                Effect::Write,
+                flag.was_sent(),
+                e,
+            )),
         }
     }
 

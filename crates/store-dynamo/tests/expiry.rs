@@ -96,7 +96,11 @@ async fn expire_sets_the_attribute_in_one_request_and_changes_nothing_else() {
         (before + 90..=now_s() + 91).contains(&at),
         "expires_at {at} is not 90 s after {before}"
     );
-    let still = store.read(&name).await.expect("a record with expires_at reads").expect("present");
+    let still = store
+        .read(&name)
+        .await
+        .expect("a record with expires_at reads")
+        .expect("present");
     assert_eq!(still.version, w.version, "expire changed the version");
     assert_eq!(still.record, w.record, "expire changed the record");
     // A grant on that version still applies (the attribute is not part of the record),
@@ -112,9 +116,17 @@ async fn a_stale_version_changes_nothing() {
     let name = LeaseName::new(common::unique_name("expiry", "stale")).expect("name");
     let first = written(&store, &name, &Precondition::Absent).await;
     let second = written(&store, &name, &Precondition::Version(first.version.clone())).await;
-    match store.expire(&name, &first.version, Duration::from_secs(90)).await.expect("stale") {
+    match store
+        .expire(&name, &first.version, Duration::from_secs(90))
+        .await
+        .expect("stale")
+    {
         ExpireOutcome::Conflict(Current::Present(s)) => assert_eq!(s.version, second.version),
         other => panic!("a stale expire gave {other:?}"),
     }
-    assert_eq!(expires_at(&admin, &table, &name).await, None, "a stale expire set expires_at");
+    assert_eq!(
+        expires_at(&admin, &table, &name).await,
+        None,
+        "a stale expire set expires_at"
+    );
 }

@@ -49,10 +49,18 @@ async fn the_record_and_its_fence_counter_go_by_themselves() {
     let store = common::store("expiry").await;
     let name = LeaseName::new("slot/1").expect("name");
     let w = written(&store, &name, &Precondition::Absent, 30_000).await;
-    assert_eq!(keys(&store).await.len(), 2, "a grant keeps the record and its fence counter");
+    assert_eq!(
+        keys(&store).await.len(),
+        2,
+        "a grant keeps the record and its fence counter"
+    );
     let (outcome, sent) = common::sent(&store, store.expire(&name, &w.version, Duration::from_secs(2))).await;
     assert_eq!(outcome.expect("expire"), ExpireOutcome::Scheduled);
-    assert_eq!((sent.lease_grants, sent.txns), (1, 1), "expire: one lease grant, one Txn");
+    assert_eq!(
+        (sent.lease_grants, sent.txns),
+        (1, 1),
+        "expire: one lease grant, one Txn"
+    );
     let attached = keys(&store).await;
     assert_eq!(attached.len(), 2);
     assert!(
@@ -81,12 +89,19 @@ async fn a_stale_version_changes_nothing_and_a_counter_left_behind_expires() {
     let name = LeaseName::new("slot/2").expect("name");
     let first = written(&store, &name, &Precondition::Absent, 30_000).await;
     let second = written(&store, &name, &Precondition::Version(first.version.clone()), 30_000).await;
-    match store.expire(&name, &first.version, Duration::from_secs(1)).await.expect("stale") {
+    match store
+        .expire(&name, &first.version, Duration::from_secs(1))
+        .await
+        .expect("stale")
+    {
         ExpireOutcome::Conflict(Current::Present(s)) => assert_eq!(s.version, second.version),
         other => panic!("a stale expire gave {other:?}"),
     }
     assert!(
-        keys(&store).await.iter().all(|(k, lease)| !k.ends_with("!fence") || *lease == 0),
+        keys(&store)
+            .await
+            .iter()
+            .all(|(k, lease)| !k.ends_with("!fence") || *lease == 0),
         "a stale expire attached the fence counter to a lease"
     );
     // The record deleted (a plain delete keeps the counter): expire on the last
@@ -97,7 +112,10 @@ async fn a_stale_version_changes_nothing_and_a_counter_left_behind_expires() {
         .expect("delete the record");
     assert_eq!(keys(&store).await.len(), 1, "the fence counter outlives its record");
     assert_eq!(
-        store.expire(&name, &second.version, Duration::from_secs(1)).await.expect("expire"),
+        store
+            .expire(&name, &second.version, Duration::from_secs(1))
+            .await
+            .expect("expire"),
         ExpireOutcome::Scheduled
     );
     assert!(

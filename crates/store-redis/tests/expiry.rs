@@ -54,7 +54,11 @@ async fn the_record_and_its_counter_go_by_themselves() {
     let (record_key, meta_key) = (store.keys().record(&name), store.keys().meta(&name));
     let mut admin = support::admin(&support::shared_url()).await;
     let written = match counting
-        .write(&name, &Precondition::Absent, &record("done-marker", Duration::from_millis(500)))
+        .write(
+            &name,
+            &Precondition::Absent,
+            &record("done-marker", Duration::from_millis(500)),
+        )
         .await
         .expect("write")
     {
@@ -92,13 +96,20 @@ async fn the_counter_outlives_the_record() {
     let name = LeaseName::new("slot/2").expect("name");
     let mut admin = support::admin(&support::shared_url()).await;
     let CasOutcome::Written(w) = store
-        .write(&name, &Precondition::Absent, &record("done-marker", Duration::from_secs(30)))
+        .write(
+            &name,
+            &Precondition::Absent,
+            &record("done-marker", Duration::from_secs(30)),
+        )
         .await
         .expect("write")
     else {
         panic!("not written");
     };
-    let outcome = store.expire(&name, &w.version, Duration::from_millis(10)).await.expect("expire");
+    let outcome = store
+        .expire(&name, &w.version, Duration::from_millis(10))
+        .await
+        .expect("expire");
     assert_eq!(outcome, ExpireOutcome::Scheduled);
     let meta_ttl: i64 = admin.pttl(store.keys().meta(&name)).await.expect("PTTL");
     assert!(
@@ -110,7 +121,11 @@ async fn the_counter_outlives_the_record() {
     let fields = support::hgetall(&mut admin, &store.keys().meta(&name)).await;
     assert_eq!(fields.get("x").map(String::as_str), Some("1"), "{fields:?}");
     let CasOutcome::Written(again) = store
-        .write(&name, &Precondition::Version(w.version.clone()), &record("next", Duration::from_secs(30)))
+        .write(
+            &name,
+            &Precondition::Version(w.version.clone()),
+            &record("next", Duration::from_secs(30)),
+        )
         .await
         .expect("a write after expire")
     else {
@@ -150,7 +165,11 @@ async fn a_counter_left_behind_expires_and_a_stale_version_changes_nothing() {
     else {
         panic!("not rewritten");
     };
-    match store.expire(&name, &first.version, Duration::from_millis(100)).await.expect("stale") {
+    match store
+        .expire(&name, &first.version, Duration::from_millis(100))
+        .await
+        .expect("stale")
+    {
         ExpireOutcome::Conflict(Current::Present(s)) => assert_eq!(s.version, second.version),
         other => panic!("a stale expire gave {other:?}"),
     }
@@ -160,13 +179,23 @@ async fn a_counter_left_behind_expires_and_a_stale_version_changes_nothing() {
         gone(&admin, &[&store.keys().record(&name)], Duration::from_secs(5)).await,
         "the record's PX did not run out"
     );
-    assert!(exists(&mut admin, &meta_key).await, "the counter hash outlives its record");
-    match store.expire(&name, &first.version, Duration::from_millis(100)).await.expect("stale") {
+    assert!(
+        exists(&mut admin, &meta_key).await,
+        "the counter hash outlives its record"
+    );
+    match store
+        .expire(&name, &first.version, Duration::from_millis(100))
+        .await
+        .expect("stale")
+    {
         ExpireOutcome::Conflict(Current::Absent) => {}
         other => panic!("expire on a version older than the last write gave {other:?}"),
     }
     assert_eq!(
-        store.expire(&name, &second.version, Duration::from_millis(200)).await.expect("expire"),
+        store
+            .expire(&name, &second.version, Duration::from_millis(200))
+            .await
+            .expect("expire"),
         ExpireOutcome::Scheduled
     );
     assert!(

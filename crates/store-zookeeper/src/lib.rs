@@ -136,6 +136,12 @@
 //! - [`leasehold_core::store::Stored::remaining`] is exact only for records this store
 //!   holds; for a record held through another store's session it is the record's TTL.
 //! - One store per process and ensemble, on one Tokio runtime.
+//! - **Known issue** (docs/RELIABILITY.md, "ZooKeeper: the first long run"): on a
+//!   three-server ensemble at load average 40 to 80, the long torture run saw 7 grants
+//!   made while the previous holder still trusted its lease (by up to a third of the
+//!   TTL). A renewal is an `exists` answered by the connected server, while the leader
+//!   alone expires sessions. The fence refused every late write; on an ensemble, count on
+//!   the fence, not on the lease alone, until this is fixed.
 //!
 //! Why it is built this way: [docs/STORES.md](https://example.invalid/leasehold/blob/main/docs/STORES.md#zookeeper).
 

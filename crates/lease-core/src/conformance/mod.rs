@@ -328,7 +328,14 @@ pub async fn expire_checks_version_and_changes_nothing_else(f: &dyn Fixture) {
     let store = f.store().await;
     let name = unique_name("expire");
     let minute = Duration::from_secs(60);
-    let v1 = applied(&*store, &name, &Precondition::Absent, &rec("expiring", 3, 30_000), "create").await;
+    let v1 = applied(
+        &*store,
+        &name,
+        &Precondition::Absent,
+        &rec("expiring", 3, 30_000),
+        "create",
+    )
+    .await;
     let v2 = applied(
         &*store,
         &name,
@@ -352,7 +359,11 @@ pub async fn expire_checks_version_and_changes_nothing_else(f: &dyn Fixture) {
         matches!(outcome, ExpireOutcome::Scheduled | ExpireOutcome::Unsupported),
         "expire on the current version gave {outcome:?}"
     );
-    let now = store.read(&name).await.expect("read").expect("an expiry a minute away removed the record at once");
+    let now = store
+        .read(&name)
+        .await
+        .expect("read")
+        .expect("an expiry a minute away removed the record at once");
     assert_eq!(now.record.holder, Some(holder("expiring")), "expire changed the holder");
     assert_eq!(now.record.token, FencingToken::new(3), "expire changed the token");
     if outcome == ExpireOutcome::Unsupported {
@@ -365,7 +376,10 @@ pub async fn expire_checks_version_and_changes_nothing_else(f: &dyn Fixture) {
         Err(Error::InvalidInput { .. }) => {}
         other => panic!("expire of a missing record gave {other:?}"),
     }
-    assert!(store.read(&missing).await.expect("read").is_none(), "expire created a record");
+    assert!(
+        store.read(&missing).await.expect("read").is_none(),
+        "expire created a record"
+    );
     let corrupt = unique_name("expire-corrupt");
     f.corrupt(&corrupt).await;
     match store.expire(&corrupt, &v2.version, minute).await {

@@ -1,8 +1,8 @@
 //! A store wrapper that counts calls (each store call is one round trip).
 
 use std::sync::Arc;
-use std::time::Duration;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use async_trait::async_trait;
 

@@ -10,7 +10,8 @@ use rand::{Rng, SeedableRng};
 use crate::{
     Error, LeaseName, NamePrefix, Result,
     store::{
-        Capabilities, CasOutcome, CasStore, DeleteOutcome, ExpireOutcome, LeaseRecord, Precondition, Stored, Version, Wait,
+        Capabilities, CasOutcome, CasStore, DeleteOutcome, ExpireOutcome, LeaseRecord, Precondition, Stored, Version,
+        Wait,
     },
 };
 
