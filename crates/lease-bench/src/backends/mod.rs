@@ -101,10 +101,9 @@ impl StoreKind {
         matches!(self, Self::Dynamo | Self::S3)
     }
 
-    /// Part of the scale benchmark (MemoryStore and Postgres, and the newer SQL and
-    /// consensus stores, MySQL and ZooKeeper).
+    /// Part of the scale benchmark (issue: MemoryStore and Postgres).
     pub fn scales(self) -> bool {
-        matches!(self, Self::Memory | Self::Postgres | Self::MySql | Self::ZooKeeper)
+        matches!(self, Self::Memory | Self::Postgres)
     }
 
     /// Compared with a peer lock on the same server (the peers table).
