@@ -690,8 +690,11 @@ pub async fn build(
             (Arc::new(leasehold_etcd::EtcdStore::new(client, config)), None)
         }
         StoreKind::ZooKeeper => {
-            let config =
+            let mut config =
                 leasehold_zookeeper::ZooKeeperConfig::new(ns.zk_root())?.with_request_timeout(request_timeout)?;
+            if let Some(tick) = zk_tick() {
+                config = config.with_tick_time(tick)?;
+            }
             let s = leasehold_zookeeper::ZooKeeperStore::connect(&endpoints.join(","), config).await?;
             (Arc::new(s), None)
         }
@@ -830,4 +833,13 @@ pub fn worker_of(holder: &str) -> Option<u32> {
 /// A random duration between `lo` and `hi` times `base`.
 pub fn between(rng: &mut StdRng, base: Duration, lo: f64, hi: f64) -> Duration {
     base.mul_f64(rng.random_range(lo..hi))
+}
+
+/// The `tickTime` of the ZooKeeper servers `scripts/stores.sh` starts
+/// (`LEASEHOLD_ZK_TICK_MS`), if the environment says it.
+fn zk_tick() -> Option<Duration> {
+    std::env::var("LEASEHOLD_ZK_TICK_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .map(Duration::from_millis)
 }

@@ -830,6 +830,7 @@ async fn attempt(
                     tracing::info!(asked = ?ttl.get(), held = ?stored.record.ttl.get(), "the store holds this lease for another TTL");
                     stored.record.ttl
                 };
+                let window = Policy::window(ttl, stored.remaining);
                 let shared = Arc::new(LeaseShared {
                     id: inner.next_id.fetch_add(1, Ordering::Relaxed),
                     name: name.clone(),
@@ -840,7 +841,8 @@ async fn attempt(
                     lost: inner.closed.child_token(),
                     cause: OnceLock::new(),
                     state: Mutex::new(HeldState {
-                        valid_until: Instant::from_std(inner.policy.valid_until(sent_at.into_std(), ttl)),
+                        valid_until: Instant::from_std(inner.policy.valid_within(sent_at.into_std(), ttl, window)),
+                        renew_at: Instant::from_std(inner.policy.renew_within(sent_at.into_std(), window)),
                         version: stored.version,
                         record: stored.record,
                     }),

@@ -73,8 +73,7 @@ pub(crate) async fn run(ctx: Arc<DriverCtx>, mut rx: mpsc::UnboundedReceiver<Com
             cmd = rx.recv(), if open => match cmd {
                 None => open = false,
                 Some(Command::Register(shared)) => {
-                    let valid_until = shared.valid_until();
-                    let renew_at = renew_time(&ctx.policy, &shared, valid_until);
+                    let HeldState { valid_until, renew_at, .. } = shared.state();
                     let wake = capped(&shared, renew_at.min(valid_until));
                     schedule.insert((wake, shared.id));
                     leases.insert(shared.id, Entry { shared, renew_at, wake, in_flight: false, attempt: 0, last_error: None });
@@ -218,10 +217,6 @@ fn sent_at(policy: &Policy, shared: &LeaseShared, valid_until: Instant) -> Insta
     valid_until - shared.ttl.get().saturating_sub(policy.margin(shared.ttl))
 }
 
-fn renew_time(policy: &Policy, shared: &LeaseShared, valid_until: Instant) -> Instant {
-    Instant::from_std(policy.renew_at(sent_at(policy, shared, valid_until).into_std(), shared.ttl))
-}
-
 /// True when the lease has a cap and the store keeps its last write at least until
 /// then (its TTL runs from after the send): no renewal is needed, nor made.
 fn reaches_cap(policy: &Policy, shared: &LeaseShared, valid_until: Instant) -> bool {
@@ -261,7 +256,9 @@ fn on_renewal(
     match result {
         RenewResult::Renewed(s) => {
             let old_valid_until = e.shared.valid_until();
-            let valid_until = Instant::from_std(ctx.policy.valid_until(sent_at.into_std(), e.shared.ttl));
+            let window = Policy::window(e.shared.ttl, s.remaining);
+            let valid_until = Instant::from_std(ctx.policy.valid_within(sent_at.into_std(), e.shared.ttl, window));
+            let renew_at = Instant::from_std(ctx.policy.renew_within(sent_at.into_std(), window));
             metrics::counter!(crate::observe::RENEWALS).increment(1);
             metrics::histogram!(crate::observe::RENEWAL_SLACK)
                 .record(old_valid_until.saturating_duration_since(now).as_secs_f64());
@@ -269,8 +266,9 @@ fn on_renewal(
                 version: s.version,
                 record: s.record,
                 valid_until,
+                renew_at,
             });
-            e.renew_at = Instant::from_std(ctx.policy.renew_at(sent_at.into_std(), e.shared.ttl));
+            e.renew_at = renew_at;
             e.attempt = 0;
             e.last_error = None;
         }

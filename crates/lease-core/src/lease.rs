@@ -104,6 +104,8 @@ pub(crate) struct HeldState {
     pub(crate) version: Version,
     pub(crate) record: LeaseRecord,
     pub(crate) valid_until: Instant,
+    /// When the driver renews it next (a third of the window the store vouched for).
+    pub(crate) renew_at: Instant,
 }
 
 impl LeaseShared {

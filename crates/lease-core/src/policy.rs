@@ -47,7 +47,29 @@ impl Policy {
 
     /// Until when a grant or renewal sent at `sent_at` for `ttl` may be trusted.
     pub fn valid_until(&self, sent_at: Instant, ttl: Ttl) -> Instant {
-        sent_at + ttl.get().saturating_sub(self.margin(ttl))
+        self.valid_within(sent_at, ttl, ttl.get())
+    }
+
+    /// How long after its send a grant or renewal answered with `stored` may be relied
+    /// on: the TTL, or less when the store's answer says its record lives less long
+    /// ([`crate::store::Stored::remaining`], counted from the store's receipt, so from
+    /// after the send). ZooKeeper answers less than the TTL: an ensemble's leader
+    /// expires a session from the heartbeats a follower reported to it, which lag the
+    /// ones the follower answered.
+    pub fn window(ttl: Ttl, remaining: Option<Duration>) -> Duration {
+        remaining.map_or(ttl.get(), |r| r.min(ttl.get()))
+    }
+
+    /// Until when a grant or renewal sent at `sent_at` may be trusted when the store
+    /// keeps its record for `window` ([`Policy::window`]) of the lease's `ttl`.
+    pub fn valid_within(&self, sent_at: Instant, ttl: Ttl, window: Duration) -> Instant {
+        sent_at + window.saturating_sub(self.margin(ttl))
+    }
+
+    /// When to renew a lease granted or renewed at `sent_at` for `window`
+    /// ([`Policy::window`]): a third of it.
+    pub fn renew_within(&self, sent_at: Instant, window: Duration) -> Instant {
+        sent_at + window / 3
     }
 
     /// How long a challenger on an observation store must see one version unchanged
@@ -58,6 +80,6 @@ impl Policy {
 
     /// When to renew a lease granted (or last renewed) at `sent_at`: a third of the TTL.
     pub fn renew_at(&self, sent_at: Instant, ttl: Ttl) -> Instant {
-        sent_at + ttl.get() / 3
+        self.renew_within(sent_at, ttl.get())
     }
 }

@@ -20,6 +20,7 @@ use leasehold_core::{Error, Result};
 pub struct ZooKeeperConfig {
     root: String,
     request_timeout: Duration,
+    tick_time: Option<Duration>,
 }
 
 impl ZooKeeperConfig {
@@ -45,7 +46,7 @@ impl ZooKeeperConfig {
         validate_root(&root)?;
         Ok(Self {
             root,
-            request_timeout: Self::DEFAULT_REQUEST_TIMEOUT,
+            ..Self::default()
         })
     }
 
@@ -58,6 +59,34 @@ impl ZooKeeperConfig {
     pub fn with_request_timeout(mut self, timeout: Duration) -> Result<Self> {
         self.request_timeout = leasehold_core::store::request_timeout(timeout)?;
         Ok(self)
+    }
+
+    /// Tells the store the ensemble's `tickTime` (its `zoo.cfg`), so that a lease is
+    /// trusted for longer. A lease is trusted only as long as the ensemble's leader
+    /// surely keeps its session, and a follower reports the heartbeats it answers to
+    /// the leader once per half tick: the store counts three quarters of a tick for
+    /// that report. Without this setting it assumes the longest tick the session's
+    /// timeout allows (half of it, under ZooKeeper's default `minSessionTimeout` of two
+    /// ticks), which leaves a 1 s lease about half its TTL of trust instead of about
+    /// three quarters. Never set a tick shorter than the ensemble's: a lease could
+    /// then be trusted after the leader expired its session.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a zero tick or one longer than a minute.
+    pub fn with_tick_time(mut self, tick: Duration) -> Result<Self> {
+        if tick.is_zero() || tick > Duration::from_secs(60) {
+            return Err(Error::invalid(
+                "ZooKeeper tickTime",
+                format!("{tick:?} is not between 1 ms and 60 s"),
+            ));
+        }
+        self.tick_time = Some(tick);
+        Ok(self)
+    }
+
+    /// The ensemble's tick, if it was set ([`ZooKeeperConfig::with_tick_time`]).
+    pub fn tick_time(&self) -> Option<Duration> {
+        self.tick_time
     }
 
     /// The root znode.
@@ -76,6 +105,7 @@ impl Default for ZooKeeperConfig {
         Self {
             root: Self::DEFAULT_ROOT.to_owned(),
             request_timeout: Self::DEFAULT_REQUEST_TIMEOUT,
+            tick_time: None,
         }
     }
 }

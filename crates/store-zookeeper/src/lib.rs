@@ -55,6 +55,7 @@
 //! | acquire when another client changed the name since this store last saw it | 1 `multi` read and 1 `multi` (when this store last saw it held); 1 failed `multi`, 1 `multi` read and 1 `multi` (when it last saw it free) |
 //! | acquire refused (held) | 1 `multi` read; plus 1 failed `multi` first when this store never saw the name (it tries the claim of a new name first) |
 //! | renewal | 1 `exists` of the record znode on the holder's session: the answer proves the session alive and the record still the holder's, and the server counts it as the session's heartbeat (the client library's pings keep idle sessions alive too and are not counted) |
+//! | per session that holds records, in the background | 1 `sync` every eighth of the session timeout ([`ZooKeeperStats::heartbeats`]): it tells how long the ensemble's leader keeps the session (see "How long a lease is trusted") |
 //! | release (write of the vacant record) | 1 `multi` |
 //! | read | 1 `multi` read of both znodes |
 //! | list of the names under a prefix | 1 child listing of the root |
@@ -68,6 +69,21 @@
 //! [`leasehold_core::store::Capabilities::conflict_returns_current`] is false; the store
 //! reads it when it must decide. [`ZooKeeperStore::stats`] counts the requests a store
 //! has sent, by kind.
+//!
+//! ## How long a lease is trusted
+//! On an ensemble the leader alone expires sessions, and a follower reports the
+//! heartbeats it answers to the leader once per half tick. A grant or renewal is
+//! therefore trusted from what the leader surely heard, not from its own send time: a
+//! heartbeat answered at least three quarters of a tick before a request that went
+//! through the leader (a `sync`, a `multi`) was sent. The store answers that as
+//! [`leasehold_core::store::Stored::remaining`], and the client trusts the lease for
+//! `remaining` minus its margin. Tell the store the ensemble's `tickTime` with
+//! [`ZooKeeperConfig::with_tick_time`]; without it the store assumes the longest tick a
+//! session's timeout allows (half of it), and trusts leases for less. With a 1 s TTL and
+//! a 100 ms tick, a holder whose follower froze right after answering a renewal trusted
+//! its lease for 724 to 747 ms more and was taken over 0.94 to 1.26 s after the freeze
+//! (`tests/frozen_follower.rs`, 3 runs of 4 to 6 rounds on an idle machine). Why:
+//! docs/STORES.md, "How long a ZooKeeper holder trusts its lease".
 //!
 //! ## Waiting and losing
 //! A blocked [`leasehold_core::LeaseClient::acquire`] waits on one `exists` watch per
@@ -136,12 +152,6 @@
 //! - [`leasehold_core::store::Stored::remaining`] is exact only for records this store
 //!   holds; for a record held through another store's session it is the record's TTL.
 //! - One store per process and ensemble, on one Tokio runtime.
-//! - **Known issue** (docs/RELIABILITY.md, "ZooKeeper: the first long run"): on a
-//!   three-server ensemble at load average 40 to 80, the long torture run saw 7 grants
-//!   made while the previous holder still trusted its lease (by up to a third of the
-//!   TTL). A renewal is an `exists` answered by the connected server, while the leader
-//!   alone expires sessions. The fence refused every late write; on an ensemble, count on
-//!   the fence, not on the lease alone, until this is fixed.
 //!
 //! Why it is built this way: [docs/STORES.md](https://example.invalid/leasehold/blob/main/docs/STORES.md#zookeeper).
 

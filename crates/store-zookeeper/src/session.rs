@@ -7,9 +7,12 @@
 //! `minSessionTimeout`..`maxSessionTimeout`) is the record's real TTL: a held record is
 //! written with it and the grant reports it.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use leasehold_core::store::session::Session;
 use leasehold_core::{Result, Ttl};
@@ -31,7 +34,36 @@ pub(crate) struct ZkSession {
     /// The negotiated session timeout.
     pub(crate) timeout: Duration,
     dead: AtomicBool,
+    /// What the ensemble's leader has surely heard of this session.
+    heard: Mutex<Heard>,
+    /// How long a follower may take to pass a heartbeat it answered on to the leader.
+    report_lag: Duration,
 }
+
+/// What the leader has surely heard of a session, as far as this process can tell.
+///
+/// The leader alone expires sessions, from the heartbeats it saw: those of clients
+/// connected to it, and those a follower reports in its answer to the leader's next
+/// ping (every half tick). A request a follower answered proves the session alive *to
+/// the follower*; it reaches the leader only with that report, and not at all if the
+/// follower dies or is cut off first. A request that the follower forwards to the
+/// leader (`sync`, a `multi`) travels on the same connection as those reports, after
+/// them: once one is answered that was sent at least [`ZkSession::report_lag`] after
+/// an earlier request was answered, that earlier heartbeat reached the leader, and the
+/// session lives at least until that earlier request's send time plus the timeout.
+#[derive(Debug)]
+struct Heard {
+    /// The send time of the latest request whose heartbeat surely reached the leader
+    /// (at first, the session handshake's: the leader created the session after it).
+    since: Instant,
+    /// Requests answered on the session whose heartbeat may not have reached the leader
+    /// yet: (sent, answered), oldest first.
+    unconfirmed: VecDeque<(Instant, Instant)>,
+}
+
+/// The most unconfirmed requests a session remembers (with one per sixteenth of the
+/// report lag at most, they span four lags).
+const UNCONFIRMED_MAX: usize = 64;
 
 impl Session for ZkSession {
     fn id(&self) -> i64 {
@@ -56,6 +88,64 @@ impl ZkSession {
     pub(crate) fn ttl(&self) -> Result<Ttl> {
         Ttl::from_millis(u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX))
     }
+
+    fn heard(&self) -> std::sync::MutexGuard<'_, Heard> {
+        self.heard.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A request sent at `sent` was answered now: the connected server heard the
+    /// session's heartbeat.
+    pub(crate) fn answered(&self, sent: Instant) {
+        self.heard().answered(sent, Instant::now(), self.report_lag / 16);
+    }
+
+    /// A request sent at `sent` went through the leader and was answered: every
+    /// heartbeat answered at least the report lag before `sent` reached the leader.
+    pub(crate) fn through_leader(&self, sent: Instant) {
+        self.heard().through_leader(sent, self.report_lag);
+    }
+
+    /// How long after `from` the leader keeps the session at least (zero if it may
+    /// have expired it already): the window a grant or renewal sent at `from` may be
+    /// trusted for.
+    pub(crate) fn lives_after(&self, from: Instant) -> Duration {
+        (self.heard().since + self.timeout).saturating_duration_since(from)
+    }
+}
+
+impl Heard {
+    /// Remembers a request answered at `answered`, unless one answered less than
+    /// `grain` earlier is remembered already or the list is full (keeping the earlier
+    /// one: the session's known life only comes out shorter).
+    fn answered(&mut self, sent: Instant, answered: Instant, grain: Duration) {
+        let close = self
+            .unconfirmed
+            .back()
+            .is_some_and(|&(_, last)| answered < last + grain);
+        if !close && self.unconfirmed.len() < UNCONFIRMED_MAX {
+            self.unconfirmed.push_back((sent, answered));
+        }
+    }
+
+    fn through_leader(&mut self, sent: Instant, lag: Duration) {
+        let Some(cutoff) = sent.checked_sub(lag) else { return };
+        while let Some(&(s, answered)) = self.unconfirmed.front() {
+            if answered > cutoff {
+                break;
+            }
+            self.since = self.since.max(s);
+            self.unconfirmed.pop_front();
+        }
+    }
+}
+
+/// How long a follower may take to pass a heartbeat on to the leader: it answers the
+/// leader's pings (every half tick) with the sessions it heard from, so half a tick,
+/// plus a quarter tick for the two servers' scheduling. Without the ensemble's tick
+/// ([`crate::ZooKeeperConfig::with_tick_time`]), the longest tick a session of
+/// `timeout` allows under ZooKeeper's default `minSessionTimeout` of two ticks.
+pub(crate) fn report_lag(tick: Option<Duration>, timeout: Duration) -> Duration {
+    tick.unwrap_or(timeout / 2) * 3 / 4
 }
 
 /// The class of `ttl`: whole seconds, rounded up.
@@ -68,16 +158,29 @@ pub(crate) fn class_of(ttl: Duration) -> Duration {
 pub(crate) trait SessionHost: Send + Sync + 'static {
     /// The server says the session is gone (expired, closed, refused).
     fn session_gone(&self, id: i64);
+    /// A heartbeat was sent on a session.
+    fn heartbeat_sent(&self);
 }
 
-/// Opens a session of `timeout` to `cluster` within `bound`; the task it starts marks
-/// the session dead and tells `host` when the server ends it.
-pub(crate) async fn open<H: SessionHost>(
-    cluster: &str,
-    timeout: Duration,
-    bound: Duration,
-    host: Weak<H>,
-) -> Result<Arc<ZkSession>> {
+/// How a session is opened.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Opening {
+    /// The session timeout asked for.
+    pub(crate) timeout: Duration,
+    /// The bound on the handshake and on each heartbeat.
+    pub(crate) bound: Duration,
+    /// The ensemble's tick, if known.
+    pub(crate) tick: Option<Duration>,
+    /// Send a `sync` through the leader every eighth of the timeout, so that what the
+    /// leader heard of the session stays known (sessions that hold records).
+    pub(crate) heartbeat: bool,
+}
+
+/// Opens a session to `cluster`; the task it starts marks the session dead and tells
+/// `host` when the server ends it.
+pub(crate) async fn open<H: SessionHost>(cluster: &str, how: Opening, host: Weak<H>) -> Result<Arc<ZkSession>> {
+    let Opening { timeout, bound, .. } = how;
+    let handshake = Instant::now();
     let connect = zk::Client::connector()
         .with_session_timeout(timeout)
         .with_connection_timeout(bound)
@@ -86,23 +189,58 @@ pub(crate) async fn open<H: SessionHost>(
         Err(_) => return Err(error::timed_out("session handshake", Effect::Read, bound)),
         Ok(r) => r.map_err(|e| error::map("session handshake", Effect::Read, e))?,
     };
+    let negotiated = client.session_timeout();
     let session = Arc::new(ZkSession {
         id: client.session_id().0,
-        timeout: client.session_timeout(),
+        timeout: negotiated,
         client,
         dead: AtomicBool::new(false),
+        heard: Mutex::new(Heard {
+            since: handshake,
+            unconfirmed: VecDeque::new(),
+        }),
+        report_lag: report_lag(how.tick, negotiated),
     });
     tracing::debug!(
         session = session.id,
         timeout_ms = session.timeout.as_millis(),
         "opened a ZooKeeper session"
     );
+    let host_for_heartbeat = host.clone();
     tokio::spawn(watch_state(
         Arc::downgrade(&session),
         session.client.state_watcher(),
         host,
     ));
+    if how.heartbeat {
+        tokio::spawn(heartbeat(Arc::downgrade(&session), bound, host_for_heartbeat));
+    }
     Ok(session)
+}
+
+/// Sends a `sync` on `session` every eighth of its timeout while it lives: the follower
+/// answers it only after forwarding it to the leader, so each answer confirms the
+/// heartbeats answered a report lag before it was sent ([`ZkSession::through_leader`]).
+async fn heartbeat<H: SessionHost>(session: Weak<ZkSession>, bound: Duration, host: Weak<H>) {
+    let every = match session.upgrade() {
+        Some(s) => (s.timeout / 8).max(Duration::from_millis(10)),
+        None => return,
+    };
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(s) = session.upgrade() else { return };
+        if s.is_dead_now() {
+            return;
+        }
+        if let Some(h) = host.upgrade() {
+            h.heartbeat_sent();
+        }
+        let sent = Instant::now();
+        if let Ok(Ok(())) = tokio::time::timeout(bound, s.client.sync("/")).await {
+            s.answered(sent);
+            s.through_leader(sent);
+        }
+    }
 }
 
 async fn watch_state<H: SessionHost>(session: Weak<ZkSession>, mut states: zk::StateWatcher, host: Weak<H>) {
@@ -131,6 +269,48 @@ async fn watch_state<H: SessionHost>(session: Weak<ZkSession>, mut states: zk::S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn only_heartbeats_answered_a_lag_before_a_request_through_the_leader_count() {
+        let t0 = Instant::now();
+        let mut heard = Heard {
+            since: t0,
+            unconfirmed: VecDeque::new(),
+        };
+        let lag = ms(75);
+        let grain = ms(4);
+        heard.answered(t0 + ms(100), t0 + ms(110), grain);
+        heard.answered(t0 + ms(200), t0 + ms(210), grain);
+        // Answered within the grain of the last one: not remembered.
+        heard.answered(t0 + ms(205), t0 + ms(212), grain);
+        // A request through the leader sent 60 ms after the second answer: only the
+        // first heartbeat (answered 150 ms before) surely reached the leader.
+        heard.through_leader(t0 + ms(270), lag);
+        assert_eq!(heard.since, t0 + ms(100));
+        assert_eq!(heard.unconfirmed.len(), 1);
+        // Answers alone, however many, confirm nothing.
+        heard.answered(t0 + ms(300), t0 + ms(301), grain);
+        assert_eq!(heard.since, t0 + ms(100));
+        heard.through_leader(t0 + ms(400), lag);
+        assert_eq!(heard.since, t0 + ms(300));
+        assert!(heard.unconfirmed.is_empty());
+        // Never backwards.
+        heard.answered(t0 + ms(50), t0 + ms(420), grain);
+        heard.through_leader(t0 + ms(500), lag);
+        assert_eq!(heard.since, t0 + ms(300));
+    }
+
+    #[test]
+    fn the_lag_is_three_quarters_of_a_tick() {
+        assert_eq!(report_lag(Some(ms(100)), ms(1000)), ms(75));
+        // Unknown tick: the longest a session of that timeout allows (timeout / 2).
+        assert_eq!(report_lag(None, ms(1000)), ms(375));
+        assert_eq!(report_lag(None, Duration::from_secs(4)), ms(1500));
+    }
 
     #[test]
     fn classes() {

@@ -32,6 +32,10 @@ pub struct ZooKeeperStats {
     /// Multis that deleted a held record whose holder stopped renewing it (part of
     /// `multis`).
     pub expiry_deletes: u64,
+    /// Heartbeats: a `sync` through the leader every eighth of the session timeout on
+    /// each session that holds records, sent in the background (not part of
+    /// [`ZooKeeperStats::requests`]); they tell how long the leader keeps the session.
+    pub heartbeats: u64,
 }
 
 impl ZooKeeperStats {
@@ -45,11 +49,12 @@ impl ZooKeeperStats {
             sessions: self.sessions.saturating_sub(earlier.sessions),
             watches: self.watches.saturating_sub(earlier.watches),
             expiry_deletes: self.expiry_deletes.saturating_sub(earlier.expiry_deletes),
+            heartbeats: self.heartbeats.saturating_sub(earlier.heartbeats),
         }
     }
 
-    /// Every request counted (`expiry_deletes` are part of `multis`; session handshakes
-    /// are counted as one each).
+    /// Every request sent for the store's calls (`expiry_deletes` are part of `multis`;
+    /// session handshakes are counted as one each; background heartbeats are not).
     pub fn requests(&self) -> u64 {
         self.multis + self.reads + self.renewals + self.sessions + self.watches
     }
@@ -63,6 +68,7 @@ pub(crate) struct Stats {
     sessions: AtomicU64,
     watches: AtomicU64,
     expiry_deletes: AtomicU64,
+    heartbeats: AtomicU64,
 }
 
 impl Stats {
@@ -84,6 +90,9 @@ impl Stats {
     pub(crate) fn expiry_delete(&self) {
         self.expiry_deletes.fetch_add(1, Ordering::Relaxed);
     }
+    pub(crate) fn heartbeat(&self) {
+        self.heartbeats.fetch_add(1, Ordering::Relaxed);
+    }
 
     pub(crate) fn snapshot(&self) -> ZooKeeperStats {
         ZooKeeperStats {
@@ -93,6 +102,7 @@ impl Stats {
             sessions: self.sessions.load(Ordering::Relaxed),
             watches: self.watches.load(Ordering::Relaxed),
             expiry_deletes: self.expiry_deletes.load(Ordering::Relaxed),
+            heartbeats: self.heartbeats.load(Ordering::Relaxed),
         }
     }
 }

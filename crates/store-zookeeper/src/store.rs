@@ -200,6 +200,9 @@ impl SessionHost for Inner {
             seen.remove(n);
         }
     }
+    fn heartbeat_sent(&self) {
+        self.stats.heartbeat();
+    }
 }
 
 impl Inner {
@@ -225,9 +228,17 @@ impl Inner {
         )
     }
 
-    async fn open(&self, timeout: Duration) -> Result<Arc<ZkSession>> {
+    /// Opens a session of `timeout`; one that will hold records (`heartbeat`) keeps
+    /// what the leader heard of it known.
+    async fn open(&self, timeout: Duration, heartbeat: bool) -> Result<Arc<ZkSession>> {
         self.stats.session();
-        session::open(&self.cluster, timeout, self.config.request_timeout(), self.me.clone()).await
+        let how = session::Opening {
+            timeout,
+            bound: self.config.request_timeout(),
+            tick: self.config.tick_time(),
+            heartbeat,
+        };
+        session::open(&self.cluster, how, self.me.clone()).await
     }
 
     /// The main session's client, opening a new session if the last one ended.
@@ -236,7 +247,7 @@ impl Inner {
         if let Some(s) = main.as_ref().filter(|s| !s.is_dead_now()) {
             return Ok(s.client.clone());
         }
-        let s = self.open(MAIN_SESSION_TIMEOUT).await?;
+        let s = self.open(MAIN_SESSION_TIMEOUT, false).await?;
         let client = s.client.clone();
         *main = Some(s);
         Ok(client)
@@ -251,7 +262,7 @@ impl Inner {
                 return Ok(s.clone());
             }
         }
-        let s = self.open(class).await?;
+        let s = self.open(class, true).await?;
         classes.insert(class, s.clone());
         Ok(s)
     }
@@ -577,12 +588,17 @@ impl Inner {
                     self.hub.claimed(name.as_str(), ver.position());
                     let remaining = match &session {
                         Some(s) => {
+                            // The multi went through the leader: it confirms the
+                            // heartbeats before it, and the grant is good for as long
+                            // as the leader surely keeps the session.
+                            s.answered(call);
+                            s.through_leader(call);
                             let ttl = to_write.ttl.get();
                             self.hold(
                                 name,
                                 Held::new(Some(ver), bytes, to_write.clone(), s.clone(), call + ttl, 0),
                             );
-                            ttl
+                            s.lives_after(call)
                         }
                         None => {
                             self.book().unhold(name);
@@ -698,15 +714,19 @@ impl Inner {
             self.forget(name);
             return Ok(CasOutcome::Conflict(Current::Unknown));
         }
+        session.answered(call);
         let ttl = held_record.ttl.get();
         if !self.book().extend(name, v, call, call + ttl) {
             return Ok(CasOutcome::Conflict(Current::Absent));
         }
         self.reaper_kick.notify_one();
+        // The server that answered may be a follower whose report of this heartbeat has
+        // not reached the leader: the renewal is good for as long as the leader surely
+        // keeps the session (see `session::Heard`).
         Ok(CasOutcome::Written(Stored {
             record: held_record,
             version: version.clone(),
-            remaining: Some(ttl),
+            remaining: Some(session.lives_after(call)),
         }))
     }
 

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use common::ensemble::{leader, pid_of, poll_leader, servers};
 use leasehold_core::testing::process::{kill9, poll};
 use leasehold_core::{AcquireOutcome, FencingToken, LeaseClient, LeaseName, store::CasStore};
 use leasehold_testkit::child::Talker;
@@ -50,20 +51,6 @@ async fn hold(dir: &str) {
     std::future::pending::<()>().await;
 }
 
-fn servers() -> Vec<String> {
-    leasehold_testkit::zk_ensemble().split(',').map(str::to_owned).collect()
-}
-
-/// The server that is leader now, asked of `live`.
-async fn leader(servers: &[String], live: &[usize]) -> Option<usize> {
-    for &i in live {
-        if common::mode(&servers[i]).await.as_deref() == Some("leader") {
-            return Some(i);
-        }
-    }
-    None
-}
-
 /// Starts server `index` of the shared ensemble again when dropped.
 struct Restart(Option<usize>);
 
@@ -80,15 +67,6 @@ impl Drop for Restart {
             "could not start ZooKeeper server s{i} again"
         );
     }
-}
-
-fn pid_of(server: usize) -> u32 {
-    let file = leasehold_testkit::stores_dir("zookeeper-ensemble").join(format!("s{server}/zookeeper.pid"));
-    std::fs::read_to_string(&file)
-        .unwrap_or_else(|e| panic!("{file:?}: {e} (start the ensemble with scripts/stores.sh)"))
-        .trim()
-        .parse()
-        .unwrap_or_else(|e| panic!("{file:?}: {e}"))
 }
 
 async fn scenario() {
@@ -215,17 +193,4 @@ async fn scenario() {
         taken.token()
     );
     taken.release().await.expect("release");
-}
-
-async fn poll_leader(servers: &[String], live: &[usize], within: Duration) -> Option<usize> {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(l) = leader(servers, live).await {
-            return Some(l);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }

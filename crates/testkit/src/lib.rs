@@ -64,6 +64,18 @@ pub fn zk_ensemble() -> String {
     env("LEASEHOLD_ZK_ENSEMBLE")
 }
 
+/// The `tickTime` of the ZooKeeper servers the script starts (`LEASEHOLD_ZK_TICK_MS`).
+///
+/// # Panics
+/// If it is not set or not a number of milliseconds.
+pub fn zk_tick() -> std::time::Duration {
+    let ms = env("LEASEHOLD_ZK_TICK_MS");
+    std::time::Duration::from_millis(
+        ms.parse()
+            .unwrap_or_else(|_| panic!("LEASEHOLD_ZK_TICK_MS is not a number of milliseconds: {ms:?}")),
+    )
+}
+
 /// The moto (S3 and DynamoDB) the tests share (`LEASEHOLD_MOTO_ENDPOINT`).
 pub fn moto_endpoint() -> String {
     env("LEASEHOLD_MOTO_ENDPOINT")

@@ -187,6 +187,27 @@ fn validity_counts_from_when_the_request_was_sent() {
 }
 
 #[test]
+fn a_store_that_keeps_its_record_less_than_the_ttl_shortens_the_trust() {
+    let p = Policy::new(ClockSource::Store);
+    let sent = Instant::now();
+    let ttl = ttl_s(30);
+    // No answer, or one at least the TTL: the TTL.
+    assert_eq!(Policy::window(ttl, None), Duration::from_secs(30));
+    assert_eq!(
+        Policy::window(ttl, Some(Duration::from_secs(40))),
+        Duration::from_secs(30)
+    );
+    // Less: that, with the TTL's margin, and renewed after a third of it.
+    let window = Policy::window(ttl, Some(Duration::from_secs(21)));
+    assert_eq!(window, Duration::from_secs(21));
+    assert_eq!(p.valid_within(sent, ttl, window), sent + Duration::from_millis(19_500));
+    assert_eq!(p.renew_within(sent, window), sent + Duration::from_secs(7));
+    // Less than the margin: not valid at all.
+    let none = Policy::window(ttl, Some(Duration::from_secs(1)));
+    assert_eq!(p.valid_within(sent, ttl, none), sent);
+}
+
+#[test]
 fn renewal_keeps_holder_and_token() {
     let held = LeaseRecord::held(me(), FencingToken::new(12), ttl_s(5));
     let r = decision::renewal(&held, ttl_s(7), WALL);

@@ -2,6 +2,7 @@
 //! unique roots, the fenced resource, the suites' fixture.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod ensemble;
 pub mod fenced;
 pub mod fixture;
 
@@ -36,7 +37,9 @@ pub async fn store_under(dir: &str) -> ZooKeeperStore {
 
 /// A store on `cluster` with its root `<dir>/leases`, provisioned.
 pub async fn store_on(cluster: &str, dir: &str) -> ZooKeeperStore {
-    let config = ZooKeeperConfig::new(format!("{dir}/leases")).unwrap_or_else(|e| panic!("config: {e}"));
+    let config = ZooKeeperConfig::new(format!("{dir}/leases"))
+        .and_then(|c| c.with_tick_time(leasehold_testkit::zk_tick()))
+        .unwrap_or_else(|e| panic!("config: {e}"));
     ZooKeeperStore::provision(cluster, &config)
         .await
         .unwrap_or_else(|e| panic!("provision {dir} on {cluster}: {e}"));
