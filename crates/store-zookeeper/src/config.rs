@@ -67,8 +67,8 @@ impl ZooKeeperConfig {
     /// the leader once per half tick: the store counts three quarters of a tick for
     /// that report. Without this setting it assumes the longest tick the session's
     /// timeout allows (half of it, under ZooKeeper's default `minSessionTimeout` of two
-    /// ticks), which leaves a 1 s lease about half its TTL of trust instead of about
-    /// three quarters. Never set a tick shorter than the ensemble's: a lease could
+    /// ticks): by this rule a 1 s lease on a 100 ms-tick ensemble is then trusted 300 ms
+    /// less (derived; docs/STORES.md has the measured trust with the tick). Never set a tick shorter than the ensemble's: a lease could
     /// then be trusted after the leader expired its session.
     ///
     /// # Errors
