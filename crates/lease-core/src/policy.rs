@@ -50,9 +50,9 @@ impl Policy {
         self.valid_within(sent_at, ttl, ttl.get())
     }
 
-    /// How long after its send a grant or renewal answered with `stored` may be relied
-    /// on: the TTL, or less when the store's answer says its record lives less long
-    /// ([`crate::store::Stored::remaining`], counted from the store's receipt, so from
+    /// How long after its send a grant or renewal of `ttl` may be relied on: the TTL,
+    /// or less when the store's answer says its record lives less long (`remaining`,
+    /// [`crate::store::Stored::remaining`], counted from the store's receipt, so from
     /// after the send). ZooKeeper answers less than the TTL: an ensemble's leader
     /// expires a session from the heartbeats a follower reported to it, which lag the
     /// ones the follower answered.

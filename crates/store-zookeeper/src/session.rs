@@ -48,7 +48,7 @@ pub(crate) struct ZkSession {
 /// the follower*; it reaches the leader only with that report, and not at all if the
 /// follower dies or is cut off first. A request that the follower forwards to the
 /// leader (`sync`, a `multi`) travels on the same connection as those reports, after
-/// them: once one is answered that was sent at least [`ZkSession::report_lag`] after
+/// them: once one is answered that was sent at least the session's report lag after
 /// an earlier request was answered, that earlier heartbeat reached the leader, and the
 /// session lives at least until that earlier request's send time plus the timeout.
 #[derive(Debug)]
