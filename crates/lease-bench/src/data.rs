@@ -73,7 +73,7 @@ impl Target {
     /// The target the benchmarks hold the library to.
     pub const CURRENT: Target = Target {
         p50_ratio: 1.10,
-        p50_abs_us: 50.0,
+        p50_abs_us: 25.0,
         p99_ratio: 1.2,
     };
 

@@ -27,7 +27,7 @@ pub struct Plan {
     pub latency_ttl: Duration,
     /// Acquire + release cycles per side against each peer.
     pub peer_cycles: usize,
-    /// Lease counts of the scale benchmark (MemoryStore and Postgres).
+    /// Lease counts of the scale benchmark (the stores of [`StoreKind::scales`](crate::StoreKind::scales)).
     pub scale_sizes: Vec<usize>,
     /// More lease counts of the scale benchmark on MemoryStore alone (where the client's
     /// own CPU is all there is to measure).

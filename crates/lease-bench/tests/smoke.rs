@@ -50,10 +50,14 @@ async fn every_benchmark_runs_on_every_store() {
     let peers: Vec<StoreKind> = r.peers.iter().map(|p| p.store).collect();
     let with_peer: Vec<StoreKind> = StoreKind::ALL.into_iter().filter(|k| k.has_peer()).collect();
     assert_eq!(peers, with_peer, "three peers");
+    let scaling: Vec<StoreKind> = StoreKind::ALL.into_iter().filter(|k| k.scales()).collect();
+    let mut scaled: Vec<StoreKind> = r.scale.iter().map(|s| s.store).collect();
+    scaled.dedup();
+    assert_eq!(scaled, scaling, "scale: the stores of StoreKind::scales, in order");
     assert_eq!(
         r.scale.len(),
-        2 * plan.scale_sizes.len(),
-        "scale: MemoryStore and Postgres"
+        scaling.len() * plan.scale_sizes.len(),
+        "scale: every size on each of them"
     );
     for s in &r.scale {
         assert_eq!(s.lost, 0, "{:?}: no lease lost while renewing", s.store);

@@ -101,9 +101,10 @@ impl StoreKind {
         matches!(self, Self::Dynamo | Self::S3)
     }
 
-    /// Part of the scale benchmark (issue: MemoryStore and Postgres).
+    /// Part of the scale benchmark: MemoryStore (the client alone), Postgres, and the
+    /// stores that joined after it (MySQL, ZooKeeper).
     pub fn scales(self) -> bool {
-        matches!(self, Self::Memory | Self::Postgres)
+        matches!(self, Self::Memory | Self::Postgres | Self::MySql | Self::ZooKeeper)
     }
 
     /// Compared with a peer lock on the same server (the peers table).

@@ -18,6 +18,8 @@ use crate::{Result, fail};
 pub(crate) struct ZooKeeperBackend {
     addr: String,
     root: String,
+    /// The server's `tickTime` (`LEASEHOLD_ZK_TICK_MS`), told to the library's store.
+    tick: Duration,
 }
 
 /// A session of `timeout` on `addr`; `detached` sessions are not closed when dropped
@@ -51,19 +53,25 @@ fn class(ttl: Duration) -> Duration {
 impl ZooKeeperBackend {
     pub(crate) async fn open(tag: &str) -> Result<Self> {
         let addr = env("LEASEHOLD_ZK_ADDR")?;
+        let tick_ms = env("LEASEHOLD_ZK_TICK_MS")?;
+        let tick = Duration::from_millis(
+            tick_ms
+                .parse()
+                .map_err(|e| fail(format!("LEASEHOLD_ZK_TICK_MS={tick_ms:?}: {e}")))?,
+        );
         let root = format!("/lhbench/{}", tag.replace(['/', ' '], "-"));
         let admin = session(&addr, Duration::from_secs(10), false).await?;
         for dir in ["lib", "raw"] {
             admin.mkdir(&format!("{root}/{dir}"), &persistent()).await?;
         }
-        Ok(Self { addr, root })
+        Ok(Self { addr, root, tick })
     }
 }
 
 #[async_trait]
 impl Backend for ZooKeeperBackend {
     async fn store(&self) -> Result<Arc<dyn CasStore>> {
-        let config = ZooKeeperConfig::new(format!("{}/lib", self.root))?;
+        let config = ZooKeeperConfig::new(format!("{}/lib", self.root))?.with_tick_time(self.tick)?;
         Ok(Arc::new(ZooKeeperStore::connect(&self.addr, config).await?))
     }
 
@@ -80,8 +88,11 @@ impl Backend for ZooKeeperBackend {
             kind: StoreKind::ZooKeeper,
             version: server_version(&self.addr).await?,
             settings: vec![
-                "one server (standalone), loopback, tickTime 100 ms (`scripts/stores.sh`); transaction log fsync'd (ZooKeeper's default)".into(),
-                "library: one `ZooKeeperStore` (a main session plus one session per TTL class); floor: one session of its own".into(),
+                format!(
+                    "one server (standalone), loopback, tickTime {} ms (`scripts/stores.sh`); transaction log fsync'd (ZooKeeper's default)",
+                    self.tick.as_millis()
+                ),
+                "library: one `ZooKeeperStore` (a main session plus one session per TTL class), told the tickTime (`ZooKeeperConfig::with_tick_time`); floor: one session of its own".into(),
             ],
             library_ops: OpTexts {
                 acquire: "one `multi`: versioned `setData` (or `create`) of the fence counter znode with the new token, `delete` of the vacant record znode at its data version, `create` of the EPHEMERAL record on the TTL class's session".into(),
