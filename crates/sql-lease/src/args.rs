@@ -166,13 +166,13 @@ pub fn write_statement<'s>(statements: &'s Statements, expect: &Precondition) ->
 /// A random 63-bit id for one write (SQLite tells its own write from a conflict by it;
 /// MySQL writes it as the row's new version); 0 and `i64::MAX` are never used, so a row
 /// that was never written by this crate cannot match and every id is a valid version.
-fn fresh_write_id() -> i64 {
+pub(crate) fn fresh_write_id() -> i64 {
     i64::try_from(rand::random::<u64>() >> 1)
         .unwrap_or(1)
         .clamp(1, i64::MAX - 1)
 }
 
-/// The columns of a batch of renewals ([`crate::Statements::renew_batch`]), one array
+/// The columns of a batch of renewals ([`crate::RenewBatch`]), one array
 /// per column in [`crate::statements::RENEWAL_BATCH_ARRAYS`] order, each renewal validated
 /// as [`LeaseArgs::write`] validates one.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

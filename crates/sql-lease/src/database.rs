@@ -9,7 +9,7 @@ use sqlx::{AssertSqlSafe, Pool, Row};
 use crate::errors::{self, Phase, Target};
 use crate::fenced::bind_values;
 use crate::statements::Reply;
-use crate::{LeaseArgs, LeaseStatement, RawRow, RenewalArgs, SqlValue};
+use crate::{LeaseArgs, LeaseStatement, RawRow, RenewBatch, RenewalArgs, SqlValue};
 
 /// Where running a lease statement failed.
 #[derive(Debug)]
@@ -76,18 +76,18 @@ pub trait SqlDatabase: sqlx::Database {
         args: &LeaseArgs,
     ) -> std::result::Result<Vec<RawRow>, RunError>;
 
-    /// Runs a batch of renewals ([`crate::Statements::renew_batch`], Postgres's) on a
+    /// Runs a batch of renewals ([`RenewBatch`], Postgres's and MySQL's) on a
     /// connection of `pool`: each row with the position (from 1) of the renewal it
-    /// answers. Databases without that statement never call it.
+    /// answers. Databases without those statements never call it.
     ///
     /// # Errors
     /// Where it failed, with the driver's error.
     async fn fetch_renewal_rows(
         pool: &Pool<Self>,
-        sql: &str,
+        statements: &RenewBatch,
         batch: &RenewalArgs,
     ) -> std::result::Result<Vec<(i64, RawRow)>, RunError> {
-        let _ = (pool, sql, batch);
+        let _ = (pool, statements, batch);
         Err(RunError::Statement(sqlx::Error::Protocol(
             "batched renewals on a database without the statement".into(),
         )))
@@ -192,6 +192,24 @@ macro_rules! names_of {
 
 /// One implementation for every database: the concrete types satisfy sqlx's bounds.
 /// `$item`s override the trait's provided methods (MySQL's counters).
+/// The rows of a batch of renewals, each with its renewal's position (`i`, from 1).
+fn positioned<R>(rows: &[R]) -> std::result::Result<Vec<(i64, RawRow)>, RunError>
+where
+    R: Row,
+    for<'c> &'c str: sqlx::ColumnIndex<R>,
+    for<'r> bool: sqlx::Decode<'r, R::Database>,
+    bool: sqlx::Type<R::Database>,
+    for<'r> i64: sqlx::Decode<'r, R::Database>,
+    i64: sqlx::Type<R::Database>,
+    for<'r> String: sqlx::Decode<'r, R::Database>,
+    String: sqlx::Type<R::Database>,
+{
+    rows.iter()
+        .map(|r| Ok((r.try_get::<i64, _>("i")?, RawRow::decode(r)?)))
+        .collect::<std::result::Result<Vec<_>, sqlx::Error>>()
+        .map_err(RunError::Statement)
+}
+
 macro_rules! sql_database {
     ($db:ty, $dialect:expr, $errors:ident $(, $item:item)*) => {
         #[async_trait]
@@ -305,11 +323,11 @@ sql_database!(
     /// One `UPDATE … FROM unnest(…)`: the renewals' columns bound as six arrays.
     async fn fetch_renewal_rows(
         pool: &Pool<Self>,
-        sql: &str,
+        statements: &RenewBatch,
         batch: &RenewalArgs,
     ) -> std::result::Result<Vec<(i64, RawRow)>, RunError> {
         let mut conn = pool.acquire().await.map_err(RunError::Connect)?;
-        let rows = sqlx::query(AssertSqlSafe(sql.to_owned()))
+        let rows = sqlx::query(AssertSqlSafe(statements.sql.to_string()))
             .bind(&batch.names)
             .bind(&batch.holders)
             .bind(&batch.tokens)
@@ -319,10 +337,7 @@ sql_database!(
             .fetch_all(&mut *conn)
             .await
             .map_err(RunError::Statement)?;
-        rows.iter()
-            .map(|r| Ok((r.try_get::<i64, _>("i")?, RawRow::decode(r)?)))
-            .collect::<std::result::Result<Vec<_>, sqlx::Error>>()
-            .map_err(RunError::Statement)
+        positioned(&rows)
     }
 );
 sql_database!(sqlx::Sqlite, Dialect::Sqlite, sqlite);
@@ -371,5 +386,48 @@ sql_database!(
             Reply::Affected { deletes } => args.written_row(args.token(), deletes),
             Reply::InsertId { .. } | Reply::Rows => args.written_row(args.token(), false),
         }])
+    },
+    /// The `UPDATE` joined to `JSON_TABLE` of the renewals, then the read of their rows,
+    /// on one connection (two statements for the whole batch): each renewal carries a
+    /// fresh write id, and a row that shows it (with the renewal's holder and token) is
+    /// the renewal applied. A row that another writer changed in between reads as a
+    /// conflict, and its lease ends: never a renewal reported that did not apply.
+    async fn fetch_renewal_rows(
+        pool: &Pool<Self>,
+        statements: &RenewBatch,
+        batch: &RenewalArgs,
+    ) -> std::result::Result<Vec<(i64, RawRow)>, RunError> {
+        let Some(read_back) = &statements.read_back else {
+            return Err(RunError::Statement(sqlx::Error::Protocol(
+                "a MySQL renewal batch without its read".into(),
+            )));
+        };
+        let renewals: Vec<(&str, &str, i64, i64, i64, Option<i64>, i64)> = (0..batch.names.len())
+            .map(|k| {
+                (
+                    batch.names[k].as_str(),
+                    batch.holders[k].as_str(),
+                    batch.tokens[k],
+                    batch.versions[k],
+                    batch.ttls_ms[k],
+                    batch.walls_ms[k],
+                    crate::args::fresh_write_id(),
+                )
+            })
+            .collect();
+        let json =
+            serde_json::to_string(&renewals).map_err(|e| RunError::Statement(sqlx::Error::Encode(Box::new(e))))?;
+        let mut conn = pool.acquire().await.map_err(RunError::Connect)?;
+        sqlx::query(AssertSqlSafe(statements.sql.to_string()))
+            .bind(&json)
+            .execute(&mut *conn)
+            .await
+            .map_err(RunError::Statement)?;
+        let rows = sqlx::query(AssertSqlSafe(read_back.to_string()))
+            .bind(&json)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(RunError::Statement)?;
+        positioned(&rows)
     }
 );

@@ -50,6 +50,6 @@ pub use fenced::{RowFence, RowWrite, SqlValue};
 pub use file::FileBackend;
 pub use row::RawRow;
 pub use schema::{ColumnInfo, ColumnLimits};
-pub use statements::{LeaseStatement, Statements};
+pub use statements::{LeaseStatement, MYSQL_RENEWAL_FIELDS, RenewBatch, Statements};
 pub use store::{ChangeFeed, RENEWAL_BATCH, SqlBackend, SqlStore};
 pub use table::{DEFAULT_TABLE, LeaseTable};

@@ -148,14 +148,38 @@ pub struct Statements {
     /// false on MySQL, whose refused claim says only that it wrote nothing (the client
     /// then reads), and whose refused delete the store answers with a read.
     pub conflict_returns_current: bool,
-    /// (Postgres) Renews many leases in one statement: the renewals' columns bound as
-    /// arrays, in [`RENEWAL_BATCH_ARRAYS`] order; each row is a renewal's answer, as
-    /// [`Self::renew`]'s, with its position in the batch (`i`, from 1). A renewal with no
-    /// row found no row under its name. `None` where renewals are sent one by one.
-    pub renew_batch: Option<Arc<str>>,
+    /// (Postgres, MySQL) Renews many leases in one request ([`RenewBatch`]). `None`
+    /// where renewals are sent one by one (SQLite).
+    pub renew_batch: Option<RenewBatch>,
 }
 
-/// The arrays [`Statements::renew_batch`] binds, in order: names, holders, tokens,
+/// The statements of a batch of renewals, each row guarded as [`Statements::renew`]
+/// guards one (its own version, holder and token).
+#[derive(Debug, Clone)]
+pub struct RenewBatch {
+    /// Postgres: one statement, the renewals' columns bound as arrays in
+    /// [`RENEWAL_BATCH_ARRAYS`] order; each row is a renewal's answer, as
+    /// [`Statements::renew`]'s, with its position in the batch (`i`, from 1). A renewal
+    /// with no row found no row under its name.
+    ///
+    /// MySQL: an `UPDATE` that answers only with its counters; its one parameter is
+    /// the renewals as a JSON array of arrays, each in [`MYSQL_RENEWAL_FIELDS`] order
+    /// (read with `JSON_TABLE`, since MySQL has no arrays), and it sets each renewed
+    /// row's version to that renewal's write id.
+    pub sql: Arc<str>,
+    /// MySQL: the query sent next on the same connection, with the same parameter, that
+    /// answers each renewal as Postgres's statement does: its row, `applied` when the
+    /// row carries the renewal's write id with its holder and token. Two statements for
+    /// a batch, where MySQL has no `UPDATE … RETURNING`. `None` on Postgres.
+    pub read_back: Option<Arc<str>>,
+}
+
+/// What each renewal of a MySQL batch carries, in order ([`RenewBatch::sql`]): name,
+/// holder, token, expected version, TTL in ms, wall-clock expiry in ms (or `null`), and
+/// the write id that becomes the row's new version.
+pub const MYSQL_RENEWAL_FIELDS: [&str; 7] = ["name", "holder", "token", "version", "ttl_ms", "wall", "write_id"];
+
+/// The arrays Postgres's [`RenewBatch::sql`] binds, in order: names, holders, tokens,
 /// versions, TTLs in ms, wall-clock expiries in ms (nullable).
 pub const RENEWAL_BATCH_ARRAYS: [&str; 6] = ["name", "holder", "token", "version", "ttl_ms", "wall"];
 
@@ -501,7 +525,10 @@ impl Postgres {
             delete,
             read_after_refused_version_write: false,
             conflict_returns_current: true,
-            renew_batch: Some(self.renew_batch().into()),
+            renew_batch: Some(RenewBatch {
+                sql: self.renew_batch().into(),
+                read_back: None,
+            }),
         }
     }
 }
@@ -804,8 +831,13 @@ impl MySql {
     /// (MySQL evaluates `AND` left to right and stops at the first false), so a planted
     /// extreme value never overflows a `BIGINT` here.
     fn valid(p: &mut Placeholders) -> String {
+        Self::valid_for(&p.get(Arg::Holder))
+    }
+
+    /// [`Self::valid`] with `holder` (a placeholder or a column) as the holder this
+    /// write names.
+    fn valid_for(holder: &str) -> String {
         let (min, max) = ttl_bounds();
-        let holder = p.get(Arg::Holder);
         format!(
             "fence_token BETWEEN 1 AND {TOKEN_MAX} AND ttl_ms BETWEEN {min} AND {max} \
              AND version BETWEEN 1 AND {I64_MAX_MINUS_1} \
@@ -971,7 +1003,49 @@ impl MySql {
             delete,
             read_after_refused_version_write: true,
             conflict_returns_current: false,
-            renew_batch: None,
+            renew_batch: Some(self.renew_batch()),
+        }
+    }
+
+    /// The renewals of a batch, as a table: `JSON_TABLE` over the one parameter (see
+    /// [`RenewBatch::sql`]), its columns prefixed `b_` so that the lease table's own
+    /// need no qualifier, and its row number `i`.
+    fn batch_table() -> String {
+        let ascii = |n: usize| format!("VARCHAR({n}) CHARACTER SET ascii COLLATE ascii_bin");
+        format!(
+            "JSON_TABLE(?, '$[*]' COLUMNS(i FOR ORDINALITY, \
+             b_name {name} PATH '$[0]' ERROR ON ERROR, b_holder {holder} PATH '$[1]' ERROR ON ERROR, \
+             b_token BIGINT PATH '$[2]' ERROR ON ERROR, b_version BIGINT PATH '$[3]' ERROR ON ERROR, \
+             b_ttl_ms BIGINT PATH '$[4]' ERROR ON ERROR, b_wall BIGINT PATH '$[5]' ERROR ON ERROR, \
+             b_write_id BIGINT PATH '$[6]' ERROR ON ERROR)) AS b",
+            name = ascii(leasehold_core::MAX_NAME_LEN),
+            holder = ascii(MAX_HOLDER_LEN),
+        )
+    }
+
+    /// The renewal of many leases: an `UPDATE` of the lease table joined to the batch
+    /// (each row found by its primary key), each row guarded as [`Self::held_write`]
+    /// guards one, then the read of every renewal's row (see [`RenewBatch`]).
+    fn renew_batch(&self) -> RenewBatch {
+        let t = &self.t;
+        let now = MYSQL_NOW_MS;
+        let b = Self::batch_table();
+        let sql = format!(
+            "UPDATE {b} STRAIGHT_JOIN {t} AS l ON l.name = b.b_name \
+             SET version = b.b_write_id, ttl_ms = b.b_ttl_ms, expires_at_ms = {now} + b.b_ttl_ms, \
+             wall_expires_at_ms = b.b_wall \
+             WHERE version = b.b_version AND deleted = 0 AND holder = b.b_holder AND fence_token = b.b_token AND {valid}",
+            valid = Self::valid_for("b.b_holder")
+        );
+        let read_back = format!(
+            "SELECT b.i AS i, IF(version = b.b_write_id AND deleted = 0 AND holder = b.b_holder \
+             AND fence_token = b.b_token, 1, 0) AS applied, 0 AS stale, deleted, holder, fence_token, version, \
+             ttl_ms, wall_expires_at_ms, {remaining} FROM {b} STRAIGHT_JOIN {t} AS l ON l.name = b.b_name",
+            remaining = Self::remaining()
+        );
+        RenewBatch {
+            sql: sql.into(),
+            read_back: Some(read_back.into()),
         }
     }
 }
@@ -1015,6 +1089,38 @@ mod tests {
         assert!(!my.conflict_returns_current && my.read_after_refused_version_write);
         assert_eq!(my.write_claimable.reply, Reply::InsertId { issues_token: true });
         assert_eq!(my.renew.reply, Reply::Affected { deletes: false });
+        // The batch: an `UPDATE` and its read, each with the one JSON parameter, on the
+        // server's clock, guarded as `renew` is.
+        let batch = my.renew_batch.expect("MySQL batches renewals");
+        let read_back = batch.read_back.expect("and reads them back");
+        for sql in [&*batch.sql, &*read_back] {
+            assert!(!sql.contains(';'), "more than one statement: {sql}");
+            assert_eq!(sql.matches('?').count(), 1, "{sql}");
+            assert!(sql.contains("JSON_TABLE(?") && sql.contains("`ops`.`leases`"), "{sql}");
+            assert!(!sql.contains("NOW()") && !sql.contains("RETURNING"), "{sql}");
+            assert_eq!(sql.matches("PATH '$[").count(), MYSQL_RENEWAL_FIELDS.len(), "{sql}");
+        }
+        assert!(batch.sql.starts_with("UPDATE JSON_TABLE"), "{}", batch.sql);
+        for guard in [
+            "version = b.b_version",
+            "deleted = 0",
+            "holder = b.b_holder",
+            "fence_token = b.b_token",
+            "ttl_ms BETWEEN",
+        ] {
+            assert!(
+                batch.sql.contains(guard),
+                "the batch's guard lacks {guard}: {}",
+                batch.sql
+            );
+        }
+        assert!(
+            read_back.starts_with("SELECT b.i AS i, IF(version = b.b_write_id"),
+            "{read_back}"
+        );
+        for column in RESULT_COLUMNS {
+            assert!(read_back.contains(column), "the read lacks {column}: {read_back}");
+        }
     }
 
     #[test]

@@ -22,8 +22,8 @@ use crate::errors::{Phase, Target};
 use crate::listing;
 use crate::schema::{self, ColumnLimits};
 use crate::{
-    HostClock, LeaseArgs, LeaseStatement, LeaseTable, RawRow, RenewalArgs, SqlConfig, SqlDatabase, Statements, row,
-    write_statement,
+    HostClock, LeaseArgs, LeaseStatement, LeaseTable, RawRow, RenewBatch, RenewalArgs, SqlConfig, SqlDatabase,
+    Statements, row, write_statement,
 };
 
 /// What a store crate supplies for its database.
@@ -272,18 +272,19 @@ impl<B: SqlBackend> SqlStore<B> {
     }
 }
 
-/// How many renewals one batched statement carries ([`Statements::renew_batch`]).
+/// How many renewals one batch carries ([`RenewBatch`]).
 pub const RENEWAL_BATCH: usize = 256;
 
 impl<B: SqlBackend> SqlStore<B> {
-    /// The renewals of `batch` in one statement (`sql`, [`Statements::renew_batch`]):
+    /// The renewals of `batch` in one request ([`RenewBatch`]: one statement on
+    /// Postgres, an `UPDATE` and its read on MySQL):
     /// renewals whose values are refused before sending answer with their own error,
     /// and a failure of the statement is each sent renewal's.
-    async fn renew_batched(&self, sql: &str, batch: &[Renewal]) -> Vec<Result<CasOutcome>> {
+    async fn renew_batched(&self, statements: &RenewBatch, batch: &[Renewal]) -> Vec<Result<CasOutcome>> {
         let check = |r: &Renewal| RenewalArgs::check(&r.name, &self.inner.limits, &r.version, &r.record);
         send_batch(batch, check, |ready| async move {
             let rows = self
-                .run_renewals(sql, &RenewalArgs::of(ready.iter().map(|(_, a)| a)))
+                .run_renewals(statements, &RenewalArgs::of(ready.iter().map(|(_, a)| a)))
                 .await?;
             // Each row names its renewal's position in the arrays, from 1.
             let mut by_position: Vec<Vec<RawRow>> = vec![Vec::new(); ready.len()];
@@ -312,10 +313,11 @@ impl<B: SqlBackend> SqlStore<B> {
         .await
     }
 
-    async fn run_renewals(&self, sql: &str, args: &RenewalArgs) -> Result<Vec<(i64, RawRow)>> {
+    async fn run_renewals(&self, statements: &RenewBatch, args: &RenewalArgs) -> Result<Vec<(i64, RawRow)>> {
         let bound = self.inner.request_timeout;
         let what = "renew leases";
-        let Ok(ran) = tokio::time::timeout(bound, B::Db::fetch_renewal_rows(&self.inner.pool, sql, args)).await else {
+        let Ok(ran) = tokio::time::timeout(bound, B::Db::fetch_renewal_rows(&self.inner.pool, statements, args)).await
+        else {
             return Err(Error::Indeterminate {
                 message: format!("{what}: no answer within the request timeout of {bound:?}"),
                 source: None,
@@ -357,7 +359,7 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
             .await
     }
 
-    /// Postgres: [`RENEWAL_BATCH`]; SQLite and MySQL: 1 (one statement per renewal).
+    /// Postgres and MySQL: [`RENEWAL_BATCH`]; SQLite: 1 (one statement per renewal).
     fn renewal_batch(&self) -> usize {
         if self.inner.statements.renew_batch.is_some() {
             RENEWAL_BATCH
@@ -367,10 +369,11 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
     }
 
     /// Postgres: one statement for the whole batch, each row guarded by its own version,
-    /// holder and token ([`Statements::renew_batch`]). Elsewhere one renewal at a time.
+    /// holder and token; MySQL: one `UPDATE` so guarded and one read of the rows
+    /// ([`RenewBatch`]). SQLite: one renewal at a time.
     async fn renew_many(&self, batch: &[Renewal]) -> Vec<Result<CasOutcome>> {
         match &self.inner.statements.renew_batch {
-            Some(sql) if batch.len() > 1 => self.renew_batched(sql, batch).await,
+            Some(statements) if batch.len() > 1 => self.renew_batched(statements, batch).await,
             _ => {
                 let mut out = Vec::with_capacity(batch.len());
                 for r in batch {

@@ -50,6 +50,7 @@
 //! |-----------|------------|
 //! | acquire a free (new, released, deleted) or expired lease | 1 (`INSERT … ON DUPLICATE KEY UPDATE`; `LAST_INSERT_ID(expr)` carries the issued token back, 0 when it wrote nothing) |
 //! | renew, release | 1 (`UPDATE … WHERE version = ?`; one affected row means it wrote) |
+//! | renewals that come due together (up to 256, [`leasehold_core::store::CasStore::renew_many`]) | 2 for the batch: an `UPDATE` joined to `JSON_TABLE` of the renewals (one JSON parameter), each row guarded by its own version, holder and token and given the renewal's own write id as its version; then a `SELECT` of the same rows, where a row showing that write id (with the renewal's holder and token) is the renewal applied |
 //! | refused acquire | 1, then the client reads the record: 2 ([`leasehold_core::store::Capabilities::conflict_returns_current`] is false) |
 //! | refused renewal or release | 2: the write, then a read of the current row |
 //! | read | 1 `SELECT`, time left computed by the server |
@@ -107,6 +108,7 @@
 //! The statements use nothing MariaDB-only: `INSERT … ON DUPLICATE KEY UPDATE` without
 //! `VALUES()` (deprecated in MySQL 8.0.20; every value is bound again instead),
 //! `LAST_INSERT_ID(expr)`, `IF()`, `REGEXP`, `TIMESTAMPDIFF(MICROSECOND, …, UTC_TIMESTAMP(6))`,
+//! `JSON_TABLE` (MySQL 8.0.4 and later; MariaDB 10.6 and later) for batched renewals,
 //! no `RETURNING`, no user variables. What differs:
 //! - `information_schema.COLUMNS.COLUMN_TYPE` reads `bigint`, not `bigint(20)` (both are
 //!   accepted), and MySQL 8's `REGEXP` is ICU's (the holder class is plain ASCII).

@@ -1,9 +1,10 @@
-//! What the SQLite and the Postgres tests share, generic over the backend. It lives here
-//! and the Postgres tests include it too, from their `common` module:
+//! What the SQLite, Postgres and MySQL tests share, generic over the backend. It lives here
+//! and the Postgres and MySQL tests include it too, from their `common` module:
 //! `#[path = "../../../store-sqlite/tests/shared/mod.rs"] mod shared;`.
 #![allow(dead_code, unreachable_pub, unused_macros, unused_imports)]
 
 pub mod bad_input;
+pub mod batched;
 pub mod db;
 pub mod fenced;
 pub mod fixture;

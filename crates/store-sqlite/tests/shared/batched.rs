@@ -1,0 +1,56 @@
+//! Renewals that come due together are one request (`CasStore::renew_many`) on the SQL
+//! stores that batch them (Postgres: one statement; MySQL: an `UPDATE` and its read):
+//! counted by the store calls and by the statements sqlx sent; each lease is renewed,
+//! none lost.
+
+use std::time::Duration;
+
+use leasehold_core::LeaseClient;
+use leasehold_core::store::CasStore;
+use leasehold_core::testing::{CountingStore, renewed};
+use leasehold_sql::testing::StatementLog;
+use leasehold_sql::{SqlBackend, SqlStore};
+
+/// Leases held, all granted together.
+pub const LEASES: usize = 40;
+const TTL: Duration = Duration::from_millis(900);
+
+/// Holds [`LEASES`] leases on `store` (lease table `table`) through one renewal round:
+/// at most 4 renewal calls, at most `per_batch` statements per call, and at least one
+/// batch, told by `marker` in its statement text.
+pub async fn leases_renew_in_batches<B: SqlBackend>(store: SqlStore<B>, table: &str, marker: &str, per_batch: u64) {
+    assert!(store.renewal_batch() >= LEASES, "the store batches renewals");
+    let counting = CountingStore::new(store);
+    let client = LeaseClient::new(counting.clone());
+    let mut leases = Vec::new();
+    for i in 0..LEASES {
+        leases.push(client.acquire(&format!("batch/{i}"), TTL).await.expect("acquire"));
+    }
+    let log = StatementLog::install();
+    let mark = log.mark();
+    counting.reset();
+    assert!(
+        renewed(&leases, 1, Duration::from_secs(5)).await,
+        "not every lease was renewed within 5 s"
+    );
+    let calls = counting.counts().renews;
+    let statements = log.since(mark, table);
+    let batched = statements.iter().filter(|s| s.contains(marker)).count();
+    println!(
+        "{LEASES} leases, one renewal round: {calls} renewal calls, {} statements ({batched} batched)",
+        statements.len()
+    );
+    assert!(calls <= 4, "{calls} renewal calls for {LEASES} leases");
+    assert!(batched >= 1, "no batched statement: {statements:#?}");
+    assert!(
+        statements.len() as u64 <= per_batch * calls,
+        "{} statements for {calls} renewal calls ({LEASES} renewals), {per_batch} per call at most: {statements:#?}",
+        statements.len()
+    );
+    for l in &leases {
+        assert!(l.loss_cause().is_none(), "a lease was lost: {:?}", l.loss_cause());
+    }
+    for l in leases {
+        l.release().await.expect("release");
+    }
+}
