@@ -163,8 +163,8 @@ const COALESCE_HORIZON: Duration = Duration::from_secs(30);
 /// from when its own renewal is sent). No request is added; later ones are saved.
 ///
 /// A lease waiting for its renewal is scheduled no later than its renewal is due, so
-/// nothing past a tenth of `longest_ttl` can be picked, and the scan stops there: with
-/// 100,000 leases it looks at the next few instead of every one.
+/// nothing past a tenth of `longest_ttl` can be picked, and the scan stops there
+/// rather than at [`COALESCE_HORIZON`], which held every lease of a 15 s TTL.
 fn coalesce(
     leases: &mut HashMap<u64, Entry>,
     schedule: &mut BTreeSet<(Instant, u64)>,
