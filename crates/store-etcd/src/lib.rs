@@ -52,7 +52,7 @@
 //!
 //! | operation | etcd requests |
 //! |---|---|
-//! | acquire of a free, released or expired lease | 1 Txn (plus, in parallel, one keep-alive message when the session's last one does not cover the TTL; the first held record of a TTL class in a store also grants its session: 1 `LeaseGrant`, once) |
+//! | acquire of a free, released or expired lease | 1 Txn (no keep-alive while the session's last answered one leaves it half the TTL, the grant then trusted for what the session surely has left; otherwise one keep-alive message in parallel; the first held record of a TTL class in a store also grants its session: 1 `LeaseGrant`, once) |
 //! | acquire when another client changed the name since this store last saw it | 2 Txns (the first one's else-branch returns the fresh state) |
 //! | acquire refused (held) | 1 Txn, whose else-branch returns the holder's record |
 //! | renewal | no Txn: nothing when the session's last answered keep-alive already covers the TTL, otherwise one `LeaseKeepAlive` message shared by every lease of that session |

@@ -2,7 +2,8 @@
 //!
 //! One session per TTL class (the record TTL rounded up to whole seconds) per store.
 //! Every held record this store writes with that TTL is attached to it; a keep-alive
-//! task renews it every third of its TTL, and sooner when a renewal asks for it. When
+//! task renews it every third of its TTL (sooner when a grant asks for it), and a renewal
+//! that needs a keep-alive sends it on the session's stream in its own task. When
 //! the process freezes or dies, the keep-alives stop and etcd deletes every attached
 //! record on its own clock.
 //!
@@ -44,6 +45,22 @@ pub(crate) struct Session {
     /// A keep-alive must be sent at or after this instant (a renewal waits for it).
     want: Mutex<Option<Instant>>,
     kick: Notify,
+    /// The keep-alive stream, taken out while a keep-alive is in flight: a send given up
+    /// half way (a timeout, a dropped renewal) drops it, so an answer is never read as
+    /// the answer to a later send. Whoever renews sends on it in their own task.
+    stream: tokio::sync::Mutex<Option<(LeaseKeeper, LeaseKeepAliveStream)>>,
+}
+
+/// What one keep-alive of a session found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum KeepAlive {
+    /// etcd answered with a positive TTL (this one, or one sent no earlier that another
+    /// caller sent meanwhile).
+    Alive,
+    /// etcd no longer has the lease: its records are gone.
+    Gone,
+    /// It failed, or no answer came in time.
+    Failed(String),
 }
 
 /// The result of asking a session to cover a renewal.
@@ -71,6 +88,7 @@ impl Session {
             state,
             want: Mutex::new(None),
             kick: Notify::new(),
+            stream: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -89,6 +107,13 @@ impl Session {
         !s.dead && s.last_ok_sent + self.ttl >= from + ttl
     }
 
+    /// How long from `from` the session certainly lives on etcd, going by the last
+    /// answered keep-alive; `None` once it is dead.
+    pub(crate) fn life_from(&self, from: Instant) -> Option<Duration> {
+        let s = self.state.borrow();
+        (!s.dead).then(|| (s.last_ok_sent + self.ttl).saturating_duration_since(from))
+    }
+
     /// Asks for a keep-alive sent at or after `call` (without waiting for it), so that a
     /// later [`Session::cover`] for `call` finds it already on its way.
     pub(crate) fn request(&self, call: Instant) {
@@ -100,9 +125,10 @@ impl Session {
     }
 
     /// Makes sure the session lives on etcd until `call + ttl`: at once if the last
-    /// answered keep-alive already covers it, otherwise by waiting (at most `timeout`)
-    /// for a keep-alive sent at or after `call`.
-    pub(crate) async fn cover(&self, call: Instant, ttl: Duration, timeout: Duration) -> Cover {
+    /// answered keep-alive already covers it, otherwise with a keep-alive sent at or after
+    /// `call`, in the caller's task (or one another caller sent meanwhile), answered
+    /// within the host's request timeout.
+    pub(crate) async fn cover<H: SessionHost>(&self, host: &H, call: Instant, ttl: Duration) -> Cover {
         if ttl > self.ttl {
             return Cover::Failed(format!("a TTL of {ttl:?} is longer than the session's {:?}", self.ttl));
         }
@@ -112,19 +138,114 @@ impl Session {
         if self.is_dead() {
             return Cover::Dead;
         }
-        self.request(call);
-        let mut rx = self.state.subscribe();
-        let waited = tokio::time::timeout(
-            timeout,
-            rx.wait_for(|s| s.dead || s.last_ok_sent >= call || s.last_failed_sent.is_some_and(|f| f >= call)),
-        )
-        .await;
-        match waited {
-            Err(_) => Cover::Failed(format!("no keep-alive answer within {timeout:?}")),
-            Ok(Err(_)) => Cover::Failed("the keep-alive task has stopped".to_owned()),
-            Ok(Ok(s)) if s.dead => Cover::Dead,
-            Ok(Ok(s)) if s.last_ok_sent >= call => Cover::Covered,
-            Ok(Ok(s)) => Cover::Failed(s.last_error.clone().unwrap_or_else(|| "keep-alive failed".to_owned())),
+        match self.keep_alive(host, call, host.request_timeout()).await {
+            KeepAlive::Alive => Cover::Covered,
+            KeepAlive::Gone => Cover::Dead,
+            KeepAlive::Failed(why) => Cover::Failed(why),
+        }
+    }
+
+    /// Sends one keep-alive, at or after `after`, and waits at most `timeout` for its
+    /// answer; the outcome is recorded (`KeepState`). Nothing is sent when one sent at or
+    /// after `after` was answered (or failed) while this call waited for the stream.
+    pub(crate) async fn keep_alive<H: SessionHost>(&self, host: &H, after: Instant, timeout: Duration) -> KeepAlive {
+        let mut sent_at = None;
+        let outcome = tokio::time::timeout(timeout, self.send_keep_alive(host, after, &mut sent_at)).await;
+        match outcome {
+            Ok(KeepAlive::Gone) => {
+                tracing::warn!(
+                    session = self.id,
+                    "etcd session lease expired; its held records are gone"
+                );
+                self.mark_dead();
+                host.session_gone(self.id);
+                KeepAlive::Gone
+            }
+            Ok(k) => k,
+            Err(_) => {
+                let why = format!("no keep-alive answer within {timeout:?}");
+                if let Some(at) = sent_at {
+                    fail(self, at, why.clone());
+                }
+                KeepAlive::Failed(why)
+            }
+        }
+    }
+
+    /// What a keep-alive sent at or after `after` found, if one was answered (or failed):
+    /// an answer to an earlier one never counts.
+    fn answered_since(&self, after: Instant) -> Option<KeepAlive> {
+        let s = self.state.borrow();
+        if s.dead {
+            Some(KeepAlive::Gone)
+        } else if s.last_ok_sent >= after {
+            Some(KeepAlive::Alive)
+        } else if s.last_failed_sent.is_some_and(|f| f >= after) {
+            Some(KeepAlive::Failed(
+                s.last_error.clone().unwrap_or_else(|| "keep-alive failed".to_owned()),
+            ))
+        } else {
+            None
+        }
+    }
+
+    async fn send_keep_alive<H: SessionHost>(
+        &self,
+        host: &H,
+        after: Instant,
+        sent_at: &mut Option<Instant>,
+    ) -> KeepAlive {
+        let mut slot = self.stream.lock().await;
+        if let Some(known) = self.answered_since(after) {
+            return known;
+        }
+        host.count_keepalive();
+        let at = Instant::now();
+        *sent_at = Some(at);
+        let answer = match slot.take() {
+            Some((mut keeper, mut responses)) => {
+                let answer = match keeper.keep_alive().await {
+                    Ok(()) => match responses.message().await {
+                        Ok(Some(r)) => Ok(r.ttl() > 0),
+                        Ok(None) => Err(etcd_client::Error::LeaseKeepAliveError(
+                            "keep-alive stream closed".into(),
+                        )),
+                        Err(e) => Err(e),
+                    },
+                    Err(e) => Err(e),
+                };
+                if answer.is_ok() {
+                    *slot = Some((keeper, responses));
+                }
+                answer
+            }
+            // Opening the stream sends the first keep-alive and waits for its answer.
+            None => match host.lease_client().keep_alive(self.id).await {
+                Ok(opened) => {
+                    *slot = Some(opened);
+                    Ok(true)
+                }
+                Err(e) => Err(e),
+            },
+        };
+        drop(slot);
+        match answer {
+            Ok(true) => {
+                self.state.send_modify(|s| {
+                    s.last_ok_sent = s.last_ok_sent.max(at);
+                    s.last_failed_sent = None;
+                    s.last_error = None;
+                });
+                KeepAlive::Alive
+            }
+            Ok(false) => KeepAlive::Gone,
+            Err(e) if error::is_lease_not_found(&e) => KeepAlive::Gone,
+            Err(e) => {
+                let e = error::map("lease keep-alive", Effect::Read, e);
+                tracing::debug!(session = self.id, error = %e, "keep-alive failed");
+                fail(self, at, e.to_string());
+                KeepAlive::Failed(e.to_string())
+            }
         }
     }
 }
@@ -158,17 +279,20 @@ pub(crate) trait SessionHost: Send + Sync + 'static {
     fn session_gone(&self, id: i64);
 }
 
-/// Keeps `session` alive until etcd says it is gone or the store is dropped.
+/// Keeps `session` alive until etcd says it is gone or the store is dropped: a
+/// keep-alive every third of its TTL, and at once when a grant asks for one
+/// ([`Session::request`]).
 pub(crate) async fn keep_alive<H: SessionHost>(inner: Weak<H>, session: std::sync::Arc<Session>) {
     let period = session.ttl / 3;
     let retry = (session.ttl / 10).min(Duration::from_millis(250));
-    let mut stream: Option<(LeaseKeeper, LeaseKeepAliveStream)> = None;
     let mut last_sent = Instant::now();
     let mut next_periodic = last_sent + period;
     loop {
         if session.is_dead() {
             return;
         }
+        // A keep-alive a renewal sent counts as this task's own.
+        next_periodic = next_periodic.max(session.state.borrow().last_ok_sent + period);
         let wanted = *session.want.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let due = wanted.is_some_and(|w| w > last_sent) || Instant::now() >= next_periodic;
         if !due {
@@ -183,50 +307,12 @@ pub(crate) async fn keep_alive<H: SessionHost>(inner: Weak<H>, session: std::syn
             .request_timeout()
             .min(session.ttl / 2)
             .max(Duration::from_millis(50));
-        let mut lease = store.lease_client();
-        store.count_keepalive();
-        drop(store);
-        let sent_at = Instant::now();
-        last_sent = sent_at;
-        let outcome = tokio::time::timeout(timeout, async {
-            if let Some((keeper, responses)) = stream.as_mut() {
-                keeper.keep_alive().await?;
-                match responses.message().await? {
-                    Some(r) => Ok(r.ttl() > 0),
-                    None => Err(etcd_client::Error::LeaseKeepAliveError(
-                        "keep-alive stream closed".into(),
-                    )),
-                }
-            } else {
-                // Opening the stream sends the first keep-alive and waits for its answer.
-                stream = Some(lease.keep_alive(session.id).await?);
-                Ok(true)
-            }
-        })
-        .await;
-        match outcome {
-            Ok(Ok(true)) => {
-                session.state.send_modify(|s| {
-                    s.last_ok_sent = s.last_ok_sent.max(sent_at);
-                    s.last_failed_sent = None;
-                    s.last_error = None;
-                });
-                next_periodic = sent_at + period;
-            }
-            Ok(Ok(false)) => return session_gone(&inner, &session),
-            Ok(Err(e)) if error::is_lease_not_found(&e) => return session_gone(&inner, &session),
-            Ok(Err(e)) => {
-                stream = None;
-                let e = error::map("lease keep-alive", Effect::Read, e);
-                tracing::debug!(session = session.id, error = %e, "keep-alive failed");
-                fail(&session, sent_at, e.to_string());
-                next_periodic = Instant::now() + retry;
-            }
-            Err(_) => {
-                stream = None;
-                fail(&session, sent_at, format!("no keep-alive answer within {timeout:?}"));
-                next_periodic = Instant::now() + retry;
-            }
+        let now = Instant::now();
+        last_sent = now;
+        match session.keep_alive(&*store, now, timeout).await {
+            KeepAlive::Alive => next_periodic = session.state.borrow().last_ok_sent + period,
+            KeepAlive::Gone => return,
+            KeepAlive::Failed(_) => next_periodic = Instant::now() + retry,
         }
     }
 }
@@ -236,17 +322,6 @@ fn fail(session: &Session, sent_at: Instant, why: String) {
         s.last_failed_sent = Some(sent_at);
         s.last_error = Some(why);
     });
-}
-
-fn session_gone<H: SessionHost>(inner: &Weak<H>, session: &Session) {
-    tracing::warn!(
-        session = session.id,
-        "etcd session lease expired; its held records are gone"
-    );
-    session.mark_dead();
-    if let Some(store) = inner.upgrade() {
-        store.session_gone(session.id);
-    }
 }
 
 #[cfg(test)]
@@ -268,42 +343,38 @@ mod tests {
         assert!(s.covers(t0, Duration::from_secs(2)));
         assert!(s.covers(t0 + Duration::from_millis(500), Duration::from_millis(1500)));
         assert!(!s.covers(t0 + Duration::from_millis(501), Duration::from_millis(1500)));
+        assert_eq!(
+            s.life_from(t0 + Duration::from_millis(500)),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(s.life_from(t0 + Duration::from_secs(3)), Some(Duration::ZERO));
         s.mark_dead();
         assert!(!s.covers(t0, Duration::from_millis(10)));
-        assert_eq!(
-            s.cover(t0, Duration::from_millis(10), Duration::from_secs(1)).await,
-            Cover::Dead
-        );
+        assert_eq!(s.life_from(t0), None);
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_renewal_waits_for_a_keep_alive_sent_after_it() {
+    async fn only_a_keep_alive_sent_at_or_after_the_call_counts() {
         let t0 = Instant::now();
-        let s = std::sync::Arc::new(Session::new(1, Duration::from_secs(2), t0));
+        let s = Session::new(1, Duration::from_secs(2), t0);
         tokio::time::advance(Duration::from_secs(1)).await;
         let call = Instant::now();
-        let waiter = {
-            let s = s.clone();
-            tokio::spawn(async move { s.cover(call, Duration::from_secs(2), Duration::from_secs(5)).await })
-        };
-        tokio::task::yield_now().await;
+        assert_eq!(s.answered_since(call), None);
         // An answer to a keep-alive sent before the call does not count.
         s.state
             .send_modify(|st| st.last_ok_sent = call - Duration::from_millis(1));
-        tokio::task::yield_now().await;
-        assert!(!waiter.is_finished());
+        assert_eq!(s.answered_since(call), None);
         s.state.send_modify(|st| st.last_ok_sent = call);
-        assert_eq!(waiter.await.ok(), Some(Cover::Covered));
-        // A failure of a keep-alive sent after the call fails the renewal.
-        let call2 = Instant::now() + Duration::from_millis(10);
-        tokio::time::advance(Duration::from_millis(10)).await;
-        let s2 = s.clone();
-        let w2 = tokio::spawn(async move { s2.cover(call2, Duration::from_secs(2), Duration::from_secs(5)).await });
-        tokio::task::yield_now().await;
+        assert_eq!(s.answered_since(call), Some(KeepAlive::Alive));
+        // A failure of a keep-alive sent after a later call fails it.
+        let call2 = call + Duration::from_millis(10);
+        assert_eq!(s.answered_since(call2), None);
         s.state.send_modify(|st| {
             st.last_failed_sent = Some(call2);
             st.last_error = Some("down".into());
         });
-        assert_eq!(w2.await.ok(), Some(Cover::Failed("down".into())));
+        assert_eq!(s.answered_since(call2), Some(KeepAlive::Failed("down".into())));
+        s.mark_dead();
+        assert_eq!(s.answered_since(call2), Some(KeepAlive::Gone));
     }
 }

@@ -17,7 +17,7 @@ use leasehold_core::{
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use leasehold_core::store::session::{Expire, expire_due};
+use leasehold_core::store::session::{Expire, expire_due, kick_for};
 
 use crate::config::EtcdConfig;
 use crate::error::{self, Effect};
@@ -365,9 +365,10 @@ impl Inner {
 
     fn hold(&self, name: &LeaseName, held: Held) {
         let confirmed = held.version.map(|_| held.seen_at);
+        let deadline = held.deadline;
         self.lock().hold(name, held);
         self.start_reaper();
-        self.reaper_kick.notify_one();
+        kick_for(&self.reaper_kick, deadline);
         if let Some(rev) = confirmed {
             // From the revision of the write that made this store a holder: a foreign
             // change after it is seen, even one made before the watch opened.
@@ -450,11 +451,21 @@ impl Inner {
             }
             _ => record,
         };
+        // The grant's validity counts from `call`, and the session must live on etcd at
+        // least as long as the holder trusts it (rule 3 of docs/DESIGN.md). When the last
+        // answered keep-alive leaves the session at least half the TTL from `call`, the
+        // grant is given for that much (`Stored::remaining`; the holder renews within a
+        // third of it, and that renewal's keep-alive extends it): no keep-alive on the
+        // caller's path. Otherwise a keep-alive sent now, in parallel with the Txn, proves
+        // the session outlives the whole TTL (see below).
+        let mut known_life = None;
         if let Some(s) = &session {
-            if !s.covers(call, record.ttl.get()) {
-                // The grant's validity counts from `call`: a keep-alive sent now, in
-                // parallel with the Txn, proves the session outlives it (see below).
-                s.request(call);
+            let ttl = record.ttl.get();
+            if !s.covers(call, ttl) {
+                match s.life_from(call) {
+                    Some(life) if life >= ttl / 2 => known_life = Some(life),
+                    _ => s.request(call),
+                }
             }
         }
         let mut claims_left = 2;
@@ -503,7 +514,7 @@ impl Inner {
                         if to_write.is_vacant() {
                             Duration::ZERO
                         } else {
-                            to_write.ttl.get()
+                            known_life.map_or(to_write.ttl.get(), |life| life.min(to_write.ttl.get()))
                         }
                     };
                     if let Some(s) = &session {
@@ -518,9 +529,15 @@ impl Inner {
                                 rev,
                             ),
                         );
-                        // The holder will trust the grant until `call + ttl - margin`: the
-                        // session must live on etcd at least that long (rule 3 of docs/DESIGN.md).
-                        match s.cover(call, to_write.ttl.get(), self.config.request_timeout()).await {
+                        // The holder will trust the grant until `call + remaining - margin`:
+                        // the session must live on etcd at least that long (rule 3 of
+                        // docs/DESIGN.md). Known already, or proved by the keep-alive sent
+                        // with the Txn.
+                        let cover = match known_life {
+                            Some(_) => Cover::Covered,
+                            None => s.cover(self, call, to_write.ttl.get()).await,
+                        };
+                        match cover {
                             Cover::Covered => {}
                             Cover::Dead => {
                                 return Err(Error::Indeterminate {
@@ -566,6 +583,8 @@ impl Inner {
                         s.mark_dead();
                         self.session_gone(s.id);
                     }
+                    // Granted after `call`, the new session covers the whole TTL.
+                    known_life = None;
                     session = Some(self.session_for(record.ttl).await?);
                 }
                 Err(f) => {
@@ -626,11 +645,7 @@ impl Inner {
             // A longer TTL needs a longer session: move the record with a Txn.
             return self.write(name, &Precondition::Version(version.clone()), record).await;
         }
-        match h
-            .session
-            .cover(call, record.ttl.get(), self.config.request_timeout())
-            .await
-        {
+        match h.session.cover(self, call, record.ttl.get()).await {
             Cover::Covered => {}
             Cover::Dead => return Ok(CasOutcome::Conflict(Current::Absent)),
             Cover::Failed(why) => {
@@ -644,7 +659,8 @@ impl Inner {
         if !extended {
             return Ok(CasOutcome::Conflict(Current::Absent));
         }
-        self.reaper_kick.notify_one();
+        // Usually later than before and further off than the expiry task's longest sleep.
+        kick_for(&self.reaper_kick, call + record.ttl.get());
         Ok(CasOutcome::Written(Stored {
             record: h.record,
             version: version.clone(),

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use leasehold_core::store::session::{Expire, Expiry, Held, SessionBook, expire_due};
+use leasehold_core::store::session::{Expire, Expiry, Held, SessionBook, expire_due, kick_for};
 use leasehold_core::store::{
     Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Linearizable,
     Precondition, Stored, Version, Wait, WakeHub, record_codec,
@@ -650,11 +650,12 @@ impl Inner {
     }
 
     fn hold(&self, name: &LeaseName, held: Held<ZkSession, Ver>) {
+        let deadline = held.deadline;
         self.book().hold(name, held);
         if self.reaper_started.set(()).is_ok() {
             tokio::spawn(expire_due(self.me.clone(), self.reaper_kick.clone()));
         }
-        self.reaper_kick.notify_one();
+        kick_for(&self.reaper_kick, deadline);
     }
 
     pub(crate) async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
@@ -719,7 +720,8 @@ impl Inner {
         if !self.book().extend(name, v, call, call + ttl) {
             return Ok(CasOutcome::Conflict(Current::Absent));
         }
-        self.reaper_kick.notify_one();
+        // Usually later than before and further off than the expiry task's longest sleep.
+        kick_for(&self.reaper_kick, call + ttl);
         // The server that answered may be a follower whose report of this heartbeat has
         // not reached the leader: the renewal is good for as long as the leader surely
         // keeps the session (see `session::Heard`).

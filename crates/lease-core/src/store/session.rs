@@ -314,6 +314,15 @@ pub trait Expire: Send + Sync + 'static {
     async fn expire(&self, expiry: &Expiry<Self::Version>);
 }
 
+/// Wakes [`expire_due`] through `kick` for a deadline just set, unless the task wakes by
+/// then anyway: it sleeps at most [`EXPIRY_IDLE`] at a time, so a deadline further off
+/// than that (most grants' and renewals') costs no wake-up of another task.
+pub fn kick_for(kick: &Notify, deadline: Instant) {
+    if deadline < Instant::now() + EXPIRY_IDLE {
+        kick.notify_one();
+    }
+}
+
 /// Deletes held records whose holders stopped renewing them, at their deadlines, until
 /// the store is dropped. Woken early by `kick` when a deadline is set or moved.
 pub async fn expire_due<E: Expire>(store: Weak<E>, kick: Arc<Notify>) {
@@ -355,6 +364,17 @@ mod tests {
         fn is_dead(&self) -> bool {
             self.1.load(Ordering::SeqCst)
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_a_deadline_before_the_longest_sleep_wakes_the_expiry_task() {
+        let kick = Notify::new();
+        kick_for(&kick, Instant::now() + EXPIRY_IDLE);
+        let woken = tokio::time::timeout(Duration::from_millis(1), kick.notified()).await;
+        assert!(woken.is_err(), "a deadline the task reaches on its own woke it");
+        kick_for(&kick, Instant::now() + EXPIRY_IDLE - Duration::from_millis(1));
+        let woken = tokio::time::timeout(Duration::from_millis(1), kick.notified()).await;
+        assert!(woken.is_ok(), "an earlier deadline did not wake it");
     }
 
     fn name() -> LeaseName {
