@@ -129,7 +129,7 @@ start_redis() {
   local d="$DIR/redis"; mkdir -p "$d"
   if pid_alive "$d/redis.pid"; then log "redis already up on $REDIS_PORT"; return; fi
   redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --daemonize yes --dir "$d" --pidfile "$d/redis.pid" \
-    --logfile "$d/redis.log" --save '' --appendonly no --notify-keyspace-events KEA >/dev/null
+    --logfile "$d/redis.log" --save '' --appendonly no >/dev/null
   wait_for redis 20 redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping
   log "redis up on 127.0.0.1:$REDIS_PORT"
 }
