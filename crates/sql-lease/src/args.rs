@@ -99,7 +99,7 @@ impl LeaseArgs {
     pub fn written_row(&self, token: i64, deleted: bool) -> RawRow {
         RawRow {
             applied: true,
-            stale: false,
+            stale: Some(false),
             deleted,
             holder: if deleted { None } else { self.holder.clone() },
             fence_token: token,

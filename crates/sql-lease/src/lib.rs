@@ -48,7 +48,7 @@ pub use config::{DEFAULT_REQUEST_TIMEOUT, SqlConfig};
 pub use database::{RunError, SqlDatabase};
 pub use fenced::{RowFence, RowWrite, SqlValue};
 pub use file::FileBackend;
-pub use row::RawRow;
+pub use row::{Guard, RawRow};
 pub use schema::{ColumnInfo, ColumnLimits};
 pub use statements::{LeaseStatement, MYSQL_RENEWAL_FIELDS, RenewBatch, Statements};
 pub use store::{ChangeFeed, RENEWAL_BATCH, SqlBackend, SqlStore};

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use leasehold_core::{
-    Error, LeaseName, Result,
+    Error, FencingToken, HolderId, LeaseName, Result,
     store::{
         CasOutcome, Current, DeleteOutcome, EXPIRY_SLACK, Precondition, Stored, Version, expiry_is_possible,
         record_codec,
@@ -16,8 +16,9 @@ use sqlx::{Database, Decode, Row, Type};
 pub struct RawRow {
     /// The statement's write applied and this is the new row.
     pub applied: bool,
-    /// (Postgres) the row is from a snapshot older than the write's check: not current.
-    pub stale: bool,
+    /// The row is from a snapshot older than the write's check, so not current; `None`:
+    /// the statement leaves that to the client (Postgres; see [`Guard`]).
+    pub stale: Option<bool>,
     /// A tombstone left by a delete: the record does not exist.
     pub deleted: bool,
     /// The holder column.
@@ -134,8 +135,84 @@ pub fn read_outcome(name: &LeaseName, rows: &[RawRow]) -> Result<Option<Stored>>
     }
 }
 
-fn current(name: &LeaseName, row: &RawRow) -> Result<Current> {
-    if row.stale {
+/// What a conditional write required of the row, so that the row a refused write
+/// returns can be judged. A Postgres write returns, when it did not apply, the row as
+/// its statement's snapshot shows it; if that row satisfies the guard (and is a valid
+/// record), it predates the check that failed (a concurrent transaction committed while
+/// the write waited for its lock) and is no answer: [`Current::Unknown`].
+#[derive(Debug, Clone, Copy)]
+pub enum Guard<'a> {
+    /// A claim: a tombstone, a vacant row or one whose expiry passed, below the last token.
+    Claimable,
+    /// A create: a tombstone.
+    Absent,
+    /// A version write of a record with `token`: the row at `version`, not a tombstone,
+    /// its token at most `token` (a token never goes backwards).
+    Version {
+        /// The version written on.
+        version: &'a Version,
+        /// The written record's token.
+        token: FencingToken,
+    },
+    /// A renewal or release: the row at `version`, not a tombstone, showing `holder`
+    /// with `token`.
+    Held {
+        /// The version written on.
+        version: &'a Version,
+        /// The holder renewing or releasing.
+        holder: Option<&'a HolderId>,
+        /// Its token.
+        token: FencingToken,
+    },
+    /// A delete: the row at `version`, not a tombstone.
+    Delete {
+        /// The version deleted.
+        version: &'a Version,
+    },
+}
+
+impl Guard<'_> {
+    /// The guard of a write of a record with `token` on `expect` (a renewal and a
+    /// release are [`Guard::Held`] instead).
+    pub fn of(expect: &Precondition, token: FencingToken) -> Guard<'_> {
+        match expect {
+            Precondition::Claimable => Guard::Claimable,
+            Precondition::Absent => Guard::Absent,
+            Precondition::Version(version) => Guard::Version { version, token },
+        }
+    }
+
+    /// Whether `row` satisfies the guard, as the write's SQL condition would have judged
+    /// it (the row's validity is [`RawRow::stored`]'s to say).
+    fn admits(&self, row: &RawRow) -> bool {
+        let at = |v: &Version| !row.deleted && row.version == version_arg(v);
+        let token = |t: FencingToken| i64::try_from(t.get()).unwrap_or(i64::MAX);
+        match *self {
+            Guard::Claimable => {
+                row.fence_token < token(FencingToken::MAX)
+                    && (row.deleted || row.holder.is_none() || row.remaining_ms == Some(0))
+            }
+            Guard::Absent => row.deleted,
+            Guard::Version { version, token: t } => at(version) && row.fence_token <= token(t),
+            Guard::Held {
+                version,
+                holder,
+                token: t,
+            } => {
+                at(version)
+                    && holder.is_some_and(|h| row.holder.as_deref() == Some(h.as_str()))
+                    && row.fence_token == token(t)
+            }
+            Guard::Delete { version } => at(version),
+        }
+    }
+}
+
+fn current(name: &LeaseName, row: &RawRow, guard: Guard<'_>) -> Result<Current> {
+    let stale = row
+        .stale
+        .unwrap_or_else(|| guard.admits(row) && row.stored(name).is_ok());
+    if stale {
         // Read in a snapshot older than the check that failed: not the current record.
         return Ok(Current::Unknown);
     }
@@ -149,15 +226,15 @@ fn current(name: &LeaseName, row: &RawRow) -> Result<Current> {
 ///
 /// # Errors
 /// [`Error::CorruptRecord`] when the current (or written) row is not a valid record.
-pub fn write_outcome(name: &LeaseName, expect: &Precondition, rows: &[RawRow]) -> Result<CasOutcome> {
+pub fn write_outcome(name: &LeaseName, guard: Guard<'_>, rows: &[RawRow]) -> Result<CasOutcome> {
     match rows.first() {
         Some(r) if r.applied => Ok(CasOutcome::Written(r.stored(name)?)),
-        Some(r) => Ok(CasOutcome::Conflict(current(name, r)?)),
-        None => Ok(CasOutcome::Conflict(match expect {
-            // The update matched no row: there is none (in the statement's snapshot).
-            Precondition::Version(_) => Current::Absent,
+        Some(r) => Ok(CasOutcome::Conflict(current(name, r, guard)?)),
+        None => Ok(CasOutcome::Conflict(match guard {
             // The insert hit a row the snapshot does not show: committed concurrently.
-            _ => Current::Unknown,
+            Guard::Claimable | Guard::Absent => Current::Unknown,
+            // The update matched no row: there is none (in the statement's snapshot).
+            Guard::Version { .. } | Guard::Held { .. } | Guard::Delete { .. } => Current::Absent,
         })),
     }
 }
@@ -166,10 +243,10 @@ pub fn write_outcome(name: &LeaseName, expect: &Precondition, rows: &[RawRow]) -
 ///
 /// # Errors
 /// [`Error::CorruptRecord`] when the current row is not a valid record.
-pub fn delete_outcome(name: &LeaseName, rows: &[RawRow]) -> Result<DeleteOutcome> {
+pub fn delete_outcome(name: &LeaseName, version: &Version, rows: &[RawRow]) -> Result<DeleteOutcome> {
     match rows.first() {
         Some(r) if r.applied => Ok(DeleteOutcome::Deleted),
-        Some(r) => Ok(DeleteOutcome::Conflict(current(name, r)?)),
+        Some(r) => Ok(DeleteOutcome::Conflict(current(name, r, Guard::Delete { version })?)),
         None => Ok(DeleteOutcome::Conflict(Current::Absent)),
     }
 }
@@ -181,7 +258,7 @@ mod tests {
     fn row() -> RawRow {
         RawRow {
             applied: false,
-            stale: false,
+            stale: Some(false),
             deleted: false,
             holder: Some("w1".into()),
             fence_token: 3,
@@ -274,30 +351,163 @@ mod tests {
         );
         let applied = RawRow { applied: true, ..row() };
         assert!(matches!(
-            write_outcome(&n, &Precondition::Claimable, &[applied]).expect("ok"),
+            write_outcome(&n, Guard::Claimable, &[applied]).expect("ok"),
             CasOutcome::Written(_)
         ));
         assert!(matches!(
-            write_outcome(&n, &Precondition::Claimable, &[row()]).expect("ok"),
+            write_outcome(&n, Guard::Claimable, &[row()]).expect("ok"),
             CasOutcome::Conflict(Current::Present(_))
         ));
         assert!(matches!(
-            write_outcome(&n, &Precondition::Claimable, &[RawRow { stale: true, ..row() }]).expect("ok"),
+            write_outcome(
+                &n,
+                Guard::Claimable,
+                &[RawRow {
+                    stale: Some(true),
+                    ..row()
+                }]
+            )
+            .expect("ok"),
             CasOutcome::Conflict(Current::Unknown)
         ));
         assert!(matches!(
-            write_outcome(&n, &Precondition::Absent, &[]).expect("ok"),
+            write_outcome(&n, Guard::Absent, &[]).expect("ok"),
             CasOutcome::Conflict(Current::Unknown)
         ));
         assert!(matches!(
-            write_outcome(&n, &Precondition::Version(Version::new("1")), &[]).expect("ok"),
+            write_outcome(
+                &n,
+                Guard::of(&Precondition::Version(Version::new("1")), FencingToken::new(3)),
+                &[]
+            )
+            .expect("ok"),
             CasOutcome::Conflict(Current::Absent)
         ));
         assert!(matches!(
-            delete_outcome(&n, &[RawRow { deleted: true, ..row() }]).expect("ok"),
+            delete_outcome(&n, &Version::new("7"), &[RawRow { deleted: true, ..row() }]).expect("ok"),
             DeleteOutcome::Conflict(Current::Absent)
         ));
         assert_eq!(version_arg(&Version::new("12")), 12);
+    }
+
+    /// A row the statement left unjudged (`stale` NULL, Postgres) is no answer when it
+    /// would have let the write apply, and the current record otherwise.
+    #[test]
+    fn an_unjudged_row_is_judged_by_the_guard() {
+        let n = name();
+        let unjudged = RawRow { stale: None, ..row() };
+        let judged = |guard: Guard<'_>, r: RawRow| match write_outcome(&n, guard, &[r]).expect("ok") {
+            CasOutcome::Conflict(Current::Unknown) => "unknown",
+            CasOutcome::Conflict(Current::Present(_)) => "present",
+            CasOutcome::Conflict(Current::Absent) => "absent",
+            CasOutcome::Written(_) => "written",
+        };
+        let v7 = Version::new("7");
+        let v8 = Version::new("8");
+        let w1 = HolderId::new("w1").expect("holder");
+        let w2 = HolderId::new("w2").expect("holder");
+        let (t3, t2) = (FencingToken::new(3), FencingToken::new(2));
+        // Held by w1 with 250 ms left: not claimable; free or expired, it is.
+        assert_eq!(judged(Guard::Claimable, unjudged.clone()), "present");
+        assert_eq!(
+            judged(
+                Guard::Claimable,
+                RawRow {
+                    holder: None,
+                    ..unjudged.clone()
+                }
+            ),
+            "unknown"
+        );
+        assert_eq!(
+            judged(
+                Guard::Claimable,
+                RawRow {
+                    remaining_ms: Some(0),
+                    ..unjudged.clone()
+                }
+            ),
+            "unknown"
+        );
+        let last = i64::try_from(FencingToken::MAX.get()).expect("fits");
+        assert_eq!(
+            judged(
+                Guard::Claimable,
+                RawRow {
+                    holder: None,
+                    fence_token: last,
+                    ..unjudged.clone()
+                }
+            ),
+            "present"
+        );
+        // A corrupt row is reported as one, never hidden as "unknown".
+        assert!(
+            write_outcome(
+                &n,
+                Guard::Claimable,
+                &[RawRow {
+                    holder: None,
+                    ttl_ms: 0,
+                    ..unjudged.clone()
+                }]
+            )
+            .is_err()
+        );
+        assert_eq!(judged(Guard::Absent, unjudged.clone()), "present");
+        assert_eq!(
+            judged(
+                Guard::Version {
+                    version: &v7,
+                    token: t3
+                },
+                unjudged.clone()
+            ),
+            "unknown"
+        );
+        assert_eq!(
+            judged(
+                Guard::Version {
+                    version: &v7,
+                    token: t2
+                },
+                unjudged.clone()
+            ),
+            "present"
+        );
+        assert_eq!(
+            judged(
+                Guard::Version {
+                    version: &v8,
+                    token: t3
+                },
+                unjudged.clone()
+            ),
+            "present"
+        );
+        let held = |holder, version, token| Guard::Held { version, holder, token };
+        assert_eq!(judged(held(Some(&w1), &v7, t3), unjudged.clone()), "unknown");
+        assert_eq!(judged(held(Some(&w2), &v7, t3), unjudged.clone()), "present");
+        assert_eq!(judged(held(Some(&w1), &v7, t2), unjudged.clone()), "present");
+        assert_eq!(judged(held(Some(&w1), &v8, t3), unjudged.clone()), "present");
+        assert_eq!(
+            judged(
+                held(Some(&w1), &v7, t3),
+                RawRow {
+                    deleted: true,
+                    ..unjudged.clone()
+                }
+            ),
+            "absent"
+        );
+        assert!(matches!(
+            delete_outcome(&n, &v7, std::slice::from_ref(&unjudged)).expect("ok"),
+            DeleteOutcome::Conflict(Current::Unknown)
+        ));
+        assert!(matches!(
+            delete_outcome(&n, &v8, &[unjudged]).expect("ok"),
+            DeleteOutcome::Conflict(Current::Present(_))
+        ));
         assert_eq!(version_arg(&Version::new("etag-xyz")), -1);
         assert_eq!(version_arg(&Version::new("0")), -1);
     }

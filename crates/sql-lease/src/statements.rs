@@ -15,9 +15,10 @@
 //! - Postgres: the write is a data-modifying CTE; a `UNION ALL` branch reads the current
 //!   row when the CTE returned nothing. That branch sees the statement's snapshot, which
 //!   can predate a row a concurrent transaction committed while this statement waited for
-//!   its lock; the branch therefore also says whether the snapshot row would have
-//!   satisfied the precondition (`stale`), and such an answer is reported as
-//!   [`leasehold_core::store::Current::Unknown`] rather than as a current record. Otherwise the
+//!   its lock; the client therefore judges whether the snapshot row would have satisfied
+//!   the precondition ([`crate::row::Guard`]; the branch's `stale` is NULL), and such an
+//!   answer is reported as [`leasehold_core::store::Current::Unknown`] rather than as a
+//!   current record. Otherwise the
 //!   snapshot row is a state the record had during the statement, on which the
 //!   precondition failed: a linearizable answer.
 //! - SQLite: the `ON CONFLICT DO UPDATE` (or `UPDATE`) always matches the row and sets
@@ -366,8 +367,11 @@ impl Postgres {
         )
     }
 
-    /// `WITH w AS (<write> RETURNING l.*)` + the applied row, or the current row.
-    fn with_current(&self, write: &str, stale: &str, p: &mut Placeholders) -> String {
+    /// `WITH w AS (<write> RETURNING l.*)` + the applied row, or the current row with
+    /// `stale` NULL: whether that row would have let the write apply is judged by the
+    /// client ([`crate::row::Guard`]), which saves the server building and evaluating the
+    /// write's whole condition a second time in every statement.
+    fn with_current(&self, write: &str, p: &mut Placeholders) -> String {
         let name = p.get(Arg::Name);
         format!(
             "WITH w AS ({write} RETURNING l.*) \
@@ -375,7 +379,7 @@ impl Postgres {
              CASE WHEN w.holder IS NULL OR w.deleted THEN pg_notify('{channel}', w.version::text || ' ' || w.name)::text END AS notified \
              FROM w \
              UNION ALL \
-             SELECT FALSE, {stale}, {current_row}, NULL::text FROM {t} c WHERE c.name = {name} AND NOT EXISTS (SELECT 1 FROM w)",
+             SELECT FALSE, NULL::boolean, {current_row}, NULL::text FROM {t} c WHERE c.name = {name} AND NOT EXISTS (SELECT 1 FROM w)",
             applied_row = Self::row("w"),
             current_row = Self::row("c"),
             channel = self.channel,
@@ -385,8 +389,8 @@ impl Postgres {
 
     /// The renewal statement of many leases: an `UPDATE … FROM unnest(arrays)`, each row
     /// guarded as [`Self::held_write`] guards one (its own version, holder and token),
-    /// and for each renewal that did not apply, its current row with whether the
-    /// statement's snapshot would have let it apply (`stale`, as in [`Self::with_current`]).
+    /// and for each renewal that did not apply, its current row (`stale` NULL: the
+    /// client judges it, as for [`Self::with_current`]).
     fn renew_batch(&self) -> String {
         let t = &self.t;
         let guard = |a: &str| {
@@ -403,10 +407,9 @@ impl Postgres {
              FROM b WHERE l.name = b.name AND {applies} RETURNING l.*, b.i) \
              SELECT w.i, TRUE AS applied, FALSE AS stale, {applied_row} FROM w \
              UNION ALL \
-             SELECT b.i, FALSE, {stale}, {current_row} FROM b JOIN {t} c ON c.name = b.name \
+             SELECT b.i, FALSE, NULL::boolean, {current_row} FROM b JOIN {t} c ON c.name = b.name \
              WHERE NOT EXISTS (SELECT 1 FROM w WHERE w.i = b.i)",
             applies = guard("l"),
-            stale = guard("c"),
             applied_row = Self::row("w"),
             current_row = Self::row("c"),
         )
@@ -427,7 +430,7 @@ impl Postgres {
         };
         let set = set(&mut p);
         let write = format!("UPDATE {t} AS l SET {set} WHERE l.name = {name} AND {}", guard("l"));
-        let sql = self.with_current(&write, &guard("c"), &mut p);
+        let sql = self.with_current(&write, &mut p);
         p.finish(sql)
     }
 
@@ -462,7 +465,7 @@ impl Postgres {
             let ins = insert(&mut p, "1", "fence_token = l.fence_token + 1, version = l.version + 1");
             let holder = p.get(Arg::Holder);
             let write = format!("{ins} WHERE {}", Self::claimable("l", &holder));
-            let sql = self.with_current(&write, &Self::claimable("c", &holder), &mut p);
+            let sql = self.with_current(&write, &mut p);
             p.finish(sql)
         };
         let write_absent = {
@@ -473,7 +476,7 @@ impl Postgres {
                 "fence_token = EXCLUDED.fence_token, version = l.version + 1",
             );
             let write = format!("{ins} WHERE l.deleted");
-            let sql = self.with_current(&write, "c.deleted", &mut p);
+            let sql = self.with_current(&write, &mut p);
             p.finish(sql)
         };
         let write_version = {
@@ -487,11 +490,7 @@ impl Postgres {
                  WHERE l.name = {name} AND l.version = {ver} AND NOT l.deleted AND {guard}",
                 guard = Self::unchanged_by_others("l", &token, &holder),
             );
-            let stale = format!(
-                "c.version = {ver} AND NOT c.deleted AND {}",
-                Self::unchanged_by_others("c", &token, &holder)
-            );
-            let sql = self.with_current(&write, &stale, &mut p);
+            let sql = self.with_current(&write, &mut p);
             p.finish(sql)
         };
         let renew = self.held_write(Placeholders::new(Dialect::Postgres), |p| {
@@ -511,8 +510,7 @@ impl Postgres {
                 "UPDATE {t} AS l SET deleted = TRUE, holder = NULL, version = l.version + 1 \
                  WHERE l.name = {name} AND l.version = {ver} AND NOT l.deleted"
             );
-            let stale = format!("c.version = {ver} AND NOT c.deleted");
-            let sql = self.with_current(&write, &stale, &mut p);
+            let sql = self.with_current(&write, &mut p);
             p.finish(sql)
         };
         Statements {

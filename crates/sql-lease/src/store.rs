@@ -23,7 +23,7 @@ use crate::listing;
 use crate::schema::{self, ColumnLimits};
 use crate::{
     HostClock, LeaseArgs, LeaseStatement, LeaseTable, RawRow, RenewBatch, RenewalArgs, SqlConfig, SqlDatabase,
-    Statements, row, write_statement,
+    Statements, row, row::Guard, write_statement,
 };
 
 /// What a store crate supplies for its database.
@@ -249,6 +249,7 @@ impl<B: SqlBackend> SqlStore<B> {
         name: &LeaseName,
         statement: &LeaseStatement,
         expect: &Precondition,
+        guard: Guard<'_>,
         record: &LeaseRecord,
     ) -> Result<CasOutcome> {
         let args = LeaseArgs::write(name, &self.inner.limits, expect, record)?.with_clock(self.inner.clock);
@@ -260,7 +261,7 @@ impl<B: SqlBackend> SqlStore<B> {
             // The write was refused and changed nothing: what is there now answers it.
             rows = self.read_rows(name, "read lease after a refused write").await?;
         }
-        let outcome = row::write_outcome(name, expect, &rows)?;
+        let outcome = row::write_outcome(name, guard, &rows)?;
         if let Some(feed) = &self.inner.feed {
             // What the write showed ends a wake-up handed out for an older release.
             match &outcome {
@@ -300,7 +301,12 @@ impl<B: SqlBackend> SqlStore<B> {
                 .iter()
                 .zip(&by_position)
                 .map(|((r, _), rows)| {
-                    let outcome = row::write_outcome(&r.name, &Precondition::Version(r.version.clone()), rows);
+                    let guard = Guard::Held {
+                        version: &r.version,
+                        holder: r.record.holder.as_ref(),
+                        token: r.record.token,
+                    };
+                    let outcome = row::write_outcome(&r.name, guard, rows);
                     if let (Some(feed), Ok(CasOutcome::Written(s) | CasOutcome::Conflict(Current::Present(s)))) =
                         (&self.inner.feed, &outcome)
                     {
@@ -348,14 +354,20 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
 
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
         let statement = write_statement(&self.inner.statements, expect);
-        self.write_with(name, statement, expect, record).await
+        self.write_with(name, statement, expect, Guard::of(expect, record.token), record)
+            .await
     }
 
     /// One statement that extends the expiry only while the row shows this holder with
     /// this token: it never writes either back over an operator's change.
     async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
         let expect = Precondition::Version(version.clone());
-        self.write_with(name, &self.inner.statements.renew, &expect, record)
+        let guard = Guard::Held {
+            version,
+            holder: record.holder.as_ref(),
+            token: record.token,
+        };
+        self.write_with(name, &self.inner.statements.renew, &expect, guard, record)
             .await
     }
 
@@ -392,7 +404,12 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
             return Err(Error::invalid("record", "a release names the holder it releases"));
         }
         let expect = Precondition::Version(version.clone());
-        self.write_with(name, &self.inner.statements.release, &expect, held)
+        let guard = Guard::Held {
+            version,
+            holder: held.holder.as_ref(),
+            token: held.token,
+        };
+        self.write_with(name, &self.inner.statements.release, &expect, guard, held)
             .await
     }
 
@@ -405,7 +422,7 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
             // (MySQL) the delete was refused and says only that: what is there answers it.
             rows = self.read_rows(name, "read lease after a refused delete").await?;
         }
-        row::delete_outcome(name, &rows)
+        row::delete_outcome(name, version, &rows)
     }
 
     /// One `DELETE` of the row at this version, tombstone and all: the name's token
