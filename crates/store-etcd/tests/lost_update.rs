@@ -69,6 +69,7 @@ struct Outcome {
     counter: u64,
     lost: u64,
     refused: usize,
+    expired: usize,
     grants: usize,
 }
 
@@ -76,8 +77,8 @@ impl std::fmt::Display for Outcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} acknowledged increments, counter {}, lost {}, {} writes refused by the fence, {} grants",
-            self.increments, self.counter, self.lost, self.refused, self.grants
+            "{} acknowledged increments, counter {}, lost {}, {} writes refused by the fence, {} leases run out between writes, {} grants",
+            self.increments, self.counter, self.lost, self.refused, self.expired, self.grants
         )
     }
 }
@@ -128,7 +129,8 @@ async fn workload(fenced: bool) -> Outcome {
         // before the next pause.
         assert!(
             leasehold_core::testing::process::poll(Duration::from_secs(10), || w.lines().len() > reported).await,
-            "the resumed holder {holder} never reported"
+            "the resumed holder {holder} never reported; its last lines: {:?}",
+            w.lines().iter().rev().take(8).rev().collect::<Vec<_>>()
         );
     }
     let mut lines = Vec::new();
@@ -154,6 +156,7 @@ async fn workload(fenced: bool) -> Outcome {
         counter: counter_value,
         lost: increments.saturating_sub(counter_value),
         refused: lines.iter().filter(|l| l.starts_with("rejected ")).count(),
+        expired: lines.iter().filter(|l| l.starts_with("expired ")).count(),
         grants: lines.iter().filter(|l| l.starts_with("granted ")).count(),
     };
     assert!(
@@ -164,7 +167,11 @@ async fn workload(fenced: bool) -> Outcome {
     outcome
 }
 
-/// The pid of the worker holding `name` now (holder ids start with `pid-<pid>#`).
+/// The pid of the worker holding `name` now (holder ids start with `pid-<pid>#`), and
+/// that holds it still in its own eyes: its last report is a grant or an increment. A
+/// worker whose lease ran out meanwhile (it said `expired`, or a write of it failed) is
+/// waiting in `acquire` while its record lives on until the store expires it; paused
+/// there, it has no step to report when it resumes.
 async fn current_holder(store: &EtcdStore, name: &LeaseName, workers: &[Worker]) -> u32 {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -175,7 +182,12 @@ async fn current_holder(store: &EtcdStore, name: &LeaseName, workers: &[Worker])
                     .strip_prefix("pid-")
                     .and_then(|r| r.split('#').next())
                     .and_then(|p| p.parse::<u32>().ok());
-                if let Some(pid) = pid.filter(|p| workers.iter().any(|w| w.pid == *p)) {
+                let holding = |w: &Worker| {
+                    w.lines()
+                        .last()
+                        .is_some_and(|l| l.starts_with("granted ") || l.starts_with("ok "))
+                };
+                if let Some(pid) = pid.filter(|p| workers.iter().any(|w| w.pid == *p && holding(w))) {
                     return pid;
                 }
             }

@@ -2,7 +2,7 @@
 //! `LEASEHOLD_ETCD_WORKER=<mode>`, and `main` runs [`run`] instead of the scenarios.
 //!
 //! Workers report on stdout, one line per event (`granted <token>`, `ok <seq>`,
-//! `rejected <seq>`, `error <seq> <why>`). Tests take their verdicts from the stores;
+//! `rejected <seq>`, `expired <seq>`, `error <seq> <why>`). Tests take their verdicts from the stores;
 //! the reports only tell them when to act and prove the checks were not vacuous.
 #![allow(dead_code, unreachable_pub)]
 
@@ -107,7 +107,13 @@ async fn increment() {
             }
         };
         say(format!("granted {}", lease.token()));
-        while lease.is_valid() {
+        loop {
+            if !lease.is_valid() {
+                // Said, so that a holder paused just before this check still reports
+                // its step when it resumes (it then waits in `acquire`).
+                say(format!("expired {seq}"));
+                break;
+            }
             let current = match kv.get(counter.clone(), None).await {
                 Ok(r) => r
                     .kvs()
