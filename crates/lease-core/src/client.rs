@@ -5,7 +5,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -14,8 +13,9 @@ use crate::decision::{self, AcquireStep, Known, Policy, SkewBound};
 use crate::driver::{self, DriverCtx};
 use crate::finish::FinishOnDrop;
 use crate::held::{Gate, HeldNames};
-use crate::lease::{Command, HeldState, LeaseShared};
+use crate::lease::{HeldState, LeaseShared};
 use crate::lease_set::{LeaseSet, release_all};
+use crate::mailbox::Mailbox;
 use crate::options::{AcquireOptions, check_max_hold};
 use crate::{
     Error, FencingToken, HolderId, Lease, LeaseName, Result, Ttl,
@@ -228,7 +228,7 @@ struct Inner {
     seen: Arc<SeenCache>,
     held: Arc<HeldNames>,
     jitter: Arc<crate::backoff::Jitter>,
-    driver: OnceLock<(mpsc::UnboundedSender<Command>, Arc<DriverCtx>)>,
+    driver: OnceLock<(Mailbox, Arc<DriverCtx>)>,
     closed: CancellationToken,
 }
 
@@ -623,14 +623,14 @@ impl LeaseClient {
         }
     }
 
-    fn driver(&self) -> Result<(mpsc::UnboundedSender<Command>, Arc<DriverCtx>)> {
+    fn driver(&self) -> Result<(Mailbox, Arc<DriverCtx>)> {
         if let Some(d) = self.inner.driver.get() {
             return Ok(d.clone());
         }
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::invalid("runtime", "LeaseClient must be used inside a Tokio runtime"))?;
         let d = self.inner.driver.get_or_init(|| {
-            let (tx, rx) = mpsc::unbounded_channel();
+            let (mailbox, rx, board) = Mailbox::new();
             let ctx = Arc::new(DriverCtx {
                 store: self.inner.store.clone(),
                 policy: self.inner.policy,
@@ -639,8 +639,8 @@ impl LeaseClient {
                 jitter: self.inner.jitter.clone(),
                 max_in_flight: self.inner.config.max_renewals_in_flight,
             });
-            runtime.spawn(driver::run(ctx.clone(), rx));
-            (tx, ctx)
+            runtime.spawn(driver::run(ctx.clone(), rx, board));
+            (mailbox, ctx)
         });
         Ok(d.clone())
     }
@@ -714,7 +714,7 @@ impl Inner {
 /// was unknown and a read showed it applied).
 async fn attempt(
     inner: &Arc<Inner>,
-    driver: &mpsc::UnboundedSender<Command>,
+    driver: &Mailbox,
     ctx: &Arc<DriverCtx>,
     name: LeaseName,
     ttl: Ttl,
@@ -848,9 +848,7 @@ async fn attempt(
                     }),
                     held: Arc::downgrade(&inner.held),
                 });
-                driver
-                    .send(Command::Register(shared.clone()))
-                    .map_err(|_| Error::Shutdown)?;
+                driver.register(shared.clone(), driver::first_wake(&shared))?;
                 gate.register(&shared);
                 return Ok(AcquireOutcome::Granted(Lease {
                     shared,

@@ -16,7 +16,8 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::decision::{self, ConflictVerdict, Policy};
-use crate::lease::{Command, HeldState, LeaseShared};
+use crate::lease::{HeldState, LeaseShared};
+use crate::mailbox::{Board, Command};
 use crate::{
     Error, LossCause, Result,
     clock::WallClock,
@@ -54,8 +55,19 @@ enum RenewResult {
     Failed(Error),
 }
 
-/// Runs until every sender (client and guards) is gone and no work is in flight.
-pub(crate) async fn run(ctx: Arc<DriverCtx>, mut rx: mpsc::UnboundedReceiver<Command>) {
+/// When the driver first looks at a new grant: its renewal, or its deadline or cap if
+/// either comes first.
+pub(crate) fn first_wake(shared: &LeaseShared) -> Instant {
+    let HeldState {
+        valid_until, renew_at, ..
+    } = shared.state();
+    capped(shared, renew_at.min(valid_until))
+}
+
+/// Runs until every handle on it (client and guards) is gone and no work is in flight.
+/// Grants to renew and leases released by their guards arrive on `board`
+/// ([`crate::mailbox`]); the channel wakes it for them when they cannot wait.
+pub(crate) async fn run(ctx: Arc<DriverCtx>, mut rx: mpsc::UnboundedReceiver<Command>, board: Arc<Board>) {
     let mut leases: HashMap<u64, Entry> = HashMap::new();
     let mut schedule: BTreeSet<(Instant, u64)> = BTreeSet::new();
     let mut work: FuturesUnordered<BoxFuture<'static, Done>> = FuturesUnordered::new();
@@ -65,30 +77,50 @@ pub(crate) async fn run(ctx: Arc<DriverCtx>, mut rx: mpsc::UnboundedReceiver<Com
     let mut longest_ttl = Duration::ZERO;
 
     loop {
+        let queued = board.take();
+        for shared in queued.register {
+            if shared.lost.is_cancelled() {
+                // Released (or lost) before the driver saw it.
+                continue;
+            }
+            let renew_at = shared.state().renew_at;
+            longest_ttl = longest_ttl.max(shared.ttl.get());
+            let wake = first_wake(&shared);
+            schedule.insert((wake, shared.id));
+            leases.insert(
+                shared.id,
+                Entry {
+                    shared,
+                    renew_at,
+                    wake,
+                    in_flight: false,
+                    attempt: 0,
+                    last_error: None,
+                },
+            );
+        }
+        for lease in queued.forget {
+            forget(&mut leases, &mut schedule, &lease);
+        }
         if !open && leases.is_empty() && work.is_empty() {
             break;
         }
         let next_wake = schedule.first().map(|(t, _)| *t);
+        if board.sleep_until(next_wake) {
+            // Left on the board while this turn ran: take it before sleeping.
+            continue;
+        }
         tokio::select! {
             // Biased: a fixed polling order keeps seeded simulations exactly replayable.
             biased;
             cmd = rx.recv(), if open => match cmd {
                 None => open = false,
-                Some(Command::Register(shared)) => {
-                    let HeldState { valid_until, renew_at, .. } = shared.state();
-                    longest_ttl = longest_ttl.max(shared.ttl.get());
-                    let wake = capped(&shared, renew_at.min(valid_until));
-                    schedule.insert((wake, shared.id));
-                    leases.insert(shared.id, Entry { shared, renew_at, wake, in_flight: false, attempt: 0, last_error: None });
-                }
                 Some(Command::Release(lease)) => {
                     if let Some(st) = forget(&mut leases, &mut schedule, &lease) {
                         work.push(Box::pin(release(ctx.clone(), lease, st.version, st.record)));
                     }
                 }
-                Some(Command::Forget(lease)) => {
-                    forget(&mut leases, &mut schedule, &lease);
-                }
+                Some(Command::Wake) => {}
             },
             Some(done) = work.next(), if !work.is_empty() => match done {
                 Done::Release => {}

@@ -4,15 +4,15 @@ use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::driver::{DriverCtx, release_write};
 use crate::finish::FinishOnDrop;
 use crate::held::HeldNames;
+use crate::mailbox::Mailbox;
 use crate::{
-    Error, FencingToken, HolderId, LeaseName, Result, Ttl,
+    FencingToken, HolderId, LeaseName, Result, Ttl,
     store::{LeaseRecord, Version},
 };
 
@@ -69,16 +69,6 @@ impl fmt::Display for LossCause {
             other => f.write_str(other.label()),
         }
     }
-}
-
-/// Messages from guards and the client to the driver.
-pub(crate) enum Command {
-    /// Start renewing this lease.
-    Register(Arc<LeaseShared>),
-    /// Stop renewing it and release it (a dropped guard).
-    Release(Arc<LeaseShared>),
-    /// Stop renewing it: its guard releases it ([`Lease::release`]).
-    Forget(Arc<LeaseShared>),
 }
 
 /// What the driver tracks of a held lease; shared with its guard.
@@ -178,7 +168,7 @@ impl LeaseShared {
 /// ```
 pub struct Lease {
     pub(crate) shared: Arc<LeaseShared>,
-    pub(crate) driver: mpsc::UnboundedSender<Command>,
+    pub(crate) driver: Mailbox,
     pub(crate) ctx: Arc<DriverCtx>,
     pub(crate) released: bool,
 }
@@ -277,9 +267,7 @@ impl Lease {
         // renewal still in flight is no harm: the release then meets its newer version,
         // finds the record still ours, and writes on that version.
         let taken = matches!(self.shared.cause.get(), Some(LossCause::TakenOver { .. }));
-        self.driver
-            .send(Command::Forget(self.shared.clone()))
-            .map_err(|_| Error::Shutdown)?;
+        self.driver.forget(self.shared.clone())?;
         self.shared.end(LossCause::Released);
         if taken {
             return Ok(());
@@ -295,7 +283,7 @@ impl Drop for Lease {
         if !self.released {
             self.shared.leave_held();
             // Never blocks: the driver performs the release.
-            let _ = self.driver.send(Command::Release(self.shared.clone()));
+            let _ = self.driver.release(self.shared.clone());
         }
     }
 }

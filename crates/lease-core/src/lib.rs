@@ -77,6 +77,7 @@ mod finish;
 mod held;
 mod lease;
 mod lease_set;
+mod mailbox;
 mod memory;
 mod name;
 pub mod observe;

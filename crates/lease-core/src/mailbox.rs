@@ -1,0 +1,235 @@
+//! The way into the renewal driver, without waking it on the caller's path.
+//!
+//! A grant that the driver should start renewing, and a lease released by its guard
+//! that it should stop renewing, are left on a board ([`Board`]) that the driver reads
+//! each time it wakes. The driver publishes when it will wake next; a caller wakes it
+//! (a message on its channel) only when the new lease needs it sooner. A grant is
+//! renewed a third of its TTL later, so the driver, already asleep until some other
+//! lease's renewal, is usually left alone: no cross-thread wake-up on an acquire or a
+//! release.
+//!
+//! Why no wake-up is missed: the driver publishes its deadline *before* it looks at the
+//! board a last time and goes to sleep, and a caller puts its lease on the board
+//! *before* it reads that deadline (both under the board's lock, and the deadline
+//! sequentially consistent). A lease put there after the driver's last look is
+//! compared with the deadline the driver sleeps until; one put there before is seen.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::lease::LeaseShared;
+use crate::{Error, Result};
+
+/// How many released leases may wait on the board before the driver is woken to drop
+/// them from its schedule (it also drops each at its next wake-up on its own).
+const FORGET_BATCH: usize = 256;
+
+/// Messages on the driver's channel.
+pub(crate) enum Command {
+    /// Stop renewing this lease and release it (a dropped guard).
+    Release(Arc<LeaseShared>),
+    /// Look at the board now.
+    Wake,
+}
+
+/// What callers leave for the driver, and when it wakes next.
+#[derive(Debug)]
+pub(crate) struct Board {
+    queued: Mutex<Queued>,
+    /// The driver's next wake-up, in nanoseconds since `epoch` (`u64::MAX`: none).
+    wakes_at: AtomicU64,
+    epoch: Instant,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Queued {
+    /// Grants to start renewing, oldest first.
+    pub(crate) register: Vec<Arc<LeaseShared>>,
+    /// Leases their guards released: stop renewing them.
+    pub(crate) forget: Vec<Arc<LeaseShared>>,
+}
+
+impl Board {
+    fn new() -> Self {
+        Self {
+            queued: Mutex::new(Queued::default()),
+            wakes_at: AtomicU64::new(u64::MAX),
+            epoch: Instant::now(),
+        }
+    }
+
+    fn nanos(&self, t: Instant) -> u64 {
+        u64::try_from(t.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX - 1)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queued> {
+        self.queued.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Everything left on the board, registrations first.
+    pub(crate) fn take(&self) -> Queued {
+        std::mem::take(&mut *self.lock())
+    }
+
+    /// The driver will sleep until `next` (`None`: until a message). Then, true when
+    /// something was left on the board meanwhile: the driver takes it before sleeping.
+    pub(crate) fn sleep_until(&self, next: Option<Instant>) -> bool {
+        self.wakes_at
+            .store(next.map_or(u64::MAX, |t| self.nanos(t)), Ordering::SeqCst);
+        let q = self.lock();
+        !q.register.is_empty() || !q.forget.is_empty()
+    }
+}
+
+/// A handle on one client's renewal driver: cheap to clone (every guard has one).
+#[derive(Debug, Clone)]
+pub(crate) struct Mailbox {
+    tx: mpsc::UnboundedSender<Command>,
+    board: Arc<Board>,
+}
+
+impl Mailbox {
+    /// A mailbox, the driver's end of its channel and its board.
+    pub(crate) fn new() -> (Self, mpsc::UnboundedReceiver<Command>, Arc<Board>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let board = Arc::new(Board::new());
+        (
+            Self {
+                tx,
+                board: board.clone(),
+            },
+            rx,
+            board,
+        )
+    }
+
+    /// Starts renewing `lease`, first at `first_wake`; the driver is woken only if it
+    /// sleeps past that.
+    pub(crate) fn register(&self, lease: Arc<LeaseShared>, first_wake: Instant) -> Result<()> {
+        if self.tx.is_closed() {
+            return Err(Error::Shutdown);
+        }
+        self.board.lock().register.push(lease);
+        if self.board.nanos(first_wake) < self.board.wakes_at.load(Ordering::SeqCst) {
+            self.wake()?;
+        }
+        Ok(())
+    }
+
+    /// Stops renewing `lease` (its guard releases it). The driver drops it from its
+    /// schedule when it next wakes, or at once once [`FORGET_BATCH`] wait.
+    pub(crate) fn forget(&self, lease: Arc<LeaseShared>) -> Result<()> {
+        if self.tx.is_closed() {
+            return Err(Error::Shutdown);
+        }
+        let waiting = {
+            let mut q = self.board.lock();
+            q.forget.push(lease);
+            q.forget.len()
+        };
+        if waiting >= FORGET_BATCH {
+            self.wake()?;
+        }
+        Ok(())
+    }
+
+    /// Has the driver stop renewing `lease` and release it (never blocks).
+    pub(crate) fn release(&self, lease: Arc<LeaseShared>) -> Result<()> {
+        self.tx.send(Command::Release(lease)).map_err(|_| Error::Shutdown)
+    }
+
+    fn wake(&self) -> Result<()> {
+        self.tx.send(Command::Wake).map_err(|_| Error::Shutdown)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{LeaseClient, MemoryStore};
+
+    /// A lease of `ttl` granted by a client of its own (only its shape matters here).
+    async fn a_lease(ttl: Duration) -> Arc<LeaseShared> {
+        let client = LeaseClient::new(MemoryStore::new());
+        let lease = client.acquire("mailbox/test", ttl).await.expect("acquire");
+        lease.shared.clone()
+    }
+
+    fn wakes(rx: &mut mpsc::UnboundedReceiver<Command>) -> usize {
+        let mut n = 0;
+        while let Ok(c) = rx.try_recv() {
+            assert!(matches!(c, Command::Wake), "only wake-ups are sent");
+            n += 1;
+        }
+        n
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_grant_wakes_the_driver_only_when_it_sleeps_past_the_first_renewal() {
+        let (mailbox, mut rx, board) = Mailbox::new();
+        let lease = a_lease(Duration::from_secs(3)).await;
+        let first = Instant::now() + Duration::from_secs(1);
+        // A driver with nothing to do sleeps until a message: wake it.
+        mailbox.register(lease.clone(), first).expect("register");
+        assert_eq!(wakes(&mut rx), 1);
+        // Asleep until later than this grant's first renewal: wake it.
+        assert!(
+            board.sleep_until(Some(first + Duration::from_millis(1))),
+            "the board holds the grant"
+        );
+        board.take();
+        mailbox.register(lease.clone(), first).expect("register");
+        assert_eq!(wakes(&mut rx), 1);
+        // Asleep until no later than it: the driver finds it on the board then.
+        board.take();
+        assert!(!board.sleep_until(Some(first)));
+        mailbox.register(lease.clone(), first).expect("register");
+        assert_eq!(wakes(&mut rx), 0);
+        assert_eq!(board.take().register.len(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_grant_left_while_the_driver_looked_away_is_seen_before_it_sleeps() {
+        let (mailbox, mut rx, board) = Mailbox::new();
+        let lease = a_lease(Duration::from_secs(3)).await;
+        let first = Instant::now() + Duration::from_secs(1);
+        // The driver's last deadline was early (no wake-up sent), and it now means to
+        // sleep longer: its look at the board before sleeping finds the grant.
+        assert!(!board.sleep_until(Some(first - Duration::from_millis(500))));
+        mailbox.register(lease, first).expect("register");
+        assert_eq!(wakes(&mut rx), 0);
+        assert!(board.sleep_until(Some(first + Duration::from_secs(10))));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn released_leases_wake_the_driver_once_a_batch_waits() {
+        let (mailbox, mut rx, board) = Mailbox::new();
+        let lease = a_lease(Duration::from_secs(3)).await;
+        assert!(!board.sleep_until(Some(Instant::now() + Duration::from_secs(60))));
+        for _ in 0..FORGET_BATCH - 1 {
+            mailbox.forget(lease.clone()).expect("forget");
+        }
+        assert_eq!(wakes(&mut rx), 0);
+        mailbox.forget(lease).expect("forget");
+        assert_eq!(wakes(&mut rx), 1);
+        assert_eq!(board.take().forget.len(), FORGET_BATCH);
+    }
+
+    #[tokio::test]
+    async fn a_closed_driver_refuses_with_shutdown() {
+        let (mailbox, rx, _board) = Mailbox::new();
+        drop(rx);
+        let lease = a_lease(Duration::from_secs(3)).await;
+        assert!(matches!(
+            mailbox.register(lease.clone(), Instant::now()),
+            Err(Error::Shutdown)
+        ));
+        assert!(matches!(mailbox.forget(lease.clone()), Err(Error::Shutdown)));
+        assert!(matches!(mailbox.release(lease), Err(Error::Shutdown)));
+    }
+}
