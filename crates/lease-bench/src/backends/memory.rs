@@ -47,7 +47,7 @@ impl Backend for MemoryBackend {
             library_ops: OpTexts {
                 acquire: "`LeaseClient::try_acquire` (decision, one `write(Claimable)`, registration with the renewal driver)".into(),
                 renew: "`CasStore::renew` with the record the renewal driver builds".into(),
-                release: "`Lease::release` (one `write(Version)` of the vacant record in the caller's task, a message to the driver)".into(),
+                release: "`Lease::release` (one `write(Version)` of the vacant record in the caller's task; the lease is left on the renewal driver's board)".into(),
                 takeover: "`LeaseClient::try_acquire` on an expired lease (one `write(Claimable)`)".into(),
             },
             floor_ops: OpTexts {
