@@ -115,3 +115,107 @@ async fn a_takeover_of_an_expired_lease_is_one_command() {
     assert_eq!(l.token(), FencingToken::new(2), "the takeover takes the next token");
     l.release().await.expect("release");
 }
+
+/// What each write script runs inside Redis, counted at the server (`MONITOR`'s
+/// `[db lua]` lines): while a record lives, the script reads the record alone and takes
+/// the counters from its copy, so the common operations cost five or six commands (two
+/// for a refused attempt); the counter hash is read only when there is no record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scripts_read_the_counter_hash_only_without_a_record() {
+    use leasehold_core::store::{CasOutcome, LeaseRecord, Precondition};
+    let redis = OwnRedis::start(56506, Persistence::None).await;
+    let url = redis.url();
+    let mut wire = Wire::start(&url).await;
+    let conn = support::admin(&url).await;
+    let store = RedisStore::new(conn, RedisConfig::default()).expect("config");
+    store.verify().await.expect("load");
+    let name = LeaseName::new("inside").expect("name");
+    let held = |holder: &str, token: u64| {
+        LeaseRecord::held(
+            leasehold_core::HolderId::new(holder).expect("holder"),
+            FencingToken::new(token),
+            leasehold_core::Ttl::from_millis(30_000).expect("ttl"),
+        )
+    };
+    let words = |s: &[&str]| s.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
+    let written = |o: CasOutcome, what: &str| match o {
+        CasOutcome::Written(s) => s,
+        other => panic!("{what}: {other:?}"),
+    };
+
+    wire.requests_and_inside().await;
+    let first = written(
+        store
+            .write(&name, &Precondition::Claimable, &held("a", 0))
+            .await
+            .expect("first grant"),
+        "first grant",
+    );
+    let (requests, inside) = wire.requests_and_inside().await;
+    assert_eq!(requests, one_evalsha(), "first grant");
+    assert_eq!(
+        inside,
+        words(&["hgetall", "hgetall", "time", "hset", "pexpire", "hset"]),
+        "a first grant reads the (missing) counter hash and starts an epoch"
+    );
+
+    let renewed = written(
+        store.renew(&name, &first.version, &first.record).await.expect("renew"),
+        "renewal",
+    );
+    let (_, inside) = wire.requests_and_inside().await;
+    assert_eq!(
+        inside,
+        words(&["hgetall", "pttl", "hset", "pexpire", "hset"]),
+        "renewal"
+    );
+
+    let released = written(
+        store
+            .release(&name, &renewed.version, &renewed.record)
+            .await
+            .expect("release"),
+        "release",
+    );
+    let (_, inside) = wire.requests_and_inside().await;
+    assert_eq!(
+        inside,
+        words(&["hgetall", "pttl", "hset", "pexpire", "hset", "publish"]),
+        "release"
+    );
+
+    let second = written(
+        store
+            .write(&name, &Precondition::Claimable, &held("b", 0))
+            .await
+            .expect("grant of the released lease"),
+        "second grant",
+    );
+    assert_eq!(second.record.token, FencingToken::new(2));
+    assert_ne!(second.version, released.version);
+    let (_, inside) = wire.requests_and_inside().await;
+    assert_eq!(
+        inside,
+        words(&["hgetall", "pttl", "hset", "pexpire", "hset"]),
+        "a grant of a released lease"
+    );
+
+    match store
+        .write(&name, &Precondition::Claimable, &held("c", 0))
+        .await
+        .expect("refused")
+    {
+        CasOutcome::Conflict(_) => {}
+        other => panic!("a held lease was claimed: {other:?}"),
+    }
+    let (_, inside) = wire.requests_and_inside().await;
+    assert_eq!(inside, words(&["hgetall", "pttl"]), "a refused attempt only reads");
+
+    // The counter hash the scripts did not read is as new as the record.
+    let mut admin = support::admin(&url).await;
+    let meta = support::hgetall(&mut admin, &store.keys().meta(&name)).await;
+    let (epoch, n) = second.version.as_str().split_once(':').expect("e:n");
+    assert_eq!(meta.get("e").map(String::as_str), Some(epoch), "{meta:?}");
+    assert_eq!(meta.get("n").map(String::as_str), Some(n), "{meta:?}");
+    assert_eq!(meta.get("f").map(String::as_str), Some("2"), "{meta:?}");
+}

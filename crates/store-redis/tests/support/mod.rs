@@ -113,6 +113,12 @@ impl Wire {
     /// The requests since the previous call, by command name (`evalsha`,
     /// `script|load`, ...), in order.
     pub async fn requests(&mut self) -> Vec<String> {
+        self.requests_and_inside().await.0
+    }
+
+    /// The requests since the previous call, and the commands the scripts ran inside
+    /// Redis (the `[db lua]` lines), each by command name in order.
+    pub async fn requests_and_inside(&mut self) -> (Vec<String>, Vec<String>) {
         self.marks += 1;
         let marker = format!("leasehold-wire-mark-{}", self.marks);
         let _: String = redis::cmd("ECHO")
@@ -131,12 +137,12 @@ impl Wire {
         let at = lines.iter().position(|l| l.contains(&marker)).expect("marker");
         let taken: Vec<String> = lines.drain(..=at).collect();
         drop(lines);
-        taken[..taken.len() - 1]
+        let (inside, requests): (Vec<&String>, Vec<&String>) = taken[..taken.len() - 1]
             .iter()
-            .filter(|l| !l.contains(" lua]"))
             .filter(|l| !l.contains("leasehold-wire-mark-"))
-            .map(|l| command_name(l))
-            .collect()
+            .partition(|l| l.contains(" lua]"));
+        let names = |lines: Vec<&String>| lines.into_iter().map(|l| command_name(l)).collect();
+        (names(requests), names(inside))
     }
 }
 
