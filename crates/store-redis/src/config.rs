@@ -111,15 +111,13 @@ impl fmt::Debug for RedisConfig {
 ///
 /// | key / channel   | type    | expiry             | holds                                   |
 /// |-----------------|---------|--------------------|-----------------------------------------|
-/// | `P{N}`          | hash    | `PX` = the TTL     | the record: `h` holder (`""` = vacant), `t` token, `ttl` ms, `w` wall expiry ms (optional), `v` version, `f` a copy of the token counter, `x` = `1` while `expire` has the counter hash expiring |
+/// | `P{N}`          | hash    | `PX` = the TTL     | the record: `h` holder (`""` = vacant), `t` token, `ttl` ms, `w` wall expiry ms (optional), `v` version |
 /// | `P{N}:meta`     | hash    | none (persistent)  | `f` the highest token issued, `n` the write counter (raised by every write and delete), `e` the epoch (server time when created) |
 /// | `P{N}:released` | channel | —                  | a message on each release or delete: the version after it (`e:n`) |
 ///
 /// Versions are `e:n`: the write counter never goes back while the meta hash lives, and
 /// a recreated meta hash (after a restart without persistence) gets a new epoch, so a
-/// version is never reused. While a record lives, its version (`e:n`) and its `f` are
-/// the counters a script reads (one hash instead of two); every write rewrites the counter
-/// hash from them. The name in braces is the Redis Cluster hash tag: both keys
+/// version is never reused. The name in braces is the Redis Cluster hash tag: both keys
 /// of a name live in one slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyLayout {

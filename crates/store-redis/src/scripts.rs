@@ -2,24 +2,13 @@
 //!
 //! Numbers stay decimal strings inside the scripts: Redis hands integers to Lua as
 //! doubles, which lose precision above 2^53 and print in exponent form above 10^14, so
-//! tokens are compared by length then lexically ([`PRELUDE`]'s `gt`) and counters are
-//! raised as strings (`incr`). Every script validates everything it reads before its
-//! first write, so it either applies whole or changes nothing; the `#!lua` shebang makes
-//! Redis 7 refuse a writing script up front when it is out of memory rather than fail it
-//! half way.
-//!
-//! **The counters and their copy.** A name's token and version counters live in its
-//! persistent counter hash (`P{N}:meta`), which outlives the record. The record hash
-//! carries a copy: its version `v` is `e:n` (the counter hash's epoch and write counter
-//! at its write) and its field `f` is the token counter. While the record lives, a script
-//! reads the record alone (`HGETALL` and `PTTL`) and takes the counters from it; the
-//! counter hash is read (and checked) only when there is no record, or one written before
-//! the copy existed (no `f`). Every write rewrites the counter hash from the copy (one
-//! `HSET` of `e`, `f`, `n`), so the counter hash is always as new as the record, also
-//! after someone deleted the record (`redis-cli DEL`, the classic way to free a stuck
-//! lock) or the counter hash. A grant of a released lease is thus five commands inside
-//! Redis (`HGETALL`, `PTTL`, `HSET` of the record, `PEXPIRE`, `HSET` of the counters),
-//! a renewal the same five, a release six (with its `PUBLISH`), a refused attempt two.
+//! tokens are compared by length then lexically ([`PRELUDE`]'s `gt`) and a counter
+//! raised by `HINCRBY` is formatted with `%d` while exact, read back with `HGET` above
+//! 2^53. Each record and counter hash is read with one `HGETALL` (and its `PTTL`), and a
+//! renewal rewrites only the fields it changes. Every script validates everything it reads
+//! before its first write, so it either applies whole or changes nothing; the `#!lua`
+//! shebang makes Redis 7 refuse a writing script up front when it is out of memory
+//! rather than fail it half way.
 
 use std::sync::LazyLock;
 
@@ -43,15 +32,6 @@ local function gt(a, b)
   if #a ~= #b then return #a > #b end
   return a > b
 end
--- A count (`is_count`) plus one, as decimal digits: exact at every length (a double is
--- exact below 2^53, so short counts take the fast way).
-local function incr(s)
-  if #s < 15 then return string.format('%d', tonumber(s) + 1) end
-  local i = #s
-  while i > 0 and string.byte(s, i) == 57 do i = i - 1 end
-  if i == 0 then return '1' .. string.rep('0', #s) end
-  return string.sub(s, 1, i - 1) .. string.char(string.byte(s, i) + 1) .. string.rep('0', #s - i)
-end
 -- A hash's fields and values, or nil and why not (a key of another type). `HGETALL`
 -- of a missing key is empty: Redis never keeps an empty hash.
 local function hash_fields(k, what)
@@ -59,7 +39,12 @@ local function hash_fields(k, what)
   if all.err then return nil, 'the key holds a ' .. redis.call('TYPE', k).ok .. ', not ' .. what end
   return all
 end
-local REC_FIELDS = { h = true, t = true, ttl = true, w = true, v = true, f = true, x = true }
+-- A counter the script just raised with `HINCRBY`, as decimal digits: Lua holds it as a
+-- double, exact below 2^53 (2^53 + 1 rounds to 2^53); from there on it is read back.
+local function counter(n, k, f)
+  if n < 9007199254740992 then return string.format('%d', n) end
+  return redis.call('HGET', k, f)
+end
 local function load_rec(k)
   local all, why = hash_fields(k, 'a lease record hash')
   if not all then return 'corrupt', why end
@@ -67,7 +52,9 @@ local function load_rec(k)
   local r = {}
   for i = 1, #all, 2 do
     local f = all[i]
-    if not REC_FIELDS[f] then return 'corrupt', 'unknown field ' .. f end
+    if f ~= 'h' and f ~= 't' and f ~= 'ttl' and f ~= 'w' and f ~= 'v' then
+      return 'corrupt', 'unknown field ' .. f
+    end
     r[f] = all[i + 1]
   end
   if r.h == nil or (r.h ~= '' and (#r.h > 128 or string.match(r.h, '^[%w%-_%.:/@=#]+$') == nil)) then
@@ -76,11 +63,7 @@ local function load_rec(k)
   if not is_token(r.t) then return 'corrupt', 'bad token' end
   if not is_uint(r.ttl, 9) then return 'corrupt', 'bad ttl' end
   if r.w ~= nil and not is_count(r.w) then return 'corrupt', 'bad wall-clock expiry' end
-  local e, n = string.match(r.v or '', '^(%d+):([1-9]%d*)$')
-  if e == nil or not is_count(n) then return 'corrupt', 'bad version' end
-  r.e, r.n = e, n
-  if r.f ~= nil and not (is_count(r.f) and not gt(r.f, TMAX)) then return 'corrupt', 'bad token counter' end
-  if r.x ~= nil and r.x ~= '1' then return 'corrupt', 'bad expiry mark' end
+  if r.v == nil or string.match(r.v, '^%d+:[1-9]%d*$') == nil then return 'corrupt', 'bad version' end
   local pttl = redis.call('PTTL', k)
   if pttl < 0 then return 'corrupt', 'the record has no expiry' end
   r.pttl = pttl
@@ -102,19 +85,11 @@ local function load_meta(k)
   if m.x == nil and redis.call('PTTL', k) ~= -1 then return 'corrupt', 'the counter hash has an expiry' end
   return 'ok', m
 end
--- The name's counters: the record's copy while it lives (and has one), else the
--- counter hash's.
-local function counters(st, cur, k)
-  if st == 'ok' and cur.f then return 'ok', { e = cur.e, f = cur.f, n = cur.n, x = cur.x } end
-  return load_meta(k)
-end
--- Counters for a name that has none yet: a new epoch (the server's time in µs).
-local function new_counters()
+local function init_meta(k)
   local t = redis.call('TIME')
-  return { e = t[1] .. string.format('%06d', tonumber(t[2])), f = '0', n = '0' }
-end
-local function save_counters(k, m)
-  redis.call('HSET', k, 'e', m.e, 'f', m.f, 'n', m.n)
+  local e = t[1] .. string.format('%06d', tonumber(t[2]))
+  redis.call('HSET', k, 'e', e, 'f', '0', 'n', '0')
+  return { e = e, f = '0', n = '0' }
 end
 local function reply(status, r)
   return { status, r.h, r.t, r.ttl, r.w or '', r.v, r.pttl }
@@ -143,7 +118,7 @@ const WRITE: &str = r#"
 local mode, expect, holder, token, ttl, wall, chan = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local st, cur = load_rec(KEYS[1])
 if st == 'corrupt' then return { 'corrupt', cur } end
-local mst, meta = counters(st, cur, KEYS[2])
+local mst, meta = load_meta(KEYS[2])
 if mst == 'corrupt' then return { 'corrupt', meta } end
 local applies
 if mode == 'absent' then
@@ -166,14 +141,10 @@ else
 end
 if not applies then
   if st == 'absent' then return { 'conflict_absent' } end
-  -- The counters keep the highest token the record has ever shown, also one a foreign
-  -- writer put there: the record may expire (or be deleted) before anyone claims the name.
-  if mst == 'absent' or gt(cur.t, meta.f) then
-    if mst == 'absent' then meta = new_counters() end
-    if gt(cur.t, meta.f) then meta.f = cur.t end
-    if cur.f then redis.call('HSET', KEYS[1], 'f', meta.f) end
-    save_counters(KEYS[2], meta)
-  end
+  -- The counter keeps the highest token the record has ever shown, also one a foreign
+  -- writer put there: the record may expire before anyone claims the name.
+  if mst == 'absent' then meta = init_meta(KEYS[2]) end
+  if gt(cur.t, meta.f) then redis.call('HSET', KEYS[2], 'f', cur.t) end
   return reply('conflict', cur)
 end
 if mode == 'claim' then
@@ -182,37 +153,34 @@ if mode == 'claim' then
   if st == 'ok' and gt(cur.t, high) then high = cur.t end
   if high == TMAX then return { 'exhausted' } end
 end
-if mst == 'absent' then meta = new_counters() end
-if meta.n == I64MAX then return { 'corrupt', 'the version counter is at its end' } end
--- A write under a name given an expiry (`expire`) takes the counter hash off it again.
+if mst == 'absent' then meta = init_meta(KEYS[2]) end
+-- A write under a name given an expiry (`expire`) takes the counter off it again.
 if meta.x then redis.call('PERSIST', KEYS[2]) redis.call('HDEL', KEYS[2], 'x') end
-if st == 'ok' and (cur.x or (cur.w and wall == '')) then redis.call('HDEL', KEYS[1], 'x', 'w') end
-meta.n = incr(meta.n)
-local v = meta.e .. ':' .. meta.n
+local v = meta.e .. ':' .. counter(redis.call('HINCRBY', KEYS[2], 'n', 1), KEYS[2], 'n')
 if mode == 'renew' then
   -- A renewal changes the version, the expiry and what the renewal itself sets (TTL,
   -- wall-clock expiry); never the holder or the token.
+  redis.call('HSET', KEYS[1], 'v', v, 'ttl', ttl)
   if wall == '' then
-    redis.call('HSET', KEYS[1], 'v', v, 'ttl', ttl, 'f', meta.f)
+    if cur.w ~= nil then redis.call('HDEL', KEYS[1], 'w') end
   else
-    redis.call('HSET', KEYS[1], 'v', v, 'ttl', ttl, 'f', meta.f, 'w', wall)
+    redis.call('HSET', KEYS[1], 'w', wall)
   end
 else
   if mode == 'claim' then
-    if st == 'ok' and gt(cur.t, meta.f) then meta.f = cur.t end
-    meta.f = incr(meta.f)
-    token = meta.f
+    if st == 'ok' and gt(cur.t, meta.f) then redis.call('HSET', KEYS[2], 'f', cur.t) end
+    token = counter(redis.call('HINCRBY', KEYS[2], 'f', 1), KEYS[2], 'f')
   elseif gt(token, meta.f) then
-    meta.f = token
+    redis.call('HSET', KEYS[2], 'f', token)
   end
+  if st == 'ok' then redis.call('DEL', KEYS[1]) end
   if wall == '' then
-    redis.call('HSET', KEYS[1], 'h', holder, 't', token, 'ttl', ttl, 'v', v, 'f', meta.f)
+    redis.call('HSET', KEYS[1], 'h', holder, 't', token, 'ttl', ttl, 'v', v)
   else
-    redis.call('HSET', KEYS[1], 'h', holder, 't', token, 'ttl', ttl, 'v', v, 'f', meta.f, 'w', wall)
+    redis.call('HSET', KEYS[1], 'h', holder, 't', token, 'ttl', ttl, 'v', v, 'w', wall)
   end
 end
 redis.call('PEXPIRE', KEYS[1], ttl)
-save_counters(KEYS[2], meta)
 if holder == '' then redis.call('PUBLISH', chan, v) end
 -- The time left is the TTL just set: a script runs on one frozen clock.
 return { 'written', holder, token, ttl, wall, v, tonumber(ttl) }
@@ -227,17 +195,15 @@ local st, cur = load_rec(KEYS[1])
 if st == 'corrupt' then return { 'corrupt', cur } end
 if st == 'absent' then return { 'conflict_absent' } end
 if cur.v ~= ARGV[1] then return reply('conflict', cur) end
-local mst, meta = counters(st, cur, KEYS[2])
+local mst, meta = load_meta(KEYS[2])
 if mst == 'corrupt' then return { 'corrupt', meta } end
-if mst == 'absent' then meta = new_counters() end
-if meta.n == I64MAX then return { 'corrupt', 'the version counter is at its end' } end
-if gt(cur.t, meta.f) then meta.f = cur.t end
-meta.n = incr(meta.n)
+if mst == 'absent' then meta = init_meta(KEYS[2]) end
+redis.call('HINCRBY', KEYS[2], 'n', 1)
 redis.call('DEL', KEYS[1])
-save_counters(KEYS[2], meta)
-redis.call('PUBLISH', ARGV[2], meta.e .. ':' .. meta.n)
+redis.call('PUBLISH', ARGV[2], meta.e .. ':' .. redis.call('HGET', KEYS[2], 'n'))
 return { 'deleted' }
 "#;
+
 /// `purge`: KEYS = record, meta. ARGV = version. Deletes the record and its counter
 /// hash if the record has the version, or, the record being gone (its `PX` ran out),
 /// if the counter hash shows no write since that version. Reply: `{'deleted'}`,
@@ -261,10 +227,8 @@ return { 'deleted' }
 /// version, the counter hash is given a `PEXPIRE` of the milliseconds (or of the
 /// record's own `PTTL`, if longer: the counter outlives the record) and the field `x`
 /// that says the expiry is the scripts' own (any other expiry on a counter hash is
-/// corrupt). A live record gets the field `x` too, so that a later write, which reads
-/// the record's copy of the counters rather than the counter hash, knows to take the
-/// expiry off again (it removes both). The record keeps its own `PX`. Reply:
-/// `{'scheduled'}`, `{'conflict', record…}`, `{'conflict_absent'}` or `{'corrupt', why}`.
+/// corrupt; a later write removes both). The record keeps its own `PX`. Reply: `{'scheduled'}`, `{'conflict', record…}`, `{'conflict_absent'}` or
+/// `{'corrupt', why}`.
 const EXPIRE: &str = r#"
 local st, cur = load_rec(KEYS[1])
 if st == 'corrupt' then return { 'corrupt', cur } end
@@ -280,28 +244,23 @@ if st == 'ok' and cur.pttl > after then after = cur.pttl end
 if mst == 'ok' then
   redis.call('HSET', KEYS[2], 'x', '1')
   redis.call('PEXPIRE', KEYS[2], after)
-  if st == 'ok' then redis.call('HSET', KEYS[1], 'x', '1') end
 end
 return { 'scheduled' }
 "#;
 
 /// `seed_fence_counter`: KEYS = record, meta. ARGV = the minimum. Raises the token
-/// counter (the counter hash's and the live record's copy) to at least the minimum and
-/// the current record's token. Reply: `{'seeded', counter}` or `{'corrupt', why}`.
+/// counter to at least the minimum and the current record's token. Reply:
+/// `{'seeded', counter}` or `{'corrupt', why}`.
 const SEED: &str = r#"
 local st, cur = load_rec(KEYS[1])
 if st == 'corrupt' then return { 'corrupt', cur } end
-local mst, meta = counters(st, cur, KEYS[2])
+local mst, meta = load_meta(KEYS[2])
 if mst == 'corrupt' then return { 'corrupt', meta } end
-if mst == 'absent' then meta = new_counters() end
+if mst == 'absent' then meta = init_meta(KEYS[2]) end
 local high = meta.f
 if gt(ARGV[1], high) then high = ARGV[1] end
 if st == 'ok' and gt(cur.t, high) then high = cur.t end
-if mst == 'absent' or high ~= meta.f then
-  meta.f = high
-  if st == 'ok' and cur.f then redis.call('HSET', KEYS[1], 'f', high) end
-  save_counters(KEYS[2], meta)
-end
+if high ~= meta.f then redis.call('HSET', KEYS[2], 'f', high) end
 return { 'seeded', high }
 "#;
 

@@ -77,41 +77,7 @@ async fn a_record_key_of_the_wrong_type_or_shape_is_corrupt_never_granted() {
         (
             "unknown field",
             &[
-                &["HSET", "K", "h", "", "t", "1", "ttl", "500", "v", "1:1", "z", "?"],
-                &["EXPIRE", "K", "600"],
-            ],
-        ),
-        (
-            "expiry mark not 1",
-            &[
                 &["HSET", "K", "h", "", "t", "1", "ttl", "500", "v", "1:1", "x", "?"],
-                &["EXPIRE", "K", "600"],
-            ],
-        ),
-        (
-            "token counter copy not a number",
-            &[
-                &["HSET", "K", "h", "", "t", "1", "ttl", "500", "v", "1:1", "f", "many"],
-                &["EXPIRE", "K", "600"],
-            ],
-        ),
-        (
-            "version counter above i64",
-            &[
-                &[
-                    "HSET",
-                    "K",
-                    "h",
-                    "",
-                    "t",
-                    "1",
-                    "ttl",
-                    "500",
-                    "v",
-                    "1:9223372036854775808",
-                    "f",
-                    "1",
-                ],
                 &["EXPIRE", "K", "600"],
             ],
         ),

@@ -112,66 +112,6 @@ async fn a_release_never_writes_a_lower_token_back() {
     assert_eq!(next_token(&store, name).await, FencingToken::new(101));
 }
 
-/// `redis-cli DEL` of a name's counter hash while its record lives: the record's copy
-/// of the counters carries the sequence on, also a counter seeded above the record's
-/// token, and the next write rebuilds the counter hash.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_deleted_counter_hash_is_rebuilt_from_the_record() {
-    let store = support::shared_store("foreign-meta").await;
-    let name = "foreign/meta";
-    let lease = leases(&store)
-        .acquire(name, Duration::from_secs(30))
-        .await
-        .expect("acquire");
-    assert_eq!(lease.token(), FencingToken::new(1));
-    let lease_name = LeaseName::new(name).expect("name");
-    assert_eq!(support::seed(&store, &lease_name, 100).await, 100);
-    let meta = store.keys().meta(&lease_name);
-    redis_cli(&["DEL", &meta]);
-    lease.release().await.expect("release");
-    assert_eq!(
-        redis_cli(&["HGET", &meta, "f"]).trim(),
-        "100",
-        "the release did not rebuild the counter hash from the record"
-    );
-    redis_cli(&["DEL", &record_key(&store, name)]);
-    assert_eq!(
-        next_token(&store, name).await,
-        FencingToken::new(101),
-        "the seeded counter was lost with the counter hash"
-    );
-}
-
-/// A record written before records carried a copy of the counters (no field `f`): it
-/// is read with the counter hash, granted above its token and counter, and gains the
-/// copy at that write.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_record_without_the_counter_copy_is_read_with_the_counter_hash() {
-    let store = support::shared_store("foreign-old").await;
-    let name = LeaseName::new("foreign/old").expect("name");
-    let (rec, meta) = (store.keys().record(&name), store.keys().meta(&name));
-    redis_cli(&["HSET", &meta, "e", "17", "f", "41", "n", "9"]);
-    redis_cli(&["HSET", &rec, "h", "", "t", "40", "ttl", "30000", "v", "17:9"]);
-    redis_cli(&["PEXPIRE", &rec, "30000"]);
-    let lease = leases(&store)
-        .acquire(name.as_str(), Duration::from_secs(30))
-        .await
-        .expect("acquire");
-    assert_eq!(lease.token(), FencingToken::new(42), "above the counter hash's 41");
-    assert_eq!(
-        lease.version().as_str(),
-        "17:10",
-        "the counter hash's write counter goes on"
-    );
-    assert_eq!(
-        redis_cli(&["HGET", &rec, "f"]).trim(),
-        "42",
-        "the record gained the copy"
-    );
-    assert_eq!(redis_cli(&["HGET", &meta, "n"]).trim(), "10");
-    lease.release().await.expect("release");
-}
-
 /// The shared cases of `leasehold_testkit::edits`, edited with `redis-cli HSET` (Redis's
 /// version field does not move).
 async fn editor() -> leasehold_testkit::edits::Editor {

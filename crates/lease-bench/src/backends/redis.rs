@@ -94,10 +94,10 @@ impl Backend for RedisBackend {
                 "library and floor each on their own `ConnectionManager` (one multiplexed connection)".into(),
             ],
             library_ops: OpTexts {
-                acquire: "one `EVALSHA` of the write script (`claim`): checks the record (`HGETALL`, `PTTL`; it carries a copy of the counters), `HSET` + `PEXPIRE` with the next token, `HSET` of the counter hash".into(),
-                renew: "one `EVALSHA` (`renew`): checks version, holder and token, `HSET`s the version and TTL fields, `PEXPIRE`, `HSET` of the counter hash".into(),
+                acquire: "one `EVALSHA` of the write script (`claim`): checks the record and the counter hash, `HINCRBY`s the token, `HSET` + `PEXPIRE`".into(),
+                renew: "one `EVALSHA` (`renew`): checks version, holder and token, `HSET`s the version and TTL fields, `PEXPIRE`".into(),
                 release: "one `EVALSHA` (`version`, vacant record): rewrite + `PUBLISH` on the release channel".into(),
-                takeover: "one `EVALSHA` (`claim`) on the expired (removed) record: reads the counter hash instead".into(),
+                takeover: "one `EVALSHA` (`claim`) on the expired (removed) record".into(),
             },
             floor_ops: OpTexts {
                 acquire: "`SET key holder NX PX ttl`".into(),
