@@ -55,7 +55,7 @@
 //! | acquire when another client changed the name since this store last saw it | 1 `multi` read and 1 `multi` (when this store last saw it held); 1 failed `multi`, 1 `multi` read and 1 `multi` (when it last saw it free) |
 //! | acquire refused (held) | 1 `multi` read; plus 1 failed `multi` first when this store never saw the name (it tries the claim of a new name first) |
 //! | renewal | 1 `exists` of the record znode on the holder's session: the answer proves the session alive and the record still the holder's, and the server counts it as the session's heartbeat (the client library's pings keep idle sessions alive too and are not counted) |
-//! | per session that holds records, in the background | 1 `sync` every eighth of the session timeout ([`ZooKeeperStats::heartbeats`]): it tells how long the ensemble's leader keeps the session (see "How long a lease is trusted") |
+//! | per session that holds records, in the background | 1 `sync` every eighth of the session timeout ([`ZooKeeperStats::heartbeats`]): it tells how long the ensemble's leader keeps the session (see "How long a lease is trusted"); on a session that grants or renews, also one a report lag after its latest answered request, at most one per thirty-second of the timeout (and per report lag), so that a renewal is trusted from a heartbeat at most that old |
 //! | release (write of the vacant record) | 1 `multi` |
 //! | read | 1 `multi` read of both znodes |
 //! | list of the names under a prefix | 1 child listing of the root |

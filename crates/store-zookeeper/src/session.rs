@@ -59,10 +59,14 @@ struct Heard {
     /// Requests answered on the session whose heartbeat may not have reached the leader
     /// yet: (sent, answered), oldest first.
     unconfirmed: VecDeque<(Instant, Instant)>,
+    /// When the latest of the store's own requests (not a heartbeat `sync`) was
+    /// answered: a `sync` sent a report lag after it confirms it.
+    last_request: Option<Instant>,
 }
 
-/// The most unconfirmed requests a session remembers (with one per sixteenth of the
-/// report lag at most, they span four lags).
+/// The most unconfirmed requests a session remembers, the newest (with one per
+/// sixteenth of the report lag at most, they span at least four lags, so a request
+/// through the leader always finds some answered a lag before it).
 const UNCONFIRMED_MAX: usize = 64;
 
 impl Session for ZkSession {
@@ -96,7 +100,18 @@ impl ZkSession {
     /// A request sent at `sent` was answered now: the connected server heard the
     /// session's heartbeat.
     pub(crate) fn answered(&self, sent: Instant) {
-        self.heard().answered(sent, Instant::now(), self.report_lag / 16);
+        let now = Instant::now();
+        let mut heard = self.heard();
+        heard.answered(sent, now, self.report_lag / 16);
+        heard.last_request = Some(now);
+    }
+
+    /// The heartbeat `sync` sent at `sent` was answered: a heartbeat the next request
+    /// through the leader confirms, and itself such a request.
+    fn synced(&self, sent: Instant) {
+        let mut heard = self.heard();
+        heard.answered(sent, Instant::now(), self.report_lag / 16);
+        heard.through_leader(sent, self.report_lag);
     }
 
     /// A request sent at `sent` went through the leader and was answered: every
@@ -115,16 +130,23 @@ impl ZkSession {
 
 impl Heard {
     /// Remembers a request answered at `answered`, unless one answered less than
-    /// `grain` earlier is remembered already or the list is full (keeping the earlier
-    /// one: the session's known life only comes out shorter).
+    /// `grain` earlier is remembered already (keeping the earlier one: the session's
+    /// known life only comes out shorter). A full list forgets its oldest request: the
+    /// next request through the leader confirms the newest it can, and a busy session
+    /// (a request every few ms) would otherwise keep only the first requests after each
+    /// confirmation, one confirmation interval older than needed.
     fn answered(&mut self, sent: Instant, answered: Instant, grain: Duration) {
         let close = self
             .unconfirmed
             .back()
             .is_some_and(|&(_, last)| answered < last + grain);
-        if !close && self.unconfirmed.len() < UNCONFIRMED_MAX {
-            self.unconfirmed.push_back((sent, answered));
+        if close {
+            return;
         }
+        if self.unconfirmed.len() == UNCONFIRMED_MAX {
+            self.unconfirmed.pop_front();
+        }
+        self.unconfirmed.push_back((sent, answered));
     }
 
     fn through_leader(&mut self, sent: Instant, lag: Duration) {
@@ -198,6 +220,7 @@ pub(crate) async fn open<H: SessionHost>(cluster: &str, how: Opening, host: Weak
         heard: Mutex::new(Heard {
             since: handshake,
             unconfirmed: VecDeque::new(),
+            last_request: None,
         }),
         report_lag: report_lag(how.tick, negotiated),
     });
@@ -218,29 +241,64 @@ pub(crate) async fn open<H: SessionHost>(cluster: &str, how: Opening, host: Weak
     Ok(session)
 }
 
-/// Sends a `sync` on `session` every eighth of its timeout while it lives: the follower
-/// answers it only after forwarding it to the leader, so each answer confirms the
-/// heartbeats answered a report lag before it was sent ([`ZkSession::through_leader`]).
+/// Sends a `sync` on `session` while it lives: every eighth of its timeout, and on a
+/// busy session sooner, a report lag after the store's latest request was answered (at
+/// most one per [`busy_period`]). The follower answers a `sync` only after forwarding it
+/// to the leader, so each answer confirms the heartbeats answered a report lag before it
+/// was sent ([`ZkSession::through_leader`]): without the sooner ones, a session renewing
+/// thousands of leases was confirmed up to two eighths of its timeout late, and every
+/// renewal was trusted for that much less (and sent that much sooner).
 async fn heartbeat<H: SessionHost>(session: Weak<ZkSession>, bound: Duration, host: Weak<H>) {
-    let every = match session.upgrade() {
-        Some(s) => (s.timeout / 8).max(Duration::from_millis(10)),
+    let (every, busy, lag) = match session.upgrade() {
+        Some(s) => {
+            let every = (s.timeout / 8).max(Duration::from_millis(10));
+            (every, busy_period(s.timeout, s.report_lag).min(every), s.report_lag)
+        }
         None => return,
     };
+    let mut last = Instant::now();
     loop {
-        tokio::time::sleep(every).await;
+        tokio::time::sleep_until((Instant::now() + busy).min(last + every)).await;
         let Some(s) = session.upgrade() else { return };
         if s.is_dead_now() {
             return;
         }
+        let now = Instant::now();
+        if !sync_due(now, last, every, busy, lag, s.heard().last_request) {
+            continue;
+        }
         if let Some(h) = host.upgrade() {
             h.heartbeat_sent();
         }
-        let sent = Instant::now();
+        last = now;
         if let Ok(Ok(())) = tokio::time::timeout(bound, s.client.sync("/")).await {
-            s.answered(sent);
-            s.through_leader(sent);
+            s.synced(now);
         }
     }
+}
+
+/// How often a busy session may send a `sync`: a thirty-second of its timeout, and not
+/// more often than its report lag (a `sync` confirms nothing answered within a lag).
+fn busy_period(timeout: Duration, lag: Duration) -> Duration {
+    (timeout / 32).max(lag).max(Duration::from_millis(10))
+}
+
+/// Whether the heartbeat task sends a `sync` now (`last`: the previous one's send): an
+/// eighth of the timeout (`every`) after the previous one, or, a `busy` period after
+/// it, when a request of the store's own was answered at least a report lag ago and
+/// after the previous `sync` could confirm it.
+fn sync_due(
+    now: Instant,
+    last: Instant,
+    every: Duration,
+    busy: Duration,
+    lag: Duration,
+    request: Option<Instant>,
+) -> bool {
+    if now >= last + every {
+        return true;
+    }
+    now >= last + busy && request.is_some_and(|answered| answered + lag > last && now >= answered + lag)
 }
 
 async fn watch_state<H: SessionHost>(session: Weak<ZkSession>, mut states: zk::StateWatcher, host: Weak<H>) {
@@ -280,6 +338,7 @@ mod tests {
         let mut heard = Heard {
             since: t0,
             unconfirmed: VecDeque::new(),
+            last_request: None,
         };
         let lag = ms(75);
         let grain = ms(4);
@@ -302,6 +361,68 @@ mod tests {
         heard.answered(t0 + ms(50), t0 + ms(420), grain);
         heard.through_leader(t0 + ms(500), lag);
         assert_eq!(heard.since, t0 + ms(300));
+    }
+
+    /// A busy session answers far more requests than the list keeps between two
+    /// requests through the leader: the list keeps the newest, so the confirmation
+    /// advances the session's known life to just a lag before it, not to the first
+    /// requests after the previous confirmation.
+    #[test]
+    fn a_busy_session_is_confirmed_up_to_a_lag_before_the_request_through_the_leader() {
+        let t0 = Instant::now();
+        let mut heard = Heard {
+            since: t0,
+            unconfirmed: VecDeque::new(),
+            last_request: None,
+        };
+        let (lag, grain) = (ms(75), ms(4));
+        // A request answered every 5 ms for 1.9 s (380 of them; the list keeps 64).
+        for i in 0..380 {
+            heard.answered(t0 + ms(5 * i), t0 + ms(5 * i + 1), grain);
+        }
+        assert_eq!(heard.unconfirmed.len(), UNCONFIRMED_MAX);
+        // A sync sent at 1.9 s: every request answered by 1.825 s reached the leader.
+        heard.through_leader(t0 + ms(1_900), lag);
+        assert_eq!(heard.since, t0 + ms(1_820), "the newest request answered a lag before");
+        // The requests answered within the lag stay, for the next confirmation.
+        assert_eq!(heard.unconfirmed.len(), 15);
+    }
+
+    /// An idle session sends a `sync` every eighth of its timeout; a busy one a lag after
+    /// its latest answered request, no more often than its busy period, and not again
+    /// for a request the previous `sync` already confirms.
+    #[test]
+    fn a_sync_comes_sooner_only_for_a_request_no_sync_confirms_yet() {
+        let t0 = Instant::now();
+        let (every, lag) = (ms(2_000), ms(75));
+        let busy = busy_period(Duration::from_secs(16), lag);
+        assert_eq!(busy, ms(500));
+        let due = |now: u64, last: u64, request: Option<u64>| {
+            sync_due(
+                t0 + ms(now),
+                t0 + ms(last),
+                every,
+                busy,
+                lag,
+                request.map(|r| t0 + ms(r)),
+            )
+        };
+        // Idle: only the regular one.
+        assert!(!due(1_999, 0, None));
+        assert!(due(2_000, 0, None));
+        // A request answered at 600 ms: a sync from 675 ms on (busy period passed).
+        assert!(!due(600, 0, Some(600)));
+        assert!(due(675, 0, Some(600)));
+        // Not before the busy period since the previous sync.
+        assert!(!due(400, 0, Some(100)));
+        assert!(due(500, 0, Some(100)));
+        // A sync sent at 700 ms confirmed it: nothing sooner until a newer request.
+        assert!(!due(1_500, 700, Some(600)));
+        assert!(due(2_700, 700, Some(600)));
+        // A request answered just before that sync (within the lag): the next one confirms it.
+        assert!(due(1_200, 700, Some(690)));
+        // The report lag of a long tick bounds the busy period from below.
+        assert_eq!(busy_period(Duration::from_secs(1), ms(75)), ms(75));
     }
 
     #[test]
