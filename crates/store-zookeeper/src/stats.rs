@@ -33,7 +33,8 @@ pub struct ZooKeeperStats {
     /// `multis`).
     pub expiry_deletes: u64,
     /// Heartbeats: a `sync` through the leader every eighth of the session timeout on
-    /// each session that holds records, sent in the background (not part of
+    /// each session that holds records (and on a busy one, a report lag after its latest
+    /// request, up to one per thirty-second of the timeout), sent in the background (not part of
     /// [`ZooKeeperStats::requests`]); they tell how long the leader keeps the session.
     pub heartbeats: u64,
 }
