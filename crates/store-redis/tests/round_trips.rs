@@ -15,6 +15,18 @@ fn one_evalsha() -> Vec<String> {
     vec!["evalsha".to_owned()]
 }
 
+/// A dedicated server on `port` (kept while the returned guard lives), a `MONITOR` of
+/// it, and a store on one multiplexed connection with its scripts loaded.
+async fn watched_store(port: u16) -> (OwnRedis, Wire, RedisStore<redis::aio::MultiplexedConnection>) {
+    let redis = OwnRedis::start(port, Persistence::None).await;
+    let url = redis.url();
+    let wire = Wire::start(&url).await;
+    let conn = support::admin(&url).await;
+    let store = RedisStore::new(conn, RedisConfig::default()).expect("config");
+    store.verify().await.expect("load");
+    (redis, wire, store)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_renew_release_are_one_command_each_at_the_server() {
     let redis = OwnRedis::start(56502, Persistence::None).await;
@@ -86,12 +98,7 @@ async fn acquire_renew_release_are_one_command_each_at_the_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_takeover_of_an_expired_lease_is_one_command() {
-    let redis = OwnRedis::start(56503, Persistence::None).await;
-    let url = redis.url();
-    let mut wire = Wire::start(&url).await;
-    let conn = support::admin(&url).await;
-    let store = RedisStore::new(conn, RedisConfig::default()).expect("config");
-    store.verify().await.expect("load");
+    let (_redis, mut wire, store) = watched_store(56503).await;
     let name = LeaseName::new("expired").expect("name");
     // A holder that never renews: its record simply expires on the server.
     let rec = leasehold_core::store::LeaseRecord::held(
@@ -116,6 +123,13 @@ async fn a_takeover_of_an_expired_lease_is_one_command() {
     l.release().await.expect("release");
 }
 
+/// Asserts that the last operation was one `EVALSHA` that ran `want` inside Redis.
+async fn inside_is(wire: &mut Wire, want: &[&str], what: &str) {
+    let (requests, inside) = wire.requests_and_inside().await;
+    assert_eq!(requests, one_evalsha(), "{what}");
+    assert_eq!(inside, want, "{what}");
+}
+
 /// What the write script runs inside Redis per operation, counted at the server
 /// (`MONITOR`'s `[db lua]` lines): the record hash and the name's counter hash are each
 /// read (`HGETALL`, `PTTL`), the counters raised with `HINCRBY`, the record rewritten
@@ -123,12 +137,7 @@ async fn a_takeover_of_an_expired_lease_is_one_command() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_commands_each_write_runs_inside_redis_are_counted() {
     use leasehold_core::store::{CasOutcome, LeaseRecord, Precondition};
-    let redis = OwnRedis::start(56506, Persistence::None).await;
-    let url = redis.url();
-    let mut wire = Wire::start(&url).await;
-    let conn = support::admin(&url).await;
-    let store = RedisStore::new(conn, RedisConfig::default()).expect("config");
-    store.verify().await.expect("load");
+    let (_redis, mut wire, store) = watched_store(56506).await;
     let name = LeaseName::new("inside").expect("name");
     let held = |holder: &str| {
         LeaseRecord::held(
@@ -137,7 +146,6 @@ async fn the_commands_each_write_runs_inside_redis_are_counted() {
             leasehold_core::Ttl::from_millis(30_000).expect("ttl"),
         )
     };
-    let words = |s: &[&str]| s.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
     let written = |o: CasOutcome, what: &str| match o {
         CasOutcome::Written(s) => s,
         other => panic!("{what}: {other:?}"),
@@ -151,26 +159,25 @@ async fn the_commands_each_write_runs_inside_redis_are_counted() {
             .expect("first grant"),
         "first grant",
     );
-    let (requests, inside) = wire.requests_and_inside().await;
-    assert_eq!(requests, one_evalsha(), "first grant");
-    assert_eq!(
-        inside,
-        words(&[
-            "hgetall", "hgetall", "time", "hset", "hincrby", "hincrby", "hset", "pexpire"
-        ]),
-        "a first grant (no record, no counter hash: a new epoch)"
-    );
+    inside_is(
+        &mut wire,
+        &[
+            "hgetall", "hgetall", "time", "hset", "hincrby", "hincrby", "hset", "pexpire",
+        ],
+        "a first grant (no record, no counter hash: a new epoch)",
+    )
+    .await;
 
     let renewed = written(
         store.renew(&name, &first.version, &first.record).await.expect("renew"),
         "renewal",
     );
-    let (_, inside) = wire.requests_and_inside().await;
-    assert_eq!(
-        inside,
-        words(&["hgetall", "pttl", "hgetall", "pttl", "hincrby", "hset", "pexpire"]),
-        "renewal"
-    );
+    inside_is(
+        &mut wire,
+        &["hgetall", "pttl", "hgetall", "pttl", "hincrby", "hset", "pexpire"],
+        "renewal",
+    )
+    .await;
 
     written(
         store
@@ -179,14 +186,14 @@ async fn the_commands_each_write_runs_inside_redis_are_counted() {
             .expect("release"),
         "release",
     );
-    let (_, inside) = wire.requests_and_inside().await;
-    assert_eq!(
-        inside,
-        words(&[
-            "hgetall", "pttl", "hgetall", "pttl", "hincrby", "del", "hset", "pexpire", "publish"
-        ]),
-        "release"
-    );
+    inside_is(
+        &mut wire,
+        &[
+            "hgetall", "pttl", "hgetall", "pttl", "hincrby", "del", "hset", "pexpire", "publish",
+        ],
+        "release",
+    )
+    .await;
 
     let second = written(
         store
@@ -196,14 +203,14 @@ async fn the_commands_each_write_runs_inside_redis_are_counted() {
         "second grant",
     );
     assert_eq!(second.record.token, FencingToken::new(2));
-    let (_, inside) = wire.requests_and_inside().await;
-    assert_eq!(
-        inside,
-        words(&[
-            "hgetall", "pttl", "hgetall", "pttl", "hincrby", "hincrby", "del", "hset", "pexpire"
-        ]),
-        "a grant of a released lease"
-    );
+    inside_is(
+        &mut wire,
+        &[
+            "hgetall", "pttl", "hgetall", "pttl", "hincrby", "hincrby", "del", "hset", "pexpire",
+        ],
+        "a grant of a released lease",
+    )
+    .await;
 
     match store
         .write(&name, &Precondition::Claimable, &held("c"))
@@ -213,10 +220,10 @@ async fn the_commands_each_write_runs_inside_redis_are_counted() {
         CasOutcome::Conflict(_) => {}
         other => panic!("a held lease was claimed: {other:?}"),
     }
-    let (_, inside) = wire.requests_and_inside().await;
-    assert_eq!(
-        inside,
-        words(&["hgetall", "pttl", "hgetall", "pttl"]),
-        "a refused attempt only reads"
-    );
+    inside_is(
+        &mut wire,
+        &["hgetall", "pttl", "hgetall", "pttl"],
+        "a refused attempt only reads",
+    )
+    .await;
 }
