@@ -52,8 +52,9 @@
 //! | operation | ZooKeeper requests |
 //! |---|---|
 //! | acquire of a free, released or expired lease this store saw last, or of a new name | 1 `multi` (the first held record of a TTL class in a store also opens its session: 1 handshake, once) |
-//! | acquire when another client changed the name since this store last saw it | 1 `multi` read and 1 `multi` (when this store last saw it held); 1 failed `multi`, 1 `multi` read and 1 `multi` (when it last saw it free) |
-//! | acquire refused (held) | 1 `multi` read; plus 1 failed `multi` first when this store never saw the name (it tries the claim of a new name first) |
+//! | acquire of a lease this store last saw held, read a TTL ago or more, now expired (its record gone) | 1 `multi`: the claim is sent as for a record gone, as a new holder's would be (not while the store watches the name for waiters: its picture is then current) |
+//! | acquire when another client changed the name since this store last saw it | 1 `multi` read and 1 `multi` (when this store last saw it held, read less than a TTL ago); 1 failed `multi`, 1 `multi` read and 1 `multi` (when it last saw it free) |
+//! | acquire refused (held) | 1 `multi` read; plus 1 failed `multi` first when this store never saw the name (it tries the claim of a new name first), or last read it held a TTL ago or more (it tries the claim of a record gone first) |
 //! | renewal | 1 `exists` of the record znode on the holder's session: the answer proves the session alive and the record still the holder's, and the server counts it as the session's heartbeat (the client library's pings keep idle sessions alive too and are not counted) |
 //! | per session that holds records, in the background | 1 `sync` every eighth of the session timeout ([`ZooKeeperStats::heartbeats`]): it tells how long the ensemble's leader keeps the session (see "How long a lease is trusted"); on a session that grants or renews, also one a report lag after its latest answered request, at most one per thirty-second of the timeout (and per report lag), so that a renewal is trusted from a heartbeat at most that old |
 //! | release (write of the vacant record) | 1 `multi` |

@@ -14,6 +14,7 @@
 
 use leasehold_core::store::{LeaseRecord, Version, counter_codec, record_codec};
 use leasehold_core::{Error, FencingToken, LeaseName, Result};
+use tokio::time::Instant;
 
 /// The suffix of a name's fence-counter znode.
 pub(crate) const FENCE_SUFFIX: &str = "!fence";
@@ -120,6 +121,8 @@ pub(crate) struct RecordNode {
 pub(crate) struct Snapshot {
     pub(crate) counter: Option<Counter>,
     pub(crate) record: Option<RecordNode>,
+    /// When a read showed them (`None`: this store's own write).
+    pub(crate) read_at: Option<Instant>,
 }
 
 /// What a snapshot means.

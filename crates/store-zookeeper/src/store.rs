@@ -362,7 +362,11 @@ impl Inner {
             Some(zk::MultiReadResult::Error { err: zk::Error::NoNode }) => None,
             other => return Err(unexpected_read(other)),
         };
-        let snap = Snapshot { counter, record };
+        let snap = Snapshot {
+            counter,
+            record,
+            read_at: Some(Instant::now()),
+        };
         self.seen().insert(name.clone(), snap.clone());
         self.adopt(name, &snap).await;
         Ok(snap)
@@ -439,27 +443,38 @@ impl Inner {
     ) -> Result<std::result::Result<Plan, Current>> {
         let counter = snap.counter(name)?;
         let decoded = snap.decode(name)?;
-        let go = |token: FencingToken, record: LeaseRecord| {
+        let go = |base: Snapshot, token: FencingToken, record: LeaseRecord| {
             let counter_token = counter.map_or(token, |c| c.token.max(token));
             Ok(Ok(Plan {
-                base: snap.clone(),
+                base,
                 counter_token,
                 record,
             }))
         };
         match (expect, decoded) {
-            (Precondition::Absent, Decoded::Absent) => go(record.token, record.clone()),
+            (Precondition::Absent, Decoded::Absent) => go(snap.clone(), record.token, record.clone()),
             (Precondition::Version(want), Decoded::Present(v, _)) if Ver::parse(want)? == v => {
-                go(record.token, record.clone())
+                go(snap.clone(), record.token, record.clone())
             }
             (Precondition::Claimable, d) => {
-                let claimable = match &d {
-                    Decoded::Absent => true,
-                    Decoded::Present(v, r) => r.is_vacant() || self.book().own_expired(name, *v, Instant::now()),
+                let now = Instant::now();
+                let base = match &d {
+                    Decoded::Absent => Some(snap.clone()),
+                    Decoded::Present(v, r) if r.is_vacant() || self.book().own_expired(name, *v, now) => {
+                        Some(snap.clone())
+                    }
+                    // Held by someone when last read, a TTL ago or more: it has most
+                    // likely expired and gone since. Claim it as gone, as a new holder
+                    // would (the `multi` fails if it is still there, and a read follows).
+                    Decoded::Present(_, r) if self.may_be_gone(name, snap, r, now) => Some(Snapshot {
+                        record: None,
+                        ..snap.clone()
+                    }),
+                    Decoded::Present(..) => None,
                 };
-                if !claimable {
+                let Some(base) = base else {
                     return Ok(Err(self.current(name, d)));
-                }
+                };
                 // The counter is the highest token issued; a record an operator raised
                 // above it raises it.
                 let recorded = match &d {
@@ -474,6 +489,7 @@ impl Inner {
                             name: name.as_str().to_owned(),
                         })?;
                 go(
+                    base,
                     token,
                     LeaseRecord {
                         token,
@@ -483,6 +499,18 @@ impl Inner {
             }
             (_, d) => Ok(Err(self.current(name, d))),
         }
+    }
+
+    /// Whether the held record `r` that `snap` shows may have gone since: a read showed
+    /// it at least its TTL ago, and no watch of this store would have seen it go (a name
+    /// with waiters is watched, and its snapshot is then current).
+    fn may_be_gone(&self, name: &LeaseName, snap: &Snapshot, r: &LeaseRecord, now: Instant) -> bool {
+        snap.read_at.is_some_and(|at| now >= at + r.ttl.get())
+            && !self
+                .watching
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(name)
     }
 
     pub(crate) async fn write(
@@ -583,6 +611,7 @@ impl Inner {
                                 ephemeral_owner: owner,
                                 mzxid: 0,
                             }),
+                            read_at: None,
                         },
                     );
                     self.hub.claimed(name.as_str(), ver.position());

@@ -160,6 +160,101 @@ async fn round_trips_per_operation() {
     );
 }
 
+/// A challenger that last saw a lease held claims it, once the holder's TTL has run out
+/// since that look and the record is gone, with one `multi`, as the bare lock's one
+/// `create` (not a read and then a `multi`). While the holder lives, the same attempt is
+/// refused after that `multi` failed and a read, and the next one, a TTL not yet past
+/// that read, reads only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_seen_held_a_ttl_ago_is_claimed_in_one_multi() {
+    let holders = common::store("seen-held").await;
+    let challenger = common::store_under(&common::dir_of(&holders)).await;
+    let client = LeaseClient::new(challenger.clone());
+    let ttl = Duration::from_secs(1);
+    // The challenger's session for this TTL class, opened once.
+    client
+        .acquire("warm-up", ttl)
+        .await
+        .expect("warm-up")
+        .release()
+        .await
+        .expect("release");
+
+    let live = common::acquired(&holders, "live", ttl).await;
+    // A holder that froze: its record is never renewed, and its store deletes it at its
+    // TTL, as ZooKeeper does when a dead process's session expires.
+    let planted = holders
+        .write(
+            &name("frozen"),
+            &Precondition::Claimable,
+            &held("frozen-holder", 1, 1000),
+        )
+        .await
+        .expect("plant");
+    assert!(matches!(planted, CasOutcome::Written(_)), "not planted: {planted:?}");
+    for n in ["live", "frozen"] {
+        let seen = client.try_acquire(n, ttl).await.expect("first look");
+        assert!(matches!(seen, AcquireOutcome::Held { .. }), "{n} granted while held");
+    }
+    let looked = std::time::Instant::now();
+    // Read through the holders' store: the challenger's picture stays the one it saw.
+    let gone = leasehold_core::testing::process::poll_async(Duration::from_secs(10), || async {
+        looked.elapsed() >= ttl && holders.read(&name("frozen")).await.is_ok_and(|r| r.is_none())
+    })
+    .await;
+    assert!(gone, "the frozen holder's record was not deleted at its TTL");
+
+    let (taken, n) = common::sent(&challenger, client.try_acquire("frozen", ttl)).await;
+    match taken.expect("takeover") {
+        AcquireOutcome::Granted(lease) => {
+            assert_eq!(lease.token(), FencingToken::new(2));
+            lease.release().await.expect("release");
+        }
+        other => panic!("the expired lease was refused: {other:?}"),
+    }
+    only(
+        "takeover of a lease last seen held, a TTL ago",
+        n,
+        ZooKeeperStats {
+            multis: 1,
+            ..ZooKeeperStats::default()
+        },
+    );
+
+    let (refused, n) = common::sent(&challenger, client.try_acquire("live", ttl)).await;
+    assert!(
+        matches!(refused.expect("try_acquire"), AcquireOutcome::Held { .. }),
+        "a live holder's lease was granted twice"
+    );
+    only(
+        "refused acquire, the lease last seen held a TTL ago",
+        n,
+        ZooKeeperStats {
+            multis: 1,
+            reads: 1,
+            ..ZooKeeperStats::default()
+        },
+    );
+    let (refused, n) = common::sent(
+        &challenger,
+        challenger.write(&name("live"), &Precondition::Claimable, &held("challenger", 1, 1000)),
+    )
+    .await;
+    assert!(
+        matches!(refused.expect("write"), CasOutcome::Conflict(_)),
+        "a live holder's lease was granted twice"
+    );
+    only(
+        "refused claim, the lease read just before",
+        n,
+        ZooKeeperStats {
+            reads: 1,
+            ..ZooKeeperStats::default()
+        },
+    );
+    live.release().await.expect("release live");
+}
+
 /// The record's TTL is its session class's negotiated timeout, and the grant says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ttl_is_the_session_timeout_of_its_class() {

@@ -98,7 +98,7 @@ impl Backend for ZooKeeperBackend {
                 acquire: "one `multi`: versioned `setData` (or `create`) of the fence counter znode with the new token, `delete` of the vacant record znode at its data version, `create` of the EPHEMERAL record on the TTL class's session".into(),
                 renew: "one `exists` of the record znode on the holder's session (proves the session alive and the record still the holder's)".into(),
                 release: "one `multi`: `setData` of the counter at its version, `delete` of the EPHEMERAL record, `create` of the PERSISTENT vacant record".into(),
-                takeover: "the claim `multi`, once ZooKeeper expired the holder's session and deleted its record (the store's watch wakes the waiter)".into(),
+                takeover: "the claim `multi` alone (the store read the record held a TTL ago or more, so it claims it as gone), once the crashed holder's record was deleted at its TTL (by its store, which lives on and stopped renewing it)".into(),
             },
             floor_ops: OpTexts {
                 acquire: "one `create` of an EPHEMERAL znode holding the holder's name (`NodeExists`: held)".into(),
