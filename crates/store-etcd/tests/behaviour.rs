@@ -214,6 +214,50 @@ async fn an_abandoned_record_expires_at_its_ttl() {
     common::cleanup(&store).await;
 }
 
+/// A challenger that saw a lease held takes it over, once its record expired and was
+/// deleted, with one Txn: the claim of a record seen held is sent as for a record gone
+/// (a refusal would answer the current state in the same Txn).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_seen_held_is_taken_over_in_one_txn() {
+    let holders = common::store("seen-held").await;
+    let challenger = EtcdStore::new(holders.client().clone(), holders.config().clone());
+    let client = LeaseClient::new(challenger.clone());
+    let ttl = Duration::from_secs(2);
+    // The challenger's session, granted once.
+    client
+        .acquire("warm-up", ttl)
+        .await
+        .expect("warm-up")
+        .release()
+        .await
+        .expect("release");
+    // A holder that froze: its record is never renewed, and its store deletes it at its TTL.
+    let n = name("frozen");
+    leasehold_testkit::write_ok(&holders, &n, &Precondition::Claimable, &held("frozen-holder", 1, 1000)).await;
+    let (seen, look) = common::sent(&challenger, client.try_acquire(n.as_str(), ttl)).await;
+    assert!(seen.expect("look").granted().is_none(), "granted while held");
+    assert_eq!((look.txns, look.ranges), (1, 0), "a refused attempt: {look:?}");
+    let gone = leasehold_core::testing::process::poll_async(Duration::from_secs(10), || async {
+        matches!(holders.read(&n).await, Ok(None))
+    })
+    .await;
+    assert!(gone, "the frozen holder's record was not deleted at its TTL");
+
+    let (taken, cost) = common::sent(&challenger, client.try_acquire(n.as_str(), ttl)).await;
+    let lease = taken
+        .expect("takeover")
+        .granted()
+        .expect("the expired lease was refused");
+    assert_eq!(lease.token(), FencingToken::new(2));
+    assert_eq!(
+        (cost.txns, cost.ranges),
+        (1, 0),
+        "takeover of a lease seen held: {cost:?}"
+    );
+    lease.release().await.expect("release");
+    common::cleanup(&holders).await;
+}
+
 /// Fenced transactions apply while the tenure lasts and are refused after it, even if
 /// the old holder does not know yet.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -91,7 +91,7 @@ impl Backend for EtcdBackend {
                 acquire: "one claim Txn (`If(create_revision == 0 or mod_revision == v) AND If(fence counter == n) Then(put record with session lease, put counter + 1) Else(range of both)`), no keep-alive while the session's last answered one leaves it half the TTL (the grant is then trusted for what the session surely has left, and renewed within a third of that)".into(),
                 renew: "no Txn: one `LeaseKeepAlive` message, sent by the renewing task itself on the session's stream, when the last answered one does not cover the TTL (always, for whole-second TTLs equal to the session's)".into(),
                 release: "one Txn (`If(mod_revision == v) Then(put vacant record without lease) Else(range)`)".into(),
-                takeover: "the claim Txn; when the record was deleted by expiry since this store saw it, its compare fails and a second Txn follows with the fresh state from the first one's else-branch".into(),
+                takeover: "the claim Txn alone (a record this store saw held is claimed as gone, and a refusal's else-branch would answer the current state), once the crashed holder's record was deleted at its TTL (by its store, which lives on and stopped renewing it)".into(),
             },
             floor_ops: OpTexts {
                 acquire: "one Txn `If(create_revision(key) == 0) Then(put key holder lease=L) Else(get key)`".into(),
