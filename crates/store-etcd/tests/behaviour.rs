@@ -224,10 +224,8 @@ async fn a_lease_seen_held_is_taken_over_in_one_txn() {
     let client = LeaseClient::new(challenger.clone());
     let ttl = Duration::from_secs(2);
     // The challenger's session, granted once.
-    client
-        .acquire("warm-up", ttl)
+    common::acquired(&challenger, "warm-up", ttl)
         .await
-        .expect("warm-up")
         .release()
         .await
         .expect("release");

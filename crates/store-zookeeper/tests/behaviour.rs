@@ -172,10 +172,8 @@ async fn a_lease_seen_held_a_ttl_ago_is_claimed_in_one_multi() {
     let client = LeaseClient::new(challenger.clone());
     let ttl = Duration::from_secs(1);
     // The challenger's session for this TTL class, opened once.
-    client
-        .acquire("warm-up", ttl)
+    common::acquired(&challenger, "warm-up", ttl)
         .await
-        .expect("warm-up")
         .release()
         .await
         .expect("release");
