@@ -181,15 +181,13 @@ async fn a_lease_seen_held_a_ttl_ago_is_claimed_in_one_multi() {
     let live = common::acquired(&holders, "live", ttl).await;
     // A holder that froze: its record is never renewed, and its store deletes it at its
     // TTL, as ZooKeeper does when a dead process's session expires.
-    let planted = holders
-        .write(
-            &name("frozen"),
-            &Precondition::Claimable,
-            &held("frozen-holder", 1, 1000),
-        )
-        .await
-        .expect("plant");
-    assert!(matches!(planted, CasOutcome::Written(_)), "not planted: {planted:?}");
+    leasehold_testkit::write_ok(
+        &holders,
+        &name("frozen"),
+        &Precondition::Claimable,
+        &held("frozen-holder", 1, 1000),
+    )
+    .await;
     for n in ["live", "frozen"] {
         let seen = client.try_acquire(n, ttl).await.expect("first look");
         assert!(matches!(seen, AcquireOutcome::Held { .. }), "{n} granted while held");
