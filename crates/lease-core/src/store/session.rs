@@ -192,12 +192,18 @@ impl<S: Session, V: Copy + Eq + fmt::Debug> SessionBook<S, V> {
     }
 
     /// Extends the held entry of `name` at `version` to `deadline`; false if it is gone,
-    /// changed, expired at `call`, or its session is dead.
+    /// changed, expired, or its session is dead.
+    ///
+    /// Expired is judged now, not only at `call`: a renewal sent before the deadline
+    /// whose answer comes after it extends nothing. Once the deadline has passed, a claim
+    /// through this store may already be on its way, planned on the record as expired
+    /// ([`Self::own_expired`]), and the record's expiry delete may be too; a renewal
+    /// that then extended the entry would leave two holders.
     pub fn extend(&mut self, name: &LeaseName, version: V, call: Instant, deadline: Instant) -> bool {
         let Some(h) = self.held.get_mut(name) else {
             return false;
         };
-        if h.version != Some(version) || h.expired(call) || h.session.is_dead() {
+        if h.version != Some(version) || h.expired(call.max(Instant::now())) || h.session.is_dead() {
             return false;
         }
         if deadline > h.deadline {
@@ -435,6 +441,31 @@ mod tests {
         assert_eq!(book.session_gone(7), vec![n.clone()]);
         assert_eq!(book.orphans(), 0);
         assert!(book.get(&n).is_none());
+    }
+
+    /// A renewal sent before the deadline but answered after it: by then a claim through
+    /// the same store may have planned on the record as expired, so the entry is not
+    /// extended (it was, judged at the send time alone).
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_answered_after_the_deadline_extends_nothing() {
+        let n = name();
+        let t0 = Instant::now();
+        let session = Arc::new(TestSession(3, AtomicBool::new(false)));
+        let r = rec("h");
+        let mut book = SessionBook::default();
+        let deadline = t0 + Duration::from_secs(1);
+        book.hold(
+            &n,
+            Held::new(Some(5_i64), record_codec::encode(&r), r, session, deadline, 5),
+        );
+        let call = t0 + Duration::from_millis(900);
+        tokio::time::advance(Duration::from_millis(1100)).await;
+        assert!(book.own_expired(&n, 5, Instant::now()), "a claim may plan on it now");
+        assert!(
+            !book.extend(&n, 5, call, call + Duration::from_secs(1)),
+            "a late answer extended an entry a claim may already be taking"
+        );
+        assert!(book.own_expired(&n, 5, Instant::now()));
     }
 
     #[tokio::test(start_paused = true)]
