@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::decision::{self, AcquireStep, Known, Policy, SkewBound};
-use crate::driver::{self, DriverCtx};
+use crate::driver::{self, DriverCtx, release_write};
 use crate::finish::FinishOnDrop;
 use crate::held::{Gate, HeldNames};
 use crate::lease::{HeldState, LeaseShared};
@@ -20,7 +20,10 @@ use crate::options::{AcquireOptions, check_max_hold};
 use crate::{
     Error, FencingToken, HolderId, Lease, LeaseName, Result, Ttl,
     clock::{SystemWallClock, WallClock},
-    store::{Capabilities, CasOutcome, CasStore, ClockSource, Current, Grade, Linearizable, Stored, Version, Wait},
+    store::{
+        Capabilities, CasOutcome, CasStore, ClockSource, Current, Grade, LeaseRecord, Linearizable, Precondition,
+        Stored, Version, Wait,
+    },
 };
 
 /// Options of a [`LeaseClient`]; `Default` is right for most uses, and
@@ -229,7 +232,6 @@ struct Inner {
     held: Arc<HeldNames>,
     jitter: Arc<crate::backoff::Jitter>,
     driver: OnceLock<(Mailbox, Arc<DriverCtx>)>,
-    closed: CancellationToken,
 }
 
 /// Hands out leases on one store and renews them all from one driver task.
@@ -377,7 +379,6 @@ impl LeaseClient {
                 held: Arc::new(HeldNames::default()),
                 jitter: Arc::new(crate::backoff::Jitter::new(rng_seed)),
                 driver: OnceLock::new(),
-                closed: CancellationToken::new(),
             }),
         })
     }
@@ -397,17 +398,26 @@ impl LeaseClient {
         &self.inner.store
     }
 
-    /// One attempt to acquire `name` for `ttl`: at most one write for a free, released
-    /// or (on store-clock stores) expired lease; at most two for a takeover.
+    /// One attempt to acquire `name` for `ttl`: one write for a free, released or (on
+    /// store-clock stores) expired lease, and two for a takeover, when nobody else
+    /// writes the record meanwhile. At most four writes in all: a write refused by a
+    /// record it did not expect is decided again on what the refusal showed, and a write
+    /// whose outcome was unknown is settled by a read and, if it applied, confirmed by
+    /// another write.
     ///
     /// Dropping the returned future at any point never leaves a lease held with nobody
-    /// renewing it: the attempt runs to completion on its own and releases a grant
-    /// nobody is waiting for.
+    /// renewing or releasing it, and never sends anything the attempt had not sent yet.
+    /// Dropped before its write is sent (while it waits for this client's other attempt
+    /// on the name, or reads the record), it sends nothing. Dropped once a write is sent,
+    /// only that write is finished, on a task of its own, which then releases whatever
+    /// it granted (and the client's next attempt on the name waits for that).
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for a bad name or TTL; [`Error::AlreadyHeld`] if this
-    /// client holds `name` already; store errors otherwise. Losing the race is
-    /// `Ok(AcquireOutcome::Held { .. })`.
+    /// client holds `name` already; [`Error::Shutdown`], with nothing sent, if the
+    /// client's renewal driver is gone (the runtime it ran on ended; a grant whose write
+    /// was in flight then is released before the error is returned); store errors
+    /// otherwise. Losing the race is `Ok(AcquireOutcome::Held { .. })`.
     pub async fn try_acquire(&self, name: impl AsRef<str>, ttl: Duration) -> Result<AcquireOutcome> {
         self.try_acquire_with(name, &AcquireOptions::new(ttl)).await
     }
@@ -424,28 +434,23 @@ impl LeaseClient {
         check_max_hold(max_hold)?;
         self.inner.held.check(&name)?;
         let (driver, ctx) = self.driver()?;
-        let inner = self.inner.clone();
+        // A driver that is gone would renew nothing: refuse before anything is sent.
+        if driver.is_closed() {
+            return Err(Error::Shutdown);
+        }
         let span = tracing::debug_span!("acquire", lease = %name);
-        // The attempt runs in the caller's task; dropped half-way, it finishes on a task
-        // of its own, and a grant nobody receives is dropped, which releases it (and takes
-        // it off the table) before the gate opens for the next attempt on the name: the
-        // pair drops its grant first.
-        let (result, _gate) = FinishOnDrop::new(
-            async move {
-                // One attempt per name at a time in this client; the check under the gate is
-                // the one that counts (a sibling attempt may have been granted meanwhile).
-                match inner.held.enter(&name).await {
-                    Ok(gate) => (
-                        attempt(&inner, &driver, &ctx, name, ttl, max_hold, &gate).await,
-                        Some(gate),
-                    ),
-                    Err(e) => (Err(e), None),
-                }
-            }
-            .instrument(span),
-        )
-        .await;
-        result
+        // The attempt runs in the caller's task. Dropped before a write is sent, it
+        // leaves nothing behind; a write once sent is finished on a task of its own if
+        // the caller goes away, and releases what it granted before the gate opens for
+        // the client's next attempt on the name (`send`).
+        async {
+            // One attempt per name at a time in this client; the check under the gate is
+            // the one that counts (a sibling attempt may have been granted meanwhile).
+            let gate = self.inner.held.enter(&name).await?;
+            attempt(&self.inner, &driver, &ctx, name, ttl, max_hold, gate).await
+        }
+        .instrument(span)
+        .await
     }
 
     /// Acquires `name`, waiting as long as it takes (cancel by dropping the future).
@@ -467,11 +472,12 @@ impl LeaseClient {
     /// As [`LeaseClient::acquire_timeout`]; [`Error::InvalidInput`] for a zero
     /// `max_hold`.
     pub async fn acquire_with(&self, name: impl AsRef<str>, options: &AcquireOptions) -> Result<Lease> {
-        let deadline = options.timeout.map(|t| Instant::now() + t);
+        let deadline = deadline_after(options.timeout);
         self.acquire_inner(name.as_ref(), options, deadline).await
     }
 
-    /// Acquires `name`, giving up with [`Error::Timeout`] after `timeout`.
+    /// Acquires `name`, giving up with [`Error::Timeout`] after `timeout` (one too long
+    /// for the clock to represent, such as `Duration::MAX`, means no deadline).
     ///
     /// # Errors
     /// As [`LeaseClient::acquire`], plus [`Error::Timeout`].
@@ -527,7 +533,7 @@ impl LeaseClient {
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
-        let deadline = options.timeout.map(|t| Instant::now() + t);
+        let deadline = deadline_after(options.timeout);
         let mut sorted = names.into_iter().map(LeaseName::new).collect::<Result<Vec<_>>>()?;
         if sorted.is_empty() {
             return Err(Error::invalid("lease names", "acquire_all needs at least one name"));
@@ -688,6 +694,12 @@ impl LeaseClient {
     }
 }
 
+/// The deadline `timeout` from now; none for no timeout, or for one too long for the
+/// clock to represent (as good as waiting for ever).
+fn deadline_after(timeout: Option<Duration>) -> Option<Instant> {
+    timeout.and_then(|t| Instant::now().checked_add(t))
+}
+
 fn unreachable_default() -> LeaseClient {
     // The default config is always valid; `build` cannot fail on it.
     unreachable!("default ClientConfig is valid")
@@ -710,8 +722,13 @@ impl Inner {
     }
 }
 
-/// One acquire attempt: at most three writes (the third only when a write's outcome
-/// was unknown and a read showed it applied).
+/// One acquire attempt: at most four writes, one a round (a write refused by a record
+/// it did not expect is decided again on what the refusal showed; a write whose outcome
+/// was unknown is settled by a read, then confirmed by another write if it applied),
+/// each round with at most one read.
+///
+/// The attempt owns the name's `gate`, and lends it to each write it sends ([`send`]):
+/// a write abandoned by the caller keeps it closed until what it granted is released.
 async fn attempt(
     inner: &Arc<Inner>,
     driver: &Mailbox,
@@ -719,7 +736,7 @@ async fn attempt(
     name: LeaseName,
     ttl: Ttl,
     max_hold: Option<Duration>,
-    gate: &Gate,
+    mut gate: Gate,
 ) -> Result<AcquireOutcome> {
     let me = inner.holder_id()?;
     let store = &inner.store;
@@ -729,6 +746,9 @@ async fn attempt(
     // Whether a write of this attempt may have applied: a later failure is then no
     // proof that nothing happened, and must not say so.
     let mut in_doubt = false;
+    // When the first write of this attempt whose outcome was unknown was sent: a grant
+    // that confirms what it wrote is held (for its cap) from then.
+    let mut doubt_since: Option<Instant> = None;
     let doubt = |in_doubt: bool| move |e: Error| if in_doubt { still_in_doubt(e) } else { e };
     for _ in 0..4 {
         let known = if inner.caps.clock == ClockSource::Store && !fresh {
@@ -789,21 +809,35 @@ async fn attempt(
         // A takeover, for the metric: the last record this client saw was someone's.
         let takeover = matches!(inner.known(&name), Some(Seen::Present { stored, .. })
             if stored.record.holder.as_ref().is_some_and(|h| h != &me));
+        // The write confirms an earlier one of this attempt, found to have applied.
+        let confirms = matches!(&known, Some(Seen::Present { stored, .. })
+            if stored.record.holder.as_ref() == Some(&me));
+        // A driver gone while this attempt waited would renew nothing: send nothing,
+        // and give back an earlier write of this attempt found to have applied.
+        if driver.is_closed() {
+            if let (true, Some(Seen::Present { stored, .. })) = (confirms, known) {
+                give_back(ctx, &name, &me, stored).await;
+            }
+            return Err(Error::Shutdown);
+        }
         metrics::counter!(crate::observe::ACQUIRE_ATTEMPTS).increment(1);
         let sent_at = Instant::now();
-        let outcome = match store.write(&name, &expect, &record).await {
-            Ok(o) => o,
-            Err(e) if e.is_indeterminate() => {
-                tracing::debug!(error = %e, "acquire write outcome unknown; reading to settle it");
-                // The write may have applied: look, and if the record names us, the next
-                // round confirms it with a write on its version.
+        let (answer, returned) = send(ctx, &name, &me, expect, record, gate).await;
+        gate = returned;
+        let outcome = match answer {
+            Answer::Written(Ok(o)) => o,
+            Answer::Written(Err(e)) => return Err(doubt(in_doubt)(e)),
+            Answer::InDoubt { error, read } => {
+                tracing::debug!(%error, "acquire write outcome unknown; read to settle it");
+                // The write may have applied: if the record names us, the next round
+                // confirms it with a write on its version.
                 in_doubt = true;
-                let current = store.read(&name).await.map_err(still_in_doubt)?;
+                doubt_since.get_or_insert(sent_at);
+                let current = read.map_err(still_in_doubt)?;
                 inner.remember(&name, current.as_ref(), Instant::now());
                 fresh = true;
                 continue;
             }
-            Err(e) => return Err(doubt(in_doubt)(e)),
         };
         fresh = true;
         match outcome {
@@ -819,7 +853,6 @@ async fn attempt(
                 if takeover {
                     metrics::counter!(crate::observe::TAKEOVERS).increment(1);
                 }
-                metrics::gauge!(crate::observe::HELD).increment(1.0);
                 tracing::debug!(token = %stored.record.token, "granted");
                 // A store that cannot honour the TTL asked for holds the lease for the
                 // TTL its record shows (etcd: whole seconds, at least its minimum): the
@@ -831,14 +864,22 @@ async fn attempt(
                     stored.record.ttl
                 };
                 let window = Policy::window(ttl, stored.remaining);
+                // The cap counts from the write that made the grant: an earlier one whose
+                // outcome was unknown, when this write confirms it. Validity counts from
+                // this write, which renewed the record (rule 3 of docs/DESIGN.md).
+                let held_since = if confirms {
+                    doubt_since.unwrap_or(sent_at)
+                } else {
+                    sent_at
+                };
                 let shared = Arc::new(LeaseShared {
                     id: inner.next_id.fetch_add(1, Ordering::Relaxed),
                     name: name.clone(),
                     holder: me,
                     token: stored.record.token,
                     ttl,
-                    hold_until: max_hold.and_then(|m| sent_at.checked_add(m)),
-                    lost: inner.closed.child_token(),
+                    hold_until: max_hold.and_then(|m| held_since.checked_add(m)),
+                    lost: CancellationToken::new(),
                     cause: OnceLock::new(),
                     state: Mutex::new(HeldState {
                         valid_until: Instant::from_std(inner.policy.valid_within(sent_at.into_std(), ttl, window)),
@@ -848,7 +889,20 @@ async fn attempt(
                     }),
                     held: Arc::downgrade(&inner.held),
                 });
-                driver.register(shared.clone(), driver::first_wake(&shared))?;
+                if let Err(e) = driver.register(shared.clone(), driver::first_wake(&shared)) {
+                    // The driver went away while the write was in flight: nobody would
+                    // renew the grant. Give it back here, in the caller's task.
+                    shared.lost.cancel();
+                    let st = shared.state();
+                    let stored = Stored {
+                        version: st.version,
+                        record: st.record,
+                        remaining: None,
+                    };
+                    give_back(ctx, &name, &shared.holder, stored).await;
+                    return Err(e);
+                }
+                metrics::gauge!(crate::observe::HELD).increment(1.0);
                 gate.register(&shared);
                 return Ok(AcquireOutcome::Granted(Lease {
                     shared,
@@ -869,7 +923,7 @@ async fn attempt(
             }
         }
     }
-    // Three writes lost to three different records: heavy contention.
+    // Every write met a record changed since it was decided on: heavy contention.
     match inner.known(&name) {
         Some(Seen::Present { stored, .. }) => Ok(AcquireOutcome::Held {
             holder: stored.record.holder.clone(),
@@ -881,6 +935,102 @@ async fn attempt(
             token: FencingToken::ZERO,
             retry_after: Duration::from_millis(10),
         }),
+    }
+}
+
+/// Releases `stored`, a grant of `me` that the renewal driver cannot renew (it is
+/// gone), in the caller's task; finished on a task of its own if the caller drops the
+/// future meanwhile. A failure is logged: the grant then expires on its own.
+async fn give_back(ctx: &Arc<DriverCtx>, name: &LeaseName, me: &HolderId, stored: Stored) {
+    let (ctx, at, me) = (ctx.clone(), name.clone(), me.clone());
+    let release = FinishOnDrop::new(async move {
+        let token = stored.record.token;
+        release_write(&ctx, &at, &me, token, stored.version, stored.record).await
+    });
+    if let Err(e) = release.await {
+        tracing::warn!(lease = %name, error = %e, "releasing a grant the renewal driver cannot renew failed; it will expire on its own");
+    }
+}
+
+/// The answer to one write of an acquire attempt.
+enum Answer {
+    /// The store answered, or failed the write without it applying.
+    Written(Result<CasOutcome>),
+    /// The write's outcome is unknown (`error`); `read` is what a read showed after it.
+    InDoubt { error: Error, read: Result<Option<Stored>> },
+}
+
+/// Sends one write of `me`'s acquire attempt and settles its outcome (a read after a
+/// write whose outcome was unknown); hands back the answer and the name's `gate`.
+///
+/// Polled in the caller's task. Dropped once sent (the caller gave up), the write is
+/// finished on a task of its own, which then releases whatever it granted
+/// ([`release_abandoned`]) and only then opens the gate: nothing else is sent for the
+/// abandoned attempt, and the client's next attempt on the name meets a settled record.
+fn send(
+    ctx: &Arc<DriverCtx>,
+    name: &LeaseName,
+    me: &HolderId,
+    expect: Precondition,
+    record: LeaseRecord,
+    gate: Gate,
+) -> FinishOnDrop<(Answer, Gate)> {
+    let (store, at) = (ctx.store.clone(), name.clone());
+    let write = async move {
+        let answer = match store.write(&at, &expect, &record).await {
+            Err(error) if error.is_indeterminate() => Answer::InDoubt {
+                error,
+                read: store.read(&at).await,
+            },
+            answered => Answer::Written(answered),
+        };
+        (answer, gate)
+    };
+    let (ctx, name, me) = (ctx.clone(), name.clone(), me.clone());
+    FinishOnDrop::or_on_drop(write, move |(answer, gate)| async move {
+        release_abandoned(&ctx, &name, &me, answer).await;
+        drop(gate);
+    })
+}
+
+/// Releases what a write of `me`'s attempt granted once its caller had gone away: the
+/// record it wrote, or, when its outcome was unknown, the record a read shows if it
+/// names `me` (the read is tried up to four times). Nothing is sent for a write that
+/// was refused or certainly did not apply.
+async fn release_abandoned(ctx: &DriverCtx, name: &LeaseName, me: &HolderId, answer: Answer) {
+    let granted = match answer {
+        Answer::Written(Ok(CasOutcome::Written(stored))) => Some(stored),
+        Answer::Written(_) => None,
+        Answer::InDoubt { mut read, .. } => {
+            let mut tries = 1;
+            loop {
+                match read {
+                    Ok(current) => break current,
+                    Err(e) if tries < 4 && (e.is_retryable() || e.is_indeterminate()) => {
+                        tokio::time::sleep(ctx.jitter.exponential(
+                            tries,
+                            Duration::from_millis(20),
+                            Duration::from_millis(500),
+                        ))
+                        .await;
+                        tries += 1;
+                        read = ctx.store.read(name).await;
+                    }
+                    Err(e) => {
+                        tracing::warn!(lease = %name, error = %e, "an abandoned acquire's write may have applied and could not be checked; it will expire on its own");
+                        return;
+                    }
+                }
+            }
+        }
+    };
+    let Some(stored) = granted.filter(|s| s.record.holder.as_ref() == Some(me)) else {
+        return;
+    };
+    tracing::debug!(lease = %name, token = %stored.record.token, "releasing a grant whose acquire was abandoned");
+    let token = stored.record.token;
+    if let Err(e) = release_write(ctx, name, me, token, stored.version, stored.record).await {
+        tracing::warn!(lease = %name, error = %e, "releasing an abandoned grant failed; it will expire on its own");
     }
 }
 

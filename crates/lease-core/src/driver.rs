@@ -19,7 +19,7 @@ use crate::decision::{self, ConflictVerdict, Policy};
 use crate::lease::{HeldState, LeaseShared};
 use crate::mailbox::{Board, Command};
 use crate::{
-    Error, LossCause, Result,
+    Error, FencingToken, HolderId, LeaseName, LossCause, Result,
     clock::WallClock,
     store::{CasOutcome, CasStore, Current, LeaseRecord, Renewal, Stored, Version},
 };
@@ -253,13 +253,20 @@ async fn sleep_until_opt(t: Option<Instant>) {
     }
 }
 
-/// When the grant or renewal behind `st` was sent: valid_until = sent_at + ttl - margin.
+/// `valid_until - (ttl - margin)`. When the store vouched for the whole TTL
+/// (`valid_until = sent + ttl - margin`), that is when the grant or renewal behind
+/// `valid_until` was sent. When it vouched for less ([`Stored::remaining`]: a window
+/// shorter than the TTL, as ZooKeeper answers; `valid_until = sent + window - margin`),
+/// it is `sent + window - ttl`, earlier than the send: adding the TTL back gives
+/// `sent + window` either way (for a window no shorter than the margin), the least time
+/// the store keeps the record, which is what [`reaches_cap`] asks of it.
 fn sent_at(policy: &Policy, shared: &LeaseShared, valid_until: Instant) -> Instant {
     valid_until - shared.ttl.get().saturating_sub(policy.margin(shared.ttl))
 }
 
 /// True when the lease has a cap and the store keeps its last write at least until
-/// then (its TTL runs from after the send): no renewal is needed, nor made.
+/// then (for the window it vouched for, which runs from after the send): no renewal is
+/// needed, nor made.
 fn reaches_cap(policy: &Policy, shared: &LeaseShared, valid_until: Instant) -> bool {
     shared
         .hold_until
@@ -284,7 +291,8 @@ fn on_renewal(
     let Some(e) = leases.get_mut(&id) else {
         // The lease ended (deadline passed, or released) while this renewal was in
         // flight. If it landed, the store still names us: give it back, unless the
-        // hold was capped (a capped lease is left to expire, never handed on early).
+        // hold was capped (the driver leaves a capped lease to expire; only its guard's
+        // release or drop frees it early, on the version it last saw or a newer one).
         let capped_end = matches!(shared.cause.get(), Some(LossCause::MaxHoldReached));
         if let (RenewResult::Renewed(s), false) = (result, capped_end) {
             work.push(Box::pin(release(ctx.clone(), shared, s.version, s.record)));
@@ -408,18 +416,20 @@ async fn renew_one(
         };
         result = match outcome {
             Ok(CasOutcome::Written(s)) => RenewResult::Renewed(s),
-            Ok(CasOutcome::Conflict(current)) => match judge(ctx, shared, current).await {
-                Ok(ConflictVerdict::StillOurs(s)) => {
-                    st.version = s.version;
-                    st.record = s.record;
-                    continue;
+            Ok(CasOutcome::Conflict(current)) => {
+                match judge(ctx, &shared.name, &shared.holder, shared.token, current).await {
+                    Ok(ConflictVerdict::StillOurs(s)) => {
+                        st.version = s.version;
+                        st.record = s.record;
+                        continue;
+                    }
+                    Ok(ConflictVerdict::TakenOver { holder, token }) => {
+                        RenewResult::Lost(LossCause::TakenOver { holder, token })
+                    }
+                    Ok(ConflictVerdict::Gone | ConflictVerdict::Unknown) => RenewResult::Lost(LossCause::Expired),
+                    Err(e) => RenewResult::Failed(e),
                 }
-                Ok(ConflictVerdict::TakenOver { holder, token }) => {
-                    RenewResult::Lost(LossCause::TakenOver { holder, token })
-                }
-                Ok(ConflictVerdict::Gone | ConflictVerdict::Unknown) => RenewResult::Lost(LossCause::Expired),
-                Err(e) => RenewResult::Failed(e),
-            },
+            }
             Err(e) => RenewResult::Failed(e),
         };
         break;
@@ -427,28 +437,56 @@ async fn renew_one(
     (sent_at, result)
 }
 
-/// Reads the current record when a conflict did not carry it, then judges it.
-async fn judge(ctx: &DriverCtx, shared: &LeaseShared, current: Current) -> Result<ConflictVerdict> {
+/// Reads the current record when a conflict did not carry it, then judges it for the
+/// holder `me` of `token`.
+async fn judge(
+    ctx: &DriverCtx,
+    name: &LeaseName,
+    me: &HolderId,
+    token: FencingToken,
+    current: Current,
+) -> Result<ConflictVerdict> {
     let current = match current {
-        Current::Unknown => match ctx.store.read(&shared.name).await? {
+        Current::Unknown => match ctx.store.read(name).await? {
             Some(s) => Current::Present(s),
             None => Current::Absent,
         },
         c => c,
     };
-    Ok(decision::judge_conflict(&shared.holder, shared.token, &current))
+    Ok(decision::judge_conflict(me, token, &current))
 }
 
 async fn release(ctx: Arc<DriverCtx>, shared: Arc<LeaseShared>, version: Version, record: LeaseRecord) -> Done {
-    if let Err(e) = release_write(&ctx, &shared, version, record).await {
+    if let Err(e) = release_shared(&ctx, &shared, version, record).await {
         tracing::warn!(lease = %shared.name, error = %e, "release failed; the lease will expire on its own");
     }
     Done::Release
 }
 
-pub(crate) async fn release_write(
+/// Releases the lease `shared`, last seen as `record` at `version` ([`release_write`]).
+pub(crate) async fn release_shared(
     ctx: &DriverCtx,
     shared: &LeaseShared,
+    version: Version,
+    record: LeaseRecord,
+) -> Result<()> {
+    release_write(ctx, &shared.name, &shared.holder, shared.token, version, record).await
+}
+
+/// Writes the vacant record of `name` over the grant of `holder` with `token`, last
+/// seen as `record` at `version`: at most four release writes (and a read after each
+/// conflict that did not show the record). `Ok` once the record is vacant or no longer
+/// this grant's (nothing of ours is left to release).
+///
+/// # Errors
+/// The store's error if the last write failed, and [`Error::Indeterminate`] if every
+/// write met a newer version of the record still naming this grant (it then stays
+/// held until its TTL runs out, unrenewed).
+pub(crate) async fn release_write(
+    ctx: &DriverCtx,
+    name: &LeaseName,
+    holder: &HolderId,
+    token: FencingToken,
     mut version: Version,
     mut record: LeaseRecord,
 ) -> Result<()> {
@@ -457,21 +495,38 @@ pub(crate) async fn release_write(
         attempt += 1;
         // Guarded on our holder and token too: a release never vacates a record an
         // operator gave to someone else, nor writes our token back over a raised one.
-        let outcome = ctx.store.release(&shared.name, &version, &record).await;
+        let outcome = ctx.store.release(name, &version, &record).await;
         match outcome {
             Ok(CasOutcome::Written(vacant)) => {
                 // The next acquire of this name by this client can then write directly.
-                ctx.seen.remember(&shared.name, Some(&vacant), Instant::now());
+                ctx.seen.remember(name, Some(&vacant), Instant::now());
                 return Ok(());
             }
-            Ok(CasOutcome::Conflict(current)) => match judge(ctx, shared, current).await? {
+            Ok(CasOutcome::Conflict(current)) => match judge(ctx, name, holder, token, current).await? {
+                // Still ours under a newer version (a renewal in flight, or an earlier
+                // release whose outcome was unknown, met it): release on that one.
                 ConflictVerdict::StillOurs(s) if attempt < 4 => {
                     version = s.version;
                     record = s.record;
                 }
-                // Not ours any more (or never was, or an operator changed its holder or
-                // token): nothing to release, and the record stays as it is.
-                _ => return Ok(()),
+                // Still ours after the last write: the lease stays held, and nobody
+                // renews it any more. Not a success.
+                ConflictVerdict::StillOurs(_) => {
+                    return Err(Error::Indeterminate {
+                        message: format!(
+                            "release of {name} kept finding newer versions of our own record; \
+                             it stays held until its TTL runs out"
+                        ),
+                        source: None,
+                    });
+                }
+                // Vacant or gone (released already: an earlier write of this release
+                // whose outcome was unknown applied), or someone else's now (taken over,
+                // or an operator changed its holder or token): nothing of ours is left
+                // to release, and the record stays as it is.
+                ConflictVerdict::Gone | ConflictVerdict::TakenOver { .. } | ConflictVerdict::Unknown => {
+                    return Ok(());
+                }
             },
             // Retrying the same conditional write is safe: if the first applied, the
             // retry conflicts with a vacant record carrying our token.

@@ -5,8 +5,9 @@
 //! at any point (a `select!`, a timeout); a write already sent may then apply, and a
 //! grant nobody receives would stay held with nobody renewing it. [`FinishOnDrop`] keeps
 //! the work boxed, and if it is dropped before completing, hands the box to a spawned
-//! task that completes it and drops what it yields: an abandoned grant is a dropped
-//! [`crate::Lease`], which releases itself.
+//! task that completes it and drops what it yields (or, built with
+//! [`FinishOnDrop::or_on_drop`], passes it on to the work that must follow: an acquire
+//! hands over only its write, once sent, and the task releases what that write granted).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -14,7 +15,12 @@ use std::task::{Context, Poll};
 
 type Work<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
-/// Polls `work` in place; completes it on a spawned task if dropped before it is done.
+/// What an abandoned work's output is handed to, on the task that finished the work.
+type Then<T> = Box<dyn FnOnce(T) -> Work<()> + Send + 'static>;
+
+/// Polls `work` in place; completes it on a spawned task if dropped before it is done
+/// (dropped on a thread without a Tokio context, or while the runtime shuts down, the
+/// work is dropped unfinished: nothing is left to run it).
 ///
 /// For a store whose write must finish once sent (an etcd claim on a session the store
 /// keeps alive must be registered, or it would stay held for the store's lifetime):
@@ -35,6 +41,8 @@ type Work<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 /// ```
 pub struct FinishOnDrop<T: Send + 'static> {
     work: Option<Work<T>>,
+    /// For an abandoned work: what runs on its output (`None`: it is dropped).
+    then: Option<Then<T>>,
 }
 
 impl<T: Send + 'static> FinishOnDrop<T> {
@@ -42,6 +50,21 @@ impl<T: Send + 'static> FinishOnDrop<T> {
     pub fn new(work: impl Future<Output = T> + Send + 'static) -> Self {
         Self {
             work: Some(Box::pin(work)),
+            then: None,
+        }
+    }
+
+    /// As [`FinishOnDrop::new`], but the output of a work dropped before it completed
+    /// is handed to `abandoned`, run on the same task right after the work. A work that
+    /// completes in place never runs `abandoned`.
+    pub(crate) fn or_on_drop<F, Fut>(work: impl Future<Output = T> + Send + 'static, abandoned: F) -> Self
+    where
+        F: FnOnce(T) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        Self {
+            work: Some(Box::pin(work)),
+            then: Some(Box::new(move |out| Box::pin(abandoned(out)))),
         }
     }
 }
@@ -57,6 +80,7 @@ impl<T: Send + 'static> Future for FinishOnDrop<T> {
         let out = work.as_mut().poll(cx);
         if out.is_ready() {
             self.work = None;
+            self.then = None;
         }
         out
     }
@@ -65,11 +89,18 @@ impl<T: Send + 'static> Future for FinishOnDrop<T> {
 impl<T: Send + 'static> Drop for FinishOnDrop<T> {
     fn drop(&mut self) {
         if let Some(work) = self.work.take() {
-            // Outside a runtime (it is shutting down) nothing can run it; the store then
-            // expires what it holds on its own.
+            let then = self.then.take();
+            // Dropped on a thread without a Tokio context, nothing can run the work, and
+            // a runtime shutting down drops at once the task it would be spawned on:
+            // either way the work is dropped unfinished, and the store expires what it
+            // may hold on its own.
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 runtime.spawn(async move {
-                    drop(work.await);
+                    let out = work.await;
+                    match then {
+                        Some(then) => then(out).await,
+                        None => drop(out),
+                    }
                 });
             }
         }

@@ -1,7 +1,10 @@
 //! Which names a client holds, so that it refuses to wait on itself.
 //!
-//! A client's acquire attempts on one name run one at a time (a per-name gate held by
-//! the attempt's own task, so dropping the caller's future does not open it early). The
+//! A client's acquire attempts on one name run one at a time (a per-name gate, held by
+//! the attempt; a write the attempt sent and its caller then abandoned keeps it until
+//! the write is settled and what it granted released, on a task of its own, so that
+//! dropping the caller's future does not open it early). An attempt waiting for the
+//! gate has sent nothing, and dropped there, sends nothing. The
 //! attempt checks, under the gate, whether this client already holds a live grant of
 //! the name, and registers its own grant before it opens the gate. So of two tasks of
 //! one client acquiring one name at once, exactly one is granted and the other is told

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::driver::{DriverCtx, release_write};
+use crate::driver::{DriverCtx, release_shared};
 use crate::finish::FinishOnDrop;
 use crate::held::HeldNames;
 use crate::mailbox::Mailbox;
@@ -40,9 +40,11 @@ pub enum LossCause {
     Released,
     /// The hold reached its cap (`max_hold`, see [`crate::AcquireOptions::max_hold`]):
     /// the driver stopped renewing and ended the lease, although the store still
-    /// answered. The record is left to expire on its own, so nobody else can take the
-    /// lease before its TTL (from the last renewal) has run out, and this signal fires
-    /// before that.
+    /// answered, and this signal fires before anyone else can take the lease over. The
+    /// driver leaves the record to expire on its own, so while the guard is kept nobody
+    /// else can take the lease before its TTL (from the last renewal) has run out;
+    /// releasing or dropping the guard writes the vacant record, which frees the lease
+    /// at once (as after every other cause but [`LossCause::TakenOver`]).
     MaxHoldReached,
 }
 
@@ -224,7 +226,8 @@ impl Lease {
 
     /// The end of this hold's cap, if it was acquired with a `max_hold`
     /// ([`crate::AcquireOptions::max_hold`], [`crate::ClientConfig::max_hold`]):
-    /// `max_hold` after the grant's write was sent. The lease is not renewed past it
+    /// `max_hold` after the grant's write was sent (the first one, when a write whose
+    /// outcome was unknown was confirmed by a second). The lease is not renewed past it
     /// and ends there with [`LossCause::MaxHoldReached`], at the latest.
     pub fn hold_until(&self) -> Option<Instant> {
         self.shared.hold_until
@@ -254,36 +257,65 @@ impl Lease {
         self.shared.lost.child_token()
     }
 
-    /// Releases the lease and waits for the store's answer. Owner-checked and
-    /// idempotent: if the lease was already lost, nothing is written and this is `Ok`.
+    /// Releases the lease and waits for the store's answer.
+    ///
+    /// Owner-checked: the vacant record is written on the version last seen, guarded on
+    /// this grant's holder and token, so it never vacates a record someone else holds.
+    /// If the lease was taken over ([`LossCause::TakenOver`]), nothing is written and
+    /// this is `Ok`. After any other loss ([`LossCause::Expired`],
+    /// [`LossCause::StoreUnreachable`], [`LossCause::OutcomeUnknown`],
+    /// [`LossCause::StoreError`], [`LossCause::MaxHoldReached`]) the record may still be
+    /// this grant's, so the write is sent all the same: it frees the lease at once if
+    /// the record still names this grant, and is `Ok` if it turns out vacant, gone or
+    /// someone else's. Dropping the guard does the same in the background.
     ///
     /// # Errors
-    /// A store error if the release write failed; the lease then expires on its own.
+    /// A store error if the release write failed, and [`crate::Error::Indeterminate`]
+    /// if every try met a newer version of the record still naming this grant; the
+    /// lease then expires on its own, unrenewed. A client whose renewal driver is gone
+    /// (its runtime ended) still writes the release here, and does not report it.
     pub async fn release(mut self) -> Result<()> {
         self.released = true;
         self.shared.leave_held();
         // The driver stops renewing; the release is written here, in the caller's task
         // (and finished on a task of its own if this future is dropped half-way). A
         // renewal still in flight is no harm: the release then meets its newer version,
-        // finds the record still ours, and writes on that version.
+        // finds the record still ours, and writes on that version. A driver that is
+        // gone renews nothing: there is nothing to stop, and the write is ours anyway.
         let taken = matches!(self.shared.cause.get(), Some(LossCause::TakenOver { .. }));
-        self.driver.forget(self.shared.clone())?;
+        let _ = self.driver.forget(self.shared.clone());
         self.shared.end(LossCause::Released);
         if taken {
             return Ok(());
         }
         let (ctx, shared) = (self.ctx.clone(), self.shared.clone());
         let st = shared.state();
-        FinishOnDrop::new(async move { release_write(&ctx, &shared, st.version, st.record).await }).await
+        FinishOnDrop::new(async move { release_shared(&ctx, &shared, st.version, st.record).await }).await
     }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        if !self.released {
-            self.shared.leave_held();
-            // Never blocks: the driver performs the release.
-            let _ = self.driver.release(self.shared.clone());
+        if self.released {
+            return;
+        }
+        self.shared.leave_held();
+        // Never blocks: the driver performs the release.
+        if self.driver.release(self.shared.clone()).is_err() {
+            // The driver is gone (the runtime it ran on ended): nobody renews the lease.
+            // End it here, and release it on the runtime at hand, if any; without one
+            // the record expires on its own.
+            let taken = matches!(self.shared.cause.get(), Some(LossCause::TakenOver { .. }));
+            self.shared.end(LossCause::Released);
+            if let (false, Ok(runtime)) = (taken, tokio::runtime::Handle::try_current()) {
+                let (ctx, shared) = (self.ctx.clone(), self.shared.clone());
+                let st = shared.state();
+                runtime.spawn(async move {
+                    if let Err(e) = release_shared(&ctx, &shared, st.version, st.record).await {
+                        tracing::warn!(lease = %shared.name, error = %e, "release failed; the lease will expire on its own");
+                    }
+                });
+            }
         }
     }
 }

@@ -10,9 +10,14 @@
 //!
 //! Why no wake-up is missed: the driver publishes its deadline *before* it looks at the
 //! board a last time and goes to sleep, and a caller puts its lease on the board
-//! *before* it reads that deadline (both under the board's lock, and the deadline
-//! sequentially consistent). A lease put there after the driver's last look is
-//! compared with the deadline the driver sleeps until; one put there before is seen.
+//! *before* it reads that deadline. Neither the deadline's store nor its load is under
+//! the board's lock: the deadline is an atomic, stored and loaded sequentially
+//! consistent, and it is the board's mutex that orders the two sides. The driver's look
+//! and the caller's push each take the lock, so one comes first. If the push does, the
+//! look sees the lease. If the look does, its unlock happens before the caller's lock,
+//! so the driver's store of its deadline (before its look) happens before the caller's
+//! load (after its push), and the load sees that deadline or a later one: the lease is
+//! compared with the deadline the driver sleeps until.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -106,6 +111,12 @@ impl Mailbox {
         )
     }
 
+    /// True once the driver is gone (its task ended, or the runtime it ran on did):
+    /// nothing left on the board would be renewed.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+
     /// Starts renewing `lease`, first at `first_wake`; the driver is woken only if it
     /// sleeps past that.
     pub(crate) fn register(&self, lease: Arc<LeaseShared>, first_wake: Instant) -> Result<()> {
@@ -120,7 +131,9 @@ impl Mailbox {
     }
 
     /// Stops renewing `lease` (its guard releases it). The driver drops it from its
-    /// schedule when it next wakes, or at once once [`FORGET_BATCH`] wait.
+    /// schedule when it next wakes, or at once once [`FORGET_BATCH`] wait: the push that
+    /// makes the batch full sends the one wake-up (the driver then takes every lease
+    /// waiting, those pushed after it too, and the count starts again from zero).
     pub(crate) fn forget(&self, lease: Arc<LeaseShared>) -> Result<()> {
         if self.tx.is_closed() {
             return Err(Error::Shutdown);
@@ -130,7 +143,7 @@ impl Mailbox {
             q.forget.push(lease);
             q.forget.len()
         };
-        if waiting >= FORGET_BATCH {
+        if waiting == FORGET_BATCH {
             self.wake()?;
         }
         Ok(())
@@ -215,7 +228,18 @@ mod tests {
             mailbox.forget(lease.clone()).expect("forget");
         }
         assert_eq!(wakes(&mut rx), 0);
-        mailbox.forget(lease).expect("forget");
+        mailbox.forget(lease.clone()).expect("forget");
+        assert_eq!(wakes(&mut rx), 1);
+        // Released while the driver has not yet taken the batch: no more wake-ups.
+        for _ in 0..10 {
+            mailbox.forget(lease.clone()).expect("forget");
+        }
+        assert_eq!(wakes(&mut rx), 0, "one wake-up per batch, not one per release past it");
+        assert_eq!(board.take().forget.len(), FORGET_BATCH + 10);
+        // Taken: the next full batch wakes the driver again, once.
+        for _ in 0..FORGET_BATCH {
+            mailbox.forget(lease.clone()).expect("forget");
+        }
         assert_eq!(wakes(&mut rx), 1);
         assert_eq!(board.take().forget.len(), FORGET_BATCH);
     }

@@ -34,7 +34,10 @@ impl SeenCache {
         self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Records what a store answer showed at `at` (when the answer arrived).
+    /// Records what a store answer showed at `at`: when a read's (or a conflict's)
+    /// answer arrived, or, for a grant this client wrote, when its write was *sent* (the
+    /// version it wrote cannot predate that, and the grant's own validity counts from
+    /// then: rule 3 of docs/DESIGN.md). A version already known keeps its `first_seen`.
     pub(crate) fn remember(&self, name: &LeaseName, current: Option<&Stored>, at: Instant) {
         let mut seen = self.lock();
         if seen.len() >= MAX_ENTRIES && !seen.contains_key(name) {

@@ -4,10 +4,18 @@
 
 mod common;
 
+use std::pin::pin;
 use std::time::Duration;
 
+use async_trait::async_trait;
+use leasehold_core::store::{
+    Capabilities, CasOutcome, DeleteOutcome, LeaseRecord, Linearizable, Precondition, Stored, Version,
+};
 use leasehold_core::testing::{CountingStore, FaultPlan, FaultStore, process::poll_async};
-use leasehold_core::{AcquireOutcome, Error, Lease, LeaseClient, LeaseName, LossCause, MemoryStore, store::CasStore};
+use leasehold_core::{
+    AcquireOptions, AcquireOutcome, Error, Lease, LeaseClient, LeaseName, LossCause, MemoryStore, Result,
+    store::CasStore,
+};
 use tokio::time::Instant;
 
 async fn vacant(store: &MemoryStore, name: &str) -> bool {
@@ -267,4 +275,273 @@ async fn bad_input_is_a_typed_error_and_changes_nothing() {
         assert!(matches!(err, Error::InvalidInput { .. }), "{name:?} {ttl:?}: {err:?}");
     }
     assert_eq!(store.counts().round_trips(), 0, "invalid input reached the store");
+}
+
+/// A store whose writes (and releases) apply at once but whose answers come `delay`
+/// later: a caller that drops the call meanwhile has a grant it never hears of.
+#[derive(Debug, Clone)]
+struct SlowAnswers {
+    inner: MemoryStore,
+    delay: Duration,
+}
+
+#[async_trait]
+impl CasStore for SlowAnswers {
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {
+        self.inner.read(name).await
+    }
+    async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
+        let answer = self.inner.write(name, expect, record).await;
+        tokio::time::sleep(self.delay).await;
+        answer
+    }
+    async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        self.inner.delete(name, version).await
+    }
+}
+
+impl Linearizable for SlowAnswers {}
+
+/// A store on which every release meets a newer version of the record it releases, still
+/// naming the same holder: something renews it behind the releaser's back.
+#[derive(Debug, Clone)]
+struct RenewedBehindTheBack {
+    inner: MemoryStore,
+}
+
+#[async_trait]
+impl CasStore for RenewedBehindTheBack {
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {
+        self.inner.read(name).await
+    }
+    async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
+        self.inner.write(name, expect, record).await
+    }
+    async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        self.inner.delete(name, version).await
+    }
+    async fn release(&self, name: &LeaseName, version: &Version, held: &LeaseRecord) -> Result<CasOutcome> {
+        if let Some(current) = self.inner.read(name).await? {
+            if current.record.holder == held.holder && current.record.token == held.token {
+                self.inner.renew(name, &current.version, &current.record).await?;
+            }
+        }
+        self.inner.release(name, version, held).await
+    }
+}
+
+impl Linearizable for RenewedBehindTheBack {}
+
+#[tokio::test(start_paused = true)]
+async fn attempts_abandoned_before_their_write_send_nothing() {
+    // Every call takes 10 s; the caller gives each attempt 100 ms, 50 times in a row.
+    let (mem, slow, _) = common::slowed(4, Duration::from_secs(10));
+    let counting = CountingStore::new(slow);
+    let client = LeaseClient::new(counting.clone());
+    let ttl = Duration::from_secs(60);
+    for _ in 0..50 {
+        let attempt = client.try_acquire("job", ttl);
+        assert!(tokio::time::timeout(Duration::from_millis(100), attempt).await.is_err());
+    }
+    // The first attempt sent its write; the 49 others waited for it to settle and were
+    // dropped there. Only that write is finished, and what it granted released.
+    assert!(
+        poll_async(Duration::from_secs(60), || vacant(&mem, "job")).await,
+        "the abandoned grant was not released"
+    );
+    assert_eq!(
+        counting.counts().writes,
+        2,
+        "the first attempt's write and its release, nothing else: {:?}",
+        counting.counts()
+    );
+    // Nothing queued behind it either: the next grant is the second token.
+    let lease = client.acquire("job", ttl).await.expect("acquire");
+    assert_eq!(lease.token().get(), 2, "abandoned attempts were granted meanwhile");
+    assert_eq!(counting.counts().writes, 3, "{:?}", counting.counts());
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_acquire_dropped_after_its_write_applied_releases_the_grant() {
+    let mem = MemoryStore::new();
+    let client = LeaseClient::new(SlowAnswers {
+        inner: mem.clone(),
+        delay: Duration::from_millis(100),
+    });
+    let mut attempt = Box::pin(client.try_acquire("answered", Duration::from_secs(60)));
+    assert!(futures::poll!(attempt.as_mut()).is_pending());
+    // Granted in the store; the answer is on its way when the caller gives up.
+    let name = LeaseName::new("answered").expect("name");
+    let held = mem.read(&name).await.expect("read").expect("written");
+    assert!(held.record.holder.is_some());
+    drop(attempt);
+    assert!(
+        poll_async(Duration::from_secs(2), || vacant(&mem, "answered")).await,
+        "a grant whose answer nobody took was left held"
+    );
+    assert_eq!(next_token(&client, "answered").await, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_acquire_dropped_while_settling_an_unknown_outcome_releases_what_applied() {
+    let mem = MemoryStore::new();
+    let store = FaultStore::new(mem.clone(), 5);
+    let client = LeaseClient::new(store.clone());
+    // The write applies at 100 ms and its answer is lost; so is the answer of the read
+    // that follows (sent at 100 ms, the plan changed meanwhile applies to later calls).
+    store.set_plan(FaultPlan {
+        apply_then_fail: 1.0,
+        delay: Some(Duration::from_millis(100)),
+        ..FaultPlan::none()
+    });
+    let mut attempt = Box::pin(client.try_acquire("in-doubt", Duration::from_secs(60)));
+    assert!(futures::poll!(attempt.as_mut()).is_pending());
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(futures::poll!(attempt.as_mut()).is_pending());
+    store.set_plan(FaultPlan {
+        delay: Some(Duration::from_millis(100)),
+        ..FaultPlan::none()
+    });
+    // Dropped during that read: the task that finishes it reads again, finds the
+    // record naming the abandoned attempt, and releases it.
+    drop(attempt);
+    assert!(
+        poll_async(Duration::from_secs(5), || vacant(&mem, "in-doubt")).await,
+        "a write of unknown outcome that applied was left held"
+    );
+    assert_eq!(next_token(&client, "in-doubt").await, 2);
+}
+
+/// A current-thread runtime with paused time.
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("runtime")
+}
+
+#[test]
+fn a_client_whose_driver_is_gone_sends_no_grant_and_still_releases() {
+    let mem = MemoryStore::new();
+    let counting = CountingStore::new(mem.clone());
+    let client = LeaseClient::new(counting.clone());
+    let ttl = Duration::from_secs(60);
+    // The renewal driver runs on the runtime of the client's first acquire.
+    let first = paused_runtime();
+    let (released, dropped) = first.block_on(async {
+        let released = client.acquire("released", ttl).await.expect("acquire");
+        let dropped = client.acquire("dropped", ttl).await.expect("acquire");
+        (released, dropped)
+    });
+    drop(first);
+    paused_runtime().block_on(async {
+        counting.reset();
+        let err = client.try_acquire("never", ttl).await.unwrap_err();
+        assert!(matches!(err, Error::Shutdown), "{err:?}");
+        assert_eq!(counting.counts().writes, 0, "a grant nobody would renew was written");
+        let never = LeaseName::new("never").expect("name");
+        assert!(mem.read(&never).await.expect("read").is_none());
+        // The release runs in the caller's task: it needs no driver.
+        released.release().await.expect("release without a driver");
+        assert!(vacant(&mem, "released").await, "release did not write");
+        // Nor does a dropped guard: released on the runtime at hand.
+        drop(dropped);
+        assert!(
+            poll_async(Duration::from_secs(2), || vacant(&mem, "dropped")).await,
+            "a dropped guard was left held"
+        );
+    });
+}
+
+#[test]
+fn a_grant_whose_driver_went_away_during_its_write_is_given_back() {
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let (mem, _slow, client) = common::slowed(6, Duration::from_millis(100));
+        let ttl = Duration::from_secs(60);
+        let first = paused_runtime();
+        first.block_on(async {
+            let warm = client.acquire("warm", ttl).await.expect("acquire");
+            warm.release().await.expect("release");
+        });
+        paused_runtime().block_on(async {
+            let mut attempt = pin!(client.try_acquire("racing", ttl));
+            assert!(futures::poll!(attempt.as_mut()).is_pending(), "the write is in flight");
+            // The driver's runtime ends while the write is in flight.
+            first.shutdown_background();
+            let err = attempt.await.unwrap_err();
+            assert!(matches!(err, Error::Shutdown), "{err:?}");
+            assert!(
+                vacant(&mem, "racing").await,
+                "a grant the driver cannot renew was left held"
+            );
+        });
+    });
+    let held: Vec<f64> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(key, ..)| key.key().name() == leasehold_core::observe::HELD)
+        .filter_map(|(.., value)| match value {
+            metrics_util::debugging::DebugValue::Gauge(g) => Some(g.into_inner()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(held, vec![0.0], "the held gauge");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timeout_too_long_for_the_clock_means_no_deadline() {
+    let store = MemoryStore::new();
+    let client = LeaseClient::new(store.clone());
+    let ttl = Duration::from_secs(60);
+    let lease = client
+        .acquire_timeout("free", ttl, Duration::MAX)
+        .await
+        .expect("acquire_timeout");
+    lease.release().await.expect("release");
+    let forever = AcquireOptions::new(ttl).timeout(Duration::MAX);
+    let set = client
+        .acquire_all_with(["a", "b"], &forever)
+        .await
+        .expect("acquire_all_with");
+    set.release().await.expect("release");
+    // Held by another client: waited for until it is released, never timed out.
+    let holder = LeaseClient::new(store.clone())
+        .acquire("busy", ttl)
+        .await
+        .expect("holder");
+    let started = Instant::now();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        holder.release().await.expect("release");
+    });
+    let lease = client.acquire_with("busy", &forever).await.expect("acquire_with");
+    assert!(Instant::now() - started >= Duration::from_secs(5));
+    assert_eq!(lease.token().get(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_that_keeps_meeting_our_own_newer_record_is_not_ok() {
+    let mem = MemoryStore::new();
+    let client = LeaseClient::new(RenewedBehindTheBack { inner: mem.clone() });
+    let lease = client
+        .acquire("renewed", Duration::from_secs(60))
+        .await
+        .expect("acquire");
+    let holder = lease.holder().clone();
+    let err = lease.release().await.unwrap_err();
+    assert!(matches!(err, Error::Indeterminate { .. }), "{err:?}");
+    // It was right not to say Ok: the record still names the holder.
+    let name = LeaseName::new("renewed").expect("name");
+    let rec = mem.read(&name).await.expect("read").expect("present");
+    assert_eq!(rec.record.holder.as_ref(), Some(&holder));
 }

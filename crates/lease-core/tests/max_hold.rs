@@ -1,12 +1,13 @@
 //! A hard cap on a hold (`max_hold`): past it the driver stops renewing, the loss signal
 //! fires with `MaxHoldReached`, and nobody can take the lease over before its TTL from
-//! the last renewal has run out. Paused time: every instant is exact.
+//! the last renewal has run out, unless its guard is released or dropped (which frees it
+//! at once). Paused time: every instant is exact.
 #![cfg(feature = "testing")]
 #![allow(missing_docs)]
 
 use std::time::Duration;
 
-use leasehold_core::testing::CountingStore;
+use leasehold_core::testing::{CountingStore, FaultPlan, FaultStore};
 use leasehold_core::{
     AcquireOptions, AcquireOutcome, ClientConfig, Error, LeaseClient, LeaseName, LossCause, MemoryStore,
     store::CasStore,
@@ -183,4 +184,43 @@ async fn a_zero_cap_is_invalid_and_a_timeout_still_applies() {
         .unwrap_err();
     assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
     assert_eq!(Instant::now() - started, S(3));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cap_counts_from_the_first_write_when_a_second_confirms_it() {
+    let store = FaultStore::new(MemoryStore::new(), 11);
+    let client = LeaseClient::new(store.clone());
+    // The grant's write is sent at t0 and applies at 100 ms, but its answer is lost; the
+    // read that settles it (100 to 200 ms) and the confirming write (200 to 300 ms) go
+    // through.
+    store.set_plan(FaultPlan {
+        apply_then_fail: 1.0,
+        delay: Some(Duration::from_millis(100)),
+        ..FaultPlan::none()
+    });
+    let t0 = Instant::now();
+    let options = AcquireOptions::new(S(30)).max_hold(S(60));
+    let mut attempt = Box::pin(client.try_acquire_with("confirmed", &options));
+    assert!(
+        futures::poll!(attempt.as_mut()).is_pending(),
+        "the first write is in flight"
+    );
+    store.set_plan(FaultPlan {
+        delay: Some(Duration::from_millis(100)),
+        ..FaultPlan::none()
+    });
+    let lease = attempt.await.expect("try").granted().expect("granted");
+    assert_eq!(Instant::now(), t0 + Duration::from_millis(300));
+    assert_eq!(store.injected(), 1);
+    assert_eq!(lease.token().get(), 1, "the first write's grant, confirmed");
+    assert_eq!(
+        lease.hold_until(),
+        Some(t0 + S(60)),
+        "the cap counts from the write that made the grant"
+    );
+    // Validity counts from the confirming write, which renewed the record.
+    assert_eq!(
+        lease.valid_until(),
+        t0 + Duration::from_millis(200) + Duration::from_millis(28_500)
+    );
 }
