@@ -7,12 +7,17 @@
 //! held name's record that is not the store's own write drops the held entry (the
 //! core's `SessionBook`, guarded by the revision it was confirmed at), so the holder's
 //! next renewal is a transaction again, finds the record changed, and the holder loses
-//! the lease: within one renewal interval, at no request per renewal. Events on names
-//! the store does not hold are ignored.
+//! the lease: within one renewal interval, at no request per renewal. Events on a name
+//! with a held write in flight are kept too (the store registers the name before it
+//! sends the write): a change that lands after the write but is seen before the write is
+//! registered as held keeps it from being registered. Events on other names are ignored.
 //!
-//! A watch that breaks reopens after the last revision it saw; one that etcd cancels
-//! (compacted past it) reads every held record afresh and reopens after the newest
-//! revision read. The watch closes once the store has held nothing for [`IDLE_CLOSE`].
+//! A watch that breaks reopens after the last revision it saw. One that etcd cancels
+//! because it compacted past it ([`recover`]) reads every watched record afresh, marks
+//! the held entries of those it could not read unconfirmed (their next renewal is a
+//! transaction), and reopens at the compaction revision, the oldest etcd still has: every
+//! change from there on is seen, whichever names were registered meanwhile. The watch
+//! closes once the store has held nothing for [`IDLE_CLOSE`].
 
 use std::sync::{Mutex, MutexGuard, Weak};
 use std::time::Duration;
@@ -40,10 +45,24 @@ impl HeldWatch {
     }
 }
 
+/// What the held-record watch needs from its store to recover from a compaction
+/// ([`recover`]).
+#[async_trait::async_trait]
+pub(crate) trait Reread: Send + Sync {
+    /// The names whose changes the watch must not miss: those the store holds, and
+    /// those it has a held write in flight on.
+    fn watched_names(&self) -> Vec<LeaseName>;
+    /// Reads `name`'s record afresh (updating what the store holds); the revision read.
+    async fn refresh(&self, name: &LeaseName) -> Result<i64>;
+    /// `name`'s record could not be read afresh: it may have changed unseen, so its
+    /// held entry (and the one a write in flight on it registers) must not be renewed
+    /// without a request.
+    fn unconfirm(&self, name: &LeaseName);
+}
+
 /// What the held-record watch needs from its store. The store implements it, so this
 /// module does not depend on the store's internals.
-#[async_trait::async_trait]
-pub(crate) trait HeldHost: Send + Sync + 'static {
+pub(crate) trait HeldHost: Reread + 'static {
     /// The store's watch flag.
     fn held_watch(&self) -> &HeldWatch;
     /// The store's key prefix.
@@ -52,12 +71,9 @@ pub(crate) trait HeldHost: Send + Sync + 'static {
     fn watch_client(&self) -> etcd_client::WatchClient;
     /// True while the store holds any record.
     fn holds_any(&self) -> bool;
-    /// The names the store holds.
-    fn held_names(&self) -> Vec<LeaseName>;
-    /// An event on `name`'s record at revision `rev` (`None`: deleted), for a held name.
+    /// An event on `name`'s record at revision `rev` (`None`: deleted); ignored unless
+    /// the name is one of [`Reread::watched_names`].
     fn observe_held(&self, name: &LeaseName, rev: i64, kv: Option<&RecordKv>);
-    /// Reads `name`'s record afresh (updating what the store holds); its revision.
-    async fn refresh(&self, name: &LeaseName) -> Result<i64>;
 }
 
 /// Starts the store's held-record watch, from after revision `after` (the revision of a
@@ -101,6 +117,27 @@ fn stop_if_idle<H: HeldHost>(host: &H, idle_since: &mut Option<tokio::time::Inst
     true
 }
 
+/// After etcd cancelled the watch at `after`: when it compacted past it (`compacted`,
+/// the oldest revision it keeps; 0 for a cancel of another kind, which loses nothing),
+/// the changes before `compacted` are lost, so every watched record is read afresh, and
+/// one that cannot be is [unconfirmed](Reread::unconfirm) rather than skipped. Returns
+/// the revision after which the watch reopens: just before `compacted`, so the watch
+/// sees every change from there on, including those to names registered after the reads
+/// began (their writes came after the compaction). Reopening at the oldest revision etcd
+/// keeps cannot be refused again unless etcd compacts again.
+async fn recover<H: Reread + ?Sized>(host: &H, after: i64, compacted: i64) -> i64 {
+    if compacted <= 0 {
+        return after;
+    }
+    for name in host.watched_names() {
+        if let Err(e) = host.refresh(&name).await {
+            tracing::debug!(lease = %name, error = %e, "held record not re-read after a compaction");
+            host.unconfirm(&name);
+        }
+    }
+    after.max(compacted - 1)
+}
+
 /// The watch: runs while the store holds records.
 async fn run<H: HeldHost>(inner: Weak<H>, mut after: i64) {
     let mut idle_since = None;
@@ -127,11 +164,7 @@ async fn run<H: HeldHost>(inner: Weak<H>, mut after: i64) {
                 Ok(Some(resp)) if resp.canceled() => {
                     // Compacted past our revision: what changed since is read afresh.
                     tracing::debug!(reason = resp.cancel_reason(), "held-record watch cancelled");
-                    for name in store.held_names() {
-                        if let Ok(rev) = store.refresh(&name).await {
-                            after = after.max(rev);
-                        }
-                    }
+                    after = recover(&*store, after, resp.compact_revision()).await;
                     drop(store);
                     tokio::time::sleep(REOPEN_PAUSE).await;
                     break;
@@ -168,7 +201,88 @@ async fn run<H: HeldHost>(inner: Weak<H>, mut after: i64) {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+
+    use leasehold_core::Error;
+
     use super::*;
+
+    fn name(n: &str) -> LeaseName {
+        LeaseName::new(n).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A store whose re-read of `fails` fails and of any other name reads revision 100.
+    struct Rereads {
+        names: Vec<LeaseName>,
+        fails: LeaseName,
+        read: Mutex<Vec<LeaseName>>,
+        unconfirmed: Mutex<Vec<LeaseName>>,
+    }
+
+    #[async_trait::async_trait]
+    impl Reread for Rereads {
+        fn watched_names(&self) -> Vec<LeaseName> {
+            self.names.clone()
+        }
+        async fn refresh(&self, name: &LeaseName) -> Result<i64> {
+            self.read
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(name.clone());
+            if *name == self.fails {
+                return Err(Error::Unavailable {
+                    message: "etcd is down".into(),
+                    source: None,
+                });
+            }
+            Ok(100)
+        }
+        fn unconfirm(&self, name: &LeaseName) {
+            self.unconfirmed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(name.clone());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_record_not_reread_after_a_compaction_is_not_skipped() {
+        let (a, b) = (name("a"), name("b"));
+        let host = Rereads {
+            names: vec![a.clone(), b.clone()],
+            fails: a.clone(),
+            read: Mutex::default(),
+            unconfirmed: Mutex::default(),
+        };
+        // Compacted at 50 while the watch was at 10: both records are read again; the
+        // one whose read failed is unconfirmed (its next renewal is a Txn), and the
+        // watch reopens at 50, not after the newest revision read (100), so changes to
+        // any record between 50 and 100 are seen.
+        assert_eq!(recover(&host, 10, 50).await, 49);
+        assert_eq!(
+            *host.read.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
+            [a.clone(), b]
+        );
+        assert_eq!(
+            *host
+                .unconfirmed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            [a]
+        );
+        // A cancel of another kind loses nothing: nothing is read, the position stays.
+        host.read
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
+        assert_eq!(recover(&host, 10, 0).await, 10);
+        assert!(
+            host.read
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .is_empty()
+        );
+    }
 
     #[test]
     fn only_record_keys_under_the_prefix_name_a_lease() {

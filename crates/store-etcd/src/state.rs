@@ -3,11 +3,18 @@
 //! records it wrote itself (renewed without a transaction, deleted when their holder
 //! stops renewing them: the core's [`SessionBook`]).
 //!
+//! It also knows which names have a held write in flight ([`State::begin_write`]) and
+//! what was seen of their records meanwhile, so that a held entry is never registered
+//! for a record someone changed between the write and its registration
+//! ([`State::hold`]), and which held entries could not be confirmed after the store's
+//! held-record watch lost events ([`State::unconfirm`]): their next renewal is a
+//! transaction.
+//!
 //! Everything here is a cache of etcd's truth except the held records' deadlines, which
 //! are this process's promise to its own holders. Forgetting any of it is safe: a wrong
 //! prediction costs one more transaction, never a wrong grant (etcd's compares decide).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use etcd_client::KeyValue;
@@ -117,11 +124,41 @@ pub(crate) struct Claim {
     pub(crate) token: Option<FencingToken>,
 }
 
+/// A name with writes in flight that may make this store its holder, and what was seen
+/// of its record meanwhile.
+#[derive(Debug, Default)]
+struct Pending {
+    /// How many such writes are in flight.
+    writes: usize,
+    /// The newest state of the record seen meanwhile: the store revision it was seen at
+    /// and the record's mod revision (`None`: absent).
+    newest: Option<(i64, Option<i64>)>,
+    /// A re-read after the held-record watch lost events failed: changes may have been
+    /// missed.
+    unsure: bool,
+}
+
+/// How an expiry delete ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reaped {
+    /// It deleted the record, at this store revision.
+    Deleted(i64),
+    /// Its compare failed: the record is no longer the one it was sent for (replaced or
+    /// deleted by someone), and what it is now is not known.
+    Replaced,
+    /// It got no answer; it is retried.
+    Failed,
+}
+
 /// The store's memory.
 #[derive(Debug, Default)]
 pub(crate) struct State {
     known: HashMap<LeaseName, Known>,
     book: SessionBook<Session, i64>,
+    /// Names with held writes in flight ([`State::begin_write`]).
+    pending: HashMap<LeaseName, Pending>,
+    /// Held names whose next renewal must be a transaction ([`State::unconfirm`]).
+    unconfirmed: HashSet<LeaseName>,
 }
 
 /// A decoded snapshot.
@@ -132,6 +169,7 @@ pub(crate) struct Decoded {
     pub(crate) fence: Result<FenceSeen>,
 }
 
+/// Decodes both keys of a snapshot.
 pub(crate) fn decode(name: &LeaseName, snap: &Snapshot) -> Decoded {
     Decoded {
         record: snap
@@ -221,6 +259,17 @@ impl State {
     }
 
     fn learn(&mut self, name: &LeaseName, rev: i64, record: RecordSeen, fence: FenceSeen) {
+        // Kept apart from `known` (which may be cleared or forgotten): a held write in
+        // flight must learn of any change made after it ([`State::hold`]).
+        if let Some(p) = self.pending.get_mut(name) {
+            if p.newest.is_none_or(|(at, _)| at < rev) {
+                let version = match &record {
+                    RecordSeen::Absent => None,
+                    RecordSeen::Present { version, .. } => Some(*version),
+                };
+                p.newest = Some((rev, version));
+            }
+        }
         if self.known.len() >= MAX_KNOWN && !self.known.contains_key(name) {
             self.known.clear();
         }
@@ -318,13 +367,9 @@ impl State {
     }
 
     /// The held entry of `name`.
+    #[cfg(test)]
     pub(crate) fn held(&self, name: &LeaseName) -> Option<&Held> {
         self.book.get(name)
-    }
-
-    /// The names this store holds.
-    pub(crate) fn held_names(&self) -> Vec<LeaseName> {
-        self.book.names().cloned().collect()
     }
 
     /// True while this store holds any record.
@@ -332,14 +377,97 @@ impl State {
         !self.book.is_empty()
     }
 
-    /// Stores a held entry and schedules its expiry ([`SessionBook::hold`]).
-    pub(crate) fn hold(&mut self, name: &LeaseName, held: Held) {
+    /// Registers a write in flight on `name` that may make this store its holder, before
+    /// it is sent: from now until [`State::end_write`], every change seen of the record
+    /// (on the held-record watch too: [`State::watches`]) is kept for [`State::hold`].
+    pub(crate) fn begin_write(&mut self, name: &LeaseName) {
+        self.pending.entry(name.clone()).or_default().writes += 1;
+    }
+
+    /// A write registered with [`State::begin_write`] finished.
+    pub(crate) fn end_write(&mut self, name: &LeaseName) {
+        if let Some(p) = self.pending.get_mut(name) {
+            p.writes = p.writes.saturating_sub(1);
+            if p.writes == 0 {
+                self.pending.remove(name);
+            }
+        }
+    }
+
+    /// True when the held-record watch's events on `name` matter: the store holds it, or
+    /// has a held write on it in flight. Others are ignored.
+    pub(crate) fn watches(&self, name: &LeaseName) -> bool {
+        self.book.get(name).is_some() || self.pending.contains_key(name)
+    }
+
+    /// The names whose changes the held-record watch must not miss ([`State::watches`]).
+    pub(crate) fn watched_names(&self) -> Vec<LeaseName> {
+        let mut names: Vec<LeaseName> = self.book.names().cloned().collect();
+        names.extend(self.pending.keys().filter(|n| self.book.get(n).is_none()).cloned());
+        names
+    }
+
+    /// `name`'s record may have changed unseen (a re-read after the held-record watch
+    /// lost events failed): its held entry, and the one a write in flight registers,
+    /// are renewed with a transaction next time. They still expire at their deadlines.
+    pub(crate) fn unconfirm(&mut self, name: &LeaseName) {
+        if self.book.get(name).is_some() {
+            self.unconfirmed.insert(name.clone());
+        }
+        if let Some(p) = self.pending.get_mut(name) {
+            p.unsure = true;
+        }
+    }
+
+    /// The held entry of `name` if its renewal needs no request: held, and not
+    /// [unconfirmed](State::unconfirm).
+    pub(crate) fn renewable(&self, name: &LeaseName) -> Option<&Held> {
+        self.book.get(name).filter(|_| !self.unconfirmed.contains(name))
+    }
+
+    /// Stores a held entry and schedules its expiry ([`SessionBook::hold`]); false when
+    /// it was refused.
+    ///
+    /// A confirmed entry (a write applied at revision `v`) is refused when something
+    /// seen of the record at a later revision is not that record (deleted, or another
+    /// mod revision): someone changed it after the write, perhaps before the write was
+    /// registered here, where the held-record watch ignored the change. The store then
+    /// ends as if the change came just after the registration (registered, then dropped:
+    /// an entry it replaced is kept as an orphan as usual), and the holder's first
+    /// renewal is a transaction that finds the change. An entry registered while a
+    /// re-read of the record failed ([`State::unconfirm`]) is registered unconfirmed.
+    pub(crate) fn hold(&mut self, name: &LeaseName, held: Held) -> bool {
+        let pending = self.pending.get(name);
+        let changed = held.version.is_some_and(|v| {
+            let after = |seen: Option<(i64, Option<i64>)>| seen.is_some_and(|(at, s)| at > v && s != Some(v));
+            let known = self.known.get(name).map(|k| {
+                let version = match &k.record {
+                    RecordSeen::Absent => None,
+                    RecordSeen::Present { version, .. } => Some(*version),
+                };
+                (k.rev, version)
+            });
+            after(pending.and_then(|p| p.newest)) || after(known)
+        });
+        let unsure = pending.is_some_and(|p| p.unsure);
         self.book.hold(name, held);
+        if changed {
+            self.book.unhold(name);
+            self.unconfirmed.remove(name);
+            return false;
+        }
+        if unsure {
+            self.unconfirmed.insert(name.clone());
+        } else {
+            self.unconfirmed.remove(name);
+        }
+        true
     }
 
     /// Drops the held entry of `name` (released, deleted, replaced by a vacant record).
     pub(crate) fn unhold(&mut self, name: &LeaseName) {
         self.book.unhold(name);
+        self.unconfirmed.remove(name);
     }
 
     /// Extends the held entry of `name` at `version` to `deadline`; false if it is gone,
@@ -354,6 +482,7 @@ impl State {
             if let Some(k) = self.known.get_mut(&name) {
                 k.record = RecordSeen::Absent;
             }
+            self.unconfirmed.remove(&name);
         }
     }
 
@@ -362,11 +491,15 @@ impl State {
         self.book.take_due(now)
     }
 
-    /// An expiry delete finished: `Some(rev)` if it deleted the record (or found it
-    /// already replaced), `None` if it must be retried at `retry_at`.
-    pub(crate) fn reaped(&mut self, reap: &Reap, done: Option<i64>, retry_at: Instant) {
-        self.book.expired(reap, done.is_some(), retry_at);
-        if let (Some(rev), false) = (done, reap.orphan) {
+    /// An expiry delete finished; a failed one is retried at `retry_at`. Only a delete
+    /// that applied says the record is absent: one whose compare failed found it
+    /// replaced by something it did not read.
+    pub(crate) fn reaped(&mut self, reap: &Reap, outcome: Reaped, retry_at: Instant) {
+        self.book.expired(reap, outcome != Reaped::Failed, retry_at);
+        if self.book.get(&reap.name).is_none() {
+            self.unconfirmed.remove(&reap.name);
+        }
+        if let (Reaped::Deleted(rev), false) = (outcome, reap.orphan) {
             self.learn(&reap.name, rev, RecordSeen::Absent, FenceSeen::Unknown);
         }
     }
@@ -481,6 +614,138 @@ mod tests {
         let s = snap(13, None, Some(FencingToken::MAX.get()));
         st.observe(&n, &s, &decode(&n, &s));
         assert_eq!(st.claim(&n, now).token, None);
+    }
+
+    fn kv(version: i64, r: &LeaseRecord) -> RecordKv {
+        RecordKv {
+            version,
+            lease: i64::from(!r.is_vacant()),
+            bytes: record_codec::encode(r),
+        }
+    }
+
+    /// The held entry a write applied at `rev` registers (a 1 s record).
+    fn held_at(rev: i64, r: &LeaseRecord, now: Instant) -> Held {
+        let session = std::sync::Arc::new(Session::new(1, Duration::from_secs(1), now));
+        Held::new(
+            Some(rev),
+            record_codec::encode(r),
+            r.clone(),
+            session,
+            now + Duration::from_secs(1),
+            rev,
+        )
+    }
+
+    fn named(n: &str) -> LeaseName {
+        LeaseName::new(n).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_change_after_a_held_write_keeps_it_from_being_registered() {
+        let now = Instant::now();
+        let mine = rec(Some("me"), 1);
+        let theirs = rec(Some("operator"), 100);
+        let mut st = State::default();
+        // Names the store never touched: the held-record watch ignores their events.
+        let untouched = named("untouched");
+        assert!(!st.watches(&untouched));
+
+        // A put seen before the write's own response is handled (at 11, the write
+        // applied at 10): refused, and the first renewal is a Txn.
+        let a = named("a");
+        st.begin_write(&a);
+        assert!(st.watches(&a), "a name with a held write in flight is watched");
+        st.observe_event(&a, 11, Some(&kv(11, &theirs)));
+        st.wrote(&a, 10, &mine, true);
+        assert!(!st.hold(&a, held_at(10, &mine, now)));
+        assert!(st.held(&a).is_none() && st.renewable(&a).is_none());
+        st.end_write(&a);
+
+        // A delete seen after the response but before the registration: refused.
+        let b = named("b");
+        st.begin_write(&b);
+        st.wrote(&b, 10, &mine, true);
+        st.observe_event(&b, 11, None);
+        assert!(!st.hold(&b, held_at(10, &mine, now)));
+        assert!(st.held(&b).is_none());
+        st.end_write(&b);
+
+        // Seen even when the cache forgot it since (an unknown write, or a full cache).
+        let c = named("c");
+        st.begin_write(&c);
+        st.observe_event(&c, 11, Some(&kv(11, &theirs)));
+        st.forget(&c);
+        st.wrote(&c, 10, &mine, true);
+        assert!(!st.hold(&c, held_at(10, &mine, now)));
+        st.end_write(&c);
+
+        // The write's own event, an older change and a later read of the record: held.
+        let d = named("d");
+        st.begin_write(&d);
+        st.observe_event(&d, 9, None);
+        st.observe_event(&d, 10, Some(&kv(10, &mine)));
+        st.wrote(&d, 10, &mine, true);
+        let s = snap(12, Some((10, &mine)), Some(1));
+        st.observe(&d, &s, &decode(&d, &s));
+        assert!(st.hold(&d, held_at(10, &mine, now)));
+        assert!(st.renewable(&d).is_some());
+        st.end_write(&d);
+        assert!(st.watches(&d), "a held name is watched");
+        assert!(!st.watches(&a), "a name is not watched once its write ended unheld");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unconfirmed_entry_is_renewed_with_a_txn_and_still_expires() {
+        let now = Instant::now();
+        let mine = rec(Some("me"), 1);
+        let mut st = State::default();
+        let a = named("a");
+        assert!(st.hold(&a, held_at(10, &mine, now)));
+        st.unconfirm(&a);
+        assert!(st.renewable(&a).is_none(), "an unconfirmed entry is renewed with a Txn");
+        assert!(st.held(&a).is_some(), "an unconfirmed entry is still held");
+        let (due, _) = st.take_due(now + Duration::from_secs(1));
+        assert_eq!(due.len(), 1, "an unconfirmed entry still expires");
+        // A write registered while a re-read of its record failed is unconfirmed too.
+        let b = named("b");
+        st.begin_write(&b);
+        st.unconfirm(&b);
+        assert!(st.hold(&b, held_at(20, &mine, now)));
+        assert!(st.held(&b).is_some() && st.renewable(&b).is_none());
+        st.end_write(&b);
+        // The Txn that renews it confirms it.
+        assert!(st.hold(&b, held_at(21, &mine, now)));
+        assert!(st.renewable(&b).is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_an_expiry_delete_that_applied_says_the_record_is_gone() {
+        let now = Instant::now();
+        let mine = rec(Some("me"), 1);
+        let mut st = State::default();
+        let a = named("a");
+        st.wrote(&a, 10, &mine, true);
+        assert!(st.hold(&a, held_at(10, &mine, now)));
+        let (due, _) = st.take_due(now + Duration::from_secs(1));
+        let reap = due.first().cloned().unwrap_or_else(|| panic!("nothing due"));
+        // Its compare failed at 12: the record is something else, not read.
+        st.reaped(&reap, Reaped::Replaced, now);
+        assert!(st.held(&a).is_none());
+        assert!(
+            matches!(
+                st.known(&a).map(|k| &k.record),
+                Some(RecordSeen::Present { version: 10, .. })
+            ),
+            "{:?}",
+            st.known(&a)
+        );
+        // One that applied at 12.
+        st.reaped(&reap, Reaped::Deleted(12), now);
+        assert!(matches!(
+            st.known(&a).map(|k| (k.rev, &k.record)),
+            Some((12, RecordSeen::Absent))
+        ));
     }
 
     #[test]

@@ -21,10 +21,10 @@ use leasehold_core::store::session::{Expire, expire_due, kick_for};
 
 use crate::config::EtcdConfig;
 use crate::error::{self, Effect};
-use crate::held_watch::{self, HeldHost, HeldWatch};
+use crate::held_watch::{self, HeldHost, HeldWatch, Reread};
 use crate::keys::{Keys, encode_fence};
 use crate::session::{self, Cover, Session, SessionHost};
-use crate::state::{Claim, Decoded, Held, Reap, RecordCmp, RecordKv, Snapshot, State, decode, version_of};
+use crate::state::{Claim, Decoded, Held, Reap, Reaped, RecordCmp, RecordKv, Snapshot, State, decode, version_of};
 use crate::stats::{EtcdStats, Stats};
 use crate::watch::{self, Look, WatchHost, Watches};
 
@@ -54,6 +54,9 @@ pub(crate) struct Inner {
     reaper_kick: Arc<Notify>,
     reaper_started: std::sync::OnceLock<()>,
     me: Weak<Inner>,
+    /// A test's hook, run once after the next held write applies ([`tests::AfterTxn`]).
+    #[cfg(test)]
+    after_txn: Mutex<Option<tests::AfterTxn>>,
 }
 
 impl fmt::Debug for EtcdStore {
@@ -90,6 +93,8 @@ impl EtcdStore {
                 reaper_kick: Arc::new(Notify::new()),
                 reaper_started: std::sync::OnceLock::new(),
                 me: me.clone(),
+                #[cfg(test)]
+                after_txn: Mutex::new(None),
             }),
         }
     }
@@ -188,6 +193,18 @@ impl WatchHost for Inner {
 }
 
 #[async_trait]
+impl Reread for Inner {
+    fn watched_names(&self) -> Vec<LeaseName> {
+        self.lock().watched_names()
+    }
+    async fn refresh(&self, name: &LeaseName) -> Result<i64> {
+        Ok(Inner::read_state(self, name).await?.rev)
+    }
+    fn unconfirm(&self, name: &LeaseName) {
+        self.lock().unconfirm(name);
+    }
+}
+
 impl HeldHost for Inner {
     fn held_watch(&self) -> &HeldWatch {
         &self.held_watch
@@ -201,17 +218,24 @@ impl HeldHost for Inner {
     fn holds_any(&self) -> bool {
         self.lock().holds_any()
     }
-    fn held_names(&self) -> Vec<LeaseName> {
-        self.lock().held_names()
-    }
     fn observe_held(&self, name: &LeaseName, rev: i64, kv: Option<&RecordKv>) {
         let mut st = self.lock();
-        if st.held(name).is_some() {
+        if st.watches(name) {
             st.observe_event(name, rev, kv);
         }
     }
-    async fn refresh(&self, name: &LeaseName) -> Result<i64> {
-        Ok(Inner::read_state(self, name).await?.rev)
+}
+
+/// A held write in flight on a name, registered with [`State::begin_write`] until it is
+/// dropped (on every way out of the write).
+struct Writing<'a> {
+    inner: &'a Inner,
+    name: &'a LeaseName,
+}
+
+impl Drop for Writing<'_> {
+    fn drop(&mut self) {
+        self.inner.lock().end_write(self.name);
     }
 }
 
@@ -357,19 +381,35 @@ impl Inner {
         Ok(s)
     }
 
+    /// Runs the test's hook set with `tests::after_txn`, if any (once).
+    #[cfg(test)]
+    async fn after_txn(&self, name: &LeaseName, rev: i64) {
+        let hook = self
+            .after_txn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(hook) = hook {
+            hook(name.clone(), rev).await;
+        }
+    }
+
     fn start_reaper(&self) {
         if self.reaper_started.set(()).is_ok() {
             tokio::spawn(expire_due(self.me.clone(), self.reaper_kick.clone()));
         }
     }
 
+    /// Registers a held entry ([`State::hold`]: refused if the record changed since the
+    /// write) and makes sure it expires and that changes to it are seen.
     fn hold(&self, name: &LeaseName, held: Held) {
         let confirmed = held.version.map(|_| held.seen_at);
         let deadline = held.deadline;
-        self.lock().hold(name, held);
+        let registered = self.lock().hold(name, held);
+        // Refused, it may still have left an orphan to expire.
         self.start_reaper();
         kick_for(&self.reaper_kick, deadline);
-        if let Some(rev) = confirmed {
+        if let (Some(rev), true) = (confirmed, registered) {
             // From the revision of the write that made this store a holder: a foreign
             // change after it is seen, even one made before the watch opened.
             held_watch::ensure(&self.me, self, rev);
@@ -437,6 +477,12 @@ impl Inner {
             Some(_) => Some(self.session_for(record.ttl).await?),
             None => None,
         };
+        // A held write: changes to the record from now on are kept, so that one made after
+        // the write applies is not lost before the write is registered (`State::hold`).
+        let _writing = session.is_some().then(|| {
+            self.lock().begin_write(name);
+            Writing { inner: self, name }
+        });
         // A held record lives as long as its session when its process stops: the
         // session's TTL (whole seconds, at least etcd's minimum) is the lease's real TTL.
         // The record says so, and the grant reports it (`Lease::ttl`), rather than
@@ -505,6 +551,8 @@ impl Inner {
             match self.send_txn(txn).await {
                 Ok(resp) if resp.succeeded() => {
                     let rev = header_revision(&resp)?;
+                    #[cfg(test)]
+                    self.after_txn(name, rev).await;
                     let remaining = {
                         let mut st = self.lock();
                         st.wrote(name, rev, &to_write, claim);
@@ -610,9 +658,10 @@ impl Inner {
     async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
         let call = Instant::now();
         let v = parse_version(version)?;
-        let held = self.lock().held(name).cloned();
+        let held = self.lock().renewable(name).cloned();
         let Some(h) = held else {
-            // Not a record this store keeps alive: renew it the ordinary way (a Txn).
+            // Not a record this store keeps alive, or one that may have changed unseen:
+            // renew it the ordinary way (a Txn).
             return self.write(name, &Precondition::Version(version.clone()), record).await;
         };
         match h.version {
@@ -868,20 +917,21 @@ impl Expire for Inner {
             .when(guard)
             .and_then([TxnOp::delete(keys.record.clone(), None)]);
         self.stats.expiry_delete();
-        let done = match self.send_txn(txn).await {
-            Ok(resp) => {
-                if resp.succeeded() {
-                    tracing::debug!(lease = %reap.name, "deleted a held record its holder stopped renewing");
-                }
-                Some(resp.header().map_or(0, |h| h.revision()))
+        let outcome = match self.send_txn(txn).await {
+            Ok(resp) if resp.succeeded() => {
+                tracing::debug!(lease = %reap.name, "deleted a held record its holder stopped renewing");
+                Reaped::Deleted(resp.header().map_or(0, |h| h.revision()))
             }
+            // The record is not the one written: replaced or deleted by someone, and not
+            // read; what it is now is learnt by the next read or claim.
+            Ok(_) => Reaped::Replaced,
             Err(f) => {
                 let e = self.failure("expiry delete", Effect::Write, f);
                 tracing::debug!(lease = %reap.name, error = %e, "expiry delete failed; retrying");
-                None
+                Reaped::Failed
             }
         };
-        self.lock().reaped(reap, done, Instant::now() + REAP_RETRY);
+        self.lock().reaped(reap, outcome, Instant::now() + REAP_RETRY);
     }
 }
 
@@ -1039,3 +1089,163 @@ impl CasStore for EtcdStore {
 }
 
 impl Linearizable for EtcdStore {}
+
+/// Tests of the store's internals against the tests' etcd (`scripts/stores.sh start
+/// etcd`, `eval "$(scripts/stores.sh env)"`), where the public API cannot reach a race.
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::Pin;
+
+    use etcd_client::DeleteOptions;
+    use leasehold_core::HolderId;
+
+    use super::*;
+
+    /// A hook run once after the next held write applies at the given revision, before
+    /// the store registers it.
+    pub(crate) type AfterTxn = Box<dyn FnOnce(LeaseName, i64) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
+
+    async fn store(tag: &str) -> EtcdStore {
+        let endpoints = leasehold_testkit::etcd_endpoints();
+        let opts = etcd_client::ConnectOptions::new().with_connect_timeout(Duration::from_secs(2));
+        let client = etcd_client::Client::connect(&endpoints, Some(opts))
+            .await
+            .unwrap_or_else(|e| panic!("cannot connect to etcd at {endpoints:?}: {e}"));
+        let prefix = format!("lh-test/store-etcd/unit-{tag}/{}/", leasehold_testkit::unique_suffix());
+        EtcdStore::new(
+            client,
+            EtcdConfig::new(prefix).unwrap_or_else(|e| panic!("config: {e}")),
+        )
+    }
+
+    async fn cleanup(store: &EtcdStore) {
+        let mut c = store.client().clone();
+        let _ = c
+            .delete(store.config().prefix(), Some(DeleteOptions::new().with_prefix()))
+            .await;
+    }
+
+    fn name(n: &str) -> LeaseName {
+        LeaseName::new(n).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn held_by(holder: &str) -> LeaseRecord {
+        LeaseRecord::held(
+            HolderId::new(holder).unwrap_or_else(|e| panic!("{e}")),
+            FencingToken::FIRST,
+            Ttl::new(Duration::from_secs(30)).unwrap_or_else(|e| panic!("{e}")),
+        )
+    }
+
+    fn vacant(token: u64) -> LeaseRecord {
+        LeaseRecord {
+            holder: None,
+            token: FencingToken::new(token),
+            ttl: Ttl::new(Duration::from_secs(30)).unwrap_or_else(|e| panic!("{e}")),
+            wall_expires_at_ms: None,
+        }
+    }
+
+    async fn granted(store: &EtcdStore, n: &LeaseName, record: &LeaseRecord) -> Stored {
+        match store.write(n, &Precondition::Claimable, record).await {
+            Ok(CasOutcome::Written(s)) => s,
+            other => panic!("claim of {n}: {other:?}"),
+        }
+    }
+
+    /// Polls `done` until it holds, failing after 10 s.
+    async fn until(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(Instant::now() < deadline, "not within 10 s: {what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// An operator's write that lands just after a grant applied, and that the store's
+    /// held-record watch (already running for another name) delivers before the grant is
+    /// registered, still costs the holder its lease: the first renewal is a Txn.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_foreign_write_seen_before_a_grant_is_registered_is_not_lost() {
+        let store = store("grant-race").await;
+        let (a, b) = (name("race/a"), name("race/b"));
+        // b is held: the held-record watch runs.
+        granted(&store, &b, &held_by("me")).await;
+        let weak = Arc::downgrade(&store.inner);
+        let hook: AfterTxn = Box::new(move |granted_name, rev| {
+            Box::pin(async move {
+                let Some(inner) = weak.upgrade() else { return };
+                tracing::debug!(lease = %granted_name, rev, "an operator's put just after the grant");
+                let mut c = inner.client.clone();
+                // The operator's put of a's record, just after the grant...
+                c.put(
+                    inner.keys(&granted_name).record,
+                    record_codec::encode(&vacant(100)),
+                    None,
+                )
+                .await
+                .unwrap_or_else(|e| panic!("put: {e}"));
+                // ... and one of b's, after it: once the watch dropped b, it has
+                // delivered the change of a too (one watch, in revision order).
+                c.put(
+                    inner.keys(&name("race/b")).record,
+                    record_codec::encode(&vacant(100)),
+                    None,
+                )
+                .await
+                .unwrap_or_else(|e| panic!("put: {e}"));
+                until("the watch delivers both puts", || {
+                    inner.lock().held(&name("race/b")).is_none()
+                })
+                .await;
+            })
+        });
+        *store
+            .inner
+            .after_txn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(hook);
+        let grant = granted(&store, &a, &held_by("me")).await;
+        let before = store.stats();
+        let renewal = store.renew(&a, &grant.version, &grant.record).await;
+        let sent = store.stats().since(&before);
+        match renewal {
+            Ok(CasOutcome::Conflict(Current::Present(s))) => assert_eq!(s.record, vacant(100)),
+            other => panic!("the renewal after an operator's put: {other:?}"),
+        }
+        assert_eq!(sent.txns, 1, "the renewal is a Txn: {sent:?}");
+        cleanup(&store).await;
+    }
+
+    /// An expiry delete whose compare failed does not tell the store the record is
+    /// absent: it is not the record the delete was sent for, and may be anything.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_expiry_delete_learns_nothing() {
+        let store = store("reap").await;
+        let n = name("reap/a");
+        let mut c = store.client().clone();
+        c.put(store.record_key(&n), record_codec::encode(&vacant(5)), None)
+            .await
+            .unwrap_or_else(|e| panic!("put: {e}"));
+        let seen = store.read(&n).await.unwrap_or_else(|e| panic!("read: {e}"));
+        let v = parse_version(&seen.unwrap_or_else(|| panic!("no record")).version).unwrap_or(0);
+        // The delete of a record this store wrote before: replaced since.
+        let mut reap = Reap {
+            name: n.clone(),
+            version: Some(v - 1),
+            bytes: Vec::new(),
+            session: 0,
+            orphan: false,
+        };
+        Expire::expire(&*store.inner, &reap).await;
+        let look = store.inner.last_seen(&n);
+        assert_eq!(look.and_then(|l| l.version), Some(v), "{look:?}");
+        // One that applies says it is gone.
+        reap.version = Some(v);
+        Expire::expire(&*store.inner, &reap).await;
+        let look = store.inner.last_seen(&n);
+        assert!(look.is_some_and(|l| l.version.is_none() && l.rev > v), "{look:?}");
+        cleanup(&store).await;
+    }
+}
