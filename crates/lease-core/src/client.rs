@@ -696,7 +696,7 @@ impl LeaseClient {
 
 /// The deadline `timeout` from now; none for no timeout, or for one too long for the
 /// clock to represent (as good as waiting for ever).
-fn deadline_after(timeout: Option<Duration>) -> Option<Instant> {
+pub(crate) fn deadline_after(timeout: Option<Duration>) -> Option<Instant> {
     timeout.and_then(|t| Instant::now().checked_add(t))
 }
 
@@ -822,7 +822,13 @@ async fn attempt(
         }
         metrics::counter!(crate::observe::ACQUIRE_ATTEMPTS).increment(1);
         let sent_at = Instant::now();
-        let (answer, returned) = send(ctx, &name, &me, expect, record, gate).await;
+        // What an earlier write of this attempt is known to have written: still ours to
+        // release if the caller goes away and this write does not apply.
+        let applied = match (&known, confirms) {
+            (Some(Seen::Present { stored, .. }), true) => Some(stored.clone()),
+            _ => None,
+        };
+        let (answer, returned) = send(ctx, &name, &me, expect, record, gate, applied).await;
         gate = returned;
         let outcome = match answer {
             Answer::Written(Ok(o)) => o,
@@ -964,9 +970,11 @@ enum Answer {
 /// write whose outcome was unknown); hands back the answer and the name's `gate`.
 ///
 /// Polled in the caller's task. Dropped once sent (the caller gave up), the write is
-/// finished on a task of its own, which then releases whatever it granted
-/// ([`release_abandoned`]) and only then opens the gate: nothing else is sent for the
-/// abandoned attempt, and the client's next attempt on the name meets a settled record.
+/// finished on a task of its own, which then releases whatever it granted, or what an
+/// earlier write of the attempt is known to have written (`applied`) if this one did
+/// not apply ([`release_abandoned`]), and only then opens the gate: nothing else is sent
+/// for the abandoned attempt, and the client's next attempt on the name meets a settled
+/// record.
 fn send(
     ctx: &Arc<DriverCtx>,
     name: &LeaseName,
@@ -974,6 +982,7 @@ fn send(
     expect: Precondition,
     record: LeaseRecord,
     gate: Gate,
+    applied: Option<Stored>,
 ) -> FinishOnDrop<(Answer, Gate)> {
     let (store, at) = (ctx.store.clone(), name.clone());
     let write = async move {
@@ -988,19 +997,21 @@ fn send(
     };
     let (ctx, name, me) = (ctx.clone(), name.clone(), me.clone());
     FinishOnDrop::or_on_drop(write, move |(answer, gate)| async move {
-        release_abandoned(&ctx, &name, &me, answer).await;
+        release_abandoned(&ctx, &name, &me, answer, applied).await;
         drop(gate);
     })
 }
 
 /// Releases what a write of `me`'s attempt granted once its caller had gone away: the
 /// record it wrote, or, when its outcome was unknown, the record a read shows if it
-/// names `me` (the read is tried up to four times). Nothing is sent for a write that
-/// was refused or certainly did not apply.
-async fn release_abandoned(ctx: &DriverCtx, name: &LeaseName, me: &HolderId, answer: Answer) {
+/// names `me` (the read is tried up to four times). For a write that was refused or
+/// certainly did not apply, only what an earlier write of the attempt is known to have
+/// written (`applied`: the record this write was to confirm), which [`release_write`]
+/// releases if it is still ours.
+async fn release_abandoned(ctx: &DriverCtx, name: &LeaseName, me: &HolderId, answer: Answer, applied: Option<Stored>) {
     let granted = match answer {
         Answer::Written(Ok(CasOutcome::Written(stored))) => Some(stored),
-        Answer::Written(_) => None,
+        Answer::Written(_) => applied,
         Answer::InDoubt { mut read, .. } => {
             let mut tries = 1;
             loop {

@@ -219,7 +219,8 @@ impl Semaphore {
     }
 
     /// Acquires a permit, giving up with [`Error::Timeout`] (naming the semaphore)
-    /// after `timeout`.
+    /// after `timeout` (one too long for the clock to represent, such as
+    /// `Duration::MAX`, means no deadline).
     ///
     /// # Errors
     /// As [`Semaphore::acquire`], plus [`Error::Timeout`].
@@ -233,7 +234,7 @@ impl Semaphore {
     /// # Errors
     /// As [`Semaphore::acquire_timeout`].
     pub async fn acquire_with(&self, options: &AcquireOptions) -> Result<Permit> {
-        let deadline = options.timeout.map(|t| Instant::now() + t);
+        let deadline = crate::client::deadline_after(options.timeout);
         let mut failures = 0u32;
         let mut start = self.next.fetch_add(1, Ordering::Relaxed);
         // After a wake-up, only the slot that changed is tried: each slot's change wakes

@@ -418,6 +418,49 @@ async fn an_acquire_dropped_while_settling_an_unknown_outcome_releases_what_appl
     assert_eq!(next_token(&client, "in-doubt").await, 2);
 }
 
+/// The attempt's first write applied with its answer lost, a read showed it, and the
+/// caller gave up during the write that was to confirm it, which then failed without
+/// applying: the record the first write left is released all the same (it was left
+/// held till its TTL).
+#[tokio::test(start_paused = true)]
+async fn an_acquire_dropped_during_its_confirming_write_releases_what_the_first_applied() {
+    let mem = MemoryStore::new();
+    let store = FaultStore::new(mem.clone(), 5);
+    let client = LeaseClient::new(store.clone());
+    let ms = Duration::from_millis;
+    let mut attempt = Box::pin(client.try_acquire("confirming", Duration::from_secs(60)));
+    // Each plan applies to the calls sent after it is set (every call takes 100 ms):
+    // the write at 0 applies and its answer is lost; the read at 100 answers; the
+    // confirming write at 200 fails without applying; the release after it goes through.
+    store.set_plan(FaultPlan {
+        apply_then_fail: 1.0,
+        delay: Some(ms(100)),
+        ..FaultPlan::none()
+    });
+    assert!(tokio::time::timeout(ms(50), attempt.as_mut()).await.is_err());
+    store.set_plan(FaultPlan {
+        delay: Some(ms(100)),
+        ..FaultPlan::none()
+    });
+    assert!(tokio::time::timeout(ms(100), attempt.as_mut()).await.is_err());
+    store.set_plan(FaultPlan {
+        fail_before_send: 1.0,
+        delay: Some(ms(100)),
+        ..FaultPlan::none()
+    });
+    assert!(tokio::time::timeout(ms(100), attempt.as_mut()).await.is_err());
+    let name = LeaseName::new("confirming").expect("name");
+    let held = mem.read(&name).await.expect("read").expect("written");
+    assert!(held.record.holder.is_some(), "the first write applied");
+    store.set_plan(FaultPlan::none());
+    drop(attempt);
+    assert!(
+        poll_async(Duration::from_secs(5), || vacant(&mem, "confirming")).await,
+        "what the first write applied was left held"
+    );
+    assert_eq!(next_token(&client, "confirming").await, 2);
+}
+
 /// A current-thread runtime with paused time.
 fn paused_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()

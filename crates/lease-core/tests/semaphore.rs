@@ -212,3 +212,12 @@ async fn a_permit_is_lost_like_a_lease_and_taken_over_with_the_next_token() {
         .expect("the loss signal never fired");
     assert!(!permit.is_valid());
 }
+
+/// A timeout too long for the clock (`Duration::MAX`) means no deadline, as for a
+/// lease: it panicked on the `Instant` overflow.
+#[tokio::test(start_paused = true)]
+async fn a_timeout_too_long_for_the_clock_means_no_deadline() {
+    let sem = semaphore(LeaseClient::new(MemoryStore::new()), 1);
+    let permit = sem.acquire_timeout(TTL, Duration::MAX).await.expect("acquire_timeout");
+    permit.release().await.expect("release");
+}

@@ -218,7 +218,7 @@ impl State {
                 }
                 (Some(v), Some(kv)) if kv.version == v => h.seen_at = h.seen_at.max(snap.rev),
                 (Some(_), _) if snap.rev >= h.seen_at => {
-                    self.book.unhold(name);
+                    self.unhold(name);
                 }
                 _ => {}
             }
@@ -253,7 +253,7 @@ impl State {
                 (None, _) => false,
             };
             if replaced && rev >= h.seen_at {
-                self.book.unhold(name);
+                self.unhold(name);
             }
         }
     }
@@ -327,7 +327,7 @@ impl State {
         self.learn(name, rev, RecordSeen::Absent, FenceSeen::Unknown);
         if let Some(h) = self.book.get(name) {
             if h.version.is_some() && rev >= h.seen_at {
-                self.book.unhold(name);
+                self.unhold(name);
             }
         }
     }
