@@ -722,10 +722,14 @@ impl Inner {
     }
 }
 
-/// One acquire attempt: at most four writes, one a round (a write refused by a record
-/// it did not expect is decided again on what the refusal showed; a write whose outcome
-/// was unknown is settled by a read, then confirmed by another write if it applied),
-/// each round with at most one read.
+/// The most rounds (writes) of one acquire attempt.
+const ROUNDS: usize = 4;
+
+/// One acquire attempt: at most [`ROUNDS`] writes, one a round (a write refused by a
+/// record it did not expect is decided again on what the refusal showed; a write whose
+/// outcome was unknown is settled by a read, then confirmed by another write if it
+/// applied), each round with at most one read. If the last one applied unconfirmed,
+/// what it wrote is released before the attempt gives up.
 ///
 /// The attempt owns the name's `gate`, and lends it to each write it sends ([`send`]):
 /// a write abandoned by the caller keeps it closed until what it granted is released.
@@ -750,7 +754,7 @@ async fn attempt(
     // that confirms what it wrote is held (for its cap) from then.
     let mut doubt_since: Option<Instant> = None;
     let doubt = |in_doubt: bool| move |e: Error| if in_doubt { still_in_doubt(e) } else { e };
-    for _ in 0..4 {
+    for _ in 0..ROUNDS {
         let known = if inner.caps.clock == ClockSource::Store && !fresh {
             // Claimable lets the store judge; the cache could only be staler.
             None
@@ -816,7 +820,7 @@ async fn attempt(
         // and give back an earlier write of this attempt found to have applied.
         if driver.is_closed() {
             if let (true, Some(Seen::Present { stored, .. })) = (confirms, known) {
-                give_back(ctx, &name, &me, stored).await;
+                let _ = give_back(ctx, &name, &me, stored).await;
             }
             return Err(Error::Shutdown);
         }
@@ -905,7 +909,7 @@ async fn attempt(
                         record: st.record,
                         remaining: None,
                     };
-                    give_back(ctx, &name, &shared.holder, stored).await;
+                    let _ = give_back(ctx, &name, &shared.holder, stored).await;
                     return Err(e);
                 }
                 metrics::gauge!(crate::observe::HELD).increment(1.0);
@@ -929,6 +933,25 @@ async fn attempt(
             }
         }
     }
+    // The last write's outcome was unknown and a read showed it applied: the record is
+    // this attempt's, with nobody to renew it. It is released before giving up.
+    if let Some(Seen::Present { stored, .. }) = inner.known(&name) {
+        if in_doubt && stored.record.holder.as_ref() == Some(&me) {
+            let message =
+                format!("acquire of {name}: {ROUNDS} writes in a row had unknown outcomes or met changed records");
+            return Err(if give_back(ctx, &name, &me, stored).await {
+                Error::Unavailable {
+                    message: format!("{message}; what applied was released"),
+                    source: None,
+                }
+            } else {
+                Error::Indeterminate {
+                    message: format!("{message}; what applied could not be released and expires on its own"),
+                    source: None,
+                }
+            });
+        }
+    }
     // Every write met a record changed since it was decided on: heavy contention.
     match inner.known(&name) {
         Some(Seen::Present { stored, .. }) => Ok(AcquireOutcome::Held {
@@ -944,17 +967,22 @@ async fn attempt(
     }
 }
 
-/// Releases `stored`, a grant of `me` that the renewal driver cannot renew (it is
-/// gone), in the caller's task; finished on a task of its own if the caller drops the
-/// future meanwhile. A failure is logged: the grant then expires on its own.
-async fn give_back(ctx: &Arc<DriverCtx>, name: &LeaseName, me: &HolderId, stored: Stored) {
+/// Releases `stored`, a grant of `me` that nobody will renew (the renewal driver is
+/// gone, or the attempt gave up on it), in the caller's task; finished on a task of its
+/// own if the caller drops the future meanwhile. False if the release failed (logged):
+/// the grant then expires on its own.
+async fn give_back(ctx: &Arc<DriverCtx>, name: &LeaseName, me: &HolderId, stored: Stored) -> bool {
     let (ctx, at, me) = (ctx.clone(), name.clone(), me.clone());
     let release = FinishOnDrop::new(async move {
         let token = stored.record.token;
         release_write(&ctx, &at, &me, token, stored.version, stored.record).await
     });
-    if let Err(e) = release.await {
-        tracing::warn!(lease = %name, error = %e, "releasing a grant the renewal driver cannot renew failed; it will expire on its own");
+    match release.await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(lease = %name, error = %e, "releasing a grant nobody will renew failed; it will expire on its own");
+            false
+        }
     }
 }
 

@@ -461,6 +461,56 @@ async fn an_acquire_dropped_during_its_confirming_write_releases_what_the_first_
     assert_eq!(next_token(&client, "confirming").await, 2);
 }
 
+/// A store on which every grant applies and its answer is lost (`Indeterminate`);
+/// reads and releases answer.
+#[derive(Debug, Clone)]
+struct GrantAnswersLost {
+    inner: MemoryStore,
+}
+
+#[async_trait]
+impl CasStore for GrantAnswersLost {
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {
+        self.inner.read(name).await
+    }
+    async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
+        let answer = self.inner.write(name, expect, record).await?;
+        if record.holder.is_none() {
+            return Ok(answer);
+        }
+        Err(Error::Indeterminate {
+            message: "the grant's answer was lost".into(),
+            source: None,
+        })
+    }
+    async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        self.inner.delete(name, version).await
+    }
+    async fn release(&self, name: &LeaseName, version: &Version, held: &LeaseRecord) -> Result<CasOutcome> {
+        self.inner.release(name, version, held).await
+    }
+}
+
+impl Linearizable for GrantAnswersLost {}
+
+/// Every write of an attempt applied with its answer lost, each confirmed by a read:
+/// after its last round the attempt gives up, and releases what it wrote (it returned
+/// `Held` by itself, and the record stayed held by nobody till its TTL).
+#[tokio::test(start_paused = true)]
+async fn an_attempt_that_gives_up_on_writes_of_unknown_outcome_releases_what_applied() {
+    let mem = MemoryStore::new();
+    let client = LeaseClient::new(GrantAnswersLost { inner: mem.clone() });
+    let outcome = client.try_acquire("unknown", Duration::from_secs(60)).await;
+    assert!(
+        matches!(&outcome, Err(e) if e.is_retryable()),
+        "expected a retryable error once what applied was released: {outcome:?}"
+    );
+    assert!(vacant(&mem, "unknown").await, "what the attempt wrote was left held");
+}
+
 /// A current-thread runtime with paused time.
 fn paused_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
