@@ -277,16 +277,29 @@ async fn bad_input_is_a_typed_error_and_changes_nothing() {
     assert_eq!(store.counts().round_trips(), 0, "invalid input reached the store");
 }
 
-/// A store whose writes (and releases) apply at once but whose answers come `delay`
-/// later: a caller that drops the call meanwhile has a grant it never hears of.
+/// What a [`Twisted`] store does unlike the `MemoryStore` it wraps.
+#[derive(Debug, Clone, Copy)]
+enum Twist {
+    /// Writes and releases apply at once but answer this much later: a caller that drops
+    /// the call meanwhile has a grant it never hears of.
+    SlowAnswers(Duration),
+    /// Every release meets a newer version of the record it releases, still naming the
+    /// same holder: something renews it behind the releaser's back.
+    RenewedBehindTheBack,
+    /// Every grant applies and its answer is lost (`Indeterminate`); reads and
+    /// releases answer.
+    GrantAnswersLost,
+}
+
+/// A `MemoryStore` with one [`Twist`].
 #[derive(Debug, Clone)]
-struct SlowAnswers {
+struct Twisted {
     inner: MemoryStore,
-    delay: Duration,
+    twist: Twist,
 }
 
 #[async_trait]
-impl CasStore for SlowAnswers {
+impl CasStore for Twisted {
     fn capabilities(&self) -> Capabilities {
         self.inner.capabilities()
     }
@@ -295,48 +308,39 @@ impl CasStore for SlowAnswers {
     }
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
         let answer = self.inner.write(name, expect, record).await;
-        tokio::time::sleep(self.delay).await;
+        match self.twist {
+            Twist::SlowAnswers(delay) => tokio::time::sleep(delay).await,
+            Twist::GrantAnswersLost if record.holder.is_some() => {
+                answer?;
+                return Err(Error::Indeterminate {
+                    message: "the grant's answer was lost".into(),
+                    source: None,
+                });
+            }
+            Twist::GrantAnswersLost | Twist::RenewedBehindTheBack => {}
+        }
         answer
     }
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
         self.inner.delete(name, version).await
     }
-}
-
-impl Linearizable for SlowAnswers {}
-
-/// A store on which every release meets a newer version of the record it releases, still
-/// naming the same holder: something renews it behind the releaser's back.
-#[derive(Debug, Clone)]
-struct RenewedBehindTheBack {
-    inner: MemoryStore,
-}
-
-#[async_trait]
-impl CasStore for RenewedBehindTheBack {
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-    async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {
-        self.inner.read(name).await
-    }
-    async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
-        self.inner.write(name, expect, record).await
-    }
-    async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
-        self.inner.delete(name, version).await
-    }
     async fn release(&self, name: &LeaseName, version: &Version, held: &LeaseRecord) -> Result<CasOutcome> {
-        if let Some(current) = self.inner.read(name).await? {
-            if current.record.holder == held.holder && current.record.token == held.token {
-                self.inner.renew(name, &current.version, &current.record).await?;
+        if let Twist::RenewedBehindTheBack = self.twist {
+            if let Some(current) = self.inner.read(name).await? {
+                if current.record.holder == held.holder && current.record.token == held.token {
+                    self.inner.renew(name, &current.version, &current.record).await?;
+                }
             }
         }
-        self.inner.release(name, version, held).await
+        let answer = self.inner.release(name, version, held).await;
+        if let Twist::SlowAnswers(delay) = self.twist {
+            tokio::time::sleep(delay).await;
+        }
+        answer
     }
 }
 
-impl Linearizable for RenewedBehindTheBack {}
+impl Linearizable for Twisted {}
 
 #[tokio::test(start_paused = true)]
 async fn attempts_abandoned_before_their_write_send_nothing() {
@@ -370,9 +374,9 @@ async fn attempts_abandoned_before_their_write_send_nothing() {
 #[tokio::test(start_paused = true)]
 async fn an_acquire_dropped_after_its_write_applied_releases_the_grant() {
     let mem = MemoryStore::new();
-    let client = LeaseClient::new(SlowAnswers {
+    let client = LeaseClient::new(Twisted {
         inner: mem.clone(),
-        delay: Duration::from_millis(100),
+        twist: Twist::SlowAnswers(Duration::from_millis(100)),
     });
     let mut attempt = Box::pin(client.try_acquire("answered", Duration::from_secs(60)));
     assert!(futures::poll!(attempt.as_mut()).is_pending());
@@ -461,48 +465,16 @@ async fn an_acquire_dropped_during_its_confirming_write_releases_what_the_first_
     assert_eq!(next_token(&client, "confirming").await, 2);
 }
 
-/// A store on which every grant applies and its answer is lost (`Indeterminate`);
-/// reads and releases answer.
-#[derive(Debug, Clone)]
-struct GrantAnswersLost {
-    inner: MemoryStore,
-}
-
-#[async_trait]
-impl CasStore for GrantAnswersLost {
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-    async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {
-        self.inner.read(name).await
-    }
-    async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
-        let answer = self.inner.write(name, expect, record).await?;
-        if record.holder.is_none() {
-            return Ok(answer);
-        }
-        Err(Error::Indeterminate {
-            message: "the grant's answer was lost".into(),
-            source: None,
-        })
-    }
-    async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
-        self.inner.delete(name, version).await
-    }
-    async fn release(&self, name: &LeaseName, version: &Version, held: &LeaseRecord) -> Result<CasOutcome> {
-        self.inner.release(name, version, held).await
-    }
-}
-
-impl Linearizable for GrantAnswersLost {}
-
 /// Every write of an attempt applied with its answer lost, each confirmed by a read:
 /// after its last round the attempt gives up, and releases what it wrote (it returned
 /// `Held` by itself, and the record stayed held by nobody till its TTL).
 #[tokio::test(start_paused = true)]
 async fn an_attempt_that_gives_up_on_writes_of_unknown_outcome_releases_what_applied() {
     let mem = MemoryStore::new();
-    let client = LeaseClient::new(GrantAnswersLost { inner: mem.clone() });
+    let client = LeaseClient::new(Twisted {
+        inner: mem.clone(),
+        twist: Twist::GrantAnswersLost,
+    });
     let outcome = client.try_acquire("unknown", Duration::from_secs(60)).await;
     assert!(
         matches!(&outcome, Err(e) if e.is_retryable()),
@@ -625,7 +597,10 @@ async fn a_timeout_too_long_for_the_clock_means_no_deadline() {
 #[tokio::test(start_paused = true)]
 async fn a_release_that_keeps_meeting_our_own_newer_record_is_not_ok() {
     let mem = MemoryStore::new();
-    let client = LeaseClient::new(RenewedBehindTheBack { inner: mem.clone() });
+    let client = LeaseClient::new(Twisted {
+        inner: mem.clone(),
+        twist: Twist::RenewedBehindTheBack,
+    });
     let lease = client
         .acquire("renewed", Duration::from_secs(60))
         .await
