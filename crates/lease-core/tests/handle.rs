@@ -32,6 +32,20 @@ async fn next_token(client: &LeaseClient, name: &str) -> u64 {
     outcome.granted().expect("the name is free").token().get()
 }
 
+/// Polls until `name` is vacant in `mem` (within `within`, or fails saying `left_held`),
+/// then checks that the next grant of it is the second token: the first was released,
+/// and nothing was granted in between.
+async fn released_then_second_token(
+    mem: &MemoryStore,
+    client: &LeaseClient,
+    name: &str,
+    within: Duration,
+    left_held: &str,
+) {
+    assert!(poll_async(within, || vacant(mem, name)).await, "{left_held}");
+    assert_eq!(next_token(client, name).await, 2);
+}
+
 /// A lease on `name` for `ttl`, acquired through a store whose faults (seeded with
 /// `seed`) the test then turns on.
 async fn lease_on_faulty_store(seed: u64, name: &str, ttl: Duration) -> (FaultStore<MemoryStore>, Lease) {
@@ -206,11 +220,14 @@ async fn a_release_dropped_mid_write_still_releases() {
             .await
             .is_err()
     );
-    assert!(
-        poll_async(Duration::from_secs(2), || vacant(&mem, "let-go")).await,
-        "a dropped release left the lease held"
-    );
-    assert_eq!(next_token(&client, "let-go").await, 2);
+    released_then_second_token(
+        &mem,
+        &client,
+        "let-go",
+        Duration::from_secs(2),
+        "a dropped release left the lease held",
+    )
+    .await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -385,11 +402,14 @@ async fn an_acquire_dropped_after_its_write_applied_releases_the_grant() {
     let held = mem.read(&name).await.expect("read").expect("written");
     assert!(held.record.holder.is_some());
     drop(attempt);
-    assert!(
-        poll_async(Duration::from_secs(2), || vacant(&mem, "answered")).await,
-        "a grant whose answer nobody took was left held"
-    );
-    assert_eq!(next_token(&client, "answered").await, 2);
+    released_then_second_token(
+        &mem,
+        &client,
+        "answered",
+        Duration::from_secs(2),
+        "a grant whose answer nobody took was left held",
+    )
+    .await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -415,11 +435,14 @@ async fn an_acquire_dropped_while_settling_an_unknown_outcome_releases_what_appl
     // Dropped during that read: the task that finishes it reads again, finds the
     // record naming the abandoned attempt, and releases it.
     drop(attempt);
-    assert!(
-        poll_async(Duration::from_secs(5), || vacant(&mem, "in-doubt")).await,
-        "a write of unknown outcome that applied was left held"
-    );
-    assert_eq!(next_token(&client, "in-doubt").await, 2);
+    released_then_second_token(
+        &mem,
+        &client,
+        "in-doubt",
+        Duration::from_secs(5),
+        "a write of unknown outcome that applied was left held",
+    )
+    .await;
 }
 
 /// The attempt's first write applied with its answer lost, a read showed it, and the
@@ -458,11 +481,14 @@ async fn an_acquire_dropped_during_its_confirming_write_releases_what_the_first_
     assert!(held.record.holder.is_some(), "the first write applied");
     store.set_plan(FaultPlan::none());
     drop(attempt);
-    assert!(
-        poll_async(Duration::from_secs(5), || vacant(&mem, "confirming")).await,
-        "what the first write applied was left held"
-    );
-    assert_eq!(next_token(&client, "confirming").await, 2);
+    released_then_second_token(
+        &mem,
+        &client,
+        "confirming",
+        Duration::from_secs(5),
+        "what the first write applied was left held",
+    )
+    .await;
 }
 
 /// Every write of an attempt applied with its answer lost, each confirmed by a read:
