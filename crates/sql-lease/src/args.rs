@@ -8,7 +8,7 @@ use sqlx::query::Query;
 use sqlx::{Database, Encode, Type};
 
 use crate::row::version_arg;
-use crate::statements::{Arg, LeaseStatement, Statements};
+use crate::statements::{Arg, LeaseStatement, NewVersion, Statements};
 use crate::{ColumnLimits, HostClock, RawRow};
 
 /// The values of one lease operation.
@@ -93,31 +93,36 @@ impl LeaseArgs {
         self.token
     }
 
-    /// The row a write of these values left when it applied, at the version
-    /// [`Arg::WriteId`] (MySQL's statements write this id as the new version) with
-    /// `token`; a whole TTL left. For a delete (`deleted`), a tombstone.
-    pub fn written_row(&self, token: i64, deleted: bool) -> RawRow {
+    /// The row a write of these values left when it applied, at `version` (MySQL's
+    /// statements write [`Arg::WriteId`] as the new version, SQLite's the bound version
+    /// plus one) with `token`; a whole TTL left. For a delete (`deleted`), a tombstone.
+    pub fn written_row(&self, token: i64, deleted: bool, version: NewVersion) -> RawRow {
         RawRow {
             applied: true,
             stale: Some(false),
             deleted,
             holder: if deleted { None } else { self.holder.clone() },
             fence_token: token,
-            version: self.write_id,
+            version: match version {
+                NewVersion::WriteId => self.write_id,
+                // The statement matched the row at `self.version`, a valid version
+                // (at most `i64::MAX - 1`); `i64::MAX` would read as corrupt.
+                NewVersion::Next => self.version.saturating_add(1),
+            },
             ttl_ms: self.ttl_ms,
             wall_expires_at_ms: self.wall_ms,
             remaining_ms: Some(self.ttl_ms),
         }
     }
 
-    /// The row a release of these values left when it applied (MySQL's
-    /// [`crate::statements::Reply::Vacates`]): no holder and no wall-clock expiry, the bound token, at
-    /// the version [`Arg::WriteId`].
-    pub fn vacated_row(&self) -> RawRow {
+    /// The row a release of these values left when it applied
+    /// ([`crate::statements::Reply::Vacates`]): no holder and no wall-clock expiry, the
+    /// bound token, at `version`.
+    pub fn vacated_row(&self, version: NewVersion) -> RawRow {
         RawRow {
             holder: None,
             wall_expires_at_ms: None,
-            ..self.written_row(self.token, false)
+            ..self.written_row(self.token, false, version)
         }
     }
 

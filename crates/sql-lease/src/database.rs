@@ -8,7 +8,7 @@ use sqlx::{AssertSqlSafe, Pool, Row};
 
 use crate::errors::{self, Phase, Target};
 use crate::fenced::bind_values;
-use crate::statements::Reply;
+use crate::statements::{NewVersion, Reply};
 use crate::{LeaseArgs, LeaseStatement, RawRow, RenewBatch, RenewalArgs, SqlValue};
 
 /// Where running a lease statement failed.
@@ -49,8 +49,8 @@ pub trait SqlDatabase: sqlx::Database {
     }
 
     /// The lease rows that a statement answering with counters ([`Reply`] other than
-    /// `Rows`, MySQL's) stands for, from its result. The databases whose statements
-    /// answer with rows never call it.
+    /// `Rows`) stands for, from its result: the row it wrote, or none. MySQL's override
+    /// adds the insert id of its claims and creates.
     ///
     /// # Errors
     /// A protocol error where counters cannot stand for rows.
@@ -59,10 +59,7 @@ pub trait SqlDatabase: sqlx::Database {
         result: &Self::QueryResult,
         args: &LeaseArgs,
     ) -> std::result::Result<Vec<RawRow>, RunError> {
-        let _ = (result, args);
-        Err(RunError::Statement(sqlx::Error::Protocol(format!(
-            "a {reply:?} reply on a database whose lease statements answer with rows"
-        ))))
+        affected_rows(reply, Self::rows_affected(result), args)
     }
 
     /// Runs one lease statement with its values on a connection of `pool` and decodes
@@ -190,8 +187,22 @@ macro_rules! names_of {
     }};
 }
 
-/// One implementation for every database: the concrete types satisfy sqlx's bounds.
-/// `$item`s override the trait's provided methods (MySQL's counters).
+/// The row an `UPDATE` answering with its count of affected rows ([`Reply::Affected`],
+/// [`Reply::Vacates`]) wrote: one affected row, the bound values; none, nothing.
+fn affected_rows(reply: Reply, affected: u64, args: &LeaseArgs) -> std::result::Result<Vec<RawRow>, RunError> {
+    let row = match reply {
+        _ if affected == 0 => return Ok(Vec::new()),
+        Reply::Affected { deletes, version } => args.written_row(args.token(), deletes, version),
+        Reply::Vacates { version } => args.vacated_row(version),
+        Reply::Rows | Reply::InsertId { .. } => {
+            return Err(RunError::Statement(sqlx::Error::Protocol(format!(
+                "a {reply:?} reply on a database that cannot answer it with counted rows"
+            ))));
+        }
+    };
+    Ok(vec![row])
+}
+
 /// The rows of a batch of renewals, each with its renewal's position (`i`, from 1).
 fn positioned<R>(rows: &[R]) -> std::result::Result<Vec<(i64, RawRow)>, RunError>
 where
@@ -210,6 +221,8 @@ where
         .map_err(RunError::Statement)
 }
 
+/// One implementation for every database: the concrete types satisfy sqlx's bounds.
+/// `$item`s override the trait's provided methods (MySQL's counters).
 macro_rules! sql_database {
     ($db:ty, $dialect:expr, $errors:ident $(, $item:item)*) => {
         #[async_trait]
@@ -367,25 +380,20 @@ sql_database!(
         result: &Self::QueryResult,
         args: &LeaseArgs,
     ) -> std::result::Result<Vec<RawRow>, RunError> {
-        let wrote = match reply {
-            Reply::InsertId { .. } => result.last_insert_id() > 0,
-            _ => result.rows_affected() > 0,
+        let Reply::InsertId { issues_token } = reply else {
+            return affected_rows(reply, result.rows_affected(), args);
         };
-        if !wrote {
+        let id = result.last_insert_id();
+        if id == 0 {
             return Ok(Vec::new());
         }
-        Ok(vec![match reply {
-            Reply::InsertId { issues_token: true } => {
-                let id = result.last_insert_id();
-                let token = i64::try_from(id).map_err(|_| {
-                    RunError::Statement(sqlx::Error::Protocol(format!("insert id {id} is not a token")))
-                })?;
-                args.written_row(token, false)
-            }
-            Reply::Vacates => args.vacated_row(),
-            Reply::Affected { deletes } => args.written_row(args.token(), deletes),
-            Reply::InsertId { .. } | Reply::Rows => args.written_row(args.token(), false),
-        }])
+        let token = if issues_token {
+            i64::try_from(id)
+                .map_err(|_| RunError::Statement(sqlx::Error::Protocol(format!("insert id {id} is not a token"))))?
+        } else {
+            args.token()
+        };
+        Ok(vec![args.written_row(token, false, NewVersion::WriteId)])
     },
     /// The `UPDATE` joined to `JSON_TABLE` of the renewals, then the read of their rows,
     /// on one connection (two statements for the whole batch): each renewal carries a

@@ -41,7 +41,7 @@
 //! | operation | statements |
 //! |-----------|------------|
 //! | acquire a free, released or expired lease | 1 (`INSERT … ON CONFLICT … DO UPDATE … RETURNING`) |
-//! | renew, release | 1 (`UPDATE … RETURNING`) |
+//! | renew, release | 1 (`UPDATE`, answered by its count of changed rows; a refused one, rare, reads the row after it) |
 //! | refused acquire | 1, and it returns the holder and its time left (same statement) |
 //! | read | 1 `SELECT`, time left computed by SQLite |
 //!

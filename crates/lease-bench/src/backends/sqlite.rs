@@ -99,8 +99,8 @@ impl Backend for SqliteBackend {
             ],
             library_ops: OpTexts {
                 acquire: "one statement: `INSERT … ON CONFLICT (name) DO UPDATE SET col = CASE WHEN claimable THEN new ELSE old END … RETURNING` (validates the stored row, returns it either way)".into(),
-                renew: "one statement: `UPDATE … SET version, ttl_ms, expires_at_ms WHERE name AND version AND holder AND token AND valid RETURNING` (a refused one reads the row after it)".into(),
-                release: "one statement: `UPDATE … SET <the vacant record> WHERE name AND version AND token AND valid RETURNING` (a refused one reads the row after it)".into(),
+                renew: "one statement: `UPDATE … SET version, ttl_ms, expires_at_ms WHERE name AND version AND holder AND token AND valid` (one changed row: it wrote; a refused one reads the row after it)".into(),
+                release: "one statement: `UPDATE … SET <the vacant record> WHERE name AND version AND token AND valid` (one changed row: it wrote; a refused one reads the row after it)".into(),
                 takeover: "the acquire statement on an expired row".into(),
             },
             floor_ops: OpTexts {
