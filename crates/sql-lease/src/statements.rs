@@ -22,7 +22,8 @@
 //!   snapshot row is a state the record had during the statement, on which the
 //!   precondition failed: a linearizable answer.
 //! - SQLite: the `ON CONFLICT DO UPDATE` (or `UPDATE`) always matches the row and sets
-//!   each column to `CASE WHEN <precondition> THEN <new> ELSE <old> END`, so `RETURNING`
+//!   each column to `CASE WHEN <precondition> THEN <new> ELSE <old> END` (the
+//!   precondition evaluated once, in a subquery of one row), so `RETURNING`
 //!   yields the row either way; `applied` is whether the row now carries this write's
 //!   random `write_id`. SQLite runs one writer at a time, so the answer is exact.
 //!   Renewals and releases are the exception: guarded in the `WHERE` clause, they return
@@ -610,19 +611,24 @@ impl Sqlite {
         )
     }
 
-    /// `col = CASE WHEN cond THEN new ELSE l.col END` for every column in `new`.
+    /// `(cols…) = (SELECT CASE WHEN ok THEN new ELSE l.col END, … FROM (SELECT cond AS ok))`
+    /// for every column in `new`: each column keeps its old value unless `cond` holds of
+    /// the row, and `cond` (the precondition with the stored row's validation) is
+    /// evaluated once for the row, not once per column (on a takeover, ~10 µs of the
+    /// statement's ~260 µs).
     fn guarded_set(cond: &str, new: &[(&str, String)]) -> String {
-        let mut out = String::new();
-        for col in SQLITE_SET {
-            let Some((_, value)) = new.iter().find(|(c, _)| c == col) else {
-                continue;
-            };
-            if !out.is_empty() {
-                out.push_str(", ");
-            }
-            write!(out, "{col} = CASE WHEN {cond} THEN {value} ELSE l.{col} END").ok();
-        }
-        out
+        let (cols, values): (Vec<&str>, Vec<String>) = SQLITE_SET
+            .iter()
+            .filter_map(|col| {
+                let (_, value) = new.iter().find(|(c, _)| c == col)?;
+                Some((*col, format!("CASE WHEN ok THEN {value} ELSE l.{col} END")))
+            })
+            .unzip();
+        format!(
+            "({}) = (SELECT {} FROM (SELECT {cond} AS ok))",
+            cols.join(", "),
+            values.join(", ")
+        )
     }
 
     /// An `UPDATE … SET {set}` of the row this grant holds, guarded on its version,
@@ -1132,6 +1138,18 @@ mod tests {
             assert_eq!(st.reply, Reply::Rows, "{}", st.sql);
         }
         assert!(s.read_after_refused_version_write);
+    }
+
+    /// A SQLite claim sets every column through one `CASE` on its precondition, which it
+    /// evaluates once for the row (the stored holder's `GLOB` check included), not once
+    /// per column.
+    #[test]
+    fn a_sqlite_claim_judges_its_precondition_once() {
+        let s = Statements::new(Dialect::Sqlite, &LeaseTable::default()).expect("sqlite");
+        let claim = &s.write_claimable.sql;
+        assert_eq!(claim.matches("GLOB").count(), 1, "{claim}");
+        assert_eq!(claim.matches("THEN excluded.").count(), 7, "{claim}");
+        assert_eq!(s.delete.sql.matches("AS ok").count(), 1, "{}", s.delete.sql);
     }
 
     #[test]
