@@ -4,17 +4,19 @@
 //! - **acquire** of a free lease: `LeaseClient::try_acquire` on a released name (a
 //!   pool of names, reused), against the floor's acquire of a free key.
 //! - **release**: `Lease::release` of that lease, against the floor's release.
-//! - For these two a third side runs in the same rounds: the store crate's
-//!   `CasStore::write` called alone (no lease client), which splits the library's
-//!   cost into the client's part and the store operation's part.
+//! - For these two (and the takeover) a third side runs in the same rounds: the store
+//!   crate's `CasStore::write` called alone (no lease client), which splits the
+//!   library's cost into the client's part and the store operation's part.
 //! - **renew**: the renewal the client's driver performs, `LeaseRecord::renewed` plus
 //!   `CasStore::renew` on the store crate, against the floor's renewal. (The driver's
 //!   scheduling around it is measured as CPU in the scale table.)
 //! - **takeover** of an expired lease: crashed holders' leases are planted (untimed),
 //!   the challenger looks at each once (untimed: on observation stores that starts its
 //!   watch), everyone waits for the TTL, then each takeover is timed: `try_acquire`
-//!   against the floor's takeover write. An attempt that finds the lease still held
-//!   (the store has not expired it yet) is retried and not timed.
+//!   against the floor's takeover write, and against the store crate's claim of an
+//!   expired record of its own planting (`write(Claimable)` where the store judges
+//!   expiry, else `write(Version)` on the version it read). An attempt that finds the
+//!   lease still held (the store has not expired it yet) is retried and not timed.
 //!
 //! Each round runs its sides in a random order; the first `warmup` rounds are not
 //! recorded. One caller, back to back: ops/s is 1 / mean latency.
@@ -243,7 +245,7 @@ pub async fn run(plan: &Plan, backend: &Opened) -> Result<OverheadResult> {
     };
     let per_op = acquire.library.p50.max(acquire.floor.p50).max(Duration::from_millis(1));
     let tk_ttl =
-        (per_op * u32::try_from(8 * m).unwrap_or(u32::MAX) + Duration::from_millis(300)).min(Duration::from_secs(30));
+        (per_op * u32::try_from(12 * m).unwrap_or(u32::MAX) + Duration::from_millis(300)).min(Duration::from_secs(30));
     let tk_ttl = Duration::from_millis(u64::try_from(tk_ttl.as_millis()).unwrap_or(30_000));
     let takeover = takeovers(backend, &counting, &client, floor.as_ref(), m, tk_ttl, ttl).await?;
 
@@ -336,11 +338,16 @@ async fn takeovers(
         Ttl::new(planted_ttl)?,
     );
     let names: Vec<String> = (0..m).map(|i| format!("tko/{i}")).collect();
+    let direct: Vec<LeaseName> = (0..m)
+        .map(|i| LeaseName::new(format!("tko-direct/{i}")))
+        .collect::<std::result::Result<_, _>>()?;
     let keys: Vec<String> = (0..m).map(|i| format!("tko-{i}")).collect();
-    for (name, key) in names.iter().zip(&keys) {
-        let CasOutcome::Written(_) = victim.write(&LeaseName::new(name)?, &expect, &crashed).await? else {
-            return Err(fail(format!("could not plant {name}")));
-        };
+    for ((name, direct), key) in names.iter().zip(&direct).zip(&keys) {
+        for name in [&LeaseName::new(name)?, direct] {
+            let CasOutcome::Written(_) = victim.write(name, &expect, &crashed).await? else {
+                return Err(fail(format!("could not plant {name}")));
+            };
+        }
         floor.plant(key, planted_ttl).await?;
     }
     // The challenger's first look (starts its watch on observation stores).
@@ -356,23 +363,38 @@ async fn takeovers(
         }
         seen.push(floor.observe(key).await?);
     }
+    // The store crate's own claim: on the version it read where the client judges expiry.
+    let mut direct_expect = Vec::with_capacity(m);
+    for name in &direct {
+        direct_expect.push(if expect == Precondition::Claimable {
+            Precondition::Claimable
+        } else {
+            let Some(stored) = counting.read(name).await? else {
+                return Err(fail(format!("{name} vanished after planting")));
+            };
+            Precondition::Version(stored.version)
+        });
+    }
+    let direct_record = LeaseRecord::held(HolderId::new("bench-direct")?, FencingToken::FIRST, Ttl::new(ttl)?);
     let watched = Instant::now();
     // The observation window is TTL + 5% (the default margin).
     tokio::time::sleep_until((watched + planted_ttl + planted_ttl / 20 + Duration::from_millis(20)).into()).await;
 
-    let (mut lib, mut flo) = (Samples::with_capacity(m), Samples::with_capacity(m));
+    let [mut lib, mut flo, mut dir] = std::array::from_fn(|_| Samples::with_capacity(m));
     let (mut lib_retries, mut flo_retries) = (0usize, 0usize);
     let mut calls = 0u64;
     let deadline = Instant::now() + planted_ttl + Duration::from_secs(20);
     for i in 0..m {
-        for is_lib in order() {
+        let mut sides = [0u8, 1, 2];
+        shuffle(&mut sides);
+        for side in sides {
             loop {
                 if Instant::now() > deadline {
                     return Err(fail(format!(
                         "takeover {i} still refused 20 s after the planted TTL ran out"
                     )));
                 }
-                if is_lib {
+                if side == 0 {
                     let c0 = counting.counts().round_trips();
                     let (t, out) = time(client.try_acquire(&names[i], ttl)).await;
                     match out? {
@@ -387,6 +409,23 @@ async fn takeovers(
                             tokio::time::sleep(retry_after.clamp(Duration::from_millis(5), Duration::from_millis(50)))
                                 .await;
                         }
+                    }
+                } else if side == 1 {
+                    let (t, out) = time(counting.write(&direct[i], &direct_expect[i], &direct_record)).await;
+                    match out? {
+                        CasOutcome::Written(held) => {
+                            dir.push(t);
+                            let vacant = held.record.vacated();
+                            let CasOutcome::Written(_) = counting
+                                .write(&direct[i], &Precondition::Version(held.version), &vacant)
+                                .await?
+                            else {
+                                return Err(fail(format!("direct release of {} conflicted", direct[i])));
+                            };
+                            break;
+                        }
+                        // Not expired yet by the store's clock: retried, not timed.
+                        CasOutcome::Conflict(_) => tokio::time::sleep(Duration::from_millis(20)).await,
                     }
                 } else {
                     let (t, out) = time(floor.takeover(&keys[i], &seen[i], &holder_value(), ttl)).await;
@@ -408,6 +447,6 @@ async fn takeovers(
     drop(victim);
     Ok(OpResult {
         retries: (lib_retries, flo_retries),
-        ..OpResult::new(Op::Takeover, &lib, &flo, calls)
+        ..OpResult::new(Op::Takeover, &lib, &flo, calls).with_direct(&dir)
     })
 }
