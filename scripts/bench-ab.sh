@@ -10,7 +10,8 @@
 #
 # REV_B defaults to the working tree (uncommitted changes included). Results (one JSON
 # file per run) go to $LEASEHOLD_STORES_DIR/bench-ab/. Run it on an otherwise quiet
-# machine: never during builds or torture runs.
+# machine: never during builds or torture runs. The first run builds each side from cold
+# (several minutes each on two cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -62,8 +63,12 @@ build() {
         dir="$work/tree-$side"
         git worktree add --quiet --detach "$dir" "$rev"
     fi
-    (cd "$dir" && cargo build --quiet --profile bench-fast -p leasehold-bench --bin leasehold-bench)
-    cp "$CARGO_TARGET_DIR/bench-fast/leasehold-bench" "$work/$side"
+    # Each side in a target dir of its own (kept for the next run): cargo names a
+    # workspace crate's build by its path relative to the workspace, so two checkouts
+    # sharing one target dir can be handed each other's builds.
+    local target="$CARGO_TARGET_DIR/bench-ab-$side"
+    (cd "$dir" && CARGO_TARGET_DIR=$target cargo build --quiet --profile bench-fast -p leasehold-bench --bin leasehold-bench)
+    cp "$target/bench-fast/leasehold-bench" "$work/$side"
 }
 build a "$rev_a"
 build b "$rev_b"
