@@ -614,8 +614,8 @@ impl Sqlite {
     /// `(cols…) = (SELECT CASE WHEN ok THEN new ELSE l.col END, … FROM (SELECT cond AS ok))`
     /// for every column in `new`: each column keeps its old value unless `cond` holds of
     /// the row, and `cond` (the precondition with the stored row's validation) is
-    /// evaluated once for the row, not once per column (on a takeover, ~10 µs of the
-    /// statement's ~260 µs).
+    /// evaluated once for the row, not once per column (6–9 µs of a claim:
+    /// docs/PERFORMANCE.md, SQLite).
     fn guarded_set(cond: &str, new: &[(&str, String)]) -> String {
         let (cols, values): (Vec<&str>, Vec<String>) = SQLITE_SET
             .iter()
@@ -636,7 +636,7 @@ impl Sqlite {
     /// is given the write id, now and boot placeholders. It returns no row: what it wrote
     /// is the bound values at the next version (`reply`), and a refused one wrote
     /// nothing, after which the store reads the row. A renewal or release is almost never
-    /// refused, and `RETURNING` cost it about 15 µs of its ~250 µs.
+    /// refused, and `RETURNING` cost it about 13 µs (docs/PERFORMANCE.md, SQLite).
     fn held_write(
         &self,
         reply: Reply,
