@@ -17,10 +17,15 @@
 //! without a known code, "was it sent") is the mapping shared with the S3 store, in
 //! `leasehold-aws`.
 
+use std::collections::HashMap;
 use std::error::Error as StdError;
 
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::AttributeValue;
 pub(crate) use leasehold_aws::SentRequests;
 use leasehold_aws::{status_kind, transport_kind};
 use leasehold_core::Error;
@@ -78,8 +83,63 @@ pub(crate) fn service_code<E: ProvideErrorMetadata>(err: &SdkError<E, HttpRespon
 }
 
 /// True when a write failed only because its condition did not hold.
-pub(crate) fn is_conditional_check_failed<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>) -> bool {
+fn is_conditional_check_failed<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>) -> bool {
     service_code(err) == Some(CONDITIONAL_CHECK_FAILED)
+}
+
+/// The item a failed condition was evaluated on, as DynamoDB returns it with
+/// `ReturnValuesOnConditionCheckFailure=ALL_OLD` (`None`: there was no item, or the
+/// server did not return it).
+pub(crate) type ConditionItem = Option<HashMap<String, AttributeValue>>;
+
+/// The error of a conditional write, which carries the item its failed condition saw.
+pub(crate) trait ConditionFailure {
+    /// The item the failed condition saw, if this is a failed condition and it came back.
+    fn condition_item(self) -> ConditionItem;
+}
+
+macro_rules! condition_failure {
+    ($($error:ident),*) => {$(
+        impl ConditionFailure for $error {
+            fn condition_item(self) -> ConditionItem {
+                match self {
+                    $error::ConditionalCheckFailedException(c) => c.item,
+                    _ => None,
+                }
+            }
+        }
+    )*};
+}
+condition_failure!(PutItemError, UpdateItemError, DeleteItemError);
+
+/// What a conditional write's request came to, once it is not a failure to report.
+pub(crate) enum Conditional<T> {
+    /// The condition held and the write applied: the SDK's output.
+    Applied(T),
+    /// The condition did not hold and nothing changed: the item it saw.
+    Failed(ConditionItem),
+}
+
+/// Splits a conditional write's result (`what` on `table`, `sent` as its
+/// [`SentRequests`] says): a failed condition is an answer, any other error is mapped
+/// with [`map_sdk_error`].
+pub(crate) fn conditional<T, E>(
+    what: &str,
+    table: &str,
+    sent: bool,
+    result: std::result::Result<T, SdkError<E, HttpResponse>>,
+) -> Result<Conditional<T>, Error>
+where
+    E: ConditionFailure + ProvideErrorMetadata + StdError + Send + Sync + 'static,
+{
+    match result {
+        Ok(out) => Ok(Conditional::Applied(out)),
+        Err(e) if is_conditional_check_failed(&e) => Ok(Conditional::Failed(match e {
+            SdkError::ServiceError(s) => s.into_err().condition_item(),
+            _ => None,
+        })),
+        Err(e) => Err(map_sdk_error(what, table, Effect::Write, sent, e)),
+    }
 }
 
 /// Maps any other SDK error of `what` (an operation on `table`) to a lease error;

@@ -61,15 +61,15 @@
 
 use std::collections::HashMap;
 
+use aws_sdk_dynamodb::operation::put_item::PutItemOutput;
 use aws_sdk_dynamodb::operation::put_item::builders::PutItemFluentBuilder;
-use aws_sdk_dynamodb::operation::put_item::{PutItemError, PutItemOutput};
+use aws_sdk_dynamodb::operation::update_item::UpdateItemOutput;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
-use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use leasehold_core::fence::{FenceMode, FencedOutcome, rejected, rejected_by};
 use leasehold_core::{Error, FencingToken, Result};
 
-use crate::error::{Effect, SentRequests, is_conditional_check_failed, map_sdk_error};
+use crate::error::{Conditional, SentRequests, conditional};
 use crate::store::once;
 
 /// The expression attribute name the guard uses for the fence attribute.
@@ -265,22 +265,10 @@ impl ItemFence {
         let table = put.get_table_name().clone().unwrap_or_default();
         let guarded = self.guard_put(put)?;
         let flag = SentRequests::default();
-        match once(guarded.customize(), &flag).send().await {
-            Ok(out) => Ok(FencedOutcome::Applied(out)),
-            Err(e) if is_conditional_check_failed(&e) => {
-                let old = match e.into_service_error() {
-                    PutItemError::ConditionalCheckFailedException(c) => c.item,
-                    _ => None,
-                };
-                self.judge(&table, had_condition, old)
-            }
-            Err(e) => Err(map_sdk_error(
-                "fenced PutItem",
-                &table,
-                Effect::Write,
-                flag.was_sent(),
-                e,
-            )),
+        let sent = once(guarded.customize(), &flag).send().await;
+        match conditional("fenced PutItem", &table, flag.was_sent(), sent)? {
+            Conditional::Applied(out) => Ok(FencedOutcome::Applied(out)),
+            Conditional::Failed(old) => self.judge(&table, had_condition, old),
         }
     }
 
@@ -297,22 +285,10 @@ impl ItemFence {
         let table = update.get_table_name().clone().unwrap_or_default();
         let guarded = self.guard_update(update)?;
         let flag = SentRequests::default();
-        match once(guarded.customize(), &flag).send().await {
-            Ok(out) => Ok(FencedOutcome::Applied(out)),
-            Err(e) if is_conditional_check_failed(&e) => {
-                let old = match e.into_service_error() {
-                    UpdateItemError::ConditionalCheckFailedException(c) => c.item,
-                    _ => None,
-                };
-                self.judge(&table, had_condition, old)
-            }
-            Err(e) => Err(map_sdk_error(
-                "fenced UpdateItem",
-                &table,
-                Effect::Write,
-                flag.was_sent(),
-                e,
-            )),
+        let sent = once(guarded.customize(), &flag).send().await;
+        match conditional("fenced UpdateItem", &table, flag.was_sent(), sent)? {
+            Conditional::Applied(out) => Ok(FencedOutcome::Applied(out)),
+            Conditional::Failed(old) => self.judge(&table, had_condition, old),
         }
     }
 

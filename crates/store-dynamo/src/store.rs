@@ -7,8 +7,6 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::client::customize::CustomizableOperation;
 use aws_sdk_dynamodb::config::retry::RetryConfig;
-use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ReturnValue,
     ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TableStatus, TimeToLiveSpecification, TimeToLiveStatus,
@@ -23,7 +21,7 @@ use leasehold_core::{
 use tokio::time::Instant;
 
 use crate::config::{ATTR_EXPIRES_AT, ATTR_VERSION, DynamoConfig};
-use crate::error::{Effect, SentRequests, is_conditional_check_failed, map_sdk_error, service_code};
+use crate::error::{Conditional, Effect, SentRequests, conditional, map_sdk_error, service_code};
 use crate::item::{self, Item, WriteKind};
 
 /// How long [`DynamoStore::provision`] waits for a new table to become `ACTIVE`.
@@ -309,8 +307,8 @@ impl DynamoStore {
             .set_return_values_on_condition_check_failure(self.on_conflict())
             .customize();
         let sent = self.bounded(op, &flag).send().await;
-        match sent {
-            Ok(out) => {
+        match conditional("UpdateItem", self.table(), flag.was_sent(), sent)? {
+            Conditional::Applied(out) => {
                 let stored = match out.attributes() {
                     Some(item) => item::decode(self.config.key(), name, item)?,
                     None => {
@@ -328,22 +326,11 @@ impl DynamoStore {
                 }
                 Ok(CasOutcome::Written(stored))
             }
-            Err(e) if is_conditional_check_failed(&e) => {
-                let old = match e.into_service_error() {
-                    UpdateItemError::ConditionalCheckFailedException(c) => c.item,
-                    _ => None,
-                };
+            Conditional::Failed(old) => {
                 let current = self.current_from(Some(expect), name, old.as_ref())?;
                 tracing::debug!(lease = %name, ?expect, "lease write conflicted");
                 Ok(CasOutcome::Conflict(current))
             }
-            Err(e) => Err(map_sdk_error(
-                "UpdateItem",
-                self.table(),
-                Effect::Write,
-                flag.was_sent(),
-                e,
-            )),
         }
     }
 
@@ -503,22 +490,10 @@ impl CasStore for DynamoStore {
             .expression_attribute_values(":x", AttributeValue::N(at.to_string()))
             .set_return_values_on_condition_check_failure(self.on_conflict())
             .customize();
-        match self.bounded(op, &flag).send().await {
-            Ok(_) => Ok(ExpireOutcome::Scheduled),
-            Err(e) if is_conditional_check_failed(&e) => {
-                let old = match e.into_service_error() {
-                    UpdateItemError::ConditionalCheckFailedException(c) => c.item,
-                    _ => None,
-                };
-                Ok(ExpireOutcome::Conflict(self.current_from(None, name, old.as_ref())?))
-            }
-            Err(e) => Err(map_sdk_error(
-                "UpdateItem",
-                self.table(),
-                Effect::Write,
-                flag.was_sent(),
-                e,
-            )),
+        let sent = self.bounded(op, &flag).send().await;
+        match conditional("UpdateItem", self.table(), flag.was_sent(), sent)? {
+            Conditional::Applied(_) => Ok(ExpireOutcome::Scheduled),
+            Conditional::Failed(old) => Ok(ExpireOutcome::Conflict(self.current_from(None, name, old.as_ref())?)),
         }
     }
 
@@ -535,22 +510,9 @@ impl CasStore for DynamoStore {
             .set_return_values_on_condition_check_failure(self.on_conflict())
             .customize();
         let sent = self.bounded(op, &flag).send().await;
-        match sent {
-            Ok(_) => Ok(DeleteOutcome::Deleted),
-            Err(e) if is_conditional_check_failed(&e) => {
-                let old = match e.into_service_error() {
-                    DeleteItemError::ConditionalCheckFailedException(c) => c.item,
-                    _ => None,
-                };
-                Ok(DeleteOutcome::Conflict(self.current_from(None, name, old.as_ref())?))
-            }
-            Err(e) => Err(map_sdk_error(
-                "DeleteItem",
-                self.table(),
-                Effect::Write,
-                flag.was_sent(),
-                e,
-            )),
+        match conditional("DeleteItem", self.table(), flag.was_sent(), sent)? {
+            Conditional::Applied(_) => Ok(DeleteOutcome::Deleted),
+            Conditional::Failed(old) => Ok(DeleteOutcome::Conflict(self.current_from(None, name, old.as_ref())?)),
         }
     }
 }

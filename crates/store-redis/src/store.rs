@@ -207,6 +207,27 @@ where
         invoke(&mut conn, self.request_timeout, inv, effect, what).await
     }
 
+    /// Runs a script that applies only at a version (`delete`, `purge`, `expire`; `done`
+    /// is the status it answers when it applied): `None` if it applied, else the record
+    /// it found instead.
+    async fn call_checked(
+        &self,
+        name: &LeaseName,
+        inv: &ScriptInvocation<'_>,
+        op: &str,
+        done: &str,
+    ) -> Result<Option<Current>> {
+        let what = format!("{op} of {name}");
+        let reply = self.call(inv, Effect::Write, &what).await?;
+        match reply.status.as_str() {
+            status if status == done => Ok(None),
+            "conflict" => Ok(Some(Current::Present(self.claimed(name, reply.stored(name)?)))),
+            "conflict_absent" => Ok(Some(Current::Absent)),
+            "corrupt" => Err(reply.corrupt(name.as_str())),
+            other => Err(error::bad_reply(Effect::Write, &what, format!("status {other:?}"))),
+        }
+    }
+
     /// Reports a write's outcome (`name` as `stored`) to the waiters: a wake-up handed
     /// out for an older release did its work.
     fn claimed(&self, name: &LeaseName, stored: Stored) -> Stored {
@@ -418,17 +439,10 @@ where
             .key(self.keys.meta(name))
             .arg(version.as_str())
             .arg(self.keys.channel(name));
-        let what = format!("delete of {name}");
-        let reply = self.call(&inv, Effect::Write, &what).await?;
-        match reply.status.as_str() {
-            "deleted" => Ok(DeleteOutcome::Deleted),
-            "conflict" => Ok(DeleteOutcome::Conflict(Current::Present(
-                self.claimed(name, reply.stored(name)?),
-            ))),
-            "conflict_absent" => Ok(DeleteOutcome::Conflict(Current::Absent)),
-            "corrupt" => Err(reply.corrupt(name.as_str())),
-            other => Err(error::bad_reply(Effect::Write, &what, format!("status {other:?}"))),
-        }
+        Ok(match self.call_checked(name, &inv, "delete", "deleted").await? {
+            None => DeleteOutcome::Deleted,
+            Some(current) => DeleteOutcome::Conflict(current),
+        })
     }
 
     /// Deletes the record and its counter hash (which a plain delete keeps, and which
@@ -439,15 +453,10 @@ where
         inv.key(self.keys.record(name))
             .key(self.keys.meta(name))
             .arg(version.as_str());
-        let what = format!("purge of {name}");
-        let reply = self.call(&inv, Effect::Write, &what).await?;
-        match reply.status.as_str() {
-            "deleted" => Ok(DeleteOutcome::Deleted),
-            "conflict" => Ok(DeleteOutcome::Conflict(Current::Present(reply.stored(name)?))),
-            "conflict_absent" => Ok(DeleteOutcome::Conflict(Current::Absent)),
-            "corrupt" => Err(reply.corrupt(name.as_str())),
-            other => Err(error::bad_reply(Effect::Write, &what, format!("status {other:?}"))),
-        }
+        Ok(match self.call_checked(name, &inv, "purge", "deleted").await? {
+            None => DeleteOutcome::Deleted,
+            Some(current) => DeleteOutcome::Conflict(current),
+        })
     }
 
     /// Native expiry: one script gives the counter hash a `PEXPIRE` of `after` (at least
@@ -461,15 +470,10 @@ where
             .key(self.keys.meta(name))
             .arg(version.as_str())
             .arg(ms);
-        let what = format!("expire of {name}");
-        let reply = self.call(&inv, Effect::Write, &what).await?;
-        match reply.status.as_str() {
-            "scheduled" => Ok(ExpireOutcome::Scheduled),
-            "conflict" => Ok(ExpireOutcome::Conflict(Current::Present(reply.stored(name)?))),
-            "conflict_absent" => Ok(ExpireOutcome::Conflict(Current::Absent)),
-            "corrupt" => Err(reply.corrupt(name.as_str())),
-            other => Err(error::bad_reply(Effect::Write, &what, format!("status {other:?}"))),
-        }
+        Ok(match self.call_checked(name, &inv, "expire", "scheduled").await? {
+            None => ExpireOutcome::Scheduled,
+            Some(current) => ExpireOutcome::Conflict(current),
+        })
     }
 
     /// Renews only if the record still has `version` **and** names this holder with

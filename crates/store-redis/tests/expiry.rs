@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold_core::store::{CasOutcome, CasStore, Current, ExpireOutcome, LeaseRecord, Precondition};
+use leasehold_core::store::{CasOutcome, CasStore, Current, ExpireOutcome, LeaseRecord, Precondition, Stored};
 use leasehold_core::testing::CountingStore;
 use leasehold_core::testing::process::poll_async;
 use leasehold_core::{FencingToken, HolderId, LeaseName, Ttl};
@@ -20,6 +20,14 @@ fn record(holder: &str, ttl: Duration) -> LeaseRecord {
         FencingToken::new(1),
         Ttl::new(ttl).expect("ttl"),
     )
+}
+
+/// `store.write(name, expect, record)`, which must apply.
+async fn applied(store: &dyn CasStore, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Stored {
+    match store.write(name, expect, record).await.expect("write") {
+        CasOutcome::Written(s) => s,
+        other => panic!("write gave {other:?}"),
+    }
 }
 
 async fn exists(conn: &mut MultiplexedConnection, key: &str) -> bool {
@@ -53,18 +61,13 @@ async fn the_record_and_its_counter_go_by_themselves() {
     let name = LeaseName::new("slot/1").expect("name");
     let (record_key, meta_key) = (store.keys().record(&name), store.keys().meta(&name));
     let mut admin = support::admin(&support::shared_url()).await;
-    let written = match counting
-        .write(
-            &name,
-            &Precondition::Absent,
-            &record("done-marker", Duration::from_millis(500)),
-        )
-        .await
-        .expect("write")
-    {
-        CasOutcome::Written(s) => s,
-        other => panic!("write gave {other:?}"),
-    };
+    let written = applied(
+        &counting,
+        &name,
+        &Precondition::Absent,
+        &record("done-marker", Duration::from_millis(500)),
+    )
+    .await;
     assert!(exists(&mut admin, &meta_key).await, "a grant keeps a counter hash");
     let meta_ttl: i64 = admin.pttl(&meta_key).await.expect("PTTL");
     assert_eq!(meta_ttl, -1, "the counter hash has no expiry before expire");
@@ -95,17 +98,13 @@ async fn the_counter_outlives_the_record() {
     let store = support::shared_store("expiry-outlives").await;
     let name = LeaseName::new("slot/2").expect("name");
     let mut admin = support::admin(&support::shared_url()).await;
-    let CasOutcome::Written(w) = store
-        .write(
-            &name,
-            &Precondition::Absent,
-            &record("done-marker", Duration::from_secs(30)),
-        )
-        .await
-        .expect("write")
-    else {
-        panic!("not written");
-    };
+    let w = applied(
+        &store,
+        &name,
+        &Precondition::Absent,
+        &record("done-marker", Duration::from_secs(30)),
+    )
+    .await;
     let outcome = store
         .expire(&name, &w.version, Duration::from_millis(10))
         .await
@@ -120,17 +119,13 @@ async fn the_counter_outlives_the_record() {
     // write under the name takes it off the expiry again.
     let fields = support::hgetall(&mut admin, &store.keys().meta(&name)).await;
     assert_eq!(fields.get("x").map(String::as_str), Some("1"), "{fields:?}");
-    let CasOutcome::Written(again) = store
-        .write(
-            &name,
-            &Precondition::Version(w.version.clone()),
-            &record("next", Duration::from_secs(30)),
-        )
-        .await
-        .expect("a write after expire")
-    else {
-        panic!("not written");
-    };
+    let again = applied(
+        &store,
+        &name,
+        &Precondition::Version(w.version.clone()),
+        &record("next", Duration::from_secs(30)),
+    )
+    .await;
     assert_eq!(again.record.token, FencingToken::new(1));
     let meta_ttl: i64 = admin.pttl(store.keys().meta(&name)).await.expect("PTTL");
     assert_eq!(meta_ttl, -1, "a write left the counter hash expiring");
@@ -147,24 +142,20 @@ async fn a_counter_left_behind_expires_and_a_stale_version_changes_nothing() {
     let name = LeaseName::new("slot/3").expect("name");
     let meta_key = store.keys().meta(&name);
     let mut admin = support::admin(&support::shared_url()).await;
-    let CasOutcome::Written(first) = store
-        .write(&name, &Precondition::Absent, &record("a", Duration::from_secs(30)))
-        .await
-        .expect("write")
-    else {
-        panic!("not written");
-    };
-    let CasOutcome::Written(second) = store
-        .write(
-            &name,
-            &Precondition::Version(first.version.clone()),
-            &record("a", Duration::from_millis(300)),
-        )
-        .await
-        .expect("rewrite")
-    else {
-        panic!("not rewritten");
-    };
+    let first = applied(
+        &store,
+        &name,
+        &Precondition::Absent,
+        &record("a", Duration::from_secs(30)),
+    )
+    .await;
+    let second = applied(
+        &store,
+        &name,
+        &Precondition::Version(first.version.clone()),
+        &record("a", Duration::from_millis(300)),
+    )
+    .await;
     match store
         .expire(&name, &first.version, Duration::from_millis(100))
         .await

@@ -216,9 +216,9 @@ impl Bucket {
 
     /// A conditional PutObject, re-sent (bounded, with backoff) while S3 answers 409.
     pub(crate) async fn put(&self, key: &str, body: Vec<u8>, cond: Cond<'_>, content_type: &str) -> Result<Written> {
-        let what = format!("PutObject {key}");
-        let mut attempt = 0;
-        loop {
+        let what = &format!("PutObject {key}");
+        let body = &body;
+        self.until_settled(what, move || async move {
             let req = self
                 .client
                 .put_object()
@@ -231,25 +231,21 @@ impl Bucket {
                 Cond::Match(etag) => req.if_match(etag),
             };
             let (res, sent) = send!(req, self.overrides);
-            let failure = match res {
-                Ok(out) => {
-                    let etag = out.e_tag().ok_or_else(|| no_etag(&what))?;
-                    return Ok(Written::Applied(etag.to_owned()));
-                }
-                Err(e) => classify(e, Effect::Write, sent.was_sent(), &what),
-            };
-            match self.settle(failure, &mut attempt, &what).await? {
-                Some(w) => return Ok(w),
-                None => continue,
+            match res {
+                Ok(out) => match out.e_tag() {
+                    Some(etag) => Ok(Written::Applied(etag.to_owned())),
+                    None => Err(Failure::Other(no_etag(what))),
+                },
+                Err(e) => Err(classify(e, Effect::Write, sent.was_sent(), what)),
             }
-        }
+        })
+        .await
     }
 
     /// DeleteObject with `If-Match: <etag>`, re-sent (bounded) while S3 answers 409.
     pub(crate) async fn delete(&self, key: &str, etag: &str) -> Result<Written> {
-        let what = format!("DeleteObject {key}");
-        let mut attempt = 0;
-        loop {
+        let what = &format!("DeleteObject {key}");
+        self.until_settled(what, move || async move {
             let request = self
                 .client
                 .delete_object()
@@ -257,13 +253,28 @@ impl Bucket {
                 .key(key)
                 .if_match(etag);
             let (res, sent) = send!(request, self.overrides);
-            let failure = match res {
-                Ok(_) => return Ok(Written::Applied(String::new())),
-                Err(e) => classify(e, Effect::Write, sent.was_sent(), &what),
+            match res {
+                Ok(_) => Ok(Written::Applied(String::new())),
+                Err(e) => Err(classify(e, Effect::Write, sent.was_sent(), what)),
+            }
+        })
+        .await
+    }
+
+    /// Sends a conditional write (`attempt` sends it once) until it settles: re-sent,
+    /// bounded and with backoff, while S3 answers 409 ([`Bucket::settle`]).
+    async fn until_settled<F>(&self, what: &str, mut attempt: impl FnMut() -> F) -> Result<Written>
+    where
+        F: Future<Output = std::result::Result<Written, Failure>>,
+    {
+        let mut attempts = 0;
+        loop {
+            let failure = match attempt().await {
+                Ok(written) => return Ok(written),
+                Err(failure) => failure,
             };
-            match self.settle(failure, &mut attempt, &what).await? {
-                Some(w) => return Ok(w),
-                None => continue,
+            if let Some(written) = self.settle(failure, &mut attempts, what).await? {
+                return Ok(written);
             }
         }
     }
