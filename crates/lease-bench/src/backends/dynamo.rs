@@ -13,8 +13,10 @@ use aws_sdk_dynamodb::types::{
 use leasehold_core::store::CasStore;
 use leasehold_dynamodb::DynamoStore;
 
-use super::{Backend, CRASHED, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env, lost, ttl_ms};
-use crate::{Result, fail};
+use super::{
+    Backend, CRASHED, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env, lost, observed, planted, ttl_ms,
+};
+use crate::Result;
 
 const KEY: &str = "lock_key";
 
@@ -195,11 +197,7 @@ impl DynamoFloor {
         Ok(self
             .update(key, "SET holder = :h, rvn = :r, ttl_ms = :t", condition, values)
             .await?
-            .map(|()| RawLock {
-                key: key.to_owned(),
-                holder: holder.to_owned(),
-                version,
-            }))
+            .map(|()| RawLock::new(key, holder, version)))
     }
 
     /// `update` on a held lock: only if its version is still `lock.version`.
@@ -250,10 +248,10 @@ impl Floor for DynamoFloor {
     }
 
     async fn plant(&self, key: &str, ttl: Duration) -> Result<()> {
-        self.take_if(key, CRASHED, ttl, "attribute_not_exists(#k)", None)
-            .await?
-            .map(drop)
-            .ok_or_else(|| fail(format!("dynamo floor: cannot plant {key}")))
+        let lock = self
+            .take_if(key, CRASHED, ttl, "attribute_not_exists(#k)", None)
+            .await?;
+        planted(self.label(), key, lock)
     }
 
     async fn observe(&self, key: &str) -> Result<Observed> {
@@ -273,9 +271,7 @@ impl Floor for DynamoFloor {
     }
 
     async fn takeover(&self, key: &str, seen: &Observed, holder: &str, ttl: Duration) -> Result<Option<RawLock>> {
-        let seen = seen
-            .as_deref()
-            .ok_or_else(|| fail(format!("dynamo floor: {key} was never observed")))?;
+        let seen = observed(self.label(), key, seen)?;
         self.take_if(key, holder, ttl, "attribute_exists(#k) AND rvn = :seen", Some(seen))
             .await
     }

@@ -13,7 +13,7 @@ use leasehold_core::store::CasStore;
 use leasehold_etcd::{EtcdConfig, EtcdStore};
 use tokio::sync::Mutex;
 
-use super::{Backend, CRASHED, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env, lost};
+use super::{Backend, CRASHED, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env, lost, planted};
 use crate::peers::{Cycle, LibraryCycle, POOL, PeerResult, compare};
 use crate::stats::time;
 use crate::{Plan, Result, fail};
@@ -163,11 +163,7 @@ impl EtcdFloor {
             .header()
             .map(|h| h.revision())
             .ok_or_else(|| fail("etcd: no header"))?;
-        Ok(Some(RawLock {
-            key: k,
-            holder: holder.to_owned(),
-            version: rev.to_string(),
-        }))
+        Ok(Some(RawLock::new(k, holder, rev.to_string())))
     }
 }
 
@@ -218,10 +214,7 @@ impl Floor for EtcdFloor {
                 }
             }
         };
-        self.create(key, CRASHED, lease)
-            .await?
-            .map(drop)
-            .ok_or_else(|| fail(format!("etcd floor: cannot plant {key}")))
+        planted(self.label(), key, self.create(key, CRASHED, lease).await?)
     }
 
     async fn takeover(&self, key: &str, _seen: &Observed, holder: &str, _ttl: Duration) -> Result<Option<RawLock>> {

@@ -100,11 +100,7 @@ impl Floor for MemoryFloor {
             .write(&name, &Precondition::Claimable, &record(holder, ttl)?)
             .await?
         {
-            CasOutcome::Written(s) => Ok(Some(RawLock {
-                key: key.to_owned(),
-                holder: holder.to_owned(),
-                version: s.version.as_str().to_owned(),
-            })),
+            CasOutcome::Written(s) => Ok(Some(RawLock::new(key, holder, s.version.as_str()))),
             CasOutcome::Conflict(_) => Ok(None),
         }
     }

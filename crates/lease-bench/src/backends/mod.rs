@@ -9,6 +9,7 @@ mod postgres;
 mod redis;
 mod s3;
 mod sql_floor;
+mod sql_server;
 mod sqlite;
 mod zookeeper;
 
@@ -138,6 +139,17 @@ pub struct RawLock {
     pub version: String,
 }
 
+impl RawLock {
+    /// The lock on `key` that `holder` took at `version`.
+    pub(crate) fn new(key: impl Into<String>, holder: &str, version: impl Into<String>) -> Self {
+        Self {
+            key: key.into(),
+            holder: holder.to_owned(),
+            version: version.into(),
+        }
+    }
+}
+
 /// What a challenger learned of a planted lock before waiting for it to expire.
 pub type Observed = Option<String>;
 
@@ -168,10 +180,7 @@ pub trait Floor: Send + Sync {
     async fn release(&self, lock: RawLock) -> Result<()>;
     /// Writes a lock held by a crashed holder that expires after `ttl` (not timed).
     async fn plant(&self, key: &str, ttl: Duration) -> Result<()> {
-        self.take(key, CRASHED, ttl)
-            .await?
-            .map(drop)
-            .ok_or_else(|| fail(format!("{} floor: cannot plant {key}", self.label())))
+        planted(self.label(), key, self.take(key, CRASHED, ttl).await?)
     }
     /// What a challenger reads before waiting out the holder (not timed).
     async fn observe(&self, key: &str) -> Result<Observed> {
@@ -189,6 +198,20 @@ pub trait Floor: Send + Sync {
 /// The error of a floor whose lock on `key` is gone (another holder, or expired).
 pub(crate) fn lost(label: &str, key: &str) -> BenchError {
     fail(format!("{label} floor: lost {key}"))
+}
+
+/// The end of a floor's [`plant`](Floor::plant): the lock it wrote on `key`, or the
+/// error when the key was taken (plants go to fresh keys).
+pub(crate) fn planted(label: &str, key: &str, lock: Option<RawLock>) -> Result<()> {
+    lock.map(drop)
+        .ok_or_else(|| fail(format!("{label} floor: cannot plant {key}")))
+}
+
+/// The value a floor's [`observe`](Floor::observe) read on `key`, which its takeover
+/// compares; an error when it read none.
+pub(crate) fn observed<'a>(label: &str, key: &str, seen: &'a Observed) -> Result<&'a str> {
+    seen.as_deref()
+        .ok_or_else(|| fail(format!("{label} floor: {key} was never observed")))
 }
 
 /// What the report says about one store (in the results file as it is).

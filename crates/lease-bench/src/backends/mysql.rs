@@ -2,170 +2,85 @@
 //! `INSERT … ON DUPLICATE KEY UPDATE` lock whose token comes back as `LAST_INSERT_ID`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold_core::store::CasStore;
 use leasehold_mysql::{MySqlConfig, MySqlStore};
-use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
-use sqlx::{AssertSqlSafe, Row};
+use sqlx::Row;
+use sqlx::mysql::{MySql, MySqlQueryResult};
 
-use super::{Backend, Floor, OpTexts, RawLock, StoreInfo, StoreKind, env, lost, ttl_ms};
-use crate::{Result, fail};
-
-/// Connections per pool (the shared server allows 300 for every helper and test).
-const POOL_SIZE: u32 = 10;
+use super::sql_floor::{Answer, Param, SqlFloor, Statement};
+use super::sql_server::{POOL_SIZE, SqlServer};
+use super::{Backend, Floor, OpTexts, StoreInfo, StoreKind};
+use crate::Result;
 
 /// The server's clock in Unix milliseconds, within one statement.
 const NOW_MS: &str = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)";
 
 /// The shared MariaDB, with tables of this run.
 pub(crate) struct MySqlBackend {
-    url: String,
-    lib_table: String,
-    raw_table: String,
-    admin: MySqlPool,
-}
-
-async fn pool(url: &str, size: u32) -> Result<MySqlPool> {
-    MySqlPoolOptions::new()
-        .max_connections(size)
-        .acquire_timeout(Duration::from_secs(10))
-        .connect(url)
-        .await
-        .map_err(|e| fail(format!("cannot reach MySQL at {url}: {e}")))
+    sql: SqlServer<MySql>,
 }
 
 impl MySqlBackend {
     pub(crate) async fn open(tag: &str) -> Result<Self> {
-        let url = env("LEASEHOLD_MYSQL_URL")?;
-        let admin = pool(&url, 2).await?;
-        let lib_table = format!("lhbench_{tag}");
-        let raw_table = format!("lhbench_raw_{tag}");
-        MySqlStore::provision(&admin, &MySqlConfig::new().with_table(&lib_table)?).await?;
-        let create = format!(
-            "CREATE TABLE `{raw_table}` (name VARCHAR(200) PRIMARY KEY, holder VARCHAR(128), token BIGINT NOT NULL, \
-             expires_at_ms BIGINT NOT NULL) ENGINE=InnoDB"
-        );
-        sqlx::query(AssertSqlSafe(create)).execute(&admin).await?;
-        Ok(Self {
-            url,
-            lib_table,
-            raw_table,
-            admin,
+        let sql = SqlServer::open("LEASEHOLD_MYSQL_URL", tag, |t| {
+            format!(
+                "CREATE TABLE `{t}` (name VARCHAR(200) PRIMARY KEY, holder VARCHAR(128), token BIGINT NOT NULL, \
+                 expires_at_ms BIGINT NOT NULL) ENGINE=InnoDB"
+            )
         })
-    }
-}
-
-/// The hand-written lock: one statement per operation.
-struct MySqlFloor {
-    pool: MySqlPool,
-    /// `(name, holder, ttl, holder, ttl)` → `LAST_INSERT_ID()` the token taken, 0 when held.
-    take: String,
-    /// `(ttl, name, holder, token)` → one affected row when still held.
-    renew: String,
-    /// `(name, holder, token)` → one affected row when still held.
-    release: String,
-}
-
-impl MySqlFloor {
-    fn new(pool: MySqlPool, t: &str) -> Self {
-        // The first assignment decides on the row as it was and sets LAST_INSERT_ID to
-        // the next token (or back to 0); the later ones ask whether it did.
-        let take = format!(
-            "INSERT INTO `{t}` (name, holder, token, expires_at_ms) VALUES (?, ?, LAST_INSERT_ID(1), {NOW_MS} + ?) \
-             ON DUPLICATE KEY UPDATE \
-             token = IF(LAST_INSERT_ID(0) = 0 AND (holder IS NULL OR expires_at_ms <= {NOW_MS}), LAST_INSERT_ID(token + 1), token), \
-             holder = IF(LAST_INSERT_ID() > 0, ?, holder), \
-             expires_at_ms = IF(LAST_INSERT_ID() > 0, {NOW_MS} + ?, expires_at_ms)"
-        );
-        // `GREATEST(…, expires_at_ms + 1)`: a renewal within the same millisecond still
-        // changes the row (MySQL counts only changed rows as affected).
-        let renew = format!(
-            "UPDATE `{t}` SET expires_at_ms = GREATEST({NOW_MS} + ?, expires_at_ms + 1) \
-             WHERE name = ? AND holder = ? AND token = ?"
-        );
-        let release = format!("UPDATE `{t}` SET holder = NULL WHERE name = ? AND holder = ? AND token = ?");
-        Self {
-            pool,
-            take,
-            renew,
-            release,
-        }
-    }
-
-    fn held(rows: u64, lock: &RawLock) -> Result<()> {
-        if rows == 1 {
-            Ok(())
-        } else {
-            Err(lost("mysql", &lock.key))
-        }
-    }
-}
-
-#[async_trait]
-impl Floor for MySqlFloor {
-    fn label(&self) -> &'static str {
-        "mysql"
-    }
-
-    async fn take(&self, key: &str, holder: &str, ttl: Duration) -> Result<Option<RawLock>> {
-        let done = sqlx::query(AssertSqlSafe(self.take.as_str()))
-            .bind(key)
-            .bind(holder)
-            .bind(ttl_ms(ttl))
-            .bind(holder)
-            .bind(ttl_ms(ttl))
-            .execute(&self.pool)
-            .await?;
-        Ok(match done.last_insert_id() {
-            0 => None,
-            token => Some(RawLock {
-                key: key.to_owned(),
-                holder: holder.to_owned(),
-                version: token.to_string(),
-            }),
-        })
-    }
-
-    async fn renew(&self, lock: &mut RawLock, ttl: Duration) -> Result<()> {
-        let token: i64 = lock.version.parse()?;
-        let done = sqlx::query(AssertSqlSafe(self.renew.as_str()))
-            .bind(ttl_ms(ttl))
-            .bind(lock.key.as_str())
-            .bind(lock.holder.as_str())
-            .bind(token)
-            .execute(&self.pool)
-            .await?;
-        Self::held(done.rows_affected(), lock)
-    }
-
-    async fn release(&self, lock: RawLock) -> Result<()> {
-        let token: i64 = lock.version.parse()?;
-        let done = sqlx::query(AssertSqlSafe(self.release.as_str()))
-            .bind(lock.key.as_str())
-            .bind(lock.holder.as_str())
-            .bind(token)
-            .execute(&self.pool)
-            .await?;
-        Self::held(done.rows_affected(), &lock)
+        .await?;
+        MySqlStore::provision(&sql.admin, &MySqlConfig::new().with_table(&sql.lib_table)?).await?;
+        Ok(Self { sql })
     }
 }
 
 #[async_trait]
 impl Backend for MySqlBackend {
     async fn store(&self) -> Result<Arc<dyn CasStore>> {
-        let pool = pool(&self.url, POOL_SIZE).await?;
+        let pool = self.sql.pool(POOL_SIZE).await?;
         Ok(Arc::new(
-            MySqlStore::new(pool, MySqlConfig::new().with_table(&self.lib_table)?).await?,
+            MySqlStore::new(pool, MySqlConfig::new().with_table(&self.sql.lib_table)?).await?,
         ))
     }
 
+    /// The hand-written lock: one statement per operation, its `?` placeholders bound
+    /// in the order they stand.
     async fn floor(&self) -> Result<Box<dyn Floor>> {
-        Ok(Box::new(MySqlFloor::new(
-            pool(&self.url, POOL_SIZE).await?,
-            &self.raw_table,
-        )))
+        use Param::{Holder, Name, Token, TtlMs};
+        let t = &self.sql.raw_table;
+        Ok(Box::new(SqlFloor {
+            label: "mysql",
+            rows_affected: MySqlQueryResult::rows_affected,
+            pool: self.sql.pool(POOL_SIZE).await?,
+            // The first assignment decides on the row as it was and sets LAST_INSERT_ID to
+            // the next token (or back to 0); the later ones ask whether it did.
+            take: Statement {
+                sql: format!(
+                    "INSERT INTO `{t}` (name, holder, token, expires_at_ms) VALUES (?, ?, LAST_INSERT_ID(1), {NOW_MS} + ?) \
+                     ON DUPLICATE KEY UPDATE \
+                     token = IF(LAST_INSERT_ID(0) = 0 AND (holder IS NULL OR expires_at_ms <= {NOW_MS}), LAST_INSERT_ID(token + 1), token), \
+                     holder = IF(LAST_INSERT_ID() > 0, ?, holder), \
+                     expires_at_ms = IF(LAST_INSERT_ID() > 0, {NOW_MS} + ?, expires_at_ms)"
+                ),
+                params: &[Name, Holder, TtlMs, Holder, TtlMs],
+            },
+            answer: Answer::InsertId(MySqlQueryResult::last_insert_id),
+            // `GREATEST(…, expires_at_ms + 1)`: a renewal within the same millisecond still
+            // changes the row (MySQL counts only changed rows as affected).
+            renew: Statement {
+                sql: format!(
+                    "UPDATE `{t}` SET expires_at_ms = GREATEST({NOW_MS} + ?, expires_at_ms + 1) \
+                     WHERE name = ? AND holder = ? AND token = ?"
+                ),
+                params: &[TtlMs, Name, Holder, Token],
+            },
+            release: Statement {
+                sql: format!("UPDATE `{t}` SET holder = NULL WHERE name = ? AND holder = ? AND token = ?"),
+                params: &[Name, Holder, Token],
+            },
+        }))
     }
 
     async fn describe(&self) -> Result<StoreInfo> {
@@ -173,7 +88,7 @@ impl Backend for MySqlBackend {
             "SELECT VERSION(), CAST(@@innodb_flush_log_at_trx_commit AS SIGNED), CAST(@@log_bin AS SIGNED), \
              CAST(@@innodb_buffer_pool_size AS SIGNED)",
         )
-        .fetch_one(&self.admin)
+        .fetch_one(&self.sql.admin)
         .await?;
         let version: String = row.try_get(0)?;
         let flush: i64 = row.try_get(1)?;
@@ -206,11 +121,6 @@ impl Backend for MySqlBackend {
     }
 
     async fn cleanup(&self) -> Result<()> {
-        for t in [&self.lib_table, &self.raw_table] {
-            sqlx::query(AssertSqlSafe(format!("DROP TABLE IF EXISTS `{t}`")))
-                .execute(&self.admin)
-                .await?;
-        }
-        Ok(())
+        self.sql.drop_tables("`").await
     }
 }

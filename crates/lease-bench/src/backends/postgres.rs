@@ -7,91 +7,83 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leasehold_core::store::CasStore;
 use leasehold_postgres::{PostgresConfig, PostgresStore};
-use sqlx::postgres::{PgAdvisoryLock, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgAdvisoryLock, PgPool, PgPoolOptions, Postgres};
 use sqlx::{AssertSqlSafe, Either, Row};
 
-use super::sql_floor::SqlFloor;
-use super::{Backend, Floor, OpTexts, StoreInfo, StoreKind, env};
+use super::sql_floor::{Answer, Param, SqlFloor, Statement};
+use super::sql_server::{POOL_SIZE, SqlServer};
+use super::{Backend, Floor, OpTexts, StoreInfo, StoreKind};
 use crate::peers::{Cycle, LibraryCycle, POOL, PeerResult, compare};
 use crate::stats::{Samples, Summary, time};
 use crate::{Plan, Result, fail};
 
-/// Connections per pool (the shared server allows 200 for every helper and test).
-const POOL_SIZE: u32 = 10;
-
 /// The shared Postgres, with tables of this run.
 pub(crate) struct PostgresBackend {
-    url: String,
-    lib_table: String,
-    raw_table: String,
-    admin: PgPool,
-}
-
-async fn pool(url: &str, size: u32) -> Result<PgPool> {
-    PgPoolOptions::new()
-        .max_connections(size)
-        .acquire_timeout(Duration::from_secs(10))
-        .connect(url)
-        .await
-        .map_err(|e| fail(format!("cannot reach Postgres at {url}: {e}")))
+    sql: SqlServer<Postgres>,
 }
 
 impl PostgresBackend {
     pub(crate) async fn open(tag: &str) -> Result<Self> {
-        let url = env("LEASEHOLD_PG_URL")?;
-        let admin = pool(&url, 2).await?;
-        let lib_table = format!("lhbench_{tag}");
-        let raw_table = format!("lhbench_raw_{tag}");
-        PostgresStore::provision(&admin, &PostgresConfig::new().with_table(&lib_table)?).await?;
-        let create = format!(
-            "CREATE TABLE {raw_table} (name TEXT PRIMARY KEY, holder TEXT, token BIGINT NOT NULL, \
-             expires_at TIMESTAMPTZ NOT NULL)"
-        );
-        sqlx::query(AssertSqlSafe(create)).execute(&admin).await?;
-        Ok(Self {
-            url,
-            lib_table,
-            raw_table,
-            admin,
+        let sql = SqlServer::open("LEASEHOLD_PG_URL", tag, |t| {
+            format!(
+                "CREATE TABLE {t} (name TEXT PRIMARY KEY, holder TEXT, token BIGINT NOT NULL, \
+                 expires_at TIMESTAMPTZ NOT NULL)"
+            )
         })
+        .await?;
+        PostgresStore::provision(&sql.admin, &PostgresConfig::new().with_table(&sql.lib_table)?).await?;
+        Ok(Self { sql })
     }
 }
 
 #[async_trait]
 impl Backend for PostgresBackend {
     async fn store(&self) -> Result<Arc<dyn CasStore>> {
-        let pool = pool(&self.url, POOL_SIZE).await?;
+        let pool = self.sql.pool(POOL_SIZE).await?;
         Ok(Arc::new(
-            PostgresStore::new(pool, PostgresConfig::new().with_table(&self.lib_table)?).await?,
+            PostgresStore::new(pool, PostgresConfig::new().with_table(&self.sql.lib_table)?).await?,
         ))
     }
 
     async fn floor(&self) -> Result<Box<dyn Floor>> {
-        let t = &self.raw_table;
+        use Param::{Holder, Name, Token, TtlMs};
+        let t = &self.sql.raw_table;
         Ok(Box::new(SqlFloor {
             label: "postgres",
             rows_affected: sqlx::postgres::PgQueryResult::rows_affected,
-            pool: pool(&self.url, POOL_SIZE).await?,
-            acquire: format!(
-                "INSERT INTO {t} AS l (name, holder, token, expires_at) VALUES ($1, $2, 1, now() + $3 * interval '1 millisecond') \
-                 ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, token = l.token + 1, expires_at = EXCLUDED.expires_at \
-                 WHERE l.holder IS NULL OR l.expires_at <= now() RETURNING token"
-            ),
-            renew: format!(
-                "UPDATE {t} SET expires_at = now() + $3 * interval '1 millisecond' WHERE name = $1 AND holder = $2 AND token = $4"
-            ),
-            release: format!("UPDATE {t} SET holder = NULL WHERE name = $1 AND holder = $2 AND token = $3"),
+            pool: self.sql.pool(POOL_SIZE).await?,
+            take: Statement {
+                sql: format!(
+                    "INSERT INTO {t} AS l (name, holder, token, expires_at) VALUES ($1, $2, 1, now() + $3 * interval '1 millisecond') \
+                     ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, token = l.token + 1, expires_at = EXCLUDED.expires_at \
+                     WHERE l.holder IS NULL OR l.expires_at <= now() RETURNING token"
+                ),
+                params: &[Name, Holder, TtlMs],
+            },
+            answer: Answer::Returning,
+            renew: Statement {
+                sql: format!(
+                    "UPDATE {t} SET expires_at = now() + $3 * interval '1 millisecond' WHERE name = $1 AND holder = $2 AND token = $4"
+                ),
+                params: &[Name, Holder, TtlMs, Token],
+            },
+            release: Statement {
+                sql: format!("UPDATE {t} SET holder = NULL WHERE name = $1 AND holder = $2 AND token = $3"),
+                params: &[Name, Holder, Token],
+            },
         }))
     }
 
     async fn describe(&self) -> Result<StoreInfo> {
         let show = |what: &'static str| async move {
             let row = sqlx::query(AssertSqlSafe(format!("SHOW {what}")))
-                .fetch_one(&self.admin)
+                .fetch_one(&self.sql.admin)
                 .await?;
             Ok::<String, crate::BenchError>(row.try_get::<String, _>(0)?)
         };
-        let version: String = sqlx::query_scalar("SHOW server_version").fetch_one(&self.admin).await?;
+        let version: String = sqlx::query_scalar("SHOW server_version")
+            .fetch_one(&self.sql.admin)
+            .await?;
         Ok(StoreInfo {
             kind: StoreKind::Postgres,
             version: format!("PostgreSQL {version}"),
@@ -122,20 +114,15 @@ impl Backend for PostgresBackend {
     }
 
     async fn cleanup(&self) -> Result<()> {
-        for t in [&self.lib_table, &self.raw_table] {
-            sqlx::query(AssertSqlSafe(format!("DROP TABLE IF EXISTS {t}")))
-                .execute(&self.admin)
-                .await?;
-        }
-        Ok(())
+        self.sql.drop_tables("").await
     }
 
     async fn peer(&self, plan: &Plan) -> Result<Option<PeerResult>> {
         let lib = LibraryCycle::on(self, plan).await?;
         let peer = AdvisoryCycle {
-            pool: pool(&self.url, POOL_SIZE).await?,
+            pool: self.sql.pool(POOL_SIZE).await?,
             locks: (0..POOL)
-                .map(|i| PgAdvisoryLock::new(format!("{}/peer/{i}", self.lib_table)))
+                .map(|i| PgAdvisoryLock::new(format!("{}/peer/{i}", self.sql.lib_table)))
                 .collect(),
         };
         let mut result = compare(
@@ -158,7 +145,7 @@ impl PostgresBackend {
     /// alternated, `plan.peer_cycles` each. The difference of their p50s is what the
     /// library's durability costs per write, and what an advisory lock does not pay.
     async fn wal_flush(&self, plan: &Plan) -> Result<[Summary; 2]> {
-        let durable = pool(&self.url, 1).await?;
+        let durable = self.sql.pool(1).await?;
         let unflushed = PgPoolOptions::new()
             .max_connections(1)
             .after_connect(|conn, _| {
@@ -167,13 +154,13 @@ impl PostgresBackend {
                     Ok(())
                 })
             })
-            .connect(&self.url)
+            .connect(&self.sql.url)
             .await
             .map_err(|e| fail(format!("cannot reach Postgres: {e}")))?;
         let upsert = format!(
             "INSERT INTO {} (name, holder, token, expires_at) VALUES ('wal-probe', 'probe', 1, now()) \
              ON CONFLICT (name) DO UPDATE SET token = {0}.token + 1, expires_at = now()",
-            self.raw_table
+            self.sql.raw_table
         );
         let mut sides = [
             Samples::with_capacity(plan.peer_cycles),

@@ -193,11 +193,7 @@ impl Floor for RedisFloor {
             .arg(ttl_ms(ttl))
             .query_async(&mut c)
             .await?;
-        Ok(ok.map(|_| RawLock {
-            key: k,
-            holder: holder.to_owned(),
-            version: String::new(),
-        }))
+        Ok(ok.map(|_| RawLock::new(k, holder, String::new())))
     }
 
     async fn renew(&self, lock: &mut RawLock, ttl: Duration) -> Result<()> {

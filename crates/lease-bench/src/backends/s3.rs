@@ -11,7 +11,7 @@ use aws_sdk_s3::primitives::ByteStream;
 use leasehold_core::store::CasStore;
 use leasehold_s3::{S3Config, S3Store, local_client};
 
-use super::{Backend, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env, lost};
+use super::{Backend, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env, lost, observed};
 use crate::{Result, fail};
 
 /// moto's S3, with a bucket of this run.
@@ -134,11 +134,11 @@ impl S3Floor {
             None => req.if_none_match("*"),
         };
         match req.send().await {
-            Ok(out) => Ok(Some(RawLock {
-                key: k,
-                holder: holder.to_owned(),
-                version: out.e_tag().ok_or_else(|| fail("s3 floor: no ETag"))?.to_owned(),
-            })),
+            Ok(out) => Ok(Some(RawLock::new(
+                k,
+                holder,
+                out.e_tag().ok_or_else(|| fail("s3 floor: no ETag"))?,
+            ))),
             Err(e) if precondition_failed(&e) => Ok(None),
             Err(e) => Err(e.into()),
         }
@@ -193,9 +193,7 @@ impl Floor for S3Floor {
     }
 
     async fn takeover(&self, key: &str, seen: &Observed, holder: &str, _ttl: Duration) -> Result<Option<RawLock>> {
-        let seen = seen
-            .as_deref()
-            .ok_or_else(|| fail(format!("s3 floor: {key} was never observed")))?;
+        let seen = observed(self.label(), key, seen)?;
         self.put(key, holder, Some(seen)).await
     }
 }

@@ -9,7 +9,7 @@ use leasehold_sqlite::{SqliteConfig, SqliteStore, connect_options};
 use sqlx::Row;
 use sqlx::sqlite::{SqlitePool, SqlitePoolOptions};
 
-use super::sql_floor::SqlFloor;
+use super::sql_floor::{Answer, Param, SqlFloor, Statement};
 use super::{Backend, Floor, OpTexts, StoreInfo, StoreKind, env};
 use crate::{Result, fail};
 
@@ -53,25 +53,36 @@ impl Backend for SqliteBackend {
     }
 
     async fn floor(&self) -> Result<Box<dyn Floor>> {
+        use Param::{Holder, Name, Token, TtlMs};
         Ok(Box::new(SqlFloor {
             label: "sqlite",
             rows_affected: sqlx::sqlite::SqliteQueryResult::rows_affected,
             pool: pool(&self.path).await?,
-            acquire: format!(
-                "INSERT INTO raw_locks (name, holder, token, expires_at_ms) VALUES (?1, ?2, 1, {NOW_MS} + ?3) \
-                 ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, token = raw_locks.token + 1, \
-                 expires_at_ms = excluded.expires_at_ms \
-                 WHERE raw_locks.holder IS NULL OR raw_locks.expires_at_ms <= {NOW_MS} RETURNING token"
-            ),
+            take: Statement {
+                sql: format!(
+                    "INSERT INTO raw_locks (name, holder, token, expires_at_ms) VALUES (?1, ?2, 1, {NOW_MS} + ?3) \
+                     ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, token = raw_locks.token + 1, \
+                     expires_at_ms = excluded.expires_at_ms \
+                     WHERE raw_locks.holder IS NULL OR raw_locks.expires_at_ms <= {NOW_MS} RETURNING token"
+                ),
+                params: &[Name, Holder, TtlMs],
+            },
+            answer: Answer::Returning,
             // `max(…, expires_at_ms + 1)`: back-to-back renewals within one millisecond
             // still change the row. SQLite skips the write (and its fsync) of a row that
             // did not change, which no real renewal is; without it most floor renewals of
             // this benchmark were such no-ops.
-            renew: format!(
-                "UPDATE raw_locks SET expires_at_ms = max({NOW_MS} + ?3, expires_at_ms + 1) \
-                 WHERE name = ?1 AND holder = ?2 AND token = ?4"
-            ),
-            release: "UPDATE raw_locks SET holder = NULL WHERE name = ?1 AND holder = ?2 AND token = ?3".into(),
+            renew: Statement {
+                sql: format!(
+                    "UPDATE raw_locks SET expires_at_ms = max({NOW_MS} + ?3, expires_at_ms + 1) \
+                     WHERE name = ?1 AND holder = ?2 AND token = ?4"
+                ),
+                params: &[Name, Holder, TtlMs, Token],
+            },
+            release: Statement {
+                sql: "UPDATE raw_locks SET holder = NULL WHERE name = ?1 AND holder = ?2 AND token = ?3".into(),
+                params: &[Name, Holder, Token],
+            },
         }))
     }
 

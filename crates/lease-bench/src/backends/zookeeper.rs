@@ -11,7 +11,7 @@ use leasehold_zookeeper::zookeeper_client as zk;
 use leasehold_zookeeper::{ZooKeeperConfig, ZooKeeperStore};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{Backend, CRASHED, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env, lost};
+use super::{Backend, CRASHED, Floor, Observed, OpTexts, RawLock, StoreInfo, StoreKind, env, lost, planted};
 use crate::{Result, fail};
 
 /// The shared single ZooKeeper server, under a root of this run.
@@ -158,11 +158,7 @@ impl ZooKeeperFloor {
     async fn create(&self, c: &zk::Client, key: &str, holder: &str) -> Result<Option<RawLock>> {
         let path = format!("{}/{}", self.dir, key.replace('/', "%2F"));
         match c.create(&path, holder.as_bytes(), &ephemeral()).await {
-            Ok(_) => Ok(Some(RawLock {
-                key: path,
-                holder: holder.to_owned(),
-                version: "0".into(),
-            })),
+            Ok(_) => Ok(Some(RawLock::new(path, holder, "0"))),
             Err(zk::Error::NodeExists) => Ok(None),
             Err(e) => Err(fail(format!("zookeeper floor: create {path}: {e}"))),
         }
@@ -197,9 +193,7 @@ impl Floor for ZooKeeperFloor {
         // A holder that crashed: its own session, detached and dropped, so it stops
         // heartbeating and ZooKeeper expires it (and its znode) after its timeout.
         let victim = session(&self.addr, class(ttl), true).await?;
-        self.create(&victim, key, CRASHED)
-            .await?
-            .ok_or_else(|| fail(format!("zookeeper floor: cannot plant {key}")))?;
+        planted(self.label(), key, self.create(&victim, key, CRASHED).await?)?;
         drop(victim);
         Ok(())
     }
