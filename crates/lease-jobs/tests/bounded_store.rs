@@ -166,34 +166,4 @@ async fn slot_records_stay_bounded(kind: common::Kind) {
     );
 }
 
-mod slot_records_stay_bounded {
-    use super::*;
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn postgres() {
-        slot_records_stay_bounded(common::Kind::Postgres).await;
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn sqlite() {
-        slot_records_stay_bounded(common::Kind::Sqlite).await;
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn mysql() {
-        slot_records_stay_bounded(common::Kind::MySql).await;
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn etcd() {
-        slot_records_stay_bounded(common::Kind::Etcd).await;
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn redis() {
-        slot_records_stay_bounded(common::Kind::Redis).await;
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn dynamodb() {
-        slot_records_stay_bounded(common::Kind::DynamoDb).await;
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn s3() {
-        slot_records_stay_bounded(common::Kind::S3).await;
-    }
-}
+on_every_store!(slot_records_stay_bounded);

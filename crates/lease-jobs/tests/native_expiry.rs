@@ -71,14 +71,4 @@ async fn done_records_go_with_no_scheduler_left(kind: common::Kind) {
     );
 }
 
-mod done_records_go_with_no_scheduler_left {
-    use super::*;
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn redis() {
-        done_records_go_with_no_scheduler_left(common::Kind::Redis).await;
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn etcd() {
-        done_records_go_with_no_scheduler_left(common::Kind::Etcd).await;
-    }
-}
+on_stores!(done_records_go_with_no_scheduler_left; redis Redis, etcd Etcd);

@@ -75,22 +75,4 @@ async fn a_fast_clock_starts_no_slot_early(kind: common::Kind) {
     );
 }
 
-mod a_fast_clock_starts_no_slot_early {
-    use super::*;
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn postgres() {
-        a_fast_clock_starts_no_slot_early(common::Kind::Postgres).await;
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn sqlite() {
-        a_fast_clock_starts_no_slot_early(common::Kind::Sqlite).await;
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn mysql() {
-        a_fast_clock_starts_no_slot_early(common::Kind::MySql).await;
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn redis() {
-        a_fast_clock_starts_no_slot_early(common::Kind::Redis).await;
-    }
-}
+on_stores!(a_fast_clock_starts_no_slot_early; postgres Postgres, sqlite Sqlite, mysql MySql, redis Redis);

@@ -67,6 +67,7 @@
 //! # Ok(()) }
 //! ```
 
+mod columns;
 mod config;
 #[cfg(feature = "shedlock-postgres")]
 mod error;

@@ -18,6 +18,7 @@ use sqlx::mysql::{MySql, MySqlPool, MySqlPoolOptions, MySqlRow};
 use sqlx::{AssertSqlSafe, Row, Transaction};
 
 use super::ShedlockConfig;
+use super::columns::{Column, Columns, misconfigured, split_table};
 use super::row::{self, RawRow, VersionParts, by_param, parse_version, ttl_param};
 
 /// Leases kept in ShedLock's own `shedlock` table in MySQL or MariaDB (InnoDB), so Rust
@@ -72,10 +73,7 @@ pub struct ShedlockMySqlStore {
 
 impl fmt::Debug for ShedlockMySqlStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ShedlockMySqlStore")
-            .field("table", &self.table)
-            .field("fenced", &self.fenced)
-            .finish_non_exhaustive()
+        row::fmt_store(f, "ShedlockMySqlStore", &self.table, self.fenced)
     }
 }
 
@@ -176,10 +174,6 @@ fn timed_out(phase: Phase) -> Error {
     }
 }
 
-fn misconfigured(message: String) -> Error {
-    Error::Misconfigured { message, source: None }
-}
-
 impl ShedlockMySqlStore {
     /// Connects to `url` (a `mysql://` URL) and opens the table.
     ///
@@ -205,10 +199,7 @@ impl ShedlockMySqlStore {
     pub async fn new(pool: MySqlPool, config: ShedlockConfig) -> Result<Self> {
         let ident = Ident::table(&config.table)?;
         let fence_ident = Ident::column(&config.fence_column)?;
-        let (schema, table) = match config.table.split_once('.') {
-            Some((s, t)) => (Some(s.to_owned()), t.to_owned()),
-            None => (None, config.table.clone()),
-        };
+        let (schema, table) = split_table(&config.table);
         let failed = |e| map_error(e, Phase::Read, Target::Lease, "check shedlock table");
         let check = async {
             let columns = sqlx::query(
@@ -235,55 +226,34 @@ impl ShedlockMySqlStore {
             .await
             .map_err(|_| timed_out(Phase::Read))?
             .map_err(failed)?;
-        let mut found = std::collections::HashMap::new();
+        let mut found = Columns::new(&config.table, true);
         for r in &columns {
             let name: String = r.try_get("name").map_err(failed)?;
-            let ty: String = r.try_get("ty").map_err(failed)?;
-            let len: Option<i64> = r.try_get("len").map_err(failed)?;
-            let digits: Option<i64> = r.try_get("digits").map_err(failed)?;
-            found.insert(name.to_ascii_lowercase(), (ty.to_ascii_lowercase(), len, digits));
+            let column = Column {
+                ty: r.try_get("ty").map_err(failed)?,
+                len: r.try_get("len").map_err(failed)?,
+                digits: r.try_get("digits").map_err(failed)?,
+            };
+            found.insert(&name, column);
         }
-        if found.is_empty() {
-            return Err(misconfigured(format!(
-                "table {} does not exist (create it with ShedlockMySqlStore::provision or ShedLock's DDL)",
-                config.table
-            )));
-        }
-        let ty = |c: &str| found.get(c).map(|(t, _, _)| t.as_str());
+        found.check_exists("ShedlockMySqlStore::provision")?;
         let mut digits = 6;
         for c in ["lock_until", "locked_at"] {
             match found.get(c) {
-                Some((t, _, d)) if t == "timestamp" || t == "datetime" => {
-                    digits = digits.min(d.unwrap_or(0));
+                Some(col) if col.ty == "timestamp" || col.ty == "datetime" => {
+                    digits = digits.min(col.digits.unwrap_or(0));
                 }
                 other => {
                     return Err(misconfigured(format!(
                         "column {c} of {} must be a TIMESTAMP or DATETIME, found {:?}",
                         config.table,
-                        other.map(|(t, _, _)| t)
+                        other.map(|col| &col.ty)
                     )));
                 }
             }
         }
-        for c in ["name", "locked_by"] {
-            if !matches!(ty(c), Some("varchar" | "char" | "text")) {
-                return Err(misconfigured(format!(
-                    "column {c} of {} must be VARCHAR or TEXT, found {:?}",
-                    config.table,
-                    ty(c)
-                )));
-            }
-        }
-        let fenced = match ty(&config.fence_column.to_ascii_lowercase()) {
-            None => false,
-            Some("bigint") => true,
-            Some(other) => {
-                return Err(misconfigured(format!(
-                    "fence column {} must be BIGINT, found {other}",
-                    config.fence_column
-                )));
-            }
-        };
+        found.check_text(&["varchar", "char", "text"])?;
+        let fenced = found.fenced(&config.fence_column)?;
         let engine: Option<String> = facts.try_get("engine").map_err(failed)?;
         if !engine.as_deref().is_some_and(|e| e.eq_ignore_ascii_case(MYSQL_ENGINE)) {
             return Err(misconfigured(format!(
@@ -299,11 +269,7 @@ impl ShedlockMySqlStore {
                  TIMESTAMP columns, so sessions must use time_zone = '+00:00' (sqlx's default)"
             )));
         }
-        let name_len = found
-            .get("name")
-            .and_then(|(_, l, _)| *l)
-            .and_then(|l| usize::try_from(l).ok())
-            .unwrap_or(leasehold_core::MAX_NAME_LEN);
+        let name_len = found.name_len();
         let fence = fenced.then(|| fence_ident.quoted(Dialect::MySql));
         let unit_us = 10_i64.pow(u32::try_from(6 - digits.clamp(0, 6)).unwrap_or(0));
         Ok(Self {
@@ -362,11 +328,8 @@ impl ShedlockMySqlStore {
     /// # Errors
     /// [`Error::InvalidInput`] for an invalid client configuration.
     pub fn lease_client(self, config: ClientConfig) -> Result<LeaseClient> {
-        if self.fenced {
-            LeaseClient::from_dyn(Arc::new(self), config)
-        } else {
-            LeaseClient::efficiency_only(self, config)
-        }
+        let fenced = self.fenced;
+        row::lease_client(self, fenced, config)
     }
 
     async fn timed<T>(&self, phase: Phase, f: impl Future<Output = Result<T>>) -> Result<T> {
@@ -617,9 +580,9 @@ impl CasStore for ShedlockMySqlStore {
     /// One `SELECT` of the names under the prefix (compared byte for byte). A ShedLock
     /// lock whose name is not a valid lease name is left out.
     async fn list(&self, prefix: &NamePrefix) -> Result<Vec<LeaseName>> {
-        let rows = self
+        let names = self
             .timed(Phase::Read, async {
-                sqlx::query(AssertSqlSafe(self.sql.list.as_str()))
+                sqlx::query_scalar(AssertSqlSafe(self.sql.list.as_str()))
                     .bind(prefix.as_str())
                     .bind(prefix.as_str())
                     .fetch_all(&self.pool)
@@ -627,17 +590,7 @@ impl CasStore for ShedlockMySqlStore {
                     .map_err(|e| map_error(e, Phase::Read, Target::Lease, "list shedlock rows"))
             })
             .await?;
-        let mut names = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let name: String = row
-                .try_get("name")
-                .map_err(|e| map_error(e, Phase::Read, Target::Lease, "list shedlock rows"))?;
-            if let Ok(name) = LeaseName::new(&name) {
-                names.push(name);
-            }
-        }
-        names.sort_unstable();
-        Ok(names)
+        Ok(row::lease_names(names))
     }
 
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {

@@ -1,10 +1,13 @@
 //! What the ShedLock stores share: a row's decoding into a lease record, the version
-//! (the row's content), foreign `locked_by` values, the capabilities.
+//! (the row's content), foreign `locked_by` values, the capabilities and the client
+//! they call for, the names they list.
 
+use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_core::store::{Capabilities, ClockSource, Grade, LeaseRecord, Stored, Version, record_codec};
-use leasehold_core::{Error, FencingToken, HolderId, LeaseName, Result, Ttl};
+use leasehold_core::store::{Capabilities, CasStore, ClockSource, Grade, LeaseRecord, Stored, Version, record_codec};
+use leasehold_core::{ClientConfig, Error, FencingToken, HolderId, LeaseClient, LeaseName, Result, Ttl};
 
 /// One row as the statements return it.
 pub(super) struct RawRow {
@@ -137,6 +140,33 @@ pub(super) fn capabilities(fenced: bool) -> Capabilities {
         conflict_returns_current: true,
         notifies_waiters: false,
     }
+}
+
+/// A lease client on a store over a table with (`fenced`: a correctness client) or
+/// without the fence column (an efficiency-only client).
+pub(super) fn lease_client<S: CasStore + 'static>(store: S, fenced: bool, config: ClientConfig) -> Result<LeaseClient> {
+    if fenced {
+        LeaseClient::from_dyn(Arc::new(store), config)
+    } else {
+        LeaseClient::efficiency_only(store, config)
+    }
+}
+
+/// The lease names among a table's `names`, sorted. A ShedLock lock whose name is not
+/// a valid lease name (ShedLock allows spaces, for one) is left out: the stores cannot
+/// read or write it either.
+pub(super) fn lease_names(names: Vec<String>) -> Vec<LeaseName> {
+    let mut names: Vec<LeaseName> = names.iter().filter_map(|n| LeaseName::new(n).ok()).collect();
+    names.sort_unstable();
+    names
+}
+
+/// A store's `Debug`: its type `kind`, its table and whether it is fenced.
+pub(super) fn fmt_store(f: &mut fmt::Formatter<'_>, kind: &str, table: &str, fenced: bool) -> fmt::Result {
+    f.debug_struct(kind)
+        .field("table", &table)
+        .field("fenced", &fenced)
+        .finish_non_exhaustive()
 }
 
 /// Refuses a name longer than the table's `name` column (`name_len` characters).

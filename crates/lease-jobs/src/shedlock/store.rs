@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -15,9 +14,13 @@ use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
 use sqlx::{AssertSqlSafe, Row};
 
 use super::ShedlockConfig;
+use super::columns::{Column, Columns, misconfigured, split_table};
 use super::error::{self, Op};
-use super::row::{self, RawRow, by_param, parse_version, ttl_param};
+use super::row::{self, RawRow, VersionParts, by_param, parse_version, ttl_param};
 use super::sql::{Shape, Statements};
+
+/// A statement of this store.
+type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
 
 /// Leases kept in ShedLock's own `shedlock` table in Postgres, so Rust instances and
 /// Java ShedLock instances of one service exclude each other. See the module docs.
@@ -33,10 +36,7 @@ pub struct ShedlockStore {
 
 impl fmt::Debug for ShedlockStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ShedlockStore")
-            .field("table", &self.table)
-            .field("fenced", &self.fenced)
-            .finish_non_exhaustive()
+        row::fmt_store(f, "ShedlockStore", &self.table, self.fenced)
     }
 }
 
@@ -64,11 +64,8 @@ impl ShedlockStore {
     pub async fn new(pool: PgPool, config: ShedlockConfig) -> Result<Self> {
         let ident = Ident::table(&config.table)?;
         let fence_ident = Ident::column(&config.fence_column)?;
-        let (schema, table) = match config.table.split_once('.') {
-            Some((s, t)) => (Some(s.to_owned()), t.to_owned()),
-            None => (None, config.table.clone()),
-        };
-        let columns = tokio::time::timeout(
+        let (schema, table) = split_table(&config.table);
+        let rows = tokio::time::timeout(
             config.timeout,
             sqlx::query(
                 "SELECT column_name::text, data_type::text, character_maximum_length::bigint \
@@ -82,27 +79,20 @@ impl ShedlockStore {
         .await
         .map_err(|_| error::timed_out(Op::Read))?
         .map_err(|e| error::map(Op::Read, e))?;
-        let mut found = std::collections::HashMap::new();
-        for row in &columns {
+        let mut columns = Columns::new(&config.table, false);
+        for row in &rows {
             let name: String = row.try_get(0).map_err(|e| error::map(Op::Read, e))?;
-            let ty: String = row.try_get(1).map_err(|e| error::map(Op::Read, e))?;
-            let len: Option<i64> = row.try_get(2).map_err(|e| error::map(Op::Read, e))?;
-            found.insert(name, (ty, len));
+            let column = Column {
+                ty: row.try_get(1).map_err(|e| error::map(Op::Read, e))?,
+                len: row.try_get(2).map_err(|e| error::map(Op::Read, e))?,
+                digits: None,
+            };
+            columns.insert(&name, column);
         }
-        let misconfigured = |msg: String| Error::Misconfigured {
-            message: msg,
-            source: None,
-        };
-        if found.is_empty() {
-            return Err(misconfigured(format!(
-                "table {} does not exist (create it with ShedlockStore::provision or ShedLock's DDL)",
-                config.table
-            )));
-        }
-        let ty = |c: &str| found.get(c).map(|(t, _)| t.as_str());
+        columns.check_exists("ShedlockStore::provision")?;
         let mut tz = None;
         for c in ["lock_until", "locked_at"] {
-            let this = match ty(c) {
+            let this = match columns.ty(c) {
                 Some("timestamp without time zone") => false,
                 Some("timestamp with time zone") => true,
                 other => {
@@ -117,30 +107,9 @@ impl ShedlockStore {
             }
             tz = Some(this);
         }
-        for c in ["name", "locked_by"] {
-            if !matches!(ty(c), Some("character varying" | "text")) {
-                return Err(misconfigured(format!(
-                    "column {c} of {} must be VARCHAR or TEXT, found {:?}",
-                    config.table,
-                    ty(c)
-                )));
-            }
-        }
-        let fenced = match ty(&config.fence_column) {
-            None => false,
-            Some("bigint") => true,
-            Some(other) => {
-                return Err(misconfigured(format!(
-                    "fence column {} must be BIGINT, found {other}",
-                    config.fence_column
-                )));
-            }
-        };
-        let name_len = found
-            .get("name")
-            .and_then(|(_, l)| *l)
-            .and_then(|l| usize::try_from(l).ok())
-            .unwrap_or(leasehold_core::MAX_NAME_LEN);
+        columns.check_text(&["character varying", "text"])?;
+        let fenced = columns.fenced(&config.fence_column)?;
+        let name_len = columns.name_len();
         let shape = Shape {
             table: ident.quoted(Dialect::Postgres),
             fence: fenced.then(|| fence_ident.quoted(Dialect::Postgres)),
@@ -191,11 +160,8 @@ impl ShedlockStore {
     /// # Errors
     /// [`Error::InvalidInput`] for an invalid client configuration.
     pub fn lease_client(self, config: ClientConfig) -> Result<LeaseClient> {
-        if self.fenced {
-            LeaseClient::from_dyn(Arc::new(self), config)
-        } else {
-            LeaseClient::efficiency_only(self, config)
-        }
+        let fenced = self.fenced;
+        row::lease_client(self, fenced, config)
     }
 
     fn check_name(&self, name: &LeaseName) -> Result<()> {
@@ -220,7 +186,17 @@ impl ShedlockStore {
         })
     }
 
-    fn outcome(&self, name: &LeaseName, rows: &[PgRow]) -> Result<(bool, Option<Stored>)> {
+    /// Binds the parts of the version a write or delete expects: `locked_at` and
+    /// `lock_until` in microseconds, `locked_by` and, on a fenced table, the fence.
+    fn bind_version<'q>(&self, q: PgQuery<'q>, p: &VersionParts<'q>) -> PgQuery<'q> {
+        let q = q.bind(p.at).bind(p.until).bind(p.by);
+        if self.fenced { q.bind(p.fence) } else { q }
+    }
+
+    /// Sends a write of `name` and reads its outcome: whether it applied, and the row
+    /// it wrote or, where it did not apply, the row as it stands (if one is visible).
+    async fn send(&self, name: &LeaseName, q: PgQuery<'_>) -> Result<(bool, Option<Stored>)> {
+        let rows = self.timed(Op::Write, q.fetch_all(&self.pool)).await?;
         let Some(row) = rows.first() else {
             return Ok((false, None));
         };
@@ -270,14 +246,14 @@ impl CasStore for ShedlockStore {
         let ttl = ttl_param(record)?;
         let by = by_param(record);
         let token = record.token.to_i64()?;
-        let rows = match expect {
+        let outcome = match expect {
             Precondition::Absent => {
                 let q = sqlx::query(AssertSqlSafe(self.sql.create.clone()))
                     .bind(name.as_str())
                     .bind(ttl)
                     .bind(&by);
                 let q = if self.fenced { q.bind(token) } else { q };
-                self.timed(Op::Write, q.fetch_all(&self.pool)).await?
+                self.send(name, q).await?
             }
             Precondition::Claimable => {
                 if record.is_vacant() {
@@ -287,7 +263,7 @@ impl CasStore for ShedlockStore {
                     .bind(name.as_str())
                     .bind(ttl)
                     .bind(&by);
-                self.timed(Op::Write, q.fetch_all(&self.pool)).await?
+                self.send(name, q).await?
             }
             Precondition::Version(v) => {
                 let Some(p) = parse_version(v) else {
@@ -301,15 +277,11 @@ impl CasStore for ShedlockStore {
                     .bind(name.as_str())
                     .bind(ttl)
                     .bind(&by)
-                    .bind(token)
-                    .bind(p.at)
-                    .bind(p.until)
-                    .bind(p.by);
-                let q = if self.fenced { q.bind(p.fence) } else { q };
-                self.timed(Op::Write, q.fetch_all(&self.pool)).await?
+                    .bind(token);
+                self.send(name, self.bind_version(q, &p)).await?
             }
         };
-        Ok(match self.outcome(name, &rows)? {
+        Ok(match outcome {
             (true, Some(s)) => CasOutcome::Written(s),
             (false, Some(s)) => CasOutcome::Conflict(Current::Present(s)),
             // No row visible to the statement's snapshot: absent, or created by a
@@ -322,23 +294,15 @@ impl CasStore for ShedlockStore {
     /// valid lease name (ShedLock allows spaces, for one) is left out: this store cannot
     /// read or write it either.
     async fn list(&self, prefix: &NamePrefix) -> Result<Vec<LeaseName>> {
-        let rows = self
+        let names = self
             .timed(
                 Op::Read,
-                sqlx::query(AssertSqlSafe(self.sql.list.clone()))
+                sqlx::query_scalar(AssertSqlSafe(self.sql.list.clone()))
                     .bind(prefix.as_str())
                     .fetch_all(&self.pool),
             )
             .await?;
-        let mut names = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let name: String = row.try_get("name").map_err(|e| error::map(Op::Read, e))?;
-            if let Ok(name) = LeaseName::new(&name) {
-                names.push(name);
-            }
-        }
-        names.sort_unstable();
-        Ok(names)
+        Ok(row::lease_names(names))
     }
 
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
@@ -346,14 +310,8 @@ impl CasStore for ShedlockStore {
         let Some(p) = parse_version(version) else {
             return Ok(DeleteOutcome::Conflict(Current::Unknown));
         };
-        let q = sqlx::query(AssertSqlSafe(self.sql.delete.clone()))
-            .bind(name.as_str())
-            .bind(p.at)
-            .bind(p.until)
-            .bind(p.by);
-        let q = if self.fenced { q.bind(p.fence) } else { q };
-        let rows = self.timed(Op::Write, q.fetch_all(&self.pool)).await?;
-        Ok(match self.outcome(name, &rows)? {
+        let q = sqlx::query(AssertSqlSafe(self.sql.delete.clone())).bind(name.as_str());
+        Ok(match self.send(name, self.bind_version(q, &p)).await? {
             (true, _) => DeleteOutcome::Deleted,
             (false, Some(s)) => DeleteOutcome::Conflict(Current::Present(s)),
             (false, None) => DeleteOutcome::Conflict(Current::Unknown),

@@ -79,30 +79,14 @@ impl Place {
     /// records on DynamoDB and S3.
     pub async fn count_records(&self, client: &LeaseClient, prefix: &str) -> usize {
         let like = format!("{prefix}%");
-        let count = |n: i64| usize::try_from(n).expect("a count");
         match self.kind {
-            Kind::Postgres => {
-                let pool = sqlx::PgPool::connect(&self.url).await.expect("postgres");
-                let n: i64 = sqlx::query_scalar("SELECT count(*) FROM leasehold_leases WHERE name LIKE $1")
-                    .bind(like)
-                    .fetch_one(&pool)
-                    .await
-                    .expect("count rows");
-                pool.close().await;
-                count(n)
-            }
+            Kind::Postgres => count_rows(sqlx::PgPool::connect(&self.url).await.expect("postgres"), like).await,
             Kind::Sqlite => {
                 let path = self.url.trim_start_matches("sqlite:");
                 let pool = sqlx::SqlitePool::connect_with(leasehold::sqlite::connect_options(path))
                     .await
                     .expect("sqlite");
-                let n: i64 = sqlx::query_scalar("SELECT count(*) FROM leasehold_leases WHERE name LIKE ?1")
-                    .bind(like)
-                    .fetch_one(&pool)
-                    .await
-                    .expect("count rows");
-                pool.close().await;
-                count(n)
+                count_rows(pool, like).await
             }
             // Every key of the names, counter hashes included.
             Kind::Redis => {
@@ -174,6 +158,24 @@ impl Place {
             .unwrap_or_else(|_| panic!("opening {url} took over 30 s"))
             .unwrap_or_else(|e| panic!("{url} unreachable: {e} (start the stores: scripts/stores.sh start)"))
     }
+}
+
+/// The rows of the lease table whose names are `LIKE like`, read through `pool`
+/// (Postgres or SQLite), which is then closed.
+async fn count_rows<DB: sqlx::Database>(pool: sqlx::Pool<DB>, like: String) -> usize
+where
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
+    String: sqlx::Type<DB> + for<'q> sqlx::Encode<'q, DB>,
+{
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM leasehold_leases WHERE name LIKE $1")
+        .bind(like)
+        .fetch_one(&pool)
+        .await
+        .expect("count rows");
+    pool.close().await;
+    usize::try_from(n).expect("a count")
 }
 
 /// The protected data of the tests, in the tests' Postgres whatever store holds the
@@ -260,10 +262,16 @@ pub async fn wait_for<F: Future<Output = bool>>(within: Duration, what: &str, mu
 #[macro_export]
 macro_rules! on_every_store {
     ($body:ident) => {
-        $crate::on_every_store!(@stores $body;
+        $crate::on_stores!($body;
             postgres Postgres, sqlite Sqlite, mysql MySql, etcd Etcd, redis Redis, dynamodb DynamoDb, s3 S3);
     };
-    (@stores $body:ident; $($store:ident $kind:ident),*) => {
+}
+
+/// One test function per store listed (`test_name Kind`), in a module named after
+/// `$body`, each calling `$body(Kind::…)`.
+#[macro_export]
+macro_rules! on_stores {
+    ($body:ident; $($store:ident $kind:ident),* $(,)?) => {
         mod $body {
             use super::*;
             $(
