@@ -235,25 +235,17 @@ impl KeyFence {
         if resp.succeeded() {
             return applied();
         }
-        let nested = resp
-            .op_responses()
-            .into_iter()
-            .find_map(|r| match r {
-                TxnOpResponse::Txn(t) => Some(t),
-                _ => None,
-            })
-            .ok_or_else(|| unexpected("no nested transaction response"))?;
+        let nested = answer(resp, "no nested transaction response", |r| match r {
+            TxnOpResponse::Txn(t) => Some(t),
+            _ => None,
+        })?;
         if nested.succeeded() {
             return applied();
         }
-        let current = nested
-            .op_responses()
-            .into_iter()
-            .find_map(|r| match r {
-                TxnOpResponse::Get(g) => g.kvs().first().map(|kv| kv.value().to_vec()),
-                _ => None,
-            })
-            .ok_or_else(|| unexpected("a refused guard without the key's value"))?;
+        let current = answer(&nested, "a refused guard without the key's value", |r| match r {
+            TxnOpResponse::Get(g) => g.kvs().first().map(|kv| kv.value().to_vec()),
+            _ => None,
+        })?;
         let (mark, _) = Self::decode(&self.key, &current)?;
         if self.mode.admits(mark, self.token) {
             // A decodable value compares exactly; refusing it would mean a value etcd
@@ -290,6 +282,15 @@ fn check_key(key: &[u8]) -> Result<()> {
         return Err(Error::invalid("fenced key", "an etcd key cannot be empty"));
     }
     Ok(())
+}
+
+/// The first of `resp`'s operation answers that `pick` takes; an [`unexpected`] answer
+/// (`missing` says what is missing) if none is.
+fn answer<T>(resp: &TxnResponse, missing: &str, pick: impl FnMut(TxnOpResponse) -> Option<T>) -> Result<T> {
+    resp.op_responses()
+        .into_iter()
+        .find_map(pick)
+        .ok_or_else(|| unexpected(missing))
 }
 
 fn unexpected(what: &str) -> Error {

@@ -9,26 +9,15 @@ use std::time::Duration;
 
 use etcd_client::{Client, TxnOp};
 use leasehold_core::testing::CountingStore;
-use leasehold_core::testing::process::poll;
 use leasehold_core::{
-    Error, FencingToken, HolderId, Lease, LeaseClient, LeaseName, LossCause, Ttl,
+    Error, FencingToken, LeaseClient, LossCause,
     store::{CasOutcome, CasStore, LeaseRecord, Precondition, Version},
 };
 use leasehold_etcd::{EtcdConfig, EtcdStats, EtcdStore, KeyFence, TxnFence};
+use leasehold_testkit::foreign::take_and_release;
 use leasehold_testkit::proxy::{Proxy, ProxyMode};
+use leasehold_testkit::records::{acquired, held_record as held, lease_name as name, listed, name_prefix, renewals};
 use tokio::time::Instant;
-
-fn name(s: &str) -> LeaseName {
-    LeaseName::new(s).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn held(holder: &str, token: u64, ttl_ms: u64) -> LeaseRecord {
-    LeaseRecord::held(
-        HolderId::new(holder).unwrap_or_else(|e| panic!("{e}")),
-        FencingToken::new(token),
-        Ttl::from_millis(ttl_ms).unwrap_or_else(|e| panic!("{e}")),
-    )
-}
 
 /// Puts `value` at `key` in a transaction `fence` guards, through `store`: it must apply.
 async fn fenced_put(store: &EtcdStore, fence: &TxnFence, key: impl Into<Vec<u8>>, value: &str) {
@@ -52,16 +41,6 @@ async fn raw_get(c: &Client, key: Vec<u8>) -> Option<etcd_client::KeyValue> {
     let mut c = c.clone();
     let r = c.get(key, None).await.unwrap_or_else(|e| panic!("get: {e}"));
     r.kvs().first().cloned()
-}
-
-async fn wait_for_renewals(lease: &Lease, n: usize) {
-    for i in 0..n {
-        let before = lease.valid_until();
-        assert!(
-            poll(Duration::from_secs(5), || lease.valid_until() > before).await,
-            "renewal {i} never landed"
-        );
-    }
 }
 
 /// Acquire of a free lease and release are one Txn each; renewals cost no Txn.
@@ -90,7 +69,7 @@ async fn round_trips_per_operation() {
     );
 
     counting.reset();
-    let ((), renewals) = common::sent(&store, wait_for_renewals(&la, 4)).await;
+    let ((), renewals) = common::sent(&store, renewals(&la, 4)).await;
     let calls = counting.counts();
     assert!(calls.renews >= 4, "{calls:?}");
     assert_eq!(
@@ -144,7 +123,7 @@ async fn session_leases_and_the_fence_counter() {
     let store = common::store("sessions").await;
     let raw = store.client().clone();
     let n = name("svc/leader");
-    let la = common::acquired(&store, n.as_str(), Duration::from_secs(2)).await;
+    let la = acquired(&store, n.as_str(), Duration::from_secs(2)).await;
     let kv = raw_get(&raw, store.record_key(&n)).await.expect("record present");
     assert_ne!(kv.lease(), 0, "a held record must be attached to a session lease");
     let fence = store.fence(&la).expect("fence");
@@ -167,7 +146,7 @@ async fn session_leases_and_the_fence_counter() {
 
     // Another store takes it with the next token: the counter outlived the record.
     let other = EtcdStore::new(raw.clone(), store.config().clone());
-    let lb = common::acquired(&other, n.as_str(), Duration::from_secs(2)).await;
+    let lb = acquired(&other, n.as_str(), Duration::from_secs(2)).await;
     assert_eq!(lb.token(), FencingToken::new(2));
     let f = raw_get(&raw, other.fence_key(&n)).await.expect("fence key");
     assert_eq!(f.value(), b"00000000000000000002");
@@ -224,11 +203,7 @@ async fn a_lease_seen_held_is_taken_over_in_one_txn() {
     let client = LeaseClient::new(challenger.clone());
     let ttl = Duration::from_secs(2);
     // The challenger's session, granted once.
-    common::acquired(&challenger, "warm-up", ttl)
-        .await
-        .release()
-        .await
-        .expect("release");
+    take_and_release(&client, "warm-up", ttl, 1).await;
     // A holder that froze: its record is never renewed, and its store deletes it at its TTL.
     let n = name("frozen");
     leasehold_testkit::write_ok(&holders, &n, &Precondition::Claimable, &held("frozen-holder", 1, 1000)).await;
@@ -264,7 +239,7 @@ async fn fenced_transactions_follow_the_tenure() {
     let raw = store.client().clone();
     let n = name("ledger");
     let data = format!("{}ledger/balance", store.config().prefix()).into_bytes();
-    let la = common::acquired(&store, n.as_str(), Duration::from_secs(5)).await;
+    let la = acquired(&store, n.as_str(), Duration::from_secs(5)).await;
     let fa = store.fence(&la).expect("fence a");
     assert_eq!(fa.token(), la.token());
     for v in ["1", "2"] {
@@ -272,7 +247,7 @@ async fn fenced_transactions_follow_the_tenure() {
     }
     la.release().await.expect("release");
     refused_put(&store, &fa, data.clone(), "after-release").await;
-    let lb = common::acquired(&store, n.as_str(), Duration::from_secs(5)).await;
+    let lb = acquired(&store, n.as_str(), Duration::from_secs(5)).await;
     let fb = store.fence(&lb).expect("fence b");
     fenced_put(&store, &fb, data.clone(), "3").await;
     // A stale tenure's write is refused.
@@ -330,7 +305,7 @@ async fn a_fence_from_another_store_instance_guards_the_same_tenure() {
     let granting = common::store("fence-elsewhere").await;
     let other = common::store_under(granting.config().prefix()).await;
     let data = format!("{}ledger/balance", granting.config().prefix()).into_bytes();
-    let lease = common::acquired(&granting, "ledger", Duration::from_secs(5)).await;
+    let lease = acquired(&granting, "ledger", Duration::from_secs(5)).await;
     let fence = other.fence(&lease).expect("a fence on another instance");
     fenced_put(&other, &fence, data.clone(), "1").await;
     lease.release().await.expect("release");
@@ -596,10 +571,7 @@ async fn list_names_only_record_keys_and_pages_through() {
             .await
             .unwrap_or_else(|e| panic!("put {foreign}: {e}"));
     }
-    let prefix = |s: &str| leasehold_core::NamePrefix::new(s).unwrap_or_else(|e| panic!("{e}"));
-    let listed = |v: Vec<LeaseName>| v.into_iter().map(|n| n.as_str().to_owned()).collect::<Vec<_>>();
-
-    let (few, sent) = common::sent(&store, store.list(&prefix("many/000"))).await;
+    let (few, sent) = common::sent(&store, store.list(&name_prefix("many/000"))).await;
     let expected: Vec<String> = (0..10).map(|i| format!("many/{i:04}")).collect();
     assert_eq!(listed(few.expect("list")), expected);
     assert_eq!(
@@ -611,7 +583,7 @@ async fn list_names_only_record_keys_and_pages_through() {
         "a handful of names is one range read"
     );
 
-    let (all, sent) = common::sent(&store, store.list(&prefix("many/"))).await;
+    let (all, sent) = common::sent(&store, store.list(&name_prefix("many/"))).await;
     assert_eq!(listed(all.expect("list")), names, "each record once, sorted");
     assert_eq!(sent.ranges, 3, "2204 keys in pages of 1000: {sent:?}");
     assert_eq!(sent.txns, 0);

@@ -11,24 +11,16 @@ use std::time::Duration;
 use etcd_client::GetOptions;
 use leasehold_core::testing::process::poll_async;
 use leasehold_core::{
-    FencingToken, HolderId, LeaseName, Ttl,
-    store::{CasOutcome, CasStore, Current, ExpireOutcome, LeaseRecord, Precondition, Stored},
+    LeaseName,
+    store::{CasStore, ExpireOutcome, Precondition, Stored},
 };
 use leasehold_etcd::EtcdStore;
+use leasehold_testkit::expiry::{assert_expire_scheduled, assert_stale_expire_conflicts};
+use leasehold_testkit::records::held_record;
 
-fn record(ttl_ms: u64) -> LeaseRecord {
-    LeaseRecord::held(
-        HolderId::new("done-marker").unwrap_or_else(|e| panic!("{e}")),
-        FencingToken::new(1),
-        Ttl::from_millis(ttl_ms).unwrap_or_else(|e| panic!("{e}")),
-    )
-}
-
-async fn written(store: &EtcdStore, name: &LeaseName, expect: &Precondition, ttl_ms: u64) -> Stored {
-    match store.write(name, expect, &record(ttl_ms)).await.expect("write") {
-        CasOutcome::Written(s) => s,
-        other => panic!("write gave {other:?}"),
-    }
+/// A record held by `done-marker` (token 1, TTL 30 s) written as `name` if `expect` holds.
+async fn written(store: &EtcdStore, name: &LeaseName, expect: &Precondition) -> Stored {
+    leasehold_testkit::write_ok(store, name, expect, &held_record("done-marker", 1, 30_000)).await
 }
 
 /// The keys under the store's prefix, and the etcd lease each is attached to.
@@ -48,7 +40,7 @@ async fn keys(store: &EtcdStore) -> Vec<(String, i64)> {
 async fn the_record_and_its_fence_counter_go_by_themselves() {
     let store = common::store("expiry").await;
     let name = LeaseName::new("slot/1").expect("name");
-    let w = written(&store, &name, &Precondition::Absent, 30_000).await;
+    let w = written(&store, &name, &Precondition::Absent).await;
     assert_eq!(
         keys(&store).await.len(),
         2,
@@ -87,16 +79,9 @@ async fn the_record_and_its_fence_counter_go_by_themselves() {
 async fn a_stale_version_changes_nothing_and_a_counter_left_behind_expires() {
     let store = common::store("expiry-stale").await;
     let name = LeaseName::new("slot/2").expect("name");
-    let first = written(&store, &name, &Precondition::Absent, 30_000).await;
-    let second = written(&store, &name, &Precondition::Version(first.version.clone()), 30_000).await;
-    match store
-        .expire(&name, &first.version, Duration::from_secs(1))
-        .await
-        .expect("stale")
-    {
-        ExpireOutcome::Conflict(Current::Present(s)) => assert_eq!(s.version, second.version),
-        other => panic!("a stale expire gave {other:?}"),
-    }
+    let first = written(&store, &name, &Precondition::Absent).await;
+    let second = written(&store, &name, &Precondition::Version(first.version.clone())).await;
+    assert_stale_expire_conflicts(&store, &name, (&first.version, &second.version), Duration::from_secs(1)).await;
     assert!(
         keys(&store)
             .await
@@ -111,13 +96,7 @@ async fn a_stale_version_changes_nothing_and_a_counter_left_behind_expires() {
         .await
         .expect("delete the record");
     assert_eq!(keys(&store).await.len(), 1, "the fence counter outlives its record");
-    assert_eq!(
-        store
-            .expire(&name, &second.version, Duration::from_secs(1))
-            .await
-            .expect("expire"),
-        ExpireOutcome::Scheduled
-    );
+    assert_expire_scheduled(&store, &name, &second.version, Duration::from_secs(1)).await;
     assert!(
         poll_async(Duration::from_secs(15), || {
             let store = store.clone();

@@ -7,51 +7,44 @@ mod common;
 
 use std::time::Duration;
 
-use leasehold_core::store::{LeaseRecord, record_codec};
 use leasehold_core::{FencingToken, LeaseClient, LossCause};
 use leasehold_etcd::EtcdStore;
+use leasehold_testkit::foreign::{assert_deleted_keeps_the_counter, cli_with, lost_after};
+use leasehold_testkit::records::{held_record, lease_name, record_json};
 
-/// The lease TTL of these tests: renewals every third of it.
-const TTL: Duration = Duration::from_millis(3000);
+/// The lease TTL of these tests, in milliseconds: renewals every third of it.
+const TTL_MS: u64 = 3000;
+/// The lease TTL of these tests.
+const TTL: Duration = Duration::from_millis(TTL_MS);
 
 /// Runs `etcdctl` against the test etcd with `args`; its standard output.
 fn etcdctl(args: &[&str]) -> String {
     let endpoints = format!("--endpoints={}", common::endpoints().join(","));
-    let mut all = vec![endpoints.as_str(), "--dial-timeout=2s", "--command-timeout=5s"];
-    all.extend_from_slice(args);
-    leasehold_testkit::foreign::cli("etcdctl", &all)
+    cli_with(
+        "etcdctl",
+        &[&endpoints, "--dial-timeout=2s", "--command-timeout=5s"],
+        args,
+    )
 }
 
 fn record_key(store: &EtcdStore, name: &str) -> String {
-    let key = store.record_key(&leasehold_core::LeaseName::new(name).expect("name"));
-    String::from_utf8(key).expect("a UTF-8 key")
+    String::from_utf8(store.record_key(&lease_name(name))).expect("a UTF-8 key")
 }
 
-/// Holds `name`, lets one renewal land, runs `change` on the record key with etcdctl,
-/// and returns how the holder lost the lease (within one renewal interval).
-async fn hold_then(store: &EtcdStore, name: &str, change: impl FnOnce(&str)) -> LossCause {
-    let client = LeaseClient::new(store.clone());
-    let key = record_key(store, name);
-    let (cause, _, _) = leasehold_testkit::foreign::hold_then(&client, name, TTL, async { change(&key) }).await;
-    cause
+/// A held record by `operator` with the token `token`, as the JSON an operator types.
+fn operator_json(token: u64) -> String {
+    record_json(&held_record("operator", token, TTL_MS))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_record_is_noticed_within_one_renewal_interval() {
     let store = common::store("foreign-delete").await;
     let name = "foreign/deleted";
-    let cause = hold_then(&store, name, |key| {
-        etcdctl(&["del", key]);
+    let key = record_key(&store, name);
+    assert_deleted_keeps_the_counter(&store, name, TTL, async {
+        etcdctl(&["del", &key]);
     })
     .await;
-    assert!(
-        matches!(cause, LossCause::Expired | LossCause::TakenOver { .. }),
-        "{cause:?}"
-    );
-    // The token sequence continues: the next grant is above the deleted holder's token.
-    let next = leasehold_testkit::granted(&LeaseClient::new(store.clone()), name, TTL, "after the delete").await;
-    assert_eq!(next.token(), FencingToken::new(2));
-    next.release().await.expect("release");
     common::cleanup(&store).await;
 }
 
@@ -59,18 +52,13 @@ async fn a_deleted_record_is_noticed_within_one_renewal_interval() {
 async fn an_overwritten_record_is_noticed_within_one_renewal_interval() {
     let store = common::store("foreign-put").await;
     let name = "foreign/overwritten";
-    let cause = hold_then(&store, name, |key| {
+    let key = record_key(&store, name);
+    let cause = lost_after(&store, name, TTL, async {
         // Another holder's record, written the way an operator would: etcdctl put.
-        let other = LeaseRecord::held(
-            leasehold_core::HolderId::new("operator").expect("holder"),
-            FencingToken::new(100),
-            leasehold_core::Ttl::new(TTL).expect("ttl"),
-        );
-        let value = String::from_utf8(record_codec::encode(&other)).expect("JSON");
         let lease = etcdctl(&["lease", "grant", "30"]);
         // "lease 694d7a1f3b2c4e0b granted with TTL(30s)"
         let id = lease.split_whitespace().nth(1).expect("a lease id").to_owned();
-        etcdctl(&["put", &format!("--lease={id}"), key, &value]);
+        etcdctl(&["put", &format!("--lease={id}"), &key, &operator_json(100)]);
     })
     .await;
     match cause {
@@ -85,15 +73,8 @@ async fn a_held_record_without_an_etcd_lease_is_corrupt() {
     let store = common::store("foreign-no-lease").await;
     let name = "foreign/no-lease";
     // A held record put by hand without --lease: nothing would ever expire it.
-    let planted = LeaseRecord::held(
-        leasehold_core::HolderId::new("operator").expect("holder"),
-        FencingToken::new(7),
-        leasehold_core::Ttl::new(TTL).expect("ttl"),
-    );
-    let value = String::from_utf8(record_codec::encode(&planted)).expect("JSON");
-    etcdctl(&["put", &record_key(&store, name), &value]);
-    let key = leasehold_core::LeaseName::new(name).expect("name");
-    match leasehold_core::store::CasStore::read(&store, &key).await {
+    etcdctl(&["put", &record_key(&store, name), &operator_json(7)]);
+    match leasehold_core::store::CasStore::read(&store, &lease_name(name)).await {
         Err(leasehold_core::Error::CorruptRecord { .. }) => {}
         other => panic!("a read gives {other:?}"),
     }
@@ -117,17 +98,7 @@ async fn editor() -> leasehold_testkit::edits::Editor {
     leasehold_testkit::edits::Editor::new(store, move |name, field, value| {
         let key = record_key(&keys, &name);
         let old = etcdctl(&["get", &key, "--print-value-only"]);
-        let old = old.trim();
-        // The compact JSON the store writes: `"field":value` up to the next `,` or `}`.
-        let (f, v) = field.pick(("\"holder\":", format!("\"{value}\"")), ("\"token\":", value));
-        let at = old.find(f).unwrap_or_else(|| panic!("no {f} in {old}")) + f.len();
-        let end = at + old[at..].find([',', '}']).unwrap_or_else(|| panic!("{old}"));
-        etcdctl(&[
-            "put",
-            "--ignore-lease",
-            &key,
-            &format!("{}{v}{}", &old[..at], &old[end..]),
-        ]);
+        etcdctl(&["put", "--ignore-lease", &key, &field.set_in_json(old.trim(), &value)]);
         std::future::ready(())
     })
 }

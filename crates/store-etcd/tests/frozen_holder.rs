@@ -12,10 +12,11 @@ mod common;
 use std::process::ExitCode;
 
 use common::fixture::Etcd;
+use leasehold_testkit::suite::Suite;
 
 fn main() -> ExitCode {
     leasehold_testkit::frozen::main(|run| {
         let prefix = format!("lh-test/store-etcd/frozen-holder/{run}/");
-        async move { Etcd(common::store_under(&prefix).await) }
+        async move { Suite::<Etcd>(common::store_under(&prefix).await) }
     })
 }

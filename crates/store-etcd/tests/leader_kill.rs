@@ -1,6 +1,6 @@
-//! A lease on a three-member etcd cluster survives `kill -9` of the etcd leader, and a
-//! lease whose holder process is killed is taken over within its TTL plus a round trip
-//! after it expires.
+//! The shared leader-kill scenario (`leasehold_testkit::leader_kill`) on a three-member
+//! etcd cluster: a lease survives `kill -9` of the etcd leader, and a lease whose holder
+//! process is killed is taken over within its TTL plus a round trip after it expires.
 //!
 //! The cluster is this test's own (clients on 127.0.0.1:52500-52502, peers 52510-52512,
 //! or the next free base in 52500-52599; data under `$LEASEHOLD_STORES_DIR/store-etcd/`),
@@ -13,15 +13,15 @@ mod common;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::process::ExitCode;
 use std::time::Duration;
 
-use common::worker::Worker;
+use async_trait::async_trait;
 use etcd_client::Client;
-use leasehold_core::testing::process::{kill9, poll};
-use leasehold_core::{AcquireOutcome, FencingToken, LeaseClient, LeaseName, store::CasStore};
+use leasehold_core::LeaseName;
+use leasehold_core::testing::process::kill9;
 use leasehold_etcd::{EtcdConfig, EtcdStore};
+use leasehold_testkit::cluster::Cluster;
 use tokio::time::Instant;
 
 /// Candidate client-port bases in this crate's range (52500-52599): clients on
@@ -30,32 +30,32 @@ use tokio::time::Instant;
 /// next base is tried then.
 const BASES: [u16; 4] = [52500, 52520, 52540, 52560];
 
-fn main() {
-    if common::worker::run_if_worker() {
-        return;
-    }
-    let rt = leasehold_testkit::runtime();
-    let started = Instant::now();
-    let cluster = rt.block_on(Cluster::start());
-    rt.block_on(async {
-        tokio::time::timeout(Duration::from_secs(90), scenario(&cluster))
-            .await
-            .unwrap_or_else(|_| panic!("the leader-kill scenario did not finish within 90 s"));
-    });
-    drop(cluster);
-    println!("leader_kill: passed in {:?}", started.elapsed());
+fn main() -> ExitCode {
+    leasehold_testkit::leader_kill::main(Duration::from_secs(90), OwnCluster::start, |args| async move {
+        let [endpoints, prefix] = <[String; 2]>::try_from(args).expect("the holder's endpoints and prefix");
+        let endpoints: Vec<String> = endpoints.split(',').map(str::to_owned).collect();
+        store_on(&endpoints, &prefix).await
+    })
+}
+
+/// A store under `prefix` on a client of `endpoints`.
+async fn store_on(endpoints: &[String], prefix: &str) -> EtcdStore {
+    let config = EtcdConfig::new(prefix).expect("config");
+    EtcdStore::new(common::connect(endpoints).await, config)
 }
 
 /// This test's own three-member cluster (the command line of `scripts/stores.sh`'s
-/// `start_etcd_member`), with data under `$LEASEHOLD_STORES_DIR/store-etcd/`; every
-/// member is killed and reaped when this is dropped, also when the test fails.
-struct Cluster {
+/// `start_etcd_member`), with data under `$LEASEHOLD_STORES_DIR/store-etcd/`, and the
+/// key prefix of this run; every member is killed and reaped when this is dropped, also
+/// when the test fails.
+struct OwnCluster {
     base: u16,
     members: Vec<std::process::Child>,
+    prefix: String,
 }
 
-impl Cluster {
-    async fn start() -> Cluster {
+impl OwnCluster {
+    async fn start() -> OwnCluster {
         let root = PathBuf::from(leasehold_testkit::env("LEASEHOLD_STORES_DIR"))
             .join("leasehold-etcd")
             .join("leader-kill");
@@ -70,9 +70,10 @@ impl Cluster {
                 continue;
             }
             let _ = std::fs::remove_dir_all(&root);
-            let mut cluster = Cluster {
+            let mut cluster = OwnCluster {
                 base,
                 members: Vec::new(),
+                prefix: common::unique_prefix("leader-kill"),
             };
             for i in 0..3 {
                 cluster.members.push(cluster.spawn_member(&root, i));
@@ -117,7 +118,7 @@ impl Cluster {
 
     async fn wait_healthy(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(20);
-        let endpoints = self.endpoints();
+        let endpoints = self.endpoints(&[0, 1, 2]);
         loop {
             if let Some(i) = self
                 .members
@@ -138,12 +139,11 @@ impl Cluster {
         }
     }
 
-    fn endpoints(&self) -> Vec<String> {
-        (0..3).map(|i| format!("http://127.0.0.1:{}", self.base + i)).collect()
-    }
-
-    fn pid(&self, member: usize) -> u32 {
-        self.members[member].id()
+    /// The client URLs of the members `live`.
+    fn endpoints(&self, live: &[usize]) -> Vec<String> {
+        live.iter()
+            .map(|&i| format!("http://127.0.0.1:{}", usize::from(self.base) + i))
+            .collect()
     }
 
     fn stop(&mut self) {
@@ -155,9 +155,44 @@ impl Cluster {
     }
 }
 
-impl Drop for Cluster {
+impl Drop for OwnCluster {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[async_trait]
+impl Cluster for OwnCluster {
+    type Store = EtcdStore;
+
+    const MEMBER: &'static str = "m";
+
+    const ELECTION: Duration = Duration::from_secs(15);
+
+    fn size(&self) -> usize {
+        3
+    }
+
+    async fn store(&self, live: &[usize]) -> EtcdStore {
+        store_on(&self.endpoints(live), &self.prefix).await
+    }
+
+    async fn leader(&self, live: &[usize]) -> Option<usize> {
+        leader(&self.endpoints(&[0, 1, 2]), live).await
+    }
+
+    fn kill(&self, member: usize) {
+        kill9(self.members[member].id()).expect("kill -9 the etcd leader");
+    }
+
+    async fn fence_counter(&self, store: &EtcdStore, name: &LeaseName) -> Option<Vec<u8>> {
+        let mut raw = store.client().clone();
+        let fence = raw.get(store.fence_key(name), None).await.expect("fence");
+        fence.kvs().first().map(|kv| kv.value().to_vec())
+    }
+
+    fn process_args(&self, live: &[usize]) -> Vec<String> {
+        vec![self.endpoints(live).join(","), self.prefix.clone()]
     }
 }
 
@@ -180,141 +215,4 @@ async fn leader(endpoints: &[String], live: &[usize]) -> Option<usize> {
         }
     }
     leader_id.and_then(|l| ids.get(&l).copied())
-}
-
-async fn scenario(cluster: &Cluster) {
-    let endpoints = cluster.endpoints();
-    let prefix = common::unique_prefix("leader-kill");
-    let config = EtcdConfig::new(prefix).expect("config");
-    let store = EtcdStore::new(common::connect(&endpoints).await, config.clone());
-    let holder = LeaseClient::new(store.clone());
-    let name = LeaseName::new("cluster/leader").expect("name");
-    let ttl = Duration::from_secs(5);
-    let lease = holder
-        .acquire(name.as_str(), ttl)
-        .await
-        .expect("acquire on the cluster");
-    let token = lease.token();
-    let granted = store.read(&name).await.expect("read").expect("present");
-
-    // A challenger keeps trying all along: it must never be granted.
-    let challenger_store = EtcdStore::new(common::connect(&endpoints).await, config.clone());
-    let challenger = LeaseClient::new(challenger_store.clone());
-    let stop = Arc::new(AtomicBool::new(false));
-    let grants = Arc::new(AtomicU64::new(0));
-    let attempts = Arc::new(AtomicU64::new(0));
-    let challenge = {
-        let (stop, grants, attempts, name) = (stop.clone(), grants.clone(), attempts.clone(), name.clone());
-        tokio::spawn(async move {
-            while !stop.load(Ordering::SeqCst) {
-                attempts.fetch_add(1, Ordering::SeqCst);
-                if let Ok(AcquireOutcome::Granted(_)) = challenger.try_acquire(name.as_str(), ttl).await {
-                    grants.fetch_add(1, Ordering::SeqCst);
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        })
-    };
-
-    let old = leader(&endpoints, &[0, 1, 2]).await.expect("a leader");
-    let killed_at = Instant::now();
-    kill9(cluster.pid(old)).expect("kill -9 the etcd leader");
-    let live: Vec<usize> = (0..3).filter(|i| *i != old).collect();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let new = loop {
-        if let Some(l) = leader(&endpoints, &live).await {
-            break l;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no new leader within 15 s of killing member m{old}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    let election = killed_at.elapsed();
-    // Renewals resume: the validity deadline moves past where it stood at the election.
-    let at_election = lease.valid_until();
-    assert!(
-        poll(Duration::from_secs(10), || lease.valid_until() > at_election).await,
-        "no renewal landed after the election"
-    );
-    let resumed = killed_at.elapsed();
-    assert!(
-        poll(Duration::from_secs(10), || attempts.load(Ordering::SeqCst) >= 5).await,
-        "the challenger made no attempts"
-    );
-    stop.store(true, Ordering::SeqCst);
-    challenge.await.expect("challenger");
-
-    assert!(lease.is_valid(), "the lease was lost: {:?}", lease.loss_cause());
-    assert_eq!(lease.loss_cause(), None);
-    assert_eq!(grants.load(Ordering::SeqCst), 0, "the lease was granted twice");
-    let reader = EtcdStore::new(common::connect(&[endpoints[live[0]].clone()]).await, config.clone());
-    let now = reader.read(&name).await.expect("read").expect("present");
-    assert_eq!(now.record.holder.as_ref(), Some(lease.holder()));
-    assert_eq!(now.record.token, token, "the token changed");
-    assert_eq!(now.version, granted.version, "the record was rewritten");
-    let mut raw = reader.client().clone();
-    let fence = raw.get(reader.fence_key(&name), None).await.expect("fence");
-    assert_eq!(
-        fence.kvs().first().map(|kv| kv.value().to_vec()),
-        Some(format!("{:020}", token.get()).into_bytes()),
-        "a second token was issued"
-    );
-    println!(
-        "leader kill: m{old} killed; new leader m{} after {election:?}; renewals resumed after {resumed:?}; token {token} unchanged; {} challenger attempts, 0 grants",
-        new,
-        attempts.load(Ordering::SeqCst)
-    );
-    lease.release().await.expect("release");
-
-    // A holder process killed outright: taken over within TTL + a round trip of expiry.
-    let live_endpoints: Vec<String> = live.iter().map(|&i| endpoints[i].clone()).collect();
-    let kill_name = "cluster/killed-holder";
-    let hold_ttl = Duration::from_secs(2);
-    let env = HashMap::from([
-        ("LH_ENDPOINTS", live_endpoints.join(",")),
-        ("LH_PREFIX", config.prefix().to_owned()),
-        ("LH_NAME", kill_name.to_owned()),
-        ("LH_TTL_MS", hold_ttl.as_millis().to_string()),
-    ]);
-    let worker = Worker::spawn("hold", &env);
-    worker.wait_for("granted", 1, Duration::from_secs(15)).await;
-    let held_token = worker.granted_token().expect("token");
-    let taker_store = EtcdStore::new(common::connect(&live_endpoints).await, config.clone());
-    let taker = LeaseClient::new(taker_store.clone());
-    assert!(
-        matches!(
-            taker.try_acquire(kill_name, hold_ttl).await.expect("try"),
-            AcquireOutcome::Held { .. }
-        ),
-        "granted while the holder lives"
-    );
-    let pid = worker.pid;
-    kill9(pid).expect("kill -9 the holder");
-    let killed = Instant::now();
-    let _ = worker.kill().await;
-    let taken = taker
-        .acquire_timeout(kill_name, hold_ttl, Duration::from_secs(15))
-        .await
-        .expect("takeover after the holder died");
-    let after = killed.elapsed();
-    assert_eq!(taken.token(), FencingToken::new(held_token + 1));
-    // etcd keeps the session until TTL after its last keep-alive (sent at most TTL/3
-    // before the kill) and deletes expired leases in a sweep every 500 ms; the waiter's
-    // watch and one claim transaction follow.
-    let bound = hold_ttl + Duration::from_secs(1);
-    assert!(
-        after <= bound,
-        "takeover took {after:?}, more than TTL {hold_ttl:?} + 1 s"
-    );
-    assert!(
-        after >= hold_ttl / 2,
-        "taken over {after:?} after the kill: before the session could expire"
-    );
-    println!(
-        "killed holder: taken over {after:?} after kill -9 (TTL {hold_ttl:?}), token {held_token} -> {}",
-        taken.token()
-    );
-    taken.release().await.expect("release");
 }

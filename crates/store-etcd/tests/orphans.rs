@@ -15,19 +15,17 @@ use std::time::Duration;
 
 use leasehold_core::testing::process::poll_async;
 use leasehold_core::{
-    FencingToken, HolderId, LeaseName, Ttl,
+    LeaseName,
     store::{CasOutcome, CasStore, LeaseRecord, Precondition},
 };
 use leasehold_etcd::{EtcdConfig, EtcdStore};
 use leasehold_testkit::proxy::{Proxy, ProxyMode};
+use leasehold_testkit::records::held_record;
 use tokio::time::Instant;
 
+/// A record held by `holder` with token 1 and a TTL of `ttl_ms` milliseconds.
 fn held(holder: &str, ttl_ms: u64) -> LeaseRecord {
-    LeaseRecord::held(
-        HolderId::new(holder).unwrap_or_else(|e| panic!("{e}")),
-        FencingToken::new(1),
-        Ttl::from_millis(ttl_ms).unwrap_or_else(|e| panic!("{e}")),
-    )
+    held_record(holder, 1, ttl_ms)
 }
 
 /// True once another store (its own caches, the same keys) claims `n` within `limit`.

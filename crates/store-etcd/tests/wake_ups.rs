@@ -17,6 +17,8 @@ use leasehold_core::testing::process::poll;
 use leasehold_core::{ClientConfig, FencingToken, Lease, LeaseClient, LeaseName, Result};
 use leasehold_etcd::{EtcdConfig, EtcdStore};
 use leasehold_testkit::proxy::Proxy;
+use leasehold_testkit::records::lease_name as name;
+use leasehold_testkit::waiters::spawn_acquire;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -25,13 +27,9 @@ const HOLDER_TTL: Duration = Duration::from_secs(30);
 /// Far below `HOLDER_TTL`, far above a read and a write on a loopback etcd.
 const LIMIT: Duration = Duration::from_secs(5);
 
-fn name(s: &str) -> LeaseName {
-    LeaseName::new(s).unwrap_or_else(|e| panic!("{e}"))
-}
-
 /// The lease `n`, held for [`HOLDER_TTL`] through a client of its own on `store`.
 async fn held(store: &EtcdStore, n: &LeaseName) -> Lease {
-    common::acquired(store, n.as_str(), HOLDER_TTL).await
+    leasehold_testkit::records::acquired(store, n.as_str(), HOLDER_TTL).await
 }
 
 /// An acquirer on `store` that, once refused, waits up to the holder's remaining TTL.
@@ -41,20 +39,11 @@ fn acquirer(store: &CountingStore<EtcdStore>, n: &LeaseName) -> JoinHandle<Resul
         .build()
         .expect("client config");
     let client = LeaseClient::with_config(store.clone(), config).expect("client");
-    let n = n.clone();
-    tokio::spawn(async move {
-        client
-            .acquire_timeout(n.as_str(), HOLDER_TTL, Duration::from_secs(60))
-            .await
-    })
+    spawn_acquire(client, n.as_str(), HOLDER_TTL, Duration::from_secs(60))
 }
 
 async fn parked(store: &CountingStore<EtcdStore>, waits: u64) {
-    assert!(
-        poll(Duration::from_secs(10), || store.counts().waits >= waits).await,
-        "waiters never parked: {:?}",
-        store.counts()
-    );
+    leasehold_testkit::waiters::parked(store, waits, Duration::from_secs(10), "waiters").await;
 }
 
 async fn granted(task: JoinHandle<Result<Lease>>) -> Lease {

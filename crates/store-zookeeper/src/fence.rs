@@ -24,7 +24,7 @@ use zookeeper_client as zk;
 
 use crate::error::Effect;
 use crate::nodes::Ver;
-use crate::store::ZooKeeperStore;
+use crate::store::{ZooKeeperStore, add_set_or_create, first_version};
 
 /// The header of a token-marked znode's data.
 pub const NODE_FENCE_HEADER: &[u8] = b"leasehold-fence/1 token=";
@@ -245,21 +245,13 @@ impl ZooKeeperStore {
             }
             let client = inner.main_client().await?;
             let sent = inner
-                .send_multi(&client, "fenced set", |w| match state {
-                    Some((_, version)) => w.add_set_data(&fence.path, &data, Some(version)),
-                    None => w.add_create(
-                        &fence.path,
-                        &data,
-                        &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
-                    ),
+                .send_multi(&client, "fenced set", |w| {
+                    add_set_or_create(w, &fence.path, &data, state.map(|(_, version)| version))
                 })
                 .await;
             match sent {
                 Ok(results) => {
-                    let version = match results.first() {
-                        Some(zk::MultiWriteResult::SetData { stat }) => stat.version,
-                        _ => 0,
-                    };
+                    let version = first_version(&results);
                     inner.remember_fenced(&fence.path, Some((fence.token, version)));
                     return Ok(FencedOutcome::Applied(version));
                 }

@@ -129,6 +129,15 @@ impl ZkSession {
 }
 
 impl Heard {
+    /// Nothing heard yet but the session handshake, sent at `handshake`.
+    fn new(handshake: Instant) -> Self {
+        Self {
+            since: handshake,
+            unconfirmed: VecDeque::new(),
+            last_request: None,
+        }
+    }
+
     /// Remembers a request answered at `answered`, unless one answered less than
     /// `grain` earlier is remembered already (keeping the earlier one: the session's
     /// known life only comes out shorter). A full list forgets its oldest request: the
@@ -217,11 +226,7 @@ pub(crate) async fn open<H: SessionHost>(cluster: &str, how: Opening, host: Weak
         timeout: negotiated,
         client,
         dead: AtomicBool::new(false),
-        heard: Mutex::new(Heard {
-            since: handshake,
-            unconfirmed: VecDeque::new(),
-            last_request: None,
-        }),
+        heard: Mutex::new(Heard::new(handshake)),
         report_lag: report_lag(how.tick, negotiated),
     });
     tracing::debug!(
@@ -335,11 +340,7 @@ mod tests {
     #[test]
     fn only_heartbeats_answered_a_lag_before_a_request_through_the_leader_count() {
         let t0 = Instant::now();
-        let mut heard = Heard {
-            since: t0,
-            unconfirmed: VecDeque::new(),
-            last_request: None,
-        };
+        let mut heard = Heard::new(t0);
         let lag = ms(75);
         let grain = ms(4);
         heard.answered(t0 + ms(100), t0 + ms(110), grain);
@@ -370,11 +371,7 @@ mod tests {
     #[test]
     fn a_busy_session_is_confirmed_up_to_a_lag_before_the_request_through_the_leader() {
         let t0 = Instant::now();
-        let mut heard = Heard {
-            since: t0,
-            unconfirmed: VecDeque::new(),
-            last_request: None,
-        };
+        let mut heard = Heard::new(t0);
         let (lag, grain) = (ms(75), ms(4));
         // A request answered every 5 ms for 1.9 s (380 of them; the list keeps 64).
         for i in 0..380 {

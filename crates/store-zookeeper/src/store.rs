@@ -576,11 +576,7 @@ impl Inner {
             let sent = self
                 .send_multi(&client, "write", |w| {
                     let opts = mode.with_acls(zk::Acls::anyone_all());
-                    let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-                    match plan.base.counter {
-                        Some(c) => w.add_set_data(&paths.fence, &counter_bytes, Some(c.version))?,
-                        None => w.add_create(&paths.fence, &counter_bytes, &persistent)?,
-                    }
+                    add_set_or_create(w, &paths.fence, &counter_bytes, plan.base.counter.map(|c| c.version))?;
                     if let Some(node) = &plan.base.record {
                         w.add_delete(&paths.record, Some(node.data_version))?;
                     }
@@ -589,10 +585,7 @@ impl Inner {
                 .await;
             match sent {
                 Ok(results) => {
-                    let counter_version = match results.first() {
-                        Some(zk::MultiWriteResult::SetData { stat }) => stat.version,
-                        _ => 0,
-                    };
+                    let counter_version = first_version(&results);
                     let ver = Ver {
                         counter: counter_version,
                         record: 0,
@@ -927,6 +920,34 @@ impl Inner {
                 MultiFailure::Request(e) => Err(e),
             },
         }
+    }
+}
+
+/// Adds to `w` a write of `data` to the persistent znode `path`: a `setData` on
+/// `version` if it exists, a create if it does not (`None`). As the first operation of a
+/// `multi`, [`first_version`] reads the data version it left.
+pub(crate) fn add_set_or_create(
+    w: &mut zk::MultiWriter<'_>,
+    path: &str,
+    data: &[u8],
+    version: Option<i32>,
+) -> std::result::Result<(), zk::Error> {
+    match version {
+        Some(v) => w.add_set_data(path, data, Some(v)),
+        None => w.add_create(
+            path,
+            data,
+            &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+        ),
+    }
+}
+
+/// The data version the first operation of a `multi` left, written by
+/// [`add_set_or_create`]: a `setData`'s new version, 0 for a create.
+pub(crate) fn first_version(results: &[zk::MultiWriteResult]) -> i32 {
+    match results.first() {
+        Some(zk::MultiWriteResult::SetData { stat }) => stat.version,
+        _ => 0,
     }
 }
 

@@ -7,38 +7,35 @@ mod common;
 
 use std::time::Duration;
 
-use leasehold_core::testing::process::poll;
 use leasehold_core::{
-    AcquireOutcome, Error, FencingToken, HolderId, Lease, LeaseClient, LeaseName, NamePrefix, Ttl,
-    store::{CasOutcome, CasStore, LeaseRecord, Precondition, Version},
+    AcquireOutcome, Error, FencingToken, LeaseClient, NamePrefix,
+    store::{CasOutcome, CasStore, Precondition, Version},
 };
+use leasehold_testkit::foreign::take_and_release;
+use leasehold_testkit::records::{acquired, held_record as held, lease_name as name, renewals};
 use leasehold_zookeeper::zookeeper_client as zk;
 use leasehold_zookeeper::{ZooKeeperConfig, ZooKeeperStats, ZooKeeperStore};
-
-fn name(s: &str) -> LeaseName {
-    LeaseName::new(s).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn held(holder: &str, token: u64, ttl_ms: u64) -> LeaseRecord {
-    LeaseRecord::held(
-        HolderId::new(holder).unwrap_or_else(|e| panic!("{e}")),
-        FencingToken::new(token),
-        Ttl::from_millis(ttl_ms).unwrap_or_else(|e| panic!("{e}")),
-    )
-}
-
-async fn wait_for_renewal(lease: &Lease) {
-    let before = lease.valid_until();
-    assert!(
-        poll(Duration::from_secs(5), || lease.valid_until() > before).await,
-        "no renewal landed"
-    );
-}
 
 /// `got` is `want`, apart from the heartbeats that sessions holding records send in the
 /// background (counted on their own).
 fn only(what: &str, got: ZooKeeperStats, want: ZooKeeperStats) {
     assert_eq!(ZooKeeperStats { heartbeats: 0, ..got }, want, "{what}: requests sent");
+}
+
+/// `attempt`, a `try_acquire` through `store` (`what` names it), is refused: the lease is
+/// held; and it sends `want` (apart from heartbeats).
+async fn assert_refused(
+    what: &str,
+    store: &ZooKeeperStore,
+    attempt: impl std::future::Future<Output = Result<AcquireOutcome, Error>>,
+    want: ZooKeeperStats,
+) {
+    let (outcome, n) = common::sent(store, attempt).await;
+    assert!(
+        matches!(outcome.expect("try_acquire"), AcquireOutcome::Held { .. }),
+        "{what}: a held lease was granted twice"
+    );
+    only(what, n, want);
 }
 
 /// Every operation of the docs' table, counted at the store's one send path.
@@ -72,7 +69,7 @@ async fn round_trips_per_operation() {
 
     let before = store.stats();
     let waited = std::time::Instant::now();
-    wait_for_renewal(&lease).await;
+    renewals(&lease, 1).await;
     let renewal = store.stats().since(&before);
     only(
         "one renewal",
@@ -96,22 +93,18 @@ async fn round_trips_per_operation() {
     // is the claim of a new name, which fails; it reads the holder.
     let other = common::store_under(&common::dir_of(&store)).await;
     let other_client = LeaseClient::new(other.clone());
-    let (refused, n) = common::sent(&other, other_client.try_acquire("jobs/a", ttl)).await;
-
-    assert!(
-        matches!(refused.expect("try_acquire"), AcquireOutcome::Held { .. }),
-        "a held lease was granted twice"
-    );
-    only(
+    assert_refused(
         "refused acquire by a store that never saw the name",
-        n,
+        &other,
+        other_client.try_acquire("jobs/a", ttl),
         ZooKeeperStats {
             multis: 1,
             reads: 1,
             sessions: 1,
             ..ZooKeeperStats::default()
         },
-    );
+    )
+    .await;
 
     let (released, n) = common::sent(&store, lease.release()).await;
     released.expect("release");
@@ -172,13 +165,9 @@ async fn a_lease_seen_held_a_ttl_ago_is_claimed_in_one_multi() {
     let client = LeaseClient::new(challenger.clone());
     let ttl = Duration::from_secs(1);
     // The challenger's session for this TTL class, opened once.
-    common::acquired(&challenger, "warm-up", ttl)
-        .await
-        .release()
-        .await
-        .expect("release");
+    take_and_release(&client, "warm-up", ttl, 1).await;
 
-    let live = common::acquired(&holders, "live", ttl).await;
+    let live = acquired(&holders, "live", ttl).await;
     // A holder that froze: its record is never renewed, and its store deletes it at its
     // TTL, as ZooKeeper does when a dead process's session expires.
     leasehold_testkit::write_ok(
@@ -217,20 +206,17 @@ async fn a_lease_seen_held_a_ttl_ago_is_claimed_in_one_multi() {
         },
     );
 
-    let (refused, n) = common::sent(&challenger, client.try_acquire("live", ttl)).await;
-    assert!(
-        matches!(refused.expect("try_acquire"), AcquireOutcome::Held { .. }),
-        "a live holder's lease was granted twice"
-    );
-    only(
+    assert_refused(
         "refused acquire, the lease last seen held a TTL ago",
-        n,
+        &challenger,
+        client.try_acquire("live", ttl),
         ZooKeeperStats {
             multis: 1,
             reads: 1,
             ..ZooKeeperStats::default()
         },
-    );
+    )
+    .await;
     let (refused, n) = common::sent(
         &challenger,
         challenger.write(&name("live"), &Precondition::Claimable, &held("challenger", 1, 1000)),

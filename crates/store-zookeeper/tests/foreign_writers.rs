@@ -8,75 +8,54 @@ mod common;
 
 use std::time::Duration;
 
-use leasehold_core::store::{CasStore, LeaseRecord, record_codec};
-use leasehold_core::{Error, FencingToken, HolderId, LeaseClient, LeaseName, LossCause, Ttl};
-use leasehold_testkit::foreign::{assert_corrupt, assert_grants_corrupt};
+use leasehold_core::store::CasStore;
+use leasehold_core::{Error, HolderId, LeaseClient, LossCause};
+use leasehold_testkit::foreign::{
+    assert_corrupt, assert_deleted_keeps_the_counter, assert_grants_corrupt, cli_with, lost_after,
+};
+use leasehold_testkit::records::{held_record, lease_name, record_json};
 use leasehold_zookeeper::ZooKeeperStore;
 
-/// The lease TTL of these tests: renewals every third of it.
-const TTL: Duration = Duration::from_millis(3000);
+/// The lease TTL of these tests, in milliseconds: renewals every third of it.
+const TTL_MS: u64 = 3000;
+/// The lease TTL of these tests.
+const TTL: Duration = Duration::from_millis(TTL_MS);
 
 /// Runs `zkCli.sh` against the shared server with one command; its standard output.
 fn zkcli(args: &[&str]) -> String {
     let server = leasehold_testkit::zk_addr();
-    let mut all = vec!["-server", server.as_str()];
-    all.extend_from_slice(args);
-    leasehold_testkit::foreign::cli("/usr/share/zookeeper/bin/zkCli.sh", &all)
-}
-
-fn lease_name(s: &str) -> LeaseName {
-    LeaseName::new(s).unwrap_or_else(|e| panic!("{e}"))
+    cli_with("/usr/share/zookeeper/bin/zkCli.sh", &["-server", &server], args)
 }
 
 fn record_path(store: &ZooKeeperStore, name: &str) -> String {
     store.record_path(&lease_name(name))
 }
 
+/// The JSON of a record held by `holder` (vacant if `None`) with the token `token`.
 fn json(holder: Option<&str>, token: u64) -> String {
-    let mut r = LeaseRecord::held(
-        HolderId::new(holder.unwrap_or("x")).expect("holder"),
-        FencingToken::new(token),
-        Ttl::new(TTL).expect("ttl"),
-    );
-    if holder.is_none() {
-        r = r.vacated();
-    }
-    String::from_utf8(record_codec::encode(&r)).expect("JSON")
-}
-
-/// Holds `name`, lets one renewal land, runs `change` on the record znode's path, and
-/// returns how the holder lost the lease (within one renewal interval).
-async fn hold_then(store: &ZooKeeperStore, name: &str, change: impl FnOnce(&str)) -> LossCause {
-    let client = LeaseClient::new(store.clone());
-    let path = record_path(store, name);
-    let (cause, _, _) = leasehold_testkit::foreign::hold_then(&client, name, TTL, async { change(&path) }).await;
-    cause
+    let r = held_record(holder.unwrap_or("x"), token, TTL_MS);
+    record_json(&if holder.is_none() { r.vacated() } else { r })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_record_is_noticed_within_one_renewal_interval() {
     let store = common::store("foreign-delete").await;
     let name = "foreign/deleted";
-    let cause = hold_then(&store, name, |path| {
-        zkcli(&["delete", path]);
+    let path = record_path(&store, name);
+    // The token sequence continues: the counter znode is not touched.
+    assert_deleted_keeps_the_counter(&store, name, TTL, async {
+        zkcli(&["delete", &path]);
     })
     .await;
-    assert!(
-        matches!(cause, LossCause::Expired | LossCause::TakenOver { .. }),
-        "{cause:?}"
-    );
-    // The token sequence continues: the counter znode was not touched.
-    let next = leasehold_testkit::granted(&LeaseClient::new(store.clone()), name, TTL, "after the delete").await;
-    assert_eq!(next.token(), FencingToken::new(2));
-    next.release().await.expect("release");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_overwritten_record_is_noticed_within_one_renewal_interval() {
     let store = common::store("foreign-set").await;
     let name = "foreign/overwritten";
-    let cause = hold_then(&store, name, |path| {
-        zkcli(&["set", path, &json(Some("operator"), 1)]);
+    let path = record_path(&store, name);
+    let cause = lost_after(&store, name, TTL, async {
+        zkcli(&["set", &path, &json(Some("operator"), 1)]);
     })
     .await;
     assert!(
@@ -182,12 +161,7 @@ async fn editor() -> leasehold_testkit::edits::Editor {
             let path = record_path(&nodes, &name);
             let c = nodes.client().await.expect("client");
             let (old, _) = c.get_data(&path).await.unwrap_or_else(|e| panic!("get {path}: {e}"));
-            let old = String::from_utf8(old).expect("JSON");
-            // The compact JSON the store writes: `"field":value` up to the next `,` or `}`.
-            let (f, v) = field.pick(("\"holder\":", format!("\"{value}\"")), ("\"token\":", value));
-            let at = old.find(f).unwrap_or_else(|| panic!("no {f} in {old}")) + f.len();
-            let end = at + old[at..].find([',', '}']).unwrap_or_else(|| panic!("{old}"));
-            let new = format!("{}{v}{}", &old[..at], &old[end..]);
+            let new = field.set_in_json(&String::from_utf8(old).expect("JSON"), &value);
             tokio::task::spawn_blocking(move || zkcli(&["set", &path, &new]))
                 .await
                 .expect("zkCli");

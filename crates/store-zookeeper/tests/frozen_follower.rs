@@ -14,9 +14,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::ensemble::{pid_of, poll_leader, servers};
+use common::ensemble::{Ensemble, pid_of};
 use leasehold_core::LeaseClient;
 use leasehold_core::testing::process::{freeze, resume};
+use leasehold_testkit::cluster::{Cluster, poll_leader};
 use tokio::time::Instant;
 
 /// Rounds: the follower may report the renewal before it stops; a round whose report
@@ -35,27 +36,23 @@ impl Drop for Thaw {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_follower_never_lets_its_holder_outlive_the_session() {
-    let servers = servers();
-    let all: Vec<usize> = (0..servers.len()).collect();
-    let dir = common::unique_dir("frozen-follower");
+    let ensemble = Ensemble::new("frozen-follower");
+    let servers = ensemble.servers();
+    let all: Vec<usize> = (0..ensemble.size()).collect();
     let mut early = Vec::new();
     for round in 0..ROUNDS {
-        let leader = poll_leader(&servers, &all, Duration::from_secs(30))
+        let leader = poll_leader(&ensemble, &all, Duration::from_secs(30))
             .await
             .expect("the ensemble has no leader");
         let follower = (leader + 1) % servers.len();
         wait_serving(&servers[follower]).await;
-        let others: Vec<&str> = all
-            .iter()
-            .filter(|&&i| i != follower)
-            .map(|&i| servers[i].as_str())
-            .collect();
+        let others: Vec<usize> = all.iter().copied().filter(|&i| i != follower).collect();
         // The holder reaches the ensemble through the follower alone; the challenger
         // through the leader and the third server.
-        let holder_store = common::store_on(&servers[follower], &dir).await;
-        let challenger_store = common::store_on(&others.join(","), &dir).await;
+        let holder_store = ensemble.store(&[follower]).await;
+        let challenger_store = ensemble.store(&others).await;
         let name = format!("frozen-follower-{round}");
-        let lease = common::acquired(&holder_store, &name, TTL).await;
+        let lease = leasehold_testkit::records::acquired(&holder_store, &name, TTL).await;
 
         // Two renewals for a steady state, then freeze the follower right after the next.
         for _ in 0..3 {

@@ -13,10 +13,11 @@ mod common;
 use std::process::ExitCode;
 
 use common::fixture::Zk;
+use leasehold_testkit::suite::Suite;
 
 fn main() -> ExitCode {
     leasehold_testkit::frozen::main(|run| {
         let dir = format!("/lh-test/store-zookeeper/frozen-holder-{run}");
-        async move { Zk(common::store_under(&dir).await) }
+        async move { Suite::<Zk>(common::store_under(&dir).await) }
     })
 }

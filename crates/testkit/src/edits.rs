@@ -44,6 +44,22 @@ impl Field {
             Self::Token => token,
         }
     }
+
+    /// `json`, a record's compact JSON as the stores that keep JSON write it, with this
+    /// field set to `value` (a holder id, quoted; or a token's digits): `"field":value`
+    /// replaced up to the next `,` or `}`, as an operator edits it by hand.
+    ///
+    /// # Panics
+    /// If `json` has no such field.
+    pub fn set_in_json(self, json: &str, value: &str) -> String {
+        let (f, v) = self.pick(
+            ("\"holder\":", format!("\"{value}\"")),
+            ("\"token\":", value.to_owned()),
+        );
+        let at = json.find(f).unwrap_or_else(|| panic!("no {f} in {json}")) + f.len();
+        let end = at + json[at..].find([',', '}']).unwrap_or_else(|| panic!("{json}"));
+        format!("{}{v}{}", &json[..at], &json[end..])
+    }
 }
 
 /// The operator's edit: sets `field` of the existing record `name` to `value` (a holder

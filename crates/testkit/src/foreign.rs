@@ -30,6 +30,17 @@ pub fn cli(program: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// [`cli`] with the arguments that reach the test server (`connection`) first, then
+/// `args`.
+///
+/// # Panics
+/// As [`cli`].
+pub fn cli_with(program: &str, connection: &[&str], args: &[&str]) -> String {
+    let mut all = connection.to_vec();
+    all.extend_from_slice(args);
+    cli(program, &all)
+}
+
 /// Takes `name` for `ttl` through `client`, waits for one renewal to land, runs `change`
 /// (a foreign writer changing the record), and waits for the holder to notice: its loss
 /// cause and how long after the change it fired, with the lease.
@@ -61,6 +72,18 @@ pub async fn hold_then(
         "{name}: noticed only {after:?} after the change ({cause:?})"
     );
     (cause, after, lease)
+}
+
+/// [`hold_then`] through a client of its own on `store`: how the holder lost the lease.
+///
+/// # Panics
+/// As [`hold_then`].
+pub async fn lost_after<S>(store: &S, name: &str, ttl: Duration, change: impl Future<Output = ()>) -> LossCause
+where
+    S: Linearizable + Clone,
+{
+    let (cause, _, _) = hold_then(&LeaseClient::new(store.clone()), name, ttl, change).await;
+    cause
 }
 
 /// Runs `script` as an operator's boto3 program against the moto server the tests use
@@ -291,6 +314,29 @@ pub async fn assert_deleted_by_hand<S, G>(
     );
     let why = "the store has no record of the tokens of a deleted record";
     assert_next_token(&LeaseClient::new(store.clone()), name, ttl, 1, why).await;
+}
+
+/// What an operator's delete of a held record by hand must give, where the store keeps
+/// the token counter apart from the record (etcd, ZooKeeper): the holder of `name` (a
+/// name never granted before) notices the `delete` within one renewal interval, as
+/// expired or taken over, and the next grant continues the token sequence (token 2; it
+/// is released).
+///
+/// # Panics
+/// If any of that does not hold.
+pub async fn assert_deleted_keeps_the_counter<S>(store: &S, name: &str, ttl: Duration, delete: impl Future<Output = ()>)
+where
+    S: Linearizable + Clone,
+{
+    let cause = lost_after(store, name, ttl, delete).await;
+    assert!(
+        matches!(cause, LossCause::Expired | LossCause::TakenOver { .. }),
+        "{cause:?}"
+    );
+    // The token sequence continues: the next grant is above the deleted holder's token.
+    let next = crate::granted(&LeaseClient::new(store.clone()), name, ttl, "after the delete").await;
+    assert_eq!(next.token().get(), 2);
+    next.release().await.expect("release");
 }
 
 /// The next grant of `name` through `client` (waiting up to 10 s) has the token `want`

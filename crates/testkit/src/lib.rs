@@ -4,18 +4,27 @@
 //! `scripts/stores.sh` started (read from the environment, failing with a clear message
 //! without them: a test that needs a store never skips), names no other test or run
 //! uses, the serialized moto a test binary starts for itself, a lease that must be
-//! granted ([`granted`]), the frozen-holder scenario every store runs ([`frozen`]), and the
+//! granted ([`granted`]), the frozen-holder scenario every store runs ([`frozen`]), the
 //! foreign-writer cases every store runs through an operator's command-line client
-//! ([`edits`]). Not published; the
-//! store crates take it as a path-only dev-dependency.
+//! ([`edits`]), one store as the shared suites drive it ([`suite`]), names and records a
+//! test writes by hand ([`records`]), waiters a test watches ([`waiters`]), what native
+//! expiry must answer ([`expiry`]), and the
+//! leader-kill scenario of the replicated stores ([`leader_kill`], on a [`cluster`]). Not
+//! published; the store crates take it as a path-only dev-dependency.
 
 pub mod child;
+pub mod cluster;
 pub mod edits;
 pub mod endpoints;
+pub mod expiry;
 pub mod foreign;
 pub mod frozen;
+pub mod leader_kill;
 pub mod polling;
 pub mod proxy;
+pub mod records;
+pub mod suite;
+pub mod waiters;
 
 use std::future::Future;
 use std::path::PathBuf;

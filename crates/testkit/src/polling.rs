@@ -6,8 +6,9 @@ use std::time::Duration;
 use leasehold_core::LeaseClient;
 use leasehold_core::store::Linearizable;
 use leasehold_core::testing::CountingStore;
-use leasehold_core::testing::process::poll;
 use tokio::time::Instant;
+
+use crate::waiters::{parked, spawn_acquire};
 
 /// A holder's TTL far above the poll interval: a waiter that only looked at the end of
 /// the holder's observation window would miss every bound below.
@@ -28,16 +29,8 @@ where
         .await
         .unwrap_or_else(|e| panic!("holder: {e}"));
     let counted = CountingStore::new(waiter);
-    let client = LeaseClient::new(counted.clone());
-    let task = {
-        let name = name.to_owned();
-        tokio::spawn(async move { client.acquire_timeout(&name, TTL, Duration::from_secs(20)).await })
-    };
-    assert!(
-        poll(Duration::from_secs(10), || counted.counts().waits >= 1).await,
-        "the waiter never waited: {:?}",
-        counted.counts()
-    );
+    let task = spawn_acquire(LeaseClient::new(counted.clone()), name, TTL, Duration::from_secs(20));
+    parked(&counted, 1, Duration::from_secs(10), "the waiter").await;
     counted.reset();
     let window = interval * COUNTED;
     tokio::time::sleep(window).await;

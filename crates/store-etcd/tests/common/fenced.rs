@@ -5,9 +5,10 @@
 
 use async_trait::async_trait;
 use leasehold_core::conformance::FencedResource;
-use leasehold_core::fence::{FenceMode, FencedOutcome};
+use leasehold_core::fence::FenceMode;
 use leasehold_core::{Error, FencingToken, Result};
 use leasehold_etcd::{EtcdStats, EtcdStore, KeyFence};
+use leasehold_testkit::suite::decimal_value;
 
 /// An etcd key written through a [`KeyFence`].
 pub struct FencedKey {
@@ -38,23 +39,14 @@ fn requests(s: &EtcdStats) -> u64 {
 impl FencedResource for FencedKey {
     async fn write(&self, token: FencingToken, mode: FenceMode, value: i64) -> Result<()> {
         let fence = KeyFence::new(self.key.clone(), token)?.mode(mode);
-        match self.store.fenced_put(&fence, value.to_string()).await? {
-            FencedOutcome::Applied(_revision) => Ok(()),
-            FencedOutcome::ConditionFailed(()) => Err(Error::invalid("fenced write", "a key fence has no condition")),
-        }
+        let written = self.store.fenced_put(&fence, value.to_string()).await?;
+        written
+            .or_else(|()| Error::invalid("fenced write", "a key fence has no condition"))
+            .map(drop)
     }
 
     async fn read(&self) -> Option<(FencingToken, i64)> {
-        let (mark, bytes) = self
-            .store
-            .read_fenced(self.key.clone())
-            .await
-            .unwrap_or_else(|e| panic!("read the fenced key: {e}"))?;
-        let value = std::str::from_utf8(&bytes)
-            .ok()
-            .and_then(|s| s.parse::<i64>().ok())
-            .unwrap_or_else(|| panic!("the fenced key holds {bytes:?}, not an integer"));
-        Some((mark, value))
+        decimal_value(self.store.read_fenced(self.key.clone()).await, "the fenced key")
     }
 
     fn round_trips(&self) -> u64 {

@@ -9,16 +9,7 @@ pub mod worker;
 use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions, DeleteOptions};
-use leasehold_core::{Lease, LeaseClient};
 use leasehold_etcd::{EtcdConfig, EtcdStats, EtcdStore};
-
-/// `name`, acquired for `ttl` through a client of its own on `store`.
-pub async fn acquired(store: &EtcdStore, name: &str, ttl: Duration) -> Lease {
-    LeaseClient::new(store.clone())
-        .acquire(name, ttl)
-        .await
-        .unwrap_or_else(|e| panic!("acquire {name}: {e}"))
-}
 
 /// The single-member etcd the tests share.
 pub fn endpoints() -> Vec<String> {

@@ -36,7 +36,6 @@ pub fn run_if_worker() -> bool {
     let rt = leasehold_testkit::runtime();
     rt.block_on(async move {
         match mode.as_str() {
-            "hold" => hold().await,
             "increment" => increment().await,
             other => panic!("unknown worker mode {other}"),
         }
@@ -59,20 +58,6 @@ async fn store_from_env() -> EtcdStore {
 
 fn ttl() -> Duration {
     Duration::from_millis(var("LH_TTL_MS").parse().unwrap_or_else(|e| panic!("LH_TTL_MS: {e}")))
-}
-
-/// Acquires the lease, reports it, and keeps it (renewed by the client) until killed.
-async fn hold() {
-    let store = store_from_env().await;
-    let client = LeaseClient::new(store);
-    let lease = client
-        .acquire(var("LH_NAME"), ttl())
-        .await
-        .unwrap_or_else(|e| panic!("acquire: {e}"));
-    say(format!("granted {}", lease.token()));
-    let cause = lease.lost().await;
-    say(format!("lost {cause}"));
-    std::future::pending::<()>().await;
 }
 
 /// The lost-update workload: under the lease, read a shared counter, work a little,
@@ -210,26 +195,6 @@ impl Worker {
     pub fn count(&self, word: &str) -> usize {
         let prefix = format!("{word} ");
         self.lines().iter().filter(|l| l.starts_with(&prefix)).count()
-    }
-
-    /// Waits until `count(word) >= n`, failing the test after `timeout`.
-    pub async fn wait_for(&self, word: &str, n: usize, timeout: Duration) {
-        let ok = leasehold_core::testing::process::poll(timeout, || self.count(word) >= n).await;
-        assert!(
-            ok,
-            "worker {} reported {} of {n} `{word}` lines within {timeout:?}; its lines: {:?}",
-            self.pid,
-            self.count(word),
-            self.lines()
-        );
-    }
-
-    /// The token of the worker's last `granted` line.
-    pub fn granted_token(&self) -> Option<u64> {
-        self.lines()
-            .iter()
-            .rev()
-            .find_map(|l| l.strip_prefix("granted ").and_then(|t| t.parse().ok()))
     }
 
     /// Kills the worker (SIGKILL) and reaps it.

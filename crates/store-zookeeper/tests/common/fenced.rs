@@ -5,8 +5,9 @@
 
 use async_trait::async_trait;
 use leasehold_core::conformance::FencedResource;
-use leasehold_core::fence::{FenceMode, FencedOutcome};
-use leasehold_core::{FencingToken, Result};
+use leasehold_core::fence::FenceMode;
+use leasehold_core::{Error, FencingToken, Result};
+use leasehold_testkit::suite::decimal_value;
 use leasehold_zookeeper::{NodeFence, ZooKeeperStore};
 
 /// A znode written through a [`NodeFence`].
@@ -30,26 +31,14 @@ impl FencedNode {
 impl FencedResource for FencedNode {
     async fn write(&self, token: FencingToken, mode: FenceMode, value: i64) -> Result<()> {
         let fence = NodeFence::new(self.path.clone(), token)?.mode(mode);
-        match self.store.fenced_set(&fence, value.to_string()).await? {
-            FencedOutcome::Applied(_version) => Ok(()),
-            FencedOutcome::ConditionFailed(()) => Err(leasehold_core::Error::invalid(
-                "fenced write",
-                "a node fence has no condition",
-            )),
-        }
+        let written = self.store.fenced_set(&fence, value.to_string()).await?;
+        written
+            .or_else(|()| Error::invalid("fenced write", "a node fence has no condition"))
+            .map(drop)
     }
 
     async fn read(&self) -> Option<(FencingToken, i64)> {
-        let (mark, bytes) = self
-            .store
-            .read_fenced(&self.path)
-            .await
-            .unwrap_or_else(|e| panic!("read the fenced znode: {e}"))?;
-        let value = std::str::from_utf8(&bytes)
-            .ok()
-            .and_then(|s| s.parse::<i64>().ok())
-            .unwrap_or_else(|| panic!("the fenced znode holds {bytes:?}, not an integer"));
-        Some((mark, value))
+        decimal_value(self.store.read_fenced(&self.path).await, "the fenced znode")
     }
 
     fn round_trips(&self) -> u64 {

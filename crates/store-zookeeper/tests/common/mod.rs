@@ -8,16 +8,7 @@ pub mod fixture;
 
 use std::time::Duration;
 
-use leasehold_core::{Lease, LeaseClient};
 use leasehold_zookeeper::{ZooKeeperConfig, ZooKeeperStore};
-
-/// `name`, acquired for `ttl` through a client of its own on `store`.
-pub async fn acquired(store: &ZooKeeperStore, name: &str, ttl: Duration) -> Lease {
-    LeaseClient::new(store.clone())
-        .acquire(name, ttl)
-        .await
-        .unwrap_or_else(|e| panic!("acquire {name}: {e}"))
-}
 
 /// A directory znode no other test or run uses (`/lh-test/store-zookeeper/<tag>-<unique>`).
 pub fn unique_dir(tag: &str) -> String {
