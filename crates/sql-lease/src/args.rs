@@ -4,12 +4,12 @@ use leasehold_core::{
     Error, FencingToken, LeaseName, Result,
     store::{LeaseRecord, Precondition, Version},
 };
+use sqlx::Database;
 use sqlx::query::Query;
-use sqlx::{Database, Encode, Type};
 
 use crate::row::version_arg;
 use crate::statements::{Arg, LeaseStatement, NewVersion, Statements};
-use crate::{ColumnLimits, HostClock, RawRow};
+use crate::{ColumnLimits, HostClock, RawRow, SqlDatabase, SqlValue};
 
 /// The values of one lease operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,32 +130,30 @@ impl LeaseArgs {
     /// as possible before the statement runs: an earlier "now" only judges expiry later,
     /// and writes an expiry no later than the holder counts from (it counts from before
     /// sending).
-    pub fn bind<'q, DB>(
+    pub fn bind<'q, DB: SqlDatabase>(
         &self,
         statement: &LeaseStatement,
         mut q: Query<'q, DB, <DB as Database>::Arguments>,
-    ) -> Query<'q, DB, <DB as Database>::Arguments>
-    where
-        DB: Database,
-        for<'a> i64: Encode<'a, DB> + Type<DB>,
-        for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
-        for<'a> String: Encode<'a, DB> + Type<DB>,
-        for<'a> Option<String>: Encode<'a, DB> + Type<DB>,
-    {
+    ) -> Query<'q, DB, <DB as Database>::Arguments> {
         for arg in &statement.args {
-            q = match arg {
-                Arg::Name => q.bind(self.name.clone()),
-                Arg::Holder => q.bind(self.holder.clone()),
-                Arg::Token => q.bind(self.token),
-                Arg::TtlMs => q.bind(self.ttl_ms),
-                Arg::WallMs => q.bind(self.wall_ms),
-                Arg::Version => q.bind(self.version),
-                Arg::WriteId => q.bind(self.write_id),
-                Arg::NowMs => q.bind(self.clock.map(HostClock::now_ms)),
-                Arg::BootId => q.bind(self.clock.map(|c| c.boot_id().to_owned())),
-            };
+            q = DB::bind_value(q, self.value(*arg));
         }
         q
+    }
+
+    /// The value bound for `arg`.
+    fn value(&self, arg: Arg) -> SqlValue {
+        match arg {
+            Arg::Name => SqlValue::Text(Some(self.name.clone())),
+            Arg::Holder => SqlValue::Text(self.holder.clone()),
+            Arg::Token => SqlValue::Int(Some(self.token)),
+            Arg::TtlMs => SqlValue::Int(Some(self.ttl_ms)),
+            Arg::WallMs => SqlValue::Int(self.wall_ms),
+            Arg::Version => SqlValue::Int(Some(self.version)),
+            Arg::WriteId => SqlValue::Int(Some(self.write_id)),
+            Arg::NowMs => SqlValue::Int(self.clock.map(HostClock::now_ms)),
+            Arg::BootId => SqlValue::Text(self.clock.map(|c| c.boot_id().to_owned())),
+        }
     }
 }
 

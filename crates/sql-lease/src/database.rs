@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 use leasehold_core::Error;
 use leasehold_core::fence::Dialect;
+use sqlx::query::Query;
 use sqlx::{AssertSqlSafe, Pool, Row};
 
 use crate::errors::{self, Phase, Target};
@@ -37,6 +38,12 @@ pub trait SqlDatabase: sqlx::Database {
 
     /// The rows a statement changed.
     fn rows_affected(result: &Self::QueryResult) -> u64;
+
+    /// Binds `value` onto `q` (a `None` as a `NULL` of the value's type).
+    fn bind_value(
+        q: Query<'_, Self, <Self as sqlx::Database>::Arguments>,
+        value: SqlValue,
+    ) -> Query<'_, Self, <Self as sqlx::Database>::Arguments>;
 
     /// Whether a fenced write can report its own refusal in one statement
     /// ([`SqlDatabase::fenced_reporting`]; Postgres and SQLite can, MySQL cannot).
@@ -237,6 +244,19 @@ macro_rules! sql_database {
 
             fn rows_affected(result: &Self::QueryResult) -> u64 {
                 result.rows_affected()
+            }
+
+            fn bind_value(
+                q: Query<'_, Self, <Self as sqlx::Database>::Arguments>,
+                value: SqlValue,
+            ) -> Query<'_, Self, <Self as sqlx::Database>::Arguments> {
+                match value {
+                    SqlValue::Int(v) => q.bind(v),
+                    SqlValue::Text(v) => q.bind(v),
+                    SqlValue::Float(v) => q.bind(v),
+                    SqlValue::Bool(v) => q.bind(v),
+                    SqlValue::Bytes(v) => q.bind(v),
+                }
             }
 
             async fn fenced_reporting(

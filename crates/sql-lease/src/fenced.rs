@@ -38,7 +38,7 @@ use leasehold_core::fence::{
 };
 use leasehold_core::{Error, FencingToken, Result};
 use sqlx::query::Query;
-use sqlx::{Acquire, Database, Encode, Type};
+use sqlx::{Acquire, Database};
 
 use crate::SqlDatabase;
 use crate::errors::{Phase, Target};
@@ -344,43 +344,17 @@ impl<DB: SqlDatabase> RowWrite<'_, DB> {
     pub fn bind<'q>(
         &self,
         q: Query<'q, DB, <DB as Database>::Arguments>,
-    ) -> Result<Query<'q, DB, <DB as Database>::Arguments>>
-    where
-        for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
-        for<'a> Option<String>: Encode<'a, DB> + Type<DB>,
-        for<'a> Option<f64>: Encode<'a, DB> + Type<DB>,
-        for<'a> Option<bool>: Encode<'a, DB> + Type<DB>,
-        for<'a> Option<Vec<u8>>: Encode<'a, DB> + Type<DB>,
-    {
+    ) -> Result<Query<'q, DB, <DB as Database>::Arguments>> {
         Ok(bind_values(q, self.args()?))
     }
 }
 
 /// Binds `values` in order onto `q`.
-pub(crate) fn bind_values<'q, DB>(
-    mut q: Query<'q, DB, <DB as Database>::Arguments>,
+pub(crate) fn bind_values<'q, DB: SqlDatabase>(
+    q: Query<'q, DB, <DB as Database>::Arguments>,
     values: Vec<SqlValue>,
-) -> Query<'q, DB, <DB as Database>::Arguments>
-where
-    DB: Database,
-    for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
-    for<'a> Option<String>: Encode<'a, DB> + Type<DB>,
-    for<'a> Option<f64>: Encode<'a, DB> + Type<DB>,
-    for<'a> Option<bool>: Encode<'a, DB> + Type<DB>,
-    for<'a> Option<Vec<u8>>: Encode<'a, DB> + Type<DB>,
-{
-    {
-        for v in values {
-            q = match v {
-                SqlValue::Int(v) => q.bind(v),
-                SqlValue::Text(v) => q.bind(v),
-                SqlValue::Float(v) => q.bind(v),
-                SqlValue::Bool(v) => q.bind(v),
-                SqlValue::Bytes(v) => q.bind(v),
-            };
-        }
-        q
-    }
+) -> Query<'q, DB, <DB as Database>::Arguments> {
+    values.into_iter().fold(q, DB::bind_value)
 }
 
 impl<DB: SqlDatabase> RowWrite<'_, DB> {

@@ -5,8 +5,8 @@ use std::time::Duration;
 use leasehold_core::{
     Error, FencingToken, HolderId, LeaseName, Result,
     store::{
-        CasOutcome, Current, DeleteOutcome, EXPIRY_SLACK, Precondition, Stored, Version, expiry_is_possible,
-        record_codec,
+        CasOutcome, Current, DeleteOutcome, EXPIRY_SLACK, LeaseRecord, Precondition, Stored, Version,
+        expiry_is_possible, record_codec,
     },
 };
 use sqlx::{Database, Decode, Row, Type};
@@ -179,6 +179,15 @@ impl Guard<'_> {
             Precondition::Claimable => Guard::Claimable,
             Precondition::Absent => Guard::Absent,
             Precondition::Version(version) => Guard::Version { version, token },
+        }
+    }
+
+    /// The guard of a renewal or release of `record`, held at `version`.
+    pub fn held<'a>(version: &'a Version, record: &'a LeaseRecord) -> Guard<'a> {
+        Guard::Held {
+            version,
+            holder: record.holder.as_ref(),
+            token: record.token,
         }
     }
 

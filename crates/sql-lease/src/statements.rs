@@ -278,13 +278,29 @@ impl Statements {
     /// [`Error::InvalidInput`] for a dialect other than Postgres, SQLite and MySQL.
     pub fn new(dialect: Dialect, table: &LeaseTable) -> Result<Self> {
         match dialect {
-            Dialect::Postgres => Ok(Postgres::new(table).statements()),
-            Dialect::Sqlite => Ok(Sqlite::new(table).statements()),
-            Dialect::MySql => Ok(MySql::new(table).statements()),
+            Dialect::Postgres => Ok(Self::of(&Postgres::new(table))),
+            Dialect::Sqlite => Ok(Self::of(&Sqlite::new(table))),
+            Dialect::MySql => Ok(Self::of(&MySql::new(table))),
             _ => Err(Error::invalid(
                 "sql dialect",
                 "only Postgres, SQLite and MySQL keep lease tables",
             )),
+        }
+    }
+
+    /// Every statement of `dialect`.
+    fn of<D: LeaseDialect>(dialect: &D) -> Self {
+        Self {
+            read: dialect.read(),
+            write_absent: dialect.write_absent(),
+            write_version: dialect.write_version(),
+            renew: dialect.renew(),
+            release: dialect.release(),
+            write_claimable: dialect.write_claimable(),
+            delete: dialect.delete(),
+            read_after_refused_version_write: D::READ_AFTER_REFUSED_VERSION_WRITE,
+            conflict_returns_current: D::CONFLICT_RETURNS_CURRENT,
+            renew_batch: dialect.renew_batch(),
         }
     }
 
@@ -306,6 +322,45 @@ impl Statements {
             &self.delete,
         ]
     }
+}
+
+/// How one dialect writes the lease statements, one per [`Statements`] field.
+trait LeaseDialect {
+    /// [`Statements::read_after_refused_version_write`].
+    const READ_AFTER_REFUSED_VERSION_WRITE: bool;
+    /// [`Statements::conflict_returns_current`].
+    const CONFLICT_RETURNS_CURRENT: bool;
+
+    /// [`Statements::read`].
+    fn read(&self) -> LeaseStatement;
+    /// [`Statements::write_absent`].
+    fn write_absent(&self) -> LeaseStatement;
+    /// [`Statements::write_version`].
+    fn write_version(&self) -> LeaseStatement;
+    /// [`Statements::renew`].
+    fn renew(&self) -> LeaseStatement;
+    /// [`Statements::release`].
+    fn release(&self) -> LeaseStatement;
+    /// [`Statements::write_claimable`].
+    fn write_claimable(&self) -> LeaseStatement;
+    /// [`Statements::delete`].
+    fn delete(&self) -> LeaseStatement;
+    /// [`Statements::renew_batch`].
+    fn renew_batch(&self) -> Option<RenewBatch>;
+}
+
+/// The read of the row named by the one placeholder from `t`, where the database
+/// answers with integers for booleans (SQLite, MySQL): nothing applied, nothing stale,
+/// the time left as `remaining` writes it (its placeholders numbered after the name's).
+fn plain_read(dialect: Dialect, t: &str, remaining: impl FnOnce(&mut Placeholders) -> String) -> LeaseStatement {
+    let mut p = Placeholders::new(dialect);
+    let name = p.get(Arg::Name);
+    let remaining = remaining(&mut p);
+    let sql = format!(
+        "SELECT 0 AS applied, 0 AS stale, deleted, holder, fence_token, version, ttl_ms, wall_expires_at_ms, \
+         {remaining} FROM {t} WHERE name = {name}"
+    );
+    p.finish(sql)
 }
 
 /// The placeholders of a write on a version, in this order.
@@ -411,7 +466,7 @@ impl Postgres {
     /// guarded as [`Self::held_write`] guards one (its own version, holder and token),
     /// and for each renewal that did not apply, its current row (`stale` NULL: the
     /// client judges it, as for [`Self::with_current`]).
-    fn renew_batch(&self) -> String {
+    fn renew_batch_sql(&self) -> String {
         let t = &self.t;
         let guard = |a: &str| {
             format!(
@@ -454,100 +509,112 @@ impl Postgres {
         p.finish(sql)
     }
 
-    fn statements(&self) -> Statements {
+    /// `INSERT … ON CONFLICT (name) DO UPDATE` of a claim or create: `token` is the new
+    /// row's token (`"arg"`: the bound one), `on_conflict` the token and version rules of
+    /// the update; every other column is replaced from `EXCLUDED`.
+    fn insert(&self, p: &mut Placeholders, token: &str, on_conflict: &str) -> String {
         let t = &self.t;
-        let read = {
-            let mut p = Placeholders::new(Dialect::Postgres);
-            let name = p.get(Arg::Name);
-            let sql = format!(
-                "SELECT FALSE AS applied, FALSE AS stale, {} FROM {t} c WHERE c.name = {name}",
-                Self::row("c")
-            );
-            p.finish(sql)
+        let [name, holder, ttl, wall] = p.all([Arg::Name, Arg::Holder, Arg::TtlMs, Arg::WallMs]);
+        let token = if token == "arg" {
+            p.get(Arg::Token)
+        } else {
+            token.to_owned()
         };
-        let insert = |p: &mut Placeholders, token: &str, on_conflict: &str| {
-            let [name, holder, ttl, wall] = p.all([Arg::Name, Arg::Holder, Arg::TtlMs, Arg::WallMs]);
-            let token = if token == "arg" {
-                p.get(Arg::Token)
-            } else {
-                token.to_owned()
-            };
-            format!(
-                "INSERT INTO {t} AS l (name, holder, fence_token, version, ttl_ms, acquired_at, expires_at, wall_expires_at_ms, deleted) \
-                 VALUES ({name}, {holder}, {token}, 1, {ttl}, now(), now() + {ttl} * interval '1 millisecond', {wall}, FALSE) \
-                 ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, {on_conflict}, ttl_ms = EXCLUDED.ttl_ms, \
-                 acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at, \
-                 wall_expires_at_ms = EXCLUDED.wall_expires_at_ms, deleted = FALSE"
-            )
-        };
-        let write_claimable = {
-            let mut p = Placeholders::new(Dialect::Postgres);
-            let ins = insert(&mut p, "1", "fence_token = l.fence_token + 1, version = l.version + 1");
-            let holder = p.get(Arg::Holder);
-            let write = format!("{ins} WHERE {}", Self::claimable("l", &holder));
-            let sql = self.with_current(&write, &mut p);
-            p.finish(sql)
-        };
-        let write_absent = {
-            let mut p = Placeholders::new(Dialect::Postgres);
-            let ins = insert(
-                &mut p,
-                "arg",
-                "fence_token = EXCLUDED.fence_token, version = l.version + 1",
-            );
-            let write = format!("{ins} WHERE l.deleted");
-            let sql = self.with_current(&write, &mut p);
-            p.finish(sql)
-        };
-        let write_version = {
-            let mut p = Placeholders::new(Dialect::Postgres);
-            let [name, holder, token, ttl, wall, ver] = p.all(VERSION_WRITE);
-            let write = format!(
-                "UPDATE {t} AS l SET holder = {holder}, fence_token = {token}, version = l.version + 1, ttl_ms = {ttl}, \
-                 acquired_at = CASE WHEN l.holder IS NOT DISTINCT FROM {holder} AND l.fence_token = {token} \
-                 THEN l.acquired_at ELSE now() END, \
-                 expires_at = now() + {ttl} * interval '1 millisecond', wall_expires_at_ms = {wall} \
-                 WHERE l.name = {name} AND l.version = {ver} AND NOT l.deleted AND {guard}",
-                guard = Self::unchanged_by_others("l", &token, &holder),
-            );
-            let sql = self.with_current(&write, &mut p);
-            p.finish(sql)
-        };
-        let renew = self.held_write(Placeholders::new(Dialect::Postgres), |p| {
+        format!(
+            "INSERT INTO {t} AS l (name, holder, fence_token, version, ttl_ms, acquired_at, expires_at, wall_expires_at_ms, deleted) \
+             VALUES ({name}, {holder}, {token}, 1, {ttl}, now(), now() + {ttl} * interval '1 millisecond', {wall}, FALSE) \
+             ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, {on_conflict}, ttl_ms = EXCLUDED.ttl_ms, \
+             acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at, \
+             wall_expires_at_ms = EXCLUDED.wall_expires_at_ms, deleted = FALSE"
+        )
+    }
+}
+
+impl LeaseDialect for Postgres {
+    const READ_AFTER_REFUSED_VERSION_WRITE: bool = false;
+    const CONFLICT_RETURNS_CURRENT: bool = true;
+
+    fn read(&self) -> LeaseStatement {
+        let t = &self.t;
+        let mut p = Placeholders::new(Dialect::Postgres);
+        let name = p.get(Arg::Name);
+        let sql = format!(
+            "SELECT FALSE AS applied, FALSE AS stale, {} FROM {t} c WHERE c.name = {name}",
+            Self::row("c")
+        );
+        p.finish(sql)
+    }
+
+    fn write_claimable(&self) -> LeaseStatement {
+        let mut p = Placeholders::new(Dialect::Postgres);
+        let ins = self.insert(&mut p, "1", "fence_token = l.fence_token + 1, version = l.version + 1");
+        let holder = p.get(Arg::Holder);
+        let write = format!("{ins} WHERE {}", Self::claimable("l", &holder));
+        let sql = self.with_current(&write, &mut p);
+        p.finish(sql)
+    }
+
+    fn write_absent(&self) -> LeaseStatement {
+        let mut p = Placeholders::new(Dialect::Postgres);
+        let ins = self.insert(
+            &mut p,
+            "arg",
+            "fence_token = EXCLUDED.fence_token, version = l.version + 1",
+        );
+        let write = format!("{ins} WHERE l.deleted");
+        let sql = self.with_current(&write, &mut p);
+        p.finish(sql)
+    }
+
+    fn write_version(&self) -> LeaseStatement {
+        let t = &self.t;
+        let mut p = Placeholders::new(Dialect::Postgres);
+        let [name, holder, token, ttl, wall, ver] = p.all(VERSION_WRITE);
+        let write = format!(
+            "UPDATE {t} AS l SET holder = {holder}, fence_token = {token}, version = l.version + 1, ttl_ms = {ttl}, \
+             acquired_at = CASE WHEN l.holder IS NOT DISTINCT FROM {holder} AND l.fence_token = {token} \
+             THEN l.acquired_at ELSE now() END, \
+             expires_at = now() + {ttl} * interval '1 millisecond', wall_expires_at_ms = {wall} \
+             WHERE l.name = {name} AND l.version = {ver} AND NOT l.deleted AND {guard}",
+            guard = Self::unchanged_by_others("l", &token, &holder),
+        );
+        let sql = self.with_current(&write, &mut p);
+        p.finish(sql)
+    }
+
+    fn renew(&self) -> LeaseStatement {
+        self.held_write(Placeholders::new(Dialect::Postgres), |p| {
             let [ttl, wall] = p.all([Arg::TtlMs, Arg::WallMs]);
             format!(
                 "version = l.version + 1, ttl_ms = {ttl}, expires_at = now() + {ttl} * interval '1 millisecond', \
                  wall_expires_at_ms = {wall}"
             )
-        });
-        let release = self.held_write(Placeholders::new(Dialect::Postgres), |_| {
+        })
+    }
+
+    fn release(&self) -> LeaseStatement {
+        self.held_write(Placeholders::new(Dialect::Postgres), |_| {
             "holder = NULL, version = l.version + 1, wall_expires_at_ms = NULL".to_owned()
-        });
-        let delete = {
-            let mut p = Placeholders::new(Dialect::Postgres);
-            let [name, ver] = p.all([Arg::Name, Arg::Version]);
-            let write = format!(
-                "UPDATE {t} AS l SET deleted = TRUE, holder = NULL, version = l.version + 1 \
-                 WHERE l.name = {name} AND l.version = {ver} AND NOT l.deleted"
-            );
-            let sql = self.with_current(&write, &mut p);
-            p.finish(sql)
-        };
-        Statements {
-            read,
-            write_absent,
-            write_version,
-            renew,
-            release,
-            write_claimable,
-            delete,
-            read_after_refused_version_write: false,
-            conflict_returns_current: true,
-            renew_batch: Some(RenewBatch {
-                sql: self.renew_batch().into(),
-                read_back: None,
-            }),
-        }
+        })
+    }
+
+    fn delete(&self) -> LeaseStatement {
+        let t = &self.t;
+        let mut p = Placeholders::new(Dialect::Postgres);
+        let [name, ver] = p.all([Arg::Name, Arg::Version]);
+        let write = format!(
+            "UPDATE {t} AS l SET deleted = TRUE, holder = NULL, version = l.version + 1 \
+             WHERE l.name = {name} AND l.version = {ver} AND NOT l.deleted"
+        );
+        let sql = self.with_current(&write, &mut p);
+        p.finish(sql)
+    }
+
+    fn renew_batch(&self) -> Option<RenewBatch> {
+        Some(RenewBatch {
+            sql: self.renew_batch_sql().into(),
+            read_back: None,
+        })
     }
 }
 
@@ -662,168 +729,175 @@ impl Sqlite {
         p.finish_with(sql, reply)
     }
 
-    fn statements(&self) -> Statements {
+    /// `INSERT … ON CONFLICT (name) DO UPDATE` of a claim or create, answering with the
+    /// row either way: every write replaces the same columns from `excluded`; only the
+    /// new row's token (`token_value`, `"arg"`: the bound one), the precondition `cond`
+    /// and the update's token rule (`token_set`) differ.
+    fn upsert(&self, p: &mut Placeholders, token_value: &str, cond: &str, token_set: &str) -> String {
         let t = &self.t;
-        let read = {
-            let mut p = Placeholders::new(Dialect::Sqlite);
-            let name = p.get(Arg::Name);
-            let [now, boot] = p.all([Arg::NowMs, Arg::BootId]);
-            let sql = format!(
-                "SELECT 0 AS applied, 0 AS stale, deleted, holder, fence_token, version, ttl_ms, wall_expires_at_ms, \
-                 {} FROM {t} WHERE name = {name}",
-                Self::remaining(&now, &boot)
-            );
-            p.finish(sql)
+        let [name, holder, ttl, wall, wid, now, boot] = p.all([
+            Arg::Name,
+            Arg::Holder,
+            Arg::TtlMs,
+            Arg::WallMs,
+            Arg::WriteId,
+            Arg::NowMs,
+            Arg::BootId,
+        ]);
+        let token = if token_value == "arg" {
+            p.get(Arg::Token)
+        } else {
+            token_value.to_owned()
         };
-        // Every write replaces the same columns from `excluded` (inserts) or from the
-        // bound values (updates); only the token and version rules differ.
-        let upsert = |p: &mut Placeholders, token_value: &str, cond: &str, token_set: &str| {
-            let [name, holder, ttl, wall, wid, now, boot] = p.all([
-                Arg::Name,
-                Arg::Holder,
-                Arg::TtlMs,
-                Arg::WallMs,
-                Arg::WriteId,
-                Arg::NowMs,
-                Arg::BootId,
-            ]);
-            let token = if token_value == "arg" {
-                p.get(Arg::Token)
-            } else {
-                token_value.to_owned()
-            };
-            let set = Self::guarded_set(
-                cond,
-                &[
-                    ("holder", "excluded.holder".into()),
-                    ("fence_token", token_set.into()),
-                    ("version", "l.version + 1".into()),
-                    ("ttl_ms", "excluded.ttl_ms".into()),
-                    ("acquired_at_ms", "excluded.acquired_at_ms".into()),
-                    ("expires_at_ms", "excluded.expires_at_ms".into()),
-                    ("wall_expires_at_ms", "excluded.wall_expires_at_ms".into()),
-                    ("deleted", "0".into()),
-                    ("write_id", "excluded.write_id".into()),
-                    ("boot_id", "excluded.boot_id".into()),
-                ],
-            );
-            format!(
-                "INSERT INTO {t} AS l (name, holder, fence_token, version, ttl_ms, acquired_at_ms, expires_at_ms, \
-                 wall_expires_at_ms, deleted, write_id, boot_id) \
-                 VALUES ({name}, {holder}, {token}, 1, {ttl}, {now}, {now} + {ttl}, {wall}, 0, {wid}, {boot}) \
-                 ON CONFLICT (name) DO UPDATE SET {set} {}",
-                Self::returning(&wid, &now, &boot)
-            )
-        };
-        let write_claimable = {
-            let mut p = Placeholders::new(Dialect::Sqlite);
-            // The clock's placeholders are numbered here, before the upsert names them.
-            let [now, boot, holder] = p.all([Arg::NowMs, Arg::BootId, Arg::Holder]);
-            // A record of another boot is expired: its holder ran before the reboot.
-            let cond = format!(
-                "((l.deleted <> 0 OR l.holder IS NULL OR l.boot_id <> {boot} OR l.expires_at_ms <= {now}) \
-                 AND {} AND l.fence_token < {TOKEN_MAX})",
-                Self::valid(&now, &boot, &holder)
-            );
-            let sql = upsert(&mut p, "1", &cond, "l.fence_token + 1");
-            p.finish(sql)
-        };
-        let write_absent = {
-            let mut p = Placeholders::new(Dialect::Sqlite);
-            let sql = upsert(&mut p, "arg", "(l.deleted <> 0)", "excluded.fence_token");
-            p.finish(sql)
-        };
-        let write_version = {
-            let mut p = Placeholders::new(Dialect::Sqlite);
-            let [name, holder, token, ttl, wall, ver] = p.all(VERSION_WRITE);
-            let [wid, now, boot] = p.all([Arg::WriteId, Arg::NowMs, Arg::BootId]);
-            // A foreign writer (an operator's `UPDATE`) can change the row without
-            // touching its version: the token must not be above the new one (tokens never
-            // go backwards) and the record must be valid (a corrupt one is reported, never
-            // healed). The guard is the `WHERE` clause, evaluated once; a refused write
-            // returns no row, and the store reads the current one
-            // ([`Statements::read_after_refused_version_write`]): renewals and releases are
-            // almost never refused, so they should not pay for the refusal's answer.
-            let cond = format!(
-                "l.version = {ver} AND l.deleted = 0 AND l.fence_token <= {token} AND {}",
-                Self::valid(&now, &boot, &holder)
-            );
-            let set = [
-                ("holder", holder.clone()),
-                ("fence_token", token.clone()),
+        let set = Self::guarded_set(
+            cond,
+            &[
+                ("holder", "excluded.holder".into()),
+                ("fence_token", token_set.into()),
                 ("version", "l.version + 1".into()),
-                ("ttl_ms", ttl.clone()),
-                (
-                    "acquired_at_ms",
-                    format!(
-                        "CASE WHEN l.holder IS {holder} AND l.fence_token = {token} AND l.boot_id = {boot} \
-                         THEN l.acquired_at_ms ELSE {now} END"
-                    ),
+                ("ttl_ms", "excluded.ttl_ms".into()),
+                ("acquired_at_ms", "excluded.acquired_at_ms".into()),
+                ("expires_at_ms", "excluded.expires_at_ms".into()),
+                ("wall_expires_at_ms", "excluded.wall_expires_at_ms".into()),
+                ("deleted", "0".into()),
+                ("write_id", "excluded.write_id".into()),
+                ("boot_id", "excluded.boot_id".into()),
+            ],
+        );
+        format!(
+            "INSERT INTO {t} AS l (name, holder, fence_token, version, ttl_ms, acquired_at_ms, expires_at_ms, \
+             wall_expires_at_ms, deleted, write_id, boot_id) \
+             VALUES ({name}, {holder}, {token}, 1, {ttl}, {now}, {now} + {ttl}, {wall}, 0, {wid}, {boot}) \
+             ON CONFLICT (name) DO UPDATE SET {set} {}",
+            Self::returning(&wid, &now, &boot)
+        )
+    }
+}
+
+impl LeaseDialect for Sqlite {
+    const READ_AFTER_REFUSED_VERSION_WRITE: bool = true;
+    const CONFLICT_RETURNS_CURRENT: bool = true;
+
+    fn read(&self) -> LeaseStatement {
+        plain_read(Dialect::Sqlite, &self.t, |p| {
+            let [now, boot] = p.all([Arg::NowMs, Arg::BootId]);
+            Self::remaining(&now, &boot)
+        })
+    }
+
+    fn write_claimable(&self) -> LeaseStatement {
+        let mut p = Placeholders::new(Dialect::Sqlite);
+        // The clock's placeholders are numbered here, before the upsert names them.
+        let [now, boot, holder] = p.all([Arg::NowMs, Arg::BootId, Arg::Holder]);
+        // A record of another boot is expired: its holder ran before the reboot.
+        let cond = format!(
+            "((l.deleted <> 0 OR l.holder IS NULL OR l.boot_id <> {boot} OR l.expires_at_ms <= {now}) \
+             AND {} AND l.fence_token < {TOKEN_MAX})",
+            Self::valid(&now, &boot, &holder)
+        );
+        let sql = self.upsert(&mut p, "1", &cond, "l.fence_token + 1");
+        p.finish(sql)
+    }
+
+    fn write_absent(&self) -> LeaseStatement {
+        let mut p = Placeholders::new(Dialect::Sqlite);
+        let sql = self.upsert(&mut p, "arg", "(l.deleted <> 0)", "excluded.fence_token");
+        p.finish(sql)
+    }
+
+    fn write_version(&self) -> LeaseStatement {
+        let t = &self.t;
+        let mut p = Placeholders::new(Dialect::Sqlite);
+        let [name, holder, token, ttl, wall, ver] = p.all(VERSION_WRITE);
+        let [wid, now, boot] = p.all([Arg::WriteId, Arg::NowMs, Arg::BootId]);
+        // A foreign writer (an operator's `UPDATE`) can change the row without
+        // touching its version: the token must not be above the new one (tokens never
+        // go backwards) and the record must be valid (a corrupt one is reported, never
+        // healed). The guard is the `WHERE` clause, evaluated once; a refused write
+        // returns no row, and the store reads the current one
+        // ([`Statements::read_after_refused_version_write`]): renewals and releases are
+        // almost never refused, so they should not pay for the refusal's answer.
+        let cond = format!(
+            "l.version = {ver} AND l.deleted = 0 AND l.fence_token <= {token} AND {}",
+            Self::valid(&now, &boot, &holder)
+        );
+        let set = [
+            ("holder", holder.clone()),
+            ("fence_token", token.clone()),
+            ("version", "l.version + 1".into()),
+            ("ttl_ms", ttl.clone()),
+            (
+                "acquired_at_ms",
+                format!(
+                    "CASE WHEN l.holder IS {holder} AND l.fence_token = {token} AND l.boot_id = {boot} \
+                     THEN l.acquired_at_ms ELSE {now} END"
                 ),
-                ("expires_at_ms", format!("{now} + {ttl}")),
-                ("wall_expires_at_ms", wall),
-                ("write_id", wid.clone()),
-                ("boot_id", boot.clone()),
-            ]
-            .iter()
-            .map(|(col, value)| format!("{col} = {value}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-            let sql = format!(
-                "UPDATE {t} AS l SET {set} WHERE l.name = {name} AND {cond} {}",
-                Self::returning(&wid, &now, &boot)
-            );
-            p.finish(sql)
-        };
-        // A refused renewal or release writes nothing, as a refused version write does.
+            ),
+            ("expires_at_ms", format!("{now} + {ttl}")),
+            ("wall_expires_at_ms", wall),
+            ("write_id", wid.clone()),
+            ("boot_id", boot.clone()),
+        ]
+        .iter()
+        .map(|(col, value)| format!("{col} = {value}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+        let sql = format!(
+            "UPDATE {t} AS l SET {set} WHERE l.name = {name} AND {cond} {}",
+            Self::returning(&wid, &now, &boot)
+        );
+        p.finish(sql)
+    }
+
+    /// A refused renewal writes nothing, as a refused version write does.
+    fn renew(&self) -> LeaseStatement {
         let renewed = Reply::Affected {
             deletes: false,
             version: NewVersion::Next,
         };
-        let renew = self.held_write(renewed, |p, wid, now, boot| {
+        self.held_write(renewed, |p, wid, now, boot| {
             let [ttl, wall] = p.all([Arg::TtlMs, Arg::WallMs]);
             format!(
                 "version = l.version + 1, ttl_ms = {ttl}, expires_at_ms = {now} + {ttl}, \
                  wall_expires_at_ms = {wall}, write_id = {wid}, boot_id = {boot}"
             )
-        });
+        })
+    }
+
+    /// A refused release writes nothing, as a refused version write does.
+    fn release(&self) -> LeaseStatement {
         let vacated = Reply::Vacates {
             version: NewVersion::Next,
         };
-        let release = self.held_write(vacated, |_, wid, _, _| {
+        self.held_write(vacated, |_, wid, _, _| {
             format!("holder = NULL, version = l.version + 1, wall_expires_at_ms = NULL, write_id = {wid}")
-        });
-        let delete = {
-            let mut p = Placeholders::new(Dialect::Sqlite);
-            let [name, ver, wid, now, boot] = p.all([Arg::Name, Arg::Version, Arg::WriteId, Arg::NowMs, Arg::BootId]);
-            let cond = format!("(l.version = {ver} AND l.deleted = 0)");
-            let set = Self::guarded_set(
-                &cond,
-                &[
-                    ("holder", "NULL".into()),
-                    ("version", "l.version + 1".into()),
-                    ("deleted", "1".into()),
-                    ("write_id", wid.clone()),
-                ],
-            );
-            let sql = format!(
-                "UPDATE {t} AS l SET {set} WHERE l.name = {name} {}",
-                Self::returning(&wid, &now, &boot)
-            );
-            p.finish(sql)
-        };
-        Statements {
-            read,
-            write_absent,
-            write_version,
-            renew,
-            release,
-            write_claimable,
-            delete,
-            read_after_refused_version_write: true,
-            conflict_returns_current: true,
-            renew_batch: None,
-        }
+        })
+    }
+
+    fn delete(&self) -> LeaseStatement {
+        let t = &self.t;
+        let mut p = Placeholders::new(Dialect::Sqlite);
+        let [name, ver, wid, now, boot] = p.all([Arg::Name, Arg::Version, Arg::WriteId, Arg::NowMs, Arg::BootId]);
+        let cond = format!("(l.version = {ver} AND l.deleted = 0)");
+        let set = Self::guarded_set(
+            &cond,
+            &[
+                ("holder", "NULL".into()),
+                ("version", "l.version + 1".into()),
+                ("deleted", "1".into()),
+                ("write_id", wid.clone()),
+            ],
+        );
+        let sql = format!(
+            "UPDATE {t} AS l SET {set} WHERE l.name = {name} {}",
+            Self::returning(&wid, &now, &boot)
+        );
+        p.finish(sql)
+    }
+
+    /// Renewals are sent one by one.
+    fn renew_batch(&self) -> Option<RenewBatch> {
+        None
     }
 }
 
@@ -974,93 +1048,6 @@ impl MySql {
         p.finish_with(sql, reply)
     }
 
-    fn statements(&self) -> Statements {
-        let t = &self.t;
-        let now = MYSQL_NOW_MS;
-        let read = {
-            let mut p = Placeholders::new(Dialect::MySql);
-            let name = p.get(Arg::Name);
-            let sql = format!(
-                "SELECT 0 AS applied, 0 AS stale, deleted, holder, fence_token, version, ttl_ms, wall_expires_at_ms, \
-                 {} FROM {t} WHERE name = {name}",
-                Self::remaining()
-            );
-            p.finish(sql)
-        };
-        let write_claimable = self.upsert(&mut Placeholders::new(Dialect::MySql), true, |p| {
-            format!(
-                "(deleted <> 0 OR holder IS NULL OR expires_at_ms <= {now}) AND {} AND fence_token < {TOKEN_MAX}",
-                Self::valid(p)
-            )
-        });
-        let write_absent = self.upsert(&mut Placeholders::new(Dialect::MySql), false, |_| {
-            "deleted <> 0".to_owned()
-        });
-        let write_version = {
-            let mut p = Placeholders::new(Dialect::MySql);
-            // `acquired_at_ms` first: MySQL's later assignments see the earlier ones, and
-            // this one compares the holder and token the row had.
-            let [h, tok] = p.all([Arg::Holder, Arg::Token]);
-            let [holder, token, wid, ttl, ttl2, wall] = p.all([
-                Arg::Holder,
-                Arg::Token,
-                Arg::WriteId,
-                Arg::TtlMs,
-                Arg::TtlMs,
-                Arg::WallMs,
-            ]);
-            let [name, ver, guard_token] = p.all([Arg::Name, Arg::Version, Arg::Token]);
-            // A foreign writer can change the row without its version (see Postgres).
-            let valid = Self::valid(&mut p);
-            let sql = format!(
-                "UPDATE {t} SET acquired_at_ms = IF(holder <=> {h} AND fence_token = {tok}, acquired_at_ms, {now}), \
-                 holder = {holder}, fence_token = {token}, version = {wid}, ttl_ms = {ttl}, \
-                 expires_at_ms = {now} + {ttl2}, wall_expires_at_ms = {wall} \
-                 WHERE name = {name} AND version = {ver} AND deleted = 0 AND fence_token <= {guard_token} AND {valid}"
-            );
-            p.finish_with(sql, MYSQL_WROTE)
-        };
-        let renew = self.held_write(MYSQL_WROTE, |p| {
-            let [wid, ttl, ttl2, wall] = p.all([Arg::WriteId, Arg::TtlMs, Arg::TtlMs, Arg::WallMs]);
-            format!("version = {wid}, ttl_ms = {ttl}, expires_at_ms = {now} + {ttl2}, wall_expires_at_ms = {wall}")
-        });
-        let release = self.held_write(
-            Reply::Vacates {
-                version: NewVersion::WriteId,
-            },
-            |p| {
-                let [wid] = p.all([Arg::WriteId]);
-                format!("holder = NULL, version = {wid}, wall_expires_at_ms = NULL")
-            },
-        );
-        let delete = {
-            let mut p = Placeholders::new(Dialect::MySql);
-            let [wid, name, ver] = p.all([Arg::WriteId, Arg::Name, Arg::Version]);
-            let sql = format!(
-                "UPDATE {t} SET deleted = 1, holder = NULL, version = {wid} WHERE name = {name} AND version = {ver} AND deleted = 0"
-            );
-            p.finish_with(
-                sql,
-                Reply::Affected {
-                    deletes: true,
-                    version: NewVersion::WriteId,
-                },
-            )
-        };
-        Statements {
-            read,
-            write_absent,
-            write_version,
-            renew,
-            release,
-            write_claimable,
-            delete,
-            read_after_refused_version_write: true,
-            conflict_returns_current: false,
-            renew_batch: Some(self.renew_batch()),
-        }
-    }
-
     /// The renewals of a batch, as a table: `JSON_TABLE` over the one parameter (see
     /// [`RenewBatch::sql`]), its columns prefixed `b_` so that the lease table's own
     /// need no qualifier, and its row number `i`.
@@ -1080,7 +1067,7 @@ impl MySql {
     /// The renewal of many leases: an `UPDATE` of the lease table joined to the batch
     /// (each row found by its primary key), each row guarded as [`Self::held_write`]
     /// guards one, then the read of every renewal's row (see [`RenewBatch`]).
-    fn renew_batch(&self) -> RenewBatch {
+    fn batch_statements(&self) -> RenewBatch {
         let t = &self.t;
         let now = MYSQL_NOW_MS;
         let b = Self::batch_table();
@@ -1101,6 +1088,98 @@ impl MySql {
             sql: sql.into(),
             read_back: Some(read_back.into()),
         }
+    }
+}
+
+impl LeaseDialect for MySql {
+    const READ_AFTER_REFUSED_VERSION_WRITE: bool = true;
+    const CONFLICT_RETURNS_CURRENT: bool = false;
+
+    fn read(&self) -> LeaseStatement {
+        plain_read(Dialect::MySql, &self.t, |_| Self::remaining())
+    }
+
+    fn write_claimable(&self) -> LeaseStatement {
+        let now = MYSQL_NOW_MS;
+        self.upsert(&mut Placeholders::new(Dialect::MySql), true, |p| {
+            format!(
+                "(deleted <> 0 OR holder IS NULL OR expires_at_ms <= {now}) AND {} AND fence_token < {TOKEN_MAX}",
+                Self::valid(p)
+            )
+        })
+    }
+
+    fn write_absent(&self) -> LeaseStatement {
+        self.upsert(&mut Placeholders::new(Dialect::MySql), false, |_| {
+            "deleted <> 0".to_owned()
+        })
+    }
+
+    fn write_version(&self) -> LeaseStatement {
+        let t = &self.t;
+        let now = MYSQL_NOW_MS;
+        let mut p = Placeholders::new(Dialect::MySql);
+        // `acquired_at_ms` first: MySQL's later assignments see the earlier ones, and
+        // this one compares the holder and token the row had.
+        let [h, tok] = p.all([Arg::Holder, Arg::Token]);
+        let [holder, token, wid, ttl, ttl2, wall] = p.all([
+            Arg::Holder,
+            Arg::Token,
+            Arg::WriteId,
+            Arg::TtlMs,
+            Arg::TtlMs,
+            Arg::WallMs,
+        ]);
+        let [name, ver, guard_token] = p.all([Arg::Name, Arg::Version, Arg::Token]);
+        // A foreign writer can change the row without its version (see Postgres).
+        let valid = Self::valid(&mut p);
+        let sql = format!(
+            "UPDATE {t} SET acquired_at_ms = IF(holder <=> {h} AND fence_token = {tok}, acquired_at_ms, {now}), \
+             holder = {holder}, fence_token = {token}, version = {wid}, ttl_ms = {ttl}, \
+             expires_at_ms = {now} + {ttl2}, wall_expires_at_ms = {wall} \
+             WHERE name = {name} AND version = {ver} AND deleted = 0 AND fence_token <= {guard_token} AND {valid}"
+        );
+        p.finish_with(sql, MYSQL_WROTE)
+    }
+
+    fn renew(&self) -> LeaseStatement {
+        let now = MYSQL_NOW_MS;
+        self.held_write(MYSQL_WROTE, |p| {
+            let [wid, ttl, ttl2, wall] = p.all([Arg::WriteId, Arg::TtlMs, Arg::TtlMs, Arg::WallMs]);
+            format!("version = {wid}, ttl_ms = {ttl}, expires_at_ms = {now} + {ttl2}, wall_expires_at_ms = {wall}")
+        })
+    }
+
+    fn release(&self) -> LeaseStatement {
+        self.held_write(
+            Reply::Vacates {
+                version: NewVersion::WriteId,
+            },
+            |p| {
+                let [wid] = p.all([Arg::WriteId]);
+                format!("holder = NULL, version = {wid}, wall_expires_at_ms = NULL")
+            },
+        )
+    }
+
+    fn delete(&self) -> LeaseStatement {
+        let t = &self.t;
+        let mut p = Placeholders::new(Dialect::MySql);
+        let [wid, name, ver] = p.all([Arg::WriteId, Arg::Name, Arg::Version]);
+        let sql = format!(
+            "UPDATE {t} SET deleted = 1, holder = NULL, version = {wid} WHERE name = {name} AND version = {ver} AND deleted = 0"
+        );
+        p.finish_with(
+            sql,
+            Reply::Affected {
+                deletes: true,
+                version: NewVersion::WriteId,
+            },
+        )
+    }
+
+    fn renew_batch(&self) -> Option<RenewBatch> {
+        Some(self.batch_statements())
     }
 }
 

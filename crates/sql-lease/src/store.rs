@@ -214,25 +214,69 @@ impl<B: SqlBackend> SqlStore<B> {
         phase: Phase,
         what: &str,
     ) -> Result<Vec<RawRow>> {
-        let bound = self.inner.request_timeout;
-        let Ok(ran) = tokio::time::timeout(bound, B::Db::fetch_lease_rows(&self.inner.pool, statement, args)).await
-        else {
-            let message = format!("{what} {name}: no answer within the request timeout of {bound:?}");
-            // The statement may have been sent: a write may have applied.
-            return Err(match phase {
-                Phase::Write => Error::Indeterminate { message, source: None },
-                Phase::Read | Phase::Connect => Error::Unavailable { message, source: None },
-            });
-        };
+        let fetch = B::Db::fetch_lease_rows(&self.inner.pool, statement, args);
+        let ran = self.in_time(phase, || format!("{what} {name}"), fetch).await?;
         ran.map_err(|e| match e {
-            RunError::Connect(e) => B::Db::map_error(e, Phase::Connect, Target::Lease, what),
             // The table's columns were checked at open: a value of the wrong type in
             // a row (SQLite keeps whatever a writer stored) is a corrupt record.
             RunError::Statement(sqlx::Error::ColumnDecode { index, source }) => {
                 Error::corrupt(name.as_str(), format!("column {index}: {source}"))
             }
-            RunError::Statement(e) => B::Db::map_error(e, phase, Target::Lease, what),
+            e => Self::failed(e, phase, what),
         })
+    }
+
+    /// What `op` (a statement on the lease table, in `phase`) answered within the
+    /// request timeout. No answer in time is [`Error::Indeterminate`] for a write (it may
+    /// have been sent, and applied) and [`Error::Unavailable`] otherwise; `doing` names
+    /// the operation in its message.
+    async fn in_time<T>(&self, phase: Phase, doing: impl FnOnce() -> String, op: impl Future<Output = T>) -> Result<T> {
+        let bound = self.inner.request_timeout;
+        let Ok(ran) = tokio::time::timeout(bound, op).await else {
+            // The statement may have been sent: a write may have applied.
+            let message = format!("{}: no answer within the request timeout of {bound:?}", doing());
+            return Err(match phase {
+                Phase::Write => Error::Indeterminate { message, source: None },
+                Phase::Read | Phase::Connect => Error::Unavailable { message, source: None },
+            });
+        };
+        Ok(ran)
+    }
+
+    /// A statement on the lease table for `what`, in `phase`, that failed: classified by
+    /// the database, as [`Phase::Connect`] when it failed to get a connection.
+    fn failed(e: RunError, phase: Phase, what: &str) -> Error {
+        match e {
+            RunError::Connect(e) => B::Db::map_error(e, Phase::Connect, Target::Lease, what),
+            RunError::Statement(e) => B::Db::map_error(e, phase, Target::Lease, what),
+        }
+    }
+
+    /// [`Self::in_time`] with a failure of `op` classified ([`Self::failed`]).
+    async fn bounded<T>(
+        &self,
+        phase: Phase,
+        what: &str,
+        doing: impl FnOnce() -> String,
+        op: impl Future<Output = std::result::Result<T, RunError>>,
+    ) -> Result<T> {
+        self.in_time(phase, doing, op)
+            .await?
+            .map_err(|e| Self::failed(e, phase, what))
+    }
+
+    /// Runs `statement`, a renewal or release of `record` held at `version`
+    /// ([`Guard::held`]).
+    async fn held_write(
+        &self,
+        name: &LeaseName,
+        statement: &LeaseStatement,
+        version: &Version,
+        record: &LeaseRecord,
+    ) -> Result<CasOutcome> {
+        let expect = Precondition::Version(version.clone());
+        self.write_with(name, statement, &expect, Guard::held(version, record), record)
+            .await
     }
 
     /// The rows of the read statement for `name` (one, or none), run for `what`.
@@ -301,12 +345,7 @@ impl<B: SqlBackend> SqlStore<B> {
                 .iter()
                 .zip(&by_position)
                 .map(|((r, _), rows)| {
-                    let guard = Guard::Held {
-                        version: &r.version,
-                        holder: r.record.holder.as_ref(),
-                        token: r.record.token,
-                    };
-                    let outcome = row::write_outcome(&r.name, guard, rows);
+                    let outcome = row::write_outcome(&r.name, Guard::held(&r.version, &r.record), rows);
                     if let (Some(feed), Ok(CasOutcome::Written(s) | CasOutcome::Conflict(Current::Present(s)))) =
                         (&self.inner.feed, &outcome)
                     {
@@ -320,19 +359,9 @@ impl<B: SqlBackend> SqlStore<B> {
     }
 
     async fn run_renewals(&self, statements: &RenewBatch, args: &RenewalArgs) -> Result<Vec<(i64, RawRow)>> {
-        let bound = self.inner.request_timeout;
         let what = "renew leases";
-        let Ok(ran) = tokio::time::timeout(bound, B::Db::fetch_renewal_rows(&self.inner.pool, statements, args)).await
-        else {
-            return Err(Error::Indeterminate {
-                message: format!("{what}: no answer within the request timeout of {bound:?}"),
-                source: None,
-            });
-        };
-        ran.map_err(|e| match e {
-            RunError::Connect(e) => B::Db::map_error(e, Phase::Connect, Target::Lease, what),
-            RunError::Statement(e) => B::Db::map_error(e, Phase::Write, Target::Lease, what),
-        })
+        let fetch = B::Db::fetch_renewal_rows(&self.inner.pool, statements, args);
+        self.bounded(Phase::Write, what, || what.to_owned(), fetch).await
     }
 }
 
@@ -361,13 +390,7 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
     /// One statement that extends the expiry only while the row shows this holder with
     /// this token: it never writes either back over an operator's change.
     async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
-        let expect = Precondition::Version(version.clone());
-        let guard = Guard::Held {
-            version,
-            holder: record.holder.as_ref(),
-            token: record.token,
-        };
-        self.write_with(name, &self.inner.statements.renew, &expect, guard, record)
+        self.held_write(name, &self.inner.statements.renew, version, record)
             .await
     }
 
@@ -403,13 +426,7 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
         if held.is_vacant() {
             return Err(Error::invalid("record", "a release names the holder it releases"));
         }
-        let expect = Precondition::Version(version.clone());
-        let guard = Guard::Held {
-            version,
-            holder: held.holder.as_ref(),
-            token: held.token,
-        };
-        self.write_with(name, &self.inner.statements.release, &expect, guard, held)
+        self.held_write(name, &self.inner.statements.release, version, held)
             .await
     }
 
@@ -428,7 +445,6 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
     /// One `DELETE` of the row at this version, tombstone and all: the name's token
     /// sequence ends with it.
     async fn purge(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
-        let bound = self.inner.request_timeout;
         let what = "purge lease";
         let run = B::Db::execute_on_name(
             &self.inner.pool,
@@ -436,16 +452,9 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
             name.as_str(),
             row::version_arg(version),
         );
-        let Ok(ran) = tokio::time::timeout(bound, run).await else {
-            return Err(Error::Indeterminate {
-                message: format!("{what} {name}: no answer within the request timeout of {bound:?}"),
-                source: None,
-            });
-        };
-        let removed = ran.map_err(|e| match e {
-            RunError::Connect(e) => B::Db::map_error(e, Phase::Connect, Target::Lease, what),
-            RunError::Statement(e) => B::Db::map_error(e, Phase::Write, Target::Lease, what),
-        })?;
+        let removed = self
+            .bounded(Phase::Write, what, || format!("{what} {name}"), run)
+            .await?;
         Ok(if removed > 0 {
             DeleteOutcome::Deleted
         } else {
@@ -455,19 +464,11 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
 
     /// One `SELECT` of the names under the prefix that are not tombstones.
     async fn list(&self, prefix: &NamePrefix) -> Result<Vec<LeaseName>> {
-        let bound = self.inner.request_timeout;
         let what = "list lease names";
         let fetch = B::Db::fetch_names(&self.inner.pool, &self.inner.list_sql, prefix.as_str());
-        let Ok(ran) = tokio::time::timeout(bound, fetch).await else {
-            return Err(Error::Unavailable {
-                message: format!("{what} under {prefix:?}: no answer within the request timeout of {bound:?}"),
-                source: None,
-            });
-        };
-        let raw = ran.map_err(|e| match e {
-            RunError::Connect(e) => B::Db::map_error(e, Phase::Connect, Target::Lease, what),
-            RunError::Statement(e) => B::Db::map_error(e, Phase::Read, Target::Lease, what),
-        })?;
+        let raw = self
+            .bounded(Phase::Read, what, || format!("{what} under {prefix:?}"), fetch)
+            .await?;
         Ok(listing::names(raw))
     }
 
@@ -477,18 +478,9 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
         let Some(sql) = crate::statements::server_now_ms_sql(B::Db::DIALECT) else {
             return Ok(Some(HostClock::get()?.wall_ms()));
         };
-        let bound = self.inner.request_timeout;
         let what = "read the server's clock";
-        let Ok(ran) = tokio::time::timeout(bound, B::Db::fetch_i64(&self.inner.pool, &sql)).await else {
-            return Err(Error::Unavailable {
-                message: format!("{what}: no answer within the request timeout of {bound:?}"),
-                source: None,
-            });
-        };
-        let ms = ran.map_err(|e| match e {
-            RunError::Connect(e) => B::Db::map_error(e, Phase::Connect, Target::Lease, what),
-            RunError::Statement(e) => B::Db::map_error(e, Phase::Read, Target::Lease, what),
-        })?;
+        let fetch = B::Db::fetch_i64(&self.inner.pool, &sql);
+        let ms = self.bounded(Phase::Read, what, || what.to_owned(), fetch).await?;
         u64::try_from(ms)
             .map(Some)
             .map_err(|_| Error::invalid("the server's clock", format!("{ms} ms is before 1970")))

@@ -1,25 +1,17 @@
 //! Renewals that come due together are one request on MySQL/MariaDB
 //! (`CasStore::renew_many`): an `UPDATE` joined to `JSON_TABLE` of the renewals, then
 //! one read of their rows, two statements for the whole batch. Counted by the store
-//! calls and by the statements sqlx sent; each lease is renewed, none lost. And one
-//! renewal of a batch whose row moved on fails alone, its row answered as it is.
+//! calls and by the statements sqlx sent; each lease is renewed, none lost (the shared SQL
+//! case, `shared/batched.rs`). And one renewal of a batch whose row moved on fails alone,
+//! its row answered as it is.
 #![allow(missing_docs)]
 
 mod common;
 
-use common::shared::batched::leases_renew_in_batches;
 use leasehold_core::LeaseName;
 use leasehold_core::store::{CasOutcome, CasStore, Current, Precondition, Renewal};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn forty_leases_renew_in_a_few_statements() {
-    let pool = common::pool().await;
-    let table = common::unique_table("lh_batch");
-    let store = common::store_on(&pool, &table).await;
-    // Two statements per batch: the `UPDATE` and its read.
-    leases_renew_in_batches(store, &table, "JSON_TABLE(", 2).await;
-    common::exec(&pool, &format!("DROP TABLE `{table}`")).await;
-}
+common::shared::sql_tests!(batched, common::My);
 
 /// Three renewals in one batch: the middle one's row was written since (its version
 /// moved on), the last one's name has no row. The first is renewed; the middle one
@@ -27,9 +19,7 @@ async fn forty_leases_renew_in_a_few_statements() {
 /// changed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_moved_row_fails_its_renewal_alone() {
-    let pool = common::pool().await;
-    let table = common::unique_table("lh_batch_moved");
-    let store = common::store_on(&pool, &table).await;
+    let (pool, table, store, ()) = common::shared::fresh_store::<common::My>("lh_batch_moved").await;
     let holder = leasehold_core::HolderId::new("h").expect("holder");
     let ttl = leasehold_core::Ttl::from_millis(30_000).expect("ttl");
     let rec = leasehold_core::store::LeaseRecord::held(holder, leasehold_core::FencingToken::ZERO, ttl);

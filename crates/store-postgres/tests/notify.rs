@@ -8,14 +8,12 @@ use std::time::{Duration, Instant};
 
 use leasehold_core::store::{CasStore, Wait};
 use leasehold_core::testing::CountingStore;
-use leasehold_core::testing::process::poll;
 use leasehold_core::{ClientConfig, LeaseClient, LeaseName};
+use leasehold_testkit::waiters::{parked, spawn_acquire};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_wakes_a_blocked_acquire_at_once() {
-    let pool = common::pool().await;
-    let table = common::unique_table("lh_notify");
-    let store = common::store_on(&pool, &table).await;
+    let (pool, table, store, ()) = common::shared::fresh_store::<common::Pg>("lh_notify").await;
     assert!(store.capabilities().notifies_waiters);
     // The waiter has its own store (its own LISTEN connection) and would otherwise sleep
     // at least 20 s between attempts: only a notification can wake it sooner.
@@ -30,18 +28,15 @@ async fn a_release_wakes_a_blocked_acquire_at_once() {
         .acquire("notify/release", Duration::from_secs(30))
         .await
         .expect("hold");
-    let task = tokio::spawn(async move {
-        waiter
-            .acquire_timeout("notify/release", Duration::from_secs(30), Duration::from_secs(25))
-            .await
-    });
+    let task = spawn_acquire(
+        waiter,
+        "notify/release",
+        Duration::from_secs(30),
+        Duration::from_secs(25),
+    );
     // The first wait returns at once (the listener just started); the second is a real
     // wait on the notification.
-    assert!(
-        poll(Duration::from_secs(10), || waiter_store.counts().waits >= 2).await,
-        "the waiter never waited: {:?}",
-        waiter_store.counts()
-    );
+    parked(&waiter_store, 2, Duration::from_secs(10), "the waiter").await;
     let released = Instant::now();
     lease.release().await.expect("release");
     let granted = leasehold_testkit::joined(Duration::from_secs(10), task, "the waiter was not woken")
@@ -59,9 +54,7 @@ async fn a_release_wakes_a_blocked_acquire_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewals_wake_nobody_and_a_release_wakes_the_wait() {
-    let pool = common::pool().await;
-    let table = common::unique_table("lh_notify");
-    let store = common::store_on(&pool, &table).await;
+    let (pool, table, store, ()) = common::shared::fresh_store::<common::Pg>("lh_notify").await;
     let name = LeaseName::new("notify/renewals").expect("name");
     let holder = LeaseClient::new(store.clone());
     let lease = holder

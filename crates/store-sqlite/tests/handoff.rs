@@ -9,9 +9,9 @@ mod common;
 use std::time::Duration;
 
 use leasehold_core::testing::CountingStore;
-use leasehold_core::testing::process::poll;
 use leasehold_core::{FencingToken, LeaseClient};
 use leasehold_sqlite::SqliteStore;
+use leasehold_testkit::waiters::{parked, spawn_acquire};
 use tokio::time::Instant;
 
 const TTL: Duration = Duration::from_secs(20);
@@ -35,15 +35,14 @@ async fn wait_through(
     release: impl std::future::Future<Output = ()>,
 ) -> (leasehold_core::Lease, Duration) {
     let counting = CountingStore::new(b.clone());
-    let client = LeaseClient::new(counting.clone());
-    let waiter = {
-        let name = name.to_owned();
-        tokio::spawn(async move { client.acquire_timeout(&name, TTL, Duration::from_secs(10)).await })
-    };
-    assert!(
-        poll(Duration::from_secs(5), || counting.counts().waits >= 1).await,
-        "the waiter never waited for a change: the store pushes nothing"
-    );
+    let waiter = spawn_acquire(LeaseClient::new(counting.clone()), name, TTL, Duration::from_secs(10));
+    parked(
+        &counting,
+        1,
+        Duration::from_secs(5),
+        "the waiter (the store pushes nothing)",
+    )
+    .await;
     release.await;
     let released = Instant::now();
     let lease = waiter.await.expect("waiter task").expect("the waiter is granted");

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use leasehold_core::conformance::{FenceFixture, FencedResource};
 use leasehold_core::fence::{FenceMode, FencedUpdate, Ident};
 use leasehold_core::{FencingToken, Result};
-use sqlx::{AssertSqlSafe, Database, Encode, Executor, IntoArguments, Pool, Type};
+use sqlx::{AssertSqlSafe, Database, Executor, IntoArguments, Pool};
 
 use super::StatementLog;
 use crate::{RowFence, SqlDatabase};
@@ -95,11 +95,6 @@ impl<DB> FencedResource for FencedRow<DB>
 where
     DB: SqlDatabase,
     for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
-    for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
-    for<'a> Option<String>: Encode<'a, DB> + Type<DB>,
-    for<'a> Option<f64>: Encode<'a, DB> + Type<DB>,
-    for<'a> Option<bool>: Encode<'a, DB> + Type<DB>,
-    for<'a> Option<Vec<u8>>: Encode<'a, DB> + Type<DB>,
     for<'a> <DB as Database>::Arguments: IntoArguments<DB>,
     for<'r> (i64, i64): sqlx::FromRow<'r, DB::Row>,
 {

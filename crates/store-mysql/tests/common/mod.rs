@@ -187,6 +187,13 @@ impl shared::db::TestDb for My {
 /// The server's clock in milliseconds since the epoch, as SQL.
 const NOW_MS: &str = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)";
 
+/// Two statements per batch of renewals: the `UPDATE` joined to `JSON_TABLE`, and its
+/// read.
+impl shared::batched::Batches for My {
+    const MARKER: &'static str = "JSON_TABLE(";
+    const STATEMENTS_PER_BATCH: u64 = 2;
+}
+
 impl shared::request_timeout::Served for My {
     fn url() -> String {
         mysql_url()

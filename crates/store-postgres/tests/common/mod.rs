@@ -90,6 +90,12 @@ impl shared::db::TestDb for Pg {
     }
 }
 
+/// One `UPDATE … FROM unnest(…)` per batch of renewals.
+impl shared::batched::Batches for Pg {
+    const MARKER: &'static str = "unnest(";
+    const STATEMENTS_PER_BATCH: u64 = 1;
+}
+
 impl shared::request_timeout::Served for Pg {
     fn url() -> String {
         pg_url()

@@ -11,9 +11,27 @@ use leasehold_core::testing::{CountingStore, renewed};
 use leasehold_sql::testing::StatementLog;
 use leasehold_sql::{SqlBackend, SqlStore};
 
+use super::db::{DbOf, Shell, TestDb, q};
+
 /// Leases held, all granted together.
 pub const LEASES: usize = 40;
 const TTL: Duration = Duration::from_millis(900);
+
+/// A [`TestDb`] whose store batches renewals, and what its batch sends.
+pub trait Batches: TestDb {
+    /// Text only the batch's statements carry (`unnest(`, `JSON_TABLE(`).
+    const MARKER: &'static str;
+    /// The statements one batch sends, at most.
+    const STATEMENTS_PER_BATCH: u64;
+}
+
+/// The shared case: [`leases_renew_in_batches`] on a lease table of its own, dropped
+/// after.
+pub async fn forty_leases_renew_in_a_few_statements<T: Batches>() {
+    let (pool, table, store, _keep) = super::fresh_store::<T>("lh_batch").await;
+    leases_renew_in_batches(store, &table, T::MARKER, T::STATEMENTS_PER_BATCH).await;
+    <DbOf<T>>::run(&pool, &format!("DROP TABLE {}", q::<DbOf<T>>(&table))).await;
+}
 
 /// Holds [`LEASES`] leases on `store` (lease table `table`) through one renewal round:
 /// at most 4 renewal calls, at most `per_batch` statements per call, and at least one

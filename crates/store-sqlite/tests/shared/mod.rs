@@ -29,6 +29,16 @@ pub async fn store_on<B: SqlBackend>(pool: &Pool<B::Db>, table: &str) -> SqlStor
     SqlStore::new(pool.clone(), config).await.expect("open store")
 }
 
+/// A pool on `T`'s database for one test, a lease table of its own there (named for
+/// `prefix`) and a store on it: the pool, the table's name, the store, and what must
+/// live as long as the pool.
+pub async fn fresh_store<T: db::TestDb>(prefix: &str) -> (db::PoolOf<T>, String, SqlStore<T::B>, T::Keep) {
+    let (pool, keep) = T::fresh(prefix).await;
+    let table = T::table(prefix);
+    let store = store_on::<T::B>(&pool, &table).await;
+    (pool, table, store, keep)
+}
+
 /// Runs one statement.
 pub async fn exec<DB: Database>(pool: &Pool<DB>, sql: &str)
 where
@@ -291,11 +301,11 @@ pub async fn assert_corrupt_everywhere<B: SqlBackend>(store: &SqlStore<B>, name:
 }
 
 /// One `#[tokio::test]` per case of the shared module `bad_input`, `fenced`,
-/// `statements` or `request_timeout`, each run on the [`db::TestDb`] `$db`.
+/// `statements`, `request_timeout` or `batched`, each run on the [`db::TestDb`] `$db`.
 macro_rules! sql_tests {
     (bad_input, $db:ty) => {
         $crate::common::shared::sql_tests!(
-            @cases bad_input, $db:
+            @cases bad_input, $db, tokio::test:
             a_missing_table_is_misconfigured,
             wrong_columns_are_misconfigured,
             names_and_holders_longer_than_the_columns_are_invalid_input,
@@ -306,7 +316,7 @@ macro_rules! sql_tests {
     };
     (fenced, $db:ty) => {
         $crate::common::shared::sql_tests!(
-            @cases fenced, $db:
+            @cases fenced, $db, tokio::test:
             updates_apply_under_the_guard_and_a_missing_row_is_refused,
             upsert_inserts_then_guards,
             a_lease_token_fences_out_the_previous_holder,
@@ -316,19 +326,26 @@ macro_rules! sql_tests {
     };
     (statements, $db:ty) => {
         $crate::common::shared::sql_tests!(
-            @cases statements, $db:
+            @cases statements, $db, tokio::test:
             acquire_renew_release_are_one_statement_each,
         );
     };
     (request_timeout, $db:ty) => {
         $crate::common::shared::sql_tests!(
-            @cases request_timeout, $db:
+            @cases request_timeout, $db, tokio::test:
             a_slow_or_silent_server_ends_each_statement_at_the_request_timeout,
         );
     };
-    (@cases $module:ident, $db:ty: $($case:ident),* $(,)?) => {
+    // The leases renew in the background while the case waits: two worker threads.
+    (batched, $db:ty) => {
+        $crate::common::shared::sql_tests!(
+            @cases batched, $db, tokio::test(flavor = "multi_thread", worker_threads = 2):
+            forty_leases_renew_in_a_few_statements,
+        );
+    };
+    (@cases $module:ident, $db:ty, $test:meta: $($case:ident),* $(,)?) => {
         $(
-            #[tokio::test]
+            #[$test]
             async fn $case() {
                 common::shared::$module::$case::<$db>().await;
             }
