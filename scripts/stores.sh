@@ -172,10 +172,19 @@ start_etcd_member() { # index
   echo $! >"$d/etcd.pid"
 }
 
-start_etcd-cluster() {
+# The three members of the etcd cluster or the ZooKeeper ensemble: each started with
+# start_KIND_member, then each waited for (at most SECONDS) until KIND_member_up says it
+# serves.
+start_members() { # kind name-of-a-member seconds
   local i
-  for i in 0 1 2; do start_etcd_member "$i"; done
-  for i in 0 1 2; do wait_for "etcd member m$i" 30 etcd_healthy "http://127.0.0.1:$((ETCD_CLUSTER_BASE + i))"; done
+  for i in 0 1 2; do "start_$1_member" "$i"; done
+  for i in 0 1 2; do wait_for "$2$i" "$3" "$1_member_up" "$i"; done
+}
+
+etcd_member_up() { etcd_healthy "http://127.0.0.1:$((ETCD_CLUSTER_BASE + $1))"; }
+
+start_etcd-cluster() {
+  start_members etcd "etcd member m" 30
   log "etcd cluster up on 127.0.0.1:$ETCD_CLUSTER_BASE-$((ETCD_CLUSTER_BASE + 2))"
 }
 
@@ -256,10 +265,10 @@ start_zookeeper_member() { # index 0..2
   zk_launch "$d"
 }
 
+zookeeper_member_up() { zk_serving "$((ZK_ENSEMBLE_BASE + $1))"; }
+
 start_zookeeper-ensemble() {
-  local i
-  for i in 0 1 2; do start_zookeeper_member "$i"; done
-  for i in 0 1 2; do wait_for "zookeeper server s$i" 90 zk_serving "$((ZK_ENSEMBLE_BASE + i))"; done
+  start_members zookeeper "zookeeper server s" 90
   log "zookeeper ensemble up on 127.0.0.1:$ZK_ENSEMBLE_BASE-$((ZK_ENSEMBLE_BASE + 2))"
 }
 

@@ -683,17 +683,8 @@ fn count_stale_and_reissued(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_events::{granted, releasing};
 
-    fn granted(worker: u32, token: u64, at_ms: u64, until: u64) -> Event {
-        Event::Granted {
-            worker,
-            token,
-            at_ms,
-            valid_until_ms: Some(until),
-            sent_after_ms: Some(at_ms.saturating_sub(5)),
-            slot: None,
-        }
-    }
     fn sent(worker: u32, token: u64, seq: u64, at_ms: u64, until: u64) -> Event {
         Event::WriteSent {
             worker,
@@ -750,11 +741,7 @@ mod tests {
             done(2, 2, 1, WriteOutcome::Accepted, 1210),
             sent(1, 1, 2, 1300, 1000),
             done(1, 1, 2, WriteOutcome::Refused, 1310),
-            Event::Releasing {
-                worker: 2,
-                token: 2,
-                at_ms: 1400,
-            },
+            releasing(2, 2, 1400),
             observed(None, 2, 1420),
         ];
         (events, vec![row(1, 1, 1, 1, 35), row(2, 2, 2, 1, 1205)])

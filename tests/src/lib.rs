@@ -24,3 +24,6 @@ pub mod resource;
 pub mod stores;
 pub mod summary;
 pub mod torture;
+
+#[cfg(test)]
+mod test_events;

@@ -119,21 +119,7 @@ fn most_at_once(spans: &[(u32, TrustSpan)]) -> (Vec<(u32, TrustSpan)>, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn granted(worker: u32, token: u64, at_ms: u64, until: u64, slot: u32) -> Event {
-        Event::Granted {
-            worker,
-            token,
-            at_ms,
-            valid_until_ms: Some(until),
-            sent_after_ms: Some(at_ms.saturating_sub(5)),
-            slot: Some(slot),
-        }
-    }
-
-    fn releasing(worker: u32, token: u64, at_ms: u64) -> Event {
-        Event::Releasing { worker, token, at_ms }
-    }
+    use crate::test_events::{granted_slot, releasing};
 
     fn slots(runs: Vec<(u32, Vec<Event>)>) -> BTreeMap<u32, SlotRun> {
         runs.into_iter()
@@ -156,12 +142,12 @@ mod tests {
             (
                 0,
                 vec![
-                    granted(1, 1, 100, 600, 0),
+                    granted_slot(0, 1, 1, 100, 600),
                     releasing(1, 1, 300),
-                    granted(3, 2, 310, 900, 0),
+                    granted_slot(0, 3, 2, 310, 900),
                 ],
             ),
-            (1, vec![granted(2, 1, 120, 700, 1), releasing(2, 1, 650)]),
+            (1, vec![granted_slot(1, 2, 1, 120, 700), releasing(2, 1, 650)]),
         ]);
         let r = check(2, &[], &s);
         assert!(r.report.is_clean(), "{:?}", r.report.violations);
@@ -174,9 +160,9 @@ mod tests {
     #[test]
     fn a_third_holder_of_two_permits_is_a_violation() {
         let s = slots(vec![
-            (0, vec![granted(1, 1, 100, 600, 0)]),
-            (1, vec![granted(2, 1, 120, 700, 1)]),
-            (2, vec![granted(3, 1, 200, 800, 2)]),
+            (0, vec![granted_slot(0, 1, 1, 100, 600)]),
+            (1, vec![granted_slot(1, 2, 1, 120, 700)]),
+            (2, vec![granted_slot(2, 3, 1, 200, 800)]),
         ]);
         let r = check(2, &[], &s);
         assert_eq!(r.most_holders, 3);
@@ -199,7 +185,10 @@ mod tests {
     /// by its slot.
     #[test]
     fn an_early_takeover_of_a_slot_is_reported_with_its_slot() {
-        let s = slots(vec![(1, vec![granted(1, 1, 100, 600, 1), granted(2, 2, 300, 900, 1)])]);
+        let s = slots(vec![(
+            1,
+            vec![granted_slot(1, 1, 1, 100, 600), granted_slot(1, 2, 2, 300, 900)],
+        )]);
         let r = check(2, &[], &s);
         assert!(
             r.report.violations.iter().any(|v| v.starts_with("slot 1: ")),

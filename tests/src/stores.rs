@@ -293,8 +293,8 @@ impl Dedicated {
         let _ = std::fs::remove_file(self.dir.join(file));
     }
 
-    /// Restarts the store (or kills and restarts one etcd member); returns when it
-    /// serves again.
+    /// Restarts the store (or kills and restarts one etcd member or ZooKeeper server);
+    /// returns when it serves again.
     ///
     /// # Panics
     /// If it does not come back.
@@ -319,72 +319,7 @@ impl Dedicated {
                 self.start_after(down_for, "redis").await;
                 Restart::new("redis_kill9", true)
             }
-            StoreKind::Etcd => {
-                let leader = self.etcd_leader().await;
-                let member = match leader {
-                    Some(l) if rng.random_bool(0.5) => l,
-                    _ => rng.random_range(0..3),
-                };
-                let was_leader = leader == Some(member);
-                let pidfile = format!("etcd-cluster/m{member}/etcd.pid");
-                self.kill9_pidfile(&pidfile).await;
-                tokio::time::sleep(down_for).await;
-                self.script(&["start-etcd-member", &member.to_string()]).await;
-                let endpoint = format!("http://127.0.0.1:{}", self.port + member);
-                let healthy = leasehold_core::testing::process::poll_async(Duration::from_secs(30), || {
-                    let endpoint = endpoint.clone();
-                    async move { etcd_status(&endpoint).await.is_some() }
-                })
-                .await;
-                assert!(
-                    healthy,
-                    "etcd member {member} did not come back (see {})",
-                    self.dir.display()
-                );
-                let kind = if was_leader {
-                    "etcd_kill9_leader"
-                } else {
-                    "etcd_kill9_follower"
-                };
-                Restart::new(kind, false)
-            }
-            StoreKind::ZooKeeper => {
-                let leader = self.zk_leader().await;
-                let member = match leader {
-                    Some(l) if rng.random_bool(0.5) => l,
-                    _ => rng.random_range(0..3),
-                };
-                let was_leader = leader == Some(member);
-                self.kill9_pidfile(&format!("zookeeper-ensemble/s{member}/zookeeper.pid"))
-                    .await;
-                tokio::time::sleep(down_for).await;
-                let addr = format!("127.0.0.1:{}", self.port + member);
-                // Started again up to three times: on a saturated machine (a long run
-                // of ten ensembles, load average ~80) a JVM missed the first minute.
-                let mut serving = false;
-                for _ in 0..3 {
-                    self.script(&["start-zookeeper-member", &member.to_string()]).await;
-                    serving = leasehold_core::testing::process::poll_async(Duration::from_secs(60), || {
-                        let addr = addr.clone();
-                        async move { zk_mode(&addr).await.is_some() }
-                    })
-                    .await;
-                    if serving {
-                        break;
-                    }
-                }
-                assert!(
-                    serving,
-                    "ZooKeeper server {member} did not come back (see {})",
-                    self.dir.display()
-                );
-                let kind = if was_leader {
-                    "zookeeper_kill9_leader"
-                } else {
-                    "zookeeper_kill9_follower"
-                };
-                Restart::new(kind, false)
-            }
+            StoreKind::Etcd | StoreKind::ZooKeeper => self.restart_member(rng, down_for).await,
             StoreKind::Dynamo | StoreKind::S3 => {
                 if let Some(mut child) = self.moto.take() {
                     if let Some(pid) = child.id() {
@@ -405,28 +340,80 @@ impl Dedicated {
         self.script(&["start", service]).await;
     }
 
-    /// The etcd member that leads now, if one answers.
-    async fn etcd_leader(&self) -> Option<u16> {
+    /// Kills one member of an etcd cluster or ZooKeeper ensemble with SIGKILL (the
+    /// leader about half the time), starts it again after `down_for`, and waits until it
+    /// serves.
+    async fn restart_member(&self, rng: &mut StdRng, down_for: Duration) -> Restart {
+        let leader = self.leader().await;
+        let member = match leader {
+            Some(l) if rng.random_bool(0.5) => l,
+            _ => rng.random_range(0..3),
+        };
+        // ZooKeeper is started again up to three times: on a saturated machine (a long
+        // run of ten ensembles, load average ~80) a JVM missed the first minute.
+        let (what, pidfile, start, wait, starts) = match self.kind {
+            StoreKind::Etcd => (
+                "etcd member",
+                format!("etcd-cluster/m{member}/etcd.pid"),
+                "start-etcd-member",
+                Duration::from_secs(30),
+                1,
+            ),
+            _ => (
+                "ZooKeeper server",
+                format!("zookeeper-ensemble/s{member}/zookeeper.pid"),
+                "start-zookeeper-member",
+                Duration::from_secs(60),
+                3,
+            ),
+        };
+        self.kill9_pidfile(&pidfile).await;
+        tokio::time::sleep(down_for).await;
+        let mut serving = false;
+        for _ in 0..starts {
+            self.script(&[start, &member.to_string()]).await;
+            serving = leasehold_core::testing::process::poll_async(wait, || async {
+                self.member_leads(member).await.is_some()
+            })
+            .await;
+            if serving {
+                break;
+            }
+        }
+        assert!(
+            serving,
+            "{what} {member} did not come back (see {})",
+            self.dir.display()
+        );
+        let kind = match (self.kind, leader == Some(member)) {
+            (StoreKind::Etcd, true) => "etcd_kill9_leader",
+            (StoreKind::Etcd, false) => "etcd_kill9_follower",
+            (_, true) => "zookeeper_kill9_leader",
+            (_, false) => "zookeeper_kill9_follower",
+        };
+        Restart::new(kind, false)
+    }
+
+    /// The etcd member or ZooKeeper server that leads now, if one answers.
+    async fn leader(&self) -> Option<u16> {
         for i in 0..3u16 {
-            let endpoint = format!("http://127.0.0.1:{}", self.port + i);
-            if let Some((member, leader)) = etcd_status(&endpoint).await {
-                if member == leader {
-                    return Some(i);
-                }
+            if self.member_leads(i).await == Some(true) {
+                return Some(i);
             }
         }
         None
     }
 
-    /// The ZooKeeper server that leads now, if one answers.
-    async fn zk_leader(&self) -> Option<u16> {
-        for i in 0..3u16 {
-            let addr = format!("127.0.0.1:{}", self.port + i);
-            if zk_mode(&addr).await.as_deref() == Some("leader") {
-                return Some(i);
+    /// Whether etcd member or ZooKeeper server `i` leads; `None` if it does not serve.
+    async fn member_leads(&self, i: u16) -> Option<bool> {
+        let port = self.port + i;
+        match self.kind {
+            StoreKind::Etcd => {
+                let (member, leader) = etcd_status(&format!("http://127.0.0.1:{port}")).await?;
+                Some(member == leader)
             }
+            _ => Some(zk_mode(&format!("127.0.0.1:{port}")).await? == "leader"),
         }
-        None
     }
 
     /// Stops the instance (and anything a previous run left in its dir).

@@ -8,7 +8,7 @@ use leasehold::admin::Admin;
 use crate::cli::ListArgs;
 use crate::error::{CliError, within};
 use crate::show::{Shown, inspect, shown, time_left};
-use crate::{exit, holder, open};
+use crate::{exit, holder, open, output};
 use leasehold::url::StoreUrl;
 
 /// The longest the listing itself may take (it pages through the store's listing).
@@ -31,12 +31,7 @@ pub(crate) async fn list(url: &StoreUrl, args: ListArgs) -> Result<u8, CliError>
     for name in &names {
         rows.push(shown(url, &inspect(&admin, name).await?));
     }
-    if args.json {
-        let text = serde_json::to_string(&rows).map_err(|e| CliError::Store(format!("encoding JSON: {e}")))?;
-        println!("{text}");
-    } else {
-        print_table(&rows);
-    }
+    output::print(args.json, rows.as_slice(), print_table)?;
     Ok(exit::OK)
 }
 

@@ -27,6 +27,7 @@ mod holder;
 mod list;
 mod observe;
 mod open;
+mod output;
 mod release;
 mod run;
 mod show;

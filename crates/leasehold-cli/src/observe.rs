@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::cli::ObserveArgs;
 use crate::error::CliError;
 use crate::supervise::Signals;
-use crate::{exit, holder, open};
+use crate::{exit, holder, open, output};
 use leasehold::url::StoreUrl;
 
 /// What `observe --json` prints per change: one object per line.
@@ -71,20 +71,14 @@ pub(crate) async fn observe(url: &StoreUrl, args: ObserveArgs) -> Result<u8, Cli
 
 /// One line for one change.
 fn print(name: &LeaseName, leader: Option<&Leader>, json: bool) -> Result<(), CliError> {
-    if json {
-        let observed = Observed {
-            name: name.as_str(),
-            holder: leader.map(|l| l.holder.as_str()),
-            identity: leader.map(Leader::identity),
-            token: leader.map(|l| l.token.get()),
-        };
-        let line = serde_json::to_string(&observed).map_err(|e| CliError::Store(format!("encoding JSON: {e}")))?;
-        println!("{line}");
-    } else {
-        match leader {
-            Some(l) => println!("{name}: leader {} token {}", l.holder, l.token),
-            None => println!("{name}: no leader"),
-        }
-    }
-    Ok(())
+    let observed = Observed {
+        name: name.as_str(),
+        holder: leader.map(|l| l.holder.as_str()),
+        identity: leader.map(Leader::identity),
+        token: leader.map(|l| l.token.get()),
+    };
+    output::print(json, &observed, |_| match leader {
+        Some(l) => println!("{name}: leader {} token {}", l.holder, l.token),
+        None => println!("{name}: no leader"),
+    })
 }

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::cli::ShowArgs;
 use crate::error::{CliError, within};
-use crate::{exit, holder, open};
+use crate::{exit, holder, open, output};
 use leasehold::url::StoreUrl;
 
 /// The longest one read may take.
@@ -51,12 +51,7 @@ pub(crate) async fn show(url: &StoreUrl, args: ShowArgs) -> Result<u8, CliError>
     let client = open::open(url, &holder::label()).await?;
     let admin = Admin::shared(client.store().clone());
     let shown = shown(url, &inspect(&admin, &name).await?);
-    if args.json {
-        let line = serde_json::to_string(&shown).map_err(|e| CliError::Store(format!("encoding JSON: {e}")))?;
-        println!("{line}");
-    } else {
-        print_table(&shown);
-    }
+    output::print(args.json, &shown, print_table)?;
     Ok(exit::OK)
 }
 

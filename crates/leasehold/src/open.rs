@@ -214,15 +214,11 @@ impl StoreUrl {
                 LeaseClient::efficiency_only(RedisStore::connect(client, redis_config).await?, config)
             }
             #[cfg(feature = "dynamodb")]
-            Self::DynamoDb {
-                table,
-                region,
-                endpoint,
-            } => {
+            Self::DynamoDb { table, .. } => {
                 use crate::dynamodb::aws_sdk_dynamodb;
                 use crate::dynamodb::{DynamoConfig, DynamoStore};
                 let store_config = DynamoConfig::new(table.as_str())?;
-                let sdk = aws_config(self, options, region.as_deref(), endpoint.as_deref()).await?;
+                let sdk = aws_config(self, options).await?;
                 let client = aws_sdk_dynamodb::Client::new(&sdk);
                 if options.provision {
                     DynamoStore::provision(&client, &store_config).await?;
@@ -235,13 +231,13 @@ impl StoreUrl {
             Self::S3 {
                 bucket,
                 prefix,
-                region,
                 endpoint,
+                ..
             } => {
                 use crate::s3::aws_sdk_s3;
                 use crate::s3::{S3Config, S3Store};
                 let store_config = S3Config::new(bucket.as_str(), prefix.as_str())?;
-                let sdk = aws_config(self, options, region.as_deref(), endpoint.as_deref()).await?;
+                let sdk = aws_config(self, options).await?;
                 let s3 = aws_sdk_s3::config::Builder::from(&sdk)
                     .force_path_style(endpoint.is_some())
                     .build();
@@ -263,15 +259,12 @@ impl StoreUrl {
 }
 
 /// The AWS configuration from the usual places (environment, profiles, instance
-/// metadata), with the URL's region and endpoint, and bounded timeouts.
+/// metadata), with the URL's region and endpoint ([`StoreUrl::aws_query`]), and bounded
+/// timeouts.
 #[cfg(any(feature = "dynamodb", feature = "s3"))]
-async fn aws_config(
-    url: &StoreUrl,
-    options: &OpenOptions,
-    region: Option<&str>,
-    endpoint: Option<&str>,
-) -> Result<aws_config::SdkConfig> {
+async fn aws_config(url: &StoreUrl, options: &OpenOptions) -> Result<aws_config::SdkConfig> {
     use aws_config::timeout::TimeoutConfig;
+    let (region, endpoint) = url.aws_query();
     let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest()).timeout_config(
         TimeoutConfig::builder()
             .connect_timeout(options.connect_timeout)

@@ -136,24 +136,12 @@ impl StoreUrl {
                     path: PathBuf::from(path),
                 })
             }
-            "postgres" | "postgresql" => {
-                let after = authority_part(raw, rest)?;
-                if after.is_empty() || after.starts_with('?') || empty_host_after_user(raw) {
-                    return Err(UrlError::new(raw, "no host (postgres://USER@HOST:PORT/DB)"));
-                }
-                Ok(Self::Postgres {
-                    url: raw_trimmed.to_owned(),
-                })
-            }
-            "mysql" | "mariadb" => {
-                let after = authority_part(raw, rest)?;
-                if after.is_empty() || after.starts_with('?') || empty_host_after_user(raw) {
-                    return Err(UrlError::new(raw, "no host (mysql://USER@HOST:PORT/DB)"));
-                }
-                Ok(Self::MySql {
-                    url: raw_trimmed.to_owned(),
-                })
-            }
+            "postgres" | "postgresql" => Ok(Self::Postgres {
+                url: sql_url(raw, rest, "postgres://USER@HOST:PORT/DB")?,
+            }),
+            "mysql" | "mariadb" => Ok(Self::MySql {
+                url: sql_url(raw, rest, "mysql://USER@HOST:PORT/DB")?,
+            }),
             "redis" | "rediss" => {
                 let after = authority_part(raw, rest)?;
                 if after.is_empty() || empty_host_after_user(raw) {
@@ -274,22 +262,13 @@ impl fmt::Display for StoreUrl {
                 write!(f, "etcd://{}", hosts.join(","))
             }
             Self::ZooKeeper { servers, root } => write!(f, "zookeeper://{servers}{}", root.as_deref().unwrap_or("")),
-            Self::DynamoDb {
-                table,
-                region,
-                endpoint,
-            } => {
+            Self::DynamoDb { table, .. } => {
                 write!(f, "dynamodb://{table}")?;
-                write_aws_query(f, region.as_deref(), endpoint.as_deref())
+                self.write_aws_query(f)
             }
-            Self::S3 {
-                bucket,
-                prefix,
-                region,
-                endpoint,
-            } => {
+            Self::S3 { bucket, prefix, .. } => {
                 write!(f, "s3://{bucket}/{prefix}")?;
-                write_aws_query(f, region.as_deref(), endpoint.as_deref())
+                self.write_aws_query(f)
             }
         }
     }
@@ -301,21 +280,46 @@ impl fmt::Debug for StoreUrl {
     }
 }
 
-fn write_aws_query(f: &mut fmt::Formatter<'_>, region: Option<&str>, endpoint: Option<&str>) -> fmt::Result {
-    let mut sep = '?';
-    for (k, v) in [("region", region), ("endpoint", endpoint)] {
-        if let Some(v) = v {
-            write!(f, "{sep}{k}={v}")?;
-            sep = '&';
+impl StoreUrl {
+    /// The `region` and `endpoint` of a DynamoDB or S3 URL; `(None, None)` for the other
+    /// stores.
+    pub(crate) fn aws_query(&self) -> (Option<&str>, Option<&str>) {
+        match self {
+            Self::DynamoDb { region, endpoint, .. } | Self::S3 { region, endpoint, .. } => {
+                (region.as_deref(), endpoint.as_deref())
+            }
+            _ => (None, None),
         }
     }
-    Ok(())
+
+    /// Writes the `?region=…&endpoint=…` of [`StoreUrl::aws_query`], the parameters given.
+    fn write_aws_query(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (region, endpoint) = self.aws_query();
+        let mut sep = '?';
+        for (k, v) in [("region", region), ("endpoint", endpoint)] {
+            if let Some(v) = v {
+                write!(f, "{sep}{k}={v}")?;
+                sep = '&';
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What follows `scheme://`, or an error if `//` is missing.
 fn authority_part<'a>(raw: &str, rest: &'a str) -> Result<&'a str, UrlError> {
     rest.strip_prefix("//")
         .ok_or_else(|| UrlError::new(raw, "expected '//' after the scheme (for example postgres://HOST/DB)"))
+}
+
+/// A SQL server's URL (`raw`, `rest` after its scheme), trimmed, to hand to its driver as
+/// written once it names a host; `form` shows the expected form when it does not.
+fn sql_url(raw: &str, rest: &str, form: &str) -> Result<String, UrlError> {
+    let after = authority_part(raw, rest)?;
+    if after.is_empty() || after.starts_with('?') || empty_host_after_user(raw) {
+        return Err(UrlError::new(raw, format!("no host ({form})")));
+    }
+    Ok(raw.trim().to_owned())
 }
 
 fn split_query(s: &str) -> (&str, &str) {

@@ -43,6 +43,26 @@ pub struct Expect {
     pub kill_samples: usize,
 }
 
+impl Expect {
+    /// At least `min_cycles` takeovers, `min_accepted` writes accepted and
+    /// `min_stale_refused` deposed holders' writes refused, each of `fault_kinds`
+    /// injected, and a takeover timed after kill -9.
+    pub const fn new(
+        min_cycles: u64,
+        min_accepted: usize,
+        min_stale_refused: usize,
+        fault_kinds: &'static [&'static str],
+    ) -> Self {
+        Self {
+            min_cycles,
+            min_accepted,
+            min_stale_refused,
+            fault_kinds,
+            kill_samples: 1,
+        }
+    }
+}
+
 /// Shows a run's report on the real stderr, so CI logs have the counts even when
 /// the test passes (libtest captures `println!`, not direct writes).
 pub fn show(r: &RunReport) {
@@ -94,6 +114,15 @@ pub fn assert_clean_run(r: &RunReport, e: &Expect) {
     );
 }
 
+/// Runs `cfg` alone ([`serial`]), then shows its report and asserts a clean, active run
+/// ([`assert_clean_run`]).
+async fn clean_run(cfg: RunConfig, expect: &Expect) -> RunReport {
+    let _one = serial().await;
+    let r = torture::run(cfg).await;
+    assert_clean_run(&r, expect);
+    r
+}
+
 /// Where and how long a bounded run goes: its default seed (`LEASEHOLD_TORTURE_SEED`
 /// replaces it), the dedicated store's port (21000-21999, one range per run) and the
 /// length of its fault phase.
@@ -137,40 +166,17 @@ pub const EVERY_FAULT: &[&str] = &[
 /// The bounded run with every fault: clean, at least `min_cycles` takeovers, every
 /// kind injected, a deposed holder's write refused, a takeover timed after kill -9.
 pub async fn every_fault_run(plan: Plan, min_cycles: u64) -> RunReport {
-    let _one = serial().await;
-    let r = torture::run(plan.config()).await;
-    assert_clean_run(
-        &r,
-        &Expect {
-            min_cycles,
-            min_accepted: 20,
-            min_stale_refused: 1,
-            fault_kinds: EVERY_FAULT,
-            kill_samples: 1,
-        },
-    );
-    r
+    clean_run(plan.config(), &Expect::new(min_cycles, 20, 1, EVERY_FAULT)).await
 }
 
 /// Workers whose wall clocks are off by +10 or -10 TTLs or jump within that, under
 /// pauses and kills (no restarts): a clean run (no early takeover, no double grant),
 /// no grant anomaly of any kind, and some clock jumped.
 pub async fn skew_run(plan: Plan) -> RunReport {
-    let _one = serial().await;
     let mut cfg = plan.config();
     cfg.skew = true;
     cfg.faults = FaultMix::TAKEOVERS;
-    let r = torture::run(cfg).await;
-    assert_clean_run(
-        &r,
-        &Expect {
-            min_cycles: 2,
-            min_accepted: 10,
-            min_stale_refused: 0,
-            fault_kinds: &["pause", "kill9"],
-            kill_samples: 1,
-        },
-    );
+    let r = clean_run(cfg, &Expect::new(2, 10, 0, &["pause", "kill9"])).await;
     assert!(r.check.explained.is_empty(), "no restart, yet grant anomalies:\n{r}");
     assert!(r.clock_jumps >= 1, "no clock jumped:\n{r}");
     r
@@ -181,22 +187,11 @@ pub async fn skew_run(plan: Plan) -> RunReport {
 /// than 2 holders at once), both permits held at once at some moment, a deposed permit
 /// holder's write refused by its slot's fence, a slot taken over after a kill.
 pub async fn semaphore_run(plan: Plan) -> RunReport {
-    let _one = serial().await;
     let mut cfg = plan.config();
     cfg.permits = Some(2);
     cfg.workers = 5;
     cfg.faults = FaultMix::TAKEOVERS;
-    let r = torture::run(cfg).await;
-    assert_clean_run(
-        &r,
-        &Expect {
-            min_cycles: 2,
-            min_accepted: 20,
-            min_stale_refused: 1,
-            fault_kinds: &["pause", "pause_window", "kill9"],
-            kill_samples: 1,
-        },
-    );
+    let r = clean_run(cfg, &Expect::new(2, 20, 1, &["pause", "pause_window", "kill9"])).await;
     assert_eq!(r.permits, Some((2, 2)), "both permits were never held at once:\n{r}");
     r
 }
