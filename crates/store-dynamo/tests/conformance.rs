@@ -1,66 +1,20 @@
-//! The leasehold-core conformance suite against a real DynamoDB-compatible server (moto).
+//! The shared suites (`leasehold_testkit::suite_tests!`: conformance and fence; DynamoDB
+//! pushes no changes to waiters, so no wake-up cases) against a real DynamoDB-compatible
+//! server (moto), each case on a lease table of its own ([`common::fixture::Dynamo`]).
+//!
+//! The fence cases (`mod fence`, and `mod put_item_fence`) run on
+//! [`ItemFence`](leasehold_dynamodb::ItemFence): each resource is a fresh item of the
+//! resource table beside the case's lease table, its value in the number attribute `v`
+//! and its mark in `last_token`, written through the crate's public fence API
+//! (`UpdateItem` and `PutItem`: each has its own guard) and read plainly
+//! ([`common::item::FencedItem`], also the frozen-holder test's resource).
 #![allow(missing_docs)]
 
 mod common;
 
-use std::sync::{Arc, OnceLock};
-
-use async_trait::async_trait;
-use aws_sdk_dynamodb::types::AttributeValue;
-use leasehold_core::conformance::Fixture;
-use leasehold_core::{LeaseName, store::CasStore};
-use leasehold_dynamodb::{
-    ATTR_FENCE, ATTR_FORMAT, ATTR_TTL_MS, ATTR_VERSION, DEFAULT_KEY_ATTRIBUTE, DynamoConfig, DynamoStore,
-};
-
-/// One table per test process; every case uses fresh lease names in it.
-fn table() -> &'static str {
-    static TABLE: OnceLock<String> = OnceLock::new();
-    TABLE.get_or_init(|| common::unique_table("conformance"))
-}
-
-struct Dynamo {
-    returns_current: bool,
-}
-
-async fn fixture(returns_current: bool) -> Dynamo {
-    // Idempotent: every case's runtime makes sure the table exists.
-    common::lease_store(common::client(None), table()).await;
-    Dynamo { returns_current }
-}
-
-#[async_trait]
-impl Fixture for Dynamo {
-    async fn store(&self) -> Arc<dyn CasStore> {
-        // A client per call: SDK clients keep connections on the runtime that made them,
-        // and every case runs on its own runtime.
-        let config = DynamoConfig::new(table())
-            .expect("config")
-            .with_conflict_returns_current(self.returns_current);
-        Arc::new(DynamoStore::new(common::client(None), config))
-    }
-
-    async fn corrupt(&self, name: &LeaseName) {
-        // A lease item whose token is a string: what a foreign writer could leave.
-        common::client(None)
-            .put_item()
-            .table_name(table())
-            .item(DEFAULT_KEY_ATTRIBUTE, AttributeValue::S(name.as_str().to_owned()))
-            .item(ATTR_FORMAT, AttributeValue::N("1".into()))
-            .item(ATTR_VERSION, AttributeValue::S("v-corrupt".into()))
-            .item(ATTR_FENCE, AttributeValue::S("not a number".into()))
-            .item(ATTR_TTL_MS, AttributeValue::N("1000".into()))
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("put corrupt item: {e:?}"));
-    }
-}
-
-/// The default: conflicts return the current item (`ReturnValuesOnConditionCheckFailure`).
-mod returns_current {
-    use super::*;
-    leasehold_core::conformance::conformance_tests!(fixture(true).await);
-}
+// The default: conflicts return the current item (`ReturnValuesOnConditionCheckFailure`);
+// the fence cases through `ItemFence::update`.
+leasehold_testkit::suite_tests!(common::fixture::Dynamo; conformance, fence);
 
 /// The fallback for emulators without `ReturnValuesOnConditionCheckFailure`: conflicts
 /// report `Current::Unknown` and the lease client reads.
@@ -71,8 +25,11 @@ mod returns_current {
 /// renewal landing inside it makes three. (The default mode above runs it: there an
 /// attempt is one request.)
 mod read_on_conflict {
-    use super::*;
-    leasehold_core::conformance::conformance_tests!(@cases fixture(false).await;
+    use leasehold_testkit::suite::Suite;
+
+    use crate::common::fixture::{Dynamo, ReadOnConflict};
+
+    leasehold_core::conformance::conformance_tests!(@cases Suite::<Dynamo<ReadOnConflict>>::fresh("read-on-conflict").await;
         create_is_exclusive, stale_version_conflicts, update_missing_conflicts,
         delete_checks_version, concurrent_cas_increments_are_exact,
         token_sequence_acquire_release_takeover, holder_is_refused_while_held,
@@ -81,51 +38,11 @@ mod read_on_conflict {
         acquire_waits_for_release);
 }
 
-/// The fence cases on [`ItemFence`](leasehold_dynamodb::ItemFence): each resource is a
-/// fresh item (a key no other case uses) of one resource table, its value in the number
-/// attribute `v` and its mark in `last_token`, written through the crate's public fence
-/// API (`UpdateItem` and `PutItem`: each has its own guard) and read plainly
-/// ([`common::item::FencedItem`], also the frozen-holder test's resource).
-mod fence {
-    use leasehold_core::conformance::{FenceFixture, FencedResource};
-    use tokio::sync::OnceCell;
+/// The fence cases through `ItemFence::put` (the whole item).
+mod put_item_fence {
+    use leasehold_testkit::suite::Suite;
 
-    use super::*;
-    use crate::common::item::{FencedItem, Via};
+    use crate::common::fixture::{Dynamo, PutItems};
 
-    /// One resource table per test process, created by the first case that needs it.
-    async fn resource_table() -> &'static str {
-        static TABLE: OnceCell<String> = OnceCell::const_new();
-        TABLE
-            .get_or_init(|| async {
-                let table = common::unique_table("fence");
-                common::create_resource_table(&common::client(None), &table).await;
-                table
-            })
-            .await
-    }
-
-    pub(super) struct Items(pub(super) Via);
-
-    #[async_trait]
-    impl FenceFixture for Items {
-        async fn resource(&self, case: &str) -> Box<dyn FencedResource> {
-            let table = resource_table().await;
-            // Made here, on the case's own runtime (see `Dynamo::store`).
-            let key = format!("fence/{case}/{}", leasehold_testkit::unique_suffix());
-            Box::new(FencedItem::new(table, &key, self.0))
-        }
-    }
-
-    /// Through `ItemFence::update`.
-    mod update_item {
-        use super::{Items, Via};
-        leasehold_core::conformance::fence_tests!(Items(Via::Update));
-    }
-
-    /// Through `ItemFence::put`.
-    mod put_item {
-        use super::{Items, Via};
-        leasehold_core::conformance::fence_tests!(Items(Via::Put));
-    }
+    leasehold_core::conformance::fence_tests!(Suite::<Dynamo<PutItems>>::fresh("fence-put").await);
 }

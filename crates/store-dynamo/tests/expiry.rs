@@ -12,24 +12,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use aws_sdk_dynamodb::types::{AttributeValue, TimeToLiveStatus};
 use leasehold_core::testing::CountingStore;
 use leasehold_core::{
-    FencingToken, HolderId, LeaseName, Ttl,
-    store::{CasOutcome, CasStore, Current, ExpireOutcome, LeaseRecord, Precondition, Stored},
+    LeaseName,
+    store::{Precondition, Stored},
 };
 use leasehold_dynamodb::{ATTR_EXPIRES_AT, DynamoStore};
+use leasehold_testkit::expiry::{assert_expire_scheduled, assert_stale_expire_conflicts, assert_still_reads};
+use leasehold_testkit::records::held_record;
 
-fn record() -> LeaseRecord {
-    LeaseRecord::held(
-        HolderId::new("done-marker").expect("holder"),
-        FencingToken::new(7),
-        Ttl::from_millis(30_000).expect("ttl"),
-    )
-}
-
+/// A record held by `done-marker` (token 7, TTL 30 s) written as `name` if `expect` holds.
 async fn written(store: &DynamoStore, name: &LeaseName, expect: &Precondition) -> Stored {
-    match store.write(name, expect, &record()).await.expect("write") {
-        CasOutcome::Written(s) => s,
-        other => panic!("write gave {other:?}"),
-    }
+    leasehold_testkit::write_ok(store, name, expect, &held_record("done-marker", 7, 30_000)).await
 }
 
 /// The item's `expires_at`, if it has one.
@@ -85,24 +77,15 @@ async fn expire_sets_the_attribute_in_one_request_and_changes_nothing_else() {
     let w = written(&store, &name, &Precondition::Absent).await;
     assert_eq!(expires_at(&admin, &table, &name).await, None, "a write sets no expiry");
     let before = now_s();
-    let outcome = counting
-        .expire(&name, &w.version, Duration::from_secs(90))
-        .await
-        .expect("expire");
-    assert_eq!(outcome, ExpireOutcome::Scheduled);
+    assert_expire_scheduled(&counting, &name, &w.version, Duration::from_secs(90)).await;
     assert_eq!(counting.counts().round_trips(), 1, "expire is one request");
     let at = expires_at(&admin, &table, &name).await.expect("expires_at set");
     assert!(
         (before + 90..=now_s() + 91).contains(&at),
         "expires_at {at} is not 90 s after {before}"
     );
-    let still = store
-        .read(&name)
-        .await
-        .expect("a record with expires_at reads")
-        .expect("present");
-    assert_eq!(still.version, w.version, "expire changed the version");
-    assert_eq!(still.record, w.record, "expire changed the record");
+    // A record with expires_at reads, unchanged.
+    assert_still_reads(&store, &name, &w, "expire").await;
     // A grant on that version still applies (the attribute is not part of the record),
     // and takes the item off the expiry.
     written(&store, &name, &Precondition::Version(w.version.clone())).await;
@@ -116,14 +99,13 @@ async fn a_stale_version_changes_nothing() {
     let name = LeaseName::new(common::unique_name("expiry", "stale")).expect("name");
     let first = written(&store, &name, &Precondition::Absent).await;
     let second = written(&store, &name, &Precondition::Version(first.version.clone())).await;
-    match store
-        .expire(&name, &first.version, Duration::from_secs(90))
-        .await
-        .expect("stale")
-    {
-        ExpireOutcome::Conflict(Current::Present(s)) => assert_eq!(s.version, second.version),
-        other => panic!("a stale expire gave {other:?}"),
-    }
+    assert_stale_expire_conflicts(
+        &store,
+        &name,
+        (&first.version, &second.version),
+        Duration::from_secs(90),
+    )
+    .await;
     assert_eq!(
         expires_at(&admin, &table, &name).await,
         None,

@@ -20,9 +20,9 @@ use std::time::Duration;
 
 use foreign::assert_corrupt as corrupt;
 use leasehold_core::store::CasStore;
-use leasehold_core::{LeaseClient, LeaseName, LossCause};
+use leasehold_core::{LeaseClient, LeaseName};
 use leasehold_dynamodb::DynamoStore;
-use leasehold_testkit::foreign::{self, boto3, hold_all_then};
+use leasehold_testkit::foreign::{self, boto3};
 
 /// The TTL of these tests' leases: renewals every 500 ms.
 const TTL: Duration = Duration::from_millis(1_500);
@@ -117,7 +117,7 @@ fn attr<'a>(item: &'a str, attr: &str) -> Option<&'a str> {
 
 /// Holds `name`, lets the operator `SET` `sets` during the tenure, and checks what every
 /// such change must give: the holder loses the lease within one renewal interval, with
-/// [`LossCause::TakenOver`] naming what the operator wrote; the item keeps every
+/// `LossCause::TakenOver` naming what the operator wrote; the item keeps every
 /// attribute the operator wrote (no renewal, no release writes it back); the next grant's
 /// token is above the highest the item ever held.
 async fn changed_during_tenure(sets: Sets, expect_holder: Option<&str>, highest: u64) {
@@ -265,23 +265,11 @@ async fn a_held_item_corrupted_by_hand_is_corrupt_on_every_path() {
          \x20       ExpressionAttributeValues={':a': json.loads(value)}, ConditionExpression='attribute_exists(lease)')\n",
         &args,
     );
-    let client = LeaseClient::new(store.clone());
-    let held = hold_all_then(&client, &names, TTL, async {
+    let whats: Vec<&str> = CORRUPTIONS.iter().map(|(what, _, _)| *what).collect();
+    let causes = foreign::assert_corrupted_by_hand(&store, &names, &whats, TTL, async {
         change.await;
     })
     .await;
-    let mut causes = Vec::new();
-    for (((what, _, _), name), (cause, after, lease)) in CORRUPTIONS.iter().zip(&names).zip(held) {
-        match &cause {
-            LossCause::StoreError(e) if e.contains("corrupt lease record") => {}
-            other => panic!("{what}: lost after {after:?} with {other:?}, not as a corrupt record"),
-        }
-        corrupt(what, "release", lease.release().await);
-        let key = LeaseName::new(name).expect("name");
-        corrupt(what, "read", store.read(&key).await);
-        grant_is_corrupt(&store, name, what).await;
-        causes.push(cause);
-    }
     let items = items_as_read(&table, &names).await;
     for (((what, attr_name, value), item), cause) in CORRUPTIONS.iter().zip(&items).zip(&causes) {
         assert_eq!(

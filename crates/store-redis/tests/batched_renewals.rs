@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use leasehold_core::store::{CasOutcome, CasStore, Renewal};
 use leasehold_core::testing::CountingStore;
-use leasehold_core::testing::renewed;
 use leasehold_core::{ClientConfig, LeaseClient};
+use leasehold_testkit::leases::{acquired_all, release_unlost, renewal_calls};
 
 const LEASES: usize = 40;
 const TTL: Duration = Duration::from_millis(900);
@@ -22,24 +22,11 @@ async fn forty_leases_renew_in_a_few_round_trips() {
     assert!(store.renewal_batch() >= LEASES, "Redis pipelines renewals");
     let counting = CountingStore::new(store.clone());
     let client = LeaseClient::efficiency_only(counting.clone(), ClientConfig::default()).expect("client");
-    let mut leases = Vec::new();
-    for i in 0..LEASES {
-        leases.push(client.acquire(&format!("batch/{i}"), TTL).await.expect("acquire"));
-    }
-    counting.reset();
-    assert!(
-        renewed(&leases, 1, Duration::from_secs(5)).await,
-        "not every lease was renewed within 5 s"
-    );
-    let calls = counting.counts().renews;
+    let leases = acquired_all(&client, "batch", LEASES, TTL).await;
+    let calls = renewal_calls(&counting, &leases, 1).await;
     println!("{LEASES} leases, one renewal round: {calls} renewal round trips");
     assert!(calls <= 4, "{calls} renewal round trips for {LEASES} leases");
-    for l in &leases {
-        assert!(l.loss_cause().is_none(), "a lease was lost: {:?}", l.loss_cause());
-    }
-    for l in leases {
-        l.release().await.expect("release");
-    }
+    release_unlost(leases).await;
 }
 
 /// `SCRIPT FLUSH` empties the server's script cache: the pipeline is refused whole

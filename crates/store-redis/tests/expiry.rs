@@ -7,27 +7,24 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold_core::store::{CasOutcome, CasStore, Current, ExpireOutcome, LeaseRecord, Precondition, Stored};
+use leasehold_core::store::{CasStore, Precondition, Stored};
 use leasehold_core::testing::CountingStore;
 use leasehold_core::testing::process::poll_async;
-use leasehold_core::{FencingToken, HolderId, LeaseName, Ttl};
+use leasehold_core::{FencingToken, LeaseName};
+use leasehold_testkit::expiry::{
+    assert_expire_conflicts, assert_expire_scheduled, assert_stale_expire_conflicts, assert_still_reads,
+};
+use leasehold_testkit::records::held_record;
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 
-fn record(holder: &str, ttl: Duration) -> LeaseRecord {
-    LeaseRecord::held(
-        HolderId::new(holder).expect("holder"),
-        FencingToken::new(1),
-        Ttl::new(ttl).expect("ttl"),
-    )
-}
-
-/// `store.write(name, expect, record)`, which must apply.
-async fn applied(store: &dyn CasStore, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Stored {
-    match store.write(name, expect, record).await.expect("write") {
-        CasOutcome::Written(s) => s,
-        other => panic!("write gave {other:?}"),
-    }
+/// A record held by `holder` (token 1, a TTL of `ttl_ms`) written as `name` if `expect`
+/// holds.
+async fn written<S>(store: &S, name: &LeaseName, expect: &Precondition, (holder, ttl_ms): (&str, u64)) -> Stored
+where
+    S: CasStore + ?Sized,
+{
+    leasehold_testkit::write_ok(store, name, expect, &held_record(holder, 1, ttl_ms)).await
 }
 
 async fn exists(conn: &mut MultiplexedConnection, key: &str) -> bool {
@@ -61,30 +58,19 @@ async fn the_record_and_its_counter_go_by_themselves() {
     let name = LeaseName::new("slot/1").expect("name");
     let (record_key, meta_key) = (store.keys().record(&name), store.keys().meta(&name));
     let mut admin = support::admin(&support::shared_url()).await;
-    let written = applied(
-        &counting,
-        &name,
-        &Precondition::Absent,
-        &record("done-marker", Duration::from_millis(500)),
-    )
-    .await;
+    let w = written(&counting, &name, &Precondition::Absent, ("done-marker", 500)).await;
     assert!(exists(&mut admin, &meta_key).await, "a grant keeps a counter hash");
     let meta_ttl: i64 = admin.pttl(&meta_key).await.expect("PTTL");
     assert_eq!(meta_ttl, -1, "the counter hash has no expiry before expire");
     counting.reset();
-    let outcome = counting
-        .expire(&name, &written.version, Duration::from_millis(1_200))
-        .await
-        .expect("expire");
-    assert_eq!(outcome, ExpireOutcome::Scheduled);
+    assert_expire_scheduled(&counting, &name, &w.version, Duration::from_millis(1_200)).await;
     assert_eq!(counting.counts().round_trips(), 1, "expire is one round trip");
     let meta_ttl: i64 = admin.pttl(&meta_key).await.expect("PTTL");
     assert!(
         (500..=1_200).contains(&meta_ttl),
         "the counter hash expires in {meta_ttl} ms, not within 1.2 s"
     );
-    let still = store.read(&name).await.expect("read").expect("present right after");
-    assert_eq!(still.version, written.version, "expire rewrote the record");
+    assert_still_reads(&store, &name, &w, "expire").await;
     assert!(
         gone(&admin, &[&record_key, &meta_key], Duration::from_secs(10)).await,
         "the record or its counter hash is still there 10 s after its expiry"
@@ -98,18 +84,8 @@ async fn the_counter_outlives_the_record() {
     let store = support::shared_store("expiry-outlives").await;
     let name = LeaseName::new("slot/2").expect("name");
     let mut admin = support::admin(&support::shared_url()).await;
-    let w = applied(
-        &store,
-        &name,
-        &Precondition::Absent,
-        &record("done-marker", Duration::from_secs(30)),
-    )
-    .await;
-    let outcome = store
-        .expire(&name, &w.version, Duration::from_millis(10))
-        .await
-        .expect("expire");
-    assert_eq!(outcome, ExpireOutcome::Scheduled);
+    let w = written(&store, &name, &Precondition::Absent, ("done-marker", 30_000)).await;
+    assert_expire_scheduled(&store, &name, &w.version, Duration::from_millis(10)).await;
     let meta_ttl: i64 = admin.pttl(store.keys().meta(&name)).await.expect("PTTL");
     assert!(
         meta_ttl > 20_000,
@@ -119,13 +95,7 @@ async fn the_counter_outlives_the_record() {
     // write under the name takes it off the expiry again.
     let fields = support::hgetall(&mut admin, &store.keys().meta(&name)).await;
     assert_eq!(fields.get("x").map(String::as_str), Some("1"), "{fields:?}");
-    let again = applied(
-        &store,
-        &name,
-        &Precondition::Version(w.version.clone()),
-        &record("next", Duration::from_secs(30)),
-    )
-    .await;
+    let again = written(&store, &name, &Precondition::Version(w.version), ("next", 30_000)).await;
     assert_eq!(again.record.token, FencingToken::new(1));
     let meta_ttl: i64 = admin.pttl(store.keys().meta(&name)).await.expect("PTTL");
     assert_eq!(meta_ttl, -1, "a write left the counter hash expiring");
@@ -142,28 +112,11 @@ async fn a_counter_left_behind_expires_and_a_stale_version_changes_nothing() {
     let name = LeaseName::new("slot/3").expect("name");
     let meta_key = store.keys().meta(&name);
     let mut admin = support::admin(&support::shared_url()).await;
-    let first = applied(
-        &store,
-        &name,
-        &Precondition::Absent,
-        &record("a", Duration::from_secs(30)),
-    )
-    .await;
-    let second = applied(
-        &store,
-        &name,
-        &Precondition::Version(first.version.clone()),
-        &record("a", Duration::from_millis(300)),
-    )
-    .await;
-    match store
-        .expire(&name, &first.version, Duration::from_millis(100))
-        .await
-        .expect("stale")
-    {
-        ExpireOutcome::Conflict(Current::Present(s)) => assert_eq!(s.version, second.version),
-        other => panic!("a stale expire gave {other:?}"),
-    }
+    let first = written(&store, &name, &Precondition::Absent, ("a", 30_000)).await;
+    let after_first = Precondition::Version(first.version.clone());
+    let second = written(&store, &name, &after_first, ("a", 300)).await;
+    let stale = Duration::from_millis(100);
+    assert_stale_expire_conflicts(&store, &name, (&first.version, &second.version), stale).await;
     let meta_ttl: i64 = admin.pttl(&meta_key).await.expect("PTTL");
     assert_eq!(meta_ttl, -1, "a stale expire gave the counter an expiry");
     assert!(
@@ -174,21 +127,9 @@ async fn a_counter_left_behind_expires_and_a_stale_version_changes_nothing() {
         exists(&mut admin, &meta_key).await,
         "the counter hash outlives its record"
     );
-    match store
-        .expire(&name, &first.version, Duration::from_millis(100))
-        .await
-        .expect("stale")
-    {
-        ExpireOutcome::Conflict(Current::Absent) => {}
-        other => panic!("expire on a version older than the last write gave {other:?}"),
-    }
-    assert_eq!(
-        store
-            .expire(&name, &second.version, Duration::from_millis(200))
-            .await
-            .expect("expire"),
-        ExpireOutcome::Scheduled
-    );
+    // Expire on a version older than the last write: the record is gone.
+    assert_expire_conflicts(&store, &name, (&first.version, None), stale).await;
+    assert_expire_scheduled(&store, &name, &second.version, Duration::from_millis(200)).await;
     assert!(
         gone(&admin, &[&meta_key], Duration::from_secs(5)).await,
         "the counter hash left behind did not expire"

@@ -130,100 +130,57 @@ async fn inside_is(wire: &mut Wire, want: &[&str], what: &str) {
     assert_eq!(inside, want, "{what}");
 }
 
+/// What the write script runs inside Redis for a first grant: no record, no counter
+/// hash (a new epoch).
+const FIRST_GRANT: &[&str] = &[
+    "hgetall", "hgetall", "time", "hset", "hincrby", "hincrby", "hset", "pexpire",
+];
+/// What it runs for a renewal.
+const RENEWAL: &[&str] = &["hgetall", "pttl", "hgetall", "pttl", "hincrby", "hset", "pexpire"];
+/// What it runs for a release, which it publishes to waiters.
+const RELEASE: &[&str] = &[
+    "hgetall", "pttl", "hgetall", "pttl", "hincrby", "del", "hset", "pexpire", "publish",
+];
+/// What it runs for a grant of a released lease.
+const GRANT_OF_RELEASED: &[&str] = &[
+    "hgetall", "pttl", "hgetall", "pttl", "hincrby", "hincrby", "del", "hset", "pexpire",
+];
+/// What it runs for a refused attempt, which only reads.
+const REFUSED: &[&str] = &["hgetall", "pttl", "hgetall", "pttl"];
+
 /// What the write script runs inside Redis per operation, counted at the server
 /// (`MONITOR`'s `[db lua]` lines): the record hash and the name's counter hash are each
 /// read (`HGETALL`, `PTTL`), the counters raised with `HINCRBY`, the record rewritten
 /// with its `PX`. A change to the scripts that adds commands shows here.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_commands_each_write_runs_inside_redis_are_counted() {
-    use leasehold_core::store::{CasOutcome, LeaseRecord, Precondition};
+    use leasehold_core::store::{CasOutcome, Precondition};
+    use leasehold_testkit::{records::held_record, write_ok, written};
     let (_redis, mut wire, store) = watched_store(56506).await;
     let name = LeaseName::new("inside").expect("name");
-    let held = |holder: &str| {
-        LeaseRecord::held(
-            leasehold_core::HolderId::new(holder).expect("holder"),
-            FencingToken::new(1),
-            leasehold_core::Ttl::from_millis(30_000).expect("ttl"),
-        )
-    };
-    let written = |o: CasOutcome, what: &str| match o {
-        CasOutcome::Written(s) => s,
-        other => panic!("{what}: {other:?}"),
-    };
 
     wire.requests_and_inside().await;
-    let first = written(
-        store
-            .write(&name, &Precondition::Claimable, &held("a"))
-            .await
-            .expect("first grant"),
-        "first grant",
-    );
-    inside_is(
-        &mut wire,
-        &[
-            "hgetall", "hgetall", "time", "hset", "hincrby", "hincrby", "hset", "pexpire",
-        ],
-        "a first grant (no record, no counter hash: a new epoch)",
-    )
-    .await;
+    let first = write_ok(&store, &name, &Precondition::Claimable, &held_record("a", 1, 30_000)).await;
+    inside_is(&mut wire, FIRST_GRANT, "a first grant (a new epoch)").await;
 
-    let renewed = written(
-        store.renew(&name, &first.version, &first.record).await.expect("renew"),
-        "renewal",
-    );
-    inside_is(
-        &mut wire,
-        &["hgetall", "pttl", "hgetall", "pttl", "hincrby", "hset", "pexpire"],
-        "renewal",
-    )
-    .await;
+    let renewal = store.renew(&name, &first.version, &first.record).await;
+    let renewed = written(renewal.expect("renew"), "renewal");
+    inside_is(&mut wire, RENEWAL, "renewal").await;
 
-    written(
-        store
-            .release(&name, &renewed.version, &renewed.record)
-            .await
-            .expect("release"),
-        "release",
-    );
-    inside_is(
-        &mut wire,
-        &[
-            "hgetall", "pttl", "hgetall", "pttl", "hincrby", "del", "hset", "pexpire", "publish",
-        ],
-        "release",
-    )
-    .await;
+    let release = store.release(&name, &renewed.version, &renewed.record).await;
+    written(release.expect("release"), "release");
+    inside_is(&mut wire, RELEASE, "release").await;
 
-    let second = written(
-        store
-            .write(&name, &Precondition::Claimable, &held("b"))
-            .await
-            .expect("grant of the released lease"),
-        "second grant",
-    );
+    let second = write_ok(&store, &name, &Precondition::Claimable, &held_record("b", 1, 30_000)).await;
     assert_eq!(second.record.token, FencingToken::new(2));
-    inside_is(
-        &mut wire,
-        &[
-            "hgetall", "pttl", "hgetall", "pttl", "hincrby", "hincrby", "del", "hset", "pexpire",
-        ],
-        "a grant of a released lease",
-    )
-    .await;
+    inside_is(&mut wire, GRANT_OF_RELEASED, "a grant of a released lease").await;
 
-    match store
-        .write(&name, &Precondition::Claimable, &held("c"))
-        .await
-        .expect("refused")
-    {
+    let refused = store
+        .write(&name, &Precondition::Claimable, &held_record("c", 1, 30_000))
+        .await;
+    match refused.expect("refused") {
         CasOutcome::Conflict(_) => {}
         other => panic!("a held lease was claimed: {other:?}"),
     }
-    inside_is(
-        &mut wire,
-        &["hgetall", "pttl", "hgetall", "pttl"],
-        "a refused attempt only reads",
-    )
-    .await;
+    inside_is(&mut wire, REFUSED, "a refused attempt only reads").await;
 }

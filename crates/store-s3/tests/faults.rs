@@ -34,9 +34,30 @@ async fn create(store: &S3Store) -> leasehold_core::Result<CasOutcome> {
     store.write(&name(), &Precondition::Absent, &rec("a", 1)).await
 }
 
-/// A store whose HTTP is the script (the endpoint is never dialled).
-fn scripted(replies: Vec<Reply>, retries: u32) -> (S3Store, ScriptedHttp) {
-    let http = ScriptedHttp::new(replies);
+/// S3's answer to a conditional write that raced another one on the object: sent again.
+const CONFLICT: Reply = Reply::Error(409, "ConditionalRequestConflict");
+/// S3's answer to a write or delete whose condition failed.
+const PRECONDITION_FAILED: Reply = Reply::Error(412, "PreconditionFailed");
+/// S3's answer about an object that does not exist.
+const NO_SUCH_KEY: Reply = Reply::Error(404, "NoSuchKey");
+/// S3's answer when it failed itself (the request may have applied).
+const INTERNAL_ERROR: Reply = Reply::Error(500, "InternalError");
+/// S3's answer to credentials without the permission.
+const ACCESS_DENIED: Reply = Reply::Error(403, "AccessDenied");
+
+/// How many times the stores of these cases send a write again after a [`CONFLICT`],
+/// unless a case says otherwise.
+const RETRIES: u32 = 4;
+
+/// A store whose HTTP is the script `replies` (the endpoint is never dialled), sending a
+/// write again [`RETRIES`] times after a [`CONFLICT`].
+fn scripted(replies: &[Reply]) -> (S3Store, ScriptedHttp) {
+    scripted_retrying(replies, RETRIES)
+}
+
+/// [`scripted`], sending a write again `retries` times after a [`CONFLICT`].
+fn scripted_retrying(replies: &[Reply], retries: u32) -> (S3Store, ScriptedHttp) {
+    let http = ScriptedHttp::new(replies.to_vec());
     let client = client_with("http://127.0.0.1:9", None, Some(http.clone()));
     let config = S3Config::new("bucket-1", "leases")
         .expect("config")
@@ -46,14 +67,7 @@ fn scripted(replies: Vec<Reply>, retries: u32) -> (S3Store, ScriptedHttp) {
 
 #[tokio::test]
 async fn conflict_409_is_resent_with_the_same_condition_then_applies() {
-    let (store, http) = scripted(
-        vec![
-            Reply::Error(409, "ConditionalRequestConflict"),
-            Reply::Error(409, "ConditionalRequestConflict"),
-            Reply::PutOk("\"etag-3\""),
-        ],
-        4,
-    );
+    let (store, http) = scripted(&[CONFLICT, CONFLICT, Reply::PutOk("\"etag-3\"")]);
     let v = Version::new("\"etag-1\"");
     match store
         .write(&name(), &Precondition::Version(v), &rec("a", 1))
@@ -73,17 +87,8 @@ async fn conflict_409_is_resent_with_the_same_condition_then_applies() {
 
 #[tokio::test]
 async fn conflict_409_then_412_is_a_conflict() {
-    let (store, http) = scripted(
-        vec![
-            Reply::Error(409, "ConditionalRequestConflict"),
-            Reply::Error(412, "PreconditionFailed"),
-        ],
-        4,
-    );
-    let out = store
-        .write(&name(), &Precondition::Absent, &rec("a", 1))
-        .await
-        .expect("write");
+    let (store, http) = scripted(&[CONFLICT, PRECONDITION_FAILED]);
+    let out = create(&store).await.expect("write");
     assert_eq!(out, CasOutcome::Conflict(Current::Unknown));
     assert!(
         http.seen().iter().all(|s| s.if_none_match.as_deref() == Some("*")),
@@ -94,7 +99,7 @@ async fn conflict_409_then_412_is_a_conflict() {
 
 #[tokio::test]
 async fn persistent_409_gives_up_as_unavailable_after_the_bound() {
-    let (store, http) = scripted(vec![Reply::Error(409, "ConditionalRequestConflict"); 10], 2);
+    let (store, http) = scripted_retrying(&[CONFLICT; 10], 2);
     match create(&store).await {
         Err(e @ Error::Unavailable { .. }) => assert!(e.to_string().contains("409"), "{e}"),
         other => panic!("{other:?}"),
@@ -104,7 +109,7 @@ async fn persistent_409_gives_up_as_unavailable_after_the_bound() {
 
 #[tokio::test]
 async fn slow_down_503_is_unavailable_without_sdk_retries() {
-    let (store, http) = scripted(vec![Reply::Error(503, "SlowDown"); 4], 4);
+    let (store, http) = scripted(&[Reply::Error(503, "SlowDown"); 4]);
     assert!(matches!(create(&store).await, Err(Error::Unavailable { .. })));
     // The SDK's standard retry mode would have retried a 503 on the write.
     assert_eq!(http.seen().len(), 1);
@@ -115,7 +120,7 @@ async fn slow_down_503_is_unavailable_without_sdk_retries() {
 
 #[tokio::test]
 async fn internal_error_is_indeterminate_for_writes_unavailable_for_reads() {
-    let (store, http) = scripted(vec![Reply::Error(500, "InternalError"); 4], 4);
+    let (store, http) = scripted(&[INTERNAL_ERROR; 4]);
     assert!(matches!(create(&store).await, Err(Error::Indeterminate { .. })));
     assert_eq!(http.seen().len(), 1, "a write is never re-sent after a 500");
     assert!(matches!(store.read(&name()).await, Err(Error::Unavailable { .. })));
@@ -124,25 +129,19 @@ async fn internal_error_is_indeterminate_for_writes_unavailable_for_reads() {
 
 #[tokio::test]
 async fn a_read_recovers_from_one_transient_500() {
-    let (store, http) = scripted(
-        vec![Reply::Error(500, "InternalError"), Reply::Error(404, "NoSuchKey")],
-        4,
-    );
+    let (store, http) = scripted(&[INTERNAL_ERROR, NO_SUCH_KEY]);
     assert_eq!(store.read(&name()).await.expect("read"), None);
     assert_eq!(http.seen().len(), 2);
 }
 
 #[tokio::test]
 async fn access_denied_and_missing_bucket_are_misconfigured() {
-    let (store, _) = scripted(
-        vec![
-            Reply::Error(403, "AccessDenied"),
-            Reply::Error(403, "AccessDenied"),
-            Reply::Error(404, "NoSuchBucket"),
-            Reply::Error(301, "PermanentRedirect"),
-        ],
-        4,
-    );
+    let (store, _) = scripted(&[
+        ACCESS_DENIED,
+        ACCESS_DENIED,
+        Reply::Error(404, "NoSuchBucket"),
+        Reply::Error(301, "PermanentRedirect"),
+    ]);
     assert!(matches!(create(&store).await, Err(Error::Misconfigured { .. })));
     assert!(matches!(store.read(&name()).await, Err(Error::Misconfigured { .. })));
     assert!(matches!(store.read(&name()).await, Err(Error::Misconfigured { .. })));
@@ -151,15 +150,7 @@ async fn access_denied_and_missing_bucket_are_misconfigured() {
 
 #[tokio::test]
 async fn conditional_delete_outcomes() {
-    let (store, http) = scripted(
-        vec![
-            Reply::Error(412, "PreconditionFailed"),
-            Reply::Error(404, "NoSuchKey"),
-            Reply::Error(409, "ConditionalRequestConflict"),
-            Reply::NoContent,
-        ],
-        4,
-    );
+    let (store, http) = scripted(&[PRECONDITION_FAILED, NO_SUCH_KEY, CONFLICT, Reply::NoContent]);
     let v = Version::new("\"e\"");
     assert_eq!(
         store.delete(&name(), &v).await.expect("delete"),
@@ -180,10 +171,7 @@ async fn conditional_delete_outcomes() {
 
 #[tokio::test]
 async fn manifest_commit_resends_after_409() {
-    let (store, http) = scripted(
-        vec![Reply::Error(409, "ConditionalRequestConflict"), Reply::PutOk("\"m1\"")],
-        4,
-    );
+    let (store, http) = scripted(&[CONFLICT, Reply::PutOk("\"m1\"")]);
     let m = store.manifest("tables/t/_manifest").expect("manifest");
     match m
         .commit(FencingToken::new(3), None, b"v1".to_vec())

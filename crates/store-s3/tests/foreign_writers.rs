@@ -23,9 +23,9 @@ use std::time::Duration;
 
 use foreign::assert_corrupt as corrupt;
 use leasehold_core::store::CasStore;
-use leasehold_core::{LeaseClient, LeaseName, LossCause};
-use leasehold_s3::{S3Config, S3Store};
-use leasehold_testkit::foreign::{self, boto3, hold_all_then};
+use leasehold_core::{LeaseClient, LeaseName};
+use leasehold_s3::S3Store;
+use leasehold_testkit::foreign::{self, boto3};
 
 /// The TTL of these tests' leases: renewals every 500 ms.
 const TTL: Duration = Duration::from_millis(1_500);
@@ -33,10 +33,7 @@ const TTL: Duration = Duration::from_millis(1_500);
 /// A store on a fresh bucket of the shared moto, and the bucket's name.
 async fn fresh_store(tag: &str) -> (S3Store, String) {
     let bucket = common::unique_bucket(tag);
-    let client = leasehold_s3::local_client(&common::endpoint());
-    common::create_bucket(&client, &bucket).await;
-    let store = S3Store::new(client, S3Config::new(&bucket, "leases").expect("config"));
-    (store, bucket)
+    (common::store_in(&common::endpoint(), &bucket).await, bucket)
 }
 
 /// A lease name no other test uses, and its object key.
@@ -131,7 +128,7 @@ fn unquote(line: &str) -> Option<String> {
 
 /// Holds a lease, lets an operator edit its record (`patch`, by `get-object` and
 /// `put-object`) during the tenure, and checks what every such change must give: the
-/// holder loses the lease within one renewal interval, with [`LossCause::TakenOver`]
+/// holder loses the lease within one renewal interval, with `LossCause::TakenOver`
 /// naming what the operator wrote; the object keeps the operator's body (no renewal and
 /// no release writes over it); the next grant's token is above the highest the object
 /// ever held.
@@ -281,18 +278,8 @@ async fn a_held_object_overwritten_corrupt_is_corrupt_on_every_path() {
         .cloned()
         .zip(cases.iter().map(|(_, body)| body.clone()))
         .collect();
-    let client = LeaseClient::new(store.clone());
-    let held = hold_all_then(&client, &names, TTL, put_objects(&bucket, &puts)).await;
-    let mut causes = Vec::new();
-    for (((what, _), name), (cause, after, lease)) in cases.iter().zip(&names).zip(held) {
-        match &cause {
-            LossCause::StoreError(e) if e.contains("corrupt lease record") => {}
-            other => panic!("{what}: lost after {after:?} with {other:?}, not as a corrupt record"),
-        }
-        corrupt(what, "release", lease.release().await);
-        corrupt_on_read_and_grant(&store, name, what).await;
-        causes.push(cause);
-    }
+    let whats: Vec<&str> = cases.iter().map(|(what, _)| *what).collect();
+    let causes = foreign::assert_corrupted_by_hand(&store, &names, &whats, TTL, put_objects(&bucket, &puts)).await;
     let bodies = bodies_of(&bucket, &keys).await;
     for (((what, body), now), cause) in cases.iter().zip(bodies).zip(&causes) {
         assert_eq!(

@@ -188,6 +188,42 @@ pub async fn hold_all_then(
     out
 }
 
+/// What an operator's corrupting of held records by hand must give ([`hold_all_then`]
+/// with `change`, which makes the record of each of `names` invalid, as the case of the
+/// same place in `whats` says): each holder loses its lease within one renewal interval
+/// as a store error saying the record is corrupt; the release of the lost lease, a read
+/// and grants report [`leasehold_core::Error::CorruptRecord`] (grants at once). The loss
+/// causes, in the order of `names`.
+///
+/// # Panics
+/// If any of that does not hold.
+pub async fn assert_corrupted_by_hand<S>(
+    store: &S,
+    names: &[String],
+    whats: &[&str],
+    ttl: Duration,
+    change: impl Future<Output = ()>,
+) -> Vec<LossCause>
+where
+    S: Linearizable + Clone,
+{
+    assert_eq!(names.len(), whats.len(), "a case for each name");
+    let held = hold_all_then(&LeaseClient::new(store.clone()), names, ttl, change).await;
+    let mut causes = Vec::new();
+    for ((what, name), (cause, after, lease)) in whats.iter().zip(names).zip(held) {
+        match &cause {
+            LossCause::StoreError(e) if e.contains("corrupt lease record") => {}
+            other => panic!("{what}: lost after {after:?} with {other:?}, not as a corrupt record"),
+        }
+        assert_corrupt(what, "release", lease.release().await);
+        let key = LeaseName::new(name).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_corrupt(what, "read", store.read(&key).await);
+        assert_grants_corrupt(&LeaseClient::new(store.clone()), name, ttl, what).await;
+        causes.push(cause);
+    }
+    causes
+}
+
 /// Panics unless `result` (of `path` on the record `what` describes) is
 /// [`leasehold_core::Error::CorruptRecord`].
 pub fn assert_corrupt<T: std::fmt::Debug>(what: &str, path: &str, result: leasehold_core::Result<T>) {

@@ -7,8 +7,8 @@
 //! granted ([`granted`]), the frozen-holder scenario every store runs ([`frozen`]), the
 //! foreign-writer cases every store runs through an operator's command-line client
 //! ([`edits`]), one store as the shared suites drive it ([`suite`]), names and records a
-//! test writes by hand ([`records`]), waiters a test watches ([`waiters`]), what native
-//! expiry must answer ([`expiry`]), and the
+//! test writes by hand ([`records`]), leases held by the dozen ([`leases`]), waiters a
+//! test watches ([`waiters`]), what native expiry must answer ([`expiry`]), and the
 //! leader-kill scenario of the replicated stores ([`leader_kill`], on a [`cluster`]). Not
 //! published; the store crates take it as a path-only dev-dependency.
 
@@ -20,6 +20,7 @@ pub mod expiry;
 pub mod foreign;
 pub mod frozen;
 pub mod leader_kill;
+pub mod leases;
 pub mod polling;
 pub mod proxy;
 pub mod records;

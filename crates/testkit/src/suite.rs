@@ -24,9 +24,13 @@ pub trait Backend: Send + Sync + 'static {
     /// The store under test.
     type Store: CasStore + Clone + 'static;
 
-    /// A place for records (a key prefix, a directory) that no other test or run uses,
-    /// named after `tag`.
-    fn unique_place(tag: &str) -> String;
+    /// A place for records (a key prefix, a directory, a bucket, a table) that no other
+    /// test or run uses, named after `tag`. By default `lh-<tag>-<unique suffix>`
+    /// ([`unique_suffix`](crate::unique_suffix)): for a `tag` of lowercase letters,
+    /// digits and `-`, a valid bucket, table or key prefix name.
+    fn unique_place(tag: &str) -> String {
+        format!("lh-{tag}-{}", crate::unique_suffix())
+    }
 
     /// A store on `place`: every store opened on the same place, in any process, reads
     /// and writes the same records.
@@ -36,6 +40,13 @@ pub trait Backend: Send + Sync + 'static {
     /// store's own fence: the same one for every store on the same place (created by its
     /// first fenced write).
     fn resource(store: &Self::Store, name: &str) -> Box<dyn FencedResource>;
+
+    /// [`Backend::resource`] for a fence case: a resource nobody but the returned value
+    /// ever writes, so a backend may check that no other writer came between its writes.
+    /// By default, [`Backend::resource`].
+    fn sole_resource(store: &Self::Store, name: &str) -> Box<dyn FencedResource> {
+        Self::resource(store, name)
+    }
 
     /// Writes something that is no lease record where `store` keeps the record of `name`.
     async fn corrupt(store: &Self::Store, name: &LeaseName);
@@ -71,8 +82,9 @@ impl<B: Backend> Fixture for Suite<B> {
 #[async_trait]
 impl<B: Backend> FenceFixture for Suite<B> {
     async fn resource(&self, case: &str) -> Box<dyn FencedResource> {
-        // The store's place is unique to this test and run: the resource was never written.
-        B::resource(&self.0, case)
+        // The store's place is unique to this test and run: the resource was never written,
+        // and only this case writes it.
+        B::sole_resource(&self.0, case)
     }
 }
 
@@ -130,35 +142,46 @@ pub fn decimal_value(read: Result<Option<(FencingToken, Vec<u8>)>>, what: &str) 
     Some((mark, value))
 }
 
-/// The shared suites on the [`Backend`] `$backend` (a type path): every conformance case
-/// at the top level, the fence cases in `mod fence` and the wake-up cases in `mod wake`
-/// (one `#[tokio::test]` each, named as in `leasehold_core::conformance`), each on stores
-/// of a place of its own.
+/// The shared suites on the [`Backend`] `$backend` (a type path), each case on stores of
+/// a place of its own (one `#[tokio::test]` each, named as in
+/// `leasehold_core::conformance`): every conformance case at the top level
+/// (`conformance`), the fence cases in `mod fence` (`fence`) and the wake-up cases in
+/// `mod wake` (`wake`, for a store that pushes its changes to waiters). Without a list of
+/// sections, all three.
 ///
 /// ```text
 /// leasehold_testkit::suite_tests!(common::fixture::MyStore);
+/// leasehold_testkit::suite_tests!(common::fixture::MyPollingStore; conformance, fence);
 /// ```
 #[macro_export]
 macro_rules! suite_tests {
-    ($backend:ty) => {
-        /// The store crate's part of the suites.
-        type SuiteBackend = $backend;
-
+    (@conformance) => {
         ::leasehold_core::conformance::conformance_tests!(
             $crate::suite::Suite::<SuiteBackend>::fresh("conformance").await
         );
-
+    };
+    (@fence) => {
         /// The fence cases: each resource is a fresh one of the backend's, never written.
         mod fence {
             ::leasehold_core::conformance::fence_tests!(
                 $crate::suite::Suite::<super::SuiteBackend>::fresh("fence").await
             );
         }
-
+    };
+    (@wake) => {
         /// The wake-up cases: the holder's store and the waiters' store are two stores on
         /// the same place, as two processes are.
         mod wake {
             ::leasehold_core::conformance::wake_tests!($crate::suite::TwoStores::<super::SuiteBackend>::new());
         }
+    };
+    ($backend:ty) => {
+        $crate::suite_tests!($backend; conformance, fence, wake);
+    };
+    ($backend:ty; $($section:ident),+ $(,)?) => {
+        /// The store crate's part of the suites.
+        type SuiteBackend = $backend;
+
+        $($crate::suite_tests!(@$section);)+
     };
 }

@@ -56,6 +56,12 @@ impl FencedItem {
             via,
         }
     }
+
+    /// The item's key: what `UpdateItem` finds it by, and what `PutItem` writes with the
+    /// value.
+    fn key(&self) -> HashMap<String, AttributeValue> {
+        HashMap::from([("id".to_owned(), super::s(&self.key))])
+    }
 }
 
 /// `Ok(())` for an applied write. The writes carry no condition of the caller's own, so
@@ -80,19 +86,16 @@ impl FencedResource for FencedItem {
                     .fenced
                     .update_item()
                     .table_name(&self.table)
-                    .key("id", super::s(&self.key))
+                    .set_key(Some(self.key()))
                     .update_expression("SET #v = :v")
                     .expression_attribute_names("#v", VALUE)
                     .expression_attribute_values(":v", value);
                 applied(fence.update(update).await?, self.via)
             }
             Via::Put => {
-                let put = self
-                    .fenced
-                    .put_item()
-                    .table_name(&self.table)
-                    .item("id", super::s(&self.key))
-                    .item(VALUE, value);
+                let mut item = self.key();
+                item.insert(VALUE.to_owned(), value);
+                let put = self.fenced.put_item().table_name(&self.table).set_item(Some(item));
                 applied(fence.put(put).await?, self.via)
             }
         }

@@ -1,8 +1,10 @@
 //! Shared test setup: an SDK client for the moto server the project's script started,
-//! unique tables, a counter of the HTTP requests the SDK actually sends, and the fenced
-//! item the fence tests protect ([`item::FencedItem`]).
+//! unique tables, a counter of the HTTP requests the SDK actually sends, the fenced item
+//! the fence tests protect ([`item::FencedItem`]) and the store as the shared suites
+//! drive it ([`fixture`]).
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
+pub mod fixture;
 pub mod item;
 pub mod serial;
 
@@ -18,7 +20,7 @@ use aws_sdk_dynamodb::types::{
 };
 use leasehold_aws::SentRequests;
 use leasehold_core::Lease;
-use leasehold_dynamodb::DynamoStore;
+use leasehold_dynamodb::{DynamoConfig, DynamoStore};
 use tokio::time::Instant;
 
 /// The moto endpoint (`scripts/stores.sh start moto`; `eval "$(scripts/stores.sh env)"`).
@@ -62,14 +64,15 @@ pub fn unique_table(purpose: &str) -> String {
 
 /// A lease store on `table`, creating the table (idempotently) first.
 pub async fn lease_store(client: Client, table: &str) -> DynamoStore {
-    let store = DynamoStore::new(
-        client,
-        leasehold_dynamodb::DynamoConfig::new(table).expect("table name"),
-    );
-    DynamoStore::provision(store.client(), store.config())
+    provisioned(client, DynamoConfig::new(table).expect("table name")).await
+}
+
+/// A lease store with `config` on `client`, creating its table (idempotently) first.
+pub async fn provisioned(client: Client, config: DynamoConfig) -> DynamoStore {
+    DynamoStore::provision(&client, &config)
         .await
-        .unwrap_or_else(|e| panic!("create lease table {table} on {}: {e}", endpoint()));
-    store
+        .unwrap_or_else(|e| panic!("create lease table {} on {}: {e}", config.table(), endpoint()));
+    DynamoStore::new(client, config)
 }
 
 /// A fresh lease table: the admin client that created it (and deletes it) and its name.
@@ -82,10 +85,7 @@ pub async fn fresh_lease_table(purpose: &str) -> (Client, String) {
 
 /// A store on the existing lease table `table`, with a client of its own.
 pub fn store_on(table: &str) -> DynamoStore {
-    DynamoStore::new(
-        client(None),
-        leasehold_dynamodb::DynamoConfig::new(table).expect("store"),
-    )
+    DynamoStore::new(client(None), DynamoConfig::new(table).expect("store"))
 }
 
 /// A lease name no other run uses: `<group>/<case>/<pid>-<nanos>`.

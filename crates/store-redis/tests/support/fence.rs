@@ -1,7 +1,8 @@
 //! The fenced resource of this crate's tests: one Redis hash written through
 //! [`HashFence`], its value in the field `value`, its mark in the default mark field.
 //! The fence conformance cases (`tests/conformance.rs`) and the frozen-holder case
-//! (`tests/frozen_holder.rs`) both use it.
+//! (`tests/frozen_holder.rs`) both use it, beside a store's keys
+//! ([`super::fixture::Redis`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,7 +12,7 @@ use leasehold_core::conformance::FencedResource;
 use leasehold_core::fence::FenceMode;
 use leasehold_core::{FencingToken, Result};
 use leasehold_redis::HashFence;
-use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::aio::ConnectionLike;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 /// The field that holds a resource's value.
@@ -21,12 +22,12 @@ const VALUE: &str = "value";
 /// pipeline. A script missing from the server's cache would show here as three
 /// (`EVALSHA`, `SCRIPT LOAD`, `EVALSHA`).
 #[derive(Clone)]
-struct Counting {
-    inner: MultiplexedConnection,
+struct Counting<C> {
+    inner: C,
     sent: Arc<AtomicU64>,
 }
 
-impl ConnectionLike for Counting {
+impl<C: ConnectionLike> ConnectionLike for Counting<C> {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         self.sent.fetch_add(1, Ordering::SeqCst);
         self.inner.req_packed_command(cmd)
@@ -49,15 +50,16 @@ impl ConnectionLike for Counting {
 
 /// One hash key: fenced writes through a connection that counts every request it
 /// sends, plain reads through the same connection, uncounted.
-pub struct FencedHash {
+pub struct FencedHash<C> {
     key: String,
-    fenced: Counting,
-    plain: MultiplexedConnection,
+    fenced: Counting<C>,
+    plain: C,
 }
 
-impl FencedHash {
-    /// The hash at `key`, over `conn`.
-    pub fn at_key(conn: MultiplexedConnection, key: String) -> Self {
+impl<C: Clone> FencedHash<C> {
+    /// The hash at `key`, over `conn` (a connection to a server that has the store's
+    /// scripts loaded, as [`leasehold_redis::RedisStore::provision`] loads them).
+    pub fn at_key(conn: C, key: String) -> Self {
         Self {
             key,
             fenced: Counting {
@@ -67,21 +69,13 @@ impl FencedHash {
             plain: conn,
         }
     }
-
-    /// The resource called `name`: the same hash key in every process that opens it by
-    /// that name ([`FencedHash::key_of`]).
-    pub fn named(conn: MultiplexedConnection, name: &str) -> Self {
-        Self::at_key(conn, Self::key_of(name))
-    }
-
-    /// The hash key of the resource called `name`.
-    pub fn key_of(name: &str) -> String {
-        format!("lhtest:resource:{name}")
-    }
 }
 
 #[async_trait]
-impl FencedResource for FencedHash {
+impl<C> FencedResource for FencedHash<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
     async fn write(&self, token: FencingToken, mode: FenceMode, value: i64) -> Result<()> {
         let mut conn = self.fenced.clone();
         HashFence::new(&self.key)

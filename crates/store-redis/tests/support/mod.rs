@@ -1,9 +1,11 @@
 //! Shared pieces of this crate's tests: the shared server from the environment, a
 //! dedicated `redis-server` a test may kill and restart, a TCP proxy that drops
-//! connections at chosen moments, and the fenced hash resource ([`fence`]).
+//! connections at chosen moments, the fenced hash resource ([`fence`]) and the store as
+//! the shared suites drive it ([`fixture`]).
 #![allow(dead_code, missing_docs, unreachable_pub)]
 
 pub mod fence;
+pub mod fixture;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -53,8 +55,14 @@ pub async fn admin(url: &str) -> MultiplexedConnection {
 
 /// A store on the shared server under a fresh prefix, with the pub/sub waiter.
 pub async fn shared_store(tag: &str) -> RedisStore {
+    store_under(&unique_prefix(tag)).await
+}
+
+/// A store on the shared server under `prefix` (the same keys in every process that
+/// passes the same prefix), with the pub/sub waiter ([`RedisStore::connect`]).
+pub async fn store_under(prefix: &str) -> RedisStore {
     let url = shared_url();
-    RedisStore::connect(client(&url), RedisConfig::default().with_prefix(unique_prefix(tag)))
+    RedisStore::connect(client(&url), RedisConfig::default().with_prefix(prefix))
         .await
         .unwrap_or_else(|e| panic!("cannot reach Redis at {url}: {e}"))
 }

@@ -1,7 +1,7 @@
 //! The S3 resource of the shared fence cases (`tests/conformance.rs`, `mod fence`) and of
 //! the frozen-holder case (`tests/frozen_holder.rs`): a manifest written with
-//! [`ManifestFence`], its value the manifest's data (the decimal digits of the value), its
-//! high-water mark the manifest's token.
+//! [`ManifestFence`] beside a store's lease objects, its value the manifest's data (the
+//! decimal digits of the value), its high-water mark the manifest's token.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -9,22 +9,22 @@ use async_trait::async_trait;
 use leasehold_core::conformance::FencedResource;
 use leasehold_core::fence::{FenceMode, FencedOutcome};
 use leasehold_core::{FencingToken, Result};
-use leasehold_s3::{Manifest, ManifestFence, S3Config};
+use leasehold_s3::{Manifest, ManifestFence, S3Store};
 
-use super::{SentRequests, client_with, endpoint};
+use super::SentRequests;
 
 /// How many times one write rebases on a manifest another writer committed (with a token
 /// that also passes the fence) before the test gives up.
 const MAX_REBASES: u32 = 8;
 
-/// The manifest `fence/<name>/_manifest` in a bucket on the shared moto, written with
+/// The manifest `fence/<name>/_manifest` in a store's bucket, written with
 /// [`ManifestFence`]. Each write is based on the manifest this resource last committed
 /// (`None` at first): the same object, base and all, that a writer of the crate's users
 /// keeps.
 pub struct ManifestResource {
     /// Writes, on a client whose every HTTP request `requests` counts.
     writer: ManifestFence,
-    /// Plain reads, on a client of their own (not counted).
+    /// Plain reads, on the store's client (not counted).
     reader: ManifestFence,
     requests: SentRequests,
     /// The manifest the last applied write returned: the base of the next one.
@@ -35,30 +35,25 @@ pub struct ManifestResource {
 }
 
 impl ManifestResource {
-    /// The resource called `name` in `bucket` (which must exist) on the shared moto
-    /// (`LEASEHOLD_MOTO_ENDPOINT`): the same object for the same bucket and name in every
-    /// process. Other writers (another process) may commit to it too: a write whose base
-    /// another writer replaced, with a token that also passes the fence, rebases on the
-    /// manifest that replaced it and commits again, as [`ManifestFence::commit`] says.
+    /// The resource called `name` in `store`'s bucket, through `store`'s endpoint: the same
+    /// object for the same bucket and name in every process. Other writers (another
+    /// process) may commit to it too: a write whose base another writer replaced, with a
+    /// token that also passes the fence, rebases on the manifest that replaced it and
+    /// commits again, as [`ManifestFence::commit`] says.
     ///
     /// # Panics
     /// If `name` does not make a valid object key.
-    pub fn named(bucket: &str, name: &str) -> Self {
-        let endpoint = endpoint();
+    pub fn beside(store: &S3Store, name: &str) -> Self {
         let key = format!("fence/{name}/_manifest");
-        let config = S3Config::new(bucket, "leases").expect("config");
         let requests = SentRequests::default();
-        let writer = ManifestFence::new(
-            client_with(&endpoint, Some(requests.clone()), None),
-            config.clone(),
-            &key,
-        )
-        .unwrap_or_else(|e| panic!("manifest key {key}: {e}"));
-        let reader = ManifestFence::new(leasehold_s3::local_client(&endpoint), config, &key)
-            .unwrap_or_else(|e| panic!("manifest key {key}: {e}"));
+        let counted = store.client().config().to_builder().interceptor(requests.clone());
+        let fence = |client| {
+            ManifestFence::new(client, store.config().clone(), &key)
+                .unwrap_or_else(|e| panic!("manifest key {key}: {e}"))
+        };
         Self {
-            writer,
-            reader,
+            writer: fence(aws_sdk_s3::Client::from_conf(counted.build())),
+            reader: fence(store.client().clone()),
             requests,
             base: Mutex::new(None),
             sole_writer: false,

@@ -1,7 +1,7 @@
 //! Shared pieces of the leasehold-s3 integration tests: the moto endpoint, unique buckets,
 //! an SDK interceptor that counts real HTTP requests, a scripted HTTP client that answers
 //! like S3 does in cases moto never produces (409, 503 SlowDown), the manifest resource
-//! of the shared fence and frozen-holder cases ([`fenced`]) and the store as those
+//! of the shared fence and frozen-holder cases ([`fenced`]) and the store as the shared
 //! suites drive it ([`fixture`]).
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
@@ -24,6 +24,7 @@ use aws_smithy_runtime_api::client::result::ConnectorError;
 use aws_smithy_runtime_api::http::StatusCode;
 use aws_smithy_types::body::SdkBody;
 pub use leasehold_aws::SentRequests;
+use leasehold_s3::{S3Config, S3Store};
 
 /// The shared moto server (`scripts/stores.sh start moto`).
 pub fn endpoint() -> String {
@@ -46,6 +47,19 @@ pub async fn create_bucket(client: &Client, bucket: &str) {
             aws_smithy_types::error::display::DisplayErrorContext(&e)
         );
     }
+}
+
+/// A lease store (prefix `leases`) in `bucket` on the moto at `endpoint`, the bucket
+/// created if it is missing ([`S3Store::provision`]: whoever comes first creates it, the
+/// others keep it).
+pub async fn store_in(endpoint: &str, bucket: &str) -> S3Store {
+    assert!(bucket.len() <= 63, "bucket name too long: {bucket}");
+    let client = leasehold_s3::local_client(endpoint);
+    let config = S3Config::new(bucket, "leases").expect("config");
+    if let Err(e) = S3Store::provision(&client, &config).await {
+        panic!("creating bucket {bucket} at {endpoint}: {e} (is moto running? `scripts/stores.sh start moto`)");
+    }
+    S3Store::new(client, config)
 }
 
 /// A client as `leasehold_s3::local_client` builds it, plus the given interceptor and
@@ -73,7 +87,7 @@ pub fn client_with(endpoint: &str, counter: Option<SentRequests>, http: Option<S
 }
 
 /// One scripted answer.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub enum Reply {
     /// An S3 error document with this status and code.
     Error(u16, &'static str),
