@@ -90,13 +90,16 @@ for i in range(1, runs + 1):
         for store in json.load(open(f"{out}/{side}-{i}.json"))["overhead"]:
             for op in store["ops"]:
                 lib, flo = op["library"]["p50_us"], op["floor"]["p50_us"]
-                gaps.setdefault((store["store"], op["op"]), {}).setdefault(side, []).append((lib - flo, lib / flo))
-print(f"median over {runs} alternated runs of each: library p50 - floor p50 (p50 ratio)")
-print(f"{'store':12} {'operation':20} {'A: ' + names['a']:>28} {'B: ' + names['b']:>28}")
+                gaps.setdefault((store["store"], op["op"]), {}).setdefault(side, []).append((lib - flo, lib / flo, lib, flo))
+# The gap is what a change to the library moves; the library's and the floor's own p50
+# show whether the machine (or the floor) moved too.
+print(f"median over {runs} alternated runs of each: library p50 - floor p50 (p50 ratio) [library p50 / floor p50]")
+print(f"{'store':10} {'operation':18} {'A: ' + names['a']:>40} {'B: ' + names['b']:>40}")
 for (store, op), sides in gaps.items():
     cells = []
     for side in "ab":
         xs = sides.get(side, [])
-        cells.append(f"{statistics.median(g for g, _ in xs):+7.1f} us ({statistics.median(r for _, r in xs):.3f})" if xs else "-")
-    print(f"{store:12} {op:20} {cells[0]:>28} {cells[1]:>28}")
+        med = lambda k: statistics.median(x[k] for x in xs)
+        cells.append(f"{med(0):+7.1f} us ({med(1):.3f}) [{med(2):.0f} / {med(3):.0f} us]" if xs else "-")
+    print(f"{store:10} {op:18} {cells[0]:>40} {cells[1]:>40}")
 EOF
