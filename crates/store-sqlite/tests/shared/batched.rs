@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use leasehold_core::LeaseClient;
 use leasehold_core::store::CasStore;
-use leasehold_core::testing::{CountingStore, renewed};
+use leasehold_core::testing::CountingStore;
 use leasehold_sql::testing::StatementLog;
 use leasehold_sql::{SqlBackend, SqlStore};
+use leasehold_testkit::leases;
 
 use super::db::{DbOf, Shell, TestDb, q};
 
@@ -40,18 +41,10 @@ pub async fn leases_renew_in_batches<B: SqlBackend>(store: SqlStore<B>, table: &
     assert!(store.renewal_batch() >= LEASES, "the store batches renewals");
     let counting = CountingStore::new(store);
     let client = LeaseClient::new(counting.clone());
-    let mut leases = Vec::new();
-    for i in 0..LEASES {
-        leases.push(client.acquire(&format!("batch/{i}"), TTL).await.expect("acquire"));
-    }
+    let leases = leases::acquired_all(&client, "batch", LEASES, TTL).await;
     let log = StatementLog::install();
     let mark = log.mark();
-    counting.reset();
-    assert!(
-        renewed(&leases, 1, Duration::from_secs(5)).await,
-        "not every lease was renewed within 5 s"
-    );
-    let calls = counting.counts().renews;
+    let calls = leases::renewal_calls(&counting, &leases, 1).await;
     let statements = log.since(mark, table);
     let batched = statements.iter().filter(|s| s.contains(marker)).count();
     println!(
@@ -65,10 +58,5 @@ pub async fn leases_renew_in_batches<B: SqlBackend>(store: SqlStore<B>, table: &
         "{} statements for {calls} renewal calls ({LEASES} renewals), {per_batch} per call at most: {statements:#?}",
         statements.len()
     );
-    for l in &leases {
-        assert!(l.loss_cause().is_none(), "a lease was lost: {:?}", l.loss_cause());
-    }
-    for l in leases {
-        l.release().await.expect("release");
-    }
+    leases::release_unlost(leases).await;
 }
