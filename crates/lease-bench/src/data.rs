@@ -223,6 +223,27 @@ pub struct Peer {
     /// Where the library's writes are durable and the peer's are not: one WAL flush.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wal_flush: Option<WalFlush>,
+    /// Where the library issues a fencing token and the peer does not: the least a
+    /// fenced lock sends, interleaved with both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fenced_floor: Option<FencedFloor>,
+}
+
+/// The least a fenced lock sends on the peer's store (the Redis peer comparison): its
+/// acquire, release and whole cycle, measured in the same rounds as library and peer.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FencedFloor {
+    /// Acquire of a free lock.
+    pub acquire: Latency,
+    /// Its release.
+    pub release: Latency,
+    /// Acquire + release.
+    pub cycle: Latency,
+    /// Its acquire + release p50 ÷ the peer's: what the token costs.
+    pub peer_ratio: f64,
+    /// The library's acquire + release p50 ÷ its own: what the library adds to a token.
+    pub library_ratio: f64,
 }
 
 /// What one WAL flush costs (the Postgres peer comparison).
@@ -627,6 +648,16 @@ fn peer(p: &PeerResult) -> Peer {
                 flush_p50_us: flush,
                 cycle_without_flushes_p50_us: without,
                 ratio: without / cycle.peer.p50_us,
+            }
+        }),
+        fenced_floor: p.fenced_floor.as_ref().map(|[acquire, release, whole]| {
+            let whole = Latency::from(whole);
+            FencedFloor {
+                acquire: acquire.into(),
+                release: release.into(),
+                cycle: whole,
+                peer_ratio: whole.p50_us / cycle.peer.p50_us,
+                library_ratio: cycle.library.p50_us / whole.p50_us,
             }
         }),
     }

@@ -139,7 +139,7 @@ fn order() -> [bool; 2] {
 }
 
 /// A random order of the sides of one round.
-fn shuffle<T>(v: &mut [T]) {
+pub(crate) fn shuffle<T>(v: &mut [T]) {
     for i in (1..v.len()).rev() {
         let j = rand::random_range(0..=i);
         v.swap(i, j);

@@ -8,6 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leasehold_core::{AcquireOutcome, ClientConfig, LeaseClient};
 
+use crate::overhead::shuffle;
 use crate::stats::{Samples, Summary, time};
 use crate::{Backend, Opened, Plan, Result, StoreKind, client_for, fail};
 
@@ -79,6 +80,9 @@ pub struct PeerResult {
     /// durable write, then the same write without waiting for its WAL flush, measured
     /// interleaved.
     pub flush: Option<[Summary; 2]>,
+    /// Where the library issues a fencing token and the peer does not (Redis): the least
+    /// a fenced lock sends (acquire, release, whole cycle), interleaved with both sides.
+    pub fenced_floor: Option<[Summary; 3]>,
 }
 
 /// Runs the peer comparison of `backend`, if its store has a peer.
@@ -100,44 +104,37 @@ pub async fn compare(
     lib: &dyn Cycle,
     peer: &dyn Cycle,
 ) -> Result<PeerResult> {
-    let n = plan.peer_cycles;
-    let mut l = [
-        Samples::with_capacity(n),
-        Samples::with_capacity(n),
-        Samples::with_capacity(n),
-    ];
-    let mut p = [
-        Samples::with_capacity(n),
-        Samples::with_capacity(n),
-        Samples::with_capacity(n),
-    ];
-    for i in 0..plan.warmup + n {
-        let lib_first = rand::random::<bool>();
-        let mut results = [None, None];
-        for side in 0..2 {
-            let is_lib = (side == 0) == lib_first;
-            let r = if is_lib {
-                lib.cycle(i).await?
-            } else {
-                peer.cycle(i).await?
-            };
-            results[usize::from(!is_lib)] = Some(r);
-        }
-        if i < plan.warmup {
-            continue;
-        }
-        for (samples, r) in [(&mut l, results[0]), (&mut p, results[1])] {
-            let (a, r) = r.ok_or_else(|| fail("a side did not run"))?;
-            samples[0].push(a);
-            samples[1].push(r);
-            samples[2].push(a + r);
-        }
-    }
+    let [library, other] = interleave(plan, [lib, peer]).await?;
     Ok(PeerResult {
         store,
         peer: peer_name.to_owned(),
-        library: [l[0].summary(), l[1].summary(), l[2].summary()],
-        other: [p[0].summary(), p[1].summary(), p[2].summary()],
+        library,
+        other,
         flush: None,
+        fenced_floor: None,
     })
+}
+
+/// Runs the `N` sides' cycles in a random order per round, [`Plan::peer_cycles`] rounds
+/// after the warm-up, and summarizes each side: acquire, release, whole cycle.
+///
+/// # Errors
+/// The first failing cycle.
+pub async fn interleave<const N: usize>(plan: &Plan, sides: [&dyn Cycle; N]) -> Result<[[Summary; 3]; N]> {
+    let n = plan.peer_cycles;
+    let mut samples: [[Samples; 3]; N] = std::array::from_fn(|_| std::array::from_fn(|_| Samples::with_capacity(n)));
+    let mut order: [usize; N] = std::array::from_fn(|k| k);
+    for i in 0..plan.warmup + n {
+        shuffle(&mut order);
+        for &k in &order {
+            let (acquire, release) = sides[k].cycle(i).await?;
+            if i >= plan.warmup {
+                let [a, r, c] = &mut samples[k];
+                a.push(acquire);
+                r.push(release);
+                c.push(acquire + release);
+            }
+        }
+    }
+    Ok(samples.map(|[a, r, c]| [a.summary(), r.summary(), c.summary()]))
 }

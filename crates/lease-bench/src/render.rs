@@ -587,6 +587,21 @@ fn peer(results: &Results, store: StoreKind) -> String {
             fmt_ratio(w.ratio)
         );
     }
+    if let Some(f) = &p.fenced_floor {
+        let _ = write!(
+            o,
+            "\n\nThe fencing token separated out: the least a fenced lock sends (one script per operation on one \
+             hash holding the holder, an expiry judged on the server's `TIME` and a token counter that outlives \
+             every holder; nothing it reads is checked), in the same rounds as both sides, takes {:.0} µs to \
+             acquire and {:.0} µs to release at p50, {:.0} µs a cycle: {} × the peer's. The library's cycle is \
+             {} × this fenced floor.",
+            f.acquire.p50_us,
+            f.release.p50_us,
+            f.cycle.p50_us,
+            fmt_ratio(f.peer_ratio),
+            fmt_ratio(f.library_ratio)
+        );
+    }
     o
 }
 

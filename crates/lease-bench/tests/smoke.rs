@@ -50,6 +50,16 @@ async fn every_benchmark_runs_on_every_store() {
     let peers: Vec<StoreKind> = r.peers.iter().map(|p| p.store).collect();
     let with_peer: Vec<StoreKind> = StoreKind::ALL.into_iter().filter(|k| k.has_peer()).collect();
     assert_eq!(peers, with_peer, "three peers");
+    for p in &r.peers {
+        let fenced = p.fenced_floor.as_ref().map(|[a, _, _]| a.n);
+        match p.store {
+            StoreKind::Redis => assert!(fenced > Some(0), "Redis: the fenced floor ran beside library and peer"),
+            other => assert_eq!(
+                fenced, None,
+                "{other:?}: a fenced floor only where the peer has no token"
+            ),
+        }
+    }
     let scaling: Vec<StoreKind> = StoreKind::ALL.into_iter().filter(|k| k.scales()).collect();
     let mut scaled: Vec<StoreKind> = r.scale.iter().map(|s| s.store).collect();
     scaled.dedup();

@@ -11,7 +11,7 @@ use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
 
 use super::{Backend, Floor, OpTexts, RawLock, StoreInfo, StoreKind, env, lost, ttl_ms};
-use crate::peers::{Cycle, LibraryCycle, POOL, PeerResult, compare};
+use crate::peers::{Cycle, LibraryCycle, POOL, PeerResult, interleave};
 use crate::stats::time;
 use crate::{Plan, Result, fail};
 
@@ -21,6 +21,28 @@ const UNLOCK: &str =
 /// Compare-and-extend: the renewal of the classic Redis lock.
 const EXTEND: &str =
     r"if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end";
+
+/// The least a fenced lock sends to take a free lock: one script on one hash that keeps
+/// the holder, the expiry (judged on the server's `TIME`) and the token counter, which
+/// outlives every holder. KEYS = lock; ARGV = holder, TTL ms. Reply: the token, or 0
+/// while another holder's expiry is ahead. Nothing it reads is checked.
+const FENCED_GRANT: &str = r"
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local cur = redis.call('HMGET', KEYS[1], 'h', 'x')
+if cur[1] and cur[1] ~= '' and tonumber(cur[2]) > now then return 0 end
+local token = redis.call('HINCRBY', KEYS[1], 't', 1)
+redis.call('HSET', KEYS[1], 'h', ARGV[1], 'x', now + ARGV[2])
+return token
+";
+/// The fenced lock's release: clears the holder while the lock shows that holder and
+/// token. KEYS = lock; ARGV = holder, token. Reply: 1, or 0 if it did not hold.
+const FENCED_RELEASE: &str = r"
+local cur = redis.call('HMGET', KEYS[1], 'h', 't')
+if cur[1] ~= ARGV[1] or cur[2] ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], 'h', '')
+return 1
+";
 
 /// The shared Redis, under a prefix of this run.
 pub(crate) struct RedisBackend {
@@ -115,16 +137,24 @@ impl Backend for RedisBackend {
             keys: (0..POOL).map(|i| format!("{}peer:rslock:{i}", self.prefix)).collect(),
             ttl: plan.latency_ttl,
         };
-        Ok(Some(
-            compare(
-                plan,
-                StoreKind::Redis,
-                "rslock 0.10 (`LockManager::lock` / `unlock`)",
-                &lib,
-                &peer,
-            )
-            .await?,
-        ))
+        let fenced = FencedCycle {
+            conn: ConnectionManager::new(self.client.clone())
+                .await
+                .map_err(|e| fail(format!("redis: {e}")))?,
+            grant: redis::Script::new(FENCED_GRANT),
+            release: redis::Script::new(FENCED_RELEASE),
+            keys: (0..POOL).map(|i| format!("{}peer:fenced:{i}", self.prefix)).collect(),
+            ttl_ms: ttl_ms(plan.latency_ttl),
+        };
+        let [library, other, fenced] = interleave(plan, [&lib, &peer, &fenced]).await?;
+        Ok(Some(PeerResult {
+            store: StoreKind::Redis,
+            peer: "rslock 0.10 (`LockManager::lock` / `unlock`)".into(),
+            library,
+            other,
+            flush: None,
+            fenced_floor: Some(fenced),
+        }))
     }
 
     async fn cleanup(&self) -> Result<()> {
@@ -219,6 +249,38 @@ impl Cycle for RslockCycle {
         let (acq, lock) = time(self.manager.lock(key.as_str(), self.ttl)).await;
         let lock = lock.map_err(|e| fail(format!("rslock: {key}: {e}")))?;
         let (rel, ()) = time(self.manager.unlock(&lock)).await;
+        Ok((acq, rel))
+    }
+}
+
+/// The fenced floor's cycle: [`FENCED_GRANT`] then [`FENCED_RELEASE`] of a free lock.
+struct FencedCycle {
+    conn: ConnectionManager,
+    grant: redis::Script,
+    release: redis::Script,
+    keys: Vec<String>,
+    ttl_ms: i64,
+}
+
+#[async_trait]
+impl Cycle for FencedCycle {
+    async fn cycle(&self, i: usize) -> Result<(Duration, Duration)> {
+        const HOLDER: &str = "bench";
+        let key = &self.keys[i % self.keys.len()];
+        let mut conn = self.conn.clone();
+        let mut grant = self.grant.key(key);
+        grant.arg(HOLDER).arg(self.ttl_ms);
+        let (acq, token) = time(grant.invoke_async::<u64>(&mut conn)).await;
+        let token = token?;
+        if token == 0 {
+            return Err(fail(format!("fenced floor: {key} was not free")));
+        }
+        let mut release = self.release.key(key);
+        release.arg(HOLDER).arg(token);
+        let (rel, released) = time(release.invoke_async::<u64>(&mut conn)).await;
+        if released? != 1 {
+            return Err(fail(format!("fenced floor: {key} was not released")));
+        }
         Ok((acq, rel))
     }
 }
