@@ -14,7 +14,7 @@
 //! | module | table |
 //! |---|---|
 //! | [`overhead`] | per store: acquire of a free lease, renewal, release and takeover through the library, interleaved with the bare store operation a hand-written lock would send, and their ratio |
-//! | [`peers`] | acquire + release against `rslock` (Redis), etcd's lock RPC with an explicit lease, and sqlx's `PgAdvisoryLock` (Postgres), interleaved |
+//! | [`peers`] | acquire + release against `rslock` (Redis, beside a fenced floor: the least a lock with a token sends), etcd's lock RPC with an explicit lease, and sqlx's `PgAdvisoryLock` (Postgres), interleaved |
 //! | [`scale`] | one client holding 1,000 and 10,000 leases (and 100,000 on MemoryStore): CPU share of one core, resident memory per lease, and renewals and store requests per second while renewing |
 //! | [`handoff`] | N = 1, 10, 100 waiters on one lease: time from a release until the next waiter holds it, store calls per handoff |
 //! | [`contention`] | M workers on K names (independent names, one hot name): grants per second and failed attempts per grant |

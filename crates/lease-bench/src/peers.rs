@@ -1,7 +1,10 @@
 //! Table 3: the library against the lock people use instead, on the same server, in
 //! the same run: `rslock` on Redis, etcd's lock RPC with an explicit lease, sqlx's
 //! `PgAdvisoryLock` on Postgres. One cycle = acquire a free lock, then release it;
-//! the library's and the peer's cycles alternate in a random order per pair.
+//! the library's and the peer's cycles alternate in a random order per pair. On Redis a
+//! third side, the fenced floor (the least a lock with a fencing token sends), runs in
+//! the same rounds, so that what the token costs and what the library adds to it are
+//! told apart.
 
 use std::time::Duration;
 
