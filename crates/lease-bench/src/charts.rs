@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use plotters::coord::Shift;
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
 use crate::data::Results;
@@ -63,19 +64,20 @@ fn drawn<E: std::fmt::Debug>(what: &str) -> impl FnOnce(E) -> crate::BenchError 
     move |e| fail(format!("drawing the {what} chart: {e:?}"))
 }
 
-/// One colour per store, in report order; one per operation.
+/// One colour per store, each its own (the ten-colour palette of matplotlib and
+/// Tableau, less its pink); one per operation.
 fn store_color(kind: StoreKind) -> RGBColor {
-    const COLORS: [RGBColor; 7] = [
-        RGBColor(127, 127, 127),
-        RGBColor(31, 119, 180),
-        RGBColor(23, 190, 207),
-        RGBColor(44, 160, 44),
-        RGBColor(255, 127, 14),
-        RGBColor(188, 189, 34),
-        RGBColor(214, 39, 40),
-    ];
-    let i = StoreKind::ALL.iter().position(|k| *k == kind).unwrap_or(0);
-    COLORS[i % COLORS.len()]
+    match kind {
+        StoreKind::Memory => RGBColor(127, 127, 127),
+        StoreKind::Postgres => RGBColor(31, 119, 180),
+        StoreKind::Sqlite => RGBColor(23, 190, 207),
+        StoreKind::MySql => RGBColor(44, 160, 44),
+        StoreKind::Etcd => RGBColor(255, 127, 14),
+        StoreKind::ZooKeeper => RGBColor(188, 189, 34),
+        StoreKind::Dynamo => RGBColor(148, 103, 189),
+        StoreKind::S3 => RGBColor(140, 86, 75),
+        StoreKind::Redis => RGBColor(214, 39, 40),
+    }
 }
 
 fn op_color(op: Op) -> RGBColor {
@@ -134,7 +136,7 @@ fn overhead(results: &Results) -> Result<String> {
                 let x0 = i as f64 + 0.1 + j as f64 * width;
                 Some(Rectangle::new(
                     [(x0, 0.0), (x0 + width * 0.9, r.p50_ratio)],
-                    color.filled(),
+                    bar_fill(color, r.p50_met),
                 ))
             });
             chart
@@ -143,17 +145,29 @@ fn overhead(results: &Results) -> Result<String> {
                 .label(op.label())
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
         }
-        let target = results.target.p50_ratio;
+        let target = &results.target;
         chart
             .draw_series(DashedLineSeries::new(
-                [(0.0, target), (groups as f64, target)],
+                [(0.0, target.p50_ratio), (groups as f64, target.p50_ratio)],
                 6,
                 4,
                 BLACK.stroke_width(1),
             ))
             .map_err(drawn("overhead"))?
-            .label(format!("target {target:.2}"))
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 12, y)], BLACK));
+            .label(format!(
+                "target: {:.2} ×, or {:.0} µs slower",
+                target.p50_ratio, target.p50_abs_us
+            ))
+            .legend(|(x, y)| DashedPathElement::new([(x, y), (x + 14, y)], 4, 3, BLACK));
+        // What a bar's shade says: a pale one meets the p50 target (a bar above the line
+        // is then within the µs allowance: a floor of a few µs makes a large ratio).
+        for (met, says) in [(false, "solid: p50 target missed"), (true, "pale: p50 target met")] {
+            chart
+                .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())
+                .map_err(drawn("overhead"))?
+                .label(says)
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], bar_fill(KEY_GREY, met)));
+        }
         chart
             .configure_series_labels()
             .position(SeriesLabelPosition::UpperRight)
@@ -166,8 +180,23 @@ fn overhead(results: &Results) -> Result<String> {
     Ok(svg)
 }
 
+/// The most store calls a handoff may cost on a store that pushes its changes,
+/// however many wait (the handoff target of docs/PERFORMANCE.md, section 4).
+const HANDOFF_CALLS_TARGET: f64 = 4.0;
+
+/// How much of its colour a bar that meets the p50 target keeps.
+const PALE: f64 = 0.35;
+/// The shade key's colour.
+const KEY_GREY: RGBColor = RGBColor(90, 90, 90);
+
+/// A bar's fill: its colour, pale if its row meets the p50 target.
+fn bar_fill(color: RGBColor, met: bool) -> ShapeStyle {
+    if met { color.mix(PALE).filled() } else { color.filled() }
+}
+
 /// Two panels against the number of waiters, one line per store: the handoff's p50
-/// (ms) and its store calls. Every axis is a log scale.
+/// (ms) and its store calls. Every axis is a log scale; a store that polls (no push
+/// from the store) is a dashed line.
 fn handoff(results: &Results) -> Result<String> {
     let rows = &results.handoff;
     let mut stores: Vec<StoreKind> = rows.iter().map(|h| h.store).collect();
@@ -179,7 +208,8 @@ fn handoff(results: &Results) -> Result<String> {
         .map(|h| ms(h.p50_us))
         .fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)));
     let (lo, hi) = if lo <= hi { (lo / 2.0, hi * 2.0) } else { (0.01, 1.0) };
-    let most_calls = rows.iter().map(|h| h.calls_per_handoff).fold(4.0, f64::max) * 1.5;
+    // Room above the lines for the legend.
+    let most_calls = rows.iter().map(|h| h.calls_per_handoff).fold(4.0, f64::max) * 4.0;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (900, 400)).into_drawing_area();
@@ -194,6 +224,7 @@ fn handoff(results: &Results) -> Result<String> {
             lo..hi,
             p50,
             most_waiters,
+            None,
             false,
         )?;
         let calls = |h: &Handoffs| h.calls_per_handoff;
@@ -205,6 +236,7 @@ fn handoff(results: &Results) -> Result<String> {
             1.0..most_calls,
             calls,
             most_waiters,
+            Some(HANDOFF_CALLS_TARGET),
             true,
         )?;
         root.present().map_err(drawn("handoff"))?;
@@ -223,6 +255,7 @@ fn panel(
     range: std::ops::Range<f64>,
     value: impl Fn(&Handoffs) -> f64,
     most_waiters: f64,
+    target: Option<f64>,
     legend: bool,
 ) -> Result<()> {
     let mut chart = ChartBuilder::on(area)
@@ -240,20 +273,37 @@ fn panel(
         .map_err(drawn("handoff"))?;
     for &kind in stores {
         let color = store_color(kind);
-        let points: Vec<(f64, f64)> = results
-            .handoff
-            .iter()
-            .filter(|h| h.store == kind)
-            .map(|h| (h.waiters as f64, value(h)))
-            .collect();
-        chart
-            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
-            .map_err(drawn("handoff"))?
-            .label(kind.label())
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 12, y)], color.stroke_width(2)));
+        let line = color.stroke_width(2);
+        let rows = || results.handoff.iter().filter(|h| h.store == kind);
+        let points: Vec<(f64, f64)> = rows().map(|h| (h.waiters as f64, value(h))).collect();
+        if rows().any(|h| h.wakes_by == kind.wake_mechanism(false)) {
+            chart
+                .draw_series(DashedLineSeries::new(points.clone(), 6, 4, line))
+                .map_err(drawn("handoff"))?
+                .label(format!("{}, polling", kind.label()))
+                .legend(move |(x, y)| DashedPathElement::new([(x, y), (x + 14, y)], 4, 3, line));
+        } else {
+            chart
+                .draw_series(LineSeries::new(points.clone(), line))
+                .map_err(drawn("handoff"))?
+                .label(kind.label())
+                .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], line));
+        }
         chart
             .draw_series(points.into_iter().map(|p| Circle::new(p, 3, color.filled())))
             .map_err(drawn("handoff"))?;
+    }
+    if let Some(t) = target {
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(1.0, t), (most_waiters, t)],
+                6,
+                4,
+                BLACK.stroke_width(1),
+            ))
+            .map_err(drawn("handoff"))?
+            .label(format!("target where the store pushes: {t:.0}"))
+            .legend(|(x, y)| DashedPathElement::new([(x, y), (x + 14, y)], 4, 3, BLACK));
     }
     if legend {
         chart
@@ -266,4 +316,95 @@ fn panel(
             .map_err(drawn("handoff"))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn committed() -> Results {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/performance.json");
+        Results::load(&path).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn hex(c: RGBColor) -> String {
+        format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2)
+    }
+
+    /// SVG elements of `svg` drawn in `color` (`fill` or `stroke`) at `opacity`.
+    fn drawn_in(svg: &str, attr: &str, color: RGBColor, opacity: &str) -> usize {
+        svg.lines()
+            .filter(|l| {
+                l.contains(&format!("opacity=\"{opacity}\"")) && l.contains(&format!("{attr}=\"{}\"", hex(color)))
+            })
+            .count()
+    }
+
+    #[test]
+    fn every_store_has_a_colour_of_its_own() {
+        let mut colours: Vec<String> = StoreKind::ALL.iter().map(|k| hex(store_color(*k))).collect();
+        colours.sort();
+        colours.dedup();
+        assert_eq!(colours.len(), StoreKind::ALL.len(), "two stores share a colour");
+    }
+
+    #[test]
+    fn a_bar_is_pale_when_its_row_meets_the_p50_target_and_solid_when_not() {
+        let results = committed();
+        let svg = overhead(&results).unwrap_or_else(|e| panic!("{e}"));
+        for op in Op::ALL {
+            let rows = results
+                .overhead
+                .iter()
+                .flat_map(|o| o.ops.iter())
+                .filter(|r| r.op == op);
+            let met = rows.clone().filter(|r| r.p50_met).count();
+            let missed = rows.filter(|r| !r.p50_met).count();
+            let colour = op_color(op);
+            assert_eq!(
+                drawn_in(&svg, "fill", colour, &PALE.to_string()),
+                met,
+                "{op:?}: pale bars"
+            );
+            // The legend's square of the operation is solid too.
+            assert_eq!(drawn_in(&svg, "fill", colour, "1"), missed + 1, "{op:?}: solid bars");
+        }
+        assert!(
+            results.overhead.iter().flat_map(|o| &o.ops).any(|r| r.p50_met)
+                && results.overhead.iter().flat_map(|o| &o.ops).any(|r| !r.p50_met),
+            "the committed results have rows of both kinds"
+        );
+    }
+
+    #[test]
+    fn a_store_that_polls_is_a_dashed_line_and_one_that_pushes_a_solid_one() {
+        let results = committed();
+        let svg = handoff(&results).unwrap_or_else(|e| panic!("{e}"));
+        let mut stores: Vec<StoreKind> = results.handoff.iter().map(|h| h.store).collect();
+        stores.dedup();
+        let (mut polling, mut pushing) = (0, 0);
+        for kind in stores {
+            // A solid line is one path per panel, plus its legend's; a dashed one is a
+            // path per dash.
+            let paths = svg
+                .lines()
+                .filter(|l| l.starts_with("<polyline") && l.contains(&format!("stroke=\"{}\"", hex(store_color(kind)))))
+                .count();
+            let polls = results
+                .handoff
+                .iter()
+                .any(|h| h.store == kind && h.wakes_by == kind.wake_mechanism(false));
+            if polls {
+                polling += 1;
+                assert!(paths > 10, "{kind:?} polls: dashed, but drawn in {paths} paths");
+            } else {
+                pushing += 1;
+                assert_eq!(paths, 3, "{kind:?} pushes: one solid line per panel and the legend's");
+            }
+        }
+        assert!(
+            polling > 0 && pushing > 0,
+            "the committed results have stores of both kinds"
+        );
+    }
 }
