@@ -17,8 +17,9 @@
 //!   ones, [`clock`] the injectable wall clock, [`observe`] the metric names.
 //! - **[`store`]: implementing a store.** The [`store::CasStore`] trait, its record,
 //!   version and outcome types, capabilities and record codec. Store crates
-//!   (`leasehold-postgres`, `leasehold-sqlite`, `leasehold-etcd`, `leasehold-dynamodb`,
-//!   `leasehold-s3`, `leasehold-redis`) implement it and run the one `conformance` suite
+//!   (`leasehold-postgres`, `leasehold-sqlite`, `leasehold-mysql`, `leasehold-etcd`,
+//!   `leasehold-zookeeper`, `leasehold-dynamodb`, `leasehold-s3`, `leasehold-redis`)
+//!   implement it and run the one `conformance` suite
 //!   (feature `conformance`) against their real servers.
 //! - **`testing`** (feature `testing`): counting and fault-injecting store wrappers, a
 //!   skewed wall clock, freezing a process.

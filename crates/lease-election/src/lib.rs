@@ -1,8 +1,8 @@
 //! # leasehold-election
 //!
 //! Leader election on [`leasehold_core`] leases, on any store that implements
-//! [`leasehold_core::store::CasStore`]: etcd, Postgres, SQLite, DynamoDB, S3, Redis (efficiency
-//! only) or the in-process [`leasehold_core::MemoryStore`].
+//! [`leasehold_core::store::CasStore`]: etcd, ZooKeeper, Postgres, MySQL, SQLite, DynamoDB,
+//! S3, Redis (efficiency only) or the in-process [`leasehold_core::MemoryStore`].
 //!
 //! - [`Election::campaign`] waits until this candidate leads and returns a
 //!   [`Leadership`]: the fencing token of the tenure, a loss signal and a
@@ -56,9 +56,12 @@
 //! before its write reached the resource: that is what the token is for.
 //!
 //! ## Cost
-//! A campaign costs what `LeaseClient::acquire` costs (one round trip for a free
-//! lease, at most two for a takeover); a leader renews once per third of the TTL
-//! (one round trip); resigning is one write. [`Election::observe`] reads once per
+//! A campaign costs what `LeaseClient::acquire` costs on its store (one round trip for a
+//! free lease; for a takeover, one claim where the store judges expiry, and a look then
+//! the claim a TTL later where the client watches, as on S3 and DynamoDB); a leader
+//! renews as its store renews (a round trip
+//! per third of the TTL; none on etcd, whose session keep-alive covers it); resigning is
+//! one write. [`Election::observe`] reads once per
 //! [`ElectionConfig::observe_interval`] (or waits on the store's push where it has one).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

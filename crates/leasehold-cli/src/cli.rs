@@ -165,8 +165,8 @@ pub(crate) struct ObserveArgs {
     /// Exit after this many lines (the first is the leader now).
     #[arg(long, value_name = "N")]
     pub(crate) count: Option<u64>,
-    /// How often to read where the store does not push changes (SQLite across
-    /// processes, DynamoDB, S3); a tenure shorter than this may go unseen there.
+    /// How often to read where the store does not push changes (MySQL, DynamoDB, S3);
+    /// a tenure shorter than this may go unseen there.
     #[arg(long, default_value = "1s", value_parser = duration)]
     pub(crate) interval: Duration,
 }

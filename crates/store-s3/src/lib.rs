@@ -70,7 +70,9 @@
 //! | 30 s | 10 s | 8 640 | about $1.30 |
 //! | 60 s | 20 s | 4 320 | about $0.65 |
 //!
-//! A waiting challenger adds one or two requests per TTL.
+//! A challenger waiting in `acquire` adds one GetObject per poll interval (1 s by default,
+//! [`S3Config::with_poll_interval`]): 86 400 a day while it waits, about $0.035 at
+//! S3 Standard's $0.0004 per 1,000 GETs.
 //!
 //! ## Fenced commits on data in the bucket
 //! A lease only limits who *starts*. [`ManifestFence`] makes the commit itself the fence

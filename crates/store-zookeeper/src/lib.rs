@@ -82,8 +82,9 @@
 //! [`ZooKeeperConfig::with_tick_time`]; without it the store assumes the longest tick a
 //! session's timeout allows (half of it), and trusts leases for less. With a 1 s TTL and
 //! a 100 ms tick, a holder whose follower froze right after answering a renewal trusted
-//! its lease for 724 to 747 ms more and was taken over 0.94 to 1.26 s after the freeze
-//! (`tests/frozen_follower.rs`, 3 runs of 4 to 6 rounds on an idle machine). Why:
+//! its lease for 766 to 775 ms more and was taken over 0.97 to 1.07 s after the freeze
+//! (three runs of six rounds on 2026-12-05, at 9b49b8a: `cargo test -p
+//! leasehold-zookeeper --all-features --test frozen_follower -- --nocapture`). Why:
 //! docs/STORES.md, "How long a ZooKeeper holder trusts its lease".
 //!
 //! ## Waiting and losing
