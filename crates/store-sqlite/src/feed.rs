@@ -4,7 +4,7 @@
 //! which changes whenever *another* connection (of this process or of any other on the
 //! host) has committed to the file since it last asked. While any waiter of a store
 //! waits, one poller task asks it every [`POLL`] on a connection of its own (a local
-//! file read, microseconds) and, when it changes, reads the version of each name that
+//! file read that writes nothing) and, when it changes, reads the version of each name that
 //! has waiters (one `SELECT` each) and announces it to the store's [`WakeHub`]: a
 //! released (vacant) or deleted record wakes **one** waiter, and waiters to claim wait
 //! in line, as on the stores that push. A waiter looks once after it registered, so a

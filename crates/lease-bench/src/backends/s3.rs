@@ -66,7 +66,7 @@ impl Backend for S3Backend {
                      `leasehold_s3::local_client` (path-style, static credentials) for library and floor",
                     self.endpoint
                 ),
-                "an emulator's latency is Python's, not S3's (tens of ms per PUT on AWS): read the ratios".into(),
+                "an emulator's latency is Python's, not S3's: read the ratios".into(),
             ],
             library_ops: OpTexts {
                 acquire: "one PutObject (`If-None-Match: *` for a new name, `If-Match: <etag>` after a release) of the JSON record with a random whitespace nonce".into(),
