@@ -337,6 +337,13 @@ pub struct Handoff {
     pub waits_per_handoff: f64,
 }
 
+impl Handoff {
+    /// True when the store's waiters poll: it pushes no change to them.
+    pub fn polls(&self) -> bool {
+        self.wakes_by == self.store.wake_mechanism(false)
+    }
+}
+
 /// One row of the contention table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -56,12 +56,12 @@
 //! before its write reached the resource: that is what the token is for.
 //!
 //! ## Cost
-//! A campaign costs what `LeaseClient::acquire` costs on its store (one round trip for a
-//! free lease; for a takeover, one claim where the store judges expiry, and a look then
-//! the claim a TTL later where the client watches, as on S3 and DynamoDB); a leader
-//! renews as its store renews (a round trip
-//! per third of the TTL; none on etcd, whose session keep-alive covers it); resigning is
-//! one write. [`Election::observe`] reads once per
+//! A campaign costs what `LeaseClient::acquire` costs on its store: one round trip for a
+//! free lease; for a takeover, one claim where the store judges expiry, and where the
+//! client watches (S3, DynamoDB) one read per poll interval for the TTL and the margin,
+//! then the claim. A leader renews as its store renews: a round trip per third of the
+//! TTL, or on etcd no transaction (the session's keep-alive message covers it).
+//! Resigning is one write. [`Election::observe`] reads once per
 //! [`ElectionConfig::observe_interval`] (or waits on the store's push where it has one).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

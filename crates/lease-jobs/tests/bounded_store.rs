@@ -23,8 +23,8 @@ struct Table {
 
 /// One store's run: how many slots, how often, kept how long, and how many records may
 /// be there at once (the slots within `keep_done_for`, and the ones the sweep has not
-/// reached yet). Moto answers in tens of milliseconds: DynamoDB and S3 run a slower
-/// schedule.
+/// reached yet). Moto answers a write in a few milliseconds and one request at a time:
+/// DynamoDB and S3 run a slower schedule.
 struct Run {
     slots: usize,
     interval_ms: u64,

@@ -110,7 +110,7 @@
 //! | renewal (every TTL/3) | 1 `UpdateItem` | 1 write unit |
 //! | release | 1 `UpdateItem` | 1 write unit |
 //! | takeover of an expired lease | 1 `GetItem` + 1 `UpdateItem` (the read starts the observation window) | 1 read unit + 1 write unit |
-//! | a refused attempt | 1 `GetItem` when the item last seen was held and still is; that `GetItem` and 1 failed `UpdateItem` when the read shows it free and another claimer writes first (about 2 per refused attempt on one hot name: docs/PERFORMANCE.md, contention) | a failed conditional write still costs 1 write unit |
+//! | a refused attempt | 1 failed `UpdateItem` (its answer carries the item) when the item last seen was free and another claimer wrote first; 1 `GetItem` when the item last seen was held and still is; that `GetItem` and 1 failed `UpdateItem` when the read shows it free and another claimer writes first (on one hot name, (round trips per grant − 2) ÷ refused attempts per grant came to 1.95: docs/PERFORMANCE.md, contention) | a failed conditional write still costs 1 write unit |
 //! | list the names under a prefix | 1 `Scan` per 1 MB of items in the table (strongly consistent, the key only, filtered by `begins_with`): its cost grows with the table, not the prefix | the read units of every item in the table |
 //!
 //! A lease held for a day with a 30 s TTL costs 3 renewals per 30 s = 8,640 write

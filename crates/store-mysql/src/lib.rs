@@ -59,8 +59,8 @@
 //! still held is the refused claim and the client's read: 2 statements
 //! (`tests/statements.rs` counts them in the server's general log). An attempt whose read
 //! finds the lease free again (released meanwhile) decides again and writes once more,
-//! so on one name taken in turn by eight workers a refused attempt averaged 2.2 store
-//! calls (docs/PERFORMANCE.md, contention). The
+//! so on one name taken in turn by eight workers (round trips per grant − 2) ÷ refused
+//! attempts per grant came to 2.2 (docs/PERFORMANCE.md, contention). The
 //! first use of each statement on a connection adds a prepare exchange (sqlx caches
 //! prepared statements per connection). The row a write leaves is known from what it
 //! bound: the new **version is a random 63-bit id chosen by the writer** (bound into the

@@ -71,8 +71,8 @@
 //! | 60 s | 20 s | 4 320 | about $0.65 |
 //!
 //! A challenger waiting in `acquire` adds one GetObject per poll interval (1 s by default,
-//! [`S3Config::with_poll_interval`]): 86 400 a day while it waits, about $0.035 at
-//! S3 Standard's $0.0004 per 1,000 GETs.
+//! [`S3Config::with_poll_interval`]): 86 400 a day while it waits, about $0.035 a day
+//! (about $1 a month) at S3 Standard's $0.0004 per 1,000 GETs.
 //!
 //! ## Fenced commits on data in the bucket
 //! A lease only limits who *starts*. [`ManifestFence`] makes the commit itself the fence
