@@ -94,13 +94,17 @@ start_mariadb() {
   command -v mariadbd >/dev/null || die "mariadbd not found (run scripts/install-deps.sh)"
   local d="$DIR/mariadb"
   if pid_alive "$d/mariadb.pid" && mariadb_ready >/dev/null 2>&1; then log "mariadb already up on $MYSQL_PORT"; return; fi
-  mkdir -p "$d"; chmod 755 "$DIR"; chown mysql:mysql "$d" 2>/dev/null || true
+  # A tmpdir of its own: a starting mariadbd deletes every `#sql*` file in its tmpdir,
+  # so with the shared /tmp one instance's start broke another's bootstrap, whose
+  # temporary tables live there ("Unknown table 'mysql.tmp_user_sys'").
+  mkdir -p "$d/tmp"; chmod 755 "$DIR"; chown mysql:mysql "$d" "$d/tmp" 2>/dev/null || true
   if [ ! -d "$d/data/mysql" ]; then
     rm -rf "$d/data"
-    mariadb-install-db --no-defaults --datadir="$d/data" --user=mysql --auth-root-authentication-method=normal \
-      --skip-test-db >"$d/install.log" 2>&1 || { cat "$d/install.log" >&2; die "mariadb-install-db failed"; }
+    mariadb-install-db --no-defaults --datadir="$d/data" --tmpdir="$d/tmp" --user=mysql \
+      --auth-root-authentication-method=normal --skip-test-db >"$d/install.log" 2>&1 \
+      || { cat "$d/install.log" >&2; die "mariadb-install-db failed"; }
   fi
-  nohup runuser -u mysql -- mariadbd --no-defaults --datadir="$d/data" --port="$MYSQL_PORT" \
+  nohup runuser -u mysql -- mariadbd --no-defaults --datadir="$d/data" --tmpdir="$d/tmp" --port="$MYSQL_PORT" \
     --bind-address=127.0.0.1 --socket="$d/mariadb.sock" --pid-file="$d/mariadb.pid" --log-error="$d/mariadb.log" \
     --default-storage-engine=InnoDB --innodb-flush-log-at-trx-commit=1 --max-connections=300 >/dev/null 2>&1 &
   local deadline=$((SECONDS + 60))
