@@ -572,32 +572,32 @@ fn peer(results: &Results, store: StoreKind) -> String {
         "\n{} cycles per side. {verdict}{run_mark}{footnote}",
         p.cycle.library.n
     );
+    // What the library's side carries that the peer's does not, measured in the same
+    // run; docs/PERFORMANCE.md says in prose what each table separates out.
     if let Some(w) = &p.wal_flush {
         let _ = write!(
             o,
-            "\n\nThe durable write separated out: one WAL flush is {:.0} µs at p50 (an upsert committed with \
-             `synchronous_commit = on`, {:.0} µs, against the same upsert with it off, {:.0} µs; {} each, \
-             alternated). The library's acquire + release is two durable writes: without their two flushes its \
-             p50 would be {:.0} µs, {} × the peer's.",
-            w.flush_p50_us,
-            w.durable.p50_us,
-            w.unflushed.p50_us,
+            "\n\n| the durable write | upsert, `synchronous_commit = on`, p50 | the same upsert, off, p50 | \
+             one WAL flush | library acquire + release without two flushes, p50 | ÷ peer |\n\
+             |---|--:|--:|--:|--:|--:|\n\
+             | {} each, alternated | {} | {} | {} | {} | {} |",
             w.durable.n,
-            w.cycle_without_flushes_p50_us,
+            fmt_us(w.durable.p50_us),
+            fmt_us(w.unflushed.p50_us),
+            fmt_us(w.flush_p50_us),
+            fmt_us(w.cycle_without_flushes_p50_us),
             fmt_ratio(w.ratio)
         );
     }
     if let Some(f) = &p.fenced_floor {
         let _ = write!(
             o,
-            "\n\nThe fencing token separated out: the least a fenced lock sends (one script per operation on one \
-             hash holding the holder, an expiry judged on the server's `TIME` and a token counter that outlives \
-             every holder; nothing it reads is checked), in the same rounds as both sides, takes {:.0} µs to \
-             acquire and {:.0} µs to release at p50, {:.0} µs a cycle: {} × the peer's. The library's cycle is \
-             {} × this fenced floor.",
-            f.acquire.p50_us,
-            f.release.p50_us,
-            f.cycle.p50_us,
+            "\n\n| the fenced floor | acquire p50 | release p50 | acquire + release p50 | ÷ peer | library ÷ it |\n\
+             |---|--:|--:|--:|--:|--:|\n\
+             | in the same rounds | {} | {} | {} | {} | {} |",
+            fmt_us(f.acquire.p50_us),
+            fmt_us(f.release.p50_us),
+            fmt_us(f.cycle.p50_us),
             fmt_ratio(f.peer_ratio),
             fmt_ratio(f.library_ratio)
         );
