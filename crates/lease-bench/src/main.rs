@@ -5,6 +5,7 @@
 //! leasehold-bench [run] [--smoke] [--stores memory,postgres,...] [--command "<as run>"]
 //!                       [--json docs/performance.json] [--merge]
 //! leasehold-bench render docs/performance.json docs/PERFORMANCE.md [--out FILE | --check]
+//! leasehold-bench redis-server-time [ROUNDS] [PAIRS]
 //! ```
 //!
 //! The stores come from `eval "$(scripts/stores.sh env)"`; `scripts/bench.sh` does all
@@ -18,7 +19,8 @@ use leasehold_bench::{Plan, StoreKind, charts, render, run};
 
 const USAGE: &str = "usage: leasehold-bench [run] [--smoke] [--stores memory,postgres,sqlite,mysql,etcd,zookeeper,dynamo,s3,redis] \
                      [--command TEXT] [--json FILE] [--merge]\n       \
-                     leasehold-bench render RESULTS.json DOC.md [--out FILE | --check]";
+                     leasehold-bench render RESULTS.json DOC.md [--out FILE | --check]\n       \
+                     leasehold-bench redis-server-time [ROUNDS] [PAIRS]";
 
 struct RunArgs {
     smoke: bool,
@@ -238,12 +240,61 @@ fn render_cmd(args: &[String]) -> ExitCode {
     }
 }
 
+/// `redis-server-time [ROUNDS] [PAIRS]` (default 15 rounds of 2,000 pairs): the server
+/// time per operation of each side, median and range over the rounds
+/// ([`leasehold_bench::backends::redis_server_time`]).
+fn redis_server_time(args: &[String]) -> ExitCode {
+    let number = |i: usize, default: usize| match args.get(i) {
+        None => Ok(default),
+        Some(a) => a
+            .parse::<usize>()
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or(format!("{a:?} is not a count\n{USAGE}")),
+    };
+    let (rounds, pairs) = match (number(0, 15), number(1, 2_000)) {
+        (Ok(r), Ok(p)) if args.len() <= 2 => (r, p),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+        _ => {
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    match runtime.block_on(leasehold_bench::backends::redis_server_time::measure(rounds, pairs)) {
+        Ok(sides) => {
+            println!("Redis server time per operation, {rounds} rounds of {pairs} acquire + release pairs per side:");
+            for side in &sides {
+                let lo = side.per_op_us.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = side.per_op_us.iter().copied().fold(0.0, f64::max);
+                println!(
+                    "  {:48} median {:5.1} µs  (rounds {lo:.1} to {hi:.1})",
+                    side.label,
+                    side.median_us()
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("leasehold-bench: redis-server-time: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let raw: Vec<String> = std::env::args().skip(1).collect();
     match raw.first().map(String::as_str) {
         Some("--scale-child") => scale_child(&raw[1..]),
         Some("render") => render_cmd(&raw[1..]),
         Some("run") => measure(&raw[1..]),
+        Some("redis-server-time") => redis_server_time(&raw[1..]),
         _ => measure(&raw),
     }
 }

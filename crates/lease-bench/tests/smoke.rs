@@ -129,3 +129,19 @@ async fn every_benchmark_runs_on_every_store() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `leasehold-bench redis-server-time` runs and counts server time on every side. (Its
+/// figures are not compared here: the other test of this file uses the same Redis at
+/// the same time, and its commands are counted too.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_server_time_runs() {
+    let sides = leasehold_bench::backends::redis_server_time::measure(1, 20)
+        .await
+        .expect("redis-server-time");
+    assert_eq!(sides.len(), 3);
+    for side in &sides {
+        assert_eq!(side.per_op_us.len(), 1, "{}", side.label);
+        let us = side.median_us();
+        assert!(us > 0.0 && us.is_finite(), "{}: server time {us} µs", side.label);
+    }
+}

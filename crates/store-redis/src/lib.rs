@@ -60,7 +60,7 @@
 //!   the user needs `EVALSHA`, `SCRIPT LOAD`, and for waiters `HMGET`, `SUBSCRIBE` /
 //!   `UNSUBSCRIBE`, for listing `SCAN`, on keys and channels `P*` (`P` the
 //!   [`RedisConfig::key_prefix`]);
-//!   the scripts call `TYPE HGETALL HMGET HLEN HGET HSET HINCRBY HDEL DEL PEXPIRE PTTL
+//!   the scripts call `TYPE HGETALL HGET HSET HINCRBY HDEL DEL PEXPIRE PERSIST PTTL
 //!   TIME PUBLISH`. Fenced resources need the same on their own keys.
 //! - Keys per lease name are in [`KeyLayout`]: the record hash `P{name}` (with `PX`) and
 //!   a persistent counter hash `P{name}:meta`; releases are published on
@@ -91,7 +91,7 @@
 //!
 //! | operation | what the script does, atomically | round trips |
 //! |-----------|----------------------------------|-------------|
-//! | acquire a free / released / expired lease | checks the record is absent or vacant, `HINCRBY`s the token counter, writes the record with the new token and `PX` | 1 |
+//! | acquire a free / released / expired lease | checks the record is absent or vacant, raises the token counter, writes the record with the new token and `PX` | 1 |
 //! | renew | checks version, holder **and** token, rewrites with a fresh `PX` | 1 |
 //! | release | checks the version, writes the record vacant (holder `""`, same token), `PUBLISH`es its new version on the release channel | 1 |
 //! | renewals of up to [`RENEWAL_BATCH`] (128) leases of one client that come due together | one pipeline of renewal scripts, each checking its own version, holder and token ([`leasehold_core::store::CasStore::renew_many`]; `tests/batched_renewals.rs`: 40 leases, one renewal round, 1 round trip; a flushed script cache is loaded and the pipeline sent again) | 1 |

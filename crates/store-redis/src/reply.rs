@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use leasehold_core::{
-    Error, LeaseName, Result,
-    store::{Stored, Version, record_codec},
+    Error, FencingToken, LeaseName, Result,
+    store::{LeaseRecord, Stored, Version, record_codec},
 };
 use redis::Value;
 
@@ -90,6 +90,32 @@ impl Reply {
     }
 }
 
+impl Reply {
+    /// A write's reply (`{'written', token, version}`): `wrote`, the record the script
+    /// wrote, with the token in field 0 and the version in field 1. Its time left is its
+    /// TTL: the script ran on one frozen clock.
+    pub(crate) fn written(&self, name: &LeaseName, wrote: &LeaseRecord) -> Result<Stored> {
+        if self.fields.len() != 2 {
+            return Err(self.bad(format!("{} reply has {} fields, not 2", self.status, self.fields.len())));
+        }
+        let token = number(name, "token", &self.text(0)?)?;
+        if token == 0 || FencingToken::new(token) > FencingToken::MAX {
+            return Err(self.bad(format!("the script answered token {token}")));
+        }
+        let version = self.text(1)?;
+        if version.is_empty() {
+            return Err(self.bad("an empty version"));
+        }
+        let mut record = wrote.clone();
+        record.token = FencingToken::new(token);
+        Ok(Stored {
+            remaining: Some(record.ttl.get()),
+            record,
+            version: Version::new(version),
+        })
+    }
+}
+
 fn text(v: &Value) -> Option<String> {
     match v {
         Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
@@ -165,5 +191,31 @@ mod tests {
         assert!(Reply::parse(Value::Array(vec![]), Effect::Read, "r").is_err_and(|e| e.is_retryable()));
         let short = Reply::parse(Value::Array(vec![bulk("ok"), bulk("x")]), Effect::Write, "w").expect("parse");
         assert!(short.stored(&name()).is_err_and(|e| e.is_indeterminate()));
+    }
+
+    #[test]
+    fn a_write_reply_is_the_record_sent_with_the_scripts_token_and_version() {
+        use leasehold_core::{FencingToken, HolderId, Ttl};
+        let sent = LeaseRecord::held(
+            HolderId::new("w1").expect("holder"),
+            FencingToken::ZERO,
+            Ttl::from_millis(500).expect("ttl"),
+        );
+        let v = Value::Array(vec![bulk("written"), bulk("9"), bulk("17:4")]);
+        let r = Reply::parse(v, Effect::Write, "write").expect("parse");
+        let s = r.written(&name(), &sent).expect("written");
+        assert_eq!(s.record.token.get(), 9);
+        assert_eq!(s.record.holder, sent.holder);
+        assert_eq!(s.version.as_str(), "17:4");
+        assert_eq!(s.remaining, Some(Duration::from_millis(500)));
+        for bad in [
+            vec![bulk("written"), bulk("0"), bulk("17:4")],
+            vec![bulk("written"), bulk("9"), bulk("")],
+            vec![bulk("written"), bulk("9")],
+            vec![bulk("written"), bulk("x"), bulk("17:4")],
+        ] {
+            let r = Reply::parse(Value::Array(bad), Effect::Write, "write").expect("parse");
+            assert!(r.written(&name(), &sent).is_err());
+        }
     }
 }

@@ -2,10 +2,12 @@
 //!
 //! Numbers stay decimal strings inside the scripts: Redis hands integers to Lua as
 //! doubles, which lose precision above 2^53 and print in exponent form above 10^14, so
-//! tokens are compared by length then lexically ([`PRELUDE`]'s `gt`) and a counter
-//! raised by `HINCRBY` is formatted with `%d` while exact, read back with `HGET` above
-//! 2^53. Each record and counter hash is read with one `HGETALL` (and its `PTTL`), and a
-//! renewal rewrites only the fields it changes. Every script validates everything it reads
+//! tokens are compared by length then lexically ([`PRELUDE`]'s `gt`) and a counter is
+//! raised by the script itself ([`PRELUDE`]'s `inc`, digit by digit where a double is
+//! not exact). Each record and counter hash is read with one `HGETALL` (and its `PTTL`)
+//! and written with one `HSET`: a write raises the version counter (and a grant the
+//! token counter) in the same `HSET`, and a renewal rewrites only the record fields it
+//! changes. Every script validates everything it reads
 //! before its first write, so it either applies whole or changes nothing; the `#!lua`
 //! shebang makes Redis 7 refuse a writing script up front when it is out of memory
 //! rather than fail it half way.
@@ -39,11 +41,14 @@ local function hash_fields(k, what)
   if all.err then return nil, 'the key holds a ' .. redis.call('TYPE', k).ok .. ', not ' .. what end
   return all
 end
--- A counter the script just raised with `HINCRBY`, as decimal digits: Lua holds it as a
--- double, exact below 2^53 (2^53 + 1 rounds to 2^53); from there on it is read back.
-local function counter(n, k, f)
-  if n < 9007199254740992 then return string.format('%d', n) end
-  return redis.call('HGET', k, f)
+-- The successor of a count (validated decimal digits), as decimal digits: Lua numbers
+-- are doubles, exact below 2^53, so longer counts are raised digit by digit.
+local function inc(s)
+  if #s < 15 then return string.format('%d', tonumber(s) + 1) end
+  local i = #s
+  while i > 0 and string.byte(s, i) == 57 do i = i - 1 end
+  if i == 0 then return '1' .. string.rep('0', #s) end
+  return string.sub(s, 1, i - 1) .. string.char(string.byte(s, i) + 1) .. string.rep('0', #s - i)
 end
 local function load_rec(k)
   local all, why = hash_fields(k, 'a lease record hash')
@@ -112,7 +117,7 @@ return { 'absent' }
 /// leaves it vacant. A write that leaves the record vacant (a release) publishes the
 /// record's new version on the channel.
 ///
-/// Reply: `{'written', record…}`, `{'conflict', record…}`, `{'conflict_absent'}`,
+/// Reply: `{'written', token, version}`, `{'conflict', record…}`, `{'conflict_absent'}`,
 /// `{'corrupt', why}` or `{'exhausted'}` (the token counter is at `FencingToken::MAX`).
 const WRITE: &str = r#"
 local mode, expect, holder, token, ttl, wall, chan = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
@@ -153,37 +158,57 @@ if mode == 'claim' then
   if st == 'ok' and gt(cur.t, high) then high = cur.t end
   if high == TMAX then return { 'exhausted' } end
 end
-if mst == 'absent' then meta = init_meta(KEYS[2]) end
+-- Both counters are raised in the script and written back with one `HSET`: a new
+-- counter hash (a new epoch) is written whole.
+local fresh = mst == 'absent'
+if fresh then
+  local t = redis.call('TIME')
+  meta = { e = t[1] .. string.format('%06d', tonumber(t[2])), f = '0', n = '0' }
+end
 -- A write under a name given an expiry (`expire`) takes the counter off it again.
 if meta.x then redis.call('PERSIST', KEYS[2]) redis.call('HDEL', KEYS[2], 'x') end
-local v = meta.e .. ':' .. counter(redis.call('HINCRBY', KEYS[2], 'n', 1), KEYS[2], 'n')
+if meta.n == I64MAX then return redis.error_reply('leasehold: the version counter is exhausted') end
+local n = inc(meta.n)
+local v = meta.e .. ':' .. n
+local f = meta.f
 if mode == 'renew' then
   -- A renewal changes the version, the expiry and what the renewal itself sets (TTL,
   -- wall-clock expiry); never the holder or the token.
-  redis.call('HSET', KEYS[1], 'v', v, 'ttl', ttl)
   if wall == '' then
+    redis.call('HSET', KEYS[1], 'v', v, 'ttl', ttl)
     if cur.w ~= nil then redis.call('HDEL', KEYS[1], 'w') end
   else
-    redis.call('HSET', KEYS[1], 'w', wall)
+    redis.call('HSET', KEYS[1], 'v', v, 'ttl', ttl, 'w', wall)
   end
 else
   if mode == 'claim' then
-    if st == 'ok' and gt(cur.t, meta.f) then redis.call('HSET', KEYS[2], 'f', cur.t) end
-    token = counter(redis.call('HINCRBY', KEYS[2], 'f', 1), KEYS[2], 'f')
-  elseif gt(token, meta.f) then
-    redis.call('HSET', KEYS[2], 'f', token)
+    if st == 'ok' and gt(cur.t, f) then f = cur.t end
+    f = inc(f)
+    token = f
+  elseif gt(token, f) then
+    f = token
   end
-  if st == 'ok' then redis.call('DEL', KEYS[1]) end
+  -- The record has no fields but these (`load_rec`): rewriting them all, and removing
+  -- a wall-clock expiry the write does not set, leaves nothing of the old record.
   if wall == '' then
     redis.call('HSET', KEYS[1], 'h', holder, 't', token, 'ttl', ttl, 'v', v)
+    if st == 'ok' and cur.w ~= nil then redis.call('HDEL', KEYS[1], 'w') end
   else
     redis.call('HSET', KEYS[1], 'h', holder, 't', token, 'ttl', ttl, 'v', v, 'w', wall)
   end
 end
+if fresh then
+  redis.call('HSET', KEYS[2], 'e', meta.e, 'f', f, 'n', n)
+elseif f ~= meta.f then
+  redis.call('HSET', KEYS[2], 'n', n, 'f', f)
+else
+  redis.call('HSET', KEYS[2], 'n', n)
+end
 redis.call('PEXPIRE', KEYS[1], ttl)
 if holder == '' then redis.call('PUBLISH', chan, v) end
--- The time left is the TTL just set: a script runs on one frozen clock.
-return { 'written', holder, token, ttl, wall, v, tonumber(ttl) }
+-- The caller knows the rest of what it wrote; the time left is the TTL just set (a
+-- script runs on one frozen clock).
+return { 'written', token, v }
 "#;
 
 /// `delete`: KEYS = record, meta. ARGV = version, channel. Raises the write counter, so
@@ -198,9 +223,11 @@ if cur.v ~= ARGV[1] then return reply('conflict', cur) end
 local mst, meta = load_meta(KEYS[2])
 if mst == 'corrupt' then return { 'corrupt', meta } end
 if mst == 'absent' then meta = init_meta(KEYS[2]) end
-redis.call('HINCRBY', KEYS[2], 'n', 1)
+if meta.n == I64MAX then return redis.error_reply('leasehold: the version counter is exhausted') end
+local n = inc(meta.n)
+redis.call('HSET', KEYS[2], 'n', n)
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[2], meta.e .. ':' .. redis.call('HGET', KEYS[2], 'n'))
+redis.call('PUBLISH', ARGV[2], meta.e .. ':' .. n)
 return { 'deleted' }
 "#;
 

@@ -277,7 +277,13 @@ where
         let inv = self.write_invocation(name, mode, expect, record)?;
         let what = format!("write of {name}");
         let reply = self.call(&inv, Effect::Write, &what).await?;
-        self.write_outcome(name, reply, &what)
+        // A release leaves the record vacant; every other write leaves what it sent.
+        let wrote = if mode == "release" {
+            record.vacated()
+        } else {
+            record.clone()
+        };
+        self.write_outcome(name, reply, &what, &wrote)
     }
 
     /// The write script's call for `record` under `name` in `mode`, its values checked.
@@ -341,7 +347,7 @@ where
                 .map(|(value, (r, _))| {
                     let what = format!("renewal of {}", r.name);
                     Reply::parse(value, Effect::Write, &what)
-                        .and_then(|reply| self.write_outcome(&r.name, reply, &what))
+                        .and_then(|reply| self.write_outcome(&r.name, reply, &what, &r.record))
                 })
                 .collect())
         })
@@ -364,10 +370,11 @@ where
         }
     }
 
-    /// What a write script's reply means.
-    fn write_outcome(&self, name: &LeaseName, reply: Reply, what: &str) -> Result<CasOutcome> {
+    /// What a write script's reply means; `wrote` is the record the script writes if it
+    /// applies (its token, for a grant, the one the script answers).
+    fn write_outcome(&self, name: &LeaseName, reply: Reply, what: &str, wrote: &LeaseRecord) -> Result<CasOutcome> {
         match reply.status.as_str() {
-            "written" => Ok(CasOutcome::Written(self.claimed(name, reply.stored(name)?))),
+            "written" => Ok(CasOutcome::Written(self.claimed(name, reply.written(name, wrote)?))),
             "conflict" => Ok(CasOutcome::Conflict(Current::Present(
                 self.claimed(name, reply.stored(name)?),
             ))),

@@ -132,26 +132,22 @@ async fn inside_is(wire: &mut Wire, want: &[&str], what: &str) {
 
 /// What the write script runs inside Redis for a first grant: no record, no counter
 /// hash (a new epoch).
-const FIRST_GRANT: &[&str] = &[
-    "hgetall", "hgetall", "time", "hset", "hincrby", "hincrby", "hset", "pexpire",
-];
+const FIRST_GRANT: &[&str] = &["hgetall", "hgetall", "time", "hset", "hset", "pexpire"];
 /// What it runs for a renewal.
-const RENEWAL: &[&str] = &["hgetall", "pttl", "hgetall", "pttl", "hincrby", "hset", "pexpire"];
+const RENEWAL: &[&str] = &["hgetall", "pttl", "hgetall", "pttl", "hset", "hset", "pexpire"];
 /// What it runs for a release, which it publishes to waiters.
 const RELEASE: &[&str] = &[
-    "hgetall", "pttl", "hgetall", "pttl", "hincrby", "del", "hset", "pexpire", "publish",
+    "hgetall", "pttl", "hgetall", "pttl", "hset", "hset", "pexpire", "publish",
 ];
 /// What it runs for a grant of a released lease.
-const GRANT_OF_RELEASED: &[&str] = &[
-    "hgetall", "pttl", "hgetall", "pttl", "hincrby", "hincrby", "del", "hset", "pexpire",
-];
+const GRANT_OF_RELEASED: &[&str] = &["hgetall", "pttl", "hgetall", "pttl", "hset", "hset", "pexpire"];
 /// What it runs for a refused attempt, which only reads.
 const REFUSED: &[&str] = &["hgetall", "pttl", "hgetall", "pttl"];
 
 /// What the write script runs inside Redis per operation, counted at the server
 /// (`MONITOR`'s `[db lua]` lines): the record hash and the name's counter hash are each
-/// read (`HGETALL`, `PTTL`), the counters raised with `HINCRBY`, the record rewritten
-/// with its `PX`. A change to the scripts that adds commands shows here.
+/// read (`HGETALL`, `PTTL`), the record rewritten with one `HSET` and its `PX`, the
+/// counters raised in the script and written back with one `HSET`. A change to the scripts that adds commands shows here.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_commands_each_write_runs_inside_redis_are_counted() {
     use leasehold_core::store::{CasOutcome, Precondition};

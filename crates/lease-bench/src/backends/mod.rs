@@ -7,6 +7,7 @@ mod memory;
 mod mysql;
 mod postgres;
 mod redis;
+pub mod redis_server_time;
 mod s3;
 mod sql_floor;
 mod sql_server;

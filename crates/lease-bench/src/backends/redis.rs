@@ -16,7 +16,7 @@ use crate::stats::time;
 use crate::{Plan, Result, fail};
 
 /// Compare-and-delete: the release of the classic Redis lock (and of rslock).
-const UNLOCK: &str =
+pub(super) const UNLOCK: &str =
     r"if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
 /// Compare-and-extend: the renewal of the classic Redis lock.
 const EXTEND: &str =
@@ -26,7 +26,7 @@ const EXTEND: &str =
 /// the holder, the expiry (judged on the server's `TIME`) and the token counter, which
 /// outlives every holder. KEYS = lock; ARGV = holder, TTL ms. Reply: the token, or 0
 /// while another holder's expiry is ahead. Nothing it reads is checked.
-const FENCED_GRANT: &str = r"
+pub(super) const FENCED_GRANT: &str = r"
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local cur = redis.call('HMGET', KEYS[1], 'h', 'x')
@@ -37,7 +37,7 @@ return token
 ";
 /// The fenced lock's release: clears the holder while the lock shows that holder and
 /// token. KEYS = lock; ARGV = holder, token. Reply: 1, or 0 if it did not hold.
-const FENCED_RELEASE: &str = r"
+pub(super) const FENCED_RELEASE: &str = r"
 local cur = redis.call('HMGET', KEYS[1], 'h', 't')
 if cur[1] ~= ARGV[1] or cur[2] ~= ARGV[2] then return 0 end
 redis.call('HSET', KEYS[1], 'h', '')
@@ -116,8 +116,8 @@ impl Backend for RedisBackend {
                 "library and floor each on their own `ConnectionManager` (one multiplexed connection)".into(),
             ],
             library_ops: OpTexts {
-                acquire: "one `EVALSHA` of the write script (`claim`): checks the record and the counter hash, `HINCRBY`s the token, `HSET` + `PEXPIRE`".into(),
-                renew: "one `EVALSHA` (`renew`): checks version, holder and token, `HSET`s the version and TTL fields, `PEXPIRE`".into(),
+                acquire: "one `EVALSHA` of the write script (`claim`): checks the record and the counter hash, raises the counters in one `HSET`, `HSET`s the record + `PEXPIRE`".into(),
+                renew: "one `EVALSHA` (`renew`): checks version, holder and token, `HSET`s the version and TTL fields and the version counter, `PEXPIRE`".into(),
                 release: "one `EVALSHA` (`version`, vacant record): rewrite + `PUBLISH` on the release channel".into(),
                 takeover: "one `EVALSHA` (`claim`) on the expired (removed) record".into(),
             },

@@ -1,0 +1,170 @@
+//! What a lock's acquire + release costs the Redis server itself, by Redis's own
+//! accounting: `INFO commandstats` counts the microseconds each command ran (a script's
+//! own commands included), free of the network, the client and the machine's scheduling
+//! of the caller.
+//!
+//! Three sides, each a round of `pairs` acquire + release pairs on one connection, the
+//! sides alternating round by round: the library (`RedisStore::write` of a free name,
+//! then `RedisStore::release`: the write script twice), the fenced floor
+//! ([`super::redis`]'s `FENCED_GRANT` and `FENCED_RELEASE`) and the classic lock
+//! (`SET NX PX`, then compare-and-delete, as rslock). The statistics are reset before
+//! each round (`CONFIG RESETSTAT`: the server must not be shared with other work while
+//! this runs).
+//!
+//! Run by `scripts/redis-server-time.sh`; not part of `scripts/bench.sh`'s results.
+
+use leasehold_core::store::{CasOutcome, CasStore, LeaseRecord, Precondition};
+use leasehold_core::{FencingToken, HolderId, LeaseName, Ttl};
+use leasehold_redis::{RedisConfig, RedisStore};
+use redis::aio::ConnectionManager;
+
+use super::env;
+use super::redis::{FENCED_GRANT, FENCED_RELEASE, UNLOCK};
+use crate::{Result, fail};
+
+/// One side's server time per operation (µs), one value per round.
+#[derive(Debug, Clone)]
+pub struct SideTime {
+    /// What the side sends.
+    pub label: &'static str,
+    /// Microseconds of server time per operation (half a pair), per round.
+    pub per_op_us: Vec<f64>,
+}
+
+impl SideTime {
+    /// The median over the rounds.
+    pub fn median_us(&self) -> f64 {
+        let mut v = self.per_op_us.clone();
+        v.sort_by(f64::total_cmp);
+        match v.len() {
+            0 => f64::NAN,
+            n if n % 2 == 1 => v[n / 2],
+            n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+        }
+    }
+}
+
+/// Runs `rounds` rounds of `pairs` acquire + release pairs per side on the Redis of
+/// `LEASEHOLD_REDIS_URL`, under keys of this run's own, which it deletes at the end.
+///
+/// # Errors
+/// A missing variable, an unreachable Redis, an outcome other than a grant and its
+/// release.
+pub async fn measure(rounds: usize, pairs: usize) -> Result<Vec<SideTime>> {
+    let url = env("LEASEHOLD_REDIS_URL")?;
+    let client = redis::Client::open(url.as_str()).map_err(|e| fail(format!("redis url {url}: {e}")))?;
+    let prefix = format!("lhtime:{}:", std::process::id());
+    let store = RedisStore::connect(client.clone(), RedisConfig::default().with_prefix(&prefix)).await?;
+    let mut conn = ConnectionManager::new(client)
+        .await
+        .map_err(|e| fail(format!("cannot reach Redis at {url}: {e}")))?;
+    let name = LeaseName::new("a")?;
+    let record = LeaseRecord::held(HolderId::new("bench")?, FencingToken::ZERO, Ttl::from_millis(5_000)?);
+    let (grant, release, unlock) = (
+        redis::Script::new(FENCED_GRANT),
+        redis::Script::new(FENCED_RELEASE),
+        redis::Script::new(UNLOCK),
+    );
+    let (fenced_key, plain_key) = (format!("{prefix}fenced"), format!("{prefix}plain"));
+    let mut sides = [
+        SideTime {
+            label: "library (write script: claim, then release)",
+            per_op_us: vec![],
+        },
+        SideTime {
+            label: "fenced floor (FENCED_GRANT, FENCED_RELEASE)",
+            per_op_us: vec![],
+        },
+        SideTime {
+            label: "classic lock (SET NX PX, compare-and-delete)",
+            per_op_us: vec![],
+        },
+    ];
+    for _ in 0..rounds {
+        for (i, side) in sides.iter_mut().enumerate() {
+            let () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut conn).await?;
+            for _ in 0..pairs {
+                match i {
+                    0 => {
+                        let CasOutcome::Written(held) = store.write(&name, &Precondition::Claimable, &record).await?
+                        else {
+                            return Err(fail("the library's name was not free"));
+                        };
+                        let out = store.release(&name, &held.version, &held.record).await?;
+                        if !matches!(out, CasOutcome::Written(_)) {
+                            return Err(fail(format!("the library's release conflicted: {out:?}")));
+                        }
+                    }
+                    1 => {
+                        let token: u64 = grant
+                            .key(&fenced_key)
+                            .arg("bench")
+                            .arg(5_000)
+                            .invoke_async(&mut conn)
+                            .await?;
+                        let done: u64 = release
+                            .key(&fenced_key)
+                            .arg("bench")
+                            .arg(token)
+                            .invoke_async(&mut conn)
+                            .await?;
+                        if token == 0 || done != 1 {
+                            return Err(fail("the fenced floor's lock was not free"));
+                        }
+                    }
+                    _ => {
+                        let set: Option<String> = redis::cmd("SET")
+                            .arg(&plain_key)
+                            .arg("bench")
+                            .arg("NX")
+                            .arg("PX")
+                            .arg(5_000)
+                            .query_async(&mut conn)
+                            .await?;
+                        let done: u64 = unlock.key(&plain_key).arg("bench").invoke_async(&mut conn).await?;
+                        if set.is_none() || done != 1 {
+                            return Err(fail("the classic lock was not free"));
+                        }
+                    }
+                }
+            }
+            let stats: String = redis::cmd("INFO").arg("commandstats").query_async(&mut conn).await?;
+            let usec = command_usec(&stats, "evalsha") + command_usec(&stats, "set");
+            side.per_op_us.push(usec / (2 * pairs) as f64);
+        }
+    }
+    if let Some(vacant) = store.read(&name).await? {
+        store.purge(&name, &vacant.version).await?;
+    }
+    let () = redis::cmd("DEL")
+        .arg(&fenced_key)
+        .arg(&plain_key)
+        .query_async(&mut conn)
+        .await?;
+    Ok(sides.to_vec())
+}
+
+/// The microseconds `INFO commandstats` reports for `command` (0 if it has not run).
+fn command_usec(stats: &str, command: &str) -> f64 {
+    let head = format!("cmdstat_{command}:");
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix(&head))
+        .and_then(|fields| fields.split(',').find_map(|f| f.strip_prefix("usec=")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::command_usec;
+
+    #[test]
+    fn commandstats_lines_are_read() {
+        let stats = "# Commandstats\r\ncmdstat_set:calls=3,usec=12,usec_per_call=4.00,rejected_calls=0,failed_calls=0\r\n\
+                     cmdstat_evalsha:calls=2,usec=40,usec_per_call=20.00,rejected_calls=0,failed_calls=0\r\n";
+        assert_eq!(command_usec(stats, "evalsha"), 40.0);
+        assert_eq!(command_usec(stats, "set"), 12.0);
+        assert_eq!(command_usec(stats, "get"), 0.0);
+    }
+}
