@@ -19,6 +19,10 @@
 //! | [`handoff`] | N = 1, 10, 100 waiters on one lease: time from a release until the next waiter holds it, store calls per handoff |
 //! | [`contention`] | M workers on K names (independent names, one hot name): grants per second and failed attempts per grant |
 //!
+//! Outside those results, [`backends::redis_server_time`] reads what the Redis scripts
+//! cost the server itself (`INFO commandstats`), beside the fenced floor's and the classic
+//! lock's (`leasehold-bench redis-server-time`, run by `scripts/redis-server-time.sh`).
+//!
 //! Machines are noisy (the reference machine has two cores shared with other work), so
 //! every comparison is taken **interleaved in the same run**: library and floor (or
 //! peer) alternate sample by sample, in a random order per pair, and the report leads

@@ -6,7 +6,7 @@
 //! Three sides, each a round of `pairs` acquire + release pairs on one connection, the
 //! sides alternating round by round: the library (`RedisStore::write` of a free name,
 //! then `RedisStore::release`: the write script twice), the fenced floor
-//! ([`super::redis`]'s `FENCED_GRANT` and `FENCED_RELEASE`) and the classic lock
+//! (`FENCED_GRANT` and `FENCED_RELEASE` of `backends/redis.rs`) and the classic lock
 //! (`SET NX PX`, then compare-and-delete, as rslock). The statistics are reset before
 //! each round (`CONFIG RESETSTAT`: the server must not be shared with other work while
 //! this runs).
