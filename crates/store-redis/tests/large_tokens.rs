@@ -38,7 +38,7 @@ async fn tokens_across_two_to_the_53_are_exact() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counts_carry_through_every_digit() {
     use leasehold_core::store::{CasOutcome, Precondition};
-    use leasehold_testkit::records::held_record;
+    use leasehold_testkit::{records::held_record, write_ok};
     let store = support::shared_store("carry").await;
     let name = LeaseName::new("carry/all-nines").expect("name");
     let nines: u64 = 9_999_999_999_999_999;
@@ -53,13 +53,7 @@ async fn counts_carry_through_every_digit() {
         .query_async(&mut admin)
         .await
         .expect("HSET n");
-    let out = store
-        .write(&name, &Precondition::Claimable, &held_record("a", 1, 30_000))
-        .await
-        .expect("write");
-    let CasOutcome::Written(first) = out else {
-        panic!("a free name was not granted: {out:?}")
-    };
+    let first = write_ok(&store, &name, &Precondition::Claimable, &held_record("a", 1, 30_000)).await;
     assert_eq!(first.record.token.get(), nines, "…998 + 1");
     let epoch = support::hgetall(&mut admin, &meta).await["e"].clone();
     assert_eq!(
@@ -72,13 +66,7 @@ async fn counts_carry_through_every_digit() {
         .await
         .expect("release");
     assert!(matches!(out, CasOutcome::Written(_)), "{out:?}");
-    let out = store
-        .write(&name, &Precondition::Claimable, &held_record("b", 1, 30_000))
-        .await
-        .expect("write");
-    let CasOutcome::Written(second) = out else {
-        panic!("a released name was not granted: {out:?}")
-    };
+    let second = write_ok(&store, &name, &Precondition::Claimable, &held_record("b", 1, 30_000)).await;
     assert_eq!(
         second.record.token.get(),
         nines + 1,
