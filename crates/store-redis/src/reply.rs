@@ -88,9 +88,7 @@ impl Reply {
             remaining: Some(Duration::from_millis(u64::try_from(pttl).unwrap_or(0))),
         })
     }
-}
 
-impl Reply {
     /// A write's reply (`{'written', token, version}`): `wrote`, the record the script
     /// wrote, with the token in field 0 and the version in field 1. Its time left is its
     /// TTL: the script ran on one frozen clock.

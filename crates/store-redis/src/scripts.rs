@@ -90,11 +90,15 @@ local function load_meta(k)
   if m.x == nil and redis.call('PTTL', k) ~= -1 then return 'corrupt', 'the counter hash has an expiry' end
   return 'ok', m
 end
-local function init_meta(k)
+-- The counters of a new epoch (named for the server's time in µs), not yet written.
+local function new_meta()
   local t = redis.call('TIME')
-  local e = t[1] .. string.format('%06d', tonumber(t[2]))
-  redis.call('HSET', k, 'e', e, 'f', '0', 'n', '0')
-  return { e = e, f = '0', n = '0' }
+  return { e = t[1] .. string.format('%06d', tonumber(t[2])), f = '0', n = '0' }
+end
+local function init_meta(k)
+  local m = new_meta()
+  redis.call('HSET', k, 'e', m.e, 'f', m.f, 'n', m.n)
+  return m
 end
 local function reply(status, r)
   return { status, r.h, r.t, r.ttl, r.w or '', r.v, r.pttl }
@@ -161,10 +165,7 @@ end
 -- Both counters are raised in the script and written back with one `HSET`: a new
 -- counter hash (a new epoch) is written whole.
 local fresh = mst == 'absent'
-if fresh then
-  local t = redis.call('TIME')
-  meta = { e = t[1] .. string.format('%06d', tonumber(t[2])), f = '0', n = '0' }
-end
+if fresh then meta = new_meta() end
 -- A write under a name given an expiry (`expire`) takes the counter off it again.
 if meta.x then redis.call('PERSIST', KEYS[2]) redis.call('HDEL', KEYS[2], 'x') end
 if meta.n == I64MAX then return redis.error_reply('leasehold: the version counter is exhausted') end
