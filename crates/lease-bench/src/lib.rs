@@ -21,7 +21,9 @@
 //!
 //! Outside those results, [`backends::redis_server_time`] reads what the Redis scripts
 //! cost the server itself (`INFO commandstats`), beside the fenced floor's and the classic
-//! lock's (`leasehold-bench redis-server-time`, run by `scripts/redis-server-time.sh`).
+//! lock's (`leasehold-bench redis-server-time`, run by `scripts/redis-server-time.sh`), and
+//! [`client_cpu`] what the lease client costs the caller's process in CPU on top of the
+//! store crate's own calls (`leasehold-bench client-cpu STORE`).
 //!
 //! Machines are noisy (the reference machine has two cores shared with other work), so
 //! every comparison is taken **interleaved in the same run**: library and floor (or
@@ -53,6 +55,7 @@
 
 pub mod backends;
 pub mod charts;
+pub mod client_cpu;
 pub mod contention;
 pub mod data;
 pub mod handoff;

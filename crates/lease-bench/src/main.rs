@@ -6,6 +6,7 @@
 //!                       [--json docs/performance.json] [--merge]
 //! leasehold-bench render docs/performance.json docs/PERFORMANCE.md [--out FILE | --check]
 //! leasehold-bench redis-server-time [ROUNDS] [PAIRS]
+//! leasehold-bench client-cpu STORE [ROUNDS] [PAIRS]
 //! ```
 //!
 //! The stores come from `eval "$(scripts/stores.sh env)"`; `scripts/bench.sh` does all
@@ -20,7 +21,8 @@ use leasehold_bench::{Plan, StoreKind, charts, render, run};
 const USAGE: &str = "usage: leasehold-bench [run] [--smoke] [--stores memory,postgres,sqlite,mysql,etcd,zookeeper,dynamo,s3,redis] \
                      [--command TEXT] [--json FILE] [--merge]\n       \
                      leasehold-bench render RESULTS.json DOC.md [--out FILE | --check]\n       \
-                     leasehold-bench redis-server-time [ROUNDS] [PAIRS]";
+                     leasehold-bench redis-server-time [ROUNDS] [PAIRS]\n       \
+                     leasehold-bench client-cpu STORE [ROUNDS] [PAIRS]";
 
 struct RunArgs {
     smoke: bool,
@@ -240,10 +242,8 @@ fn render_cmd(args: &[String]) -> ExitCode {
     }
 }
 
-/// `redis-server-time [ROUNDS] [PAIRS]` (default 15 rounds of 2,000 pairs): the server
-/// time per operation of each side, median and range over the rounds
-/// ([`leasehold_bench::backends::redis_server_time`]).
-fn redis_server_time(args: &[String]) -> ExitCode {
+/// `[ROUNDS] [PAIRS]`, each a positive count, or `defaults`; a usage error otherwise.
+fn rounds_and_pairs(args: &[String], defaults: (usize, usize)) -> Result<(usize, usize), ExitCode> {
     let number = |i: usize, default: usize| match args.get(i) {
         None => Ok(default),
         Some(a) => a
@@ -252,16 +252,75 @@ fn redis_server_time(args: &[String]) -> ExitCode {
             .filter(|&n| n > 0)
             .ok_or(format!("{a:?} is not a count\n{USAGE}")),
     };
-    let (rounds, pairs) = match (number(0, 15), number(1, 2_000)) {
-        (Ok(r), Ok(p)) if args.len() <= 2 => (r, p),
+    match (number(0, defaults.0), number(1, defaults.1)) {
+        (Ok(r), Ok(p)) if args.len() <= 2 => Ok((r, p)),
         (Err(e), _) | (_, Err(e)) => {
             eprintln!("{e}");
-            return ExitCode::from(2);
+            Err(ExitCode::from(2))
         }
         _ => {
             eprintln!("{USAGE}");
-            return ExitCode::from(2);
+            Err(ExitCode::from(2))
         }
+    }
+}
+
+/// `client-cpu STORE [ROUNDS] [PAIRS]` (default 10 rounds of 1,000 pairs): the process
+/// CPU per operation of the library and of the store crate's calls alone, and their
+/// pairs' p50 ([`leasehold_bench::client_cpu`]).
+fn client_cpu(args: &[String]) -> ExitCode {
+    let Some(kind) = args.first().and_then(|s| StoreKind::parse(s)) else {
+        eprintln!("client-cpu needs a store\n{USAGE}");
+        return ExitCode::from(2);
+    };
+    let (rounds, pairs) = match rounds_and_pairs(&args[1..], (10, 1_000)) {
+        Ok(counts) => counts,
+        Err(code) => return code,
+    };
+    let runtime = match runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let measured = runtime.block_on(async {
+        let backend = leasehold_bench::backends::open(kind, &format!("cpu{}", std::process::id())).await?;
+        leasehold_bench::client_cpu::measure(&backend, rounds, pairs).await
+    });
+    match measured {
+        Ok(sides) => {
+            println!(
+                "{}: process CPU per operation, {rounds} rounds of {pairs} acquire + release pairs per side:",
+                kind.label()
+            );
+            for side in &sides {
+                let lo = side.cpu_per_op_us.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = side.cpu_per_op_us.iter().copied().fold(0.0, f64::max);
+                println!(
+                    "  {:40} median {:6.2} µs  (rounds {lo:.2} to {hi:.2}); pair p50 {:.1} µs",
+                    side.label,
+                    side.median_cpu_us(),
+                    leasehold_bench::stats::micros(side.pairs.summary().p50)
+                );
+            }
+            println!(
+                "  the lease client: {:+.2} µs of CPU per operation",
+                sides[0].median_cpu_us() - sides[1].median_cpu_us()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("leasehold-bench: client-cpu: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `redis-server-time [ROUNDS] [PAIRS]` (default 15 rounds of 2,000 pairs): the server
+/// time per operation of each side, median and range over the rounds
+/// ([`leasehold_bench::backends::redis_server_time`]).
+fn redis_server_time(args: &[String]) -> ExitCode {
+    let (rounds, pairs) = match rounds_and_pairs(args, (15, 2_000)) {
+        Ok(counts) => counts,
+        Err(code) => return code,
     };
     let runtime = match runtime() {
         Ok(r) => r,
@@ -295,6 +354,7 @@ fn main() -> ExitCode {
         Some("render") => render_cmd(&raw[1..]),
         Some("run") => measure(&raw[1..]),
         Some("redis-server-time") => redis_server_time(&raw[1..]),
+        Some("client-cpu") => client_cpu(&raw[1..]),
         _ => measure(&raw),
     }
 }

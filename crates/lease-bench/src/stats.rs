@@ -89,6 +89,17 @@ pub fn ratio(a: Duration, b: Duration) -> f64 {
     }
 }
 
+/// The median of `values` (the mean of the middle two for an even count; NaN for none).
+pub fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
 /// Times one future.
 pub async fn time<T, F: std::future::Future<Output = T>>(f: F) -> (Duration, T) {
     let start = Instant::now();

@@ -145,3 +145,29 @@ async fn redis_server_time_runs() {
         assert!(us > 0.0 && us.is_finite(), "{}: server time {us} µs", side.label);
     }
 }
+
+/// `leasehold-bench client-cpu` runs both sides on an in-process store and on a real
+/// one. (The CPU it reads is the whole test process's, which the other tests share, so
+/// its figures are not compared here.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_cpu_runs() {
+    for kind in [StoreKind::Memory, StoreKind::Redis] {
+        let backend = leasehold_bench::backends::open(kind, "smoke-cpu")
+            .await
+            .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+        let sides = leasehold_bench::client_cpu::measure(&backend, 2, 20)
+            .await
+            .unwrap_or_else(|e| panic!("{kind:?}: client-cpu: {e}"));
+        for side in &sides {
+            assert_eq!(
+                side.cpu_per_op_us.len(),
+                2,
+                "{kind:?} {}: one figure per round",
+                side.label
+            );
+            assert_eq!(side.pairs.len(), 40, "{kind:?} {}: every pair timed", side.label);
+            let us = side.median_cpu_us();
+            assert!(us.is_finite() && us >= 0.0, "{kind:?} {}: {us} µs", side.label);
+        }
+    }
+}

@@ -34,13 +34,7 @@ pub struct SideTime {
 impl SideTime {
     /// The median over the rounds.
     pub fn median_us(&self) -> f64 {
-        let mut v = self.per_op_us.clone();
-        v.sort_by(f64::total_cmp);
-        match v.len() {
-            0 => f64::NAN,
-            n if n % 2 == 1 => v[n / 2],
-            n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-        }
+        crate::stats::median(&self.per_op_us)
     }
 }
 

@@ -1,0 +1,124 @@
+//! What the lease client costs the caller's process in CPU, on top of the store crate's
+//! own calls: the "lease client" term of table 1 ([`crate::overhead`]) measured as CPU
+//! time instead of latency, which a shared machine's scheduling does not blur.
+//!
+//! Two sides, each a round of `pairs` acquire + release pairs of a free name, the sides
+//! in a random order in every round:
+//!
+//! - **library**: `LeaseClient::try_acquire`, then `Lease::release`;
+//! - **store alone**: what the library sends, without it: `CasStore::write` of the same
+//!   grant (`Claimable` where the store judges expiry, else on the version the last
+//!   release left), then `CasStore::release`.
+//!
+//! A round's CPU is the whole process's (the caller, the runtime's workers, the store
+//! client's own tasks; not the store server's), read before and after the round
+//! ([`crate::machine::cpu_now`]), so nothing else may run in this process meanwhile.
+//! Run by `leasehold-bench client-cpu STORE [ROUNDS] [PAIRS]`; not part of
+//! `scripts/bench.sh`'s results.
+
+use std::time::Duration;
+
+use leasehold_core::store::{CasOutcome, Precondition, Version};
+use leasehold_core::{AcquireOutcome, ClientConfig, FencingToken, HolderId, LeaseName, Ttl, store::LeaseRecord};
+
+use crate::machine::{cpu_between, cpu_now};
+use crate::overhead::shuffle;
+use crate::stats::{Samples, time};
+use crate::{Opened, Result, client_for, fail};
+
+/// The names each side cycles through.
+const POOL: usize = 8;
+
+/// One side's figures.
+#[derive(Debug, Clone)]
+pub struct SideCpu {
+    /// What the side sends.
+    pub label: &'static str,
+    /// CPU time of the process per operation (half a pair), µs, one value per round.
+    pub cpu_per_op_us: Vec<f64>,
+    /// Latency of each pair.
+    pub pairs: Samples,
+}
+
+impl SideCpu {
+    fn new(label: &'static str, rounds: usize, pairs: usize) -> Self {
+        Self {
+            label,
+            cpu_per_op_us: Vec::with_capacity(rounds),
+            pairs: Samples::with_capacity(rounds * pairs),
+        }
+    }
+
+    /// The median CPU per operation over the rounds, µs.
+    pub fn median_cpu_us(&self) -> f64 {
+        crate::stats::median(&self.cpu_per_op_us)
+    }
+}
+
+/// Runs `rounds` rounds of `pairs` pairs per side on `backend`'s store; the library
+/// side first, then the store alone.
+///
+/// # Errors
+/// Store errors, or a free name found held.
+pub async fn measure(backend: &Opened, rounds: usize, pairs: usize) -> Result<[SideCpu; 2]> {
+    let store = backend.store().await?;
+    let client = client_for(store.clone(), ClientConfig::default())?;
+    let ttl = Duration::from_secs(30);
+    let ttl_t = Ttl::new(ttl)?;
+    let holder = HolderId::new("bench-cpu-direct")?;
+    let store_clock = store.capabilities().clock.is_store();
+    let mut versions: Vec<Option<Version>> = vec![None; POOL];
+    let mut sides = [
+        SideCpu::new("library (try_acquire + release)", rounds, pairs),
+        SideCpu::new("store alone (CasStore::write + release)", rounds, pairs),
+    ];
+    for _ in 0..rounds {
+        let mut order = [0usize, 1];
+        shuffle(&mut order);
+        for side in order {
+            let before = cpu_now();
+            for i in 0..pairs {
+                let (t, out) = if side == 0 {
+                    let name = format!("cpu/{}", i % POOL);
+                    time(async {
+                        let AcquireOutcome::Granted(lease) = client.try_acquire(&name, ttl).await? else {
+                            return Err(fail(format!("{name} was not free")));
+                        };
+                        Ok(lease.release().await?)
+                    })
+                    .await
+                } else {
+                    let name = LeaseName::new(format!("cpu-direct/{}", i % POOL))?;
+                    let slot = &mut versions[i % POOL];
+                    let expect = match (store_clock, slot.take()) {
+                        (true, _) => Precondition::Claimable,
+                        (false, None) => Precondition::Absent,
+                        (false, Some(v)) => Precondition::Version(v),
+                    };
+                    let record = LeaseRecord::held(holder.clone(), FencingToken::FIRST, ttl_t);
+                    time(async {
+                        let CasOutcome::Written(held) = store.write(&name, &expect, &record).await? else {
+                            return Err(fail(format!("{name} was not free")));
+                        };
+                        match store.release(&name, &held.version, &held.record).await? {
+                            CasOutcome::Written(vacant) => {
+                                *slot = Some(vacant.version);
+                                Ok(())
+                            }
+                            CasOutcome::Conflict(_) => Err(fail(format!("the release of {name} conflicted"))),
+                        }
+                    })
+                    .await
+                };
+                out?;
+                sides[side].pairs.push(t);
+            }
+            let cpu = cpu_between(before, cpu_now());
+            sides[side]
+                .cpu_per_op_us
+                .push(cpu.as_secs_f64() * 1e6 / (2 * pairs) as f64);
+        }
+    }
+    backend.cleanup().await?;
+    Ok(sides)
+}
