@@ -18,11 +18,11 @@
 
 use std::time::Duration;
 
-use leasehold_core::store::{CasOutcome, Precondition, Version};
+use leasehold_core::store::{CasOutcome, Version};
 use leasehold_core::{AcquireOutcome, ClientConfig, FencingToken, HolderId, LeaseName, Ttl, store::LeaseRecord};
 
 use crate::machine::{cpu_between, cpu_now};
-use crate::overhead::shuffle;
+use crate::overhead::{free_name_claim, shuffle};
 use crate::stats::{Samples, time};
 use crate::{Opened, Result, client_for, fail};
 
@@ -90,11 +90,7 @@ pub async fn measure(backend: &Opened, rounds: usize, pairs: usize) -> Result<[S
                 } else {
                     let name = LeaseName::new(format!("cpu-direct/{}", i % POOL))?;
                     let slot = &mut versions[i % POOL];
-                    let expect = match (store_clock, slot.take()) {
-                        (true, _) => Precondition::Claimable,
-                        (false, None) => Precondition::Absent,
-                        (false, Some(v)) => Precondition::Version(v),
-                    };
+                    let expect = free_name_claim(store_clock, slot.take());
                     let record = LeaseRecord::held(holder.clone(), FencingToken::FIRST, ttl_t);
                     time(async {
                         let CasOutcome::Written(held) = store.write(&name, &expect, &record).await? else {

@@ -242,6 +242,13 @@ fn render_cmd(args: &[String]) -> ExitCode {
     }
 }
 
+/// The smallest and the largest of `values`.
+fn range(values: &[f64]) -> (f64, f64) {
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().fold(0.0, f64::max);
+    (lo, hi)
+}
+
 /// `[ROUNDS] [PAIRS]`, each a positive count, or `defaults`; a usage error otherwise.
 fn rounds_and_pairs(args: &[String], defaults: (usize, usize)) -> Result<(usize, usize), ExitCode> {
     let number = |i: usize, default: usize| match args.get(i) {
@@ -292,8 +299,7 @@ fn client_cpu(args: &[String]) -> ExitCode {
                 kind.label()
             );
             for side in &sides {
-                let lo = side.cpu_per_op_us.iter().copied().fold(f64::INFINITY, f64::min);
-                let hi = side.cpu_per_op_us.iter().copied().fold(0.0, f64::max);
+                let (lo, hi) = range(&side.cpu_per_op_us);
                 println!(
                     "  {:40} median {:6.2} µs  (rounds {lo:.2} to {hi:.2}); pair p50 {:.1} µs",
                     side.label,
@@ -330,8 +336,7 @@ fn redis_server_time(args: &[String]) -> ExitCode {
         Ok(sides) => {
             println!("Redis server time per operation, {rounds} rounds of {pairs} acquire + release pairs per side:");
             for side in &sides {
-                let lo = side.per_op_us.iter().copied().fold(f64::INFINITY, f64::min);
-                let hi = side.per_op_us.iter().copied().fold(0.0, f64::max);
+                let (lo, hi) = range(&side.per_op_us);
                 println!(
                     "  {:48} median {:5.1} µs  (rounds {lo:.1} to {hi:.1})",
                     side.label,

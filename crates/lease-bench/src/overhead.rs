@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use leasehold_core::testing::CountingStore;
 use leasehold_core::{
     AcquireOutcome, ClientConfig, FencingToken, HolderId, LeaseName, Ttl,
-    store::{CasOutcome, CasStore, LeaseRecord, Precondition},
+    store::{CasOutcome, CasStore, LeaseRecord, Precondition, Version},
 };
 
 use serde::{Deserialize, Serialize};
@@ -146,6 +146,17 @@ pub(crate) fn shuffle<T>(v: &mut [T]) {
     }
 }
 
+/// How the store crate alone claims a free name of its own: `Claimable` where the
+/// store judges expiry (`store_clock`), else on the version its last release left
+/// (`Absent` for a name not written yet).
+pub(crate) fn free_name_claim(store_clock: bool, released: Option<Version>) -> Precondition {
+    match (store_clock, released) {
+        (true, _) => Precondition::Claimable,
+        (false, None) => Precondition::Absent,
+        (false, Some(v)) => Precondition::Version(v),
+    }
+}
+
 /// Runs table 2 on `backend`.
 ///
 /// # Errors
@@ -169,7 +180,7 @@ pub async fn run(plan: &Plan, backend: &Opened) -> Result<OverheadResult> {
     let (mut calls_acq, mut calls_rel) = (0u64, 0u64);
     let ttl_t = Ttl::new(ttl)?;
     let direct_holder = HolderId::new("bench-direct")?;
-    let mut direct_versions: Vec<Option<leasehold_core::store::Version>> = vec![None; POOL];
+    let mut direct_versions: Vec<Option<Version>> = vec![None; POOL];
     let store_clock = store.capabilities().clock.is_store();
     for i in 0..plan.warmup + n {
         let keep = i >= plan.warmup;
@@ -198,11 +209,7 @@ pub async fn run(plan: &Plan, backend: &Opened) -> Result<OverheadResult> {
                 1 => {
                     let name = LeaseName::new(format!("ovh-direct/{}", i % POOL))?;
                     let slot = &mut direct_versions[i % POOL];
-                    let expect = match (store_clock, slot.take()) {
-                        (true, _) => Precondition::Claimable,
-                        (false, None) => Precondition::Absent,
-                        (false, Some(v)) => Precondition::Version(v),
-                    };
+                    let expect = free_name_claim(store_clock, slot.take());
                     let record = LeaseRecord::held(direct_holder.clone(), FencingToken::FIRST, ttl_t);
                     let (ta, out) = time(store.write(&name, &expect, &record)).await;
                     let CasOutcome::Written(held) = out? else {
