@@ -8,8 +8,8 @@
 #
 # STORE is one of memory, postgres, sqlite, mysql, etcd, zookeeper, dynamo, s3, redis.
 # Starts the project's store for it (scripts/stores.sh) and runs `leasehold-bench
-# client-cpu`. CPU time is the benchmark process's own, so the figures hold on a busy
-# machine better than latencies do; a quiet one still gives the tightest rounds.
+# client-cpu`. CPU time leaves out waiting for a time slice, but other work on the same
+# cores still raises it (shared caches): run it on a quiet machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in

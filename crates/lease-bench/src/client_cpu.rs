@@ -1,6 +1,6 @@
 //! What the lease client costs the caller's process in CPU, on top of the store crate's
 //! own calls: the "lease client" term of table 1 ([`crate::overhead`]) measured as CPU
-//! time instead of latency, which a shared machine's scheduling does not blur.
+//! time instead of latency, so that waiting for a time slice does not count.
 //!
 //! Two sides, each a round of `pairs` acquire + release pairs of a free name, the sides
 //! in a random order in every round:
@@ -12,7 +12,10 @@
 //!
 //! A round's CPU is the whole process's (the caller, the runtime's workers, the store
 //! client's own tasks; not the store server's), read before and after the round
-//! ([`crate::machine::cpu_now`]), so nothing else may run in this process meanwhile.
+//! ([`crate::machine::cpu_now`]), so nothing else may run in this process meanwhile;
+//! other work on the same cores raises it too (on a 2-core machine running a torture
+//! run beside it, MemoryStore's library side once took twice its quiet figure), so it
+//! is run on a quiet machine.
 //! Run by `leasehold-bench client-cpu STORE [ROUNDS] [PAIRS]`; not part of
 //! `scripts/bench.sh`'s results.
 
@@ -55,8 +58,8 @@ impl SideCpu {
     }
 }
 
-/// Runs `rounds` rounds of `pairs` pairs per side on `backend`'s store; the library
-/// side first, then the store alone.
+/// Runs `rounds` rounds of `pairs` pairs per side on `backend`'s store, and returns the
+/// library's side, then the store crate's alone.
 ///
 /// # Errors
 /// Store errors, or a free name found held.
