@@ -75,12 +75,21 @@ pub(crate) async fn run(ctx: Arc<DriverCtx>, mut rx: mpsc::UnboundedReceiver<Com
     let mut open = true;
     // The longest TTL registered so far: bounds how far ahead `coalesce` looks.
     let mut longest_ttl = Duration::ZERO;
+    // With nothing left to renew, the driver still sleeps until the latest wake-up it
+    // had planned for a lease released meanwhile, rather than until a message: a
+    // caller wakes it only for a grant due before its deadline ([`crate::mailbox`]),
+    // so a client that acquires and releases faster than the driver turns would
+    // otherwise wake it on every acquire (the released grant never scheduled, every
+    // next grant found the driver asleep with no deadline).
+    let mut idle_until: Option<Instant> = None;
 
     loop {
         let queued = board.take();
         for shared in queued.register {
             if shared.lost.is_cancelled() {
-                // Released (or lost) before the driver saw it.
+                // Released (or lost) before the driver saw it; its first renewal still
+                // keeps the driver's deadline (`idle_until`).
+                idle_until = idle_until.max(Some(first_wake(&shared)));
                 continue;
             }
             let renew_at = shared.state().renew_at;
@@ -100,12 +109,14 @@ pub(crate) async fn run(ctx: Arc<DriverCtx>, mut rx: mpsc::UnboundedReceiver<Com
             );
         }
         for lease in queued.forget {
+            idle_until = idle_until.max(scheduled(&leases, &lease));
             forget(&mut leases, &mut schedule, &lease);
         }
         if !open && leases.is_empty() && work.is_empty() {
             break;
         }
-        let next_wake = schedule.first().map(|(t, _)| *t);
+        idle_until = idle_until.filter(|t| *t > Instant::now());
+        let next_wake = schedule.first().map(|(t, _)| *t).or(idle_until);
         if board.sleep_until(next_wake) {
             // Left on the board while this turn ran: take it before sleeping.
             continue;
@@ -116,6 +127,7 @@ pub(crate) async fn run(ctx: Arc<DriverCtx>, mut rx: mpsc::UnboundedReceiver<Com
             cmd = rx.recv(), if open => match cmd {
                 None => open = false,
                 Some(Command::Release(lease)) => {
+                    idle_until = idle_until.max(scheduled(&leases, &lease));
                     if let Some(st) = forget(&mut leases, &mut schedule, &lease) {
                         work.push(Box::pin(release(ctx.clone(), lease, st.version, st.record)));
                     }
@@ -245,6 +257,11 @@ fn forget(
     let taken = matches!(lease.cause.get(), Some(LossCause::TakenOver { .. }));
     lease.end(LossCause::Released);
     (!taken).then(|| lease.state())
+}
+
+/// When the driver planned to look at `lease` next, if it schedules it.
+fn scheduled(leases: &HashMap<u64, Entry>, lease: &LeaseShared) -> Option<Instant> {
+    leases.get(&lease.id).map(|e| e.wake)
 }
 
 async fn sleep_until_opt(t: Option<Instant>) {

@@ -5,8 +5,9 @@
 //! each time it wakes. The driver publishes when it will wake next; a caller wakes it
 //! (a message on its channel) only when the new lease needs it sooner. A grant is
 //! renewed a third of its TTL later, so the driver, already asleep until some other
-//! lease's renewal, is usually left alone: no cross-thread wake-up on an acquire or a
-//! release.
+//! lease's renewal (or, with none left to renew, until the renewal it had planned for
+//! the last one released), is usually left alone: no cross-thread wake-up on an acquire
+//! or a release.
 //!
 //! Why no wake-up is missed: the driver publishes its deadline *before* it looks at the
 //! board a last time and goes to sleep, and a caller puts its lease on the board
@@ -44,9 +45,14 @@ pub(crate) enum Command {
 #[derive(Debug)]
 pub(crate) struct Board {
     queued: Mutex<Queued>,
-    /// The driver's next wake-up, in nanoseconds since `epoch` (`u64::MAX`: none).
+    /// The driver's next wake-up, in nanoseconds since `epoch` (`u64::MAX`: none). It
+    /// starts at 0: a driver spawned but not yet run looks at the board before it
+    /// first sleeps, so a grant left before then needs no wake-up.
     wakes_at: AtomicU64,
     epoch: Instant,
+    /// Wake-ups sent to the driver (for tests).
+    #[cfg(test)]
+    wakes_sent: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -61,8 +67,10 @@ impl Board {
     fn new() -> Self {
         Self {
             queued: Mutex::new(Queued::default()),
-            wakes_at: AtomicU64::new(u64::MAX),
+            wakes_at: AtomicU64::new(0),
             epoch: Instant::now(),
+            #[cfg(test)]
+            wakes_sent: AtomicU64::new(0),
         }
     }
 
@@ -154,7 +162,15 @@ impl Mailbox {
         self.tx.send(Command::Release(lease)).map_err(|_| Error::Shutdown)
     }
 
+    /// How many wake-ups callers have sent the driver.
+    #[cfg(test)]
+    pub(crate) fn wakes_sent(&self) -> u64 {
+        self.board.wakes_sent.load(Ordering::Relaxed)
+    }
+
     fn wake(&self) -> Result<()> {
+        #[cfg(test)]
+        self.board.wakes_sent.fetch_add(1, Ordering::Relaxed);
         self.tx.send(Command::Wake).map_err(|_| Error::Shutdown)
     }
 }
@@ -187,7 +203,12 @@ mod tests {
         let (mailbox, mut rx, board) = Mailbox::new();
         let lease = a_lease(Duration::from_secs(3)).await;
         let first = Instant::now() + Duration::from_secs(1);
+        // A driver not yet run looks at the board before it first sleeps: no wake-up.
+        mailbox.register(lease.clone(), first).expect("register");
+        assert_eq!(wakes(&mut rx), 0);
         // A driver with nothing to do sleeps until a message: wake it.
+        assert!(board.sleep_until(None), "the board holds the grant");
+        board.take();
         mailbox.register(lease.clone(), first).expect("register");
         assert_eq!(wakes(&mut rx), 1);
         // Asleep until later than this grant's first renewal: wake it.
