@@ -1,6 +1,7 @@
 //! Running one script call: an `EVALSHA` (reloading the script once on `NOSCRIPT`) with
 //! an optional time bound, its reply split, its failure classified.
 
+use std::fmt;
 use std::time::Duration;
 
 use leasehold_core::Result;
@@ -10,15 +11,36 @@ use redis::aio::ConnectionLike;
 use crate::error::{self, Effect};
 use crate::reply::Reply;
 
+/// What a call does, as its errors name it (`write of jobs/a`): put into words only
+/// when an error is made, not on every call.
+#[derive(Clone, Copy)]
+pub(crate) struct What<'a> {
+    op: &'static str,
+    of: &'a (dyn fmt::Display + Sync),
+}
+
+impl<'a> What<'a> {
+    /// `op` of `subject` (a lease name, a key).
+    pub(crate) fn of(op: &'static str, subject: &'a (dyn fmt::Display + Sync)) -> Self {
+        Self { op, of: subject }
+    }
+}
+
+impl fmt::Display for What<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} of {}", self.op, self.of)
+    }
+}
+
 /// Runs one script invocation (an `EVALSHA`, reloading the script once on `NOSCRIPT`)
 /// with an optional time bound, and splits its reply.
-pub(crate) async fn invoke<C>(
+pub(crate) async fn invoke<'w, C>(
     conn: &mut C,
     timeout: Option<Duration>,
     inv: &ScriptInvocation<'_>,
     effect: Effect,
-    what: &str,
-) -> Result<Reply>
+    what: What<'w>,
+) -> Result<Reply<'w>>
 where
     C: ConnectionLike + Send,
 {
@@ -29,7 +51,7 @@ where
 pub(crate) async fn with_timeout<T>(
     timeout: Option<Duration>,
     effect: Effect,
-    what: &str,
+    what: impl fmt::Display + Copy,
     call: impl Future<Output = redis::RedisResult<T>>,
 ) -> Result<T> {
     let result = match timeout {

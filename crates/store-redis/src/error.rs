@@ -11,6 +11,7 @@
 //! A read has no effect, so "may have applied" means nothing for it: every transport
 //! failure of a read is safe to retry.
 
+use std::fmt;
 use std::time::Duration;
 
 use leasehold_core::Error;
@@ -62,7 +63,7 @@ pub(crate) const ASK: &str = "ASK";
 pub(crate) const CROSSSLOT: &str = "CROSSSLOT";
 
 /// What a driver error means for a call of `what` (`"write of jobs/a"`).
-pub(crate) fn from_redis(err: RedisError, effect: Effect, what: &str) -> Error {
+pub(crate) fn from_redis(err: RedisError, effect: Effect, what: impl fmt::Display) -> Error {
     let message = format!("redis {what}: {}", err.category());
     if err.is_connection_refusal() {
         return Error::unavailable(message, err);
@@ -90,13 +91,13 @@ pub(crate) fn from_redis(err: RedisError, effect: Effect, what: &str) -> Error {
 }
 
 /// A call that ran out of [`crate::RedisConfig::request_timeout`].
-pub(crate) fn timed_out(effect: Effect, what: &str, after: Duration) -> Error {
+pub(crate) fn timed_out(effect: Effect, what: impl fmt::Display, after: Duration) -> Error {
     no_answer(effect, &format!("redis {what}"), after)
 }
 
 /// A reply the script cannot have produced (a different script under the same SHA,
 /// a proxy rewriting replies).
-pub(crate) fn bad_reply(effect: Effect, what: &str, detail: impl Into<String>) -> Error {
+pub(crate) fn bad_reply(effect: Effect, what: impl fmt::Display, detail: impl Into<String>) -> Error {
     let source = std::io::Error::new(std::io::ErrorKind::InvalidData, detail.into());
     ErrorClass::after_send(effect).error(format!("redis {what}: unexpected script reply"), source)
 }

@@ -16,7 +16,7 @@ use leasehold_core::fence::{FenceMode, FencedOutcome, rejected_by};
 use leasehold_core::{Error, FencingToken, Result};
 use redis::aio::ConnectionLike;
 
-use crate::call::invoke;
+use crate::call::{What, invoke};
 use crate::error::Effect;
 use crate::reply::Reply;
 use crate::scripts::{FENCE_SCRIPT, MARK_SCRIPT};
@@ -214,8 +214,8 @@ impl HashFence {
                 Op::Del(f) => inv.arg("del").arg(f).arg(""),
             };
         }
-        let what = format!("fenced write of {}", self.key);
-        let reply = invoke(conn, timeout, &inv, Effect::Write, &what).await?;
+        let what = What::of("fenced write", &self.key);
+        let reply = invoke(conn, timeout, &inv, Effect::Write, what).await?;
         match reply.status.as_str() {
             "ok" => {
                 let previous_mark = parse_mark(&reply, &self.key, 0)?;
@@ -245,14 +245,14 @@ impl HashFence {
             "corrupt" => Err(reply.corrupt(&self.key)),
             other => Err(crate::error::bad_reply(
                 Effect::Write,
-                &what,
+                what,
                 format!("status {other:?}"),
             )),
         }
     }
 }
 
-fn parse_mark(reply: &Reply, key: &str, i: usize) -> Result<FencingToken> {
+fn parse_mark(reply: &Reply<'_>, key: &str, i: usize) -> Result<FencingToken> {
     let s = reply.text(i)?;
     s.parse::<u64>()
         .map(FencingToken::new)
@@ -277,19 +277,15 @@ where
 {
     let mut inv = MARK_SCRIPT.prepare_invoke();
     inv.key(key).arg(mark_field);
-    let what = format!("high-water read of {key}");
-    let reply = invoke(conn, None, &inv, Effect::Read, &what).await?;
+    let what = What::of("high-water read", &key);
+    let reply = invoke(conn, None, &inv, Effect::Read, what).await?;
     match reply.status.as_str() {
         "mark" => parse_mark(&reply, key, 0),
         "bad_mark" => Err(Error::FenceMarkInvalid {
             resource: key.to_owned(),
             reason: reply.text(0).unwrap_or_default(),
         }),
-        other => Err(crate::error::bad_reply(
-            Effect::Read,
-            &what,
-            format!("status {other:?}"),
-        )),
+        other => Err(crate::error::bad_reply(Effect::Read, what, format!("status {other:?}"))),
     }
 }
 

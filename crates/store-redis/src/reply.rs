@@ -12,19 +12,20 @@ use leasehold_core::{
 };
 use redis::Value;
 
+use crate::call::What;
 use crate::error::{Effect, bad_reply};
 
 /// A script reply: a status word and its fields.
-pub(crate) struct Reply {
+pub(crate) struct Reply<'w> {
     pub(crate) status: String,
     fields: Vec<Value>,
     effect: Effect,
-    what: String,
+    what: What<'w>,
 }
 
-impl Reply {
+impl<'w> Reply<'w> {
     /// Splits a script's array reply.
-    pub(crate) fn parse(value: Value, effect: Effect, what: &str) -> Result<Self> {
+    pub(crate) fn parse(value: Value, effect: Effect, what: What<'w>) -> Result<Self> {
         let Value::Array(mut items) = value else {
             return Err(bad_reply(effect, what, format!("not an array: {value:?}")));
         };
@@ -36,12 +37,12 @@ impl Reply {
             status,
             fields: items,
             effect,
-            what: what.to_owned(),
+            what,
         })
     }
 
     fn bad(&self, detail: impl Into<String>) -> Error {
-        bad_reply(self.effect, &self.what, detail)
+        bad_reply(self.effect, self.what, detail)
     }
 
     /// Field `i` as text.
@@ -151,7 +152,7 @@ mod tests {
             bulk("17:3"),
             Value::Int(420),
         ]);
-        let r = Reply::parse(v, Effect::Read, "read").expect("parse");
+        let r = Reply::parse(v, Effect::Read, What::of("read", &"a")).expect("parse");
         assert_eq!(r.status, "ok");
         let s = r.stored(&name()).expect("stored");
         assert_eq!(s.record.token.get(), 7);
@@ -172,7 +173,7 @@ mod tests {
             bulk("1:1"),
             Value::Int(1),
         ]);
-        let r = Reply::parse(v, Effect::Read, "read").expect("parse");
+        let r = Reply::parse(v, Effect::Read, What::of("read", &"a")).expect("parse");
         assert!(matches!(r.stored(&name()), Err(Error::CorruptRecord { .. })));
         let zero = Value::Array(vec![
             bulk("ok"),
@@ -183,11 +184,16 @@ mod tests {
             bulk("1:1"),
             Value::Int(1),
         ]);
-        let r = Reply::parse(zero, Effect::Read, "read").expect("parse");
+        let r = Reply::parse(zero, Effect::Read, What::of("read", &"a")).expect("parse");
         assert!(matches!(r.stored(&name()), Err(Error::CorruptRecord { .. })));
-        assert!(Reply::parse(Value::Int(3), Effect::Write, "w").is_err_and(|e| e.is_indeterminate()));
-        assert!(Reply::parse(Value::Array(vec![]), Effect::Read, "r").is_err_and(|e| e.is_retryable()));
-        let short = Reply::parse(Value::Array(vec![bulk("ok"), bulk("x")]), Effect::Write, "w").expect("parse");
+        assert!(Reply::parse(Value::Int(3), Effect::Write, What::of("w", &"a")).is_err_and(|e| e.is_indeterminate()));
+        assert!(Reply::parse(Value::Array(vec![]), Effect::Read, What::of("r", &"a")).is_err_and(|e| e.is_retryable()));
+        let short = Reply::parse(
+            Value::Array(vec![bulk("ok"), bulk("x")]),
+            Effect::Write,
+            What::of("w", &"a"),
+        )
+        .expect("parse");
         assert!(short.stored(&name()).is_err_and(|e| e.is_indeterminate()));
     }
 
@@ -200,7 +206,7 @@ mod tests {
             Ttl::from_millis(500).expect("ttl"),
         );
         let v = Value::Array(vec![bulk("written"), bulk("9"), bulk("17:4")]);
-        let r = Reply::parse(v, Effect::Write, "write").expect("parse");
+        let r = Reply::parse(v, Effect::Write, What::of("write", &"a")).expect("parse");
         let s = r.written(&name(), &sent).expect("written");
         assert_eq!(s.record.token.get(), 9);
         assert_eq!(s.record.holder, sent.holder);
@@ -212,7 +218,7 @@ mod tests {
             vec![bulk("written"), bulk("9")],
             vec![bulk("written"), bulk("x"), bulk("17:4")],
         ] {
-            let r = Reply::parse(Value::Array(bad), Effect::Write, "write").expect("parse");
+            let r = Reply::parse(Value::Array(bad), Effect::Write, What::of("write", &"a")).expect("parse");
             assert!(r.written(&name(), &sent).is_err());
         }
     }

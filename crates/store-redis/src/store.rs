@@ -16,7 +16,7 @@ use leasehold_core::{
 use redis::ScriptInvocation;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 
-use crate::call::{invoke, with_timeout};
+use crate::call::{What, invoke, with_timeout};
 use crate::config::{KeyLayout, RedisConfig};
 use crate::error::{self, Effect};
 use crate::fence::{HashFence, HashWrite};
@@ -179,8 +179,8 @@ where
         min.to_i64()?;
         let mut inv = SEED_SCRIPT.prepare_invoke();
         inv.key(self.keys.record(name)).key(self.keys.meta(name)).arg(min.get());
-        let what = format!("seed of {name}");
-        let reply = self.call(&inv, Effect::Write, &what).await?;
+        let what = What::of("seed", name);
+        let reply = self.call(&inv, Effect::Write, what).await?;
         match reply.status.as_str() {
             "seeded" => {
                 let s = reply.text(0)?;
@@ -189,7 +189,7 @@ where
                     .map_err(|_| Error::corrupt(name.as_str(), format!("bad token counter {s:?}")))
             }
             "corrupt" => Err(reply.corrupt(name.as_str())),
-            other => Err(error::bad_reply(Effect::Write, &what, format!("status {other:?}"))),
+            other => Err(error::bad_reply(Effect::Write, what, format!("status {other:?}"))),
         }
     }
 
@@ -202,7 +202,7 @@ where
         write.apply_with_timeout(&mut conn, token, self.request_timeout).await
     }
 
-    async fn call(&self, inv: &ScriptInvocation<'_>, effect: Effect, what: &str) -> Result<Reply> {
+    async fn call<'w>(&self, inv: &ScriptInvocation<'_>, effect: Effect, what: What<'w>) -> Result<Reply<'w>> {
         let mut conn = self.conn.clone();
         invoke(&mut conn, self.request_timeout, inv, effect, what).await
     }
@@ -214,17 +214,17 @@ where
         &self,
         name: &LeaseName,
         inv: &ScriptInvocation<'_>,
-        op: &str,
+        op: &'static str,
         done: &str,
     ) -> Result<Option<Current>> {
-        let what = format!("{op} of {name}");
-        let reply = self.call(inv, Effect::Write, &what).await?;
+        let what = What::of(op, name);
+        let reply = self.call(inv, Effect::Write, what).await?;
         match reply.status.as_str() {
             status if status == done => Ok(None),
             "conflict" => Ok(Some(Current::Present(self.claimed(name, reply.stored(name)?)))),
             "conflict_absent" => Ok(Some(Current::Absent)),
             "corrupt" => Err(reply.corrupt(name.as_str())),
-            other => Err(error::bad_reply(Effect::Write, &what, format!("status {other:?}"))),
+            other => Err(error::bad_reply(Effect::Write, what, format!("status {other:?}"))),
         }
     }
 
@@ -275,15 +275,15 @@ where
 {
     async fn write_mode(&self, name: &LeaseName, mode: &str, expect: &str, record: &LeaseRecord) -> Result<CasOutcome> {
         let inv = self.write_invocation(name, mode, expect, record)?;
-        let what = format!("write of {name}");
-        let reply = self.call(&inv, Effect::Write, &what).await?;
+        let what = What::of("write", name);
+        let reply = self.call(&inv, Effect::Write, what).await?;
         // A release leaves the record vacant; every other write leaves what it sent.
         let wrote = if mode == "release" {
             record.vacated()
         } else {
             record.clone()
         };
-        self.write_outcome(name, reply, &what, &wrote)
+        self.write_outcome(name, reply, what, &wrote)
     }
 
     /// The write script's call for `record` under `name` in `mode`, its values checked.
@@ -345,9 +345,9 @@ where
                 .into_iter()
                 .zip(&ready)
                 .map(|(value, (r, _))| {
-                    let what = format!("renewal of {}", r.name);
-                    Reply::parse(value, Effect::Write, &what)
-                        .and_then(|reply| self.write_outcome(&r.name, reply, &what, &r.record))
+                    let what = What::of("renewal", &r.name);
+                    Reply::parse(value, Effect::Write, what)
+                        .and_then(|reply| self.write_outcome(&r.name, reply, what, &r.record))
                 })
                 .collect())
         })
@@ -372,7 +372,13 @@ where
 
     /// What a write script's reply means; `wrote` is the record the script writes if it
     /// applies (its token, for a grant, the one the script answers).
-    fn write_outcome(&self, name: &LeaseName, reply: Reply, what: &str, wrote: &LeaseRecord) -> Result<CasOutcome> {
+    fn write_outcome(
+        &self,
+        name: &LeaseName,
+        reply: Reply<'_>,
+        what: What<'_>,
+        wrote: &LeaseRecord,
+    ) -> Result<CasOutcome> {
         match reply.status.as_str() {
             "written" => Ok(CasOutcome::Written(self.claimed(name, reply.written(name, wrote)?))),
             "conflict" => Ok(CasOutcome::Conflict(Current::Present(
@@ -425,13 +431,13 @@ where
     async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {
         let mut inv = READ_SCRIPT.prepare_invoke();
         inv.key(self.keys.record(name));
-        let what = format!("read of {name}");
-        let reply = self.call(&inv, Effect::Read, &what).await?;
+        let what = What::of("read", name);
+        let reply = self.call(&inv, Effect::Read, what).await?;
         match reply.status.as_str() {
             "ok" => Ok(Some(reply.stored(name)?)),
             "absent" => Ok(None),
             "corrupt" => Err(reply.corrupt(name.as_str())),
-            other => Err(error::bad_reply(Effect::Read, &what, format!("status {other:?}"))),
+            other => Err(error::bad_reply(Effect::Read, what, format!("status {other:?}"))),
         }
     }
 

@@ -3,6 +3,10 @@
 //! own commands included), free of the network, the client and the machine's scheduling
 //! of the caller.
 //!
+//! Beside each round's server time, the benchmark process's own CPU time per operation
+//! ([`crate::machine::cpu_now`]: the caller, the runtime's workers, the Redis client's
+//! tasks), which tells the client's side of each lock apart from the server's.
+//!
 //! Three sides, each a round of `pairs` acquire + release pairs on one connection, the
 //! sides alternating round by round: the library (`RedisStore::write` of a free name,
 //! then `RedisStore::release`: the write script twice), the fenced floor
@@ -20,6 +24,7 @@ use redis::aio::ConnectionManager;
 
 use super::env;
 use super::redis::{FENCED_GRANT, FENCED_RELEASE, UNLOCK};
+use crate::machine::{cpu_between, cpu_now};
 use crate::{Result, fail};
 
 /// One side's server time per operation (µs), one value per round.
@@ -29,12 +34,19 @@ pub struct SideTime {
     pub label: &'static str,
     /// Microseconds of server time per operation (half a pair), per round.
     pub per_op_us: Vec<f64>,
+    /// Microseconds of this process's CPU time per operation, per round.
+    pub client_cpu_us: Vec<f64>,
 }
 
 impl SideTime {
     /// The median over the rounds.
     pub fn median_us(&self) -> f64 {
         crate::stats::median(&self.per_op_us)
+    }
+
+    /// The median client CPU per operation over the rounds.
+    pub fn median_client_cpu_us(&self) -> f64 {
+        crate::stats::median(&self.client_cpu_us)
     }
 }
 
@@ -64,19 +76,23 @@ pub async fn measure(rounds: usize, pairs: usize) -> Result<Vec<SideTime>> {
         SideTime {
             label: "library (write script: claim, then release)",
             per_op_us: vec![],
+            client_cpu_us: vec![],
         },
         SideTime {
             label: "fenced floor (FENCED_GRANT, FENCED_RELEASE)",
             per_op_us: vec![],
+            client_cpu_us: vec![],
         },
         SideTime {
             label: "classic lock (SET NX PX, compare-and-delete)",
             per_op_us: vec![],
+            client_cpu_us: vec![],
         },
     ];
     for _ in 0..rounds {
         for (i, side) in sides.iter_mut().enumerate() {
             let () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut conn).await?;
+            let cpu_before = cpu_now();
             for _ in 0..pairs {
                 match i {
                     0 => {
@@ -122,6 +138,8 @@ pub async fn measure(rounds: usize, pairs: usize) -> Result<Vec<SideTime>> {
                     }
                 }
             }
+            let cpu = cpu_between(cpu_before, cpu_now());
+            side.client_cpu_us.push(cpu.as_secs_f64() * 1e6 / (2 * pairs) as f64);
             let stats: String = redis::cmd("INFO").arg("commandstats").query_async(&mut conn).await?;
             let usec = command_usec(&stats, "evalsha") + command_usec(&stats, "set");
             side.per_op_us.push(usec / (2 * pairs) as f64);
