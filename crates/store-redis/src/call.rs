@@ -63,3 +63,22 @@ pub(crate) async fn with_timeout<T>(
     };
     result.map_err(|e| error::from_redis(e, effect, what))
 }
+
+#[cfg(test)]
+mod tests {
+    use leasehold_core::LeaseName;
+
+    use super::*;
+
+    #[test]
+    fn an_error_names_the_call_it_comes_from() {
+        let name = LeaseName::new("jobs/a").expect("name");
+        let what = What::of("write", &name);
+        assert_eq!(what.to_string(), "write of jobs/a");
+        let e = error::bad_reply(Effect::Write, what, "status \"odd\"");
+        assert!(
+            e.to_string().contains("redis write of jobs/a"),
+            "the error does not name its call: {e}"
+        );
+    }
+}
