@@ -17,7 +17,9 @@ const ROUNDS: usize = 5;
 fn main() {
     let rt = leasehold_testkit::runtime();
     if let Ok(path) = std::env::var("LEASEHOLD_OPEN_FILE") {
-        // Child: open the file, try the lease once, report by exit code and stdout.
+        // Child: open the file, try the lease once, report by exit code and stdout. A
+        // grant is held until the process exits: dropping it would have the renewal
+        // driver release it, and a child started later could then be granted it too.
         let code = rt.block_on(async {
             let store = match SqliteStore::open_file(&path, SqliteConfig::default()).await {
                 Ok(s) => s,
@@ -31,7 +33,9 @@ fn main() {
                 .await
             {
                 Ok(o) => {
-                    println!("granted={}", o.granted().is_some());
+                    let lease = o.granted();
+                    println!("granted={}", lease.is_some());
+                    std::mem::forget(lease);
                     0
                 }
                 Err(e) => {
