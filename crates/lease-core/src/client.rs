@@ -225,9 +225,11 @@ struct Inner {
     caps: Capabilities,
     policy: Policy,
     label: String,
+    /// `<label>#<client sequence in hex>.`: what every holder id of this client starts
+    /// with ([`Inner::holder_id`]).
+    holder_prefix: String,
     config: ClientConfig,
     next_id: AtomicU64,
-    client_seq: u64,
     seen: Arc<SeenCache>,
     held: Arc<HeldNames>,
     jitter: Arc<crate::backoff::Jitter>,
@@ -361,6 +363,8 @@ impl LeaseClient {
             .clone()
             .unwrap_or_else(|| format!("pid-{}", std::process::id()));
         let rng_seed = config.rng_seed;
+        let client_seq = CLIENT_SEQ.fetch_add(1, Ordering::Relaxed);
+        let holder_prefix = format!("{label}#{client_seq:x}.");
         let policy = Policy {
             clock: caps.clock,
             margin_permille: config.margin_permille,
@@ -372,9 +376,9 @@ impl LeaseClient {
                 caps,
                 policy,
                 label,
+                holder_prefix,
                 config,
                 next_id: AtomicU64::new(1),
-                client_seq: CLIENT_SEQ.fetch_add(1, Ordering::Relaxed),
                 seen: Arc::new(SeenCache::default()),
                 held: Arc::new(HeldNames::default()),
                 jitter: Arc::new(crate::backoff::Jitter::new(rng_seed)),
@@ -447,7 +451,7 @@ impl LeaseClient {
             // One attempt per name at a time in this client; the check under the gate is
             // the one that counts (a sibling attempt may have been granted meanwhile).
             let gate = self.inner.held.enter(&name).await?;
-            attempt(&self.inner, &driver, &ctx, name, ttl, max_hold, gate).await
+            attempt(&self.inner, driver, ctx, name, ttl, max_hold, gate).await
         }
         .instrument(span)
         .await
@@ -629,9 +633,9 @@ impl LeaseClient {
         }
     }
 
-    fn driver(&self) -> Result<(Mailbox, Arc<DriverCtx>)> {
+    fn driver(&self) -> Result<&(Mailbox, Arc<DriverCtx>)> {
         if let Some(d) = self.inner.driver.get() {
-            return Ok(d.clone());
+            return Ok(d);
         }
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::invalid("runtime", "LeaseClient must be used inside a Tokio runtime"))?;
@@ -648,7 +652,7 @@ impl LeaseClient {
             runtime.spawn(driver::run(ctx.clone(), rx, board));
             (mailbox, ctx)
         });
-        Ok(d.clone())
+        Ok(d)
     }
 }
 
@@ -714,11 +718,28 @@ impl Inner {
         self.seen.get(name)
     }
 
+    /// A holder id of its own for one attempt: `<label>#<client>.<attempt>.<nonce>`,
+    /// the last three in hex (the nonce as 8 digits). Written digit by digit after the
+    /// prefix the client keeps: it is on every acquire's path.
     fn holder_id(&self) -> Result<HolderId> {
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let client = self.client_seq;
         let nonce = self.jitter.nonce();
-        HolderId::new(format!("{}#{client:x}.{n:x}.{nonce:08x}", self.label))
+        let mut id = String::with_capacity(self.holder_prefix.len() + 16 + 1 + 8);
+        id.push_str(&self.holder_prefix);
+        push_hex(&mut id, n, 1);
+        id.push('.');
+        push_hex(&mut id, u64::from(nonce), 8);
+        HolderId::new(id)
+    }
+}
+
+/// Appends `v` in lower-case hex, zero-padded to at least `width` digits (as
+/// `format!("{v:0width$x}")`).
+fn push_hex(out: &mut String, v: u64, width: u32) {
+    let digits = (u64::BITS - v.leading_zeros()).div_ceil(4).max(width).max(1);
+    for i in (0..digits).rev() {
+        let nibble = u8::try_from((v >> (4 * i)) & 0xf).unwrap_or(0);
+        out.push(char::from(b"0123456789abcdef"[usize::from(nibble)]));
     }
 }
 
@@ -811,8 +832,7 @@ async fn attempt(
             AcquireStep::Write { expect, record } => (expect, record),
         };
         // A takeover, for the metric: the last record this client saw was someone's.
-        let takeover = matches!(inner.known(&name), Some(Seen::Present { stored, .. })
-            if stored.record.holder.as_ref().is_some_and(|h| h != &me));
+        let takeover = inner.seen.held_by_other(&name, &me);
         // The write confirms an earlier one of this attempt, found to have applied.
         let confirms = matches!(&known, Some(Seen::Present { stored, .. })
             if stored.record.holder.as_ref() == Some(&me));
@@ -1128,6 +1148,34 @@ mod tests {
         assert_eq!(client.inner.held.len(), 1);
         drop(lease);
         assert_eq!(client.inner.held.len(), 0);
+    }
+
+    #[test]
+    fn holder_ids_are_written_as_format_would() {
+        for (v, width) in [
+            (0u64, 1),
+            (1, 1),
+            (0xa, 1),
+            (0xff, 1),
+            (0x1234_5678, 8),
+            (7, 8),
+            (0, 8),
+            (u64::MAX, 1),
+        ] {
+            let mut hex = String::new();
+            push_hex(&mut hex, v, width);
+            assert_eq!(hex, format!("{v:0w$x}", w = width as usize), "{v} to {width} digits");
+        }
+        let client = LeaseClient::new(MemoryStore::new());
+        let id = client.inner.holder_id().expect("holder id");
+        let (prefix, rest) = id.as_str().rsplit_once('.').expect("a nonce");
+        assert_eq!(rest.len(), 8, "the nonce is 8 hex digits: {id}");
+        assert!(prefix.starts_with(&client.inner.holder_prefix[..client.inner.holder_prefix.len() - 1]));
+        assert_ne!(
+            client.inner.holder_id().expect("holder id"),
+            id,
+            "each attempt has its own id"
+        );
     }
 
     /// A client that grants and releases faster than its driver turns (MemoryStore: a

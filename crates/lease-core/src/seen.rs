@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use tokio::time::Instant;
 
-use crate::{LeaseName, store::Stored};
+use crate::{HolderId, LeaseName, store::Stored};
 
 /// The most names remembered before the cache is cleared.
 const MAX_ENTRIES: usize = 16_384;
@@ -40,23 +40,39 @@ impl SeenCache {
     /// then: rule 3 of docs/DESIGN.md). A version already known keeps its `first_seen`.
     pub(crate) fn remember(&self, name: &LeaseName, current: Option<&Stored>, at: Instant) {
         let mut seen = self.lock();
-        if seen.len() >= MAX_ENTRIES && !seen.contains_key(name) {
+        // One lookup for a name already known (every acquire and release of it).
+        if let Some(known) = seen.get_mut(name) {
+            *known = match (current, &*known) {
+                (None, _) => Seen::Absent,
+                (Some(s), Seen::Present { stored, first_seen }) if stored.version == s.version => Seen::Present {
+                    stored: s.clone(),
+                    first_seen: *first_seen,
+                },
+                (Some(s), _) => Seen::Present {
+                    stored: s.clone(),
+                    first_seen: at,
+                },
+            };
+            return;
+        }
+        if seen.len() >= MAX_ENTRIES {
             seen.clear();
         }
         let entry = match current {
             None => Seen::Absent,
-            Some(s) => match seen.get(name) {
-                Some(Seen::Present { stored, first_seen }) if stored.version == s.version => Seen::Present {
-                    stored: s.clone(),
-                    first_seen: *first_seen,
-                },
-                _ => Seen::Present {
-                    stored: s.clone(),
-                    first_seen: at,
-                },
+            Some(s) => Seen::Present {
+                stored: s.clone(),
+                first_seen: at,
             },
         };
         seen.insert(name.clone(), entry);
+    }
+
+    /// Whether the last record seen under `name` names a holder other than `me` (a
+    /// grant now is a takeover), without copying it out.
+    pub(crate) fn held_by_other(&self, name: &LeaseName, me: &HolderId) -> bool {
+        matches!(self.lock().get(name), Some(Seen::Present { stored, .. })
+            if stored.record.holder.as_ref().is_some_and(|h| h != me))
     }
 
     /// The last known state of `name`.
