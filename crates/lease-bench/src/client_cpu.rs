@@ -16,8 +16,15 @@
 //! other work on the same cores raises it too (on a 2-core machine running a torture
 //! run beside it, MemoryStore's library side once took twice its quiet figure), so it
 //! is run on a quiet machine.
-//! Run by `leasehold-bench client-cpu STORE [ROUNDS] [PAIRS]`; not part of
-//! `scripts/bench.sh`'s results.
+//!
+//! Each acquire and each release is also timed on its own. With an idle time (`--idle-us
+//! N`), the caller's thread sleeps that long before each operation, outside the timing
+//! and the CPU that counts: the thread parks and its core may idle, as when a caller
+//! waits for a store's reply; on MemoryStore this shows what the same code costs when
+//! it runs on a core that has just woken, with no store client beside it. CPU time is
+//! then not read (the sleeps' own system calls would count in it).
+//! Run by `leasehold-bench client-cpu STORE [ROUNDS] [PAIRS] [--idle-us N]`; not part
+//! of `scripts/bench.sh`'s results.
 
 use std::time::Duration;
 
@@ -37,10 +44,15 @@ const POOL: usize = 8;
 pub struct SideCpu {
     /// What the side sends.
     pub label: &'static str,
-    /// CPU time of the process per operation (half a pair), µs, one value per round.
+    /// CPU time of the process per operation (half a pair), µs, one value per round
+    /// (none with an idle time: the sleeps' system calls would count).
     pub cpu_per_op_us: Vec<f64>,
     /// Latency of each pair.
     pub pairs: Samples,
+    /// Latency of each acquire (the store crate's grant write, on that side).
+    pub acquires: Samples,
+    /// Latency of each release.
+    pub releases: Samples,
 }
 
 impl SideCpu {
@@ -49,6 +61,8 @@ impl SideCpu {
             label,
             cpu_per_op_us: Vec::with_capacity(rounds),
             pairs: Samples::with_capacity(rounds * pairs),
+            acquires: Samples::with_capacity(rounds * pairs),
+            releases: Samples::with_capacity(rounds * pairs),
         }
     }
 
@@ -59,11 +73,12 @@ impl SideCpu {
 }
 
 /// Runs `rounds` rounds of `pairs` pairs per side on `backend`'s store, and returns the
-/// library's side, then the store crate's alone.
+/// library's side, then the store crate's alone. With a non-zero `idle`, the thread
+/// sleeps that long before each operation (not timed).
 ///
 /// # Errors
 /// Store errors, or a free name found held.
-pub async fn measure(backend: &Opened, rounds: usize, pairs: usize) -> Result<[SideCpu; 2]> {
+pub async fn measure(backend: &Opened, rounds: usize, pairs: usize, idle: Duration) -> Result<[SideCpu; 2]> {
     let store = backend.store().await?;
     let client = client_for(store.clone(), ClientConfig::default())?;
     let ttl = Duration::from_secs(30);
@@ -80,42 +95,53 @@ pub async fn measure(backend: &Opened, rounds: usize, pairs: usize) -> Result<[S
         shuffle(&mut order);
         for side in order {
             let before = cpu_now();
+            let pause = || {
+                if !idle.is_zero() {
+                    std::thread::sleep(idle);
+                }
+            };
             for i in 0..pairs {
-                let (t, out) = if side == 0 {
+                let (ta, tr) = if side == 0 {
                     let name = format!("cpu/{}", i % POOL);
-                    time(async {
-                        let AcquireOutcome::Granted(lease) = client.try_acquire(&name, ttl).await? else {
-                            return Err(fail(format!("{name} was not free")));
-                        };
-                        Ok(lease.release().await?)
-                    })
-                    .await
+                    pause();
+                    let (ta, out) = time(client.try_acquire(&name, ttl)).await;
+                    let AcquireOutcome::Granted(lease) = out? else {
+                        return Err(fail(format!("{name} was not free")));
+                    };
+                    pause();
+                    let (tr, out) = time(lease.release()).await;
+                    out?;
+                    (ta, tr)
                 } else {
                     let name = LeaseName::new(format!("cpu-direct/{}", i % POOL))?;
                     let slot = &mut versions[i % POOL];
                     let expect = free_name_claim(store_clock, slot.take());
                     let record = LeaseRecord::held(holder.clone(), FencingToken::FIRST, ttl_t);
-                    time(async {
-                        let CasOutcome::Written(held) = store.write(&name, &expect, &record).await? else {
-                            return Err(fail(format!("{name} was not free")));
-                        };
-                        match store.release(&name, &held.version, &held.record).await? {
-                            CasOutcome::Written(vacant) => {
-                                *slot = Some(vacant.version);
-                                Ok(())
-                            }
-                            CasOutcome::Conflict(_) => Err(fail(format!("the release of {name} conflicted"))),
-                        }
-                    })
-                    .await
+                    pause();
+                    let (ta, out) = time(store.write(&name, &expect, &record)).await;
+                    let CasOutcome::Written(held) = out? else {
+                        return Err(fail(format!("{name} was not free")));
+                    };
+                    pause();
+                    let (tr, out) = time(store.release(&name, &held.version, &held.record)).await;
+                    let CasOutcome::Written(vacant) = out? else {
+                        return Err(fail(format!("the release of {name} conflicted")));
+                    };
+                    *slot = Some(vacant.version);
+                    (ta, tr)
                 };
-                out?;
-                sides[side].pairs.push(t);
+                let side = &mut sides[side];
+                side.pairs.push(ta + tr);
+                side.acquires.push(ta);
+                side.releases.push(tr);
             }
-            let cpu = cpu_between(before, cpu_now());
-            sides[side]
-                .cpu_per_op_us
-                .push(cpu.as_secs_f64() * 1e6 / (2 * pairs) as f64);
+            // The sleeps' own system calls would count: CPU is read without them only.
+            if idle.is_zero() {
+                let cpu = cpu_between(before, cpu_now());
+                sides[side]
+                    .cpu_per_op_us
+                    .push(cpu.as_secs_f64() * 1e6 / (2 * pairs) as f64);
+            }
         }
     }
     backend.cleanup().await?;

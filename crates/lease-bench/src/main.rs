@@ -6,7 +6,7 @@
 //!                       [--json docs/performance.json] [--merge]
 //! leasehold-bench render docs/performance.json docs/PERFORMANCE.md [--out FILE | --check]
 //! leasehold-bench redis-server-time [ROUNDS] [PAIRS]
-//! leasehold-bench client-cpu STORE [ROUNDS] [PAIRS]
+//! leasehold-bench client-cpu STORE [ROUNDS] [PAIRS] [--idle-us N]
 //! ```
 //!
 //! The stores come from `eval "$(scripts/stores.sh env)"`; `scripts/bench.sh` does all
@@ -14,6 +14,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use leasehold_bench::data::{Results, Target};
 use leasehold_bench::{Plan, StoreKind, charts, render, run};
@@ -22,7 +23,7 @@ const USAGE: &str = "usage: leasehold-bench [run] [--smoke] [--stores memory,pos
                      [--command TEXT] [--json FILE] [--merge]\n       \
                      leasehold-bench render RESULTS.json DOC.md [--out FILE | --check]\n       \
                      leasehold-bench redis-server-time [ROUNDS] [PAIRS]\n       \
-                     leasehold-bench client-cpu STORE [ROUNDS] [PAIRS]";
+                     leasehold-bench client-cpu STORE [ROUNDS] [PAIRS] [--idle-us N]";
 
 struct RunArgs {
     smoke: bool,
@@ -272,15 +273,26 @@ fn rounds_and_pairs(args: &[String], defaults: (usize, usize)) -> Result<(usize,
     }
 }
 
-/// `client-cpu STORE [ROUNDS] [PAIRS]` (default 10 rounds of 1,000 pairs): the process
-/// CPU per operation of the library and of the store crate's calls alone, and their
-/// pairs' p50 ([`leasehold_bench::client_cpu`]).
+/// `client-cpu STORE [ROUNDS] [PAIRS] [--idle-us N]` (default 10 rounds of 1,000 pairs,
+/// no idle time): the process CPU per operation of the library and of the store crate's
+/// calls alone, and the p50 of their pairs and operations
+/// ([`leasehold_bench::client_cpu`]).
 fn client_cpu(args: &[String]) -> ExitCode {
     let Some(kind) = args.first().and_then(|s| StoreKind::parse(s)) else {
         eprintln!("client-cpu needs a store\n{USAGE}");
         return ExitCode::from(2);
     };
-    let (rounds, pairs) = match rounds_and_pairs(&args[1..], (10, 1_000)) {
+    let mut counts = args[1..].to_vec();
+    let mut idle = Duration::ZERO;
+    if let Some(i) = counts.iter().position(|a| a == "--idle-us") {
+        let Some(us) = counts.get(i + 1).and_then(|n| n.parse::<u64>().ok()) else {
+            eprintln!("--idle-us needs a number of microseconds\n{USAGE}");
+            return ExitCode::from(2);
+        };
+        idle = Duration::from_micros(us);
+        counts.drain(i..i + 2);
+    }
+    let (rounds, pairs) = match rounds_and_pairs(&counts, (10, 1_000)) {
         Ok(counts) => counts,
         Err(code) => return code,
     };
@@ -290,27 +302,50 @@ fn client_cpu(args: &[String]) -> ExitCode {
     };
     let measured = runtime.block_on(async {
         let backend = leasehold_bench::backends::open(kind, &format!("cpu{}", std::process::id())).await?;
-        leasehold_bench::client_cpu::measure(&backend, rounds, pairs).await
+        leasehold_bench::client_cpu::measure(&backend, rounds, pairs, idle).await
     });
     match measured {
         Ok(sides) => {
+            let how = if idle.is_zero() {
+                "; process CPU per operation".to_owned()
+            } else {
+                format!(", the thread idle {} µs before each operation", idle.as_micros())
+            };
             println!(
-                "{}: process CPU per operation, {rounds} rounds of {pairs} acquire + release pairs per side:",
+                "{}: {rounds} rounds of {pairs} acquire + release pairs per side{how}:",
                 kind.label()
             );
+            let p50 = |s: &leasehold_bench::stats::Samples| leasehold_bench::stats::micros(s.summary().p50);
             for side in &sides {
-                let (lo, hi) = range(&side.cpu_per_op_us);
+                let latency = format!(
+                    "p50 pair {:.1} µs, acquire {:.1} µs, release {:.1} µs",
+                    p50(&side.pairs),
+                    p50(&side.acquires),
+                    p50(&side.releases)
+                );
+                if side.cpu_per_op_us.is_empty() {
+                    println!("  {:40} {latency}", side.label);
+                } else {
+                    let (lo, hi) = range(&side.cpu_per_op_us);
+                    println!(
+                        "  {:40} median {:6.2} µs  (rounds {lo:.2} to {hi:.2}); {latency}",
+                        side.label,
+                        side.median_cpu_us(),
+                    );
+                }
+            }
+            if sides[0].cpu_per_op_us.is_empty() {
                 println!(
-                    "  {:40} median {:6.2} µs  (rounds {lo:.2} to {hi:.2}); pair p50 {:.1} µs",
-                    side.label,
-                    side.median_cpu_us(),
-                    leasehold_bench::stats::micros(side.pairs.summary().p50)
+                    "  the lease client: {:+.1} µs per acquire, {:+.1} µs per release (p50; CPU not read with --idle-us)",
+                    p50(&sides[0].acquires) - p50(&sides[1].acquires),
+                    p50(&sides[0].releases) - p50(&sides[1].releases)
+                );
+            } else {
+                println!(
+                    "  the lease client: {:+.2} µs of CPU per operation",
+                    sides[0].median_cpu_us() - sides[1].median_cpu_us()
                 );
             }
-            println!(
-                "  the lease client: {:+.2} µs of CPU per operation",
-                sides[0].median_cpu_us() - sides[1].median_cpu_us()
-            );
             ExitCode::SUCCESS
         }
         Err(e) => {

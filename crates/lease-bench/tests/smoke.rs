@@ -155,9 +155,31 @@ async fn client_cpu_runs() {
         let backend = leasehold_bench::backends::open(kind, "smoke-cpu")
             .await
             .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
-        let sides = leasehold_bench::client_cpu::measure(&backend, 2, 20)
+        let sides = leasehold_bench::client_cpu::measure(&backend, 2, 20, std::time::Duration::ZERO)
             .await
             .unwrap_or_else(|e| panic!("{kind:?}: client-cpu: {e}"));
+        let idle = leasehold_bench::client_cpu::measure(&backend, 1, 10, std::time::Duration::from_micros(50))
+            .await
+            .unwrap_or_else(|e| panic!("{kind:?}: client-cpu --idle-us: {e}"));
+        for side in &idle {
+            assert_eq!(
+                side.acquires.len(),
+                10,
+                "{kind:?} {} idle: every acquire timed",
+                side.label
+            );
+            assert_eq!(
+                side.releases.len(),
+                10,
+                "{kind:?} {} idle: every release timed",
+                side.label
+            );
+            assert!(
+                side.cpu_per_op_us.is_empty(),
+                "{kind:?} {} idle: no CPU figure",
+                side.label
+            );
+        }
         for side in &sides {
             assert_eq!(
                 side.cpu_per_op_us.len(),
@@ -166,6 +188,8 @@ async fn client_cpu_runs() {
                 side.label
             );
             assert_eq!(side.pairs.len(), 40, "{kind:?} {}: every pair timed", side.label);
+            assert_eq!(side.acquires.len(), 40, "{kind:?} {}: every acquire timed", side.label);
+            assert_eq!(side.releases.len(), 40, "{kind:?} {}: every release timed", side.label);
             let us = side.median_cpu_us();
             assert!(us.is_finite() && us >= 0.0, "{kind:?} {}: {us} µs", side.label);
         }
