@@ -164,9 +164,10 @@ impl Gate {
             entry.lease = Some((shared.id, Arc::downgrade(shared)));
         }
         drop(map);
-        // Only a task of this client waiting in `held_here` listens. One that subscribes
-        // after this count is taken checks the table afterwards (under its lock, after
-        // the update above), so it finds the grant without being told.
+        // Only a task of this client waiting in `held_here` listens, and it subscribes
+        // before it checks the table under its lock. If that check comes after the
+        // update above, it finds the grant; if before, its subscription happened before
+        // this lock was taken, so the count below sees it and it is told.
         if self.names.grants.receiver_count() > 0 {
             self.names.grants.send_modify(|n| *n += 1);
         }
