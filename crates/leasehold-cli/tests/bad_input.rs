@@ -90,11 +90,14 @@ async fn unreachable_stores_are_store_errors_without_passwords() {
     for url in common::UNREACHABLE {
         let err = expect(&store, &["--store", url, "run", "x", "--", "true"], STORE).await;
         assert!(!err.contains("hunter2"), "{url}: {err}");
+        // The driver's words on why, not only what failed.
+        assert!(err.contains("Connection refused"), "{url}: {err}");
         for args in [&["show", "x"][..], &["elect", "x", "--", "true"], &["observe", "x"]] {
             let mut args = args.to_vec();
             args.splice(0..0, ["--store", url]);
             let err = expect(&store, &args, STORE).await;
             assert!(!err.contains("hunter2"), "{url}: {err}");
+            assert!(err.contains("Connection refused"), "{url}: {err}");
         }
     }
 }

@@ -63,6 +63,7 @@ async fn an_unreachable_store_is_one_line() {
         let out = check(&store, url, false).await;
         let err = assert_one_line(&out, STORE);
         assert!(err.contains("connect and setup"), "{url}: {err}");
+        assert!(err.contains("Connection refused"), "{url}: {err}");
         assert!(!err.contains("hunter2"), "{url}: {err}");
     }
     let out = check(&store, "nonsense", false).await;

@@ -90,12 +90,38 @@ where
     type ConnectOptions<B> =
         <<<B as leasehold_sql::SqlBackend>::Db as sqlx::Database>::Connection as sqlx::Connection>::Options;
     let connect: ConnectOptions<B> = connect.parse().map_err(|e: sqlx::Error| bad_url(&e))?;
-    let pool = sqlx::pool::PoolOptions::<B::Db>::new()
+    let pool = match sqlx::pool::PoolOptions::<B::Db>::new()
         .max_connections(options.max_connections)
         .acquire_timeout(options.connect_timeout)
-        .connect_with(connect)
+        .connect_with(connect.clone())
         .await
-        .map_err(|e| cannot_connect(url, &e))?;
+    {
+        Ok(pool) => pool,
+        // The pool retries a refused connection until its timeout, then says only that
+        // it timed out: one more attempt tells the caller why (a refusal or a rejected
+        // login answers in milliseconds; a host that drops the packets gets one second).
+        Err(sqlx::Error::PoolTimedOut) => {
+            let limit = options.connect_timeout;
+            let probe = limit.min(Duration::from_secs(1));
+            let attempt = <ConnectOptions<B> as sqlx::ConnectOptions>::connect(&connect);
+            let why = match tokio::time::timeout(probe, attempt).await {
+                Ok(Err(e)) => chain(&e),
+                Ok(Ok(conn)) => {
+                    let _ = sqlx::Connection::close(conn).await;
+                    "the server answered only after the pool gave up; try again".to_owned()
+                }
+                Err(_) => format!("no connection within {probe:?} either"),
+            };
+            return Err(Error::Unavailable {
+                message: format!(
+                    "{} store {url}: cannot connect (retried for {limit:?}): {why}",
+                    url.kind()
+                ),
+                source: None,
+            });
+        }
+        Err(e) => return Err(cannot_connect(url, &e)),
+    };
     let mut config = SqlConfig::new();
     if let Some(t) = &options.table {
         config = config.with_table(t)?;

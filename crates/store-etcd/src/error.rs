@@ -121,7 +121,34 @@ pub(crate) fn map(what: &str, op: Effect, e: etcd_client::Error) -> Error {
         E::EndpointError(_) | E::EndpointsNotManaged => ErrorClass::Misconfigured,
         _ => ErrorClass::after_send(op),
     };
-    kind.error(format!("etcd {what}"), e)
+    let message = format!("etcd {what}: {}", detail(&e));
+    kind.error(message, e)
+}
+
+/// The driver's words on why, for a message (the error stays the source): a status's
+/// own message and, under it, the root cause, such as the refused connection
+/// (`tcp connect error: Connection refused (os error 111)`), without the dump of the
+/// transport's internals that the status's `Display` carries.
+fn detail(e: &etcd_client::Error) -> String {
+    let etcd_client::Error::GRpcStatus(status) = e else {
+        return e.to_string();
+    };
+    let mut detail = status.message().to_owned();
+    let mut root = None;
+    let mut source = std::error::Error::source(status);
+    while let Some(s) = source {
+        root = Some(s);
+        source = s.source();
+    }
+    if let Some(root) = root.map(ToString::to_string)
+        && !detail.contains(&root)
+    {
+        if !detail.is_empty() {
+            detail.push_str(": ");
+        }
+        detail.push_str(&root);
+    }
+    detail
 }
 
 /// The error for a request of kind `op` that got no answer within `timeout`.

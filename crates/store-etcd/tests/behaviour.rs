@@ -320,6 +320,10 @@ async fn unreachable_etcd_is_unavailable() {
     let n = name("down");
     let read = store.read(&n).await;
     assert!(matches!(read, Err(Error::Unavailable { .. })), "read: {read:?}");
+    // What failed, and the driver's words on why, without the transport's internals.
+    let message = read.expect_err("read").to_string();
+    assert!(message.contains("Connection refused"), "{message}");
+    assert!(!message.contains("tonic::"), "{message}");
     let vacant = LeaseRecord {
         holder: None,
         ..held("x", 1, 1000)

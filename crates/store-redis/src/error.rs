@@ -64,7 +64,14 @@ pub(crate) const CROSSSLOT: &str = "CROSSSLOT";
 
 /// What a driver error means for a call of `what` (`"write of jobs/a"`).
 pub(crate) fn from_redis(err: RedisError, effect: Effect, what: impl fmt::Display) -> Error {
-    let message = format!("redis {what}: {}", err.category());
+    // The driver's words on why (the error stays the source), after its category
+    // unless they say it already.
+    let (category, detail) = (err.category(), err.to_string());
+    let message = if detail.contains(category) {
+        format!("redis {what}: {detail}")
+    } else {
+        format!("redis {what}: {category}: {detail}")
+    };
     if err.is_connection_refusal() {
         return Error::unavailable(message, err);
     }
@@ -114,6 +121,12 @@ mod tests {
     fn refused_is_unavailable_even_for_writes() {
         let e = from_redis(io(std::io::ErrorKind::ConnectionRefused), Effect::Write, "write");
         assert!(e.is_retryable(), "{e:?}");
+        // What failed, and the driver's words on why.
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused).to_string();
+        assert!(
+            e.to_string().contains(&format!("redis write: I/O error: {refused}")),
+            "{e}"
+        );
     }
 
     #[test]

@@ -42,6 +42,8 @@ async fn a_refused_port_fails_within_the_connect_timeout() {
     ] {
         let (e, took) = connect(refused_port(), config).await;
         assert!(matches!(e, Error::Unavailable { .. }), "{e:?}");
+        // What failed, and the driver's words on why.
+        assert!(e.to_string().contains("Connection refused"), "{e}");
         assert!(
             took <= bound + Duration::from_millis(500),
             "took {took:?}, bound {bound:?}"
