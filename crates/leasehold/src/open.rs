@@ -110,13 +110,10 @@ where
                     let _ = sqlx::Connection::close(conn).await;
                     "the server answered only after the pool gave up; try again".to_owned()
                 }
-                Err(_) => format!("no connection within {probe:?} either"),
+                Err(_) => format!("no answer within another {probe:?}"),
             };
             return Err(Error::Unavailable {
-                message: format!(
-                    "{} store {url}: cannot connect (retried for {limit:?}): {why}",
-                    url.kind()
-                ),
+                message: format!("{} store {url}: cannot connect within {limit:?}: {why}", url.kind()),
                 source: None,
             });
         }
