@@ -148,6 +148,10 @@ fn detail(e: &etcd_client::Error) -> String {
         }
         detail.push_str(&root);
     }
+    if detail.is_empty() {
+        // A bare status: its code in words.
+        detail = status.code().description().to_owned();
+    }
     detail
 }
 
@@ -246,6 +250,29 @@ mod tests {
     fn timeouts() {
         assert!(timed_out("txn", Effect::Write, Duration::from_secs(1)).is_indeterminate());
         assert!(timed_out("get", Effect::Read, Duration::from_secs(1)).is_retryable());
+    }
+
+    #[test]
+    fn messages_say_why_without_the_transports_internals() {
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let reason = refused.to_string();
+        let mut status = tonic::Status::unavailable(TONIC_CONNECT_ERROR);
+        status.set_source(std::sync::Arc::new(refused));
+        let e = map("verify", Effect::Read, etcd_client::Error::GRpcStatus(status));
+        assert_eq!(
+            e.to_string(),
+            format!("store unavailable: etcd verify: tcp connect error: {reason}")
+        );
+        let e = map(
+            "txn",
+            Effect::Write,
+            etcd_client::Error::GRpcStatus(tonic::Status::unavailable("")),
+        );
+        assert!(
+            e.to_string()
+                .ends_with("etcd txn: The service is currently unavailable"),
+            "{e}"
+        );
     }
 
     #[test]
