@@ -19,8 +19,16 @@
 //! so the driver's store of its deadline (before its look) happens before the caller's
 //! load (after its push), and the load sees that deadline or a later one: the lease is
 //! compared with the deadline the driver sleeps until.
+//!
+//! A wake-up already on its way is not sent again: a caller that finds one pending
+//! (sent, and the board not taken since) leaves it at that. The driver clears the
+//! flag *before* each take of the board, so a push that finds the flag set either
+//! comes before that take (its lease is taken) or, coming after it, finds the flag
+//! cleared by that take or set again by a caller whose wake-up leads to a later take:
+//! the same lock ordering as above. Without it, a driver that the machine keeps from
+//! running is sent one wake-up per grant until it runs.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::mpsc;
@@ -49,6 +57,8 @@ pub(crate) struct Board {
     /// starts at 0: a driver spawned but not yet run looks at the board before it
     /// first sleeps, so a grant left before then needs no wake-up.
     wakes_at: AtomicU64,
+    /// A wake-up was sent and the board not taken since: another is not needed.
+    wake_pending: AtomicBool,
     epoch: Instant,
     /// Wake-ups sent to the driver (for tests).
     #[cfg(test)]
@@ -68,6 +78,7 @@ impl Board {
         Self {
             queued: Mutex::new(Queued::default()),
             wakes_at: AtomicU64::new(0),
+            wake_pending: AtomicBool::new(false),
             epoch: Instant::now(),
             #[cfg(test)]
             wakes_sent: AtomicU64::new(0),
@@ -82,8 +93,10 @@ impl Board {
         self.queued.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Everything left on the board, registrations first.
+    /// Everything left on the board, registrations first. A wake-up sent before this
+    /// take has done its work: the next push that needs one sends it.
     pub(crate) fn take(&self) -> Queued {
+        self.wake_pending.store(false, Ordering::SeqCst);
         std::mem::take(&mut *self.lock())
     }
 
@@ -168,7 +181,12 @@ impl Mailbox {
         self.board.wakes_sent.load(Ordering::Relaxed)
     }
 
+    /// Sends the driver a wake-up, unless one sent earlier has not yet made it take
+    /// the board.
     fn wake(&self) -> Result<()> {
+        if self.board.wake_pending.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
         #[cfg(test)]
         self.board.wakes_sent.fetch_add(1, Ordering::Relaxed);
         self.tx.send(Command::Wake).map_err(|_| Error::Shutdown)
@@ -263,6 +281,32 @@ mod tests {
         }
         assert_eq!(wakes(&mut rx), 1);
         assert_eq!(board.take().forget.len(), FORGET_BATCH);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wake_up_on_its_way_is_not_sent_again() {
+        let (mailbox, mut rx, board) = Mailbox::new();
+        let lease = a_lease(Duration::from_secs(3)).await;
+        let first = Instant::now() + Duration::from_secs(1);
+        // The driver sleeps until a message, and does not run for a while: the grants
+        // left meanwhile send one wake-up between them.
+        assert!(!board.sleep_until(None));
+        for _ in 0..50 {
+            mailbox.register(lease.clone(), first).expect("register");
+        }
+        assert_eq!(wakes(&mut rx), 1);
+        // Its take answers that wake-up: the next grant it would sleep past sends one.
+        assert_eq!(board.take().register.len(), 50);
+        assert!(!board.sleep_until(None));
+        mailbox.register(lease.clone(), first).expect("register");
+        assert_eq!(wakes(&mut rx), 1);
+        // A full batch of releases, while that wake-up is still on its way: no other.
+        for _ in 0..FORGET_BATCH {
+            mailbox.forget(lease.clone()).expect("forget");
+        }
+        assert_eq!(wakes(&mut rx), 0);
+        let taken = board.take();
+        assert_eq!((taken.register.len(), taken.forget.len()), (1, FORGET_BATCH));
     }
 
     #[tokio::test]
