@@ -22,11 +22,14 @@
 //!
 //! A wake-up already on its way is not sent again: a caller that finds one pending
 //! (sent, and the board not taken since) leaves it at that. The driver clears the
-//! flag *before* each take of the board, so a push that finds the flag set either
-//! comes before that take (its lease is taken) or, coming after it, finds the flag
-//! cleared by that take or set again by a caller whose wake-up leads to a later take:
-//! the same lock ordering as above. Without it, a driver that the machine keeps from
-//! running is sent one wake-up per grant until it runs.
+//! flag *before* each take of the board. A caller whose swap of the flag reads `true`
+//! read the swap of another caller, made after the driver's last clear and followed by
+//! that caller's wake-up; the driver receives it and takes the board again, clearing
+//! the flag first. Either the first caller's push locked the board before that take,
+//! which then (or an earlier one) takes its lease, or after it: then the clear came
+//! before its swap, which could not have read the older `true`. Without this, a
+//! driver that the machine keeps from running is sent one wake-up per grant until it
+//! runs.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -185,7 +188,13 @@ impl Mailbox {
     /// the board.
     fn wake(&self) -> Result<()> {
         if self.board.wake_pending.swap(true, Ordering::SeqCst) {
-            return Ok(());
+            // A driver that is gone answers no wake-up, sent or not: say so, as a send
+            // would (the grant is then given back rather than left to expire).
+            return if self.tx.is_closed() {
+                Err(Error::Shutdown)
+            } else {
+                Ok(())
+            };
         }
         #[cfg(test)]
         self.board.wakes_sent.fetch_add(1, Ordering::Relaxed);
@@ -320,5 +329,17 @@ mod tests {
         ));
         assert!(matches!(mailbox.forget(lease.clone()), Err(Error::Shutdown)));
         assert!(matches!(mailbox.release(lease), Err(Error::Shutdown)));
+    }
+
+    #[tokio::test]
+    async fn a_wake_up_left_pending_by_a_driver_gone_still_says_shutdown() {
+        let (mailbox, rx, board) = Mailbox::new();
+        let lease = a_lease(Duration::from_secs(3)).await;
+        // A wake-up is on its way to a driver that then goes.
+        assert!(!board.sleep_until(None));
+        mailbox.register(lease.clone(), Instant::now()).expect("register");
+        drop(rx);
+        // Past `register`'s own check (a driver gone between it and the wake-up).
+        assert!(matches!(mailbox.wake(), Err(Error::Shutdown)));
     }
 }
