@@ -69,3 +69,14 @@ async fn an_unreachable_store_is_one_line() {
     let out = check(&store, "nonsense", false).await;
     assert_one_line(&out, common::USAGE);
 }
+
+/// ZooKeeper's client retries a refused connection until its request timeout (5 s), so it
+/// is not among `common::UNREACHABLE`; the line still says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_zookeeper_is_one_line_that_says_why() {
+    let store = Store::sqlite().await;
+    let out = check(&store, "zookeeper://127.0.0.1:1/leasehold", false).await;
+    let err = assert_one_line(&out, STORE);
+    assert!(err.contains("connect and setup"), "{err}");
+    assert!(err.contains("127.0.0.1:1: Connection refused"), "{err}");
+}

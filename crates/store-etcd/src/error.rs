@@ -93,20 +93,20 @@ pub(crate) fn is_lease_not_found(e: &etcd_client::Error) -> bool {
 
 /// True when a connection could not be made at all (the request was never sent).
 fn connect_failed(status: &(dyn std::error::Error + 'static)) -> bool {
-    let mut source = status.source();
-    while let Some(e) = source {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            use std::io::ErrorKind as K;
-            if matches!(
+    use std::io::ErrorKind as K;
+    causes(status).any(|e| {
+        e.downcast_ref::<std::io::Error>().is_some_and(|io| {
+            matches!(
                 io.kind(),
                 K::ConnectionRefused | K::AddrNotAvailable | K::HostUnreachable | K::NetworkUnreachable
-            ) {
-                return true;
-            }
-        }
-        source = e.source();
-    }
-    false
+            )
+        })
+    })
+}
+
+/// The errors under `e`, nearest first.
+fn causes<'a>(e: &'a (dyn std::error::Error + 'static)) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(e.source(), |s| s.source())
 }
 
 /// Maps an etcd client error for operation `what` of kind `op`.
@@ -134,13 +134,7 @@ fn detail(e: &etcd_client::Error) -> String {
         return e.to_string();
     };
     let mut detail = status.message().to_owned();
-    let mut root = None;
-    let mut source = std::error::Error::source(status);
-    while let Some(s) = source {
-        root = Some(s);
-        source = s.source();
-    }
-    if let Some(root) = root.map(ToString::to_string)
+    if let Some(root) = causes(status).last().map(ToString::to_string)
         && !detail.contains(&root)
     {
         if !detail.is_empty() {

@@ -51,6 +51,16 @@ pub(crate) fn timed_out(what: &str, op: Effect, after: Duration) -> Error {
     no_answer(op, &format!("ZooKeeper {what}"), after)
 }
 
+/// A session handshake with no answer within `after`, and `why` (what each server
+/// answered a connection attempt): no request was sent, so nothing applied.
+pub(crate) fn handshake_unanswered(after: Duration, why: &str) -> Error {
+    let source = std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no answer after {after:?}"));
+    Error::unavailable(
+        format!("ZooKeeper session handshake: no answer within {after:?}: {why}"),
+        source,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -217,7 +217,12 @@ pub(crate) async fn open<H: SessionHost>(cluster: &str, how: Opening, host: Weak
         .with_connection_timeout(bound)
         .connect(cluster);
     let client = match tokio::time::timeout(bound, connect).await {
-        Err(_) => return Err(error::timed_out("session handshake", Effect::Read, bound)),
+        Err(_) => {
+            // The client retries a refused connection until its bound, then says only
+            // that it timed out: one connection attempt to each server tells why.
+            let why = servers_unanswered(cluster, bound.min(PROBE_LIMIT)).await;
+            return Err(error::handshake_unanswered(bound, &why));
+        }
         Ok(r) => r.map_err(|e| error::map("session handshake", Effect::Read, e))?,
     };
     let negotiated = client.session_timeout();
@@ -244,6 +249,30 @@ pub(crate) async fn open<H: SessionHost>(cluster: &str, how: Opening, host: Weak
         tokio::spawn(heartbeat(Arc::downgrade(&session), bound, host_for_heartbeat));
     }
     Ok(session)
+}
+
+/// The longest a server of the ensemble is waited for when asking why a handshake got
+/// no answer.
+const PROBE_LIMIT: Duration = Duration::from_secs(1);
+
+/// Why the servers of `cluster` (`host:port[,host:port...][/chroot]`) gave a handshake no
+/// answer: one TCP connection attempt to each, all at once, each waited for at most
+/// `within` (a refusal answers in milliseconds): `127.0.0.1:2181: Connection refused (os
+/// error 111)`, or that it accepts connections, for each server.
+async fn servers_unanswered(cluster: &str, within: Duration) -> String {
+    let hosts = cluster.split('/').next().unwrap_or(cluster);
+    let attempts = hosts
+        .split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .map(|host| async move {
+            match tokio::time::timeout(within, tokio::net::TcpStream::connect(host)).await {
+                Ok(Ok(_)) => format!("{host}: accepts connections, no session handshake answered"),
+                Ok(Err(e)) => format!("{host}: {e}"),
+                Err(_) => format!("{host}: no connection within {within:?}"),
+            }
+        });
+    futures::future::join_all(attempts).await.join("; ")
 }
 
 /// Sends a `sync` on `session` while it lives: every eighth of its timeout, and on a

@@ -386,7 +386,7 @@ async fn a_missing_root_is_misconfigured() {
     );
 }
 
-/// No server: connecting is `Unavailable` within the request timeout.
+/// No server: connecting is `Unavailable` within the request timeout, and says why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_server_is_unavailable_in_bounded_time() {
     let config = ZooKeeperConfig::default()
@@ -394,11 +394,43 @@ async fn no_server_is_unavailable_in_bounded_time() {
         .expect("config");
     let start = tokio::time::Instant::now();
     // A port of the project's range where nothing listens.
-    match ZooKeeperStore::connect("127.0.0.1:52199", config).await {
-        Err(e) => assert!(e.is_retryable(), "expected Unavailable, got {e}"),
+    match ZooKeeperStore::connect("127.0.0.1:52199", config.clone()).await {
+        Err(e) => {
+            assert!(e.is_retryable(), "expected Unavailable, got {e}");
+            // What failed, and why: the server refused the connection.
+            let message = e.to_string();
+            assert!(message.contains("127.0.0.1:52199: Connection refused"), "{message}");
+        }
         Ok(s) => panic!("connected to nothing: {s:?}"),
     }
     assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
+
+    // A server that accepts connections and never answers the handshake is told apart
+    // from one that refuses them; the chroot is not taken for a server.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let cluster = format!("127.0.0.1:52199,{}/leasehold", silent.local_addr().expect("addr"));
+    let accepting = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((conn, _)) = silent.accept().await {
+            held.push(conn);
+        }
+    });
+    let start = tokio::time::Instant::now();
+    match ZooKeeperStore::connect(&cluster, config).await {
+        Err(e) => {
+            assert!(e.is_retryable(), "expected Unavailable, got {e}");
+            let message = e.to_string();
+            assert!(message.contains("127.0.0.1:52199: Connection refused"), "{message}");
+            assert!(
+                message.contains("accepts connections, no session handshake answered"),
+                "{message}"
+            );
+            assert!(!message.contains("leasehold:"), "{message}");
+        }
+        Ok(s) => panic!("connected to a silent server: {s:?}"),
+    }
+    assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
+    accepting.abort();
 }
 
 /// An explicit-token write raises the counter: a later claim issues a token above it.
