@@ -8,29 +8,8 @@ use leasehold_core::Result;
 use redis::ScriptInvocation;
 use redis::aio::ConnectionLike;
 
-use crate::error::{self, Effect};
+use crate::error::{self, Effect, What};
 use crate::reply::Reply;
-
-/// What a call does, as its errors name it (`write of jobs/a`): put into words only
-/// when an error is made, not on every call.
-#[derive(Clone, Copy)]
-pub(crate) struct What<'a> {
-    op: &'static str,
-    of: &'a (dyn fmt::Display + Sync),
-}
-
-impl<'a> What<'a> {
-    /// `op` of `subject` (a lease name, a key).
-    pub(crate) fn of(op: &'static str, subject: &'a (dyn fmt::Display + Sync)) -> Self {
-        Self { op, of: subject }
-    }
-}
-
-impl fmt::Display for What<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} of {}", self.op, self.of)
-    }
-}
 
 /// Runs one script invocation (an `EVALSHA`, reloading the script once on `NOSCRIPT`)
 /// with an optional time bound, and splits its reply.
@@ -62,23 +41,4 @@ pub(crate) async fn with_timeout<T>(
         None => call.await,
     };
     result.map_err(|e| error::from_redis(e, effect, what))
-}
-
-#[cfg(test)]
-mod tests {
-    use leasehold_core::LeaseName;
-
-    use super::*;
-
-    #[test]
-    fn an_error_names_the_call_it_comes_from() {
-        let name = LeaseName::new("jobs/a").expect("name");
-        let what = What::of("write", &name);
-        assert_eq!(what.to_string(), "write of jobs/a");
-        let e = error::bad_reply(Effect::Write, what, "status \"odd\"");
-        assert!(
-            e.to_string().contains("redis write of jobs/a"),
-            "the error does not name its call: {e}"
-        );
-    }
 }

@@ -109,9 +109,42 @@ pub(crate) fn bad_reply(effect: Effect, what: impl fmt::Display, detail: impl In
     ErrorClass::after_send(effect).error(format!("redis {what}: unexpected script reply"), source)
 }
 
+/// What a call does, as its errors name it (`write of jobs/a`): put into words only
+/// when an error is made, not on every call.
+#[derive(Clone, Copy)]
+pub(crate) struct What<'a> {
+    op: &'static str,
+    of: &'a (dyn fmt::Display + Sync),
+}
+
+impl<'a> What<'a> {
+    /// `op` of `subject` (a lease name, a key).
+    pub(crate) fn of(op: &'static str, subject: &'a (dyn fmt::Display + Sync)) -> Self {
+        Self { op, of: subject }
+    }
+}
+
+impl fmt::Display for What<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} of {}", self.op, self.of)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_names_the_call_it_comes_from() {
+        let name = leasehold_core::LeaseName::new("jobs/a").expect("name");
+        let what = What::of("write", &name);
+        assert_eq!(what.to_string(), "write of jobs/a");
+        let e = bad_reply(Effect::Write, what, "status \"odd\"");
+        assert!(
+            e.to_string().contains("redis write of jobs/a"),
+            "the error does not name its call: {e}"
+        );
+    }
 
     fn io(kind: std::io::ErrorKind) -> RedisError {
         RedisError::from(std::io::Error::from(kind))

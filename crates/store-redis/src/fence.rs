@@ -16,8 +16,8 @@ use leasehold_core::fence::{FenceMode, FencedOutcome, rejected_by};
 use leasehold_core::{Error, FencingToken, Result};
 use redis::aio::ConnectionLike;
 
-use crate::call::{What, invoke};
-use crate::error::Effect;
+use crate::call::invoke;
+use crate::error::{Effect, What};
 use crate::reply::Reply;
 use crate::scripts::{FENCE_SCRIPT, MARK_SCRIPT};
 

@@ -12,8 +12,7 @@ use leasehold_core::{
 };
 use redis::Value;
 
-use crate::call::What;
-use crate::error::{Effect, bad_reply};
+use crate::error::{Effect, What, bad_reply};
 
 /// A script reply: a status word and its fields.
 pub(crate) struct Reply<'w> {

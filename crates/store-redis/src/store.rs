@@ -16,9 +16,9 @@ use leasehold_core::{
 use redis::ScriptInvocation;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 
-use crate::call::{What, invoke, with_timeout};
+use crate::call::{invoke, with_timeout};
 use crate::config::{KeyLayout, RedisConfig};
-use crate::error::{self, Effect};
+use crate::error::{self, Effect, What};
 use crate::fence::{HashFence, HashWrite};
 use crate::listing;
 use crate::notify::{Notifier, Now};
