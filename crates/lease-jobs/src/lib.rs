@@ -143,9 +143,9 @@
 //! a second, and carries the reading forward on its monotonic clock in between. A
 //! reading is taken while the call is under way, so it is never ahead of the store:
 //! no instance starts a slot before its time on the store's clock, whatever its own
-//! wall clock says. On etcd, DynamoDB and S3, which offer no clock to read, slots are
-//! due on each instance's wall clock ([`Scheduler::with_wall_clock`]): an instance
-//! whose clock is ahead by `d` starts slots up to `d` early; keep
+//! wall clock says. On etcd, ZooKeeper, DynamoDB and S3, which offer no clock to read,
+//! slots are due on each instance's wall clock ([`Scheduler::with_wall_clock`]): an
+//! instance whose clock is ahead by `d` starts slots up to `d` early; keep
 //! [`JobSpec::clock_skew`] at the worst such `d`. Expiry is never judged on a wall
 //! clock. The test `store_clock` runs an instance 2 s fast next to a true one on
 //! Postgres, MySQL, Redis and SQLite and checks from the effect rows' commit times

@@ -115,7 +115,8 @@ pub(crate) struct CheckArgs {
     /// The store URL (default: --store, LEASEHOLD_STORE, or the default SQLite file).
     #[arg(value_name = "URL")]
     pub(crate) url: Option<String>,
-    /// Create the table (SQL, DynamoDB) or bucket (S3) when it is missing.
+    /// Create the table (SQL, DynamoDB), bucket (S3) or root znode (ZooKeeper) when it is
+    /// missing.
     #[arg(long)]
     pub(crate) create: bool,
 }

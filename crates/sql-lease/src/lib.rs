@@ -10,11 +10,12 @@
 //! fenced write on a user's own table ([`RowFence`], whose dialect comes from the
 //! database type).
 //!
-//! `leasehold-postgres` (`PostgresStore = SqlStore<PgBackend>`) and `leasehold-sqlite`
-//! (`SqliteStore = SqlStore<SqliteBackend>`, with [`SqlStore::open_file`] through
-//! [`FileBackend`]) are the two backends; a third database is a [`SqlDatabase`]
-//! implementation here (its dialect, its error codes) and a small crate with its
-//! backend. Users normally depend on a store crate, which re-exports what they need.
+//! `leasehold-postgres` (`PostgresStore = SqlStore<PgBackend>`), `leasehold-mysql`
+//! (`MySqlStore = SqlStore<MySqlBackend>`) and `leasehold-sqlite` (`SqliteStore =
+//! SqlStore<SqliteBackend>`, with [`SqlStore::open_file`] through [`FileBackend`]) are
+//! the three backends; another database is a [`SqlDatabase`] implementation here (its
+//! dialect, its error codes) and a small crate with its backend. Users normally depend
+//! on a store crate, which re-exports what they need.
 //!
 //! ```
 //! use leasehold_core::fence::Dialect;

@@ -62,17 +62,24 @@
 //!   sort key, on-demand billing: [`DynamoStore::provision`] creates it idempotently
 //!   and waits until it is active; [`DynamoStore::verify`] checks one you created
 //!   yourself. Several applications may share one table (lease names are the keys).
-//! - **Never enable DynamoDB TTL (item expiry) on the lease table, and do not delete
-//!   lease items**: a released lease stays as a vacant item that keeps its token, and
-//!   the next grant continues from it. An item that disappears restarts its token
-//!   sequence at 1, and every resource fenced by it would refuse the new holder.
+//! - **Do not delete lease items by hand, and give the table's Time to Live no attribute
+//!   but `expires_at`**: a released lease stays as a vacant item that keeps its token,
+//!   and the next grant continues from it. An item that disappears restarts its token
+//!   sequence at 1, and every resource fenced by it would refuse the new holder. The
+//!   store removes items only where nobody needs their tokens again: a scheduled job's
+//!   aged slot records, by a conditional delete ([`leasehold_core::store::CasStore::purge`])
+//!   or by Time to Live on `expires_at`, which [`DynamoStore::provision`] turns on and
+//!   which only [`leasehold_core::store::CasStore::expire`] sets (docs/STORES.md, "Native
+//!   expiry on DynamoDB").
 //! - **IAM actions** on the lease table: `dynamodb:GetItem`, `dynamodb:UpdateItem`
-//!   (every lease operation); `dynamodb:DeleteItem` (only for administrative
-//!   [`leasehold_core::store::CasStore::delete`]); `dynamodb:Scan` (only for
-//!   [`leasehold_core::store::CasStore::list`]); `dynamodb:CreateTable` and
-//!   `dynamodb:DescribeTable` (only for [`DynamoStore::provision`] /
-//!   [`DynamoStore::verify`]). On the protected tables: `dynamodb:PutItem` and /
-//!   or `dynamodb:UpdateItem` for the fenced writes.
+//!   (every lease operation, and `expire`); `dynamodb:DeleteItem` (for
+//!   [`leasehold_core::store::CasStore::delete`] and the scheduled jobs' purge);
+//!   `dynamodb:Scan` (only for [`leasehold_core::store::CasStore::list`]);
+//!   `dynamodb:CreateTable` and `dynamodb:DescribeTable` (only for
+//!   [`DynamoStore::provision`] / [`DynamoStore::verify`]), `dynamodb:DescribeTimeToLive`
+//!   and `dynamodb:UpdateTimeToLive` (only for `provision`; without them it leaves Time
+//!   to Live off with a warning). On the protected tables: `dynamodb:PutItem` and / or
+//!   `dynamodb:UpdateItem` for the fenced writes.
 //! - **Client**: any `aws_sdk_dynamodb::Client`. The store bounds each of its own
 //!   requests by [`DynamoConfig::with_request_timeout`] (default
 //!   [`DEFAULT_REQUEST_TIMEOUT`], 3 s), in place of the client's operation and attempt

@@ -37,7 +37,9 @@
 //!   the same error, nothing written (`tests/read_only.rs`, on a MariaDB of its own).
 //! - `name` must be the primary key and the table's only unique key (an
 //!   `ON DUPLICATE KEY UPDATE` fires on any unique key).
-//! - The user needs `SELECT, INSERT, UPDATE` on the table (rows are never deleted).
+//! - The user needs `SELECT, INSERT, UPDATE` on the table (a lease's row is never
+//!   deleted), and `DELETE` too where scheduled jobs (`leasehold-jobs`) purge their aged
+//!   slot rows ([`leasehold_core::store::CasStore::purge`]).
 //! - [`MySqlStore::new`] checks the columns, the keys, the engine and `read_only`; a
 //!   missing or wrong table is [`leasehold_core::Error::Misconfigured`], never a driver
 //!   error. [`MySqlStore::verify`] checks again.

@@ -20,9 +20,11 @@
 //!
 //! - **The pool must reach the primary, never a read replica.** [`PostgresStore::new`]
 //!   refuses a standby outright ([`leasehold_core::Error::Misconfigured`]).
-//! - The role needs `SELECT, INSERT, UPDATE` on the table (rows are never deleted: a
-//!   release clears `holder`, [`leasehold_core::store::CasStore::delete`] leaves a
-//!   tombstone).
+//! - The role needs `SELECT, INSERT, UPDATE` on the table (a lease's row is never
+//!   deleted: a release clears `holder`, [`leasehold_core::store::CasStore::delete`]
+//!   leaves a tombstone), and `DELETE` too where scheduled jobs (`leasehold-jobs`) purge
+//!   their aged slot rows ([`leasehold_core::store::CasStore::purge`]; without it the
+//!   purge fails and the rows stay).
 //! - [`PostgresStore::new`] checks the columns, the primary key, the privileges and that
 //!   the server is not a standby; a missing or wrong table is
 //!   [`leasehold_core::Error::Misconfigured`], never a driver error.

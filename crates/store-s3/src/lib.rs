@@ -100,8 +100,9 @@
 //!   lease; a lease object is its name's only record, so deleting one forgets its
 //!   tokens (the next grant starts again at 1): never delete lease objects by hand, and
 //!   keep expiry rules off the prefix.
-//! - IAM, for the lease prefix (add `s3:DeleteObject` for [`S3Store::verify`] and
-//!   administrative deletes; manifests need Get/Put on their keys):
+//! - IAM, for the lease prefix (add `s3:DeleteObject` for [`S3Store::verify`],
+//!   administrative deletes and the scheduled jobs' purge of aged slot records,
+//!   [`leasehold_core::store::CasStore::purge`]; manifests need Get/Put on their keys):
 //!
 //! ```text
 //! { "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],

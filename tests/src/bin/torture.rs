@@ -1,7 +1,7 @@
 //! The long torture run of one store (`scripts/torture-long.sh` runs it for each).
 //!
 //! ```text
-//! torture --store postgres|mysql|redis|etcd|dynamo|s3 [--seed N] [--port P] [--ttl-ms T]
+//! torture --store postgres|mysql|redis|etcd|zookeeper|dynamo|s3 [--seed N] [--port P] [--ttl-ms T]
 //!         [--workers N] [--max-minutes M] [--cycles C] [--restarts R] [--proxy-faults F]
 //!         [--mutant none|no-fence|blind-release] [--skew] [--instances K] [--permits N]
 //! torture --recheck <run dir>      # the checker again, over a run's files (lease or semaphore)
