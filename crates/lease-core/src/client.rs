@@ -421,7 +421,9 @@ impl LeaseClient {
     /// client holds `name` already; [`Error::Shutdown`], with nothing sent, if the
     /// client's renewal driver is gone (the runtime it ran on ended; a grant whose write
     /// was in flight then is released before the error is returned); store errors
-    /// otherwise. Losing the race is `Ok(AcquireOutcome::Held { .. })`.
+    /// otherwise, among them [`Error::Indeterminate`] when every write had an unknown
+    /// outcome and the last read found the lease free (the store is not taking writes).
+    /// Losing the race is `Ok(AcquireOutcome::Held { .. })`.
     pub async fn try_acquire(&self, name: impl AsRef<str>, ttl: Duration) -> Result<AcquireOutcome> {
         self.try_acquire_with(name, &AcquireOptions::new(ttl)).await
     }
@@ -481,7 +483,9 @@ impl LeaseClient {
     }
 
     /// Acquires `name`, giving up with [`Error::Timeout`] after `timeout` (one too long
-    /// for the clock to represent, such as `Duration::MAX`, means no deadline).
+    /// for the clock to represent, such as `Duration::MAX`, means no deadline). The
+    /// deadline also ends an attempt under way, however long the store holds its writes;
+    /// a zero timeout makes one attempt, bounded by the store's own timeouts.
     ///
     /// # Errors
     /// As [`LeaseClient::acquire`], plus [`Error::Timeout`].
@@ -569,7 +573,21 @@ impl LeaseClient {
         let lease_name = LeaseName::new(name)?;
         let mut failures = 0u32;
         loop {
-            let wait = match self.try_acquire_with(name, options).await {
+            let attempt = self.try_acquire_with(name, options);
+            let outcome = match deadline {
+                // An attempt begun before the deadline ends with it (a store that holds
+                // each write for its request timeout must not stretch the caller's
+                // timeout): dropped, it sends nothing more, and what a write it sent
+                // granted is released (`FinishOnDrop`). One begun at or after the
+                // deadline (a zero timeout, or the last look after a wait ran out) is
+                // bounded by the store's own timeouts.
+                Some(d) if Instant::now() < d => match tokio::time::timeout_at(d, attempt).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => return Err(Error::Timeout { name: name.to_owned() }),
+                },
+                _ => attempt.await,
+            };
+            let wait = match outcome {
                 Ok(AcquireOutcome::Granted(lease)) => return Ok(lease),
                 Ok(AcquireOutcome::Held { retry_after, .. }) => {
                     failures = 0;
@@ -775,6 +793,9 @@ async fn attempt(
     // that confirms what it wrote is held (for its cap) from then.
     let mut doubt_since: Option<Instant> = None;
     let doubt = |in_doubt: bool| move |e: Error| if in_doubt { still_in_doubt(e) } else { e };
+    // Why the last round's write had an unknown outcome, while the read after it found the
+    // lease not ours: if the rounds run out there, the store is failing, not contended.
+    let mut last_doubt: Option<String> = None;
     for _ in 0..ROUNDS {
         let known = if inner.caps.clock == ClockSource::Store && !fresh {
             // Claimable lets the store judge; the cache could only be staler.
@@ -859,6 +880,7 @@ async fn attempt(
             Answer::Written(Err(e)) => return Err(doubt(in_doubt)(e)),
             Answer::InDoubt { error, read } => {
                 tracing::debug!(%error, "acquire write outcome unknown; read to settle it");
+                last_doubt = Some(error.to_string());
                 // The write may have applied: if the record names us, the next round
                 // confirms it with a write on its version.
                 in_doubt = true;
@@ -942,6 +964,7 @@ async fn attempt(
                 }));
             }
             CasOutcome::Conflict(current) => {
+                last_doubt = None;
                 let current = match current {
                     Current::Present(s) => Some(s),
                     Current::Absent => None,
@@ -972,8 +995,22 @@ async fn attempt(
             });
         }
     }
+    let known = inner.known(&name);
+    if let Some(why) = last_doubt
+        && !matches!(&known, Some(Seen::Present { stored, .. }) if stored.record.holder.is_some())
+    {
+        // The last write's outcome was unknown, and the read after it found the lease
+        // free: the store did not take the writes (a file locked by another process, a
+        // server that does not answer them). Not "held by someone else".
+        return Err(Error::Indeterminate {
+            message: format!(
+                "acquire of {name}: {ROUNDS} writes in a row had unknown outcomes and none is known to have applied (one that applies late expires on its own); the last: {why}"
+            ),
+            source: None,
+        });
+    }
     // Every write met a record changed since it was decided on: heavy contention.
-    match inner.known(&name) {
+    match known {
         Some(Seen::Present { stored, .. }) => Ok(AcquireOutcome::Held {
             holder: stored.record.holder.clone(),
             token: stored.record.token,

@@ -276,6 +276,64 @@ async fn acquire_gives_up_at_its_deadline() {
     assert_eq!(Instant::now() - started, Duration::from_secs(3));
 }
 
+/// A store whose writes are held until it stops waiting for them (a file another process
+/// keeps locked): the attempt says the store failed, never that someone holds the lease,
+/// and a deadline ends the attempt under way rather than after its last write.
+#[tokio::test(start_paused = true)]
+async fn writes_that_never_answer_are_a_store_failure_not_a_holder() {
+    let mem = MemoryStore::new();
+    let client = LeaseClient::new(Twisted {
+        inner: mem.clone(),
+        twist: Twist::GrantsNotTaken,
+    });
+    let err = client
+        .try_acquire("locked", Duration::from_secs(60))
+        .await
+        .expect_err("no write applied, so no answer can say who holds it");
+    assert!(err.is_indeterminate(), "{err:?}");
+    assert!(err.to_string().contains("none is known to have applied"), "{err}");
+    assert!(
+        err.to_string().contains("no answer within the request timeout"),
+        "{err}"
+    );
+    let name = LeaseName::new("locked").expect("name");
+    assert!(mem.read(&name).await.expect("read").is_none(), "something was written");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deadline_ends_an_attempt_under_way() {
+    // Every write applies at once and answers 10 s later; the caller gives it 1 s.
+    let mem = MemoryStore::new();
+    let client = LeaseClient::new(Twisted {
+        inner: mem.clone(),
+        twist: Twist::SlowAnswers(Duration::from_secs(10)),
+    });
+    let started = Instant::now();
+    let err = client
+        .acquire_timeout("slow", Duration::from_secs(60), Duration::from_secs(1))
+        .await
+        .expect_err("the answer comes after the deadline");
+    assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
+    assert_eq!(Instant::now() - started, Duration::from_secs(1));
+    // The write the attempt sent is finished on its own, and what it granted released.
+    released_then_second_token(
+        &mem,
+        &client,
+        "slow",
+        Duration::from_secs(30),
+        "the grant of an attempt cut by the deadline was left held",
+    )
+    .await;
+    // A zero timeout still makes one attempt, bounded by the store alone.
+    let started = Instant::now();
+    let lease = client
+        .acquire_timeout("slow-zero", Duration::from_secs(60), Duration::ZERO)
+        .await
+        .expect("one attempt, answered after 10 s");
+    assert_eq!(Instant::now() - started, Duration::from_secs(10));
+    assert_eq!(lease.token().get(), 1);
+}
+
 #[tokio::test]
 async fn bad_input_is_a_typed_error_and_changes_nothing() {
     let store = CountingStore::new(MemoryStore::new());
@@ -306,6 +364,10 @@ enum Twist {
     /// Every grant applies and its answer is lost (`Indeterminate`); reads and
     /// releases answer.
     GrantAnswersLost,
+    /// No grant applies, and none is answered (`Indeterminate`): a store that holds
+    /// every write until it stops waiting for it (a file another process keeps locked);
+    /// reads answer.
+    GrantsNotTaken,
 }
 
 /// A `MemoryStore` with one [`Twist`].
@@ -324,6 +386,12 @@ impl CasStore for Twisted {
         self.inner.read(name).await
     }
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
+        if matches!(self.twist, Twist::GrantsNotTaken) && record.holder.is_some() {
+            return Err(Error::Indeterminate {
+                message: "no answer within the request timeout".into(),
+                source: None,
+            });
+        }
         let answer = self.inner.write(name, expect, record).await;
         match self.twist {
             Twist::SlowAnswers(delay) => tokio::time::sleep(delay).await,
@@ -334,7 +402,7 @@ impl CasStore for Twisted {
                     source: None,
                 });
             }
-            Twist::GrantAnswersLost | Twist::RenewedBehindTheBack => {}
+            Twist::GrantAnswersLost | Twist::GrantsNotTaken | Twist::RenewedBehindTheBack => {}
         }
         answer
     }
