@@ -6,8 +6,12 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 
 /// How long a statement waits for another process's write lock before giving up with
-/// [`leasehold_core::Error::Unavailable`].
-pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// [`leasehold_core::Error::Unavailable`] (nothing applied). Shorter than the store's
+/// request timeout ([`leasehold_sql::DEFAULT_REQUEST_TIMEOUT`], 5 s), which would
+/// otherwise end the wait first and leave the write in doubt
+/// ([`leasehold_core::Error::Indeterminate`]: the statement still waits, and may apply
+/// once the lock is free); keep it so if you shorten the request timeout.
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// Options of a [`crate::SqliteStore`]: the lease table (default `leasehold_leases` in
 /// the main database; `schema.name` for an attached database).
