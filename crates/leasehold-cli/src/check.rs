@@ -18,7 +18,7 @@ use leasehold::{AcquireOutcome, ClientConfig, LeaseClient, LeaseName, NamePrefix
 use crate::cli::CheckArgs;
 use crate::error::CliError;
 use crate::open::OPEN_TIMEOUT;
-use crate::{exit, holder};
+use crate::{exit, holder, open, output};
 
 /// The longest each of the write and list checks may take.
 const STEP_TIMEOUT: Duration = Duration::from_secs(15);
@@ -30,7 +30,8 @@ const PROBE_TTL: Duration = Duration::from_secs(10);
 ///
 /// # Errors
 /// [`CliError::Usage`] for a bad URL, [`CliError::Store`] naming the first check that
-/// failed.
+/// failed;
+/// [`CliError::StdoutClosed`] or [`CliError::Output`] when stdout cannot be written.
 pub(crate) async fn check(url: &StoreUrl, args: &CheckArgs) -> Result<u8, CliError> {
     let label = holder::label();
     let config = ClientConfig::builder()
@@ -53,7 +54,7 @@ pub(crate) async fn check(url: &StoreUrl, args: &CheckArgs) -> Result<u8, CliErr
             return Err(CliError::Usage(format!("bad store URL '{url}': {reason}")));
         }
         Ok(Err(e)) => {
-            let hint = if matches!(e, leasehold::Error::Misconfigured { .. }) && !args.create {
+            let hint = if open::setup_missing(&e) && !args.create {
                 " (--create makes what is missing)"
             } else {
                 ""
@@ -68,14 +69,14 @@ pub(crate) async fn check(url: &StoreUrl, args: &CheckArgs) -> Result<u8, CliErr
             )));
         }
     };
-    println!(
+    output::line(format_args!(
         "ok: connected to the {} store {url}; its lease storage is {setup}",
         url.kind()
-    );
+    ))?;
 
     let probe = probe_name(&label)?;
     bounded("write", write_probe(&client, &probe)).await?;
-    println!("ok: wrote, released and deleted the probe lease {probe}");
+    output::line(format_args!("ok: wrote, released and deleted the probe lease {probe}"))?;
 
     let admin = Admin::shared(client.store().clone());
     let prefix = NamePrefix::new(probe.as_str()).map_err(|e| CliError::from_lease("probe prefix", &e))?;
@@ -84,7 +85,7 @@ pub(crate) async fn check(url: &StoreUrl, args: &CheckArgs) -> Result<u8, CliErr
         Ok(())
     })
     .await?;
-    println!("ok: listed the leases under {prefix}");
+    output::line(format_args!("ok: listed the leases under {prefix}"))?;
     Ok(exit::OK)
 }
 

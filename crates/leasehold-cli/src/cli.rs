@@ -81,7 +81,8 @@ pub(crate) struct HeldArgs {
     /// How long the lease lasts without renewal; it is renewed in the background.
     #[arg(long, default_value = "30s", value_parser = duration)]
     pub(crate) ttl: Duration,
-    /// After the lease is lost, how long the command has between SIGTERM and SIGKILL.
+    /// After the lease is lost, how long the command has between SIGTERM and SIGKILL;
+    /// as long for what it left running in its process group when it exited.
     #[arg(long, default_value = "5s", value_parser = duration)]
     pub(crate) grace: Duration,
     /// The command and its arguments (after `--`).

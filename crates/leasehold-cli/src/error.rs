@@ -33,6 +33,13 @@ pub(crate) enum CliError {
         /// The signal's number.
         signal: u8,
     },
+    /// Stdout's reader went away (a closed pipe, as in `leasehold list | head -1`):
+    /// the command ends quietly, with [`exit::OK`] and no message.
+    #[error("stdout closed")]
+    StdoutClosed,
+    /// Stdout could not be written for another reason (a full disk, an I/O error).
+    #[error("{0}")]
+    Output(String),
 }
 
 impl CliError {
@@ -45,7 +52,15 @@ impl CliError {
             Self::Spawn { not_found: true, .. } => exit::NOT_FOUND,
             Self::Spawn { not_found: false, .. } => exit::CANNOT_EXECUTE,
             Self::Signalled { signal, .. } => exit::SIGNAL_BASE.saturating_add(*signal),
+            Self::StdoutClosed => exit::OK,
+            Self::Output(_) => exit::OUTPUT,
         }
+    }
+
+    /// False when the error ends the command without a message ([`CliError::StdoutClosed`]:
+    /// the reader went away, and nobody is there to tell).
+    pub(crate) fn is_reported(&self) -> bool {
+        !matches!(self, Self::StdoutClosed)
     }
 
     /// A library error met while doing `what`, by its kind: invalid input is usage,
@@ -98,7 +113,10 @@ pub(crate) fn scrub(message: &str) -> String {
     out
 }
 
-/// Prints `leasehold: <message>` on stderr, secrets removed, on one line.
+/// Prints `leasehold: <message>` on stderr, secrets removed, on one line. A stderr that
+/// cannot be written (closed) is left alone: there is nobody to tell.
 pub(crate) fn report(message: &str) {
-    eprintln!("leasehold: {}", scrub(message).replace(['\n', '\r'], " "));
+    use std::io::Write as _;
+    let line = format!("leasehold: {}\n", scrub(message).replace(['\n', '\r'], " "));
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }

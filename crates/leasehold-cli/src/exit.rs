@@ -9,7 +9,8 @@
 //! produce.
 
 /// Everything went well (`show`, `list`, `release`, `stores check`; `observe` stopped by SIGINT or SIGTERM, or
-/// after `--count` lines); for `run` and `elect`, the command exited with 0.
+/// after `--count` lines), or stdout's reader went away (a closed pipe); for `run` and
+/// `elect`, the command exited with 0.
 pub(crate) const OK: u8 = 0;
 
 /// Bad usage (`EX_USAGE`): an unknown option, a bad store URL, an invalid lease name,
@@ -26,6 +27,11 @@ pub(crate) const STORE: u8 = 69;
 /// later may succeed.
 pub(crate) const HELD: u8 = 75;
 
+/// Stdout could not be written (`EX_IOERR`): a full disk, an I/O error. A reader that
+/// went away (a closed pipe, `leasehold list | head -1`) is not an error: that ends the
+/// command quietly with [`OK`].
+pub(crate) const OUTPUT: u8 = 74;
+
 /// The lease (for `elect`, leadership) was lost while the command ran (it expired, was taken over, or the store
 /// stopped answering renewals): the command was sent SIGTERM, then SIGKILL after
 /// `--grace`.
@@ -38,17 +44,21 @@ pub(crate) const CANNOT_EXECUTE: u8 = 126;
 pub(crate) const NOT_FOUND: u8 = 127;
 
 /// Added to a signal's number when the command (or `leasehold`, while waiting for the
-/// lease) was ended by that signal, as in a shell: 130 for SIGINT, 143 for SIGTERM.
+/// lease) was ended by that signal, as in a shell: 129 for SIGHUP, 130 for SIGINT, 131
+/// for SIGQUIT, 143 for SIGTERM.
 pub(crate) const SIGNAL_BASE: u8 = 128;
 
 /// The exit-code table printed by `--help` (`after_help`) and copied in the README.
 pub(crate) const TABLE: &str = "\
 Exit codes:
   N      run, elect: the command's own exit code, passed through (128+N if killed by signal N)
-  0      show, list, release, stores check: done; observe: stopped by SIGINT/SIGTERM, or --count lines printed
+  0      show, list, release, stores check: done; observe: stopped by SIGINT/SIGTERM, or --count lines printed;
+         and for them all when stdout's reader went away (a closed pipe: 'leasehold list | head -1')
   64     bad usage: unknown option, bad store URL, invalid lease name, TTL or duration
   69     store error: unreachable, no answer in time, not set up, corrupt record, cannot list
-  75     lease held by someone else (run without --wait, or --timeout ran out)
+  74     cannot write to stdout (a full disk, an I/O error)
+  75     lease held by someone else (run without --wait, or --timeout ran out); release --force: the
+         record kept changing under it
   76     lease (or leadership) lost while the command ran (it was sent SIGTERM, then SIGKILL after --grace)
   126    the command could not be started
   127    the command was not found

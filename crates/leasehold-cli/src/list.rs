@@ -19,7 +19,8 @@ const LIST_TIMEOUT: Duration = Duration::from_secs(60);
 ///
 /// # Errors
 /// [`CliError::Usage`] for a bad prefix, [`CliError::Store`] when the listing or a read
-/// fails, or the store cannot list.
+/// fails, or the store cannot list;
+/// [`CliError::StdoutClosed`] or [`CliError::Output`] when stdout cannot be written.
 pub(crate) async fn list(url: &StoreUrl, args: ListArgs) -> Result<u8, CliError> {
     let prefix =
         NamePrefix::new(args.prefix.as_deref().unwrap_or_default()).map_err(|e| CliError::from_lease("prefix", &e))?;
@@ -36,7 +37,7 @@ pub(crate) async fn list(url: &StoreUrl, args: ListArgs) -> Result<u8, CliError>
 }
 
 /// One line per lease under a header, columns padded to their widest value.
-fn print_table(rows: &[Shown]) {
+fn print_table(rows: &[Shown]) -> Result<(), CliError> {
     let none = || "-".to_owned();
     let cells: Vec<[String; 5]> = rows
         .iter()
@@ -59,6 +60,7 @@ fn print_table(rows: &[Shown]) {
     }
     for row in std::iter::once(&header).chain(&cells) {
         let line: Vec<String> = row.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
-        println!("{}", line.join("  ").trim_end());
+        output::line(line.join("  ").trim_end())?;
     }
+    Ok(())
 }

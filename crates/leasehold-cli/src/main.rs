@@ -55,7 +55,9 @@ fn main() -> ExitCode {
         Ok(rt) => match rt.block_on(dispatch(cli)) {
             Ok(code) => code,
             Err(e) => {
-                report(&e.to_string());
+                if e.is_reported() {
+                    report(&e.to_string());
+                }
                 e.exit_code()
             }
         },

@@ -4,7 +4,8 @@
 //! the token changes, `no leader` while nobody leads. It waits on the store's change
 //! notification where there is one, and reads every `--interval` elsewhere (a tenure
 //! shorter than that may go unseen there). It runs until
-//! SIGINT or SIGTERM (exit 0), `--count` lines, or a store error retrying cannot fix.
+//! SIGINT or SIGTERM (exit 0), `--count` lines, its reader going away (a closed pipe,
+//! found at the next line: exit 0), or a store error retrying cannot fix.
 
 use futures::StreamExt as _;
 use leasehold::LeaseName;
@@ -34,7 +35,8 @@ struct Observed<'a> {
 ///
 /// # Errors
 /// [`CliError::Usage`] for a bad name, [`CliError::Store`] when the store fails in a
-/// way retrying cannot fix.
+/// way retrying cannot fix;
+/// [`CliError::StdoutClosed`] or [`CliError::Output`] when stdout cannot be written.
 pub(crate) async fn observe(url: &StoreUrl, args: ObserveArgs) -> Result<u8, CliError> {
     let name = LeaseName::new(&args.name).map_err(|e| CliError::from_lease("election name", &e))?;
     if args.count == Some(0) {
@@ -78,7 +80,7 @@ fn print(name: &LeaseName, leader: Option<&Leader>, json: bool) -> Result<(), Cl
         token: leader.map(|l| l.token.get()),
     };
     output::print(json, &observed, |_| match leader {
-        Some(l) => println!("{name}: leader {} token {}", l.holder, l.token),
-        None => println!("{name}: no leader"),
+        Some(l) => output::line(format_args!("{name}: leader {} token {}", l.holder, l.token)),
+        None => output::line(format_args!("{name}: no leader")),
     })
 }

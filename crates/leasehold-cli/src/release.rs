@@ -11,7 +11,7 @@ use leasehold::admin::{Admin, FORCE_ATTEMPTS, ForcedRelease};
 
 use crate::cli::ReleaseArgs;
 use crate::error::{CliError, report};
-use crate::{exit, holder, open};
+use crate::{exit, holder, open, output};
 use leasehold::url::StoreUrl;
 
 /// The longest the release may take (its reads and writes together).
@@ -21,7 +21,8 @@ const RELEASE_TIMEOUT: Duration = Duration::from_secs(20);
 ///
 /// # Errors
 /// [`CliError::Usage`] for a bad name, [`CliError::Store`] when the store fails,
-/// [`CliError::Held`] when the record kept changing under the release.
+/// [`CliError::Held`] when the record kept changing under the release;
+/// [`CliError::StdoutClosed`] or [`CliError::Output`] when stdout cannot be written.
 pub(crate) async fn release(url: &StoreUrl, args: ReleaseArgs) -> Result<u8, CliError> {
     let name = LeaseName::new(&args.name).map_err(|e| CliError::from_lease("lease name", &e))?;
     debug_assert!(args.force, "clap requires --force");
@@ -41,10 +42,12 @@ pub(crate) async fn release(url: &StoreUrl, args: ReleaseArgs) -> Result<u8, Cli
                 "warning: {holder} may still be running: it learns of the release at its next renewal, \
                  and only a fence that checks token {token} stops its writes"
             ));
-            println!("{name}: released (was held by {holder} with token {token})");
+            output::line(format_args!(
+                "{name}: released (was held by {holder} with token {token})"
+            ))?;
         }
-        ForcedRelease::AlreadyVacant { token } => println!("{name}: already vacant (token {token})"),
-        ForcedRelease::Absent => println!("{name}: no such lease; nothing to release"),
+        ForcedRelease::AlreadyVacant { token } => output::line(format_args!("{name}: already vacant (token {token})"))?,
+        ForcedRelease::Absent => output::line(format_args!("{name}: no such lease; nothing to release"))?,
         ForcedRelease::KeptChanging => {
             return Err(CliError::Held(format!(
                 "lease {name} changed {FORCE_ATTEMPTS} times while releasing it; try again"

@@ -21,7 +21,7 @@ use leasehold::url::StoreUrl;
 pub(crate) async fn run(url: &StoreUrl, args: RunArgs) -> Result<u8, CliError> {
     let name = LeaseName::new(&args.name).map_err(|e| CliError::from_lease("lease name", &e))?;
     Ttl::new(args.held.ttl).map_err(|e| CliError::from_lease("--ttl", &e))?;
-    let mut signals = Signals::new()?;
+    let mut signals = Signals::for_command()?;
     let client = open::open(url, &holder::label()).await?;
     let lease = tokio::select! {
         lease = acquire(&client, &name, &args) => lease?,

@@ -45,7 +45,8 @@ pub(crate) struct Shown {
 /// Runs `leasehold show`.
 ///
 /// # Errors
-/// [`CliError::Usage`] for a bad name, [`CliError::Store`] when the read fails.
+/// [`CliError::Usage`] for a bad name, [`CliError::Store`] when the read fails;
+/// [`CliError::StdoutClosed`] or [`CliError::Output`] when stdout cannot be written.
 pub(crate) async fn show(url: &StoreUrl, args: ShowArgs) -> Result<u8, CliError> {
     let name = LeaseName::new(&args.name).map_err(|e| CliError::from_lease("lease name", &e))?;
     let client = open::open(url, &holder::label()).await?;
@@ -98,7 +99,8 @@ pub(crate) fn time_left(s: &Shown) -> String {
     }
 }
 
-fn print_table(s: &Shown) {
+/// One `key value` line per field, for a person.
+fn print_table(s: &Shown) -> Result<(), CliError> {
     let none = || "-".to_owned();
     let time_left = time_left(s);
     let rows = [
@@ -118,6 +120,7 @@ fn print_table(s: &Shown) {
         ("store", s.store.clone()),
     ];
     for (k, v) in rows {
-        println!("{k:<10} {v}");
+        output::line(format_args!("{k:<10} {v}"))?;
     }
+    Ok(())
 }

@@ -2,13 +2,18 @@
 //! share.
 //!
 //! The command gets `LEASEHOLD_TOKEN`, `LEASEHOLD_NAME` and `LEASEHOLD_HOLDER`, and runs
-//! in a process group of its own: SIGINT and SIGTERM are forwarded to the whole group,
-//! and so are the signals that stop it, so a pipeline or a background job the command
-//! started is stopped with it; and:
-//! - when the command exits, the tenure ends (release, resignation) and the exit code is
-//!   the command's (128 + N if signal N ended it);
-//! - when the tenure is lost, the command is sent SIGTERM, SIGKILL after the grace, one
-//!   line on stderr says why, and the exit code is [`exit::LOST`].
+//! in a process group of its own: SIGHUP, SIGINT, SIGQUIT and SIGTERM are forwarded to
+//! the whole group (as `timeout(1)` does), and so are the signals that stop it, so a
+//! pipeline or a background job the command started is stopped with it; and:
+//! - when the command exits, whatever it left running in its group is stopped (SIGTERM,
+//!   SIGKILL after the grace; one line on stderr says so), then the tenure ends
+//!   (release, resignation) and the exit code is the command's (128 + N if signal N
+//!   ended it);
+//! - when the tenure is lost, the command's group is sent SIGTERM, SIGKILL after the
+//!   grace, one line on stderr says why, and the exit code is [`exit::LOST`];
+//! - SIGTSTP (Ctrl-Z) does not suspend `leasehold` (see [`Signals::for_command`]): a
+//!   suspended `leasehold` renews nothing while its command runs on, so the lease would
+//!   expire and a second holder start beside it. One line on stderr says it was ignored.
 
 use std::os::unix::process::ExitStatusExt as _;
 use std::process::ExitStatus;
@@ -16,8 +21,9 @@ use std::time::Duration;
 
 use leasehold::Lease;
 use leasehold::election::Leadership;
+use rustix::process::{Pid, Signal};
 use tokio::process::{Child, Command};
-use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::signal::unix::{Signal as Stream, SignalKind, signal};
 
 use crate::cli::HeldArgs;
 use crate::error::{CliError, report};
@@ -62,7 +68,8 @@ impl Tenure for Leadership {
 }
 
 /// Runs the command of `held` while `tenure` lasts, forwarding `signals`; its grace is
-/// the time between SIGTERM and SIGKILL once the tenure is lost. The exit code.
+/// the time between SIGTERM and SIGKILL once the tenure is lost, or once the command
+/// has exited leaving processes in its group. The exit code.
 ///
 /// # Errors
 /// [`CliError::Spawn`] when the command cannot be started (the tenure is ended first).
@@ -75,7 +82,11 @@ pub(crate) async fn supervise(tenure: impl Tenure, held: &HeldArgs, signals: &mu
             return Err(e);
         }
     };
-    let pid = child.id();
+    // The command leads its group: the group's id is its pid.
+    let group = child
+        .id()
+        .and_then(|pid| i32::try_from(pid).ok())
+        .and_then(Pid::from_raw);
     let cause = loop {
         tokio::select! {
             status = child.wait() => {
@@ -86,12 +97,26 @@ pub(crate) async fn supervise(tenure: impl Tenure, held: &HeldArgs, signals: &mu
                         exit::CANNOT_EXECUTE
                     }
                 };
+                // Nothing it started may run on once the lease is released.
+                let left = match group {
+                    Some(group) => left_running(group).await.then_some(group),
+                    None => None,
+                };
+                if let Some(group) = left {
+                    report(&format!(
+                        "the command exited, leaving processes of its group running; stopping them \
+                         (SIGTERM, SIGKILL after {}) before releasing {}",
+                        humantime::format_duration(grace),
+                        tenure.what()
+                    ));
+                    stop(&mut child, group, grace).await;
+                }
                 end(tenure).await;
                 return Ok(code);
             }
             sig = signals.next() => {
-                if let Some(pid) = pid {
-                    send(pid, sig.signal());
+                if let Some(group) = group {
+                    send(group, sig.signal());
                 }
             }
             cause = tenure.lease().lost() => break cause,
@@ -104,7 +129,13 @@ pub(crate) async fn supervise(tenure: impl Tenure, held: &HeldArgs, signals: &mu
         "lost {what} (token {token}) while the command ran: {cause}; stopping it (SIGTERM, SIGKILL after {})",
         humantime::format_duration(grace)
     ));
-    stop(&mut child, pid, grace).await;
+    match group {
+        Some(group) => stop(&mut child, group, grace).await,
+        None => {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+        }
+    }
     Ok(exit::LOST)
 }
 
@@ -138,28 +169,92 @@ async fn end(tenure: impl Tenure) {
     }
 }
 
-/// SIGTERM to the command's process group, SIGKILL to it after `grace` (or at once when
-/// the command itself has exited, for what it left running), and waits for the command.
-async fn stop(child: &mut Child, pid: Option<u32>, grace: Duration) {
-    if let Some(pid) = pid {
-        send(pid, rustix::process::Signal::TERM);
+/// How often [`stop`] looks whether the group has gone.
+const GROUP_POLL: Duration = Duration::from_millis(20);
+
+/// How long [`stop`] waits for the group to go after its SIGKILL (a process in
+/// uninterruptible sleep dies only when it wakes).
+const KILL_WAIT: Duration = Duration::from_secs(1);
+
+/// Stops the command's process group `group` (the command leads it, or led it: it may
+/// have exited already, leaving the rest): SIGTERM; then, once the command has exited
+/// and every other member has gone, or after `grace`, SIGKILL to what is left; waits for
+/// the command, and (at most [`KILL_WAIT`]) for the rest of the group to go.
+async fn stop(child: &mut Child, group: Pid, grace: Duration) {
+    send(group, Signal::TERM);
+    let deadline = tokio::time::Instant::now() + grace;
+    // The command first: until it is reaped, it is a member of its group.
+    let exited = tokio::time::timeout_at(deadline, child.wait()).await.is_ok();
+    if exited {
+        wait_group(group, deadline).await;
     }
-    if tokio::time::timeout(grace, child.wait()).await.is_err() {
+    if !exited || group_alive(group) {
+        send(group, Signal::KILL);
+    }
+    if !exited {
+        // By its pid too, should it have left its group.
         let _ = child.start_kill();
     }
-    if let Some(pid) = pid {
-        // The group outlives its leader: kill what is left of it.
-        send(pid, rustix::process::Signal::KILL);
-    }
     let _ = child.wait().await;
+    wait_group(group, tokio::time::Instant::now() + KILL_WAIT).await;
 }
 
-/// Sends `sig` to the process group `pid` leads (our child's, not yet reaped).
-fn send(pid: u32, sig: rustix::process::Signal) {
-    let pid = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw);
-    if let Some(pid) = pid {
-        let _ = rustix::process::kill_process_group(pid, sig);
+/// How long the rest of an exited command's group has to go by itself before it counts
+/// as left running: members a signal is ending (a forwarded SIGINT reaches the whole
+/// group) may outlive the command by a moment.
+const SETTLE: Duration = Duration::from_millis(100);
+
+/// Whether the group `group` of a command that has exited (and been reaped) still has a
+/// running member after [`SETTLE`].
+async fn left_running(group: Pid) -> bool {
+    wait_group(group, tokio::time::Instant::now() + SETTLE).await;
+    group_alive(group)
+}
+
+/// Waits until the group `group` has no running member, or `deadline`.
+async fn wait_group(group: Pid, deadline: tokio::time::Instant) {
+    while group_alive(group) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(GROUP_POLL).await;
     }
+}
+
+/// Sends `sig` to the process group `group`.
+fn send(group: Pid, sig: Signal) {
+    let _ = rustix::process::kill_process_group(group, sig);
+}
+
+/// Whether the process group `group` has a member still running: `kill(-group, 0)`
+/// finds one, and (where `/proc` shows the members) not every member found is a
+/// zombie, an exited process its new parent has yet to reap (some inits reap late).
+fn group_alive(group: Pid) -> bool {
+    match rustix::process::test_kill_process_group(group) {
+        Err(rustix::io::Errno::SRCH) => false,
+        _ => !only_zombies(group),
+    }
+}
+
+/// True when `/proc` shows no member of the group `group` but zombies; false when it
+/// shows a running one, or cannot be read (then every member counts as running).
+fn only_zombies(group: Pid) -> bool {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    let group = group.as_raw_nonzero().to_string();
+    for entry in procs.flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `PID (COMM) STATE PPID PGRP …`; COMM may hold spaces and parentheses.
+        let Some((_, fields)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let mut fields = fields.split_whitespace();
+        let (state, pgrp) = (fields.next(), fields.nth(1));
+        if pgrp == Some(group.as_str()) && state != Some("Z") {
+            return false;
+        }
+    }
+    true
 }
 
 /// The exit code for the command's `status`.
@@ -174,32 +269,38 @@ fn exit_code(status: ExitStatus) -> u8 {
 /// A signal forwarded to the command (or, before it starts, one that ends the wait).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Forwarded {
+    /// SIGHUP (the terminal hung up).
+    Hangup,
     /// SIGINT.
     Interrupt,
+    /// SIGQUIT.
+    Quit,
     /// SIGTERM.
     Terminate,
 }
 
 impl Forwarded {
-    fn signal(self) -> rustix::process::Signal {
+    /// The signal itself.
+    fn signal(self) -> Signal {
         match self {
-            Self::Interrupt => rustix::process::Signal::INT,
-            Self::Terminate => rustix::process::Signal::TERM,
+            Self::Hangup => Signal::HUP,
+            Self::Interrupt => Signal::INT,
+            Self::Quit => Signal::QUIT,
+            Self::Terminate => Signal::TERM,
         }
     }
 
     /// The signal's number.
     pub(crate) fn number(self) -> u8 {
-        match self {
-            Self::Interrupt => 2,
-            Self::Terminate => 15,
-        }
+        u8::try_from(self.signal().as_raw()).unwrap_or(0)
     }
 
     /// The signal's name.
     pub(crate) fn name(self) -> &'static str {
         match self {
+            Self::Hangup => "SIGHUP",
             Self::Interrupt => "SIGINT",
+            Self::Quit => "SIGQUIT",
             Self::Terminate => "SIGTERM",
         }
     }
@@ -213,30 +314,76 @@ impl Forwarded {
     }
 }
 
-/// The SIGINT and SIGTERM streams.
+/// The streams of the signals handled: SIGINT and SIGTERM always; SIGHUP, SIGQUIT and
+/// SIGTSTP for a command ([`Signals::for_command`]).
 pub(crate) struct Signals {
-    interrupt: Signal,
-    terminate: Signal,
+    interrupt: Stream,
+    terminate: Stream,
+    hangup: Option<Stream>,
+    quit: Option<Stream>,
+    suspend: Option<Stream>,
 }
 
 impl Signals {
-    /// Handles SIGINT and SIGTERM from now on.
+    /// Handles SIGINT and SIGTERM from now on (`observe`: either ends it).
     ///
     /// # Errors
     /// [`CliError::Store`] when the handlers cannot be installed.
     pub(crate) fn new() -> Result<Self, CliError> {
-        let install = |kind| signal(kind).map_err(|e| CliError::Store(format!("cannot handle signals: {e}")));
         Ok(Self {
             interrupt: install(SignalKind::interrupt())?,
             terminate: install(SignalKind::terminate())?,
+            hangup: None,
+            quit: None,
+            suspend: None,
         })
     }
 
-    /// The next signal received.
+    /// Handles, from now on, what `run` and `elect` forward to their command (SIGHUP,
+    /// SIGINT, SIGQUIT, SIGTERM; before the command starts, each ends the wait), and
+    /// SIGTSTP, which is ignored with one line on stderr: this process is never
+    /// suspended by it, while it waits for a tenure or its command holds one, as its
+    /// renewals would stop. (The handlers are the process's own: the command starts
+    /// with the default ones. SIGTTIN and SIGTTOU are left alone: `leasehold` never
+    /// reads the terminal, and writes to it only its one-line messages.)
+    ///
+    /// # Errors
+    /// [`CliError::Store`] when the handlers cannot be installed.
+    pub(crate) fn for_command() -> Result<Self, CliError> {
+        Ok(Self {
+            hangup: Some(install(SignalKind::hangup())?),
+            quit: Some(install(SignalKind::quit())?),
+            suspend: Some(install(SignalKind::from_raw(Signal::TSTP.as_raw()))?),
+            ..Self::new()?
+        })
+    }
+
+    /// The next signal received to act on (SIGTSTP is reported and ignored here).
     pub(crate) async fn next(&mut self) -> Forwarded {
-        tokio::select! {
-            _ = self.interrupt.recv() => Forwarded::Interrupt,
-            _ = self.terminate.recv() => Forwarded::Terminate,
+        loop {
+            tokio::select! {
+                _ = self.interrupt.recv() => return Forwarded::Interrupt,
+                _ = self.terminate.recv() => return Forwarded::Terminate,
+                Some(()) = recv(self.hangup.as_mut()) => return Forwarded::Hangup,
+                Some(()) = recv(self.quit.as_mut()) => return Forwarded::Quit,
+                Some(()) = recv(self.suspend.as_mut()) => report(
+                    "ignored SIGTSTP: leasehold cannot be suspended while its command holds (or it waits for) \
+                     a lease: its renewals would stop, and the lease expire with the command still running",
+                ),
+            }
         }
+    }
+}
+
+/// Installs the handler of `kind`: its stream.
+fn install(kind: SignalKind) -> Result<Stream, CliError> {
+    signal(kind).map_err(|e| CliError::Store(format!("cannot handle signals: {e}")))
+}
+
+/// The next delivery on `stream`; never, without one.
+async fn recv(stream: Option<&mut Stream>) -> Option<()> {
+    match stream {
+        Some(stream) => stream.recv().await,
+        None => std::future::pending().await,
     }
 }

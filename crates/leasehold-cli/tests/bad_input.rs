@@ -102,16 +102,72 @@ async fn unreachable_stores_are_store_errors_without_passwords() {
     }
 }
 
+/// `args` on the store at `url`, whose setup is missing: one line, the store-error code,
+/// naming `missing` and the `stores check --create URL` that creates it; that command,
+/// run as told, does, and `args` then succeed.
+async fn missing_setup_is_created_as_told(store: &Store, url: &str, args: &[&str], missing: &str) {
+    let on = |args: &[&str]| {
+        let mut all = vec!["--store", url];
+        all.extend_from_slice(args);
+        common::finish(store.moto_cmd(&all).spawn().expect("spawn"), LIMIT)
+    };
+    let out = on(args).await;
+    let err = assert_one_line(&out, STORE);
+    assert!(err.contains(missing), "{err}");
+    let told = err
+        .trim_end()
+        .strip_suffix("' to create it")
+        .and_then(|e| e.rsplit_once("; run 'leasehold stores check --create "))
+        .map(|(_, url)| url.trim_matches('"'))
+        .unwrap_or_else(|| panic!("no 'stores check --create URL' in: {err}"));
+    assert_eq!(told, url, "{err}");
+    let out = on(&["stores", "check", "--create", told]).await;
+    assert_eq!(common::code(&out), 0, "{out:?}");
+    let out = on(args).await;
+    assert_eq!(common::code(&out), 0, "created as told: {out:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_missing_table_is_a_store_error() {
+async fn a_missing_dynamodb_table_says_how_to_create_it() {
     let store = Store::sqlite().await;
     let moto = leasehold_testkit::moto_endpoint();
     let table = format!("cli_missing_{}", leasehold_testkit::unique_suffix().replace('-', "_"));
     let url = format!("dynamodb://{table}?region=us-east-1&endpoint={moto}");
-    let mut c = store.moto_cmd(&["--store", &url, "show", "x"]);
-    let out = common::finish(c.spawn().expect("spawn"), LIMIT).await;
-    let err = assert_one_line(&out, STORE);
-    assert!(err.contains(&table), "{err}");
+    missing_setup_is_created_as_told(&store, &url, &["show", "x"], &table).await;
+}
+
+/// On a Postgres schema without the lease table (a search_path of its own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_postgres_table_says_how_to_create_it() {
+    use leasehold::postgres::sqlx::{self, AssertSqlSafe, postgres::PgPoolOptions};
+    let store = Store::sqlite().await;
+    let pg = leasehold_testkit::pg_url();
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect(&pg)
+        .await
+        .unwrap_or_else(|e| panic!("Postgres at LEASEHOLD_PG_URL: {e}"));
+    let schema = format!("cli_missing_{}", leasehold_testkit::unique_suffix().replace('-', "_"));
+    sqlx::query(AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&pool)
+        .await
+        .expect("create the schema");
+    let sep = if pg.contains('?') { '&' } else { '?' };
+    let url = format!("{pg}{sep}options=-csearch_path%3D{schema}");
+    missing_setup_is_created_as_told(&store, &url, &["run", "x", "--", "true"], "leasehold_leases").await;
+    sqlx::query(AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+        .execute(&pool)
+        .await
+        .expect("drop the schema");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_zookeeper_root_says_how_to_create_it() {
+    let store = Store::sqlite().await;
+    let root = format!("/cli-missing-{}", leasehold_testkit::unique_suffix());
+    let url = format!("zookeeper://{}{root}", leasehold_testkit::zk_addr());
+    missing_setup_is_created_as_told(&store, &url, &["list"], &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

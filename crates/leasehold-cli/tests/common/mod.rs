@@ -351,22 +351,42 @@ pub fn assert_one_line(out: &Output, expected: i32) -> String {
 /// The lines a running process prints on stdout, collected as they come by a thread.
 pub struct Lines {
     lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// Set once the stream has ended (the process closed it, or exited).
+    ended: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Lines {
     /// Collects `child`'s stdout (which must be piped), taking it from the child.
     pub fn of(child: &mut Child) -> Self {
+        Self::read(child.stdout.take().expect("stdout is piped"))
+    }
+
+    /// Collects `child`'s stderr (which must be piped), taking it from the child.
+    pub fn of_stderr(child: &mut Child) -> Self {
+        Self::read(child.stderr.take().expect("stderr is piped"))
+    }
+
+    /// Collects the lines of `from` as they come, on a thread of their own.
+    fn read(from: impl std::io::Read + Send + 'static) -> Self {
         use std::io::BufRead as _;
-        let stdout = child.stdout.take().expect("stdout is piped");
         let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let sink = lines.clone();
+        let ended = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (sink, end) = (lines.clone(), ended.clone());
         std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout).lines() {
+            for line in std::io::BufReader::new(from).lines() {
                 let Ok(line) = line else { break };
                 sink.lock().expect("lines").push(line);
             }
+            end.store(true, std::sync::atomic::Ordering::SeqCst);
         });
-        Self { lines }
+        Self { lines, ended }
+    }
+
+    /// Waits until the stream has ended, within `limit`; all its lines.
+    pub async fn wait_end(&self, limit: Duration) -> Vec<String> {
+        let ok = poll(limit, || self.ended.load(std::sync::atomic::Ordering::SeqCst)).await;
+        assert!(ok, "the stream did not end within {limit:?}; printed: {:?}", self.now());
+        self.now()
     }
 
     /// The lines so far.
@@ -385,6 +405,28 @@ impl Lines {
 /// Whether the process `pid` is gone (or a zombie nobody has reaped yet).
 pub fn gone(pid: u32) -> bool {
     matches!(leasehold::testing::process::process_state(pid), None | Some('Z'))
+}
+
+/// Whether the process `pid` has a handler of its own for signal number `sig` (its
+/// `SigCgt` mask in `/proc`): a signal sent once this is true is handled, not fatal.
+pub fn catches(pid: u32, sig: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| sig >= 1 && mask & (1 << (sig - 1)) != 0)
+}
+
+/// Sends `sig` to the process `pid`.
+pub fn signal(pid: u32, sig: rustix::process::Signal) {
+    let p = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .expect("pid");
+    rustix::process::kill_process(p, sig).expect("kill");
 }
 
 /// How long since `t`.

@@ -72,14 +72,6 @@ async fn holding(store: &Store, name: &str, ttl: &str, extra: &[&str], script: &
     (child, token_in(store, "token1").await)
 }
 
-fn signal(pid: u32, sig: rustix::process::Signal) {
-    let p = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-        .expect("pid");
-    rustix::process::kill_process(p, sig).expect("kill");
-}
-
 /// `run` hands the token, name and holder to the command; `show` (run by the command
 /// itself, while it holds the lease) and the store agree; the command's exit code is
 /// passed through; the lease is released at the end and the next grant's token is higher.
@@ -502,8 +494,11 @@ pub async fn list(store: &Store) {
     let base = store.name("list");
     let (held, vacant) = (format!("{base}/held"), format!("{base}/done"));
     let token_done = run_once(store, &vacant, &[], "token-done").await;
-    let script = "echo \"$LEASEHOLD_TOKEN\" > token1; echo \"$LEASEHOLD_HOLDER\" > holder1; exec sleep 60";
+    let script = "echo $$ > pid; echo \"$LEASEHOLD_TOKEN\" > token1; echo \"$LEASEHOLD_HOLDER\" > holder1; \
+                  exec sleep 60";
     let (_running, token_held) = holding(store, &held, "10s", &[], script).await;
+    // Killed with the store, as the `run` holding it is.
+    store.wait_pid("pid", LIMIT).await;
     let holder = store.wait_line("holder1", LIMIT).await;
     run_once(store, &format!("{base}x"), &[], "token-sibling").await;
 

@@ -1,0 +1,272 @@
+//! `leasehold` as a process among others, on a SQLite file: the signals it forwards
+//! (SIGHUP, SIGQUIT) and the one it ignores (SIGTSTP), what a command leaves running in
+//! its group (stopped before the release), and a stdout that cannot be written (a
+//! reader gone: exit 0, quietly; a full disk: one line).
+
+mod common;
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{HELD, Lines, Store, catches, code, finish, gone, signal, stderr, wait_exit};
+use leasehold::testing::process::{poll, poll_async, process_state};
+use rustix::process::Signal;
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+/// Stderr's lines, each checked: a `leasehold:` line, no panic.
+fn lines(out: &Output) -> Vec<String> {
+    let err = stderr(out);
+    assert!(!err.contains("panicked"), "{err}");
+    for line in err.lines() {
+        assert!(line.starts_with("leasehold: "), "{err}");
+    }
+    err.lines().map(str::to_owned).collect()
+}
+
+/// Waits for `child` to exit; its output.
+async fn output_of(mut child: Child) -> Output {
+    wait_exit(&mut child, LIMIT).await;
+    child.wait_with_output().expect("output")
+}
+
+/// The record of `name` is vacant (released).
+async fn assert_released(store: &Store, name: &str) {
+    let stored = store.read(name).await.expect("a record");
+    assert!(stored.record.is_vacant(), "released: {stored:?}");
+}
+
+/// SIGHUP and SIGQUIT to a running `run` reach the command's whole group, as SIGINT and
+/// SIGTERM do; the exit code is 128 + N; nothing of the group outlives `leasehold`, and
+/// the lease is released. (A shell's background job ignores SIGQUIT: it is stopped as
+/// a leftover, with one line saying so.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hangup_and_quit_reach_the_command_group() {
+    let store = Store::sqlite().await;
+    for (sig, number) in [(Signal::HUP, 1), (Signal::QUIT, 3)] {
+        let name = store.name(&format!("signal-{number}"));
+        // Its output elsewhere: were the group to outlive leasehold, it would hold the
+        // pipes the test reads to their end.
+        let script = format!(
+            "exec > out-{number} 2>&1; echo $$ > pid-{number}; sleep 60 & echo $! > grandchild-{number}; \
+             echo \"$LEASEHOLD_TOKEN\" > token-{number}; wait"
+        );
+        let run = store.spawn(&["run", &name, "--ttl", "10s", "--grace", "2s", "--", "sh", "-c", &script]);
+        let child = store.wait_pid(&format!("pid-{number}"), LIMIT).await;
+        let grandchild = store.wait_pid(&format!("grandchild-{number}"), LIMIT).await;
+        store.wait_line(&format!("token-{number}"), LIMIT).await;
+        signal(run.id(), sig);
+        let out = output_of(run).await;
+        assert_eq!(code(&out), 128 + number, "signal {number}: {out:?}");
+        assert!(lines(&out).len() <= 1, "{out:?}");
+        assert!(gone(child), "the command outlived leasehold (signal {number})");
+        assert!(
+            gone(grandchild),
+            "its background job outlived leasehold (signal {number})"
+        );
+        assert_released(&store, &name).await;
+    }
+}
+
+/// SIGHUP or SIGQUIT while `run --wait` waits for the lease: one line naming the signal
+/// and 128 + N; the command never runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hangup_and_quit_end_the_wait_with_one_line() {
+    let store = Store::sqlite().await;
+    let name = store.name("wait-signal");
+    let holder = store.spawn(&[
+        "run",
+        &name,
+        "--ttl",
+        "10s",
+        "--",
+        "sh",
+        "-c",
+        "echo $$ > pid; echo \"$LEASEHOLD_TOKEN\" > token1; while [ ! -e go ]; do sleep 0.02; done",
+    ]);
+    store.wait_pid("pid", LIMIT).await;
+    store.wait_line("token1", LIMIT).await;
+    for (sig, number) in [(Signal::HUP, 1), (Signal::QUIT, 3)] {
+        let waiter = store.spawn(&["run", &name, "--wait", "--", "touch", "ran"]);
+        // Sent once its handler is in place: before, the signal's default would end it.
+        let pid = waiter.id();
+        assert!(
+            poll(LIMIT, || catches(pid, number)).await,
+            "no handler for signal {number}"
+        );
+        signal(pid, sig);
+        let out = output_of(waiter).await;
+        let err = common::assert_one_line(&out, 128 + number);
+        let signame = if number == 1 { "SIGHUP" } else { "SIGQUIT" };
+        assert!(
+            err.contains(&format!("{signame} while waiting for lease {name}")),
+            "{err}"
+        );
+    }
+    assert!(!store.file("ran").exists(), "a command ran without the lease");
+    std::fs::write(store.file("go"), "").expect("go");
+    let out = output_of(holder).await;
+    assert_eq!(code(&out), 0, "{out:?}");
+}
+
+/// SIGTSTP (Ctrl-Z) does not suspend a `run` whose command holds the lease: one line
+/// says it was ignored, the lease is still renewed (and so refused to another `run`),
+/// and the command's own exit ends it as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tstp_is_ignored_while_the_command_holds_the_lease() {
+    let store = Store::sqlite().await;
+    let name = store.name("tstp");
+    let script = "echo $$ > pid; echo \"$LEASEHOLD_TOKEN\" > token1; while [ ! -e go ]; do sleep 0.02; done";
+    let mut run = store.spawn(&["run", &name, "--ttl", "1s", "--", "sh", "-c", script]);
+    let said = Lines::of_stderr(&mut run);
+    store.wait_pid("pid", LIMIT).await;
+    store.wait_line("token1", LIMIT).await;
+    signal(run.id(), Signal::TSTP);
+    said.wait_for(LIMIT, "the SIGTSTP line", |l| l.iter().any(|l| l.contains("SIGTSTP")))
+        .await;
+    assert_ne!(process_state(run.id()), Some('T'), "leasehold was suspended");
+
+    // Renewed after the signal: the record changes again (its TTL is 1 s).
+    let before = store.read(&name).await.expect("record").version;
+    let (on, name_ref, before) = (&store, name.as_str(), &before);
+    let renewed = poll_async(LIMIT, || async move {
+        on.read(name_ref).await.expect("record").version != *before
+    })
+    .await;
+    assert!(renewed, "no renewal after SIGTSTP");
+    let out = store.output(&["run", &name, "--", "touch", "ran"], LIMIT).await;
+    common::assert_one_line(&out, HELD);
+
+    std::fs::write(store.file("go"), "").expect("go");
+    let status = wait_exit(&mut run, LIMIT).await;
+    assert_eq!(status.code(), Some(0));
+    let said = said.wait_end(LIMIT).await;
+    assert_eq!(said.len(), 1, "one line: {said:?}");
+    assert!(
+        said[0].starts_with("leasehold: ") && said[0].contains("cannot be suspended"),
+        "{said:?}"
+    );
+    assert_released(&store, &name).await;
+}
+
+/// A command that exits leaving a background job: the job is sent SIGTERM while the
+/// lease is still held (it records the lease's state when the signal comes), is gone
+/// before `leasehold` exits, and only then is the lease released; one line says so;
+/// the command's exit code passes through; the job going at once, nobody waits for the
+/// grace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_command_leaves_running_is_stopped_before_the_release() {
+    let store = Store::sqlite().await;
+    let name = store.name("leftover");
+    // Its output elsewhere: a shell says "Terminated" of its sleep, and were the job to
+    // outlive leasehold, it would hold the pipes the test reads to their end.
+    let job = "exec > job-out 2>&1; trap '\"$LEASEHOLD_BIN\" show \"$LEASEHOLD_NAME\" --json > at-term; exit 0' TERM; \
+               touch ready; while :; do sleep 0.05; done";
+    // The command exits once the job's trap is set.
+    let script = format!(
+        "sh -c '{}' & echo $! > leftover; while [ ! -e ready ]; do sleep 0.01; done; exit 4",
+        job.replace('\'', "'\\''")
+    );
+    let started = Instant::now();
+    let out = store
+        .output(&["run", &name, "--grace", "15s", "--", "sh", "-c", &script], LIMIT)
+        .await;
+    let took = started.elapsed();
+    assert_eq!(code(&out), 4, "the command's code passes through: {out:?}");
+    let leftover = store.wait_pid("leftover", LIMIT).await;
+    assert!(gone(leftover), "the background job outlived leasehold");
+    let said = lines(&out);
+    assert_eq!(said.len(), 1, "{out:?}");
+    assert!(said[0].contains("leaving processes of its group running"), "{said:?}");
+    let at_term: serde_json::Value =
+        serde_json::from_str(&store.wait_line("at-term", LIMIT).await).expect("show --json");
+    assert_eq!(at_term["state"], "held", "still held while it was stopped: {at_term}");
+    assert_released(&store, &name).await;
+    assert!(
+        took < Duration::from_secs(10),
+        "waited {took:?}: the grace, not the job"
+    );
+
+    // One that ignores SIGTERM is killed after the grace.
+    let name = store.name("leftover-kill");
+    let started = Instant::now();
+    let out = store
+        .output(
+            &[
+                "run",
+                &name,
+                "--grace",
+                "500ms",
+                "--",
+                "sh",
+                "-c",
+                "trap '' TERM; sleep 30 > /dev/null 2>&1 & echo $! > stubborn",
+            ],
+            LIMIT,
+        )
+        .await;
+    let took = started.elapsed();
+    assert_eq!(code(&out), 0, "{out:?}");
+    let stubborn = store.wait_pid("stubborn", LIMIT).await;
+    assert!(gone(stubborn), "the job that ignores SIGTERM outlived leasehold");
+    assert_eq!(lines(&out).len(), 1, "{out:?}");
+    assert!(took >= Duration::from_millis(500), "killed before the grace: {took:?}");
+    assert_released(&store, &name).await;
+
+    // Nothing left running: nothing said.
+    let name = store.name("no-leftover");
+    let out = store
+        .output(&["run", &name, "--", "sh", "-c", "sleep 0.01 & wait"], LIMIT)
+        .await;
+    assert_eq!(code(&out), 0, "{out:?}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+}
+
+/// A pipe whose reader has gone, as `leasehold list | true` gives it.
+fn closed_pipe() -> Stdio {
+    let mut reader = Command::new("true").stdin(Stdio::piped()).spawn().expect("start true");
+    let writer = reader.stdin.take().expect("stdin is piped");
+    assert!(reader.wait().expect("wait for true").success());
+    Stdio::from(writer)
+}
+
+/// Every subcommand that prints, its stdout a pipe nobody reads (`| head -1`): exit 0,
+/// nothing on stderr. Stdout on a full disk: one line and exit 74.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_stdout_ends_quietly_and_a_full_one_is_one_line() {
+    let store = Store::sqlite().await;
+    let name = store.name("pipe");
+    let out = store.output(&["run", &name, "--", "true"], LIMIT).await;
+    assert_eq!(code(&out), 0, "{out:?}");
+    let absent = store.name("absent");
+    let commands: [&[&str]; 9] = [
+        &["list"],
+        &["list", "--json"],
+        &["show", &name],
+        &["show", &name, "--json"],
+        &["observe", &name],
+        &["observe", &name, "--json"],
+        &["release", "--force", &name],
+        &["release", "--force", &absent],
+        &["stores", "check"],
+    ];
+    for args in commands {
+        let mut c = store.cmd(args);
+        c.stdout(closed_pipe());
+        let out = finish(c.spawn().expect("spawn"), LIMIT).await;
+        assert_eq!(code(&out), 0, "{args:?}: {out:?}");
+        assert!(out.stderr.is_empty(), "{args:?}: {}", stderr(&out));
+    }
+    for args in [&["list"][..], &["show", &name, "--json"]] {
+        let mut c = store.cmd(args);
+        c.stdout(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .expect("/dev/full"),
+        );
+        let out = finish(c.spawn().expect("spawn"), LIMIT).await;
+        let err = common::assert_one_line(&out, 74);
+        assert!(err.contains("writing to stdout"), "{args:?}: {err}");
+    }
+}
