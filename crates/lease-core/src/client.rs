@@ -793,9 +793,10 @@ async fn attempt(
     // that confirms what it wrote is held (for its cap) from then.
     let mut doubt_since: Option<Instant> = None;
     let doubt = |in_doubt: bool| move |e: Error| if in_doubt { still_in_doubt(e) } else { e };
-    // Why the last round's write had an unknown outcome, while the read after it found the
-    // lease not ours: if the rounds run out there, the store is failing, not contended.
-    let mut last_doubt: Option<String> = None;
+    // The writes of unknown outcome since the last refusal, and why the last one had no
+    // answer: if the rounds run out after one (the read after it found the lease not
+    // ours), the store is failing, not contended.
+    let mut last_doubt: Option<(usize, String)> = None;
     for _ in 0..ROUNDS {
         let known = if inner.caps.clock == ClockSource::Store && !fresh {
             // Claimable lets the store judge; the cache could only be staler.
@@ -880,7 +881,8 @@ async fn attempt(
             Answer::Written(Err(e)) => return Err(doubt(in_doubt)(e)),
             Answer::InDoubt { error, read } => {
                 tracing::debug!(%error, "acquire write outcome unknown; read to settle it");
-                last_doubt = Some(error.to_string());
+                let in_a_row = last_doubt.as_ref().map_or(0, |(n, _)| *n);
+                last_doubt = Some((in_a_row + 1, error.to_string()));
                 // The write may have applied: if the record names us, the next round
                 // confirms it with a write on its version.
                 in_doubt = true;
@@ -996,7 +998,7 @@ async fn attempt(
         }
     }
     let known = inner.known(&name);
-    if let Some(why) = last_doubt
+    if let Some((in_a_row, why)) = last_doubt
         && !matches!(&known, Some(Seen::Present { stored, .. }) if stored.record.holder.is_some())
     {
         // The last write's outcome was unknown, and the read after it found the lease
@@ -1004,7 +1006,7 @@ async fn attempt(
         // server that does not answer them). Not "held by someone else".
         return Err(Error::Indeterminate {
             message: format!(
-                "acquire of {name}: {ROUNDS} writes in a row had unknown outcomes and none is known to have applied (one that applies late expires on its own); the last: {why}"
+                "acquire of {name}: {in_a_row} writes in a row had unknown outcomes and none is known to have applied (one that applies late expires on its own); the last: {why}"
             ),
             source: None,
         });

@@ -291,6 +291,10 @@ async fn writes_that_never_answer_are_a_store_failure_not_a_holder() {
         .await
         .expect_err("no write applied, so no answer can say who holds it");
     assert!(err.is_indeterminate(), "{err:?}");
+    assert!(
+        err.to_string().contains("4 writes in a row had unknown outcomes"),
+        "{err}"
+    );
     assert!(err.to_string().contains("none is known to have applied"), "{err}");
     assert!(
         err.to_string().contains("no answer within the request timeout"),
