@@ -1,5 +1,5 @@
 //! Printing a subcommand's answer: one line of JSON for a script (`--json`), or text
-//! for a person. Every line on stdout goes through [`line`], so a reader that goes away
+//! for a person. Every line on stdout goes through [`line()`], so a reader that goes away
 //! (`leasehold list | head -1`) ends the command quietly, and no failure to write panics.
 
 use std::io::Write as _;
@@ -9,10 +9,10 @@ use serde::Serialize;
 use crate::error::CliError;
 
 /// Prints `value` as one line of JSON when `json`; otherwise runs `text`, which prints
-/// it for a person (with [`line`]).
+/// it for a person (with [`line()`]).
 ///
 /// # Errors
-/// [`CliError::Store`] if `value` cannot be encoded as JSON; what [`line`] or `text`
+/// [`CliError::Store`] if `value` cannot be encoded as JSON; what [`line()`] or `text`
 /// answers when stdout cannot be written.
 pub(crate) fn print<T: Serialize + ?Sized>(
     json: bool,
