@@ -139,15 +139,10 @@ async fn a_missing_dynamodb_table_says_how_to_create_it() {
 /// On a Postgres schema without the lease table (a search_path of its own).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_postgres_table_says_how_to_create_it() {
-    use leasehold::postgres::sqlx::{self, AssertSqlSafe, postgres::PgPoolOptions};
+    use leasehold::postgres::sqlx::{self, AssertSqlSafe};
     let store = Store::sqlite().await;
     let pg = leasehold_testkit::pg_url();
-    let pool = PgPoolOptions::new()
-        .max_connections(1)
-        .acquire_timeout(Duration::from_secs(10))
-        .connect(&pg)
-        .await
-        .unwrap_or_else(|e| panic!("Postgres at LEASEHOLD_PG_URL: {e}"));
+    let pool = common::pg_pool(1).await;
     let schema = format!("cli_missing_{}", leasehold_testkit::unique_suffix().replace('-', "_"));
     sqlx::query(AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
         .execute(&pool)

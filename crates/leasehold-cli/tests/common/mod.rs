@@ -68,15 +68,9 @@ impl Store {
     /// The tests' Postgres (`LEASEHOLD_PG_URL`), its lease table created: panics (the
     /// test fails) when it is not set or cannot be reached.
     pub async fn postgres() -> Self {
-        use leasehold::postgres::sqlx::postgres::PgPoolOptions;
         use leasehold::postgres::{PostgresConfig, PostgresStore};
         let url = leasehold_testkit::pg_url();
-        let pool = PgPoolOptions::new()
-            .max_connections(2)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect(&url)
-            .await
-            .unwrap_or_else(|e| panic!("Postgres at LEASEHOLD_PG_URL: {e}"));
+        let pool = pg_pool(2).await;
         PostgresStore::provision(&pool, &PostgresConfig::new())
             .await
             .expect("provision");
@@ -432,4 +426,15 @@ pub fn signal(pid: u32, sig: rustix::process::Signal) {
 /// How long since `t`.
 pub fn since(t: Instant) -> Duration {
     t.elapsed()
+}
+
+/// A pool of at most `max` connections on the tests' Postgres (`LEASEHOLD_PG_URL`):
+/// panics (the test fails) when it is not set or cannot be reached.
+pub async fn pg_pool(max: u32) -> leasehold::postgres::sqlx::PgPool {
+    leasehold::postgres::sqlx::postgres::PgPoolOptions::new()
+        .max_connections(max)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect(&leasehold_testkit::pg_url())
+        .await
+        .unwrap_or_else(|e| panic!("Postgres at LEASEHOLD_PG_URL: {e}"))
 }
