@@ -52,7 +52,9 @@ impl ZooKeeperConfig {
 
     /// Sets how long one request to ZooKeeper may take. A write whose answer has not
     /// arrived by then fails with [`Error::Indeterminate`] (it may have applied); a read
-    /// fails with [`Error::Unavailable`].
+    /// fails with [`Error::Unavailable`]. A session handshake is bounded by it too; one
+    /// that gets no answer takes at most a fifth of it more (and at most a second) to
+    /// say why, from one connection attempt to each server ([`Error::Unavailable`]).
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for a zero timeout or one longer than an hour.

@@ -220,7 +220,7 @@ pub(crate) async fn open<H: SessionHost>(cluster: &str, how: Opening, host: Weak
         Err(_) => {
             // The client retries a refused connection until its bound, then says only
             // that it timed out: one connection attempt to each server tells why.
-            let why = servers_unanswered(cluster, bound.min(PROBE_LIMIT)).await;
+            let why = servers_unanswered(cluster, (bound / 5).min(PROBE_LIMIT)).await;
             return Err(error::handshake_unanswered(bound, &why));
         }
         Ok(r) => r.map_err(|e| error::map("session handshake", Effect::Read, e))?,
@@ -252,7 +252,7 @@ pub(crate) async fn open<H: SessionHost>(cluster: &str, how: Opening, host: Weak
 }
 
 /// The longest a server of the ensemble is waited for when asking why a handshake got
-/// no answer.
+/// no answer (and at most a fifth of the request timeout).
 const PROBE_LIMIT: Duration = Duration::from_secs(1);
 
 /// Why the servers of `cluster` (`host:port[,host:port...][/chroot]`) gave a handshake no
