@@ -572,6 +572,8 @@ impl LeaseClient {
     async fn acquire_inner(&self, name: &str, options: &AcquireOptions, deadline: Option<Instant>) -> Result<Lease> {
         let lease_name = LeaseName::new(name)?;
         let mut failures = 0u32;
+        // What a timeout says of the last attempt: held (`None`), or how the store failed.
+        let mut last_failure = Some(no_answer_yet());
         loop {
             let attempt = self.try_acquire_with(name, options);
             let outcome = match deadline {
@@ -583,7 +585,7 @@ impl LeaseClient {
                 // bounded by the store's own timeouts.
                 Some(d) if Instant::now() < d => match tokio::time::timeout_at(d, attempt).await {
                     Ok(outcome) => outcome,
-                    Err(_) => return Err(Error::Timeout { name: name.to_owned() }),
+                    Err(_) => return Err(Error::timeout(name, last_failure)),
                 },
                 _ => attempt.await,
             };
@@ -591,6 +593,7 @@ impl LeaseClient {
                 Ok(AcquireOutcome::Granted(lease)) => return Ok(lease),
                 Ok(AcquireOutcome::Held { retry_after, .. }) => {
                     failures = 0;
+                    last_failure = None;
                     self.inner
                         .jitter
                         .jittered(retry_after.min(self.inner.config.max_acquire_backoff))
@@ -598,6 +601,7 @@ impl LeaseClient {
                 Err(e) if e.is_retryable() || e.is_indeterminate() => {
                     failures += 1;
                     tracing::debug!(lease = name, error = %e, "acquire attempt failed; backing off");
+                    last_failure = Some(e);
                     self.inner.jitter.exponential(
                         failures,
                         Duration::from_millis(10),
@@ -607,7 +611,7 @@ impl LeaseClient {
                 Err(e) => return Err(e),
             };
             if deadline.is_some_and(|d| d <= Instant::now()) {
-                return Err(Error::Timeout { name: name.to_owned() });
+                return Err(Error::timeout(name, last_failure));
             }
             // After a failed attempt, back off for real: a wait on a stale version would
             // return at once and turn a failing store into a tight loop.
@@ -671,6 +675,15 @@ impl LeaseClient {
             (mailbox, ctx)
         });
         Ok(d)
+    }
+}
+
+/// What a timeout says when the deadline came before the store answered any attempt:
+/// not that the lease is held, since nothing said so.
+pub(crate) fn no_answer_yet() -> Error {
+    Error::Indeterminate {
+        message: "no attempt was answered before the deadline".into(),
+        source: None,
     }
 }
 

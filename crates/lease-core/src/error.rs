@@ -103,10 +103,19 @@ pub enum Error {
     },
 
     /// `acquire` gave up at its deadline without being granted the lease.
-    #[error("timed out waiting for lease {name:?}")]
+    ///
+    /// `last_error` tells a failing store from a held lease: `None` when the last answer
+    /// said someone holds it (the deadline ended a wait for the holder); the store's
+    /// error when its last attempt failed ([`Error::Unavailable`], [`Error::Indeterminate`]),
+    /// or an [`Error::Indeterminate`] saying so when the store had not yet answered any
+    /// attempt. The message carries that error's words too.
+    #[error("timed out waiting for lease {name:?}{}", last_error_text(last_error.as_deref()))]
     Timeout {
         /// The lease name.
         name: String,
+        /// Why the attempts failed, when they did not end on "held".
+        #[source]
+        last_error: Option<Box<Error>>,
     },
 
     /// This client already holds the lease it was asked to acquire (`acquire`,
@@ -156,6 +165,10 @@ fn mark_text(mark: Option<FencingToken>) -> String {
     mark.map(|m| format!(" {m}")).unwrap_or_default()
 }
 
+fn last_error_text(last: Option<&Error>) -> String {
+    last.map(|e| format!(": the store failed: {e}")).unwrap_or_default()
+}
+
 impl Error {
     /// An [`Error::InvalidInput`].
     pub fn invalid(what: &'static str, reason: impl Into<String>) -> Self {
@@ -194,6 +207,14 @@ impl Error {
         Self::CorruptRecord {
             name: name.into(),
             reason: reason.into(),
+        }
+    }
+
+    /// An [`Error::Timeout`] of `name`, with the last attempt's error if it failed.
+    pub fn timeout(name: impl Into<String>, last_error: Option<Error>) -> Self {
+        Self::Timeout {
+            name: name.into(),
+            last_error: last_error.map(Box::new),
         }
     }
 

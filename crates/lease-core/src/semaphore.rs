@@ -236,6 +236,8 @@ impl Semaphore {
     pub async fn acquire_with(&self, options: &AcquireOptions) -> Result<Permit> {
         let deadline = crate::client::deadline_after(options.timeout);
         let mut failures = 0u32;
+        // What a timeout says of the last attempt: held (`None`), or how the store failed.
+        let mut last_failure: Option<Error>;
         let mut start = self.next.fetch_add(1, Ordering::Relaxed);
         // After a wake-up, only the slot that changed is tried: each slot's change wakes
         // a waiter of its own, and a grant (which wakes the next waiter of its slot)
@@ -246,19 +248,19 @@ impl Semaphore {
                 Ok(PermitOutcome::Granted(permit)) => return Ok(permit),
                 Ok(PermitOutcome::Held { retry_after }) => {
                     failures = 0;
+                    last_failure = None;
                     self.client.wait_when_held(retry_after)
                 }
                 Err(e) if e.is_retryable() || e.is_indeterminate() => {
                     failures += 1;
                     tracing::debug!(semaphore = %self.name, error = %e, "permit attempt failed; backing off");
+                    last_failure = Some(e);
                     self.client.wait_after_failures(failures)
                 }
                 Err(e) => return Err(e),
             };
             if deadline.is_some_and(|d| d <= Instant::now()) {
-                return Err(Error::Timeout {
-                    name: self.name.as_str().to_owned(),
-                });
+                return Err(Error::timeout(self.name.as_str(), last_failure));
             }
             start = self.next.fetch_add(1, Ordering::Relaxed);
             count = self.slots.len();

@@ -73,7 +73,10 @@ async fn all_or_none_a_timeout_releases_the_names_already_taken() {
         .acquire_all_timeout(["x", "y", "w"], TTL, Duration::from_secs(3))
         .await
         .unwrap_err();
-    assert!(matches!(&err, Error::Timeout { name } if name == "y"), "{err:?}");
+    assert!(
+        matches!(&err, Error::Timeout { name, last_error: None } if name == "y"),
+        "{err:?}"
+    );
     assert_eq!(Instant::now() - started, Duration::from_secs(3));
     // "w" and "x" come before "y": they were taken, then released on the timeout.
     let other = LeaseClient::new(store.clone());

@@ -272,8 +272,42 @@ async fn acquire_gives_up_at_its_deadline() {
         .acquire_timeout("taken", Duration::from_secs(60), Duration::from_secs(3))
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
+    // Held to the end: the timeout names no store error.
+    assert!(matches!(err, Error::Timeout { last_error: None, .. }), "{err:?}");
+    assert_eq!(err.to_string(), r#"timed out waiting for lease "taken""#);
     assert_eq!(Instant::now() - started, Duration::from_secs(3));
+}
+
+/// A deadline that ends a run of store failures says how the store failed, not that
+/// someone holds the lease: the caller (and `leasehold run --timeout`) can tell an
+/// outage from contention.
+#[tokio::test(start_paused = true)]
+async fn a_timeout_on_a_failing_store_says_how_it_failed() {
+    let client = LeaseClient::new(Twisted {
+        inner: MemoryStore::new(),
+        twist: Twist::GrantsNotTaken,
+    });
+    let err = client
+        .acquire_timeout("locked", Duration::from_secs(60), Duration::from_secs(3))
+        .await
+        .expect_err("no write applies");
+    let Error::Timeout {
+        last_error: Some(last), ..
+    } = &err
+    else {
+        panic!("a timeout naming the store's failure, got {err:?}");
+    };
+    assert!(last.is_indeterminate(), "{last:?}");
+    let text = err.to_string();
+    assert!(
+        text.starts_with(r#"timed out waiting for lease "locked": the store failed: "#),
+        "{text}"
+    );
+    assert!(text.contains("no answer within the request timeout"), "{text}");
+    assert!(
+        std::error::Error::source(&err).is_some(),
+        "the store's error is the source"
+    );
 }
 
 /// A store whose writes are held until it stops waiting for them (a file another process
@@ -317,7 +351,21 @@ async fn a_deadline_ends_an_attempt_under_way() {
         .acquire_timeout("slow", Duration::from_secs(60), Duration::from_secs(1))
         .await
         .expect_err("the answer comes after the deadline");
-    assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
+    // Nothing answered: the timeout does not claim the lease is held.
+    assert!(
+        matches!(
+            err,
+            Error::Timeout {
+                last_error: Some(_),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("no attempt was answered before the deadline"),
+        "{err}"
+    );
     assert_eq!(Instant::now() - started, Duration::from_secs(1));
     // The write the attempt sent is finished on its own, and what it granted released.
     released_then_second_token(

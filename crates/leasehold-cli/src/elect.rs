@@ -35,7 +35,15 @@ pub(crate) async fn elect(url: &StoreUrl, args: ElectArgs) -> Result<u8, CliErro
     let leadership = tokio::select! {
         won = won => match won {
             Ok(leadership) => leadership,
-            Err(leasehold::Error::Timeout { .. }) => {
+            Err(leasehold::Error::Timeout {
+                last_error: Some(e), ..
+            }) => {
+                return Err(CliError::Store(format!(
+                    "{what}: gave up after {}: the store failed: {e}",
+                    humantime::format_duration(args.timeout.unwrap_or_default())
+                )));
+            }
+            Err(leasehold::Error::Timeout { last_error: None, .. }) => {
                 return Err(CliError::Held(format!(
                     "{name} has another leader; gave up after {}",
                     humantime::format_duration(args.timeout.unwrap_or_default())

@@ -64,14 +64,15 @@ impl CliError {
     }
 
     /// A library error met while doing `what`, by its kind: invalid input is usage,
-    /// a timeout (or a lease this process already holds) is "held", everything else is
+    /// a timeout that ended a wait for a holder (or a lease this process already holds)
+    /// is "held", everything else (a timeout that ended a run of store failures too) is
     /// the store's failure.
     pub(crate) fn from_lease(what: &str, e: &leasehold::Error) -> Self {
         // The library's messages already carry what their sources said.
         let message = format!("{what}: {e}");
         match e {
             leasehold::Error::InvalidInput { .. } => Self::Usage(message),
-            leasehold::Error::Timeout { .. } => Self::Held(message),
+            leasehold::Error::Timeout { last_error: None, .. } => Self::Held(message),
             // One process per lease: `leasehold` never asks twice for a name it holds.
             // Were it to, the lease is held (by itself) and trying later may succeed.
             leasehold::Error::AlreadyHeld { .. } => Self::Held(message),

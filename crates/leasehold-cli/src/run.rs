@@ -42,7 +42,14 @@ async fn acquire(client: &LeaseClient, name: &LeaseName, args: &RunArgs) -> Resu
     if let Some(timeout) = args.timeout {
         return match client.acquire_timeout(name, args.held.ttl, timeout).await {
             Ok(lease) => Ok(lease),
-            Err(leasehold::Error::Timeout { .. }) => Err(CliError::Held(format!(
+            // The store failed to the end: an outage, not contention.
+            Err(leasehold::Error::Timeout {
+                last_error: Some(e), ..
+            }) => Err(CliError::Store(format!(
+                "lease {name}: gave up after {}: the store failed: {e}",
+                humantime::format_duration(timeout)
+            ))),
+            Err(leasehold::Error::Timeout { last_error: None, .. }) => Err(CliError::Held(format!(
                 "lease {name} is held by someone else; gave up after {}",
                 humantime::format_duration(timeout)
             ))),

@@ -174,3 +174,38 @@ async fn a_command_that_cannot_run() {
     let out = store.output(&["run", &name, "--", "true"], LIMIT).await;
     assert_eq!(common::code(&out), 0, "{out:?}");
 }
+
+/// A `--timeout` that runs out while the store keeps failing (here a SQLite file another
+/// process keeps write-locked) is a store error saying how it failed, not "held by
+/// someone else": a cron job's exit code tells an outage from contention.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_on_a_failing_store_is_a_store_error() {
+    use leasehold::sqlite::sqlx::{self, Connection};
+    let store = Store::sqlite().await;
+    let path = store.file("leases.db");
+    let mut other = sqlx::SqliteConnection::connect_with(&leasehold::sqlite::connect_options(&path))
+        .await
+        .expect("second connection");
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut other)
+        .await
+        .expect("take the write lock");
+    // The busy timeout (4 s) refuses the first attempt; the deadline ends the next.
+    let (name, leader) = (store.name("locked"), store.name("locked-election"));
+    let run = store.spawn(&["run", &name, "--timeout", "6s", "--", "true"]);
+    let elect = store.spawn(&["elect", &leader, "--timeout", "6s", "--", "true"]);
+    for (child, what) in [
+        (run, format!("lease {name}")),
+        (elect, format!("leadership of {leader}")),
+    ] {
+        let out = common::finish(child, LIMIT).await;
+        let err = assert_one_line(&out, STORE);
+        assert!(
+            err.contains(&format!("{what}: gave up after 6s: the store failed: ")),
+            "{err}"
+        );
+        assert!(err.contains("database is locked"), "{err}");
+    }
+    sqlx::query("ROLLBACK").execute(&mut other).await.expect("unlock");
+    assert!(store.read(&name).await.is_none(), "a refused write applied");
+}
