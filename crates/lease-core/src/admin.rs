@@ -4,12 +4,12 @@
 //!
 //! ```
 //! use leasehold_core::admin::{Admin, ForcedRelease, Status};
-//! use leasehold_core::{LeaseClient, LeaseName, MemoryStore, NamePrefix};
+//! use leasehold_core::{LeaseClient, LeaseName, LossCause, MemoryStore, NamePrefix};
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> leasehold_core::Result<()> {
 //! let store = MemoryStore::new();
 //! let client = LeaseClient::new(store.clone());
-//! let lease = client.acquire("jobs/nightly", std::time::Duration::from_secs(30)).await?;
+//! let lease = client.acquire("jobs/nightly", std::time::Duration::from_secs(3)).await?;
 //!
 //! let admin = Admin::new(store);
 //! let name = LeaseName::new("jobs/nightly")?;
@@ -18,10 +18,12 @@
 //! assert_eq!(state.status, Status::Held);
 //! assert_eq!(state.token, Some(lease.token()));
 //!
-//! // The holder may still be running: it learns of the release at its next renewal.
+//! // The holder may still be running: it learns of the release at its next renewal
+//! // (a third of its TTL after the grant), as released by someone else.
 //! let released = admin.force_release(&name).await?;
 //! assert!(matches!(released, ForcedRelease::Released { token, .. } if token == lease.token()));
 //! assert_eq!(admin.inspect(&name).await?.status, Status::Vacant);
+//! assert_eq!(lease.lost().await, LossCause::ReleasedByOther);
 //! # Ok(())
 //! # }
 //! ```

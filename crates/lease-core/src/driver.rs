@@ -444,6 +444,9 @@ async fn renew_one(
                         RenewResult::Lost(LossCause::TakenOver { holder, token })
                     }
                     Ok(ConflictVerdict::Gone | ConflictVerdict::Unknown) => RenewResult::Lost(LossCause::Expired),
+                    // Only a release writes a vacant record with our token, and ours
+                    // would have ended the lease first: someone else released it.
+                    Ok(ConflictVerdict::Vacated) => RenewResult::Lost(LossCause::ReleasedByOther),
                     Err(e) => RenewResult::Failed(e),
                 }
             }
@@ -541,7 +544,10 @@ pub(crate) async fn release_write(
                 // whose outcome was unknown applied), or someone else's now (taken over,
                 // or an operator changed its holder or token): nothing of ours is left
                 // to release, and the record stays as it is.
-                ConflictVerdict::Gone | ConflictVerdict::TakenOver { .. } | ConflictVerdict::Unknown => {
+                ConflictVerdict::Gone
+                | ConflictVerdict::Vacated
+                | ConflictVerdict::TakenOver { .. }
+                | ConflictVerdict::Unknown => {
                     return Ok(());
                 }
             },

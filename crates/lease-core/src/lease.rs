@@ -38,6 +38,11 @@ pub enum LossCause {
     StoreError(String),
     /// The holder released it (or dropped the guard).
     Released,
+    /// Someone else released this grant while it was held: a renewal found the record
+    /// vacant with this lease's own token (an operator's `leasehold release --force`,
+    /// [`crate::admin::Admin::force_release`]). Nobody holds the lease now, and the
+    /// next grant gets a higher token.
+    ReleasedByOther,
     /// The hold reached its cap (`max_hold`, see [`crate::AcquireOptions::max_hold`]):
     /// the driver stopped renewing and ended the lease, although the store still
     /// answered, and this signal fires before anyone else can take the lease over. The
@@ -58,6 +63,7 @@ impl LossCause {
             Self::OutcomeUnknown => "outcome_unknown",
             Self::StoreError(_) => "store_error",
             Self::Released => "released",
+            Self::ReleasedByOther => "released_by_other",
             Self::MaxHoldReached => "max_hold_reached",
         }
     }
@@ -68,6 +74,7 @@ impl fmt::Display for LossCause {
         match self {
             Self::TakenOver { holder: Some(h), token } => write!(f, "taken over by {h} with token {token}"),
             Self::StoreError(e) => write!(f, "store error: {e}"),
+            Self::ReleasedByOther => f.write_str("released by someone else"),
             other => f.write_str(other.label()),
         }
     }

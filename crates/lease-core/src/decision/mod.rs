@@ -174,8 +174,12 @@ pub(crate) enum ConflictVerdict {
         /// Its token.
         token: FencingToken,
     },
-    /// The record is gone or vacant: our lease ended without a successor yet.
+    /// The record is gone: our lease ended without a successor yet (on stores that
+    /// delete a record at its TTL, it expired).
     Gone,
+    /// The record is vacant with our token: someone else released our grant (a forced
+    /// release), or our own release applied; no successor yet.
+    Vacated,
     /// The store did not say what is there now; read it.
     Unknown,
 }
@@ -187,7 +191,7 @@ pub(crate) fn judge_conflict(me: &HolderId, token: FencingToken, current: &crate
         crate::store::Current::Absent => ConflictVerdict::Gone,
         crate::store::Current::Present(s) => match &s.record.holder {
             Some(h) if h == me && s.record.token == token => ConflictVerdict::StillOurs(s.clone()),
-            None if s.record.token == token => ConflictVerdict::Gone,
+            None if s.record.token == token => ConflictVerdict::Vacated,
             holder => ConflictVerdict::TakenOver {
                 holder: holder.clone(),
                 token: s.record.token,

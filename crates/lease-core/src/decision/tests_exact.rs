@@ -241,7 +241,7 @@ fn conflicts_are_judged_by_holder_and_token() {
     ));
     assert_eq!(
         decision::judge_conflict(&me(), t, &Current::Present(stored(None, 4, None))),
-        ConflictVerdict::Gone
+        ConflictVerdict::Vacated
     );
     assert_eq!(
         decision::judge_conflict(&me(), t, &Current::Absent),

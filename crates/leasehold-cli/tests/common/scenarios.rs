@@ -346,6 +346,16 @@ pub async fn forced_release(store: &Store) {
         poll(LIMIT, || gone(grandchild)).await,
         "the command's background job outlived the lost lease"
     );
+    // The holder says who ended its lease: someone released it, it did not run out.
+    // (Read once the background job, which shares the pipe, is gone.)
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(first.stderr.as_mut().expect("stderr"), &mut stderr).expect("read stderr");
+    assert!(
+        stderr.contains(&format!(
+            "lost lease {name} (token {token1}) while the command ran: released by someone else"
+        )),
+        "{stderr}"
+    );
 
     let out = store.output(&["release", "--force", &name], LIMIT).await;
     assert_eq!(code(&out), 0, "{out:?}");
