@@ -6,7 +6,7 @@ use futures::Stream;
 use leasehold_core::{AcquireOutcome, LeaseClient, LeaseName, Result};
 
 use crate::observe::{self, Judge};
-use crate::{ElectionConfig, Leader, Leadership};
+use crate::{ElectionConfig, Leader, LeaderState, Leadership};
 
 /// An election over one lease name on any store.
 ///
@@ -157,6 +157,48 @@ impl Election {
             self.client.policy(),
             self.name.clone(),
             self.config.observe_interval,
+        )
+    }
+
+    /// [`Election::observe`], which also says when who leads is not known: the first
+    /// read that fails after a success (or before any) yields [`LeaderState::Unknown`]
+    /// with the store's error, and the next read that succeeds yields
+    /// [`LeaderState::Known`] again, even if the leader did not change. A display of
+    /// the leader uses this one, so that it never goes on showing an old answer while
+    /// the store cannot be read.
+    ///
+    /// ```
+    /// use futures::StreamExt as _;
+    /// use leasehold_core::testing::{FaultPlan, FaultStore};
+    /// use leasehold_core::{LeaseClient, MemoryStore};
+    /// use leasehold_election::{Election, LeaderState};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> leasehold_core::Result<()> {
+    /// let store = FaultStore::new(MemoryStore::new(), 1);
+    /// let watcher = Election::new(LeaseClient::new(store.clone()), "svc/leader", std::time::Duration::from_secs(3))?;
+    /// let mut states = std::pin::pin!(watcher.observe_states());
+    /// assert!(matches!(states.next().await, Some(Ok(LeaderState::Known(None)))));
+    /// store.set_plan(FaultPlan::down());
+    /// match states.next().await {
+    ///     Some(Ok(LeaderState::Unknown(e))) => assert!(e.is_retryable() || e.is_indeterminate()),
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// store.set_plan(FaultPlan::none());
+    /// assert!(matches!(states.next().await, Some(Ok(LeaderState::Known(None)))));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Election::observe`]: an error retrying cannot fix is yielded and ends the
+    /// stream.
+    pub fn observe_states(&self) -> impl Stream<Item = Result<LeaderState>> + Send + 'static {
+        observe::states(
+            self.client.store().clone(),
+            self.client.policy(),
+            self.name.clone(),
+            self.config.observe_interval,
+            true,
         )
     }
 }

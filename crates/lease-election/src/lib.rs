@@ -7,7 +7,9 @@
 //! - [`Election::campaign`] waits until this candidate leads and returns a
 //!   [`Leadership`]: the fencing token of the tenure, a loss signal and a
 //!   cancellation token. [`Leadership::resign`] steps down.
-//! - [`Election::observe`] is a stream of who leads (holder and token), changes only.
+//! - [`Election::observe`] is a stream of who leads (holder and token), changes only;
+//!   [`Election::observe_states`] also says when that is unknown (the store cannot be
+//!   read), for a display that must not go on showing an old answer.
 //! - [`Election::run`] with [`Callbacks`] is the client-go style: started leading (with
 //!   a context carrying the token and a cancellation), stopped leading, new leader.
 //!
@@ -75,3 +77,4 @@ pub use callbacks::Callbacks;
 pub use config::ElectionConfig;
 pub use election::Election;
 pub use leadership::{Leader, LeaderContext, Leadership};
+pub use observe::LeaderState;

@@ -3,9 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::Stream;
+use futures::{Stream, StreamExt as _};
 use leasehold_core::{
-    LeaseName, Policy, Result,
+    Error, LeaseName, Policy, Result,
     store::{CasStore, ClockSource, Stored, Version, Wait},
 };
 use tokio::time::Instant;
@@ -67,6 +67,19 @@ impl Judge {
     }
 }
 
+/// What an observer knows of who leads, at one moment ([`crate::Election::observe_states`]).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum LeaderState {
+    /// A read of the store shows this leader (`None`: nobody leads).
+    Known(Option<Leader>),
+    /// Reading the store failed (unreachable, or an answer in doubt), so who leads is
+    /// not known: the last leader seen may have resigned or been replaced since. The
+    /// observer keeps reading, with backoff; the next read that succeeds yields
+    /// [`LeaderState::Known`], even if the leader is the one seen before.
+    Unknown(Error),
+}
+
 struct State {
     store: Arc<dyn CasStore>,
     name: LeaseName,
@@ -76,16 +89,37 @@ struct State {
     seen_version: Option<Version>,
     wait: Option<Duration>,
     failures: u32,
+    /// Whether a failed read is yielded as [`LeaderState::Unknown`] (once per run of
+    /// failures), or only retried.
+    report_failures: bool,
     done: bool,
 }
 
-/// The `observe` stream.
+/// The `observe` stream: changes of leader only, failed reads retried unseen.
 pub(crate) fn stream(
     store: Arc<dyn CasStore>,
     policy: Policy,
     name: LeaseName,
     interval: Duration,
 ) -> impl Stream<Item = Result<Option<Leader>>> + Send + 'static {
+    states(store, policy, name, interval, false).filter_map(|item| {
+        std::future::ready(match item {
+            Ok(LeaderState::Known(leader)) => Some(Ok(leader)),
+            Ok(LeaderState::Unknown(_)) => None,
+            Err(e) => Some(Err(e)),
+        })
+    })
+}
+
+/// The `observe_states` stream: changes of leader, and the first failed read of each
+/// run of failures as [`LeaderState::Unknown`] when `report_failures`.
+pub(crate) fn states(
+    store: Arc<dyn CasStore>,
+    policy: Policy,
+    name: LeaseName,
+    interval: Duration,
+    report_failures: bool,
+) -> impl Stream<Item = Result<LeaderState>> + Send + 'static {
     let state = State {
         store,
         name,
@@ -95,6 +129,7 @@ pub(crate) fn stream(
         seen_version: None,
         wait: None,
         failures: 0,
+        report_failures,
         done: false,
     };
     futures::stream::unfold(state, |mut st| async move {
@@ -127,13 +162,19 @@ pub(crate) fn stream(
                     st.wait = Some(wait);
                     if st.last.as_ref() != Some(&leader) {
                         st.last = Some(leader.clone());
-                        return Some((Ok(leader), st));
+                        return Some((Ok(LeaderState::Known(leader)), st));
                     }
                 }
                 Err(e) if e.is_retryable() || e.is_indeterminate() => {
                     st.failures = st.failures.saturating_add(1);
                     tracing::debug!(election = %st.name, error = %e, "observe read failed; backing off");
                     st.wait = Some(backoff(st.failures, st.interval));
+                    if st.report_failures && st.failures == 1 {
+                        // What was seen before is no longer known: the next read that
+                        // succeeds says who leads, changed or not.
+                        st.last = None;
+                        return Some((Ok(LeaderState::Unknown(e)), st));
+                    }
                 }
                 Err(e) => {
                     st.done = true;

@@ -1,7 +1,8 @@
 //! `leasehold observe NAME [--json] [--count N] [--interval 1s]`: each new leader, as it happens.
 //!
 //! One line per change: the leader at the first read, then one each time the holder or
-//! the token changes, `no leader` while nobody leads. It waits on the store's change
+//! the token changes, `no leader` while nobody leads, `unknown` (with the store's error)
+//! when a read fails, then the leader again once a read succeeds. It waits on the store's change
 //! notification where there is one, and reads every `--interval` elsewhere (a tenure
 //! shorter than that may go unseen there). It runs until
 //! SIGINT or SIGTERM (exit 0), `--count` lines, its reader going away (a closed pipe,
@@ -9,7 +10,7 @@
 
 use futures::StreamExt as _;
 use leasehold::LeaseName;
-use leasehold::election::{Election, ElectionConfig, Leader};
+use leasehold::election::{Election, ElectionConfig, Leader, LeaderState};
 use serde::Serialize;
 
 use crate::cli::ObserveArgs;
@@ -23,12 +24,17 @@ use leasehold::url::StoreUrl;
 struct Observed<'a> {
     /// The election (lease) name.
     name: &'a str,
+    /// `leader`, `none` (nobody leads) or `unknown` (the store could not be read).
+    state: &'static str,
     /// The leader's holder id; `null` while nobody leads.
     holder: Option<&'a str>,
     /// The leader's client label (its holder id up to `#`); `null` while nobody leads.
     identity: Option<&'a str>,
     /// The fencing token of the leader's tenure; `null` while nobody leads.
     token: Option<u64>,
+    /// Why the state is unknown: the store's error (only with `unknown`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
 }
 
 /// Runs `leasehold observe`; the exit code.
@@ -50,7 +56,7 @@ pub(crate) async fn observe(url: &StoreUrl, args: ObserveArgs) -> Result<u8, Cli
     let client = open::open(url, &holder::label()).await?;
     let election =
         Election::with_config(client, name.as_str(), config).map_err(|e| CliError::from_lease("--interval", &e))?;
-    let changes = election.observe();
+    let changes = election.observe_states();
     futures::pin_mut!(changes);
     let mut printed = 0u64;
     loop {
@@ -58,12 +64,14 @@ pub(crate) async fn observe(url: &StoreUrl, args: ObserveArgs) -> Result<u8, Cli
             change = changes.next() => change,
             _ = signals.next() => return Ok(exit::OK),
         };
-        let leader = match change {
-            Some(Ok(leader)) => leader,
+        match change {
+            Some(Ok(LeaderState::Known(leader))) => print(&name, leader.as_ref(), args.json)?,
+            Some(Ok(LeaderState::Unknown(e))) => print_unknown(&name, &e, args.json)?,
+            // A state added to the library later: nothing to print for it.
+            Some(Ok(_)) => continue,
             Some(Err(e)) => return Err(CliError::from_lease(&format!("observing {name}"), &e)),
             None => return Ok(exit::OK),
-        };
-        print(&name, leader.as_ref(), args.json)?;
+        }
         printed += 1;
         if args.count.is_some_and(|n| printed >= n) {
             return Ok(exit::OK);
@@ -75,12 +83,31 @@ pub(crate) async fn observe(url: &StoreUrl, args: ObserveArgs) -> Result<u8, Cli
 fn print(name: &LeaseName, leader: Option<&Leader>, json: bool) -> Result<(), CliError> {
     let observed = Observed {
         name: name.as_str(),
+        state: if leader.is_some() { "leader" } else { "none" },
         holder: leader.map(|l| l.holder.as_str()),
         identity: leader.map(Leader::identity),
         token: leader.map(|l| l.token.get()),
+        error: None,
     };
     output::print(json, &observed, |_| match leader {
         Some(l) => output::line(format_args!("{name}: leader {} token {}", l.holder, l.token)),
         None => output::line(format_args!("{name}: no leader")),
+    })
+}
+
+/// One line saying who leads is unknown, and why (the store's error, passwords
+/// removed as from every message).
+fn print_unknown(name: &LeaseName, e: &leasehold::Error, json: bool) -> Result<(), CliError> {
+    let why = crate::error::scrub(&e.to_string());
+    let observed = Observed {
+        name: name.as_str(),
+        state: "unknown",
+        holder: None,
+        identity: None,
+        token: None,
+        error: Some(why.clone()),
+    };
+    output::print(json, &observed, |_| {
+        output::line(format_args!("{name}: unknown: {why}"))
     })
 }

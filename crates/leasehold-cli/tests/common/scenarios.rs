@@ -377,8 +377,15 @@ fn observed_tokens(lines: &[String], name: &str) -> Vec<u64> {
             assert_eq!(v["name"], name, "{line}");
             if v["token"].is_null() {
                 assert!(v["holder"].is_null() && v["identity"].is_null(), "{line}");
+                // Nobody leads, or (a read failed) nobody knows: then the line says why.
+                match v["state"].as_str() {
+                    Some("none") => assert!(v.get("error").is_none(), "{line}"),
+                    Some("unknown") => assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{line}"),
+                    _ => panic!("state: {line}"),
+                }
                 None
             } else {
+                assert_eq!(v["state"], "leader", "{line}");
                 let holder = v["holder"].as_str().expect("holder");
                 let identity = v["identity"].as_str().expect("identity");
                 assert!(holder.starts_with(identity), "{line}");
