@@ -48,7 +48,7 @@ import re, sys
 work = sys.argv[1]
 sql = [re.sub(r'^.*?execute [^:]*: ', '', l.rstrip('\n')) for l in sys.stdin if ' execute ' in l]
 claim = next(s for s in sql if 'fence_token = l.fence_token + 1' in s)
-release = next(s for s in sql if s.startswith('WITH w AS (UPDATE') and 'holder = NULL' in s)
+release = next(s for s in sql if s.startswith(('WITH w AS (UPDATE', 'UPDATE')) and 'holder = NULL' in s)
 table = re.search(r'INSERT INTO (\S+) AS l', claim).group(1)
 def bind(s, names):
     s = s.replace(table, 'pgcpu_lib')

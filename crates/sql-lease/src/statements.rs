@@ -20,7 +20,10 @@
 //!   answer is reported as [`leasehold_core::store::Current::Unknown`] rather than as a
 //!   current record. Otherwise the
 //!   snapshot row is a state the record had during the statement, on which the
-//!   precondition failed: a linearizable answer.
+//!   precondition failed: a linearizable answer. Renewals and releases are the
+//!   exception, as on SQLite below: a plain guarded `UPDATE` (a release's `RETURNING`
+//!   only notifies), one changed row means written, and the rare refused one is
+//!   followed by a read.
 //! - SQLite: the `ON CONFLICT DO UPDATE` (or `UPDATE`) always matches the row and sets
 //!   each column to `CASE WHEN <precondition> THEN <new> ELSE <old> END` (the
 //!   precondition evaluated once, in a subquery of one row), so `RETURNING`
@@ -111,8 +114,8 @@ pub enum Reply {
         /// The store issued the token (a claim): take it from `LAST_INSERT_ID()`.
         issues_token: bool,
     },
-    /// An `UPDATE` without rows (MySQL's version writes, renewals and deletes; SQLite's
-    /// renewals): one affected row means it wrote the bound values at `version`; none,
+    /// An `UPDATE` answering with its count of changed rows (MySQL's version writes,
+    /// renewals and deletes; SQLite's and Postgres's renewals): one affected row means it wrote the bound values at `version`; none,
     /// that it wrote nothing.
     Affected {
         /// The write is a delete (the row is now a tombstone).
@@ -120,13 +123,22 @@ pub enum Reply {
         /// The version the write left.
         version: NewVersion,
     },
-    /// A release's `UPDATE` without rows (MySQL's and SQLite's): one affected row means
+    /// A release's `UPDATE` answering with its count of changed rows (every dialect's):
+    /// one affected row means
     /// the row is now vacant with the bound token at `version`; none, that it wrote
     /// nothing.
     Vacates {
         /// The version the release left.
         version: NewVersion,
     },
+}
+
+impl Reply {
+    /// Whether the statement answers with its count of changed rows ([`Reply::Affected`],
+    /// [`Reply::Vacates`]): a refused one says only that it wrote nothing.
+    pub fn is_counted(self) -> bool {
+        matches!(self, Self::Affected { .. } | Self::Vacates { .. })
+    }
 }
 
 /// The version a write that answers with counters ([`Reply`]) left on the row it wrote.
@@ -159,10 +171,12 @@ pub struct Statements {
     pub write_claimable: LeaseStatement,
     /// Turns the record into a tombstone if its version matches.
     pub delete: LeaseStatement,
-    /// True when a refused [`Self::write_version`] or [`Self::renew`] returns no row
-    /// (its guard is a `WHERE` clause, as on SQLite): the store then reads the current
-    /// record with [`Self::read`]. False when every write statement answers a refusal
-    /// with the current row itself (Postgres).
+    /// True when a refused [`Self::write_version`] returns no row (its guard is a
+    /// `WHERE` clause, as on SQLite and MySQL): the store then reads the current record
+    /// with [`Self::read`]. False when it answers a refusal with the current row itself
+    /// (Postgres). A statement that answers with its count of changed rows
+    /// ([`Reply::is_counted`]: every dialect's renewal and release) is always followed by
+    /// that read when it wrote nothing.
     pub read_after_refused_version_write: bool,
     /// Whether a refused claim or create answers with the current row in the same
     /// statement ([`leasehold_core::store::Capabilities::conflict_returns_current`]):
@@ -494,19 +508,33 @@ impl Postgres {
     /// holder and token. The holder and the token are compared, never written: an
     /// operator's change to either (the version untouched) refuses the write instead of
     /// being undone, and a row given to someone else stays as it is.
-    fn held_write(&self, mut p: Placeholders, set: impl FnOnce(&mut Placeholders) -> String) -> LeaseStatement {
+    ///
+    /// It answers with its count of changed rows (`reply`), not with rows: what it wrote
+    /// is the bound values at the next version, and a refused one wrote nothing, after
+    /// which the store reads the row. A renewal or release is almost never refused, and
+    /// the current-row branch of [`Self::with_current`] cost each of them about 10 µs of
+    /// server time (docs/PERFORMANCE.md, Postgres). `returning`, if any, is evaluated for
+    /// the written row only (a release's `pg_notify`).
+    fn held_write(
+        &self,
+        reply: Reply,
+        returning: Option<&str>,
+        set: impl FnOnce(&mut Placeholders) -> String,
+    ) -> LeaseStatement {
         let t = &self.t;
+        let mut p = Placeholders::new(Dialect::Postgres);
         let [name, holder, token, ver] = p.all([Arg::Name, Arg::Holder, Arg::Token, Arg::Version]);
-        let guard = |a: &str| {
-            format!(
-                "{a}.version = {ver} AND NOT {a}.deleted AND {a}.holder = {holder} AND {a}.fence_token = {token} AND {}",
-                Self::valid(a, &holder)
-            )
-        };
         let set = set(&mut p);
-        let write = format!("UPDATE {t} AS l SET {set} WHERE l.name = {name} AND {}", guard("l"));
-        let sql = self.with_current(&write, &mut p);
-        p.finish(sql)
+        let mut sql = format!(
+            "UPDATE {t} AS l SET {set} WHERE l.name = {name} AND l.version = {ver} AND NOT l.deleted \
+             AND l.holder = {holder} AND l.fence_token = {token} AND {}",
+            Self::valid("l", &holder)
+        );
+        if let Some(returning) = returning {
+            sql.push_str(" RETURNING ");
+            sql.push_str(returning);
+        }
+        p.finish_with(sql, reply)
     }
 
     /// `INSERT … ON CONFLICT (name) DO UPDATE` of a claim or create: `token` is the new
@@ -582,8 +610,13 @@ impl LeaseDialect for Postgres {
         p.finish(sql)
     }
 
+    /// A refused renewal writes nothing, and the store reads the row.
     fn renew(&self) -> LeaseStatement {
-        self.held_write(Placeholders::new(Dialect::Postgres), |p| {
+        let renewed = Reply::Affected {
+            deletes: false,
+            version: NewVersion::Next,
+        };
+        self.held_write(renewed, None, |p| {
             let [ttl, wall] = p.all([Arg::TtlMs, Arg::WallMs]);
             format!(
                 "version = l.version + 1, ttl_ms = {ttl}, expires_at = now() + {ttl} * interval '1 millisecond', \
@@ -592,8 +625,14 @@ impl LeaseDialect for Postgres {
         })
     }
 
+    /// A refused release writes nothing, and the store reads the row; one that applies
+    /// notifies the waiters (`pg_notify`, delivered at commit).
     fn release(&self) -> LeaseStatement {
-        self.held_write(Placeholders::new(Dialect::Postgres), |_| {
+        let vacated = Reply::Vacates {
+            version: NewVersion::Next,
+        };
+        let notify = format!("pg_notify('{}', l.version::text || ' ' || l.name)", self.channel);
+        self.held_write(vacated, Some(&notify), |_| {
             "holder = NULL, version = l.version + 1, wall_expires_at_ms = NULL".to_owned()
         })
     }
@@ -1188,9 +1227,10 @@ mod tests {
     use super::*;
     use leasehold_core::HolderId;
 
-    /// SQLite's renewal and release are guarded in their `WHERE` clause and answer with
-    /// their count of changed rows: the row they wrote is the bound values at the next
-    /// version, and no `RETURNING` is paid for on the path every held lease takes.
+    /// SQLite's and Postgres's renewal and release are guarded in their `WHERE` clause
+    /// and answer with their count of changed rows: the row they wrote is the bound
+    /// values at the next version, and no current-row answer is paid for on the path
+    /// every held lease takes.
     #[test]
     fn sqlite_renewals_and_releases_answer_by_count() {
         let s = Statements::new(Dialect::Sqlite, &LeaseTable::default()).expect("sqlite");
@@ -1217,6 +1257,27 @@ mod tests {
             assert_eq!(st.reply, Reply::Rows, "{}", st.sql);
         }
         assert!(s.read_after_refused_version_write);
+    }
+
+    /// Postgres's renewal and release are one plain guarded `UPDATE` each, answering by
+    /// count; the release's `RETURNING` only notifies the waiters. Its other writes still
+    /// answer a refusal with the current row in the same statement.
+    #[test]
+    fn postgres_renewals_and_releases_answer_by_count() {
+        let s = Statements::new(Dialect::Postgres, &LeaseTable::default()).expect("postgres");
+        assert!(s.renew.reply.is_counted() && s.release.reply.is_counted());
+        assert!(
+            !s.renew.sql.contains("RETURNING") && !s.renew.sql.contains("UNION"),
+            "{}",
+            s.renew.sql
+        );
+        assert!(s.release.sql.contains("RETURNING pg_notify("), "{}", s.release.sql);
+        assert!(!s.release.sql.contains("UNION"), "{}", s.release.sql);
+        for st in [&s.write_claimable, &s.write_absent, &s.write_version, &s.delete] {
+            assert_eq!(st.reply, Reply::Rows, "{}", st.sql);
+            assert!(st.sql.contains("UNION ALL"), "{}", st.sql);
+        }
+        assert!(!s.read_after_refused_version_write);
     }
 
     /// A SQLite claim sets every column through one `CASE` on its precondition, which it

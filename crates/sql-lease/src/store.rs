@@ -300,7 +300,7 @@ impl<B: SqlBackend> SqlStore<B> {
         let mut rows = self.run(name, statement, &args, Phase::Write, "write lease").await?;
         if rows.is_empty()
             && matches!(expect, Precondition::Version(_))
-            && self.inner.statements.read_after_refused_version_write
+            && (self.inner.statements.read_after_refused_version_write || statement.reply.is_counted())
         {
             // The write was refused and changed nothing: what is there now answers it.
             rows = self.read_rows(name, "read lease after a refused write").await?;

@@ -100,8 +100,8 @@ impl Backend for PostgresBackend {
             ],
             library_ops: OpTexts {
                 acquire: "one statement: `WITH w AS (INSERT … ON CONFLICT (name) DO UPDATE … WHERE claimable AND valid RETURNING …) SELECT … FROM w UNION ALL SELECT current row WHERE NOT EXISTS (w)`".into(),
-                renew: "one statement: the same CTE around `UPDATE … SET version, ttl_ms, expires_at WHERE name AND version AND holder AND token AND valid`".into(),
-                release: "one statement: the `UPDATE` CTE writing the vacant record, with `pg_notify` to wake waiters".into(),
+                renew: "one statement: `UPDATE … SET version, ttl_ms, expires_at WHERE name AND version AND holder AND token AND valid` (one changed row: it wrote; a refused one reads the row after it)".into(),
+                release: "one statement: the same guarded `UPDATE` writing the vacant record, `RETURNING pg_notify(…)` to wake waiters".into(),
                 takeover: "the acquire statement on an expired row".into(),
             },
             floor_ops: OpTexts {
