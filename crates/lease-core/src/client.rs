@@ -682,7 +682,7 @@ impl LeaseClient {
 /// not that the lease is held, since nothing said so.
 pub(crate) fn no_answer_yet() -> Error {
     Error::Indeterminate {
-        message: "no attempt was answered before the deadline".into(),
+        message: "the store answered no attempt before the deadline".into(),
         source: None,
     }
 }

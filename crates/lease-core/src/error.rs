@@ -104,11 +104,13 @@ pub enum Error {
 
     /// `acquire` gave up at its deadline without being granted the lease.
     ///
-    /// `last_error` tells a failing store from a held lease: `None` when the last answer
-    /// said someone holds it (the deadline ended a wait for the holder); the store's
-    /// error when its last attempt failed ([`Error::Unavailable`], [`Error::Indeterminate`]),
-    /// or an [`Error::Indeterminate`] saying so when the store had not yet answered any
-    /// attempt. The message carries that error's words too.
+    /// `last_error` tells a failing store from a held lease: `None` when the store's
+    /// last answer said someone holds it (the deadline ended a wait for the holder, or
+    /// an attempt begun after that answer); the store's error when its last attempt
+    /// failed ([`Error::Unavailable`], [`Error::Indeterminate`]), or an
+    /// [`Error::Indeterminate`] saying so when the store had answered no attempt before
+    /// the deadline (a store down or slower than the timeout). The message carries that
+    /// error's words too.
     #[error("timed out waiting for lease {name:?}{}", last_error_text(last_error.as_deref()))]
     Timeout {
         /// The lease name.
@@ -166,7 +168,7 @@ fn mark_text(mark: Option<FencingToken>) -> String {
 }
 
 fn last_error_text(last: Option<&Error>) -> String {
-    last.map(|e| format!(": the store failed: {e}")).unwrap_or_default()
+    last.map(|e| format!(": {e}")).unwrap_or_default()
 }
 
 impl Error {

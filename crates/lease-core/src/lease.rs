@@ -21,7 +21,8 @@ use crate::{
 #[non_exhaustive]
 pub enum LossCause {
     /// No renewal succeeded before the validity deadline, and the store answered
-    /// (a renewal conflicted with the lease gone or vacant).
+    /// (a renewal conflicted with the lease gone: on etcd, ZooKeeper and Redis the
+    /// store deletes a record at its TTL).
     Expired,
     /// Another holder was granted the lease.
     TakenOver {
@@ -270,7 +271,7 @@ impl Lease {
     /// this grant's holder and token, so it never vacates a record someone else holds.
     /// If the lease was taken over ([`LossCause::TakenOver`]), nothing is written and
     /// this is `Ok`. After any other loss ([`LossCause::Expired`],
-    /// [`LossCause::StoreUnreachable`], [`LossCause::OutcomeUnknown`],
+    /// [`LossCause::ReleasedByOther`], [`LossCause::StoreUnreachable`], [`LossCause::OutcomeUnknown`],
     /// [`LossCause::StoreError`], [`LossCause::MaxHoldReached`]) the record may still be
     /// this grant's, so the write is sent all the same: it frees the lease at once if
     /// the record still names this grant, and is `Ok` if it turns out vacant, gone or

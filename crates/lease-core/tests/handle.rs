@@ -300,7 +300,7 @@ async fn a_timeout_on_a_failing_store_says_how_it_failed() {
     assert!(last.is_indeterminate(), "{last:?}");
     let text = err.to_string();
     assert!(
-        text.starts_with(r#"timed out waiting for lease "locked": the store failed: "#),
+        text.starts_with(r#"timed out waiting for lease "locked": outcome unknown: "#),
         "{text}"
     );
     assert!(text.contains("no answer within the request timeout"), "{text}");
@@ -363,7 +363,8 @@ async fn a_deadline_ends_an_attempt_under_way() {
         "{err:?}"
     );
     assert!(
-        err.to_string().contains("no attempt was answered before the deadline"),
+        err.to_string()
+            .contains("the store answered no attempt before the deadline"),
         "{err}"
     );
     assert_eq!(Instant::now() - started, Duration::from_secs(1));

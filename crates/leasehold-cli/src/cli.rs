@@ -164,7 +164,8 @@ pub(crate) struct ObserveArgs {
     /// Print one JSON object per line instead of text.
     #[arg(long)]
     pub(crate) json: bool,
-    /// Exit after this many lines (the first is the leader now).
+    /// Exit after this many lines naming who leads (the first is the leader now); an
+    /// `unknown` line, printed while the store cannot be read, does not count.
     #[arg(long, value_name = "N")]
     pub(crate) count: Option<u64>,
     /// How often to read where the store does not push changes (MySQL, DynamoDB, S3);

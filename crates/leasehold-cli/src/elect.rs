@@ -39,7 +39,7 @@ pub(crate) async fn elect(url: &StoreUrl, args: ElectArgs) -> Result<u8, CliErro
                 last_error: Some(e), ..
             }) => {
                 return Err(CliError::Store(format!(
-                    "{what}: gave up after {}: the store failed: {e}",
+                    "{what}: gave up after {}: {e}",
                     humantime::format_duration(args.timeout.unwrap_or_default())
                 )));
             }

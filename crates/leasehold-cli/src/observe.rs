@@ -5,7 +5,8 @@
 //! when a read fails, then the leader again once a read succeeds. It waits on the store's change
 //! notification where there is one, and reads every `--interval` elsewhere (a tenure
 //! shorter than that may go unseen there). It runs until
-//! SIGINT or SIGTERM (exit 0), `--count` lines, its reader going away (a closed pipe,
+//! SIGINT or SIGTERM (exit 0), `--count` lines naming who leads (`unknown` ones do not
+//! count), its reader going away (a closed pipe,
 //! found at the next line: exit 0), or a store error retrying cannot fix.
 
 use futures::StreamExt as _;
@@ -66,7 +67,11 @@ pub(crate) async fn observe(url: &StoreUrl, args: ObserveArgs) -> Result<u8, Cli
         };
         match change {
             Some(Ok(LeaderState::Known(leader))) => print(&name, leader.as_ref(), args.json)?,
-            Some(Ok(LeaderState::Unknown(e))) => print_unknown(&name, &e, args.json)?,
+            // Not counted: `--count 1` still ends on who leads, once a read says so.
+            Some(Ok(LeaderState::Unknown(e))) => {
+                print_unknown(&name, &e, args.json)?;
+                continue;
+            }
             // A state added to the library later: nothing to print for it.
             Some(Ok(_)) => continue,
             Some(Err(e)) => return Err(CliError::from_lease(&format!("observing {name}"), &e)),

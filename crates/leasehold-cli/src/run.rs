@@ -46,7 +46,7 @@ async fn acquire(client: &LeaseClient, name: &LeaseName, args: &RunArgs) -> Resu
             Err(leasehold::Error::Timeout {
                 last_error: Some(e), ..
             }) => Err(CliError::Store(format!(
-                "lease {name}: gave up after {}: the store failed: {e}",
+                "lease {name}: gave up after {}: {e}",
                 humantime::format_duration(timeout)
             ))),
             Err(leasehold::Error::Timeout { last_error: None, .. }) => Err(CliError::Held(format!(

@@ -201,7 +201,7 @@ async fn a_timeout_on_a_failing_store_is_a_store_error() {
         let out = common::finish(child, LIMIT).await;
         let err = assert_one_line(&out, STORE);
         assert!(
-            err.contains(&format!("{what}: gave up after 6s: the store failed: ")),
+            err.contains(&format!("{what}: gave up after 6s: store unavailable: ")),
             "{err}"
         );
         assert!(err.contains("database is locked"), "{err}");

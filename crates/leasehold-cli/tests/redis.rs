@@ -6,7 +6,8 @@ common::scenarios::scenario_tests!(common::Store::redis().await);
 
 /// `observe` never goes on showing an old answer while the store cannot be read: with
 /// every connection to Redis cut, it prints `unknown` with the store's error, and once
-/// the store answers again, who leads (here: nobody) once more.
+/// the store answers again, who leads (here: nobody) once more. The `unknown` line does
+/// not count toward `--count`: `--count 2` ends on the second line naming who leads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn observe_says_unknown_while_the_store_cannot_be_read() {
     use common::Lines;
@@ -19,7 +20,17 @@ async fn observe_says_unknown_while_the_store_cannot_be_read() {
     let proxy = leasehold_testkit::proxy::Proxy::start(authority).await;
     let proxied = format!("redis://127.0.0.1:{}/{path}", proxy.port());
     let name = store.name("observe-outage");
-    let mut child = store.spawn(&["--store", &proxied, "observe", &name, "--json", "--interval", "200ms"]);
+    let mut child = store.spawn(&[
+        "--store",
+        &proxied,
+        "observe",
+        &name,
+        "--json",
+        "--interval",
+        "200ms",
+        "--count",
+        "2",
+    ]);
     let lines = Lines::of(&mut child);
     let state = |line: &str| -> serde_json::Value { serde_json::from_str(line).expect("a JSON line") };
     lines.wait_for(LIMIT, "the first state", |l| !l.is_empty()).await;
@@ -35,7 +46,7 @@ async fn observe_says_unknown_while_the_store_cannot_be_read() {
     assert!(cut["token"].is_null() && cut["holder"].is_null(), "{printed:?}");
     assert!(cut["error"].as_str().is_some_and(|e| !e.is_empty()), "{printed:?}");
     assert_eq!(again["state"], "none", "{printed:?}");
-    common::signal(child.id(), rustix::process::Signal::TERM);
     let status = common::wait_exit(&mut child, LIMIT).await;
     assert_eq!(status.code(), Some(0), "{printed:?}");
+    assert_eq!(lines.wait_end(LIMIT).await.len(), 3, "nothing after the second state");
 }

@@ -1227,10 +1227,9 @@ mod tests {
     use super::*;
     use leasehold_core::HolderId;
 
-    /// SQLite's and Postgres's renewal and release are guarded in their `WHERE` clause
-    /// and answer with their count of changed rows: the row they wrote is the bound
-    /// values at the next version, and no current-row answer is paid for on the path
-    /// every held lease takes.
+    /// SQLite's renewal and release are guarded in their `WHERE` clause and answer with
+    /// their count of changed rows: the row they wrote is the bound values at the next
+    /// version, and no `RETURNING` is paid for on the path every held lease takes.
     #[test]
     fn sqlite_renewals_and_releases_answer_by_count() {
         let s = Statements::new(Dialect::Sqlite, &LeaseTable::default()).expect("sqlite");

@@ -388,7 +388,8 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
     }
 
     /// One statement that extends the expiry only while the row shows this holder with
-    /// this token: it never writes either back over an operator's change.
+    /// this token: it never writes either back over an operator's change. A refused
+    /// one answers by count on every database, and is followed by a read of the row.
     async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {
         self.held_write(name, &self.inner.statements.renew, version, record)
             .await
