@@ -50,6 +50,22 @@ pub enum Error {
         source: Option<BoxError>,
     },
 
+    /// The store is reachable but not set up for leases: the lease table, the DynamoDB
+    /// table, the S3 bucket or the ZooKeeper root znode does not exist, or a SQL table
+    /// of an earlier version lacks a column. Nothing was changed. The store crate's
+    /// `provision` (or `leasehold stores check --create URL`) creates what is missing;
+    /// retrying without it will not help. A tool can match on this kind to offer that
+    /// step, which no other [`Error::Misconfigured`] cause (credentials, a replica, a
+    /// wrong engine) is fixed by.
+    #[error("store not set up: {message}")]
+    NotProvisioned {
+        /// What is missing, and how to create it.
+        message: String,
+        /// The driver's error.
+        #[source]
+        source: Option<BoxError>,
+    },
+
     /// A stored lease record could not be read as one. It is never treated as free.
     #[error("corrupt lease record for {name:?}: {reason}")]
     CorruptRecord {
@@ -199,6 +215,14 @@ impl Error {
     /// An [`Error::Misconfigured`] with a source.
     pub fn misconfigured(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
         Self::Misconfigured {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// An [`Error::NotProvisioned`] with a source.
+    pub fn not_provisioned(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self::NotProvisioned {
             message: message.into(),
             source: Some(source.into()),
         }

@@ -29,6 +29,9 @@ pub enum ErrorClass {
     /// The store is not set up for this caller; a retry cannot help until an operator
     /// acts ([`Error::Misconfigured`]).
     Misconfigured,
+    /// What the caller needs does not exist yet (a table, bucket or root znode);
+    /// the store's `provision` creates it ([`Error::NotProvisioned`]).
+    NotProvisioned,
     /// The store refused the input ([`Error::InvalidInput`]).
     InvalidInput,
 }
@@ -50,6 +53,7 @@ impl ErrorClass {
             Self::Unavailable => Error::unavailable(message, source),
             Self::Indeterminate => Error::indeterminate(message, source),
             Self::Misconfigured => Error::misconfigured(message, source),
+            Self::NotProvisioned => Error::not_provisioned(message, source),
             Self::InvalidInput => Error::invalid("store request", format!("{message}: {}", source.into())),
         }
     }

@@ -47,17 +47,11 @@ pub(crate) async fn open(url: &StoreUrl, label: &str) -> Result<LeaseClient, Cli
 
 /// True when opening a store failed because what it needs is missing (a SQL or
 /// DynamoDB table, an S3 bucket, a ZooKeeper root znode, a column an earlier table
-/// lacks): what `stores check --create` makes. The one test `open` and `stores check`
-/// share: an [`leasehold::Error::Misconfigured`] whose message says something does not
-/// exist or names the library's `provision`, not one refusing credentials, naming no
-/// region or a wrong table engine, which creating cannot fix.
+/// lacks): what `stores check --create` makes. The stores say so with their own kind,
+/// [`leasehold::Error::NotProvisioned`], never with a [`leasehold::Error::Misconfigured`]
+/// (refused credentials, no region, a wrong table engine), which creating cannot fix.
 pub(crate) fn setup_missing(e: &leasehold::Error) -> bool {
-    /// What the stores' messages say when their setup is missing.
-    const MISSING: [&str; 4] = ["does not exist", "not found", "NotFound", "provision"];
-    match e {
-        leasehold::Error::Misconfigured { message, .. } => MISSING.iter().any(|m| message.contains(m)),
-        _ => false,
-    }
+    matches!(e, leasehold::Error::NotProvisioned { .. })
 }
 
 /// `word` as one word of a POSIX shell command: as it is when it has nothing the shell
@@ -84,36 +78,19 @@ fn shell_word(word: &str) -> String {
 mod tests {
     use super::*;
 
-    fn misconfigured(message: &str) -> leasehold::Error {
-        leasehold::Error::Misconfigured {
-            message: message.into(),
-            source: None,
-        }
-    }
-
     #[test]
     fn missing_setup_is_told_from_other_misconfiguration() {
-        for missing in [
-            "lease table leasehold_leases: does not exist (create it with provision() or the shipped .sql file)",
-            "the root znode /x does not exist (create it with ZooKeeperStore::provision)",
-            "PutObject l/~probe: the bucket does not exist: HTTP 404 NoSuchBucket",
-            "DynamoDB DescribeTable on table t: HTTP 400 ResourceNotFoundException (Requested resource not found: Table: t not found)",
-            "lease table t: has no column \"ttl_ms\" (a table of an earlier version: provision() adds it)",
-        ] {
-            assert!(setup_missing(&misconfigured(missing)), "{missing}");
-        }
-        for other in [
-            "DynamoDB GetItem on table t: HTTP 403 AccessDeniedException (refused: credentials, signature or clock)",
-            "dynamodb store dynamodb://t: no AWS region: add ?region=… to the URL or set AWS_REGION",
-            "lease table t: column \"token\" has type \"text\", expected BIGINT",
-        ] {
-            assert!(!setup_missing(&misconfigured(other)), "{other}");
-        }
-        let unavailable = leasehold::Error::Unavailable {
-            message: "the table does not exist".into(),
+        let not_provisioned = leasehold::Error::NotProvisioned {
+            message: "lease table t: does not exist".into(),
             source: None,
         };
-        assert!(!setup_missing(&unavailable), "only a misconfigured store");
+        assert!(setup_missing(&not_provisioned));
+        // The old wording alone no longer counts: the kind says it.
+        let misconfigured = leasehold::Error::Misconfigured {
+            message: "lease table t: does not exist (create it with provision())".into(),
+            source: None,
+        };
+        assert!(!setup_missing(&misconfigured));
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub struct OpenOptions {
     pub etcd_prefix: Option<String>,
     /// Create what the store needs (a SQL table, a DynamoDB table, an S3 bucket, a
     /// ZooKeeper root znode) when
-    /// it is missing, instead of answering [`Error::Misconfigured`]. Default: false
+    /// it is missing, instead of answering [`Error::NotProvisioned`]. Default: false
     /// (SQLite always creates its file and table).
     pub provision: bool,
     /// How many connections a SQL store's pool may open (default 4).
@@ -175,8 +175,9 @@ impl StoreUrl {
     /// # Errors
     /// [`Error::InvalidInput`] (`store URL`) for a URL the driver refuses;
     /// [`Error::Unavailable`] when the store cannot be reached;
-    /// [`Error::Misconfigured`] when it is not set up (a missing table or bucket) or no
-    /// AWS region is configured; [`Error::Unsupported`] when the store's feature of this
+    /// [`Error::NotProvisioned`] when it is not set up (a missing table, bucket or root
+    /// znode); [`Error::Misconfigured`] when no AWS region is configured (and for
+    /// refused credentials, a replica, a wrong table); [`Error::Unsupported`] when the store's feature of this
     /// crate is not enabled.
     pub async fn open(&self, options: &OpenOptions) -> Result<LeaseClient> {
         let config = options.client.clone();

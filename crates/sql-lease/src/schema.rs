@@ -329,6 +329,14 @@ fn misconfigured(table: &LeaseTable, what: impl std::fmt::Display) -> Error {
     }
 }
 
+/// What `provision` creates is missing from `table`.
+fn not_provisioned(table: &LeaseTable, what: impl std::fmt::Display) -> Error {
+    Error::NotProvisioned {
+        message: format!("lease table {}: {what}", table.display()),
+        source: None,
+    }
+}
+
 /// Checks a live table's columns against what the statements need, and reads the length
 /// limits of its name and holder columns. Extra columns are allowed (they must be
 /// nullable or have a default, or writes fail with [`Error::Misconfigured`]).
@@ -337,8 +345,9 @@ fn misconfigured(table: &LeaseTable, what: impl std::fmt::Display) -> Error {
 /// the statements' `ON CONFLICT (name)` needs it.
 ///
 /// # Errors
-/// [`Error::Misconfigured`] for a missing table (no columns), a missing column, a column
-/// of the wrong type or nullability, or no unique key on `name`.
+/// [`Error::NotProvisioned`] for a missing table (no columns) or a column a table of an
+/// earlier version lacks (`provision` adds it); [`Error::Misconfigured`] for another
+/// missing column, a column of the wrong type or nullability, or no unique key on `name`.
 pub fn check_columns(
     dialect: Dialect,
     table: &LeaseTable,
@@ -347,7 +356,7 @@ pub fn check_columns(
 ) -> Result<ColumnLimits> {
     let expected = columns(dialect)?;
     if live.is_empty() {
-        return Err(misconfigured(
+        return Err(not_provisioned(
             table,
             "does not exist (create it with provision() or the shipped .sql file)",
         ));
@@ -356,12 +365,14 @@ pub fn check_columns(
     for want in expected {
         let Some(have) = live.iter().find(|c| c.name == want.name) else {
             let added = dialect == Dialect::Sqlite && SQLITE_ADDED_COLUMNS.iter().any(|(c, _)| *c == want.name);
-            let hint = if added {
-                " (a table of an earlier version: provision() adds it)"
-            } else {
-                ""
-            };
-            return Err(misconfigured(table, format!("has no column {:?}{hint}", want.name)));
+            if added {
+                let what = format!(
+                    "has no column {:?} (a table of an earlier version: provision() adds it)",
+                    want.name
+                );
+                return Err(not_provisioned(table, what));
+            }
+            return Err(misconfigured(table, format!("has no column {:?}", want.name)));
         };
         let ty = have.decl_type.to_ascii_lowercase();
         let kind = want.kind_on(dialect);
@@ -528,7 +539,14 @@ mod tests {
                 Err(Error::Misconfigured { .. })
             )
         };
-        assert!(mis(&[], true), "missing table");
+        // A missing table is what `provision` creates: its own kind.
+        assert!(
+            matches!(
+                check_columns(Dialect::Postgres, &t, &[], true),
+                Err(Error::NotProvisioned { .. })
+            ),
+            "missing table"
+        );
         assert!(mis(&pg_ok(), false), "no primary key");
         let mut c = pg_ok();
         c.retain(|c| c.name != "version");

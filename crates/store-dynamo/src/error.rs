@@ -5,7 +5,8 @@
 //! | `ConditionalCheckFailedException` | — | lease write: `Ok(Conflict)`; fenced write: [`Error::FenceRejected`] |
 //! | throttling ([`RETRYABLE_CODES`]), 429 | `Unavailable` | `Unavailable` (refused before applying) |
 //! | 500 `InternalServerError`, 503 and other 5xx | `Unavailable` | `Indeterminate` |
-//! | missing table, access denied, bad credentials, validation ([`MISCONFIGURED_CODES`]), other 4xx | `Misconfigured` | `Misconfigured` |
+//! | missing table ([`NOT_PROVISIONED_CODE`]; on a fenced write to the caller's table: `Misconfigured`) | `NotProvisioned` | `NotProvisioned` |
+//! | access denied, bad credentials, validation ([`MISCONFIGURED_CODES`]), other 4xx | `Misconfigured` | `Misconfigured` |
 //! | never sent (before the connector, refused, DNS, connect timeout) | `Unavailable` | `Unavailable` |
 //! | timeout after sending, connection lost, unparsable reply | `Unavailable` | `Indeterminate` |
 //! | request could not be built | `Misconfigured` | `Misconfigured` |
@@ -51,10 +52,12 @@ pub const RETRYABLE_CODES: &[&str] = &[
     "RequestTimeoutException",
 ];
 
+/// The error code of a request on a table that does not exist ([`ErrorClass::NotProvisioned`]).
+pub const NOT_PROVISIONED_CODE: &str = "ResourceNotFoundException";
+
 /// Error codes that mean the store is not set up for this caller: a retry cannot help
 /// until an operator acts.
 pub const MISCONFIGURED_CODES: &[&str] = &[
-    "ResourceNotFoundException",
     "AccessDeniedException",
     "UnrecognizedClientException",
     "InvalidClientTokenId",
@@ -72,6 +75,8 @@ pub const MISCONFIGURED_CODES: &[&str] = &[
 pub(crate) fn classify_service(code: Option<&str>, status: u16, op: Effect) -> ErrorClass {
     match code {
         Some(code) if RETRYABLE_CODES.contains(&code) => ErrorClass::Unavailable,
+        // The table does not exist: `DynamoStore::provision` creates it.
+        Some(NOT_PROVISIONED_CODE) => ErrorClass::NotProvisioned,
         Some(code) if MISCONFIGURED_CODES.contains(&code) => ErrorClass::Misconfigured,
         _ => status_kind(status, op).0,
     }
@@ -142,6 +147,16 @@ where
     }
 }
 
+/// An error of a request on the caller's own table (a fenced write): a table that does
+/// not exist there is the caller's to create, not `provision`'s, so it is
+/// [`Error::Misconfigured`], not [`Error::NotProvisioned`].
+pub(crate) fn on_user_table(e: Error) -> Error {
+    match e {
+        Error::NotProvisioned { message, source } => Error::Misconfigured { message, source },
+        other => other,
+    }
+}
+
 /// Maps any other SDK error of `what` (an operation on `table`) to a lease error;
 /// `sent` is the request's [`SentRequests`].
 pub(crate) fn map_sdk_error<E>(what: &str, table: &str, op: Effect, sent: bool, err: SdkError<E, HttpResponse>) -> Error
@@ -179,7 +194,7 @@ mod tests {
             (Some("ThrottlingException"), 400, Effect::Write, Unavailable),
             (Some("RequestLimitExceeded"), 400, Effect::Read, Unavailable),
             (Some("TransactionConflictException"), 400, Effect::Write, Unavailable),
-            (Some("ResourceNotFoundException"), 400, Effect::Write, Misconfigured),
+            (Some("ResourceNotFoundException"), 400, Effect::Write, NotProvisioned),
             (Some("AccessDeniedException"), 400, Effect::Read, Misconfigured),
             (Some("UnrecognizedClientException"), 400, Effect::Write, Misconfigured),
             (Some("ValidationException"), 400, Effect::Write, Misconfigured),

@@ -69,7 +69,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailur
 use leasehold_core::fence::{FenceMode, FencedOutcome, rejected, rejected_by};
 use leasehold_core::{Error, FencingToken, Result};
 
-use crate::error::{Conditional, SentRequests, conditional};
+use crate::error::{Conditional, SentRequests, conditional, on_user_table};
 use crate::store::once;
 
 /// The expression attribute name the guard uses for the fence attribute.
@@ -266,7 +266,7 @@ impl ItemFence {
         let guarded = self.guard_put(put)?;
         let flag = SentRequests::default();
         let sent = once(guarded.customize(), &flag).send().await;
-        match conditional("fenced PutItem", &table, flag.was_sent(), sent)? {
+        match conditional("fenced PutItem", &table, flag.was_sent(), sent).map_err(on_user_table)? {
             Conditional::Applied(out) => Ok(FencedOutcome::Applied(out)),
             Conditional::Failed(old) => self.judge(&table, had_condition, old),
         }
@@ -286,7 +286,7 @@ impl ItemFence {
         let guarded = self.guard_update(update)?;
         let flag = SentRequests::default();
         let sent = once(guarded.customize(), &flag).send().await;
-        match conditional("fenced UpdateItem", &table, flag.was_sent(), sent)? {
+        match conditional("fenced UpdateItem", &table, flag.was_sent(), sent).map_err(on_user_table)? {
             Conditional::Applied(out) => Ok(FencedOutcome::Applied(out)),
             Conditional::Failed(old) => self.judge(&table, had_condition, old),
         }

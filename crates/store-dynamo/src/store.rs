@@ -224,8 +224,8 @@ impl DynamoStore {
     /// Needs `dynamodb:DescribeTable`.
     ///
     /// # Errors
-    /// [`Error::Misconfigured`] for a missing table, a wrong key schema or missing
-    /// permission; [`Error::Unavailable`] while the table is still being created.
+    /// [`Error::NotProvisioned`] for a missing table; [`Error::Misconfigured`] for a
+    /// wrong key schema or missing permission; [`Error::Unavailable`] while the table is still being created.
     pub async fn verify(&self) -> Result<()> {
         let flag = SentRequests::default();
         let out = self

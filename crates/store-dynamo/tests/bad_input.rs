@@ -39,6 +39,7 @@ fn kind(r: &Result<impl std::fmt::Debug, Error>) -> &'static str {
         Err(Error::Unavailable { .. }) => "unavailable",
         Err(Error::Indeterminate { .. }) => "indeterminate",
         Err(Error::Misconfigured { .. }) => "misconfigured",
+        Err(Error::NotProvisioned { .. }) => "not provisioned",
         Err(Error::CorruptRecord { .. }) => "corrupt",
         Err(Error::InvalidInput { .. }) => "invalid",
         Err(Error::FenceRejected { .. }) => "fence-rejected",
@@ -79,21 +80,21 @@ async fn claimable_is_invalid_input_and_nothing_is_sent() {
 }
 
 #[tokio::test]
-async fn missing_table_is_misconfigured() {
+async fn missing_table_is_not_provisioned() {
     let table = common::unique_table("never-created");
     let store = DynamoStore::new(common::client(None), DynamoConfig::new(&table).expect("store"));
     let n = name("missing-table");
-    assert_eq!(kind(&store.read(&n).await), "misconfigured");
+    assert_eq!(kind(&store.read(&n).await), "not provisioned");
     assert_eq!(
         kind(&store.write(&n, &Precondition::Absent, &rec()).await),
-        "misconfigured"
+        "not provisioned"
     );
-    assert_eq!(kind(&store.delete(&n, &Version::new("x")).await), "misconfigured");
-    assert_eq!(kind(&store.verify().await), "misconfigured");
+    assert_eq!(kind(&store.delete(&n, &Version::new("x")).await), "not provisioned");
+    assert_eq!(kind(&store.verify().await), "not provisioned");
     let client = LeaseClient::new(store);
     let r = client.try_acquire("missing-table", Duration::from_secs(1)).await;
     assert!(
-        matches!(r, Err(Error::Misconfigured { .. })),
+        matches!(r, Err(Error::NotProvisioned { .. })),
         "acquire on a missing table: {r:?}"
     );
 }
@@ -361,7 +362,9 @@ async fn dynamodb_error_codes_map_to_kinds() {
         // A 503 on a write may come after the request was forwarded: may have applied.
         (503, "ServiceUnavailable", "indeterminate", "unavailable"),
         (500, "InternalServerError", "indeterminate", "unavailable"),
-        (400, "ResourceNotFoundException", "misconfigured", "misconfigured"),
+        // The lease table missing is what `provision` creates; the caller's own table
+        // missing (a fenced write, below) is not.
+        (400, "ResourceNotFoundException", "not provisioned", "not provisioned"),
         (400, "AccessDeniedException", "misconfigured", "misconfigured"),
         (400, "UnrecognizedClientException", "misconfigured", "misconfigured"),
         (400, "ValidationException", "misconfigured", "misconfigured"),
@@ -380,9 +383,13 @@ async fn dynamodb_error_codes_map_to_kinds() {
         assert_eq!(kind(&store.read(&n).await), read_kind, "{status} {code} on a read");
         let fence = ItemFence::new("mark", FencingToken::new(1)).expect("fence");
         let put = client.put_item().table_name("resource").item("id", common::s("x"));
+        let fenced_kind = match write_kind {
+            "not provisioned" => "misconfigured",
+            other => other,
+        };
         assert_eq!(
             kind(&fence.put(put).await),
-            write_kind,
+            fenced_kind,
             "{status} {code} on a fenced write"
         );
         assert_eq!(

@@ -41,8 +41,8 @@
 //!   deleted), and `DELETE` too where scheduled jobs (`leasehold-jobs`) purge their aged
 //!   slot rows ([`leasehold_core::store::CasStore::purge`]).
 //! - [`MySqlStore::new`] checks the columns, the keys, the engine and `read_only`; a
-//!   missing or wrong table is [`leasehold_core::Error::Misconfigured`], never a driver
-//!   error. [`MySqlStore::verify`] checks again.
+//!   missing table is [`leasehold_core::Error::NotProvisioned`] and a wrong one
+//!   [`leasehold_core::Error::Misconfigured`], never a driver error. [`MySqlStore::verify`] checks again.
 //!
 //! ## Cost per operation
 //! MySQL has no `UPDATE … RETURNING` (MariaDB 10.11 has it for `INSERT` and `DELETE`

@@ -8,7 +8,8 @@
 //! | 409 `ConditionalRequestConflict`, `OperationAborted` | another conditional write on the key was in flight; not applied, re-sent with backoff |
 //! | 503 `SlowDown` | throttled before applying: [`Error::Unavailable`] |
 //! | 400 `RequestTimeout` | the request body was not received: [`Error::Unavailable`] |
-//! | 404 `NoSuchBucket` (or a 404 without `NoSuchKey`), 401, 403 (`AccessDenied`, `InvalidAccessKeyId`, `SignatureDoesNotMatch`, `RequestTimeTooSkewed`, …), 3xx redirects, 501 and other 4xx | [`Error::Misconfigured`] |
+//! | 404 `NoSuchBucket` | [`Error::NotProvisioned`] |
+//! | a 404 without `NoSuchKey`, 401, 403 (`AccessDenied`, `InvalidAccessKeyId`, `SignatureDoesNotMatch`, `RequestTimeTooSkewed`, …), 3xx redirects, 501 and other 4xx | [`Error::Misconfigured`] |
 //! | other 5xx, an unreadable answer, a timeout or a lost connection after the request went out | a write: [`Error::Indeterminate`]; a read: [`Error::Unavailable`] |
 //! | a request that never went out (connection refused, DNS failure, connect timeout, a failing credentials provider) | [`Error::Unavailable`] |
 //!
@@ -122,7 +123,7 @@ fn service_kind(status: u16, code: Option<&str>, op: Effect) -> Kind {
         (s::PRECONDITION_FAILED, _) | (_, Some(c::PRECONDITION_FAILED)) => Kind::PreconditionFailed,
         (s::NOT_FOUND, Some(c::NO_SUCH_KEY)) => Kind::NoSuchKey,
         (s::NOT_FOUND, Some(c::NO_SUCH_BUCKET)) => {
-            Kind::Other((ErrorClass::Misconfigured, "the bucket does not exist"))
+            Kind::Other((ErrorClass::NotProvisioned, "the bucket does not exist"))
         }
         (s::NOT_FOUND, _) => Kind::Other((
             ErrorClass::Misconfigured,
@@ -180,6 +181,7 @@ mod tests {
             Failure::Other(Error::Unavailable { .. }) => "unavailable",
             Failure::Other(Error::Indeterminate { .. }) => "indeterminate",
             Failure::Other(Error::Misconfigured { .. }) => "misconfigured",
+            Failure::Other(Error::NotProvisioned { .. }) => "not provisioned",
             Failure::Other(e) => panic!("unexpected {e:?}"),
         }
     }
@@ -189,7 +191,7 @@ mod tests {
         let cases = [
             (412, "PreconditionFailed", "conflict"),
             (404, "NoSuchKey", "absent"),
-            (404, "NoSuchBucket", "misconfigured"),
+            (404, "NoSuchBucket", "not provisioned"),
             (404, "", "misconfigured"),
             (409, "ConditionalRequestConflict", "retry"),
             (409, "OperationAborted", "retry"),

@@ -147,7 +147,8 @@
 //! | 404 `NoSuchKey` on `If-Match` | `Conflict(Current::Absent)` |
 //! | 409 `ConditionalRequestConflict` / `OperationAborted` | re-sent after a jittered backoff ([`S3Config::with_conflict_retries`]), then [`leasehold_core::Error::Unavailable`] |
 //! | 503 `SlowDown`, 400 `RequestTimeout`, any failure before the request left (connection refused, DNS, connect timeout, a failing credentials provider) | [`leasehold_core::Error::Unavailable`] (not applied; retry is safe) |
-//! | 404 `NoSuchBucket` (or a 404 without `NoSuchKey`), 401/403 (`AccessDenied`, `InvalidAccessKeyId`, `SignatureDoesNotMatch`, `RequestTimeTooSkewed`), 3xx, 501, other 4xx | [`leasehold_core::Error::Misconfigured`] |
+//! | 404 `NoSuchBucket` | [`leasehold_core::Error::NotProvisioned`] |
+//! | a 404 without `NoSuchKey`, 401/403 (`AccessDenied`, `InvalidAccessKeyId`, `SignatureDoesNotMatch`, `RequestTimeTooSkewed`), 3xx, 501, other 4xx | [`leasehold_core::Error::Misconfigured`] |
 //! | other 5xx, a lost connection or a timeout after the request left, an unreadable answer | writes: [`leasehold_core::Error::Indeterminate`] (may have applied); reads: retried, then [`leasehold_core::Error::Unavailable`] |
 //! | an object under the prefix that is not a lease record (or over [`MAX_RECORD_BYTES`]) | [`leasehold_core::Error::CorruptRecord`] |
 //!

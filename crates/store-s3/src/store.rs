@@ -139,7 +139,8 @@ impl S3Store {
     /// permissions. Run it once at startup, not per lease.
     ///
     /// # Errors
-    /// [`Error::Misconfigured`] naming what is wrong; store errors as for any call.
+    /// [`Error::NotProvisioned`] for a missing bucket; [`Error::Misconfigured`] naming
+    /// what else is wrong; store errors as for any call.
     pub async fn verify(&self) -> Result<()> {
         let key = format!("{}/~probe-{:032x}", self.config().prefix(), rand::random::<u128>());
         let bad = |what: String| Error::Misconfigured {

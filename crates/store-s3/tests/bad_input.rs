@@ -33,24 +33,24 @@ async fn store_on_new_bucket(tag: &str) -> S3Store {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn missing_bucket_is_misconfigured_and_never_granted() {
+async fn missing_bucket_is_not_provisioned_and_never_granted() {
     let store = S3Store::new(
         leasehold_s3::local_client(&endpoint()),
         S3Config::new(unique_bucket("nobucket"), "leases").expect("config"),
     );
     let name = LeaseName::new("a").expect("name");
-    assert!(matches!(store.read(&name).await, Err(Error::Misconfigured { .. })));
+    assert!(matches!(store.read(&name).await, Err(Error::NotProvisioned { .. })));
     assert!(matches!(
         store.write(&name, &Precondition::Absent, &rec()).await,
-        Err(Error::Misconfigured { .. })
+        Err(Error::NotProvisioned { .. })
     ));
     let client = LeaseClient::new(store.clone());
     match client.try_acquire("a", Duration::from_secs(5)).await {
-        Err(Error::Misconfigured { .. }) => {}
+        Err(Error::NotProvisioned { .. }) => {}
         other => panic!("acquire on a missing bucket: {other:?}"),
     }
     match store.verify().await {
-        Err(e @ Error::Misconfigured { .. }) => assert!(e.to_string().contains("NoSuchBucket"), "{e}"),
+        Err(e @ Error::NotProvisioned { .. }) => assert!(e.to_string().contains("NoSuchBucket"), "{e}"),
         other => panic!("verify on a missing bucket: {other:?}"),
     }
 }

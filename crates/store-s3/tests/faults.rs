@@ -135,7 +135,7 @@ async fn a_read_recovers_from_one_transient_500() {
 }
 
 #[tokio::test]
-async fn access_denied_and_missing_bucket_are_misconfigured() {
+async fn access_denied_is_misconfigured_and_a_missing_bucket_not_provisioned() {
     let (store, _) = scripted(&[
         ACCESS_DENIED,
         ACCESS_DENIED,
@@ -144,7 +144,7 @@ async fn access_denied_and_missing_bucket_are_misconfigured() {
     ]);
     assert!(matches!(create(&store).await, Err(Error::Misconfigured { .. })));
     assert!(matches!(store.read(&name()).await, Err(Error::Misconfigured { .. })));
-    assert!(matches!(store.read(&name()).await, Err(Error::Misconfigured { .. })));
+    assert!(matches!(store.read(&name()).await, Err(Error::NotProvisioned { .. })));
     assert!(matches!(store.read(&name()).await, Err(Error::Misconfigured { .. })));
 }
 

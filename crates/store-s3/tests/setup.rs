@@ -16,7 +16,7 @@ async fn provision_creates_the_bucket_once_and_verify_checks_it() {
     let config = S3Config::new(&bucket, "leases").expect("config");
     let before = S3Store::new(client.clone(), config.clone()).verify().await;
     assert!(
-        matches!(before, Err(Error::Misconfigured { .. })),
+        matches!(before, Err(Error::NotProvisioned { .. })),
         "no bucket yet: {before:?}"
     );
 

@@ -13,7 +13,7 @@
 //! ## Setup
 //! - [`ZooKeeperStore::provision`] creates the root znode (default `/leasehold`, see
 //!   [`ZooKeeperConfig`]); [`ZooKeeperStore::verify`] checks it. Without it every write
-//!   is [`leasehold_core::Error::Misconfigured`], naming the missing root.
+//!   is [`leasehold_core::Error::NotProvisioned`], naming the missing root.
 //! - With ACLs on: the store creates its znodes with `world:anyone` ALL; put the root
 //!   under a chroot (`host:port/app`) to keep it apart.
 //! - The ensemble's `maxSessionTimeout` bounds the longest lease TTL (default 20 ticks:
@@ -116,7 +116,8 @@
 //! No server reachable, a session that expired, throttling: not applied →
 //! [`leasehold_core::Error::Unavailable`]. A `multi` sent but unanswered (the request
 //! timeout, a lost connection) → [`leasehold_core::Error::Indeterminate`]. ACLs,
-//! authentication, quotas, a missing root → [`leasehold_core::Error::Misconfigured`].
+//! authentication, quotas → [`leasehold_core::Error::Misconfigured`]; a missing root →
+//! [`leasehold_core::Error::NotProvisioned`].
 //! Bad versions, tokens and roots are [`leasehold_core::Error::InvalidInput`] before
 //! anything is sent.
 //!

@@ -219,7 +219,7 @@ impl Inner {
     }
 
     pub(crate) fn missing_root(&self) -> Error {
-        Error::misconfigured(
+        Error::not_provisioned(
             format!(
                 "the root znode {} does not exist (create it with ZooKeeperStore::provision)",
                 self.config.root()

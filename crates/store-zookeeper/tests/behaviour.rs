@@ -357,15 +357,15 @@ async fn bad_input_is_refused_before_anything_is_sent() {
 
 /// A store whose root znode was never created says so, on every path.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_missing_root_is_misconfigured() {
+async fn a_missing_root_is_not_provisioned() {
     let root = format!("{}/never-created", common::unique_dir("missing-root"));
     let config = ZooKeeperConfig::new(root.clone()).expect("config");
     let store = ZooKeeperStore::connect(&leasehold_testkit::zk_addr(), config)
         .await
         .expect("connect");
     let missing = |what: &str, r: Result<(), Error>| match r {
-        Err(Error::Misconfigured { message, .. }) => assert!(message.contains(&root), "{what}: {message}"),
-        other => panic!("{what}: expected Misconfigured naming the root, got {other:?}"),
+        Err(Error::NotProvisioned { message, .. }) => assert!(message.contains(&root), "{what}: {message}"),
+        other => panic!("{what}: expected NotProvisioned naming the root, got {other:?}"),
     };
     missing("verify", store.verify().await);
     let client = LeaseClient::new(store.clone());

@@ -75,13 +75,16 @@ impl Columns {
     }
 
     /// Refuses a table with no columns: it does not exist (`provision` names the
-    /// store's function that creates it).
+    /// store's function that creates it), [`Error::NotProvisioned`].
     pub(super) fn check_exists(&self, provision: &str) -> Result<()> {
         if self.found.is_empty() {
-            return Err(misconfigured(format!(
-                "table {} does not exist (create it with {provision} or ShedLock's DDL)",
-                self.table
-            )));
+            return Err(Error::NotProvisioned {
+                message: format!(
+                    "table {} does not exist (create it with {provision} or ShedLock's DDL)",
+                    self.table
+                ),
+                source: None,
+            });
         }
         Ok(())
     }

@@ -42,7 +42,8 @@ pub(crate) fn map(op: Op, e: sqlx::Error) -> Error {
         sqlx::Error::Database(db) => {
             let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
             match code.as_str() {
-                UNDEFINED_TABLE | UNDEFINED_COLUMN | INSUFFICIENT_PRIVILEGE => {
+                UNDEFINED_TABLE => Error::not_provisioned(format!("shedlock table does not exist ({code})"), e),
+                UNDEFINED_COLUMN | INSUFFICIENT_PRIVILEGE => {
                     Error::misconfigured(format!("shedlock table not usable ({code})"), e)
                 }
                 SERIALIZATION_FAILURE | DEADLOCK_DETECTED | TOO_MANY_CONNECTIONS | CANNOT_CONNECT_NOW => {

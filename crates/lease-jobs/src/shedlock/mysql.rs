@@ -193,7 +193,8 @@ impl ShedlockMySqlStore {
     /// columns in InnoDB, whether it has the fence column, and that sessions are on UTC.
     ///
     /// # Errors
-    /// [`Error::Misconfigured`] for a missing table or column, an unexpected column
+    /// [`Error::NotProvisioned`] for a missing table; [`Error::Misconfigured`] for a
+    /// missing column, an unexpected column
     /// type, another engine than InnoDB or a session time zone other than UTC;
     /// [`Error::InvalidInput`] for a bad table or column name.
     pub async fn new(pool: MySqlPool, config: ShedlockConfig) -> Result<Self> {

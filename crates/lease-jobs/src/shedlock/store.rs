@@ -59,8 +59,8 @@ impl ShedlockStore {
     /// columns, and whether it has the fence column.
     ///
     /// # Errors
-    /// [`Error::Misconfigured`] for a missing table or column or an unexpected column
-    /// type; [`Error::InvalidInput`] for a bad table or column name.
+    /// [`Error::NotProvisioned`] for a missing table; [`Error::Misconfigured`] for a
+    /// missing column or an unexpected column type; [`Error::InvalidInput`] for a bad table or column name.
     pub async fn new(pool: PgPool, config: ShedlockConfig) -> Result<Self> {
         let ident = Ident::table(&config.table)?;
         let fence_ident = Ident::column(&config.fence_column)?;

@@ -123,13 +123,11 @@ pub fn map_error(err: sqlx::Error, phase: Phase, target: Target, context: &str) 
         }
         _ => None,
     };
-    map_with(
-        err,
-        phase,
-        context,
-        || classify_number(number.unwrap_or(0), phase, target),
-        hint,
-    )
+    let class = || match (number, target) {
+        (Some(number::NO_SUCH_TABLE), Target::Lease) => ErrorClass::NotProvisioned,
+        _ => classify_number(number.unwrap_or(0), phase, target),
+    };
+    map_with(err, phase, context, class, hint)
 }
 
 #[cfg(test)]

@@ -97,7 +97,11 @@ pub fn map_error(err: sqlx::Error, phase: Phase, target: Target, context: &str) 
         }
         _ => None,
     };
-    map_with(err, phase, context, || classify_code(&code, target), hint)
+    let class = || match (code.as_str(), target) {
+        (sqlstate::UNDEFINED_TABLE, Target::Lease) => ErrorClass::NotProvisioned,
+        _ => classify_code(&code, target),
+    };
+    map_with(err, phase, context, class, hint)
 }
 
 #[cfg(test)]

@@ -69,11 +69,15 @@ pub fn code_of(err: &sqlx::Error) -> Option<i64> {
 
 /// Maps a driver error from `phase` of an operation on `target`.
 pub fn map_error(err: sqlx::Error, phase: Phase, target: Target, context: &str) -> Error {
-    let missing = matches!(&err, sqlx::Error::Database(db) if db.message().starts_with("no such table"));
-    let hint = (missing && target == Target::Lease)
-        .then_some("the lease table does not exist: run SqliteStore::provision or the shipped .sql");
+    let missing = matches!(&err, sqlx::Error::Database(db) if db.message().starts_with("no such table"))
+        && target == Target::Lease;
+    let hint = missing.then_some("the lease table does not exist: run SqliteStore::provision or the shipped .sql");
     let code = code_of(&err).unwrap_or(code::ERROR);
-    map_with(err, phase, context, || classify_code(code, phase, target), hint)
+    let class = || match missing {
+        true => ErrorClass::NotProvisioned,
+        false => classify_code(code, phase, target),
+    };
+    map_with(err, phase, context, class, hint)
 }
 
 #[cfg(test)]

@@ -306,7 +306,7 @@ macro_rules! sql_tests {
     (bad_input, $db:ty) => {
         $crate::common::shared::sql_tests!(
             @cases bad_input, $db, tokio::test:
-            a_missing_table_is_misconfigured,
+            a_missing_table_is_not_provisioned,
             wrong_columns_are_misconfigured,
             names_and_holders_longer_than_the_columns_are_invalid_input,
             ttl_of_zero_or_beyond_range_is_invalid_input,
