@@ -15,13 +15,16 @@ pub fn batch_failure(e: &Error) -> Error {
         ErrorClass::Indeterminate
     } else if e.is_retryable() {
         ErrorClass::Unavailable
+    } else if matches!(e, Error::NotProvisioned { .. }) {
+        ErrorClass::NotProvisioned
     } else {
         ErrorClass::Misconfigured
     };
     let message = match e {
         Error::Unavailable { message, .. }
         | Error::Indeterminate { message, .. }
-        | Error::Misconfigured { message, .. } => message.clone(),
+        | Error::Misconfigured { message, .. }
+        | Error::NotProvisioned { message, .. } => message.clone(),
         other => other.to_string(),
     };
     class.error(message, std::io::Error::other("the batch's one request failed"))
@@ -92,8 +95,10 @@ mod tests {
         let refused = Error::unavailable("down", std::io::Error::other("refused"));
         let each = batch_failure(&refused);
         assert!(each.is_retryable() && !each.is_indeterminate(), "{each:?}");
-        let setup = Error::misconfigured("no table", std::io::Error::other("missing"));
-        assert!(matches!(batch_failure(&setup), Error::Misconfigured { ref message, .. } if message == "no table"));
+        let setup = Error::misconfigured("wrong table", std::io::Error::other("wrong"));
+        assert!(matches!(batch_failure(&setup), Error::Misconfigured { ref message, .. } if message == "wrong table"));
+        let missing = Error::not_provisioned("no table", std::io::Error::other("missing"));
+        assert!(matches!(batch_failure(&missing), Error::NotProvisioned { ref message, .. } if message == "no table"));
     }
 
     fn renewals(n: usize) -> Vec<Renewal> {

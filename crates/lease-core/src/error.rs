@@ -75,8 +75,10 @@ pub enum Error {
         reason: String,
     },
 
-    /// The store is not set up for leasing: a missing table or bucket, wrong columns,
-    /// missing permissions. Retrying will not help until an operator acts.
+    /// The store is not set up for leasing in a way `provision` cannot fix: wrong
+    /// columns, missing permissions, a replica, refused credentials. (What `provision`
+    /// creates, a missing table, bucket or root znode, is [`Error::NotProvisioned`].)
+    /// Retrying will not help until an operator acts.
     #[error("store misconfigured: {message}")]
     Misconfigured {
         /// What is wrong.

@@ -584,7 +584,13 @@ mod tests {
         let mut old = cols.clone();
         old.retain(|c| c.name != "boot_id");
         let err = check_columns(Dialect::Sqlite, &t, &old, true).expect_err("a table without boot_id");
+        assert!(matches!(err, Error::NotProvisioned { .. }), "{err:?}");
         assert!(err.to_string().contains("provision() adds it"), "{err}");
+        // A column no earlier table lacked is not provision's to add.
+        let mut other = cols.clone();
+        other.retain(|c| c.name != "write_id");
+        let err = check_columns(Dialect::Sqlite, &t, &other, true).expect_err("a table without write_id");
+        assert!(matches!(err, Error::Misconfigured { .. }), "{err:?}");
     }
 
     #[test]

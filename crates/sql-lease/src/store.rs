@@ -39,7 +39,8 @@ pub trait SqlBackend: Send + Sync + 'static {
     /// key, that the connection may write it. Returns what its columns hold.
     ///
     /// # Errors
-    /// [`Error::Misconfigured`] naming what is wrong; store errors.
+    /// [`Error::NotProvisioned`] when the table (or a column `provision` adds) is
+    /// missing; [`Error::Misconfigured`] naming what else is wrong; store errors.
     async fn check(pool: &Pool<Self::Db>, table: &LeaseTable) -> Result<ColumnLimits>;
 
     /// Runs the lease table's idempotent `CREATE TABLE` (`sql`), safely when several
@@ -148,7 +149,8 @@ impl<B: SqlBackend> SqlStore<B> {
     /// write it, the server is the primary).
     ///
     /// # Errors
-    /// [`Error::Misconfigured`] naming what is wrong; store errors.
+    /// [`Error::NotProvisioned`] when the table (or a column `provision` adds) is
+    /// missing; [`Error::Misconfigured`] naming what else is wrong; store errors.
     pub async fn new(pool: Pool<B::Db>, config: SqlConfig) -> Result<Self> {
         let table = config.lease_table().clone();
         let limits = B::check(&pool, &table).await?;
@@ -179,7 +181,8 @@ impl<B: SqlBackend> SqlStore<B> {
     /// startup or from a health check.
     ///
     /// # Errors
-    /// [`Error::Misconfigured`] naming what is wrong; store errors.
+    /// [`Error::NotProvisioned`] when the table (or a column `provision` adds) is
+    /// missing; [`Error::Misconfigured`] naming what else is wrong; store errors.
     pub async fn verify(&self) -> Result<()> {
         B::check(&self.inner.pool, &self.inner.table).await.map(|_| ())
     }

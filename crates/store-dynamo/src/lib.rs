@@ -130,8 +130,9 @@
 //! fails is `Ok(Conflict)`; throttling (DynamoDB's throttling codes, 429) is
 //! `Unavailable` (not applied, retry with backoff); a timeout after sending, a lost
 //! connection, an unreadable reply and a 500 or 503 on a write are `Indeterminate` (may
-//! have applied); a connection that could not be made is `Unavailable`; a missing table,
-//! access denied, bad credentials and validation errors are `Misconfigured`. A record
+//! have applied); a connection that could not be made is `Unavailable`; a missing table
+//! is `NotProvisioned`; access denied, bad credentials and validation errors are
+//! `Misconfigured`. A record
 //! that does not decode (missing or mistyped attribute, unknown format, token 0, an
 //! attribute the crate never writes) is [`leasehold_core::Error::CorruptRecord`], never a
 //! free lease.

@@ -148,7 +148,8 @@ impl DynamoStore {
         let deadline = Instant::now() + TABLE_ACTIVE_TIMEOUT;
         loop {
             match self.verify().await {
-                Err(Error::Unavailable { .. }) if Instant::now() < deadline => {
+                // Right after CreateTable, DescribeTable may still not find the table.
+                Err(Error::Unavailable { .. } | Error::NotProvisioned { .. }) if Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(250)).await;
                 }
                 Ok(()) => {

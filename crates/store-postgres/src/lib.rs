@@ -26,7 +26,8 @@
 //!   their aged slot rows ([`leasehold_core::store::CasStore::purge`]; without it the
 //!   purge fails and the rows stay).
 //! - [`PostgresStore::new`] checks the columns, the primary key, the privileges and that
-//!   the server is not a standby; a missing or wrong table is
+//!   the server is not a standby; a missing table is
+//!   [`leasehold_core::Error::NotProvisioned`] and a wrong one
 //!   [`leasehold_core::Error::Misconfigured`], never a driver error.
 //!   [`PostgresStore::verify`] checks again.
 //! - Each store keeps one `LISTEN` connection of its own (opened with the pool's connect

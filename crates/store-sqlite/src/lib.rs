@@ -25,8 +25,9 @@
 //! (expired). Stop the processes of the earlier version first: they judge on the wall
 //! clock, and see this version's records as expired.
 //!
-//! [`SqliteStore::new`] checks the columns and the primary key: a missing or wrong
-//! table is [`leasehold_core::Error::Misconfigured`], never a driver error. A name or holder
+//! [`SqliteStore::new`] checks the columns and the primary key: a missing table (or a
+//! table of an earlier version) is [`leasehold_core::Error::NotProvisioned`] and a wrong
+//! one [`leasehold_core::Error::Misconfigured`], never a driver error. A name or holder
 //! longer than the declared `VARCHAR(n)` is [`leasehold_core::Error::InvalidInput`], refused
 //! before sending. A value of the wrong type in a row (SQLite stores what it is given) is
 //! [`leasehold_core::Error::CorruptRecord`].

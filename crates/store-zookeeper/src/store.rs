@@ -147,8 +147,8 @@ impl ZooKeeperStore {
     /// znode exists: one read.
     ///
     /// # Errors
-    /// [`Error::Unavailable`] when ZooKeeper does not answer; [`Error::Misconfigured`]
-    /// when the root znode is missing or may not be read.
+    /// [`Error::Unavailable`] when ZooKeeper does not answer; [`Error::NotProvisioned`]
+    /// when the root znode is missing; [`Error::Misconfigured`] when it may not be read.
     pub async fn verify(&self) -> Result<()> {
         let inner = &self.inner;
         let client = inner.main_client().await?;

@@ -72,6 +72,9 @@ pub mod number {
 pub fn classify_number(n: u16, phase: Phase, target: Target) -> ErrorClass {
     use number::*;
     match n {
+        // The lease table is missing: `provision` creates it. A caller's own table
+        // (a fenced write) missing is its to create.
+        NO_SUCH_TABLE if target == Target::Lease => ErrorClass::NotProvisioned,
         TOO_MANY_CONNECTIONS
         | LOCK_WAIT_TIMEOUT
         | LOCK_DEADLOCK
@@ -123,11 +126,13 @@ pub fn map_error(err: sqlx::Error, phase: Phase, target: Target, context: &str) 
         }
         _ => None,
     };
-    let class = || match (number, target) {
-        (Some(number::NO_SUCH_TABLE), Target::Lease) => ErrorClass::NotProvisioned,
-        _ => classify_number(number.unwrap_or(0), phase, target),
-    };
-    map_with(err, phase, context, class, hint)
+    map_with(
+        err,
+        phase,
+        context,
+        || classify_number(number.unwrap_or(0), phase, target),
+        hint,
+    )
 }
 
 #[cfg(test)]
@@ -138,7 +143,8 @@ mod tests {
     fn numbers_map_to_kinds() {
         use ErrorClass::*;
         let cases = [
-            (1146, Phase::Read, Target::Lease, Misconfigured),
+            (1146, Phase::Read, Target::Lease, NotProvisioned),
+            (1146, Phase::Write, Target::User, Misconfigured),
             (1054, Phase::Write, Target::Lease, Misconfigured),
             (1062, Phase::Write, Target::Lease, Misconfigured),
             (1062, Phase::Write, Target::User, InvalidInput),

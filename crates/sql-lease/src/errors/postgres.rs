@@ -62,6 +62,9 @@ pub mod sqlstate {
 pub fn classify_code(code: &str, target: Target) -> ErrorClass {
     use sqlstate::*;
     match code {
+        // The lease table is missing: `provision` creates it. A caller's own table
+        // (a fenced write) missing is its to create.
+        UNDEFINED_TABLE if target == Target::Lease => return ErrorClass::NotProvisioned,
         READ_ONLY_SQL_TRANSACTION => return ErrorClass::Misconfigured,
         QUERY_CANCELED | CANNOT_CONNECT_NOW => return ErrorClass::Unavailable,
         ADMIN_SHUTDOWN | CRASH_SHUTDOWN => return ErrorClass::Indeterminate,
@@ -97,11 +100,7 @@ pub fn map_error(err: sqlx::Error, phase: Phase, target: Target, context: &str) 
         }
         _ => None,
     };
-    let class = || match (code.as_str(), target) {
-        (sqlstate::UNDEFINED_TABLE, Target::Lease) => ErrorClass::NotProvisioned,
-        _ => classify_code(&code, target),
-    };
-    map_with(err, phase, context, class, hint)
+    map_with(err, phase, context, || classify_code(&code, target), hint)
 }
 
 #[cfg(test)]
@@ -112,7 +111,8 @@ mod tests {
     fn codes_map_to_kinds() {
         use ErrorClass::*;
         let cases = [
-            ("42P01", Target::Lease, Misconfigured),
+            ("42P01", Target::Lease, NotProvisioned),
+            ("42P01", Target::User, Misconfigured),
             ("42703", Target::Lease, Misconfigured),
             ("42P10", Target::Lease, Misconfigured),
             ("22001", Target::Lease, InvalidInput),
