@@ -6,7 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use leasehold_core::fence::Dialect;
 use leasehold_core::{Error, Result};
-use leasehold_sql::errors::mysql::map_error;
+use leasehold_sql::errors::mysql::{map_error, number, number_of};
 use leasehold_sql::errors::{Phase, Target};
 use leasehold_sql::schema::{self, ColumnInfo, ColumnLimits, MYSQL_ENGINE};
 use leasehold_sql::{ChangeFeed, LeaseTable, SqlBackend, SqlStore};
@@ -60,6 +60,17 @@ impl SqlBackend for MySqlBackend {
             .await
             .map_err(failed)?;
         let columns = ColumnInfo::from_rows(&rows, |r| Ok(r.try_get::<i64, _>("not_null")? != 0)).map_err(failed)?;
+        if columns.is_empty() {
+            // `information_schema` hides a table this user has no privilege on: ask the
+            // table itself, so that such a table is not reported missing (which
+            // `provision` cannot fix). A missing one answers 1146, and is reported below.
+            let probe = format!("SELECT 1 FROM {} LIMIT 0", table.quoted(Dialect::MySql));
+            if let Err(e) = sqlx::query(sqlx::AssertSqlSafe(probe)).fetch_all(pool).await {
+                if number_of(&e) != Some(number::NO_SUCH_TABLE) {
+                    return Err(failed(e));
+                }
+            }
+        }
         let mut facts = sqlx::query(TABLE_FACTS_SQL);
         for _ in 0..3 {
             facts = facts.bind(table.schema()).bind(table.name());

@@ -40,3 +40,35 @@ async fn a_table_that_is_not_innodb_is_refused() {
     );
     common::exec(&pool, &format!("DROP TABLE `{table}`")).await;
 }
+
+/// A lease table the user has no privilege on is hidden from `information_schema`, but
+/// it is there: opening it is `Misconfigured` (access denied), never `NotProvisioned`,
+/// which would send the operator to `provision`, which cannot fix it.
+#[tokio::test]
+async fn a_table_the_user_may_not_read_is_not_reported_missing() {
+    let root = common::pool().await;
+    let table = common::unique_table("lh_hidden");
+    let config = MySqlConfig::new().with_table(&table).expect("table");
+    MySqlStore::provision(&root, &config).await.expect("provision");
+    // A user who may read another table of the database, not the lease table.
+    let other = common::unique_table("lh_visible");
+    common::exec(&root, &format!("CREATE TABLE `{other}` (id INT PRIMARY KEY)")).await;
+    let user = format!("lh_blind_{}", &other[other.len() - 8..]);
+    common::exec(&root, &format!("CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'")).await;
+    common::exec(&root, &format!("GRANT SELECT ON `leasehold`.`{other}` TO '{user}'@'%'")).await;
+    let url = common::mysql_url();
+    let rest = url.split_once('@').map_or(url.as_str(), |(_, r)| r);
+    let blind = sqlx::mysql::MySqlPoolOptions::new()
+        .max_connections(1)
+        .connect(&format!("mysql://{user}:pw@{rest}"))
+        .await
+        .expect("connect as the user without privileges on the lease table");
+    let err = MySqlStore::new(blind.clone(), config)
+        .await
+        .expect_err("opened a table the user may not read");
+    assert!(matches!(err, Error::Misconfigured { .. }), "{err:?}");
+    assert!(err.to_string().contains("denied"), "{err}");
+    blind.close().await;
+    common::exec(&root, &format!("DROP USER '{user}'@'%'")).await;
+    common::exec(&root, &format!("DROP TABLE `{table}`, `{other}`")).await;
+}
