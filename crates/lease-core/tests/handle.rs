@@ -283,10 +283,7 @@ async fn acquire_gives_up_at_its_deadline() {
 /// outage from contention.
 #[tokio::test(start_paused = true)]
 async fn a_timeout_on_a_failing_store_says_how_it_failed() {
-    let client = LeaseClient::new(Twisted {
-        inner: MemoryStore::new(),
-        twist: Twist::GrantsNotTaken,
-    });
+    let client = twisted(&MemoryStore::new(), Twist::GrantsNotTaken);
     let err = client
         .acquire_timeout("locked", Duration::from_secs(60), Duration::from_secs(3))
         .await
@@ -316,10 +313,7 @@ async fn a_timeout_on_a_failing_store_says_how_it_failed() {
 #[tokio::test(start_paused = true)]
 async fn writes_that_never_answer_are_a_store_failure_not_a_holder() {
     let mem = MemoryStore::new();
-    let client = LeaseClient::new(Twisted {
-        inner: mem.clone(),
-        twist: Twist::GrantsNotTaken,
-    });
+    let client = twisted(&mem, Twist::GrantsNotTaken);
     let err = client
         .try_acquire("locked", Duration::from_secs(60))
         .await
@@ -342,10 +336,7 @@ async fn writes_that_never_answer_are_a_store_failure_not_a_holder() {
 async fn a_deadline_ends_an_attempt_under_way() {
     // Every write applies at once and answers 10 s later; the caller gives it 1 s.
     let mem = MemoryStore::new();
-    let client = LeaseClient::new(Twisted {
-        inner: mem.clone(),
-        twist: Twist::SlowAnswers(Duration::from_secs(10)),
-    });
+    let client = twisted(&mem, Twist::SlowAnswers(Duration::from_secs(10)));
     let started = Instant::now();
     let err = client
         .acquire_timeout("slow", Duration::from_secs(60), Duration::from_secs(1))
@@ -480,6 +471,14 @@ impl CasStore for Twisted {
 
 impl Linearizable for Twisted {}
 
+/// A client on `inner` with one [`Twist`].
+fn twisted(inner: &MemoryStore, twist: Twist) -> LeaseClient {
+    LeaseClient::new(Twisted {
+        inner: inner.clone(),
+        twist,
+    })
+}
+
 #[tokio::test(start_paused = true)]
 async fn attempts_abandoned_before_their_write_send_nothing() {
     // Every call takes 10 s; the caller gives each attempt 100 ms, 50 times in a row.
@@ -512,10 +511,7 @@ async fn attempts_abandoned_before_their_write_send_nothing() {
 #[tokio::test(start_paused = true)]
 async fn an_acquire_dropped_after_its_write_applied_releases_the_grant() {
     let mem = MemoryStore::new();
-    let client = LeaseClient::new(Twisted {
-        inner: mem.clone(),
-        twist: Twist::SlowAnswers(Duration::from_millis(100)),
-    });
+    let client = twisted(&mem, Twist::SlowAnswers(Duration::from_millis(100)));
     let mut attempt = Box::pin(client.try_acquire("answered", Duration::from_secs(60)));
     assert!(futures::poll!(attempt.as_mut()).is_pending());
     // Granted in the store; the answer is on its way when the caller gives up.
@@ -618,10 +614,7 @@ async fn an_acquire_dropped_during_its_confirming_write_releases_what_the_first_
 #[tokio::test(start_paused = true)]
 async fn an_attempt_that_gives_up_on_writes_of_unknown_outcome_releases_what_applied() {
     let mem = MemoryStore::new();
-    let client = LeaseClient::new(Twisted {
-        inner: mem.clone(),
-        twist: Twist::GrantAnswersLost,
-    });
+    let client = twisted(&mem, Twist::GrantAnswersLost);
     let outcome = client.try_acquire("unknown", Duration::from_secs(60)).await;
     assert!(
         matches!(&outcome, Err(e) if e.is_retryable()),
@@ -744,10 +737,7 @@ async fn a_timeout_too_long_for_the_clock_means_no_deadline() {
 #[tokio::test(start_paused = true)]
 async fn a_release_that_keeps_meeting_our_own_newer_record_is_not_ok() {
     let mem = MemoryStore::new();
-    let client = LeaseClient::new(Twisted {
-        inner: mem.clone(),
-        twist: Twist::RenewedBehindTheBack,
-    });
+    let client = twisted(&mem, Twist::RenewedBehindTheBack);
     let lease = client
         .acquire("renewed", Duration::from_secs(60))
         .await
