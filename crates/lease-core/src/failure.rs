@@ -19,8 +19,10 @@ pub enum Effect {
 /// What a failed store call means to its caller, before it becomes an [`Error`].
 ///
 /// Each store classifies its own driver's codes into one of these, through named
-/// constants; the rule they share is [`ErrorClass::after_send`].
+/// constants; the rule they share is [`ErrorClass::after_send`]. New classes may
+/// join, as new kinds join [`Error`]: a `match` on a class needs a wildcard arm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ErrorClass {
     /// Did not apply; retrying is safe ([`Error::Unavailable`]).
     Unavailable,

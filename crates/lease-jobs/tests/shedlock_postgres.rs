@@ -43,6 +43,20 @@ impl Dialect for ShedlockStore {
             .unwrap_or_else(|e| panic!("create schema: {e}"));
     }
 
+    async fn create_reader(pool: &PgPool, user: &str, visible: &str) -> Vec<String> {
+        for sql in [
+            format!("CREATE ROLE {user} LOGIN PASSWORD 'pw'"),
+            format!("GRANT USAGE ON SCHEMA {SCHEMA} TO {user}"),
+            format!("GRANT SELECT ON {visible} TO {user}"),
+        ] {
+            sqlx::query(AssertSqlSafe(sql.clone()))
+                .execute(pool)
+                .await
+                .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        }
+        vec![format!("DROP OWNED BY {user}"), format!("DROP ROLE {user}")]
+    }
+
     async fn test_tables(pool: &PgPool) -> Vec<String> {
         sqlx::query_scalar("SELECT schemaname::text || '.' || tablename::text FROM pg_tables WHERE schemaname = $1")
             .bind(SCHEMA)

@@ -32,6 +32,14 @@ pub(crate) enum Op {
     Write,
 }
 
+/// The SQLSTATE of a database error; `None` for any other failure.
+pub(crate) fn code_of(e: &sqlx::Error) -> Option<String> {
+    match e {
+        sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
+        _ => None,
+    }
+}
+
 /// Maps a sqlx error from a call of kind `op`.
 pub(crate) fn map(op: Op, e: sqlx::Error) -> Error {
     let lost = |e: sqlx::Error| match op {
@@ -40,11 +48,18 @@ pub(crate) fn map(op: Op, e: sqlx::Error) -> Error {
     };
     match &e {
         sqlx::Error::Database(db) => {
-            let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
+            let code = code_of(&e).unwrap_or_default();
             match code.as_str() {
-                UNDEFINED_TABLE => Error::not_provisioned(format!("shedlock table does not exist ({code})"), e),
+                UNDEFINED_TABLE => {
+                    let message = format!(
+                        "shedlock table does not exist ({code}: {}): run ShedlockStore::provision or ShedLock's DDL",
+                        db.message()
+                    );
+                    Error::not_provisioned(message, e)
+                }
                 UNDEFINED_COLUMN | INSUFFICIENT_PRIVILEGE => {
-                    Error::misconfigured(format!("shedlock table not usable ({code})"), e)
+                    let message = format!("shedlock table not usable ({code}: {})", db.message());
+                    Error::misconfigured(message, e)
                 }
                 SERIALIZATION_FAILURE | DEADLOCK_DETECTED | TOO_MANY_CONNECTIONS | CANNOT_CONNECT_NOW => {
                     Error::unavailable(format!("postgres refused the statement ({code})"), e)

@@ -11,7 +11,7 @@ use leasehold_core::{
     ClientConfig, Error, LeaseClient, LeaseName, NamePrefix, Result,
     store::{Capabilities, CasOutcome, CasStore, Current, DeleteOutcome, LeaseRecord, Precondition, Stored, Version},
 };
-use leasehold_sql::errors::mysql::{map_error, number, number_of};
+use leasehold_sql::errors::mysql::{map_error_for, number, number_of};
 use leasehold_sql::errors::{Phase, Target};
 use leasehold_sql::schema::MYSQL_ENGINE;
 use sqlx::mysql::{MySql, MySqlPool, MySqlPoolOptions, MySqlRow};
@@ -166,6 +166,11 @@ fn found_of(row: &MySqlRow) -> std::result::Result<Found, sqlx::Error> {
     })
 }
 
+/// Maps a driver error from `phase` of an operation on the ShedLock table.
+fn map_error(e: sqlx::Error, phase: Phase, context: &str) -> Error {
+    map_error_for(e, phase, Target::Lease, context, "ShedlockMySqlStore::provision")
+}
+
 fn timed_out(phase: Phase) -> Error {
     let message = "mysql call timed out".to_owned();
     match phase {
@@ -185,7 +190,7 @@ impl ShedlockMySqlStore {
             .acquire_timeout(config.timeout)
             .connect(url)
             .await
-            .map_err(|e| map_error(e, Phase::Connect, Target::Lease, "connect to mysql"))?;
+            .map_err(|e| map_error(e, Phase::Connect, "connect to mysql"))?;
         Self::new(pool, config).await
     }
 
@@ -194,14 +199,15 @@ impl ShedlockMySqlStore {
     ///
     /// # Errors
     /// [`Error::NotProvisioned`] for a missing table; [`Error::Misconfigured`] for a
-    /// missing column, an unexpected column
+    /// table this user may not read, a missing column, an unexpected column
     /// type, another engine than InnoDB or a session time zone other than UTC;
     /// [`Error::InvalidInput`] for a bad table or column name.
     pub async fn new(pool: MySqlPool, config: ShedlockConfig) -> Result<Self> {
         let ident = Ident::table(&config.table)?;
         let fence_ident = Ident::column(&config.fence_column)?;
         let (schema, table) = split_table(&config.table);
-        let failed = |e| map_error(e, Phase::Read, Target::Lease, "check shedlock table");
+        let failed = |e| map_error(e, Phase::Read, "check shedlock table");
+        let quoted = ident.quoted(Dialect::MySql);
         let check = async {
             let columns = sqlx::query(
                 "SELECT COLUMN_NAME AS name, DATA_TYPE AS ty, CAST(CHARACTER_MAXIMUM_LENGTH AS SIGNED) AS len, \
@@ -212,6 +218,17 @@ impl ShedlockMySqlStore {
             .bind(&table)
             .fetch_all(&pool)
             .await?;
+            if columns.is_empty() {
+                // `information_schema` hides a table this user has no privilege on: ask
+                // the table itself, so that such a table is not reported missing (which
+                // `provision` cannot fix). A missing one answers 1146, reported below.
+                let probe = format!("SELECT 1 FROM {quoted} LIMIT 0");
+                if let Err(e) = sqlx::query(AssertSqlSafe(probe)).fetch_all(&pool).await {
+                    if number_of(&e) != Some(number::NO_SUCH_TABLE) {
+                        return Err(e);
+                    }
+                }
+            }
             let facts = sqlx::query(
                 "SELECT (SELECT ENGINE FROM information_schema.TABLES \
                    WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?) AS engine, \
@@ -291,7 +308,7 @@ impl ShedlockMySqlStore {
     /// Server errors; [`Error::InvalidInput`] for a bad table name.
     pub async fn provision(pool: &MySqlPool, table: &str, fence: bool) -> Result<()> {
         let t = Ident::table(table)?.quoted(Dialect::MySql);
-        let failed = |e| map_error(e, Phase::Write, Target::Lease, "create shedlock table");
+        let failed = |e| map_error(e, Phase::Write, "create shedlock table");
         let create = format!(
             "CREATE TABLE IF NOT EXISTS {t} (name VARCHAR(64) NOT NULL, lock_until TIMESTAMP(3) NOT NULL, \
              locked_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3), locked_by VARCHAR(255) NOT NULL, \
@@ -354,8 +371,8 @@ impl ShedlockMySqlStore {
             .bind(name.as_str())
             .fetch_one(&mut **tx)
             .await
-            .map_err(|e| map_error(e, Phase::Read, Target::Lease, "read shedlock row"))?;
-        found_of(&row).map_err(|e| map_error(e, Phase::Read, Target::Lease, "decode shedlock row"))
+            .map_err(|e| map_error(e, Phase::Read, "read shedlock row"))?;
+        found_of(&row).map_err(|e| map_error(e, Phase::Read, "decode shedlock row"))
     }
 
     /// Whether the row is the one `v` names.
@@ -432,7 +449,7 @@ impl ShedlockMySqlStore {
     /// Sends a decided write inside `tx`; `Ok(false)`: another session inserted the row
     /// first (nothing written).
     async fn apply(&self, tx: &mut Transaction<'static, MySql>, name: &LeaseName, step: &Step) -> Result<bool> {
-        let failed = |e| map_error(e, Phase::Write, Target::Lease, "write shedlock row");
+        let failed = |e| map_error(e, Phase::Write, "write shedlock row");
         let sent = match step {
             Step::Put {
                 insert: true,
@@ -490,7 +507,7 @@ impl ShedlockMySqlStore {
             .pool
             .begin()
             .await
-            .map_err(|e| map_error(e, Phase::Connect, Target::Lease, "begin"))?;
+            .map_err(|e| map_error(e, Phase::Connect, "begin"))?;
         let found = self.locked(&mut tx, name).await?;
         let step = decide(&found)?;
         if !self.apply(&mut tx, name, &step).await? {
@@ -502,7 +519,7 @@ impl ShedlockMySqlStore {
         }
         tx.commit()
             .await
-            .map_err(|e| map_error(e, Phase::Write, Target::Lease, "commit shedlock write"))?;
+            .map_err(|e| map_error(e, Phase::Write, "commit shedlock write"))?;
         Ok(step)
     }
 }
@@ -523,7 +540,7 @@ impl CasStore for ShedlockMySqlStore {
                 sqlx::query_scalar(AssertSqlSafe(format!("SELECT {}", micros("UTC_TIMESTAMP(6)"))))
                     .fetch_one(&self.pool)
                     .await
-                    .map_err(|e| map_error(e, Phase::Read, Target::Lease, "read the server's clock"))
+                    .map_err(|e| map_error(e, Phase::Read, "read the server's clock"))
             })
             .await?;
         u64::try_from(us / 1000)
@@ -540,7 +557,7 @@ impl CasStore for ShedlockMySqlStore {
                     .fetch_one(&self.pool)
                     .await
                     .and_then(|r| found_of(&r))
-                    .map_err(|e| map_error(e, Phase::Read, Target::Lease, "read shedlock row"))?;
+                    .map_err(|e| map_error(e, Phase::Read, "read shedlock row"))?;
                 Ok(row)
             })
             .await?;
@@ -588,7 +605,7 @@ impl CasStore for ShedlockMySqlStore {
                     .bind(prefix.as_str())
                     .fetch_all(&self.pool)
                     .await
-                    .map_err(|e| map_error(e, Phase::Read, Target::Lease, "list shedlock rows"))
+                    .map_err(|e| map_error(e, Phase::Read, "list shedlock rows"))
             })
             .await?;
         Ok(row::lease_names(names))

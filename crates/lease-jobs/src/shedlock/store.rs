@@ -60,25 +60,40 @@ impl ShedlockStore {
     ///
     /// # Errors
     /// [`Error::NotProvisioned`] for a missing table; [`Error::Misconfigured`] for a
-    /// missing column or an unexpected column type; [`Error::InvalidInput`] for a bad table or column name.
+    /// table this user may not read, a missing column or an unexpected column type;
+    /// [`Error::InvalidInput`] for a bad table or column name.
     pub async fn new(pool: PgPool, config: ShedlockConfig) -> Result<Self> {
         let ident = Ident::table(&config.table)?;
         let fence_ident = Ident::column(&config.fence_column)?;
         let (schema, table) = split_table(&config.table);
-        let rows = tokio::time::timeout(
-            config.timeout,
-            sqlx::query(
+        let quoted = ident.quoted(Dialect::Postgres);
+        let check = async {
+            let rows = sqlx::query(
                 "SELECT column_name::text, data_type::text, character_maximum_length::bigint \
                  FROM information_schema.columns \
                  WHERE table_schema = COALESCE($1, current_schema()) AND table_name = $2",
             )
             .bind(schema)
             .bind(&table)
-            .fetch_all(&pool),
-        )
-        .await
-        .map_err(|_| error::timed_out(Op::Read))?
-        .map_err(|e| error::map(Op::Read, e))?;
+            .fetch_all(&pool)
+            .await?;
+            if rows.is_empty() {
+                // `information_schema` hides a table this user has no privilege on: ask
+                // the table itself, so that such a table is not reported missing (which
+                // `provision` cannot fix). A missing one answers `42P01`, reported below.
+                let probe = format!("SELECT 1 FROM {quoted} LIMIT 0");
+                if let Err(e) = sqlx::query(AssertSqlSafe(probe)).fetch_all(&pool).await {
+                    if error::code_of(&e).as_deref() != Some(error::UNDEFINED_TABLE) {
+                        return Err(e);
+                    }
+                }
+            }
+            Ok(rows)
+        };
+        let rows = tokio::time::timeout(config.timeout, check)
+            .await
+            .map_err(|_| error::timed_out(Op::Read))?
+            .map_err(|e| error::map(Op::Read, e))?;
         let mut columns = Columns::new(&config.table, false);
         for row in &rows {
             let name: String = row.try_get(0).map_err(|e| error::map(Op::Read, e))?;

@@ -248,6 +248,55 @@ pub async fn missing_or_mistyped_tables_are_misconfigured<S: Dialect>() {
     );
 }
 
+/// A table dropped under a running store: every call is `NotProvisioned` and names
+/// this store's `provision`, and nothing is granted.
+pub async fn a_table_dropped_under_the_store_is_not_provisioned<S: Dialect>() {
+    let db = Db::<S>::connect().await;
+    let table = db.fresh_table(true).await;
+    let store = db.store_on(&table).await;
+    let name = LeaseName::new("dropped").expect("name");
+    assert!(store.read(&name).await.expect("read").is_none());
+    db.exec(format!("DROP TABLE {}", S::quoted(&table))).await;
+    let client = store.lease_client(ClientConfig::default()).expect("client");
+    let errors = [
+        client.store().read(&name).await.map(drop),
+        client.try_acquire("dropped", Duration::from_secs(5)).await.map(drop),
+    ];
+    for err in errors {
+        match err {
+            Err(e @ leasehold_core::Error::NotProvisioned { .. }) => {
+                let text = e.to_string();
+                assert!(text.contains(&format!("{}::provision", S::NAME)), "{text}");
+            }
+            other => panic!("a dropped table: {other:?}"),
+        }
+    }
+}
+
+/// A ShedLock table the user has no privilege on is hidden from `information_schema`,
+/// but it is there: opening it is `Misconfigured` (permission denied), never
+/// `NotProvisioned`, which would send the operator to `provision`, which cannot fix it.
+/// The same user opens a table it may read.
+pub async fn a_table_the_user_may_not_read_is_not_reported_missing<S: Dialect>() {
+    let db = Db::<S>::connect().await;
+    let hidden = db.fresh_table(true).await;
+    let visible = db.fresh_table(true).await;
+    let user = format!("lh_blind_{}", visible.rsplit('_').next().unwrap_or("0"));
+    let drop = S::create_reader(&db.pool, &user, &visible).await;
+    let blind = S::connect_as(&user, "pw").await;
+    let opened = S::open(&blind, &visible).await.map(|s| s.is_fenced());
+    let err = S::open(&blind, &hidden)
+        .await
+        .expect_err("opened a table the user may not read");
+    S::close(blind).await;
+    for sql in drop {
+        db.exec(sql).await;
+    }
+    assert!(matches!(opened, Ok(true)), "the table the user may read: {opened:?}");
+    assert!(matches!(err, leasehold_core::Error::Misconfigured { .. }), "{err:?}");
+    assert!(err.to_string().contains("denied"), "{err}");
+}
+
 /// Sixteen sessions, connected in advance and released together, create one fenced
 /// ShedLock table (`CREATE` then `ADD COLUMN fence`): every call succeeds and the
 /// table has its fence column. Unserialized on Postgres, these collide with `42P07` /

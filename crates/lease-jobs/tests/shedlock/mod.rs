@@ -23,12 +23,22 @@ use java::JavaShedLock;
 /// the same names and meaning on every ShedLock store, and its pool's.
 #[async_trait]
 pub trait Store: CasStore + Clone + std::fmt::Debug + Sized + 'static {
+    /// The store type's name, as its functions are named in messages.
+    const NAME: &'static str;
+
     /// The pool the store runs on.
     type Pool: Clone + Send + Sync + 'static;
 
     /// A pool of at most `max` connections, `min` of them opened now (panics if the
     /// database is unreachable).
     async fn connect(max: u32, min: u32) -> Self::Pool;
+
+    /// A pool of one connection to the same database as the user `user` with the
+    /// password `password` (panics if refused).
+    async fn connect_as(user: &str, password: &str) -> Self::Pool;
+
+    /// Closes `pool`'s connections.
+    async fn close(pool: Self::Pool);
 
     /// The store's `provision`: ShedLock's table, with the fence column if `fence`.
     async fn provision(pool: &Self::Pool, table: &str, fence: bool) -> leasehold_core::Result<()>;
@@ -56,6 +66,7 @@ macro_rules! store_calls {
     ($store:ty, $db:ty, $url:literal) => {
         #[async_trait::async_trait]
         impl $crate::shedlock::Store for $store {
+            const NAME: &'static str = stringify!($store);
             type Pool = sqlx::Pool<$db>;
 
             async fn connect(max: u32, min: u32) -> Self::Pool {
@@ -66,6 +77,22 @@ macro_rules! store_calls {
                     .connect(&leasehold_testkit::env($url))
                     .await
                     .unwrap_or_else(|e| panic!("the database at {} unreachable: {e}", $url))
+            }
+
+            async fn connect_as(user: &str, password: &str) -> Self::Pool {
+                let url = leasehold_testkit::env($url);
+                let (scheme, rest) = url.split_once("://").expect("a URL");
+                let host = rest.split_once('@').map_or(rest, |(_, host)| host);
+                sqlx::pool::PoolOptions::<$db>::new()
+                    .max_connections(1)
+                    .acquire_timeout(std::time::Duration::from_secs(5))
+                    .connect(&format!("{scheme}://{user}:{password}@{host}"))
+                    .await
+                    .unwrap_or_else(|e| panic!("connect as {user}: {e}"))
+            }
+
+            async fn close(pool: Self::Pool) {
+                pool.close().await;
             }
 
             async fn provision(pool: &Self::Pool, table: &str, fence: bool) -> leasehold_core::Result<()> {
@@ -135,6 +162,10 @@ pub trait Dialect: Store {
     /// The tables whose names start with [`Dialect::PREFIX`], as [`Db::fresh_name`]
     /// gave them.
     async fn test_tables(pool: &Self::Pool) -> Vec<String>;
+
+    /// Creates the user `user` (password `pw`), who may read `visible` and no other
+    /// table; returns the statements that drop it again.
+    async fn create_reader(pool: &Self::Pool, user: &str, visible: &str) -> Vec<String>;
 
     /// The database's clock as UTC wall time, as ShedLock writes it in its `TIMESTAMP`
     /// columns.
@@ -304,6 +335,8 @@ macro_rules! shedlock_cases {
             2 a_hung_rust_holder_is_replaced_by_java_after_expiry,
             2 unfenced_table_is_efficiency_only_with_growing_tokens,
             2 missing_or_mistyped_tables_are_misconfigured,
+            2 a_table_the_user_may_not_read_is_not_reported_missing,
+            2 a_table_dropped_under_the_store_is_not_provisioned,
             4 sixteen_sessions_creating_one_fenced_table_at_once_all_succeed);
     };
     (@each $store:ty; $($threads:tt $case:ident),* $(,)?) => {

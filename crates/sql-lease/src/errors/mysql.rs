@@ -114,16 +114,23 @@ pub fn number_of(err: &sqlx::Error) -> Option<u16> {
     }
 }
 
-/// Maps a driver error from `phase` of an operation on `target`.
+/// Maps a driver error from `phase` of an operation on `target`, for
+/// `leasehold-mysql`'s lease table.
 pub fn map_error(err: sqlx::Error, phase: Phase, target: Target, context: &str) -> Error {
+    map_error_for(err, phase, target, context, "MySqlStore::provision")
+}
+
+/// [`map_error`] for a store whose lease table the function `provision` creates: a
+/// missing one is reported with that name.
+pub fn map_error_for(err: sqlx::Error, phase: Phase, target: Target, context: &str, provision: &str) -> Error {
     let number = number_of(&err);
     let hint = match (number, target) {
         (Some(number::READ_ONLY | number::READ_ONLY_TRANSACTION), _) => {
-            Some("the server is read-only, a replica: leases need the primary")
+            Some("the server is read-only, a replica: leases need the primary".to_owned())
         }
-        (Some(number::NO_SUCH_TABLE), Target::Lease) => {
-            Some("the lease table does not exist: run MySqlStore::provision or the shipped .sql")
-        }
+        (Some(number::NO_SUCH_TABLE), Target::Lease) => Some(format!(
+            "the lease table does not exist: run {provision} or the shipped .sql"
+        )),
         _ => None,
     };
     map_with(
@@ -131,7 +138,7 @@ pub fn map_error(err: sqlx::Error, phase: Phase, target: Target, context: &str) 
         phase,
         context,
         || classify_number(number.unwrap_or(0), phase, target),
-        hint,
+        hint.as_deref(),
     )
 }
 
