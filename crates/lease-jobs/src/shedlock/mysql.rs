@@ -168,7 +168,8 @@ fn found_of(row: &MySqlRow) -> std::result::Result<Found, sqlx::Error> {
 
 /// Maps a driver error from `phase` of an operation on the ShedLock table.
 fn map_error(e: sqlx::Error, phase: Phase, context: &str) -> Error {
-    map_error_for(e, phase, Target::Lease, context, "ShedlockMySqlStore::provision")
+    let remedy = "run ShedlockMySqlStore::provision or ShedLock's DDL";
+    map_error_for(e, phase, Target::Lease, context, remedy)
 }
 
 fn timed_out(phase: Phase) -> Error {

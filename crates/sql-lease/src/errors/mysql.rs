@@ -117,20 +117,24 @@ pub fn number_of(err: &sqlx::Error) -> Option<u16> {
 /// Maps a driver error from `phase` of an operation on `target`, for
 /// `leasehold-mysql`'s lease table.
 pub fn map_error(err: sqlx::Error, phase: Phase, target: Target, context: &str) -> Error {
-    map_error_for(err, phase, target, context, "MySqlStore::provision")
+    map_error_for(
+        err,
+        phase,
+        target,
+        context,
+        "run MySqlStore::provision or the shipped .sql",
+    )
 }
 
-/// [`map_error`] for a store whose lease table the function `provision` creates: a
-/// missing one is reported with that name.
-pub fn map_error_for(err: sqlx::Error, phase: Phase, target: Target, context: &str, provision: &str) -> Error {
+/// [`map_error`] for a store whose lease table is created another way: a missing one
+/// is reported with `remedy` (what creates it).
+pub fn map_error_for(err: sqlx::Error, phase: Phase, target: Target, context: &str, remedy: &str) -> Error {
     let number = number_of(&err);
     let hint = match (number, target) {
         (Some(number::READ_ONLY | number::READ_ONLY_TRANSACTION), _) => {
             Some("the server is read-only, a replica: leases need the primary".to_owned())
         }
-        (Some(number::NO_SUCH_TABLE), Target::Lease) => Some(format!(
-            "the lease table does not exist: run {provision} or the shipped .sql"
-        )),
+        (Some(number::NO_SUCH_TABLE), Target::Lease) => Some(format!("the lease table does not exist: {remedy}")),
         _ => None,
     };
     map_with(
