@@ -43,18 +43,16 @@ impl Dialect for ShedlockStore {
             .unwrap_or_else(|e| panic!("create schema: {e}"));
     }
 
-    async fn create_reader(pool: &PgPool, user: &str, visible: &str) -> Vec<String> {
-        for sql in [
+    fn reader(user: &str, visible: &str) -> (Vec<String>, Vec<String>) {
+        let create = vec![
             format!("CREATE ROLE {user} LOGIN PASSWORD 'pw'"),
             format!("GRANT USAGE ON SCHEMA {SCHEMA} TO {user}"),
             format!("GRANT SELECT ON {visible} TO {user}"),
-        ] {
-            sqlx::query(AssertSqlSafe(sql.clone()))
-                .execute(pool)
-                .await
-                .unwrap_or_else(|e| panic!("{sql}: {e}"));
-        }
-        vec![format!("DROP OWNED BY {user}"), format!("DROP ROLE {user}")]
+        ];
+        (
+            create,
+            vec![format!("DROP OWNED BY {user}"), format!("DROP ROLE {user}")],
+        )
     }
 
     async fn test_tables(pool: &PgPool) -> Vec<String> {

@@ -282,7 +282,10 @@ pub async fn a_table_the_user_may_not_read_is_not_reported_missing<S: Dialect>()
     let hidden = db.fresh_table(true).await;
     let visible = db.fresh_table(true).await;
     let user = format!("lh_blind_{}", visible.rsplit('_').next().unwrap_or("0"));
-    let drop = S::create_reader(&db.pool, &user, &visible).await;
+    let (create, drop) = S::reader(&user, &visible);
+    for sql in create {
+        db.exec(sql).await;
+    }
     let blind = S::connect_as(&user, "pw").await;
     let opened = S::open(&blind, &visible).await.map(|s| s.is_fenced());
     let err = S::open(&blind, &hidden)

@@ -163,9 +163,9 @@ pub trait Dialect: Store {
     /// gave them.
     async fn test_tables(pool: &Self::Pool) -> Vec<String>;
 
-    /// Creates the user `user` (password `pw`), who may read `visible` and no other
-    /// table; returns the statements that drop it again.
-    async fn create_reader(pool: &Self::Pool, user: &str, visible: &str) -> Vec<String>;
+    /// The statements that create the user `user` (password `pw`), who may read
+    /// `visible` and no other table, and those that drop it again.
+    fn reader(user: &str, visible: &str) -> (Vec<String>, Vec<String>);
 
     /// The database's clock as UTC wall time, as ShedLock writes it in its `TIMESTAMP`
     /// columns.
