@@ -58,8 +58,9 @@ impl Phase {
 
 /// The mapping every database shares: a non-database error is classified by the phase
 /// it happened in ([`classify`]), a database error by `code_class` (never
-/// `Indeterminate` while connecting: nothing was sent), and `hint`, if any, is added to
-/// the context.
+/// `Indeterminate` outside a write: a connection that fails while connecting sent
+/// nothing, and a read changes nothing, whatever ended it), and `hint`, if any, is added
+/// to the context.
 pub fn map_with(
     err: sqlx::Error,
     phase: Phase,
@@ -68,7 +69,7 @@ pub fn map_with(
     hint: Option<&str>,
 ) -> Error {
     let class = classify(&err, phase).unwrap_or_else(|| match code_class() {
-        ErrorClass::Indeterminate if phase == Phase::Connect => ErrorClass::Unavailable,
+        ErrorClass::Indeterminate if phase != Phase::Write => ErrorClass::Unavailable,
         class => class,
     });
     match hint {
@@ -132,5 +133,52 @@ mod tests {
         );
         assert!(error_of(ErrorClass::Indeterminate, "write", io()).is_indeterminate());
         assert!(error_of(ErrorClass::Unavailable, "write", io()).is_retryable());
+    }
+
+    /// A server error the database's codes call "may have applied" (Postgres's
+    /// `57P01`, a backend terminated during a failover): a write's outcome is then
+    /// unknown, but a read or a connection attempt changed nothing. (The read after a
+    /// refused Postgres renewal was reported `Indeterminate` for it.)
+    #[test]
+    fn only_a_write_is_indeterminate_for_a_database_error() {
+        #[derive(Debug)]
+        struct Terminated;
+        impl std::fmt::Display for Terminated {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("terminating connection due to administrator command")
+            }
+        }
+        impl std::error::Error for Terminated {}
+        impl sqlx::error::DatabaseError for Terminated {
+            fn message(&self) -> &str {
+                "terminating connection due to administrator command"
+            }
+            fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+                self
+            }
+            fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+                self
+            }
+            fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+                self
+            }
+            fn kind(&self) -> sqlx::error::ErrorKind {
+                sqlx::error::ErrorKind::Other
+            }
+        }
+        let map = |phase| {
+            map_with(
+                sqlx::Error::Database(Box::new(Terminated)),
+                phase,
+                "x",
+                || ErrorClass::Indeterminate,
+                None,
+            )
+        };
+        assert!(map(Phase::Write).is_indeterminate(), "{:?}", map(Phase::Write));
+        for phase in [Phase::Read, Phase::Connect] {
+            let e = map(phase);
+            assert!(e.is_retryable() && !e.is_indeterminate(), "{phase:?}: {e:?}");
+        }
     }
 }
