@@ -887,11 +887,11 @@ async fn attempt(
             (Some(Seen::Present { stored, .. }), true) => Some(stored.clone()),
             _ => None,
         };
-        let (answer, returned) = send(ctx, &name, &me, expect, record, gate, applied).await;
+        let (answer, returned) = send(ctx, &name, &me, expect, record, gate, applied.clone()).await;
         gate = returned;
         let outcome = match answer {
             Answer::Written(Ok(o)) => o,
-            Answer::Written(Err(e)) => return Err(doubt(in_doubt)(e)),
+            Answer::Written(Err(e)) => return Err(give_up(ctx, &name, &me, applied, in_doubt, e).await),
             Answer::InDoubt { error, read } => {
                 tracing::debug!(%error, "acquire write outcome unknown; read to settle it");
                 let in_a_row = last_doubt.as_ref().map_or(0, |(n, _)| *n);
@@ -900,7 +900,10 @@ async fn attempt(
                 // confirms it with a write on its version.
                 in_doubt = true;
                 doubt_since.get_or_insert(sent_at);
-                let current = read.map_err(still_in_doubt)?;
+                let current = match read {
+                    Ok(current) => current,
+                    Err(e) => return Err(give_up(ctx, &name, &me, applied, true, e).await),
+                };
                 inner.remember(&name, current.as_ref(), Instant::now());
                 fresh = true;
                 continue;
@@ -983,7 +986,11 @@ async fn attempt(
                 let current = match current {
                     Current::Present(s) => Some(s),
                     Current::Absent => None,
-                    Current::Unknown => store.read(&name).await.map_err(doubt(in_doubt))?,
+                    // `send` reads after such a refusal; a store answering one anyway is read here.
+                    Current::Unknown => match store.read(&name).await {
+                        Ok(current) => current,
+                        Err(e) => return Err(give_up(ctx, &name, &me, applied, in_doubt, e).await),
+                    },
                 };
                 // Decide again on what the conflict showed (top of the loop): a takeover
                 // of an expired or vacant lease costs this one extra write.
@@ -1011,12 +1018,32 @@ async fn attempt(
         }
     }
     let known = inner.known(&name);
+    // Whether the record last seen is a live lease of someone else's (decided as a
+    // write would be): an expired one is as free as a vacant one.
+    let held = match &known {
+        Some(Seen::Present { stored, first_seen }) => matches!(
+            decision::acquire(
+                &inner.policy,
+                &me,
+                ttl,
+                Instant::now().into_std(),
+                inner.config.wall_clock.now_ms(),
+                Known::Present {
+                    stored,
+                    first_seen: first_seen.into_std(),
+                },
+            ),
+            AcquireStep::Wait { .. }
+        ),
+        _ => false,
+    };
     if let Some((in_a_row, why)) = last_doubt
-        && !matches!(&known, Some(Seen::Present { stored, .. }) if stored.record.holder.is_some())
+        && !held
     {
         // The last write's outcome was unknown, and the read after it found the lease
-        // free: the store did not take the writes (a file locked by another process, a
-        // server that does not answer them). Not "held by someone else".
+        // free (vacant, gone, or its holder's time run out): the store did not take the
+        // writes (a file locked by another process, a row another transaction keeps
+        // locked, a server that does not answer them). Not "held by someone else".
         return Err(Error::Indeterminate {
             message: format!(
                 "acquire of {name}: {in_a_row} writes in a row had unknown outcomes and none is known to have applied (one that applies late expires on its own); the last: {why}"
@@ -1058,6 +1085,25 @@ async fn give_back(ctx: &Arc<DriverCtx>, name: &LeaseName, me: &HolderId, stored
     }
 }
 
+/// Ends an attempt with `e`, after giving back `applied`, what an earlier write of it is
+/// known to have written, if any: nobody would renew it. Given back, `e` is the answer
+/// as it is; otherwise, if a write of the attempt may have applied (`in_doubt`), the
+/// answer says so ([`still_in_doubt`]).
+async fn give_up(
+    ctx: &Arc<DriverCtx>,
+    name: &LeaseName,
+    me: &HolderId,
+    applied: Option<Stored>,
+    in_doubt: bool,
+    e: Error,
+) -> Error {
+    let given_back = match applied {
+        Some(stored) => give_back(ctx, name, me, stored).await,
+        None => false,
+    };
+    if in_doubt && !given_back { still_in_doubt(e) } else { e }
+}
+
 /// The answer to one write of an acquire attempt.
 enum Answer {
     /// The store answered, or failed the write without it applying.
@@ -1067,7 +1113,8 @@ enum Answer {
 }
 
 /// Sends one write of `me`'s acquire attempt and settles its outcome (a read after a
-/// write whose outcome was unknown); hands back the answer and the name's `gate`.
+/// write whose outcome was unknown, or after a refusal that did not carry the current
+/// record); hands back the answer and the name's `gate`.
 ///
 /// Polled in the caller's task. Dropped once sent (the caller gave up), the write is
 /// finished on a task of its own, which then releases whatever it granted, or what an
@@ -1091,6 +1138,15 @@ fn send(
                 error,
                 read: store.read(&at).await,
             },
+            // A refusal without the current record: the read that tells what refused it
+            // belongs to the write, so that a caller gone meanwhile still gives back
+            // what an earlier write of the attempt wrote (`release_abandoned`).
+            Ok(CasOutcome::Conflict(Current::Unknown)) => Answer::Written(
+                store
+                    .read(&at)
+                    .await
+                    .map(|current| CasOutcome::Conflict(current.map_or(Current::Absent, Current::Present))),
+            ),
             answered => Answer::Written(answered),
         };
         (answer, gate)

@@ -5,16 +5,18 @@
 mod common;
 
 use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold_core::store::{
-    Capabilities, CasOutcome, DeleteOutcome, LeaseRecord, Linearizable, Precondition, Stored, Version,
+    Capabilities, CasOutcome, Current, DeleteOutcome, LeaseRecord, Linearizable, Precondition, Stored, Version,
 };
 use leasehold_core::testing::{CountingStore, FaultPlan, FaultStore, process::poll_async};
 use leasehold_core::{
-    AcquireOptions, AcquireOutcome, Error, Lease, LeaseClient, LeaseName, LossCause, MemoryStore, Result,
-    store::CasStore,
+    AcquireOptions, AcquireOutcome, Error, FencingToken, HolderId, Lease, LeaseClient, LeaseName, LossCause,
+    MemoryStore, Result, Ttl, store::CasStore,
 };
 use tokio::time::Instant;
 
@@ -332,6 +334,77 @@ async fn writes_that_never_answer_are_a_store_failure_not_a_holder() {
     assert!(mem.read(&name).await.expect("read").is_none(), "something was written");
 }
 
+/// A lease last held by someone whose time has run out, on a store that takes no
+/// write (a row another transaction keeps locked): every read shows that expired
+/// record, and the answer is still a store failure, not "held by" its old holder.
+#[tokio::test(start_paused = true)]
+async fn writes_that_never_answer_after_an_expired_holder_are_a_store_failure() {
+    let mem = MemoryStore::new();
+    let name = LeaseName::new("was-held").expect("name");
+    let old = LeaseRecord::held(
+        HolderId::new("old-holder").expect("holder"),
+        FencingToken::FIRST,
+        Ttl::new(Duration::from_secs(1)).expect("ttl"),
+    );
+    let planted = mem.write(&name, &Precondition::Absent, &old).await.expect("plant");
+    assert!(matches!(planted, CasOutcome::Written(_)), "{planted:?}");
+    tokio::time::advance(Duration::from_secs(2)).await;
+    let client = twisted(&mem, Twist::GrantsNotTaken);
+    let err = client
+        .try_acquire("was-held", Duration::from_secs(60))
+        .await
+        .expect_err("no write applied, and the old holder's time has run out");
+    assert!(err.is_indeterminate(), "{err:?}");
+    assert!(err.to_string().contains("none is known to have applied"), "{err}");
+}
+
+/// A grant whose answer was lost, found ours by the read after it, then a write
+/// confirming it that fails without applying: the attempt ends with that failure and
+/// gives back the grant, instead of leaving it held with nobody renewing it.
+#[tokio::test(start_paused = true)]
+async fn a_failed_confirmation_gives_back_the_grant_it_confirmed() {
+    let mem = MemoryStore::new();
+    let client = twisted(&mem, Twist::ConfirmsFail);
+    let err = client
+        .try_acquire("confirm", Duration::from_secs(60))
+        .await
+        .expect_err("the confirmation failed");
+    assert!(
+        err.is_retryable(),
+        "given back, the grant is no longer in doubt: {err:?}"
+    );
+    released_then_second_token(
+        &mem,
+        &LeaseClient::new(mem.clone()),
+        "confirm",
+        Duration::from_secs(5),
+        "the grant of a failed confirmation was left held",
+    )
+    .await;
+}
+
+/// As above, but the confirmation is refused without the current record, and the
+/// caller's deadline passes during the read that follows: that read is finished on its
+/// own, and the grant given back.
+#[tokio::test(start_paused = true)]
+async fn a_deadline_in_the_read_after_a_refused_confirmation_gives_back_the_grant() {
+    let mem = MemoryStore::new();
+    let client = twisted(&mem, Twist::ConfirmsRefusedThenSlowReads);
+    let err = client
+        .acquire_timeout("confirm-read", Duration::from_secs(60), Duration::from_secs(1))
+        .await
+        .expect_err("the read outlasts the deadline");
+    assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
+    released_then_second_token(
+        &mem,
+        &LeaseClient::new(mem.clone()),
+        "confirm-read",
+        Duration::from_secs(30),
+        "the grant was left held when the caller went away during the read",
+    )
+    .await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_deadline_ends_an_attempt_under_way() {
     // Every write applies at once and answers 10 s later; the caller gives it 1 s.
@@ -412,6 +485,13 @@ enum Twist {
     /// every write until it stops waiting for it (a file another process keeps locked);
     /// reads answer.
     GrantsNotTaken,
+    /// A first grant applies and its answer is lost (`Indeterminate`); the write that
+    /// confirms it (on the version a read showed) fails without applying
+    /// (`Unavailable`). Reads and releases answer.
+    ConfirmsFail,
+    /// As `ConfirmsFail`, but the confirming write is refused without the current
+    /// record (`Conflict(Unknown)`), and every read after the first answers 10 s late.
+    ConfirmsRefusedThenSlowReads,
 }
 
 /// A `MemoryStore` with one [`Twist`].
@@ -419,6 +499,8 @@ enum Twist {
 struct Twisted {
     inner: MemoryStore,
     twist: Twist,
+    /// Reads answered so far.
+    reads: Arc<AtomicUsize>,
 }
 
 #[async_trait]
@@ -427,26 +509,43 @@ impl CasStore for Twisted {
         self.inner.capabilities()
     }
     async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {
+        let earlier = self.reads.fetch_add(1, Ordering::SeqCst);
+        if matches!(self.twist, Twist::ConfirmsRefusedThenSlowReads) && earlier > 0 {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        }
         self.inner.read(name).await
     }
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
-        if matches!(self.twist, Twist::GrantsNotTaken) && record.holder.is_some() {
-            return Err(Error::Indeterminate {
-                message: "no answer within the request timeout".into(),
-                source: None,
-            });
+        let confirms = matches!(expect, Precondition::Version(_)) && record.holder.is_some();
+        match self.twist {
+            Twist::GrantsNotTaken if record.holder.is_some() => {
+                return Err(Error::Indeterminate {
+                    message: "no answer within the request timeout".into(),
+                    source: None,
+                });
+            }
+            Twist::ConfirmsFail if confirms => {
+                return Err(Error::Unavailable {
+                    message: "the store refused the request".into(),
+                    source: None,
+                });
+            }
+            Twist::ConfirmsRefusedThenSlowReads if confirms => return Ok(CasOutcome::Conflict(Current::Unknown)),
+            _ => {}
         }
         let answer = self.inner.write(name, expect, record).await;
         match self.twist {
             Twist::SlowAnswers(delay) => tokio::time::sleep(delay).await,
-            Twist::GrantAnswersLost if record.holder.is_some() => {
+            Twist::GrantAnswersLost | Twist::ConfirmsFail | Twist::ConfirmsRefusedThenSlowReads
+                if record.holder.is_some() =>
+            {
                 answer?;
                 return Err(Error::Indeterminate {
                     message: "the grant's answer was lost".into(),
                     source: None,
                 });
             }
-            Twist::GrantAnswersLost | Twist::GrantsNotTaken | Twist::RenewedBehindTheBack => {}
+            _ => {}
         }
         answer
     }
@@ -476,6 +575,7 @@ fn twisted(inner: &MemoryStore, twist: Twist) -> LeaseClient {
     LeaseClient::new(Twisted {
         inner: inner.clone(),
         twist,
+        reads: Arc::default(),
     })
 }
 
