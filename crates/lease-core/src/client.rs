@@ -413,8 +413,10 @@ impl LeaseClient {
     /// renewing or releasing it, and never sends anything the attempt had not sent yet.
     /// Dropped before its write is sent (while it waits for this client's other attempt
     /// on the name, or reads the record), it sends nothing. Dropped once a write is sent,
-    /// only that write is finished, on a task of its own, which then releases whatever
-    /// it granted (and the client's next attempt on the name waits for that).
+    /// only that write (and the read that settles it) is finished, on a task of its own,
+    /// which then releases whatever it granted, or what an earlier write of the attempt
+    /// is known to have granted (and the client's next attempt on the name waits for
+    /// that). An attempt that ends on an error gives back such a grant too.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for a bad name or TTL; [`Error::AlreadyHeld`] if this
@@ -422,7 +424,8 @@ impl LeaseClient {
     /// client's renewal driver is gone (the runtime it ran on ended; a grant whose write
     /// was in flight then is released before the error is returned); store errors
     /// otherwise, among them [`Error::Indeterminate`] when every write had an unknown
-    /// outcome and the last read found the lease free (the store is not taking writes).
+    /// outcome and the last read found the lease free (vacant, gone, or its holder's
+    /// time run out: the store is not taking writes).
     /// Losing the race is `Ok(AcquireOutcome::Held { .. })`.
     pub async fn try_acquire(&self, name: impl AsRef<str>, ttl: Duration) -> Result<AcquireOutcome> {
         self.try_acquire_with(name, &AcquireOptions::new(ttl)).await
@@ -781,7 +784,8 @@ const ROUNDS: usize = 4;
 /// record it did not expect is decided again on what the refusal showed; a write whose
 /// outcome was unknown is settled by a read, then confirmed by another write if it
 /// applied), each round with at most one read. If the last one applied unconfirmed,
-/// what it wrote is released before the attempt gives up.
+/// what it wrote is released before the attempt gives up; so is what an earlier write
+/// is known to have written when the attempt ends on an error ([`give_up`]).
 ///
 /// The attempt owns the name's `gate`, and lends it to each write it sends ([`send`]):
 /// a write abandoned by the caller keeps it closed until what it granted is released.
@@ -875,7 +879,7 @@ async fn attempt(
         // and give back an earlier write of this attempt found to have applied.
         if driver.is_closed() {
             if let (true, Some(Seen::Present { stored, .. })) = (confirms, known) {
-                let _ = give_back(ctx, &name, &me, stored).await;
+                let _ = give_back(ctx, &name, &me, stored, gate).await;
             }
             return Err(Error::Shutdown);
         }
@@ -891,7 +895,7 @@ async fn attempt(
         gate = returned;
         let outcome = match answer {
             Answer::Written(Ok(o)) => o,
-            Answer::Written(Err(e)) => return Err(give_up(ctx, &name, &me, applied, in_doubt, e).await),
+            Answer::Written(Err(e)) => return Err(give_up(ctx, &name, &me, applied, gate, in_doubt, e).await),
             Answer::InDoubt { error, read } => {
                 tracing::debug!(%error, "acquire write outcome unknown; read to settle it");
                 let in_a_row = last_doubt.as_ref().map_or(0, |(n, _)| *n);
@@ -902,7 +906,7 @@ async fn attempt(
                 doubt_since.get_or_insert(sent_at);
                 let current = match read {
                     Ok(current) => current,
-                    Err(e) => return Err(give_up(ctx, &name, &me, applied, true, e).await),
+                    Err(e) => return Err(give_up(ctx, &name, &me, applied, gate, true, e).await),
                 };
                 inner.remember(&name, current.as_ref(), Instant::now());
                 fresh = true;
@@ -969,7 +973,7 @@ async fn attempt(
                         record: st.record,
                         remaining: None,
                     };
-                    let _ = give_back(ctx, &name, &shared.holder, stored).await;
+                    let _ = give_back(ctx, &name, &shared.holder, stored, gate).await;
                     return Err(e);
                 }
                 metrics::gauge!(crate::observe::HELD).increment(1.0);
@@ -986,10 +990,11 @@ async fn attempt(
                 let current = match current {
                     Current::Present(s) => Some(s),
                     Current::Absent => None,
-                    // `send` reads after such a refusal; a store answering one anyway is read here.
+                    // Not met here: `send` reads after such a refusal (kept so that a
+                    // refusal without its record is always settled by a read).
                     Current::Unknown => match store.read(&name).await {
                         Ok(current) => current,
-                        Err(e) => return Err(give_up(ctx, &name, &me, applied, in_doubt, e).await),
+                        Err(e) => return Err(give_up(ctx, &name, &me, applied, gate, in_doubt, e).await),
                     },
                 };
                 // Decide again on what the conflict showed (top of the loop): a takeover
@@ -1004,7 +1009,7 @@ async fn attempt(
         if in_doubt && stored.record.holder.as_ref() == Some(&me) {
             let message =
                 format!("acquire of {name}: {ROUNDS} writes in a row had unknown outcomes or met changed records");
-            return Err(if give_back(ctx, &name, &me, stored).await {
+            return Err(if give_back(ctx, &name, &me, stored, gate).await {
                 Error::Unavailable {
                     message: format!("{message}; what applied was released"),
                     source: None,
@@ -1068,13 +1073,16 @@ async fn attempt(
 
 /// Releases `stored`, a grant of `me` that nobody will renew (the renewal driver is
 /// gone, or the attempt gave up on it), in the caller's task; finished on a task of its
-/// own if the caller drops the future meanwhile. False if the release failed (logged):
+/// own if the caller drops the future meanwhile, and only then opens the name's `gate`. False if the release failed (logged):
 /// the grant then expires on its own.
-async fn give_back(ctx: &Arc<DriverCtx>, name: &LeaseName, me: &HolderId, stored: Stored) -> bool {
+async fn give_back(ctx: &Arc<DriverCtx>, name: &LeaseName, me: &HolderId, stored: Stored, gate: Gate) -> bool {
     let (ctx, at, me) = (ctx.clone(), name.clone(), me.clone());
     let release = FinishOnDrop::new(async move {
         let token = stored.record.token;
-        release_write(&ctx, &at, &me, token, stored.version, stored.record).await
+        let released = release_write(&ctx, &at, &me, token, stored.version, stored.record).await;
+        // Only now may the client's next attempt on the name begin: it meets a settled record.
+        drop(gate);
+        released
     });
     match release.await {
         Ok(()) => true,
@@ -1086,7 +1094,8 @@ async fn give_back(ctx: &Arc<DriverCtx>, name: &LeaseName, me: &HolderId, stored
 }
 
 /// Ends an attempt with `e`, after giving back `applied`, what an earlier write of it is
-/// known to have written, if any: nobody would renew it. Given back, `e` is the answer
+/// known to have written, if any (the name's `gate` opens after it): nobody would renew
+/// it. Given back, `e` is the answer
 /// as it is; otherwise, if a write of the attempt may have applied (`in_doubt`), the
 /// answer says so ([`still_in_doubt`]).
 async fn give_up(
@@ -1094,11 +1103,12 @@ async fn give_up(
     name: &LeaseName,
     me: &HolderId,
     applied: Option<Stored>,
+    gate: Gate,
     in_doubt: bool,
     e: Error,
 ) -> Error {
     let given_back = match applied {
-        Some(stored) => give_back(ctx, name, me, stored).await,
+        Some(stored) => give_back(ctx, name, me, stored, gate).await,
         None => false,
     };
     if in_doubt && !given_back { still_in_doubt(e) } else { e }
