@@ -1,6 +1,7 @@
 //! Mapping sqlx errors to `leasehold_core::Error` kinds, through named SQLSTATE codes.
 
 use leasehold_core::Error;
+pub(crate) use leasehold_sql::errors::postgres::code_of;
 
 /// `undefined_table`: the ShedLock table does not exist.
 pub(crate) const UNDEFINED_TABLE: &str = "42P01";
@@ -30,14 +31,6 @@ pub(crate) enum Op {
     Read,
     /// A write: a failure after sending may have applied.
     Write,
-}
-
-/// The SQLSTATE of a database error; `None` for any other failure.
-pub(crate) fn code_of(e: &sqlx::Error) -> Option<String> {
-    match e {
-        sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
-        _ => None,
-    }
 }
 
 /// Maps a sqlx error from a call of kind `op`.
