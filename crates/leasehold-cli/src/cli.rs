@@ -82,9 +82,12 @@ pub(crate) struct HeldArgs {
     #[arg(long, default_value = "30s", value_parser = duration)]
     pub(crate) ttl: Duration,
     /// After the lease is lost, how long the command has between SIGTERM and SIGKILL;
-    /// as long for what it left running in its process group when it exited.
-    #[arg(long, default_value = "5s", value_parser = duration)]
-    pub(crate) grace: Duration,
+    /// as long for what it left running in its process group when it exited. Under 45%
+    /// of the TTL: the lease counts as lost this much earlier, so that the command is
+    /// stopped before the lease can expire on the store (default: 5s, at most a sixth of
+    /// the TTL).
+    #[arg(long, value_parser = duration)]
+    pub(crate) grace: Option<Duration>,
     /// The command and its arguments (after `--`).
     #[arg(required = true, last = true, value_name = "CMD")]
     pub(crate) command: Vec<String>,

@@ -5,12 +5,12 @@
 //! process resigns when it exits, so the next candidate leads at once.
 
 use leasehold::election::Election;
-use leasehold::{LeaseName, Ttl};
+use leasehold::{ClientConfig, LeaseName, Ttl};
 
 use crate::cli::ElectArgs;
 use crate::error::CliError;
 use crate::supervise::{Signals, supervise};
-use crate::{holder, open};
+use crate::{grace, holder, open};
 use leasehold::url::StoreUrl;
 
 /// Runs `leasehold elect`; the exit code.
@@ -21,8 +21,10 @@ use leasehold::url::StoreUrl;
 pub(crate) async fn elect(url: &StoreUrl, args: ElectArgs) -> Result<u8, CliError> {
     let name = LeaseName::new(&args.name).map_err(|e| CliError::from_lease("election name", &e))?;
     Ttl::new(args.held.ttl).map_err(|e| CliError::from_lease("--ttl", &e))?;
+    let (grace, margin) = grace::grace_and_margin(&args.held)?;
     let mut signals = Signals::for_command()?;
-    let client = open::open(url, &holder::label()).await?;
+    let config = ClientConfig::builder().label(holder::label()).margin_permille(margin);
+    let client = open::open_with(url, config).await?;
     let election =
         Election::new(client, name.as_str(), args.held.ttl).map_err(|e| CliError::from_lease("election", &e))?;
     let what = format!("leadership of {name}");
@@ -53,5 +55,5 @@ pub(crate) async fn elect(url: &StoreUrl, args: ElectArgs) -> Result<u8, CliErro
         },
         sig = signals.next() => return Err(sig.ended(&what)),
     };
-    supervise(leadership, &args.held, &mut signals).await
+    supervise(leadership, &args.held.command, grace, &mut signals).await
 }

@@ -23,6 +23,7 @@ mod cli;
 mod elect;
 mod error;
 mod exit;
+mod grace;
 mod holder;
 mod list;
 mod observe;

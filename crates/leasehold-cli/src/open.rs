@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use leasehold::url::{OpenOptions, StoreUrl};
-use leasehold::{ClientConfig, LeaseClient};
+use leasehold::{ClientConfig, ClientConfigBuilder, LeaseClient};
 
 use crate::error::CliError;
 
@@ -19,10 +19,17 @@ pub(crate) const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 /// the store cannot be reached within [`OPEN_TIMEOUT`] or is not set up (a missing
 /// table, bucket or root znode: the message says to run `stores check --create`).
 pub(crate) async fn open(url: &StoreUrl, label: &str) -> Result<LeaseClient, CliError> {
-    let config = ClientConfig::builder()
-        .label(label)
+    open_with(url, ClientConfig::builder().label(label)).await
+}
+
+/// Opens the store at `url` and a lease client of `config` on it, as [`open`] does.
+///
+/// # Errors
+/// As [`open`], and [`CliError::Usage`] for a configuration the client refuses.
+pub(crate) async fn open_with(url: &StoreUrl, config: ClientConfigBuilder) -> Result<LeaseClient, CliError> {
+    let config = config
         .build()
-        .map_err(|e| CliError::from_lease("holder label", &e))?;
+        .map_err(|e| CliError::from_lease("client configuration", &e))?;
     let opened = tokio::time::timeout(OPEN_TIMEOUT, url.open(&OpenOptions::with_client(config))).await;
     match opened {
         Ok(Ok(client)) => Ok(client),

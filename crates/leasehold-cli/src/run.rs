@@ -5,12 +5,12 @@
 //! forwarded, the command stopped when the lease is lost, the lease released when the
 //! command exits.
 
-use leasehold::{AcquireOutcome, Lease, LeaseClient, LeaseName, Ttl};
+use leasehold::{AcquireOutcome, ClientConfig, Lease, LeaseClient, LeaseName, Ttl};
 
 use crate::cli::RunArgs;
 use crate::error::CliError;
 use crate::supervise::{Signals, supervise};
-use crate::{holder, open};
+use crate::{grace, holder, open};
 use leasehold::url::StoreUrl;
 
 /// Runs `leasehold run`; the exit code.
@@ -21,13 +21,15 @@ use leasehold::url::StoreUrl;
 pub(crate) async fn run(url: &StoreUrl, args: RunArgs) -> Result<u8, CliError> {
     let name = LeaseName::new(&args.name).map_err(|e| CliError::from_lease("lease name", &e))?;
     Ttl::new(args.held.ttl).map_err(|e| CliError::from_lease("--ttl", &e))?;
+    let (grace, margin) = grace::grace_and_margin(&args.held)?;
     let mut signals = Signals::for_command()?;
-    let client = open::open(url, &holder::label()).await?;
+    let config = ClientConfig::builder().label(holder::label()).margin_permille(margin);
+    let client = open::open_with(url, config).await?;
     let lease = tokio::select! {
         lease = acquire(&client, &name, &args) => lease?,
         sig = signals.next() => return Err(sig.ended(&format!("lease {name}"))),
     };
-    supervise(lease, &args.held, &mut signals).await
+    supervise(lease, &args.held.command, grace, &mut signals).await
 }
 
 /// Takes the lease as the options say.

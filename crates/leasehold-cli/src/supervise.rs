@@ -10,7 +10,11 @@
 //!   (release, resignation) and the exit code is the command's (128 + N if signal N
 //!   ended it);
 //! - when the tenure is lost, the command's group is sent SIGTERM, SIGKILL after the
-//!   grace, one line on stderr says why, and the exit code is [`exit::LOST`];
+//!   grace (the tenure counts as lost that much early: [`crate::grace`]), one line on
+//!   stderr says why, the tenure ends once the command is gone, and the exit code is
+//!   [`exit::LOST`];
+//! - when this process dies without stopping the command (SIGKILL), the kernel kills it
+//!   ([`dies_with_parent`]);
 //! - SIGTSTP (Ctrl-Z) does not suspend `leasehold` (see [`Signals::for_command`]): a
 //!   suspended `leasehold` renews nothing while its command runs on, so the lease would
 //!   expire and a second holder start beside it. One line on stderr says it was ignored.
@@ -25,7 +29,6 @@ use rustix::process::{Pid, Signal};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{Signal as Stream, SignalKind, signal};
 
-use crate::cli::HeldArgs;
 use crate::error::{CliError, report};
 use crate::exit;
 
@@ -67,15 +70,20 @@ impl Tenure for Leadership {
     }
 }
 
-/// Runs the command of `held` while `tenure` lasts, forwarding `signals`; its grace is
-/// the time between SIGTERM and SIGKILL once the tenure is lost, or once the command
-/// has exited leaving processes in its group. The exit code.
+/// Runs `command` while `tenure` lasts, forwarding `signals`; `grace` is the time
+/// between SIGTERM and SIGKILL once the tenure is lost, or once the command has exited
+/// leaving processes in its group (the tenure's client counts it lost early enough for
+/// that: [`crate::grace`]). The exit code.
 ///
 /// # Errors
 /// [`CliError::Spawn`] when the command cannot be started (the tenure is ended first).
-pub(crate) async fn supervise(tenure: impl Tenure, held: &HeldArgs, signals: &mut Signals) -> Result<u8, CliError> {
-    let grace = held.grace;
-    let mut child = match spawn(&held.command, &tenure) {
+pub(crate) async fn supervise(
+    tenure: impl Tenure,
+    command: &[String],
+    grace: Duration,
+    signals: &mut Signals,
+) -> Result<u8, CliError> {
+    let mut child = match spawn(command, &tenure) {
         Ok(child) => child,
         Err(e) => {
             end(tenure).await;
@@ -122,11 +130,11 @@ pub(crate) async fn supervise(tenure: impl Tenure, held: &HeldArgs, signals: &mu
             cause = tenure.lease().lost() => break cause,
         }
     };
-    let (what, token) = (tenure.what(), tenure.lease().token());
-    drop(tenure);
     // The one line saying why, before the command is stopped.
     report(&format!(
-        "lost {what} (token {token}) while the command ran: {cause}; stopping it (SIGTERM, SIGKILL after {})",
+        "lost {} (token {}) while the command ran: {cause}; stopping it (SIGTERM, SIGKILL after {})",
+        tenure.what(),
+        tenure.lease().token(),
         humantime::format_duration(grace)
     ));
     match group {
@@ -136,6 +144,10 @@ pub(crate) async fn supervise(tenure: impl Tenure, held: &HeldArgs, signals: &mu
             let _ = child.wait().await;
         }
     }
+    // Released only now: a lost lease whose record still names it (the store was
+    // unreachable, the hold reached its cap) keeps everyone else out until its TTL, and
+    // the release that ends that wait must not come while the command still runs.
+    end(tenure).await;
     Ok(exit::LOST)
 }
 
@@ -144,18 +156,47 @@ fn spawn(command: &[String], tenure: &impl Tenure) -> Result<Child, CliError> {
     let (program, args) = command
         .split_first()
         .ok_or_else(|| CliError::Usage("no command given after --".into()))?;
-    Command::new(program)
+    let mut command = Command::new(program);
+    command
         .args(args)
         // Its own group, led by it: signals reach everything it starts.
         .process_group(0)
         .env("LEASEHOLD_TOKEN", tenure.lease().token().to_string())
         .env("LEASEHOLD_NAME", tenure.lease().name().as_str())
-        .env("LEASEHOLD_HOLDER", tenure.lease().holder().as_str())
-        .spawn()
-        .map_err(|e| CliError::Spawn {
-            message: format!("cannot run {program}: {e}"),
-            not_found: e.kind() == std::io::ErrorKind::NotFound,
-        })
+        .env("LEASEHOLD_HOLDER", tenure.lease().holder().as_str());
+    dies_with_parent(&mut command);
+    command.spawn().map_err(|e| CliError::Spawn {
+        message: format!("cannot run {program}: {e}"),
+        not_found: e.kind() == std::io::ErrorKind::NotFound,
+    })
+}
+
+/// Has the kernel send SIGKILL to the command when this process dies without stopping
+/// it (SIGKILL, the OOM killer, a crash): nobody would renew the lease any more, and the
+/// command must not outlive it. Only the command itself: what it starts in the
+/// background survives such a death unless a service manager (a cgroup) ends it, and
+/// the kernel clears the signal when the command execs a set-user-ID program (`sudo`).
+///
+/// The signal is tied to the thread that spawns the command; this one is the runtime's
+/// `block_on` thread or one of its workers, which live as long as the process.
+#[allow(unsafe_code)]
+fn dies_with_parent(command: &mut Command) {
+    let parent = rustix::process::getpid();
+    // SAFETY: the closure runs in the forked child before exec, where only
+    // async-signal-safe calls are allowed: `prctl` and `getppid` are plain system calls
+    // (rustix's are raw syscalls), and it neither allocates nor takes a lock.
+    unsafe {
+        command.pre_exec(move || {
+            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+            // This process may have died before the prctl: then nothing would send it.
+            if rustix::process::getppid() != Some(parent) {
+                return Err(std::io::Error::from_raw_os_error(
+                    rustix::io::Errno::SRCH.raw_os_error(),
+                ));
+            }
+            Ok(())
+        });
+    }
 }
 
 /// Ends the tenure within [`END_TIMEOUT`]; a failure is reported, and the lease then

@@ -61,6 +61,11 @@ async fn invalid_names_ttls_and_options_are_usage_errors() {
         &["run", "ok", "--ttl", "30d", "--", "true"],
         &["run", "ok", "--timeout", "soon", "--", "true"],
         &["run", "ok", "--wait", "--timeout", "1s", "--", "true"],
+        // A grace the TTL cannot hold: the command of a lost lease would outlive it.
+        &["run", "ok", "--ttl", "2s", "--grace", "1s", "--", "true"],
+        &["run", "ok", "--grace", "15s", "--", "true"],
+        &["run", "ok", "--grace", "300000000000y", "--", "true"],
+        &["elect", "ok", "--ttl", "10s", "--grace", "5s", "--", "true"],
         &["run", "ok"],
         &["release", "ok"],
         &["frobnicate"],

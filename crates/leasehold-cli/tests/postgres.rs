@@ -3,3 +3,112 @@
 mod common;
 
 common::scenarios::scenario_tests!(common::Store::postgres().await);
+
+mod lost {
+    //! A lease lost while its command runs, on a store the first `run` reaches through
+    //! a proxy that the test cuts: the command (which ignores SIGTERM) must be gone
+    //! before anyone else's command starts under the lease.
+
+    use std::time::Duration;
+
+    use leasehold_testkit::proxy::Proxy;
+
+    use crate::common::{self, LOST, Lines, Store};
+
+    const LIMIT: Duration = Duration::from_secs(30);
+
+    /// The tests' Postgres URL cut around its `host:port`: what comes before it, it,
+    /// and what comes after.
+    fn pg_parts() -> (String, String, String) {
+        let url = leasehold_testkit::pg_url();
+        let (scheme, rest) = url.split_once("://").expect("a postgres:// URL");
+        let (user, rest) = rest
+            .rsplit_once('@')
+            .map_or((String::new(), rest), |(u, r)| (format!("{u}@"), r));
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        (format!("{scheme}://{user}"), authority.to_owned(), format!("/{path}"))
+    }
+
+    /// A proxy in front of the tests' Postgres, and the URL that reaches it through it.
+    async fn proxied() -> (Proxy, String) {
+        let (before, authority, after) = pg_parts();
+        let proxy = Proxy::start(&authority).await;
+        let url = format!("{before}127.0.0.1:{}{after}", proxy.port());
+        (proxy, url)
+    }
+
+    /// Starts `run --ttl TTL --grace GRACE` on the store at `url` with a command that ignores
+    /// SIGTERM: the running `run`, its stderr and the command's pid.
+    async fn holder(store: &Store, url: &str, name: &str, ttl: &str, grace: &str) -> (std::process::Child, Lines, u32) {
+        let script = "trap '' TERM; echo $$ > pid; exec sleep 60";
+        let mut first = store.spawn(&[
+            "--store", url, "run", name, "--ttl", ttl, "--grace", grace, "--", "sh", "-c", script,
+        ]);
+        let err = Lines::of_stderr(&mut first);
+        let pid = store.wait_pid("pid", LIMIT).await;
+        (first, err, pid)
+    }
+
+    /// Starts a second `run` (straight to the store) whose command writes `overlap` to
+    /// `verdict` if the first command (`pid`) is still there when it starts, `alone`
+    /// if not.
+    fn challenger(store: &Store, name: &str, pid: u32) -> std::process::Child {
+        let script =
+            format!("if kill -0 {pid} 2>/dev/null; then echo overlap > verdict; else echo alone > verdict; fi");
+        store.spawn(&["run", name, "--timeout", "25s", "--", "sh", "-c", &script])
+    }
+
+    /// Once a renewal fails, the lease counts as lost early enough for the command to be
+    /// stopped (SIGTERM, SIGKILL after the grace) before the store lets the lease expire:
+    /// the store unreachable to the holder for good, the next holder's command starts
+    /// only after the first one is gone. (The grace used to count from the moment the
+    /// lease was lost, a 5% margin before its expiry: the first command ran on beside
+    /// the second for most of the grace.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_command_is_gone_before_the_lease_can_expire() {
+        let store = Store::postgres().await;
+        let (proxy, url) = proxied().await;
+        let name = store.name("lost-margin");
+        let (mut first, err, pid) = holder(&store, &url, &name, "10s", "2s").await;
+        proxy.cut();
+        let mut second = challenger(&store, &name, pid);
+        assert_eq!(
+            store.wait_line("verdict", LIMIT).await,
+            "alone",
+            "stderr of the first: {:?}",
+            err.now()
+        );
+        let status = common::wait_exit(&mut second, LIMIT).await;
+        assert_eq!(status.code(), Some(0));
+        let status = common::wait_exit(&mut first, LIMIT).await;
+        assert_eq!(status.code(), Some(LOST), "stderr: {:?}", err.now());
+        assert!(err.now().iter().any(|l| l.contains("lost lease")), "{:?}", err.now());
+    }
+
+    /// A lost lease is released only once its command is stopped: with the store
+    /// reachable again right after the loss, the release that frees the lease at once
+    /// comes after the command (which ignores SIGTERM) has been killed, not before. (The
+    /// lease used to be dropped, and so released, the moment it was lost.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lost_lease_is_released_only_after_its_command_is_stopped() {
+        let store = Store::postgres().await;
+        let (proxy, url) = proxied().await;
+        let name = store.name("lost-release");
+        let (mut first, err, pid) = holder(&store, &url, &name, "10s", "3s").await;
+        proxy.cut();
+        err.wait_for(LIMIT, "the lost line", |l| l.iter().any(|l| l.contains("lost lease")))
+            .await;
+        proxy.reconnect();
+        let mut second = challenger(&store, &name, pid);
+        assert_eq!(
+            store.wait_line("verdict", LIMIT).await,
+            "alone",
+            "stderr of the first: {:?}",
+            err.now()
+        );
+        let status = common::wait_exit(&mut second, LIMIT).await;
+        assert_eq!(status.code(), Some(0));
+        let status = common::wait_exit(&mut first, LIMIT).await;
+        assert_eq!(status.code(), Some(LOST), "stderr: {:?}", err.now());
+    }
+}

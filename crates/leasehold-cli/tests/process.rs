@@ -169,7 +169,12 @@ async fn what_the_command_leaves_running_is_stopped_before_the_release() {
     );
     let started = Instant::now();
     let out = store
-        .output(&["run", &name, "--grace", "15s", "--", "sh", "-c", &script], LIMIT)
+        .output(
+            &[
+                "run", &name, "--ttl", "40s", "--grace", "15s", "--", "sh", "-c", &script,
+            ],
+            LIMIT,
+        )
         .await;
     let took = started.elapsed();
     assert_eq!(code(&out), 4, "the command's code passes through: {out:?}");

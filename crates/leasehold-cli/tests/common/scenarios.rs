@@ -181,10 +181,15 @@ pub async fn kill9(store: &Store) {
     let script = "echo $$ > pid; echo \"$LEASEHOLD_TOKEN\" > token1; exec sleep 60";
     let (mut first, token1) = holding(store, &name, "1s", &[], script).await;
     // The command runs (and is killed when the test ends, if it is still there).
-    store.wait_pid("pid", LIMIT).await;
+    let command = store.wait_pid("pid", LIMIT).await;
     signal(first.id(), rustix::process::Signal::KILL);
     let _ = wait_exit(&mut first, LIMIT).await;
     let killed = Instant::now();
+    // Nobody renews the lease any more: the kernel ends the command too.
+    assert!(
+        poll(LIMIT, || gone(command)).await,
+        "the command outlived its killed run"
+    );
     let shown = store.show(&name).await;
     assert_eq!(shown["state"], "held", "still held right after the kill: {shown}");
     assert_eq!(token_of(&shown), token1);
@@ -265,7 +270,7 @@ pub async fn frozen(store: &Store) {
          while [ ! -e go ]; do sleep 0.02; done; {} > fenced1; exec sleep 60",
         fenced_write("first")
     );
-    let (mut first, token1) = holding(store, &name, "1s", &["--grace", "500ms"], &script).await;
+    let (mut first, token1) = holding(store, &name, "1s", &["--grace", "300ms"], &script).await;
     let child = store.wait_pid("pid", LIMIT).await;
 
     leasehold::testing::process::freeze(first.id()).await.expect("SIGSTOP");
@@ -315,7 +320,7 @@ pub async fn frozen(store: &Store) {
     assert!(!err.contains("panicked"), "{err}");
     // It ignores SIGTERM, so it was killed after the grace, not before.
     assert!(
-        stopped >= Duration::from_millis(500),
+        stopped >= Duration::from_millis(300),
         "killed {stopped:?} after the resume"
     );
     assert!(
