@@ -43,6 +43,39 @@ struct Entry {
     last_error: Option<LossCause>,
 }
 
+/// What the driver owns that must not vanish silently: its leases, its board and its
+/// channel. Dropped before the driver finished (the runtime it ran on shut down while
+/// leases were held), it ends every lease it was renewing and every grant left on its
+/// board with [`LossCause::DriverStopped`], and every lease whose guard was dropped with
+/// [`LossCause::Released`]: nobody renews them any more, and their holders (and the
+/// work given their [`crate::Lease::cancellation`]) must hear it now, not never.
+struct EndOnDrop {
+    rx: mpsc::UnboundedReceiver<Command>,
+    board: Arc<Board>,
+    leases: HashMap<u64, Entry>,
+}
+
+impl Drop for EndOnDrop {
+    fn drop(&mut self) {
+        // Closed before the board is taken: a grant pushed after the take finds the
+        // channel closed ([`crate::mailbox::Mailbox::register`] looks after its push)
+        // and is given back by its caller; one pushed before is taken here.
+        self.rx.close();
+        while let Ok(cmd) = self.rx.try_recv() {
+            if let Command::Release(lease) = cmd {
+                lease.end(LossCause::Released);
+            }
+        }
+        let queued = self.board.take();
+        for lease in queued.forget {
+            lease.end(LossCause::Released);
+        }
+        for shared in queued.register.iter().chain(self.leases.values().map(|e| &e.shared)) {
+            shared.end(LossCause::DriverStopped);
+        }
+    }
+}
+
 enum Done {
     /// One renewal request's answers: each lease with when its renewal was sent.
     Renewals(Vec<(Arc<LeaseShared>, Instant, RenewResult)>),
@@ -67,8 +100,26 @@ pub(crate) fn first_wake(shared: &LeaseShared) -> Instant {
 /// Runs until every handle on it (client and guards) is gone and no work is in flight.
 /// Grants to renew and leases released by their guards arrive on `board`
 /// ([`crate::mailbox`]); the channel wakes it for them when they cannot wait.
-pub(crate) async fn run(ctx: Arc<DriverCtx>, mut rx: mpsc::UnboundedReceiver<Command>, board: Arc<Board>) {
-    let mut leases: HashMap<u64, Entry> = HashMap::new();
+pub(crate) fn run(
+    ctx: Arc<DriverCtx>,
+    rx: mpsc::UnboundedReceiver<Command>,
+    board: Arc<Board>,
+) -> impl Future<Output = ()> + Send + 'static {
+    // Owned by the future from the start: one dropped before its first poll ends what
+    // was left on the board too.
+    drive(
+        ctx,
+        EndOnDrop {
+            rx,
+            board,
+            leases: HashMap::new(),
+        },
+    )
+}
+
+async fn drive(ctx: Arc<DriverCtx>, mut owned: EndOnDrop) {
+    let board = owned.board.clone();
+    let EndOnDrop { rx, leases, .. } = &mut owned;
     let mut schedule: BTreeSet<(Instant, u64)> = BTreeSet::new();
     let mut work: FuturesUnordered<BoxFuture<'static, Done>> = FuturesUnordered::new();
     let mut renewals_in_flight = 0usize;
@@ -109,8 +160,8 @@ pub(crate) async fn run(ctx: Arc<DriverCtx>, mut rx: mpsc::UnboundedReceiver<Com
             );
         }
         for lease in queued.forget {
-            idle_until = idle_until.max(scheduled(&leases, &lease));
-            forget(&mut leases, &mut schedule, &lease);
+            idle_until = idle_until.max(scheduled(leases, &lease));
+            forget(leases, &mut schedule, &lease);
         }
         if !open && leases.is_empty() && work.is_empty() {
             break;
@@ -127,8 +178,8 @@ pub(crate) async fn run(ctx: Arc<DriverCtx>, mut rx: mpsc::UnboundedReceiver<Com
             cmd = rx.recv(), if open => match cmd {
                 None => open = false,
                 Some(Command::Release(lease)) => {
-                    idle_until = idle_until.max(scheduled(&leases, &lease));
-                    if let Some(st) = forget(&mut leases, &mut schedule, &lease) {
+                    idle_until = idle_until.max(scheduled(leases, &lease));
+                    if let Some(st) = forget(leases, &mut schedule, &lease) {
                         work.push(Box::pin(release(ctx.clone(), lease, st.version, st.record)));
                     }
                 }
@@ -139,7 +190,7 @@ pub(crate) async fn run(ctx: Arc<DriverCtx>, mut rx: mpsc::UnboundedReceiver<Com
                 Done::Renewals(answers) => {
                     renewals_in_flight -= 1;
                     for (shared, sent_at, result) in answers {
-                        on_renewal(&ctx, &mut leases, &mut schedule, &mut work, shared, sent_at, result);
+                        on_renewal(&ctx, leases, &mut schedule, &mut work, shared, sent_at, result);
                     }
                 }
             },
@@ -188,7 +239,7 @@ pub(crate) async fn run(ctx: Arc<DriverCtx>, mut rx: mpsc::UnboundedReceiver<Com
                     schedule.insert((e.wake, id));
                 }
                 if batch > 1 && !due.is_empty() {
-                    coalesce(&mut leases, &mut schedule, &mut due, batch, now, longest_ttl);
+                    coalesce(leases, &mut schedule, &mut due, batch, now, longest_ttl);
                 }
                 for chunk in due.chunks(batch) {
                     renewals_in_flight += 1;

@@ -52,6 +52,12 @@ pub enum LossCause {
     /// releasing or dropping the guard writes the vacant record, which frees the lease
     /// at once (as after every other cause but [`LossCause::TakenOver`]).
     MaxHoldReached,
+    /// The client's renewal driver stopped while the lease was held: the Tokio runtime
+    /// it ran on (the one of the client's first acquire) shut down. Nothing renews the
+    /// lease any more, so it ends at once rather than when its validity runs out; the
+    /// record expires on the store after its TTL unless the guard is released (which
+    /// still writes, on the runtime at hand).
+    DriverStopped,
 }
 
 impl LossCause {
@@ -66,6 +72,7 @@ impl LossCause {
             Self::Released => "released",
             Self::ReleasedByOther => "released_by_other",
             Self::MaxHoldReached => "max_hold_reached",
+            Self::DriverStopped => "driver_stopped",
         }
     }
 }
@@ -272,7 +279,7 @@ impl Lease {
     /// If the lease was taken over ([`LossCause::TakenOver`]), nothing is written and
     /// this is `Ok`. After any other loss ([`LossCause::Expired`],
     /// [`LossCause::ReleasedByOther`], [`LossCause::StoreUnreachable`], [`LossCause::OutcomeUnknown`],
-    /// [`LossCause::StoreError`], [`LossCause::MaxHoldReached`]) the record may still be
+    /// [`LossCause::StoreError`], [`LossCause::MaxHoldReached`], [`LossCause::DriverStopped`]) the record may still be
     /// this grant's, so the write is sent all the same: it frees the lease at once if
     /// the record still names this grant, and is `Ok` if it turns out vacant, gone or
     /// someone else's. Dropping the guard does the same in the background.

@@ -148,6 +148,12 @@ impl Mailbox {
             return Err(Error::Shutdown);
         }
         self.board.lock().register.push(lease);
+        // The driver may have gone since the look above: then nothing takes the grant
+        // off the board, unless its end did (`driver::EndOnDrop`, which closes the
+        // channel before it takes the board); the caller gives it back either way.
+        if self.tx.is_closed() {
+            return Err(Error::Shutdown);
+        }
         if self.board.nanos(first_wake) < self.board.wakes_at.load(Ordering::SeqCst) {
             self.wake()?;
         }

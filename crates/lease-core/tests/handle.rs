@@ -765,6 +765,38 @@ fn a_client_whose_driver_is_gone_sends_no_grant_and_still_releases() {
     });
 }
 
+/// Leases held when their driver's runtime shuts down end at once, with their own cause:
+/// `lost()` completes and the work given their cancellation token hears it, rather than
+/// never (nothing renews them any more). The guard still releases on another runtime.
+#[test]
+fn held_leases_end_when_their_driver_stops() {
+    let mem = MemoryStore::new();
+    let client = LeaseClient::new(mem.clone());
+    let ttl = Duration::from_secs(60);
+    let first = paused_runtime();
+    let (lease, on_board) = first.block_on(async {
+        let lease = client.acquire("orphaned", ttl).await.expect("acquire");
+        // The driver runs, takes the first grant into its schedule and sleeps until its
+        // renewal; the second grant waits on its board (due after that).
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let on_board = client.acquire("on-board", ttl).await.expect("acquire");
+        (lease, on_board)
+    });
+    let work = lease.cancellation();
+    assert!(lease.is_valid() && !work.is_cancelled());
+    drop(first);
+    assert_eq!(lease.loss_cause(), Some(LossCause::DriverStopped));
+    assert_eq!(on_board.loss_cause(), Some(LossCause::DriverStopped));
+    assert!(work.is_cancelled(), "the work was not told");
+    assert!(!lease.is_valid());
+    paused_runtime().block_on(async {
+        assert_eq!(lease.lost().await, LossCause::DriverStopped);
+        assert!(!vacant(&mem, "orphaned").await, "nothing was written yet");
+        lease.release().await.expect("release without a driver");
+        assert!(vacant(&mem, "orphaned").await, "release did not write");
+    });
+}
+
 #[test]
 fn a_grant_whose_driver_went_away_during_its_write_is_given_back() {
     let recorder = metrics_util::debugging::DebuggingRecorder::new();
