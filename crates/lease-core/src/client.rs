@@ -402,6 +402,27 @@ impl LeaseClient {
         &self.inner.store
     }
 
+    /// Waits until no attempt of this client on `name` is under way. An attempt whose
+    /// caller went away after its write was sent (a dropped [`LeaseClient::acquire`] or
+    /// [`LeaseClient::try_acquire`]) finishes that write on a task of its own and gives
+    /// back what it granted; this returns once that is done. A program about to exit
+    /// after abandoning an acquire (a signal, a deadline of its own) awaits it, within a
+    /// bound of its own, so that its exit does not cut that task short and leave the
+    /// grant held until its TTL. Holding `name` is not waited for: a lease this client
+    /// holds stays held.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a bad name.
+    pub async fn settle(&self, name: impl AsRef<str>) -> Result<()> {
+        let name = LeaseName::new(name)?;
+        // The gate is held by an attempt, abandoned or not, until it has given back
+        // what it granted (`send`); a live grant of this client is no attempt.
+        match self.inner.held.enter(&name).await {
+            Ok(_) | Err(Error::AlreadyHeld { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// One attempt to acquire `name` for `ttl`: one write for a free, released or (on
     /// store-clock stores) expired lease, and two for a takeover, when nobody else
     /// writes the record meanwhile. At most four writes in all: a write refused by a

@@ -765,6 +765,32 @@ fn a_client_whose_driver_is_gone_sends_no_grant_and_still_releases() {
     });
 }
 
+/// `settle` returns once an attempt abandoned after its write was sent has given back
+/// what it granted (what a program about to exit waits for), not before; a lease the
+/// client holds is not waited for.
+#[test]
+fn settle_waits_for_an_abandoned_attempt_to_give_back_its_grant() {
+    let (mem, _slow, client) = common::slowed(7, Duration::from_millis(100));
+    paused_runtime().block_on(async {
+        let ttl = Duration::from_secs(60);
+        let mut attempt = Box::pin(client.try_acquire("abandoned", ttl));
+        assert!(futures::poll!(attempt.as_mut()).is_pending(), "the write is in flight");
+        drop(attempt);
+        client.settle("abandoned").await.expect("settle");
+        assert!(
+            vacant(&mem, "abandoned").await,
+            "settle returned before the grant was given back"
+        );
+        let held = client.acquire("held", ttl).await.expect("acquire");
+        client.settle("held").await.expect("a held lease is no attempt");
+        assert!(held.is_valid());
+        assert!(matches!(
+            client.settle("bad name").await,
+            Err(Error::InvalidInput { .. })
+        ));
+    });
+}
+
 /// Leases held when their driver's runtime shuts down end at once, with their own cause:
 /// `lost()` completes and the work given their cancellation token hears it, rather than
 /// never (nothing renews them any more). The guard still releases on another runtime.

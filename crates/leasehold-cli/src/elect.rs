@@ -9,7 +9,7 @@ use leasehold::{ClientConfig, LeaseName, Ttl};
 
 use crate::cli::ElectArgs;
 use crate::error::CliError;
-use crate::supervise::{Signals, supervise};
+use crate::supervise::{Signals, settle, supervise};
 use crate::{grace, holder, open};
 use leasehold::url::StoreUrl;
 
@@ -53,7 +53,10 @@ pub(crate) async fn elect(url: &StoreUrl, args: ElectArgs) -> Result<u8, CliErro
             }
             Err(e) => return Err(CliError::from_lease(&what, &e)),
         },
-        sig = signals.next() => return Err(sig.ended(&what)),
+        sig = signals.next() => {
+            settle(election.client(), &name, &mut signals).await;
+            return Err(sig.ended(&what));
+        }
     };
     supervise(leadership, &args.held.command, grace, &mut signals).await
 }

@@ -9,7 +9,7 @@ use leasehold::{AcquireOutcome, ClientConfig, Lease, LeaseClient, LeaseName, Ttl
 
 use crate::cli::RunArgs;
 use crate::error::CliError;
-use crate::supervise::{Signals, supervise};
+use crate::supervise::{Signals, settle, supervise};
 use crate::{grace, holder, open};
 use leasehold::url::StoreUrl;
 
@@ -27,7 +27,10 @@ pub(crate) async fn run(url: &StoreUrl, args: RunArgs) -> Result<u8, CliError> {
     let client = open::open_with(url, config).await?;
     let lease = tokio::select! {
         lease = acquire(&client, &name, &args) => lease?,
-        sig = signals.next() => return Err(sig.ended(&format!("lease {name}"))),
+        sig = signals.next() => {
+            settle(&client, &name, &mut signals).await;
+            return Err(sig.ended(&format!("lease {name}")));
+        }
     };
     supervise(lease, &args.held.command, grace, &mut signals).await
 }

@@ -23,8 +23,8 @@ use std::os::unix::process::ExitStatusExt as _;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use leasehold::Lease;
 use leasehold::election::Leadership;
+use leasehold::{Lease, LeaseClient, LeaseName};
 use rustix::process::{Pid, Signal};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{Signal as Stream, SignalKind, signal};
@@ -196,6 +196,16 @@ fn dies_with_parent(command: &mut Command) {
             }
             Ok(())
         });
+    }
+}
+
+/// After a signal ended the wait for `name`: lets an attempt whose write was in flight
+/// finish and give back what it granted ([`LeaseClient::settle`]) before the process
+/// exits, within [`END_TIMEOUT`], or until a second signal.
+pub(crate) async fn settle(client: &LeaseClient, name: &LeaseName, signals: &mut Signals) {
+    tokio::select! {
+        _ = tokio::time::timeout(END_TIMEOUT, client.settle(name)) => {}
+        _ = signals.next() => {}
     }
 }
 

@@ -112,3 +112,52 @@ mod lost {
         assert_eq!(status.code(), Some(LOST), "stderr: {:?}", err.now());
     }
 }
+
+/// A signal while `run`'s grant write is in flight: `leasehold` exits (130) only once
+/// that write has answered and what it granted is given back, so the lease is not left
+/// held until its TTL by a process that is gone. The write here waits on a row lock the
+/// test holds. (The exit used to come at once: the write, left waiting in the server,
+/// applied once the lock went, for a holder that no longer existed.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_during_the_grant_write_leaves_the_lease_free() {
+    use leasehold::postgres::sqlx;
+    use leasehold::testing::process::{poll, poll_async};
+    use std::time::Duration;
+    const LIMIT: Duration = Duration::from_secs(30);
+
+    let store = common::Store::postgres().await;
+    let name = store.name("signal-grant");
+    // The row exists, vacant: the grant updates it.
+    let out = store.output(&["run", &name, "--", "true"], LIMIT).await;
+    assert_eq!(common::code(&out), 0, "{out:?}");
+    let pool = common::pg_pool(2).await;
+    let mut lock = pool.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM leasehold_leases WHERE name = $1 FOR UPDATE")
+        .bind(&name)
+        .execute(&mut *lock)
+        .await
+        .expect("lock the row");
+    let mut run = store.spawn(&["run", &name, "--", "true"]);
+    let waiting = poll_async(LIMIT, || async {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%leasehold_leases%'",
+        )
+        .fetch_one(&pool)
+        .await
+        .expect("pg_stat_activity");
+        n > 0
+    })
+    .await;
+    assert!(waiting, "the grant write never waited on the lock");
+    common::signal(run.id(), rustix::process::Signal::INT);
+    // Time to exit before the write answers, for a `run` that does not wait for it.
+    let early = poll(Duration::from_millis(500), || matches!(run.try_wait(), Ok(Some(_)))).await;
+    lock.rollback().await.expect("unlock");
+    let status = common::wait_exit(&mut run, LIMIT).await;
+    assert_eq!(status.code(), Some(130), "exit on SIGINT");
+    let shown = store.show(&name).await;
+    assert_ne!(
+        shown["state"], "held",
+        "the grant of a run that exited on SIGINT is left held (it exited before the write answered: {early}): {shown}"
+    );
+}
