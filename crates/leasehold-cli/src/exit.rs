@@ -51,7 +51,8 @@ pub(crate) const SIGNAL_BASE: u8 = 128;
 /// The exit-code table printed by `--help` (`after_help`) and copied in the README.
 pub(crate) const TABLE: &str = "\
 Exit codes:
-  N      run, elect: the command's own exit code, passed through (128+N if killed by signal N)
+  N      run, elect: the command's own exit code, passed through (128+N if killed by signal N;
+         killed by SIGHUP, SIGINT or SIGTERM, leasehold then ends by that signal too)
   0      show, list, release, stores check: done; observe: stopped by SIGINT/SIGTERM, or --count lines printed;
          and for them all when stdout's reader went away (a closed pipe: 'leasehold list | head -1')
   64     bad usage: unknown option, bad store URL, invalid lease name, TTL or duration
@@ -64,3 +65,28 @@ Exit codes:
   127    the command was not found
 Whenever leasehold exits with a code of its own, it prints one line starting with
 'leasehold:' on stderr.";
+
+/// The signal `leasehold` ends by once it is done, if any (0: none): see [`ended_by`].
+static RERAISE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Records that signal `signal` ended the command (or the wait for the lease): if it is
+/// one a calling shell acts on (SIGHUP, SIGINT, SIGTERM), `leasehold` ends by that
+/// signal too once it has released the lease ([`reraise`]), so that a script it runs in
+/// stops as it would for the command itself (a shell goes on with its next line after a
+/// child that caught SIGINT and exited 130, and stops after one SIGINT killed), and a
+/// service manager sees the death by signal it sent rather than a failure code.
+pub(crate) fn ended_by(signal: u8) {
+    if [1, 2, 15].contains(&signal) {
+        RERAISE.store(signal, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Ends the process by the signal recorded for `code` ([`ended_by`]), with its default
+/// action; returns if there is none (or it could not be raised): then the caller exits
+/// with `code`, which is 128 + N for it anyway.
+pub(crate) fn reraise(code: u8) {
+    let signal = RERAISE.load(std::sync::atomic::Ordering::SeqCst);
+    if signal != 0 && code == SIGNAL_BASE.saturating_add(signal) {
+        let _ = signal_hook::low_level::emulate_default_handler(i32::from(signal));
+    }
+}

@@ -59,6 +59,9 @@ fn main() -> ExitCode {
                 if e.is_reported() {
                     report(&e.to_string());
                 }
+                if let CliError::Signalled { signal, .. } = &e {
+                    exit::ended_by(*signal);
+                }
                 e.exit_code()
             }
         },
@@ -68,6 +71,8 @@ fn main() -> ExitCode {
         }
     };
     let _ = std::io::stdout().flush();
+    // Ended by a signal, end by it too: a calling shell acts on that.
+    exit::reraise(code);
     // Exit now: background tasks of the store drivers must not hold the process.
     std::process::exit(i32::from(code))
 }

@@ -313,8 +313,9 @@ fn exit_code(status: ExitStatus) -> u8 {
     if let Some(code) = status.code() {
         return u8::try_from(code & 0xff).unwrap_or(u8::MAX);
     }
-    let signal = status.signal().unwrap_or(0);
-    exit::SIGNAL_BASE.saturating_add(u8::try_from(signal & 0x7f).unwrap_or(0))
+    let signal = u8::try_from(status.signal().unwrap_or(0) & 0x7f).unwrap_or(0);
+    exit::ended_by(signal);
+    exit::SIGNAL_BASE.saturating_add(signal)
 }
 
 /// A signal forwarded to the command (or, before it starts, one that ends the wait).

@@ -37,7 +37,8 @@ async fn assert_released(store: &Store, name: &str) {
 }
 
 /// SIGHUP and SIGQUIT to a running `run` reach the command's whole group, as SIGINT and
-/// SIGTERM do; the exit code is 128 + N; nothing of the group outlives `leasehold`, and
+/// SIGTERM do; `leasehold` ends by SIGHUP as its command did, and exits 131 after
+/// SIGQUIT (128 + N: no core dump of its own); nothing of the group outlives `leasehold`, and
 /// the lease is released. (A shell's background job ignores SIGQUIT: it is stopped as
 /// a leftover, with one line saying so.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -57,7 +58,7 @@ async fn hangup_and_quit_reach_the_command_group() {
         store.wait_line(&format!("token-{number}"), LIMIT).await;
         signal(run.id(), sig);
         let out = output_of(run).await;
-        assert_eq!(code(&out), 128 + number, "signal {number}: {out:?}");
+        common::assert_ended_by_signal(&out.status, number);
         assert!(lines(&out).len() <= 1, "{out:?}");
         assert!(gone(child), "the command outlived leasehold (signal {number})");
         assert!(
@@ -68,8 +69,8 @@ async fn hangup_and_quit_reach_the_command_group() {
     }
 }
 
-/// SIGHUP or SIGQUIT while `run --wait` waits for the lease: one line naming the signal
-/// and 128 + N; the command never runs.
+/// SIGHUP or SIGQUIT while `run --wait` waits for the lease: one line naming the signal,
+/// then the end by SIGHUP, or 131 after SIGQUIT; the command never runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hangup_and_quit_end_the_wait_with_one_line() {
     let store = Store::sqlite().await;
@@ -96,7 +97,9 @@ async fn hangup_and_quit_end_the_wait_with_one_line() {
         );
         signal(pid, sig);
         let out = output_of(waiter).await;
-        let err = common::assert_one_line(&out, 128 + number);
+        common::assert_ended_by_signal(&out.status, number);
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "one line: {err:?}");
         let signame = if number == 1 { "SIGHUP" } else { "SIGQUIT" };
         assert!(
             err.contains(&format!("{signame} while waiting for lease {name}")),
@@ -274,4 +277,42 @@ async fn a_closed_stdout_ends_quietly_and_a_full_one_is_one_line() {
         let err = common::assert_one_line(&out, 74);
         assert!(err.contains("writing to stdout"), "{args:?}: {err}");
     }
+}
+
+/// Ctrl-C in a shell script: SIGINT to the script's process group reaches `leasehold`,
+/// which forwards it to its command; the command dies of it, the lease is released, and
+/// `leasehold` ends by SIGINT too, so the shell stops the script instead of going on with
+/// its next line, as it does after a child that exited 130 (such a child caught the
+/// signal: bash's wait-and-cooperative-exit rule).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_in_a_script_stops_the_script() {
+    use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+    let store = Store::sqlite().await;
+    let name = store.name("ctrl-c");
+    let script = format!("\"$LEASEHOLD_BIN\" run '{name}' -- sh -c 'echo $$ > pid; exec sleep 30'; touch after");
+    let mut bash = Command::new("bash")
+        .args(["-c", &script])
+        .env("LEASEHOLD_STORE", &store.url)
+        .env("LEASEHOLD_BIN", common::BIN)
+        .current_dir(&store.dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        // Its own group, as a terminal's foreground job is.
+        .process_group(0)
+        .spawn()
+        .expect("bash");
+    store.track(bash.id());
+    // The command runs: `leasehold` has its handlers (installed before it acquires).
+    let command = store.wait_pid("pid", LIMIT).await;
+    let group = i32::try_from(bash.id())
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .expect("pid");
+    rustix::process::kill_process_group(group, Signal::INT).expect("SIGINT to the group");
+    let status = wait_exit(&mut bash, LIMIT).await;
+    assert!(!store.file("after").exists(), "the script went on after Ctrl-C");
+    assert_eq!(status.signal(), Some(2), "the shell did not end by SIGINT: {status:?}");
+    assert!(gone(command), "the command outlived the script");
+    assert_released(&store, &name).await;
 }

@@ -326,6 +326,22 @@ pub fn code(out: &Output) -> i32 {
         .unwrap_or_else(|| panic!("ended by a signal: {out:?}"))
 }
 
+/// Asserts how `leasehold` ended after signal `number` ended its command or its wait:
+/// by that same signal for SIGHUP, SIGINT and SIGTERM (what a calling shell acts on),
+/// with the exit code 128 + N for the others.
+pub fn assert_ended_by_signal(status: &ExitStatus, number: i32) {
+    use std::os::unix::process::ExitStatusExt as _;
+    if [1, 2, 15].contains(&number) {
+        assert_eq!(
+            status.signal(),
+            Some(number),
+            "not ended by signal {number}: {status:?}"
+        );
+    } else {
+        assert_eq!(status.code(), Some(128 + number), "signal {number}: {status:?}");
+    }
+}
+
 /// Stderr as text.
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
