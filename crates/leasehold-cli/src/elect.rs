@@ -24,7 +24,12 @@ pub(crate) async fn elect(url: &StoreUrl, args: ElectArgs) -> Result<u8, CliErro
     let (grace, margin) = grace::grace_and_margin(&args.held)?;
     let mut signals = Signals::for_command()?;
     let config = ClientConfig::builder().label(holder::label()).margin_permille(margin);
-    let client = open::open_with(url, config).await?;
+    // A signal ends the opening too (it may take up to `open::OPEN_TIMEOUT`); nothing
+    // was sent that would need settling.
+    let client = tokio::select! {
+        client = open::open_with(url, config) => client?,
+        sig = signals.next() => return Err(sig.ended(&format!("leadership of {name}"))),
+    };
     let election =
         Election::new(client, name.as_str(), args.held.ttl).map_err(|e| CliError::from_lease("election", &e))?;
     let what = format!("leadership of {name}");

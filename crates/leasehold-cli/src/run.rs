@@ -24,7 +24,12 @@ pub(crate) async fn run(url: &StoreUrl, args: RunArgs) -> Result<u8, CliError> {
     let (grace, margin) = grace::grace_and_margin(&args.held)?;
     let mut signals = Signals::for_command()?;
     let config = ClientConfig::builder().label(holder::label()).margin_permille(margin);
-    let client = open::open_with(url, config).await?;
+    // A signal ends the opening too (it may take up to `open::OPEN_TIMEOUT`); nothing
+    // was sent that would need settling.
+    let client = tokio::select! {
+        client = open::open_with(url, config) => client?,
+        sig = signals.next() => return Err(sig.ended(&format!("lease {name}"))),
+    };
     let lease = tokio::select! {
         lease = acquire(&client, &name, &args) => lease?,
         sig = signals.next() => {

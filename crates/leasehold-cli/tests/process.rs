@@ -316,3 +316,32 @@ async fn ctrl_c_in_a_script_stops_the_script() {
     assert!(gone(command), "the command outlived the script");
     assert_released(&store, &name).await;
 }
+
+/// A signal while `run` is still opening a store that never answers ends it at once (as
+/// that signal, or 131 for SIGQUIT), with one line, not after the opening's own bound
+/// of 10 seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_while_the_store_is_opened_ends_at_once() {
+    let store = Store::sqlite().await;
+    let silent = leasehold_testkit::endpoints::silent_server().await;
+    let url = format!(
+        "postgres://leasehold@{}/leasehold",
+        silent.trim_start_matches("http://")
+    );
+    for (sig, number) in [(Signal::INT, 2), (Signal::QUIT, 3)] {
+        let run = store.spawn(&["--store", &url, "run", "silent", "--", "touch", "ran"]);
+        let pid = run.id();
+        assert!(
+            poll(LIMIT, || catches(pid, number)).await,
+            "no handler for signal {number}"
+        );
+        let sent = Instant::now();
+        signal(pid, sig);
+        let out = output_of(run).await;
+        let took = sent.elapsed();
+        common::assert_ended_by_signal(&out.status, number);
+        assert_eq!(lines(&out).len(), 1, "{out:?}");
+        assert!(took < Duration::from_secs(5), "ended {took:?} after the signal");
+    }
+    assert!(!store.file("ran").exists(), "the command ran");
+}
