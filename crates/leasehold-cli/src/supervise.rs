@@ -124,7 +124,7 @@ pub(crate) async fn supervise(
             }
             sig = signals.next() => {
                 if let Some(group) = group {
-                    send(group, sig.signal());
+                    forward(group, sig.signal());
                 }
             }
             cause = tenure.lease().lost() => break cause,
@@ -232,7 +232,7 @@ const KILL_WAIT: Duration = Duration::from_secs(1);
 /// and every other member has gone, or after `grace`, SIGKILL to what is left; waits for
 /// the command, and (at most [`KILL_WAIT`]) for the rest of the group to go.
 async fn stop(child: &mut Child, group: Pid, grace: Duration) {
-    send(group, Signal::TERM);
+    forward(group, Signal::TERM);
     let deadline = tokio::time::Instant::now() + grace;
     // The command first: until it is reaped, it is a member of its group.
     let exited = tokio::time::timeout_at(deadline, child.wait()).await.is_ok();
@@ -267,6 +267,15 @@ async fn wait_group(group: Pid, deadline: tokio::time::Instant) {
     while group_alive(group) && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(GROUP_POLL).await;
     }
+}
+
+/// Sends `sig` to the process group `group`, then SIGCONT, as `timeout(1)` does: a
+/// member that is stopped (a command that read the terminal from outside its
+/// foreground group got SIGTTIN, or someone sent it SIGSTOP) would otherwise keep the
+/// signal pending, and `leasehold` would wait for it forever.
+fn forward(group: Pid, sig: Signal) {
+    send(group, sig);
+    send(group, Signal::CONT);
 }
 
 /// Sends `sig` to the process group `group`.

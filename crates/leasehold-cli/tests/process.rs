@@ -345,3 +345,24 @@ async fn a_signal_while_the_store_is_opened_ends_at_once() {
     }
     assert!(!store.file("ran").exists(), "the command ran");
 }
+
+/// A command that is stopped (SIGSTOP here; SIGTTIN when it reads the terminal from
+/// outside the foreground group) still ends on a signal `run` forwards: it is sent
+/// SIGCONT after it, so `leasehold` does not wait on a stopped command forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_command_still_ends_on_a_forwarded_signal() {
+    let store = Store::sqlite().await;
+    let name = store.name("stopped");
+    let run = store.spawn(&["run", &name, "--", "sh", "-c", "echo $$ > pid; exec sleep 60"]);
+    let command = store.wait_pid("pid", LIMIT).await;
+    signal(command, Signal::STOP);
+    assert!(
+        poll(LIMIT, || process_state(command) == Some('T')).await,
+        "the command was not stopped"
+    );
+    signal(run.id(), Signal::TERM);
+    let out = output_of(run).await;
+    common::assert_ended_by_signal(&out.status, 15);
+    assert!(gone(command), "the command outlived leasehold");
+    assert_released(&store, &name).await;
+}
