@@ -155,8 +155,10 @@ pub(crate) fn states(
                     let leader = st.judge.leader(current.as_ref(), now);
                     st.seen_version = current.as_ref().map(|s| s.version.clone());
                     let mut wait = st.interval;
-                    if let Some(h) = st.judge.horizon(current.as_ref(), now) {
-                        // Look again just after the leader's lease can have run out.
+                    // Look again just after a live leader's lease can have run out; a
+                    // record whose holder's time is up gives no horizon (a zero one
+                    // would make a read every millisecond until someone takes it).
+                    if let (Some(_), Some(h)) = (&leader, st.judge.horizon(current.as_ref(), now)) {
                         wait = wait.min(h + Duration::from_millis(1));
                     }
                     st.wait = Some(wait);

@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use leasehold_core::testing::{FaultPlan, FaultStore};
+use leasehold_core::store::CasStore as _;
+use leasehold_core::testing::{CountingStore, FaultPlan, FaultStore};
 use leasehold_core::{FencingToken, LeaseClient, LossCause, MemoryStore};
 use leasehold_election::{Callbacks, Election, Leader};
 use tokio::time::Instant;
@@ -228,6 +229,37 @@ async fn observe_without_a_clock_waits_a_full_window() {
         gone_after >= TTL + TTL / 20 && gone_after <= TTL + TTL / 2,
         "reported gone after {gone_after:?}"
     );
+}
+
+/// Once a leader's lease has run out and nobody has taken it, an observer reads at its
+/// interval, not in a loop: the record that still names the old holder gives no
+/// horizon to look again at (it used to give a zero one, and a read every millisecond).
+#[tokio::test(start_paused = true)]
+async fn observers_of_an_expired_leader_read_at_their_interval() {
+    for mem in [MemoryStore::new(), MemoryStore::observation()] {
+        let counting = CountingStore::new(mem.clone());
+        let hung = FaultStore::new(mem.clone(), 5);
+        let watcher = election(LeaseClient::new(counting.clone()));
+        let a = election(LeaseClient::new(hung.clone()));
+        let la = a.campaign().await.expect("a");
+        let mut stream = Box::pin(watcher.observe());
+        assert_eq!(stream.next().await.expect("item").expect("ok"), Some(la.leader()));
+        hung.set_plan(FaultPlan::hang());
+        assert_eq!(stream.next().await.expect("item").expect("ok"), None);
+        let watching = tokio::spawn(async move { while stream.next().await.is_some() {} });
+        let before = counting.counts().reads;
+        let span = 4 * TTL;
+        tokio::time::sleep(span).await;
+        let reads = counting.counts().reads - before;
+        let interval = leasehold_election::ElectionConfig::new(TTL).observe_interval;
+        let most = u64::try_from(span.as_millis() / interval.as_millis()).unwrap() + 2;
+        assert!(
+            reads <= most,
+            "{reads} reads in {span:?} (at most {most}): {:?}",
+            mem.capabilities().clock
+        );
+        watching.abort();
+    }
 }
 
 #[derive(Debug, PartialEq, Eq)]
