@@ -6,6 +6,7 @@ use std::future::Future;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use leasehold_core::{LossCause, Result};
+use tokio::task::{JoinError, JoinHandle};
 use tokio_util::sync::CancellationToken;
 
 use crate::{Election, Leader, LeaderContext};
@@ -59,7 +60,10 @@ impl Callbacks {
     /// Callbacks whose leader work is `on_started_leading`: it runs as a task each time
     /// this candidate becomes leader, with a [`LeaderContext`] carrying the token and a
     /// cancellation that fires when the tenure ends. It must return soon after the
-    /// cancellation fires; returning earlier resigns leadership.
+    /// cancellation fires; returning earlier resigns leadership (and this candidate
+    /// then waits one [`crate::ElectionConfig::observe_interval`] before campaigning
+    /// again, so the others get a turn). A panic in it ends [`Election::run`] with that
+    /// panic, once the lease is released.
     pub fn new<F, Fut>(mut on_started_leading: F) -> Self
     where
         F: FnMut(LeaderContext) -> Fut + Send + 'static,
@@ -72,8 +76,8 @@ impl Callbacks {
         }
     }
 
-    /// Called when a tenure ends, after its context was cancelled, with the cause
-    /// ([`LossCause::Released`] for a resignation or shutdown).
+    /// Called when a tenure ends, once its work has stopped and the lease was let go,
+    /// with the cause ([`LossCause::Released`] for a resignation or shutdown).
     #[must_use]
     pub fn on_stopped_leading(mut self, f: impl FnMut(LossCause) + Send + 'static) -> Self {
         self.stopped = Box::new(f);
@@ -94,11 +98,17 @@ impl Election {
     /// `callbacks` (the client-go `RunOrDie` loop, with `ReleaseOnCancel`).
     ///
     /// Each tenure ends when the lease is lost, when the started-leading work returns,
-    /// or at shutdown; in every case the work's context is cancelled first, then
-    /// `on_stopped_leading` is called, then the work is given
-    /// [`crate::ElectionConfig::stop_grace`] to return before its task is aborted. At
-    /// shutdown (and when the work returns) the lease is released so another candidate
-    /// takes over at once.
+    /// or at shutdown; in every case the work's context is cancelled first and the work
+    /// is given [`crate::ElectionConfig::stop_grace`] to return before its task is
+    /// aborted, while the lease is still held; then the lease is let go (at shutdown and
+    /// when the work returned, released, so another candidate takes over at once), and
+    /// only then is `on_stopped_leading` called. After a loss the lease keeps others out
+    /// only until its TTL runs out: work that needs longer than the margin to stop may
+    /// overlap the next leader's, which the fencing token guards against.
+    ///
+    /// # Panics
+    /// With the panic of the started-leading work, once the lease is released and
+    /// `on_stopped_leading` called (leading again would only panic again).
     ///
     /// # Errors
     /// A store error retrying cannot fix (a misconfigured store, a corrupt record).
@@ -132,22 +142,33 @@ impl Election {
             };
             tracing::info!(election = %self.name(), token = %leadership.token(), "started leading");
             let mut work = tokio::spawn((callbacks.started)(leadership.context()));
-            let mut work_done = false;
+            let mut ended = None;
             let cause = tokio::select! {
                 biased;
                 cause = leadership.lost() => Some(cause),
                 () = shutdown.cancelled() => None,
-                _ = &mut work => { work_done = true; None }
+                done = &mut work => { ended = Some(done); None }
             };
             // The work may have returned because the loss cancelled its context.
-            let cause = match cause.or_else(|| leadership.loss_cause()) {
+            let cause = cause.or_else(|| leadership.loss_cause());
+            // The work stops first, while the lease is still held (or, lost, still
+            // keeps others out until its TTL): its context is cancelled, and it has
+            // `stop_grace` to return before its task is aborted. Only then is the lease
+            // let go, so the next leader's work does not start beside it.
+            leadership.cancel_context();
+            let by_itself = ended.is_some();
+            let ended = match ended {
+                Some(done) => Some(done),
+                None => self.stop_work(&mut work).await,
+            };
+            let cause = match cause {
                 Some(cause) => {
                     drop(leadership);
                     cause
                 }
                 None => {
-                    // Cancels the context before the release is sent; a store that does
-                    // not answer must not hold up the loop (the lease then expires).
+                    // A store that does not answer must not hold up the loop (the lease
+                    // then expires).
                     match tokio::time::timeout(self.config().ttl, leadership.resign()).await {
                         Ok(Ok(())) => {}
                         Ok(Err(e)) => {
@@ -162,13 +183,42 @@ impl Election {
             };
             tracing::info!(election = %self.name(), %cause, "stopped leading");
             (callbacks.stopped)(cause);
-            if !work_done && tokio::time::timeout(self.config().stop_grace, &mut work).await.is_err() {
-                tracing::warn!(election = %self.name(), "leader work ignored its cancellation; aborting it");
-                work.abort();
+            if let Some(Err(e)) = ended {
+                if e.is_panic() {
+                    // As if the work had run in the caller's task: leading again would
+                    // only panic again, in a loop of grants and releases.
+                    std::panic::resume_unwind(e.into_panic());
+                }
             }
             if shutdown.is_cancelled() {
                 return Ok(());
             }
+            if by_itself {
+                // The work returned by itself: give other candidates a turn before
+                // campaigning again, rather than taking the lease straight back.
+                tokio::select! {
+                    () = shutdown.cancelled() => return Ok(()),
+                    () = tokio::time::sleep(self.config().observe_interval) => {}
+                }
+            }
         }
+    }
+
+    /// Waits for leader work whose context was cancelled, for
+    /// [`crate::ElectionConfig::stop_grace`]; aborts it if it has not returned by then,
+    /// and waits as long again for the abort to take effect (at its next await). Its
+    /// outcome, if it ended.
+    async fn stop_work(&self, work: &mut JoinHandle<()>) -> Option<std::result::Result<(), JoinError>> {
+        let grace = self.config().stop_grace;
+        if let Ok(done) = tokio::time::timeout(grace, &mut *work).await {
+            return Some(done);
+        }
+        tracing::warn!(election = %self.name(), "leader work ignored its cancellation; aborting it");
+        work.abort();
+        let done = tokio::time::timeout(grace, &mut *work).await.ok();
+        if done.is_none() {
+            tracing::warn!(election = %self.name(), "aborted leader work has not stopped (blocking code?); letting the lease go");
+        }
+        done
     }
 }

@@ -142,6 +142,12 @@ impl Leadership {
         self.cancel.cancel();
         self.lease.release().await
     }
+
+    /// Cancels the leader context without resigning: leader work is told to stop while
+    /// the lease is still held, so no successor can start beside it.
+    pub(crate) fn cancel_context(&self) {
+        self.cancel.cancel();
+    }
 }
 
 /// What leader work receives: the tenure's fencing token and a cancellation that fires

@@ -359,3 +359,135 @@ async fn callbacks_follow_client_go_order() {
         assert_ne!(w[0], w[1], "observation repeated: {b_saw:?}");
     }
 }
+
+/// At shutdown the leader's work stops before the lease is released: work that takes
+/// 300 ms to wind down after its context is cancelled has ended before the next
+/// candidate's work starts (the release used to go first, so the two ran side by side).
+#[tokio::test(start_paused = true)]
+async fn at_shutdown_the_work_stops_before_the_next_leader_starts() {
+    let mem = MemoryStore::new();
+    let log: Arc<Mutex<Vec<(Instant, &'static str)>>> = Arc::default();
+    let (stop_a, stop_b) = (CancellationToken::new(), CancellationToken::new());
+    let mk = |who: &'static str, ended: &'static str| {
+        let log = log.clone();
+        Callbacks::new(move |ctx| {
+            let log = log.clone();
+            async move {
+                log.lock().unwrap().push((Instant::now(), who));
+                ctx.cancelled().await;
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                log.lock().unwrap().push((Instant::now(), ended));
+            }
+        })
+    };
+    let a = election(LeaseClient::new(mem.clone()));
+    let b = election(LeaseClient::new(mem.clone()));
+    let ra = tokio::spawn({
+        let (cb, s) = (mk("a started", "a ended"), stop_a.clone());
+        async move { a.run(cb, s).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let rb = tokio::spawn({
+        let (cb, s) = (mk("b started", "b ended"), stop_b.clone());
+        async move { b.run(cb, s).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    stop_a.cancel();
+    ra.await.expect("task").expect("a run");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop_b.cancel();
+    rb.await.expect("task").expect("b run");
+    let log = log.lock().unwrap();
+    let at = |what: &str| {
+        log.iter()
+            .find(|(_, w)| *w == what)
+            .map(|(t, _)| *t)
+            .unwrap_or_else(|| panic!("no {what}: {log:?}"))
+    };
+    assert!(
+        at("a ended") <= at("b started"),
+        "b started while a's work ran: {log:?}"
+    );
+}
+
+/// Leader work that panics: the panic reaches the caller of `run` once the lease is
+/// released and `on_stopped_leading` called, instead of a loop of grants, panics and
+/// releases (which also starved the other candidates).
+#[tokio::test(start_paused = true)]
+async fn a_panic_in_the_leader_work_ends_run_with_it() {
+    let mem = MemoryStore::new();
+    let starts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let stopped: Arc<Mutex<Vec<String>>> = Arc::default();
+    let shutdown = CancellationToken::new();
+    let cb = {
+        let (starts, shutdown, stopped) = (starts.clone(), shutdown.clone(), stopped.clone());
+        Callbacks::new(move |_ctx| {
+            let n = starts.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            if n > 5 {
+                shutdown.cancel();
+            }
+            async move { panic!("leader work failed") }
+        })
+        .on_stopped_leading(move |cause| stopped.lock().unwrap().push(cause.label().to_owned()))
+    };
+    let a = election(LeaseClient::new(mem.clone()));
+    let run = tokio::spawn(async move { a.run(cb, shutdown).await });
+    let ended = tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .expect("run ends");
+    assert!(
+        ended.as_ref().is_err_and(|e| e.is_panic()),
+        "run did not end on the panic: {ended:?}"
+    );
+    assert_eq!(
+        starts.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "led again after a panic"
+    );
+    assert_eq!(*stopped.lock().unwrap(), ["released"]);
+    let free = election(LeaseClient::new(mem));
+    let next = free.campaign().await.expect("the lease was released");
+    assert!(next.is_leader());
+}
+
+/// Leader work that returns at once does not take the lease straight back: another
+/// candidate gets turns too.
+#[tokio::test(start_paused = true)]
+async fn work_that_returns_at_once_lets_others_lead() {
+    let mem = MemoryStore::new();
+    let turns: Arc<Mutex<Vec<&'static str>>> = Arc::default();
+    let shutdown = CancellationToken::new();
+    let mk = |who: &'static str| {
+        let (turns, shutdown) = (turns.clone(), shutdown.clone());
+        Callbacks::new(move |_ctx| {
+            let mut turns = turns.lock().unwrap();
+            turns.push(who);
+            if turns.len() >= 200 {
+                // A loop that never lets time pass: end it, for the assertion below.
+                shutdown.cancel();
+            }
+            async {}
+        })
+    };
+    let a = election(LeaseClient::new(mem.clone()));
+    let b = election(LeaseClient::new(mem.clone()));
+    let ra = tokio::spawn({
+        let (cb, s) = (mk("a"), shutdown.clone());
+        async move { a.run(cb, s).await }
+    });
+    let rb = tokio::spawn({
+        let (cb, s) = (mk("b"), shutdown.clone());
+        async move { b.run(cb, s).await }
+    });
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    shutdown.cancel();
+    ra.await.expect("task").expect("a run");
+    rb.await.expect("task").expect("b run");
+    let turns = turns.lock().unwrap();
+    let (na, nb) = (
+        turns.iter().filter(|w| **w == "a").count(),
+        turns.iter().filter(|w| **w == "b").count(),
+    );
+    assert!(na >= 2 && nb >= 2, "turns: a {na}, b {nb}");
+    assert!(turns.len() < 200, "{} tenures in 5 s: a loop", turns.len());
+}
