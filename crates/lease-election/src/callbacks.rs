@@ -93,6 +93,16 @@ impl Callbacks {
     }
 }
 
+/// The task of a tenure's work, aborted when dropped: a `run` future dropped while it
+/// leads (a `select!`, a timeout) leaves no work running on without the lease.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 impl Election {
     /// Campaigns, leads and campaigns again until `shutdown` is cancelled, calling
     /// `callbacks` (the client-go `RunOrDie` loop, with `ReleaseOnCancel`).
@@ -105,6 +115,10 @@ impl Election {
     /// only then is `on_stopped_leading` called. After a loss the lease keeps others out
     /// only until its TTL runs out: work that needs longer than the margin to stop may
     /// overlap the next leader's, which the fencing token guards against.
+    ///
+    /// Dropping the future while it leads aborts the work's task and releases the lease
+    /// in the background, without waiting for the work to stop and without calling
+    /// `on_stopped_leading`: cancel `shutdown` for an orderly end.
     ///
     /// # Panics
     /// With the panic of the started-leading work, once the lease is released and
@@ -141,13 +155,15 @@ impl Election {
                 won = self.campaign() => won?,
             };
             tracing::info!(election = %self.name(), token = %leadership.token(), "started leading");
-            let mut work = tokio::spawn((callbacks.started)(leadership.context()));
+            // Declared after `leadership`: should `run` be dropped here, the work is
+            // aborted before the lease is released.
+            let mut work = AbortOnDrop(tokio::spawn((callbacks.started)(leadership.context())));
             let mut ended = None;
             let cause = tokio::select! {
                 biased;
                 cause = leadership.lost() => Some(cause),
                 () = shutdown.cancelled() => None,
-                done = &mut work => { ended = Some(done); None }
+                done = &mut work.0 => { ended = Some(done); None }
             };
             // The work may have returned because the loss cancelled its context.
             let cause = cause.or_else(|| leadership.loss_cause());
@@ -159,7 +175,7 @@ impl Election {
             let by_itself = ended.is_some();
             let ended = match ended {
                 Some(done) => Some(done),
-                None => self.stop_work(&mut work).await,
+                None => self.stop_work(&mut work.0).await,
             };
             let cause = match cause {
                 Some(cause) => {

@@ -491,3 +491,47 @@ async fn work_that_returns_at_once_lets_others_lead() {
     assert!(na >= 2 && nb >= 2, "turns: a {na}, b {nb}");
     assert!(turns.len() < 200, "{} tenures in 5 s: a loop", turns.len());
 }
+
+/// `run` dropped while it leads (a `select!` or a timeout around it) aborts the leader
+/// work's task: no work runs on without the lease, which is released.
+#[tokio::test(start_paused = true)]
+async fn dropping_run_while_leading_aborts_the_work() {
+    struct Flag(Arc<std::sync::atomic::AtomicBool>);
+    impl Drop for Flag {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    let mem = MemoryStore::new();
+    let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let started = Arc::new(tokio::sync::Notify::new());
+    let cb = {
+        let (ended, started) = (ended.clone(), started.clone());
+        Callbacks::new(move |_ctx| {
+            let flag = Flag(ended.clone());
+            started.notify_one();
+            async move {
+                let _flag = flag;
+                // Work that never looks at its context.
+                std::future::pending::<()>().await;
+            }
+        })
+    };
+    let a = election(LeaseClient::new(mem.clone()));
+    let run = a.run(cb, CancellationToken::new());
+    tokio::select! {
+        _ = run => panic!("run ended"),
+        () = started.notified() => {}
+    }
+    tokio::task::yield_now().await;
+    assert!(
+        ended.load(std::sync::atomic::Ordering::SeqCst),
+        "the work runs on after run was dropped"
+    );
+    let b = election(LeaseClient::new(mem));
+    let lb = tokio::time::timeout(Duration::from_secs(1), b.campaign())
+        .await
+        .expect("the lease was released")
+        .expect("b");
+    assert!(lb.is_leader());
+}
