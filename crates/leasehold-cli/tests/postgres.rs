@@ -58,6 +58,24 @@ mod lost {
         store.spawn(&["run", name, "--timeout", "25s", "--", "sh", "-c", &script])
     }
 
+    /// The second `run`'s command found the first command gone when it started, and
+    /// both `run`s ended as they should: the second with its command's 0, the first as
+    /// lost, having said so.
+    async fn second_runs_alone(
+        store: &Store,
+        mut second: std::process::Child,
+        mut first: std::process::Child,
+        err: &Lines,
+    ) {
+        let verdict = store.wait_line("verdict", LIMIT).await;
+        assert_eq!(verdict, "alone", "stderr of the first: {:?}", err.now());
+        let status = common::wait_exit(&mut second, LIMIT).await;
+        assert_eq!(status.code(), Some(0));
+        let status = common::wait_exit(&mut first, LIMIT).await;
+        assert_eq!(status.code(), Some(LOST), "stderr: {:?}", err.now());
+        assert!(err.now().iter().any(|l| l.contains("lost lease")), "{:?}", err.now());
+    }
+
     /// Once a renewal fails, the lease counts as lost early enough for the command to be
     /// stopped (SIGTERM, SIGKILL after the grace) before the store lets the lease expire:
     /// the store unreachable to the holder for good, the next holder's command starts
@@ -69,20 +87,10 @@ mod lost {
         let store = Store::postgres().await;
         let (proxy, url) = proxied().await;
         let name = store.name("lost-margin");
-        let (mut first, err, pid) = holder(&store, &url, &name, "10s", "2s").await;
+        let (first, err, pid) = holder(&store, &url, &name, "10s", "2s").await;
         proxy.cut();
-        let mut second = challenger(&store, &name, pid);
-        assert_eq!(
-            store.wait_line("verdict", LIMIT).await,
-            "alone",
-            "stderr of the first: {:?}",
-            err.now()
-        );
-        let status = common::wait_exit(&mut second, LIMIT).await;
-        assert_eq!(status.code(), Some(0));
-        let status = common::wait_exit(&mut first, LIMIT).await;
-        assert_eq!(status.code(), Some(LOST), "stderr: {:?}", err.now());
-        assert!(err.now().iter().any(|l| l.contains("lost lease")), "{:?}", err.now());
+        let second = challenger(&store, &name, pid);
+        second_runs_alone(&store, second, first, &err).await;
     }
 
     /// A lost lease is released only once its command is stopped: with the store
@@ -94,22 +102,13 @@ mod lost {
         let store = Store::postgres().await;
         let (proxy, url) = proxied().await;
         let name = store.name("lost-release");
-        let (mut first, err, pid) = holder(&store, &url, &name, "10s", "3s").await;
+        let (first, err, pid) = holder(&store, &url, &name, "10s", "3s").await;
         proxy.cut();
         err.wait_for(LIMIT, "the lost line", |l| l.iter().any(|l| l.contains("lost lease")))
             .await;
         proxy.reconnect();
-        let mut second = challenger(&store, &name, pid);
-        assert_eq!(
-            store.wait_line("verdict", LIMIT).await,
-            "alone",
-            "stderr of the first: {:?}",
-            err.now()
-        );
-        let status = common::wait_exit(&mut second, LIMIT).await;
-        assert_eq!(status.code(), Some(0));
-        let status = common::wait_exit(&mut first, LIMIT).await;
-        assert_eq!(status.code(), Some(LOST), "stderr: {:?}", err.now());
+        let second = challenger(&store, &name, pid);
+        second_runs_alone(&store, second, first, &err).await;
     }
 }
 
