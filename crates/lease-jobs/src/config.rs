@@ -111,7 +111,9 @@ pub struct JobSpec {
     /// The missed-slot policy.
     pub missed: MissedSlots,
     /// How far back an instance looks for slots that are not done (at start-up and
-    /// after a pause); older slots nobody started are abandoned. Default: one hour.
+    /// after a pause); older slots nobody started are abandoned, and a slot whose job
+    /// failed is given up once its next try would come after it leaves this window
+    /// ([`crate::SlotEvent::GivenUp`]). Default: one hour.
     pub catch_up: Duration,
     /// How late a slot may first be tried before it counts as missed. Default:
     /// `lock_at_most_for`.
@@ -122,9 +124,16 @@ pub struct JobSpec {
     /// stores) the scheduler purges the record (see the crate docs: the store stays
     /// bounded). Default: one day.
     pub keep_done_for: Duration,
-    /// After a failed run, how long until the slot may be tried again. Default:
-    /// `lock_at_most_for`.
+    /// After a failed run, how long until the slot may be tried again (within
+    /// [`JobSpec::max_tries`] and [`JobSpec::catch_up`]). Default: `lock_at_most_for`.
     pub retry_failed_after: Duration,
+    /// How many times one instance runs a slot whose job fails before it gives the
+    /// slot up ([`crate::SlotEvent::GivenUp`]). The run that gives it up keeps the
+    /// slot's failed record for `keep_done_for`, as a done slot's record is kept, so no
+    /// instance runs the slot again; the record is then purged like a done one. Each
+    /// instance counts its own runs: with `n` instances a slot runs at most `n` times
+    /// this. At least 1. Default: 3.
+    pub max_tries: u32,
     /// Lease naming.
     pub naming: LockNaming,
     /// The worst difference between the instances' wall clocks, where slots are due on
@@ -152,6 +161,7 @@ impl JobSpec {
             grace: lock_at_most_for,
             keep_done_for: Duration::from_secs(86_400),
             retry_failed_after: lock_at_most_for,
+            max_tries: 3,
             naming: LockNaming::default(),
             clock_skew: Duration::from_secs(60),
         }
@@ -173,6 +183,8 @@ impl JobSpec {
         keep_done_for: Duration;
         /// Sets [`JobSpec::retry_failed_after`].
         retry_failed_after: Duration;
+        /// Sets [`JobSpec::max_tries`].
+        max_tries: u32;
         /// Sets the lease naming.
         naming: LockNaming;
         /// Sets [`JobSpec::clock_skew`].
@@ -203,6 +215,9 @@ impl JobSpec {
         }
         LeaseName::new(&self.name)?;
         Ttl::new(self.lock_at_most_for)?;
+        if self.max_tries == 0 {
+            return Err(Error::invalid("max_tries", "must be at least 1"));
+        }
         for (what, d) in [
             ("lock_at_least_for", self.lock_at_least_for),
             ("retry_failed_after", self.retry_failed_after),

@@ -39,13 +39,14 @@ impl DueClock {
     }
 
     /// Reads the store's clock if it has one and the last reading is older than
-    /// [`RESYNC`]. After an error the last reading stays in use.
-    pub(crate) async fn refresh(&mut self) -> Result<()> {
+    /// [`RESYNC`]: `true` if the store was asked (and answered). After an error the
+    /// last reading stays in use.
+    pub(crate) async fn refresh(&mut self) -> Result<bool> {
         if self.store_clock == Some(false) {
-            return Ok(());
+            return Ok(false);
         }
         if self.base.is_some_and(|(_, at)| at.elapsed() < RESYNC) {
-            return Ok(());
+            return Ok(false);
         }
         match self.store.store_now_ms().await? {
             Some(ms) => {
@@ -54,7 +55,7 @@ impl DueClock {
             }
             None => self.store_clock = Some(false),
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Now, in Unix ms: `None` while a store with a clock has not been read yet.

@@ -1,7 +1,11 @@
 //! Running a job on one instance only: ShedLock's `LockingTaskExecutor`, fenced.
 
+use std::any::Any;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::time::Duration;
+
+use futures::FutureExt as _;
 
 use leasehold_core::{
     AcquireOutcome, Error, FencingToken, HolderId, Lease, LeaseClient, LeaseName, LossCause, Result, Ttl,
@@ -169,6 +173,8 @@ pub struct Ran<T> {
     /// refused by the fence (if they carried the token).
     pub lost: Option<LossCause>,
     /// Set if the lock was kept after the job for the rest of `lock_at_least_for`.
+    /// Not set if a store error left that unknown (logged): the lock may then be free
+    /// before `lock_at_least_for` has passed.
     pub kept_for: Option<Duration>,
 }
 
@@ -216,7 +222,13 @@ impl LockingExecutor {
     ///
     /// # Errors
     /// Invalid configuration, store errors while taking the lock, and store errors
-    /// retrying cannot fix while keeping it.
+    /// retrying cannot fix while keeping it. Once the job has run, a store error
+    /// retrying could fix is logged and the run returned: the job's output is never
+    /// lost to one.
+    ///
+    /// # Panics
+    /// If the job panics: its panic is passed on once the lock is released (or kept
+    /// for the rest of `lock_at_least_for`).
     pub async fn run<F, Fut, T>(&self, config: &LockConfig, job: F) -> Result<RunOutcome<T>>
     where
         F: FnOnce(JobContext) -> Fut,
@@ -254,7 +266,9 @@ impl LockingExecutor {
         let started = Instant::now();
         let token = lease.token();
         let output = execute(&lease, None, started, None, job).await;
-        let (lost, kept_for) = self.end_run(lease, started, config.lock_at_least_for).await?;
+        let ended = self.end_run(lease, started, config.lock_at_least_for).await;
+        let output = output.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        let (lost, kept_for) = ended?;
         Ok(RunOutcome::Ran(Ran {
             output,
             token,
@@ -281,30 +295,41 @@ impl LockingExecutor {
             }
             return Ok((None, None));
         }
-        match marker::finish(&self.client, lease, Marker::Held, rest).await? {
-            Finished::Kept(_) => Ok((None, Some(rest))),
-            Finished::NotOurs => Ok((Some(LossCause::Expired), None)),
+        let name = lease.name().clone();
+        match marker::finish(&self.client, lease, Marker::Held, rest).await {
+            Ok(Finished::Kept(_)) => Ok((None, Some(rest))),
+            Ok(Finished::NotOurs) => Ok((Some(LossCause::Expired), None)),
+            // The job ran: its output is the caller's. The lease handle is gone, and
+            // the lock is free when its release lands or its record expires.
+            Err(e) if e.is_retryable() || e.is_indeterminate() => {
+                tracing::warn!(lease = %name, error = %e, "could not keep the lock for the rest of lock_at_least_for");
+                Ok((None, None))
+            }
+            Err(e) => Err(e),
         }
     }
 }
 
 /// Runs `job` with a context for `lease`; cancels the context if `stop` fires, and
-/// still waits for the job to return.
+/// still waits for the job to return. A panic of the job is caught: `Err` with its
+/// payload.
 pub(crate) async fn execute<F, Fut, T>(
     lease: &Lease,
     slot: Option<Slot>,
     started: Instant,
     stop: Option<&CancellationToken>,
     job: F,
-) -> T
+) -> std::thread::Result<T>
 where
     F: FnOnce(JobContext) -> Fut,
     Fut: Future<Output = T>,
 {
     let ctx = JobContext::new(lease, slot, started);
     let cancel = ctx.cancel.clone();
-    let fut = job(ctx);
-    let mut fut = std::pin::pin!(fut);
+    // After a panic the run's future is dropped and only the payload is looked at; a
+    // scheduler calls its job again for the next slot, as after any failure.
+    let fut = std::panic::catch_unwind(AssertUnwindSafe(|| job(ctx)))?;
+    let mut fut = std::pin::pin!(AssertUnwindSafe(fut).catch_unwind());
     match stop {
         Some(stop) => {
             tokio::select! {
@@ -317,4 +342,14 @@ where
         }
         None => fut.await,
     }
+}
+
+/// The text of a job's panic, for [`crate::SlotEvent::Failed`].
+pub(crate) fn panicked(payload: &(dyn Any + Send)) -> String {
+    let message = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(a payload that is not text)");
+    format!("the job panicked: {message}")
 }

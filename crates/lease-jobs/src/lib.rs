@@ -128,7 +128,20 @@
 //! arrived, which is after the store applied it, so the name stays taken at least
 //! `lock_at_least_for` after the store's own start of the run. A done slot's record
 //! (`keep_done_for`) covers it too. A failed slot is kept by `=failed=<holder>` for
-//! the longer of the rest and [`JobSpec::retry_failed_after`].
+//! the longer of the rest and [`JobSpec::retry_failed_after`] (`keep_done_for` when
+//! the run gives the slot up: below).
+//!
+//! ## Failed slots
+//! A job that returns `Err` or panics has failed its slot ([`SlotEvent::Failed`]; a
+//! panic is caught, it never ends the scheduler). The slot is tried again after
+//! [`JobSpec::retry_failed_after`], but not forever: an instance gives it up
+//! ([`SlotEvent::GivenUp`]) after [`JobSpec::max_tries`] failed runs of its own, or
+//! when its next try would come after the slot leaves the catch-up window. The run
+//! that gives it up keeps its `=failed=` record for `keep_done_for`, so no instance
+//! runs the slot again, and the record is then purged like a done one.
+//!
+//! When the store keeps failing (three calls in a row), the scheduler logs a warning
+//! and reports [`SlotEvent::StoreUnavailable`], once per outage; it keeps retrying.
 //!
 //! ## Missed slots
 //! See [`MissedSlots`]: by default every slot nobody started is run late, once, as far
@@ -197,21 +210,22 @@
 //! A slot's record is needed while an instance may still look at the slot:
 //! [`JobSpec::keep_done_for`], plus the worst clock skew where slots are due on the
 //! wall clock ([`JobSpec::clock_skew`]; none on the store's clock). Past that, each
-//! scheduler purges its job's done slot records, at most 32 a pass (one read each, and
-//! a purge conditional on the version read, [`CasStore::purge`]): the schedule's own
-//! slots as they age, and once per start the older records one listing of the job's
-//! prefix finds. The sweep looks at a slot up to half of `keep_done_for` (at most a
-//! minute) before its keep time ends, to learn the done record's version, and comes
-//! back when it runs out. A done record is purged only once it has run out (on the store's
-//! clock; on DynamoDB and S3, past its writer's wall-clock expiry plus the skew); a
-//! slot that never completed keeps its record. So a job keeps about
-//! `keep_done_for / interval` records, not one per slot forever. Per store:
+//! scheduler purges its job's done (and failed) slot records, at most 32 a pass (one
+//! read each, and a purge conditional on the version read, [`CasStore::purge`]): the
+//! schedule's own slots as they age, and once per start the older records one listing
+//! of the job's prefix finds. The sweep looks at a slot up to half of `keep_done_for`
+//! (at most a minute) before its keep time ends, to learn the done record's version,
+//! and comes back when it runs out. A done record is purged only once it has run out
+//! (on the store's clock; on DynamoDB and S3, past its writer's wall-clock expiry plus
+//! the skew), and so is a failed slot's record; a slot whose run goes on, or whose
+//! runner died, keeps its record. So a job keeps about `keep_done_for / interval`
+//! records, not one per slot forever. Per store:
 //!
-//! Where the store has an expiry of its own, the run that writes a done record also asks
-//! the store to remove it, with what it keeps for the name's tokens, once `keep_done_for`
-//! plus the skew has passed ([`CasStore::expire`], one more request per completed slot):
-//! the store then stays bounded even when every scheduler stopped or fell behind, and
-//! the sweep finds less to do. Per store:
+//! Where the store has an expiry of its own, the run that writes a done record (or gives
+//! a failed slot up) also asks the store to remove it, with what it keeps for the name's
+//! tokens, once `keep_done_for` plus the skew has passed ([`CasStore::expire`], one more
+//! request per completed slot): the store then stays bounded even when every scheduler
+//! stopped or fell behind, and the sweep finds less to do. Per store:
 //!
 //! | Store | What removes an aged slot record |
 //! |---|---|

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::due::DueClock;
-use crate::executor::execute;
+use crate::executor::{execute, panicked};
 use crate::marker::{self, Finished, Marker};
 use crate::sweep::{self, Sweeper};
 use crate::{JobContext, JobSpec, LockNaming, MissedSlots, Slot, SlotOutcome};
@@ -25,8 +25,12 @@ use crate::{JobContext, JobSpec, LockNaming, MissedSlots, Slot, SlotOutcome};
 const MAX_SLOTS_PER_PASS: usize = 10_000;
 /// The longest sleep between passes, so a jump of the wall clock is noticed.
 const MAX_SLEEP: Duration = Duration::from_secs(60);
+/// How many store errors in a row make an outage that is reported
+/// ([`SlotEvent::StoreUnavailable`]).
+const STORE_ERRORS_REPORTED: u32 = 3;
 
-/// What happened to a slot, reported to [`Scheduler::on_event`].
+/// What happened to a slot, or to the scheduler's store, reported to
+/// [`Scheduler::on_event`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SlotEvent {
@@ -42,15 +46,28 @@ pub enum SlotEvent {
         /// How late the run started after the fire time (wall clock).
         late: Duration,
     },
-    /// The job ran here and returned an error; the slot will be tried again after
-    /// [`JobSpec::retry_failed_after`].
+    /// The job ran here and returned an error or panicked; the slot will be tried
+    /// again after [`JobSpec::retry_failed_after`], unless this run gives it up
+    /// ([`SlotEvent::GivenUp`] follows).
     Failed {
         /// The slot.
         slot: Slot,
         /// The run's token.
         token: FencingToken,
-        /// The error, as text.
+        /// The error, as text (for a panic: `the job panicked: ` and its message).
         error: String,
+    },
+    /// This instance stops trying a slot whose job failed: its runs of the slot failed
+    /// [`JobSpec::max_tries`] times, or the slot's next try would come after it leaves
+    /// the catch-up window ([`JobSpec::catch_up`]). A run that gives the slot up keeps
+    /// its failed record for [`JobSpec::keep_done_for`], so no instance runs the slot
+    /// again. An instance that finds another's failed record reports it too once the
+    /// slot leaves its window (with `failed_runs` 0).
+    GivenUp {
+        /// The slot.
+        slot: Slot,
+        /// How many of this instance's runs of the slot failed.
+        failed_runs: u32,
     },
     /// The lease was lost while the job ran and the job did not report the slot done
     /// (it returned an error), or before a failed run was recorded; whoever takes the
@@ -88,6 +105,13 @@ pub enum SlotEvent {
     Abandoned {
         /// The slot.
         slot: Slot,
+    },
+    /// The scheduler's calls to the store failed several times in a row (3): the store
+    /// is unreachable or failing, and the scheduler keeps retrying. Reported once per
+    /// outage: again only after the store answered a call in between.
+    StoreUnavailable {
+        /// The last error, as text.
+        error: String,
     },
 }
 
@@ -141,7 +165,59 @@ struct Pending {
     recheck_at: Instant,
     /// Somebody started this slot (a record exists): never missed, never abandoned.
     started: bool,
-    failures: u32,
+    /// Store errors in a row on this slot: they lengthen its back-off.
+    store_errors: u32,
+    /// This instance's runs of the slot that failed.
+    failed_runs: u32,
+    /// The job failed on this slot, here or on another instance (whose failed record
+    /// this instance found): the slot is given up once it leaves the catch-up window.
+    failed: bool,
+}
+
+impl Pending {
+    fn new() -> Self {
+        Self {
+            recheck_at: Instant::now(),
+            started: false,
+            store_errors: 0,
+            failed_runs: 0,
+            failed: false,
+        }
+    }
+}
+
+/// What a per-slot scheduler keeps between passes.
+#[derive(Debug, Default)]
+struct Books {
+    /// The slots not done yet.
+    pending: BTreeMap<Slot, Pending>,
+    /// The store's answers of late.
+    store: StoreHealth,
+}
+
+/// Whether the store answers: store errors in a row across all of a scheduler's calls,
+/// so that an outage is reported once.
+#[derive(Debug, Default)]
+struct StoreHealth {
+    errors_in_row: u32,
+    reported: bool,
+}
+
+impl StoreHealth {
+    /// A call failed: true if this makes an outage to report now (once per outage).
+    fn failed(&mut self) -> bool {
+        self.errors_in_row = self.errors_in_row.saturating_add(1);
+        let report = self.errors_in_row >= STORE_ERRORS_REPORTED && !self.reported;
+        self.reported |= report;
+        report
+    }
+
+    /// The store answered a call: true if that ends a reported outage.
+    fn answered(&mut self) -> bool {
+        let ended = self.reported;
+        *self = Self::default();
+        ended
+    }
 }
 
 impl Scheduler {
@@ -184,17 +260,37 @@ impl Scheduler {
         }
     }
 
+    /// A store call failed with a retryable or indeterminate error `e`: the outage is
+    /// reported once it has lasted [`STORE_ERRORS_REPORTED`] calls.
+    fn store_failed(&self, spec: &JobSpec, health: &mut StoreHealth, e: &leasehold_core::Error) {
+        if health.failed() {
+            tracing::warn!(job = %spec.name, error = %e, "the store is unavailable ({STORE_ERRORS_REPORTED} calls in a row failed); retrying");
+            self.emit(SlotEvent::StoreUnavailable { error: e.to_string() });
+        }
+    }
+
+    /// The store answered a call.
+    fn store_answered(spec: &JobSpec, health: &mut StoreHealth) {
+        if health.answered() {
+            tracing::info!(job = %spec.name, "the store answers again");
+        }
+    }
+
     /// Runs `job` at every slot of `spec`'s schedule until `shutdown` is cancelled.
     ///
     /// With [`LockNaming::PerSlot`] (the default) each slot runs exactly once across
     /// all instances, as long as the job records its effect together with its slot
-    /// (see the crate docs). A job returning `Err` is retried after
-    /// [`JobSpec::retry_failed_after`]. The job's context is cancelled when its lease
-    /// is lost or at shutdown; the scheduler still waits for the job to return.
+    /// (see the crate docs). A job returning `Err` or panicking has failed its slot;
+    /// the slot is tried again after [`JobSpec::retry_failed_after`], at most
+    /// [`JobSpec::max_tries`] times on this instance and while it is in the catch-up
+    /// window, then given up ([`SlotEvent::GivenUp`]). The job's context is cancelled
+    /// when its lease is lost or at shutdown; the scheduler still waits for the job to
+    /// return.
     ///
     /// # Errors
     /// An invalid spec, or a store error retrying cannot fix (misconfiguration, a
-    /// corrupt record). Transient store errors are retried.
+    /// corrupt record). Transient store errors are retried (and reported,
+    /// [`SlotEvent::StoreUnavailable`]).
     pub async fn run<F, Fut, T, E>(&self, spec: JobSpec, job: F, shutdown: CancellationToken) -> Result<()>
     where
         F: FnMut(JobContext) -> Fut + Send,
@@ -220,26 +316,22 @@ impl Scheduler {
         let catch_up_ms = millis(spec.catch_up);
         let grace_ms = millis(spec.grace);
         let mut clock = DueClock::new(self.client.store().clone(), self.wall.clone());
-        let Some(start_ms) = self.due_now(spec, &mut clock, shutdown).await? else {
+        let mut books = Books::default();
+        let Some(start_ms) = self.due_now(spec, &mut clock, &mut books.store, shutdown).await? else {
             return Ok(());
         };
         let mut frontier = start_ms.saturating_sub(catch_up_ms);
-        let mut pending: BTreeMap<Slot, Pending> = BTreeMap::new();
         let mut sweeper = Sweeper::default();
         loop {
             if shutdown.is_cancelled() {
                 return Ok(());
             }
-            let Some(now_ms) = self.due_now(spec, &mut clock, shutdown).await? else {
+            let Some(now_ms) = self.due_now(spec, &mut clock, &mut books.store, shutdown).await? else {
                 return Ok(());
             };
             let mut enumerated = 0;
             for slot in spec.schedule.slots_between(frontier, now_ms) {
-                pending.entry(slot).or_insert(Pending {
-                    recheck_at: Instant::now(),
-                    started: false,
-                    failures: 0,
-                });
+                books.pending.entry(slot).or_insert_with(Pending::new);
                 frontier = slot.unix_ms();
                 enumerated += 1;
                 if enumerated >= MAX_SLOTS_PER_PASS {
@@ -250,42 +342,48 @@ impl Scheduler {
                 frontier = frontier.max(now_ms);
             }
             let horizon = now_ms.saturating_sub(catch_up_ms);
-            let out_of_window: Vec<Slot> = pending
+            let out_of_window: Vec<Slot> = books
+                .pending
                 .iter()
-                .filter(|(s, p)| s.unix_ms() < horizon && !p.started && p.recheck_at <= Instant::now())
+                .filter(|(s, p)| s.unix_ms() < horizon && (!p.started || p.failed) && p.recheck_at <= Instant::now())
                 .map(|(s, _)| *s)
                 .collect();
-            self.leave_behind(spec, out_of_window, &mut pending).await?;
+            self.leave_behind(spec, out_of_window, &mut books).await?;
             let now = Instant::now();
-            let due: Vec<Slot> = pending
+            let due: Vec<Slot> = books
+                .pending
                 .iter()
                 .filter(|(_, p)| p.recheck_at <= now)
                 .map(|(s, _)| *s)
                 .collect();
             let due = self
-                .apply_missed_policy(spec, due, &mut pending, now_ms, grace_ms)
+                .apply_missed_policy(spec, due, &mut books, now_ms, grace_ms)
                 .await?;
             for slot in due {
                 if shutdown.is_cancelled() {
                     return Ok(());
                 }
-                self.attempt(spec, slot, &clock, &mut pending, &mut job, shutdown)
-                    .await?;
+                self.attempt(spec, slot, &clock, &mut books, &mut job, shutdown).await?;
             }
-            sweeper
+            match sweeper
                 .pass(
                     self.client.store().as_ref(),
                     spec,
                     clock.now_ms().unwrap_or(now_ms),
                     clock.skew(spec.clock_skew),
                 )
-                .await;
+                .await
+            {
+                Ok(true) => Self::store_answered(spec, &mut books.store),
+                Err(e) if e.is_retryable() || e.is_indeterminate() => self.store_failed(spec, &mut books.store, &e),
+                Ok(false) | Err(_) => {}
+            }
             let mut wake = Instant::now() + MAX_SLEEP;
             if let Some(next) = spec.schedule.next_after(frontier) {
                 let until = next.unix_ms().saturating_sub(clock.now_ms().unwrap_or(now_ms)) + 1;
                 wake = wake.min(Instant::now() + Duration::from_millis(until));
             }
-            if let Some(r) = pending.values().map(|p| p.recheck_at).min() {
+            if let Some(r) = books.pending.values().map(|p| p.recheck_at).min() {
                 wake = wake.min(r);
             }
             tokio::select! {
@@ -298,13 +396,21 @@ impl Scheduler {
     /// Now on the clock that says which slots are due ([`DueClock`]), read afresh where
     /// it is the store's. While the store's clock cannot be read and was never read,
     /// waits and tries again; `None` at shutdown.
-    async fn due_now(&self, spec: &JobSpec, clock: &mut DueClock, shutdown: &CancellationToken) -> Result<Option<u64>> {
+    async fn due_now(
+        &self,
+        spec: &JobSpec,
+        clock: &mut DueClock,
+        health: &mut StoreHealth,
+        shutdown: &CancellationToken,
+    ) -> Result<Option<u64>> {
         let mut failures = 0u32;
         loop {
             match clock.refresh().await {
-                Ok(()) => {}
+                Ok(true) => Self::store_answered(spec, health),
+                Ok(false) => {}
                 Err(e) if e.is_retryable() || e.is_indeterminate() => {
                     tracing::debug!(job = %spec.name, error = %e, "could not read the store's clock");
+                    self.store_failed(spec, health, &e);
                 }
                 Err(e) => return Err(e),
             }
@@ -322,34 +428,44 @@ impl Scheduler {
         }
     }
 
-    /// Slots that fell out of the catch-up window before this instance started them:
-    /// one read each says what became of them. Nobody started it: `Abandoned`. Done:
-    /// `DoneElsewhere`. Started and not done: it stays pending and is completed like
-    /// any started slot.
-    async fn leave_behind(
-        &self,
-        spec: &JobSpec,
-        slots: Vec<Slot>,
-        pending: &mut BTreeMap<Slot, Pending>,
-    ) -> Result<()> {
+    /// Slots that fell out of the catch-up window before this instance started them,
+    /// and failed slots that fell out of it: one read each says what became of them.
+    /// Nobody started it: `Abandoned`. Done: `DoneElsewhere`. Failed (its failed record,
+    /// or no record left of a slot known to have failed): `GivenUp`. Started and not
+    /// done: it stays pending and is completed like any started slot.
+    async fn leave_behind(&self, spec: &JobSpec, slots: Vec<Slot>, books: &mut Books) -> Result<()> {
         for slot in slots {
-            match self.client.store().read(&spec.lease_name(slot)?).await {
-                Ok(None) => {
-                    pending.remove(&slot);
-                    self.emit(SlotEvent::Abandoned { slot });
+            let stored = match self.client.store().read(&spec.lease_name(slot)?).await {
+                Ok(stored) => stored,
+                Err(e) if e.is_retryable() || e.is_indeterminate() => {
+                    self.back_off(spec, slot, books, &e);
+                    continue;
                 }
-                Ok(Some(stored)) if stored.record.holder.as_ref().and_then(Marker::of) == Some(Marker::Done) => {
-                    pending.remove(&slot);
-                    self.emit(SlotEvent::DoneElsewhere { slot });
-                }
-                Ok(Some(_)) => {
-                    if let Some(p) = pending.get_mut(&slot) {
-                        p.started = true;
-                    }
-                }
-                Err(e) if e.is_retryable() || e.is_indeterminate() => self.back_off(spec, slot, pending, &e),
                 Err(e) => return Err(e),
-            }
+            };
+            Self::store_answered(spec, &mut books.store);
+            let Some(p) = books.pending.get_mut(&slot) else {
+                continue;
+            };
+            let event = match stored.map(|s| s.record.holder.as_ref().and_then(Marker::of)) {
+                Some(Some(Marker::Done)) => SlotEvent::DoneElsewhere { slot },
+                // Its failed record, or none left (a store that expires records).
+                Some(Some(Marker::Failed)) => SlotEvent::GivenUp {
+                    slot,
+                    failed_runs: p.failed_runs,
+                },
+                None if p.failed => SlotEvent::GivenUp {
+                    slot,
+                    failed_runs: p.failed_runs,
+                },
+                None => SlotEvent::Abandoned { slot },
+                Some(_) => {
+                    p.started = true;
+                    continue;
+                }
+            };
+            books.pending.remove(&slot);
+            self.emit(event);
         }
         Ok(())
     }
@@ -360,7 +476,7 @@ impl Scheduler {
         &self,
         spec: &JobSpec,
         due: Vec<Slot>,
-        pending: &mut BTreeMap<Slot, Pending>,
+        books: &mut Books,
         now_ms: u64,
         grace_ms: u64,
     ) -> Result<Vec<Slot>> {
@@ -370,7 +486,7 @@ impl Scheduler {
         let mut run = Vec::new();
         let mut unstarted = Vec::new();
         for slot in due {
-            let started = pending.get(&slot).is_some_and(|p| p.started);
+            let started = books.pending.get(&slot).is_some_and(|p| p.started);
             let late = now_ms.saturating_sub(slot.unix_ms()) > grace_ms;
             if started || !late {
                 run.push(slot);
@@ -379,14 +495,18 @@ impl Scheduler {
             // One read tells whether anybody ever started it.
             match self.client.store().read(&spec.lease_name(slot)?).await {
                 Ok(Some(_)) => {
-                    if let Some(p) = pending.get_mut(&slot) {
+                    Self::store_answered(spec, &mut books.store);
+                    if let Some(p) = books.pending.get_mut(&slot) {
                         p.started = true;
                     }
                     run.push(slot);
                 }
-                Ok(None) => unstarted.push(slot),
+                Ok(None) => {
+                    Self::store_answered(spec, &mut books.store);
+                    unstarted.push(slot);
+                }
                 Err(e) if e.is_retryable() || e.is_indeterminate() => {
-                    self.back_off(spec, slot, pending, &e);
+                    self.back_off(spec, slot, books, &e);
                 }
                 Err(e) => return Err(e),
             }
@@ -397,20 +517,23 @@ impl Scheduler {
             }
         }
         for slot in unstarted {
-            pending.remove(&slot);
+            books.pending.remove(&slot);
             self.emit(SlotEvent::Missed { slot });
         }
         run.sort_unstable();
         Ok(run)
     }
 
-    fn back_off(&self, spec: &JobSpec, slot: Slot, pending: &mut BTreeMap<Slot, Pending>, e: &leasehold_core::Error) {
+    /// A store call on `slot` failed with a retryable or indeterminate error `e`: the
+    /// slot is tried again after a back-off that grows with each error in a row.
+    fn back_off(&self, spec: &JobSpec, slot: Slot, books: &mut Books, e: &leasehold_core::Error) {
         tracing::debug!(job = %spec.name, %slot, error = %e, "store error; retrying the slot later");
-        if let Some(p) = pending.get_mut(&slot) {
-            p.failures = p.failures.saturating_add(1);
+        self.store_failed(spec, &mut books.store, e);
+        if let Some(p) = books.pending.get_mut(&slot) {
+            p.store_errors = p.store_errors.saturating_add(1);
             let cap = spec.lock_at_most_for.max(Duration::from_millis(20));
             let base = Duration::from_millis(10)
-                .saturating_mul(1 << p.failures.min(10))
+                .saturating_mul(1 << p.store_errors.min(10))
                 .min(cap);
             p.recheck_at = Instant::now() + jitter(base);
         }
@@ -422,7 +545,7 @@ impl Scheduler {
         spec: &JobSpec,
         slot: Slot,
         clock: &DueClock,
-        pending: &mut BTreeMap<Slot, Pending>,
+        books: &mut Books,
         job: &mut F,
         shutdown: &CancellationToken,
     ) -> Result<()>
@@ -434,18 +557,24 @@ impl Scheduler {
     {
         let name = spec.lease_name(slot)?;
         let options = spec.at_most.options(spec.lock_at_most_for);
-        let lease = match self.client.try_acquire_with(&name, &options).await {
+        let acquired = self.client.try_acquire_with(&name, &options).await;
+        if matches!(acquired, Ok(_) | Err(leasehold_core::Error::AlreadyHeld { .. })) {
+            Self::store_answered(spec, &mut books.store);
+        }
+        let lease = match acquired {
             Ok(AcquireOutcome::Granted(lease)) => lease,
             Ok(AcquireOutcome::Held {
                 holder, retry_after, ..
             }) => {
-                if holder.as_ref().and_then(Marker::of) == Some(Marker::Done) {
-                    pending.remove(&slot);
+                let marker = holder.as_ref().and_then(Marker::of);
+                if marker == Some(Marker::Done) {
+                    books.pending.remove(&slot);
                     self.emit(SlotEvent::DoneElsewhere { slot });
-                } else if let Some(p) = pending.get_mut(&slot) {
+                } else if let Some(p) = books.pending.get_mut(&slot) {
                     let first = !p.started;
                     p.started = true;
-                    p.failures = 0;
+                    p.store_errors = 0;
+                    p.failed |= marker == Some(Marker::Failed);
                     let wait = retry_after.min(spec.lock_at_most_for).max(Duration::from_millis(1));
                     p.recheck_at = Instant::now() + jitter(wait);
                     if first {
@@ -457,10 +586,10 @@ impl Scheduler {
             // Another scheduler on this process's client runs the slot now: held
             // elsewhere, as far as this one is concerned; look again when it can be over.
             Err(leasehold_core::Error::AlreadyHeld { .. }) => {
-                if let Some(p) = pending.get_mut(&slot) {
+                if let Some(p) = books.pending.get_mut(&slot) {
                     let first = !p.started;
                     p.started = true;
-                    p.failures = 0;
+                    p.store_errors = 0;
                     p.recheck_at = Instant::now() + jitter(spec.lock_at_most_for.max(Duration::from_millis(1)));
                     if first {
                         self.emit(SlotEvent::HeldElsewhere { slot, holder: None });
@@ -469,7 +598,7 @@ impl Scheduler {
                 return Ok(());
             }
             Err(e) if e.is_retryable() || e.is_indeterminate() => {
-                self.back_off(spec, slot, pending, &e);
+                self.back_off(spec, slot, books, &e);
                 return Ok(());
             }
             Err(e) => return Err(e),
@@ -477,14 +606,10 @@ impl Scheduler {
         let started = Instant::now();
         let late = Duration::from_millis(clock.now_ms().unwrap_or(0).saturating_sub(slot.unix_ms()));
         let token = lease.token();
-        let result = execute(&lease, Some(slot), started, Some(shutdown), job)
-            .await
-            .map(Into::into);
-        let recheck_later = |pending: &mut BTreeMap<Slot, Pending>, after: Duration| {
-            if let Some(p) = pending.get_mut(&slot) {
-                p.started = true;
-                p.recheck_at = Instant::now() + jitter(after.max(Duration::from_millis(1)));
-            }
+        let result = match execute(&lease, Some(slot), started, Some(shutdown), job).await {
+            Ok(Ok(outcome)) => Ok(outcome.into()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(panic) => Err(panicked(panic.as_ref())),
         };
         let rest = spec.lock_at_least_for.saturating_sub(started.elapsed());
         let error = match result {
@@ -503,50 +628,88 @@ impl Scheduler {
                     let name = lease.name().clone();
                     match marker::finish(&self.client, lease, Marker::Done, keep).await {
                         Ok(Finished::Kept(version)) => {
+                            Self::store_answered(spec, &mut books.store);
                             let after = keep + clock.skew(spec.clock_skew);
                             sweep::expire(self.client.store().as_ref(), &name, &version, after).await;
                         }
-                        Ok(Finished::NotOurs) => {}
+                        Ok(Finished::NotOurs) => Self::store_answered(spec, &mut books.store),
                         Err(e) if e.is_retryable() || e.is_indeterminate() => {
                             tracing::warn!(job = %spec.name, %slot, error = %e, "could not write the done record; the next taker writes it");
+                            self.store_failed(spec, &mut books.store, &e);
                         }
                         Err(e) => return Err(e),
                     }
                 }
-                pending.remove(&slot);
+                books.pending.remove(&slot);
                 self.emit(event);
                 return Ok(());
             }
-            Err(e) => e.to_string(),
+            Err(error) => error,
         };
         if let Some(cause) = lease.loss_cause() {
             drop(lease);
-            recheck_later(pending, spec.lock_at_most_for);
+            if let Some(p) = books.pending.get_mut(&slot) {
+                p.started = true;
+                p.recheck_at = Instant::now() + jitter(spec.lock_at_most_for.max(Duration::from_millis(1)));
+            }
             self.emit(SlotEvent::Lost { slot, cause });
             return Ok(());
         }
-        let keep = spec.retry_failed_after.max(rest);
-        match marker::finish(&self.client, lease, Marker::Failed, keep).await {
-            Ok(Finished::Kept(_)) => {
-                recheck_later(pending, keep);
+        // The job failed while this instance held the slot: one more failed run. The
+        // slot is given up after `max_tries` of them, or if its next try would come
+        // after it leaves the catch-up window; its failed record then stays as long as a
+        // done record would, so that no instance runs it again.
+        let failed_runs = books.pending.get(&slot).map_or(1, |p| p.failed_runs.saturating_add(1));
+        let leaves_window = clock.now_ms().is_some_and(|now| {
+            slot.unix_ms().saturating_add(millis(spec.catch_up)) < now.saturating_add(millis(spec.retry_failed_after))
+        });
+        let give_up = failed_runs >= spec.max_tries || leaves_window;
+        let keep = if give_up {
+            spec.keep_done_for
+        } else {
+            spec.retry_failed_after
+        }
+        .max(rest);
+        let name = lease.name().clone();
+        let kept = match marker::finish(&self.client, lease, Marker::Failed, keep).await {
+            Ok(Finished::Kept(version)) => {
+                Self::store_answered(spec, &mut books.store);
                 self.emit(SlotEvent::Failed { slot, token, error });
+                Some(version)
             }
             Ok(Finished::NotOurs) => {
-                recheck_later(pending, spec.lock_at_most_for);
+                Self::store_answered(spec, &mut books.store);
                 self.emit(SlotEvent::Lost {
                     slot,
                     cause: LossCause::Expired,
                 });
+                None
             }
             Err(e) if e.is_retryable() || e.is_indeterminate() => {
                 // The run's lease expires on its own; whoever takes the slot next runs it.
-                recheck_later(pending, spec.lock_at_most_for);
+                self.store_failed(spec, &mut books.store, &e);
                 self.emit(SlotEvent::Lost {
                     slot,
                     cause: LossCause::StoreUnreachable,
                 });
+                None
             }
             Err(e) => return Err(e),
+        };
+        if give_up {
+            books.pending.remove(&slot);
+            if let Some(version) = kept {
+                let after = keep + clock.skew(spec.clock_skew);
+                sweep::expire(self.client.store().as_ref(), &name, &version, after).await;
+            }
+            tracing::warn!(job = %spec.name, %slot, failed_runs, "the job keeps failing on this slot; giving it up");
+            self.emit(SlotEvent::GivenUp { slot, failed_runs });
+        } else if let Some(p) = books.pending.get_mut(&slot) {
+            p.started = true;
+            p.failed = true;
+            p.failed_runs = failed_runs;
+            let after = if kept.is_some() { keep } else { spec.lock_at_most_for };
+            p.recheck_at = Instant::now() + jitter(after.max(Duration::from_millis(1)));
         }
         Ok(())
     }
@@ -562,40 +725,42 @@ impl Scheduler {
     {
         let name = spec.lease_name(Slot::from_unix_ms(0))?;
         let mut clock = DueClock::new(self.client.store().clone(), self.wall.clone());
-        let Some(mut frontier) = self.due_now(spec, &mut clock, shutdown).await? else {
+        let mut health = StoreHealth::default();
+        let Some(mut frontier) = self.due_now(spec, &mut clock, &mut health, shutdown).await? else {
             return Ok(());
         };
         loop {
             if shutdown.is_cancelled() {
                 return Ok(());
             }
-            let Some(now_ms) = self.due_now(spec, &mut clock, shutdown).await? else {
+            let Some(now_ms) = self.due_now(spec, &mut clock, &mut health, shutdown).await? else {
                 return Ok(());
             };
             let latest = spec.schedule.slots_between(frontier, now_ms).last();
             frontier = frontier.max(now_ms);
             if let Some(slot) = latest {
-                match self
+                let acquired = self
                     .client
                     .try_acquire_with(&name, &spec.at_most.options(spec.lock_at_most_for))
-                    .await
-                {
+                    .await;
+                if matches!(acquired, Ok(_) | Err(leasehold_core::Error::AlreadyHeld { .. })) {
+                    Self::store_answered(spec, &mut health);
+                }
+                match acquired {
                     Ok(AcquireOutcome::Granted(lease)) => {
                         let started = Instant::now();
                         let late = Duration::from_millis(clock.now_ms().unwrap_or(0).saturating_sub(slot.unix_ms()));
                         let token = lease.token();
-                        let result = execute(&lease, Some(slot), started, Some(shutdown), &mut job)
-                            .await
-                            .map(Into::into);
-                        let event = match (&result, lease.loss_cause()) {
+                        let result = match execute(&lease, Some(slot), started, Some(shutdown), &mut job).await {
+                            Ok(Ok(outcome)) => Ok(outcome.into()),
+                            Ok(Err(e)) => Err(e.to_string()),
+                            Err(panic) => Err(panicked(panic.as_ref())),
+                        };
+                        let event = match (result, lease.loss_cause()) {
                             (Ok(SlotOutcome::Committed), _) => SlotEvent::Ran { slot, token, late },
                             (Ok(SlotOutcome::AlreadyDone), _) => SlotEvent::DoneElsewhere { slot },
                             (Err(_), Some(cause)) => SlotEvent::Lost { slot, cause },
-                            (Err(e), None) => SlotEvent::Failed {
-                                slot,
-                                token,
-                                error: e.to_string(),
-                            },
+                            (Err(error), None) => SlotEvent::Failed { slot, token, error },
                         };
                         let rest = spec.lock_at_least_for.saturating_sub(started.elapsed());
                         if lease.loss_cause().is_some() {
@@ -606,9 +771,10 @@ impl Scheduler {
                             }
                         } else {
                             match marker::finish(&self.client, lease, Marker::Held, rest).await {
-                                Ok(_) => {}
+                                Ok(_) => Self::store_answered(spec, &mut health),
                                 Err(e) if e.is_retryable() || e.is_indeterminate() => {
                                     tracing::warn!(job = %spec.name, error = %e, "could not keep the lock");
+                                    self.store_failed(spec, &mut health, &e);
                                 }
                                 Err(e) => return Err(e),
                             }
@@ -624,6 +790,7 @@ impl Scheduler {
                     }
                     Err(e) if e.is_retryable() || e.is_indeterminate() => {
                         tracing::warn!(job = %spec.name, %slot, error = %e, "store error; skipping this fire time");
+                        self.store_failed(spec, &mut health, &e);
                     }
                     Err(e) => return Err(e),
                 }

@@ -7,17 +7,20 @@
 //! plus the worst clock skew between instances (none where slots are due on the
 //! store's clock; [`JobSpec::clock_skew`] on the wall clock), and its done record has
 //! run out, nobody needs it: it is purged ([`CasStore::purge`], conditional on the
-//! version read). Only done records go; a slot that never completed keeps its record.
+//! version read). So is a failed slot's record (`=failed=`): every instance gives a
+//! failed slot up once it leaves the catch-up window, and the run that gives it up
+//! keeps the record as long as a done one. Other records stay: a slot whose run is
+//! going on, or whose runner died, keeps its record.
 //!
 //! Which records: the schedule's own slots as they age (no listing), and once per
 //! start the job's records already older than that (one [`CasStore::list`] of the
 //! job's prefix, where the store can list).
 //!
 //! Where the store has an expiry of its own ([`CasStore::expire`]: Redis, etcd,
-//! DynamoDB), the run that writes a done record also asks the store to remove it, with
-//! its token counter, once `keep_done_for` plus the skew has passed: the store stays
-//! bounded even when no scheduler sweeps any more (all stopped, or behind). The sweep
-//! still runs there; it finds fewer records.
+//! DynamoDB), the run that writes a done record (or gives a failed slot up) also asks
+//! the store to remove it, with its token counter, once `keep_done_for` plus the skew
+//! has passed: the store stays bounded even when no scheduler sweeps any more (all
+//! stopped, or behind). The sweep still runs there; it finds fewer records.
 //!
 //! [`CasStore::purge`]: leasehold_core::store::CasStore::purge
 //! [`CasStore::list`]: leasehold_core::store::CasStore::list
@@ -48,8 +51,8 @@ pub(crate) struct Sweeper {
     cursor: Option<u64>,
     /// Old records the start-up listing found, not yet looked at.
     backlog: VecDeque<LeaseName>,
-    /// Done records that had not run out yet, the version seen, and when to look
-    /// again.
+    /// Done and failed records that had not run out yet, the version seen, and when
+    /// to look again.
     deferred: VecDeque<(LeaseName, Option<Version>, Instant)>,
     /// Records purged so far.
     purged: u64,
@@ -57,9 +60,16 @@ pub(crate) struct Sweeper {
 
 impl Sweeper {
     /// One pass: looks at up to [`MAX_PER_PASS`] records of slots older than
-    /// `keep_done_for` plus `skew` at `now_ms`, and purges the done ones that ran out.
-    /// Store errors end the pass; the next pass goes on.
-    pub(crate) async fn pass(&mut self, store: &dyn CasStore, spec: &JobSpec, now_ms: u64, skew: Duration) {
+    /// `keep_done_for` plus `skew` at `now_ms`, and purges the done and failed ones
+    /// that ran out. A store error ends the pass (the next pass goes on) and is
+    /// returned; else `true` if the store was called.
+    pub(crate) async fn pass(
+        &mut self,
+        store: &dyn CasStore,
+        spec: &JobSpec,
+        now_ms: u64,
+        skew: Duration,
+    ) -> leasehold_core::Result<bool> {
         // A look a little ahead finds a done record before it runs out, so that what it
         // leaves behind on a store that expires it (Redis's counter hash) goes with it.
         let ahead = (spec.keep_done_for / 2).min(LOOK_AHEAD);
@@ -70,11 +80,13 @@ impl Sweeper {
             self.backlog = listed_before(store, spec, cutoff_ms).await.into();
         }
         let mut budget = MAX_PER_PASS;
+        let mut called = false;
         while budget > 0 {
             let Some((name, seen)) = self.next(spec, cutoff_ms) else {
                 break;
             };
             budget -= 1;
+            called = true;
             match look(store, &name, seen.as_ref(), now_ms, skew).await {
                 Ok(Look::Purged) => {
                     self.purged += 1;
@@ -85,10 +97,11 @@ impl Sweeper {
                 Err(e) => {
                     tracing::debug!(job = %spec.name, %name, error = %e, "sweep: store error; trying again later");
                     self.defer(name, seen, Duration::from_secs(1));
-                    break;
+                    return Err(e);
                 }
             }
         }
+        Ok(called)
     }
 
     /// The next record to look at: a deferred one that is due, the listing's, or the
@@ -113,7 +126,8 @@ impl Sweeper {
     }
 }
 
-/// Asks the store to remove a done slot record (at `version`) by itself `after` from
+/// Asks the store to remove a done (or given-up failed) slot record (at `version`) by
+/// itself `after` from
 /// now ([`CasStore::expire`]); a store without its own expiry leaves it to the sweep,
 /// and so does a failure (logged).
 pub(crate) async fn expire(store: &dyn CasStore, name: &LeaseName, version: &Version, after: Duration) {
@@ -127,16 +141,17 @@ pub(crate) async fn expire(store: &dyn CasStore, name: &LeaseName, version: &Ver
 enum Look {
     /// No record.
     Gone,
-    /// Not a done record: left alone.
+    /// Neither a done nor a failed record: left alone.
     Kept,
-    /// A done record (at this version) that has not run out: look again after this
-    /// long.
+    /// A done or failed record (at this version) that has not run out: look again
+    /// after this long.
     NotYet(Version, Duration),
     /// Purged.
     Purged,
 }
 
-/// Looks at one record; `seen` is the version of the done record an earlier look found.
+/// Looks at one record; `seen` is the version of the done or failed record an earlier
+/// look found.
 async fn look(
     store: &dyn CasStore,
     name: &LeaseName,
@@ -152,7 +167,10 @@ async fn look(
             _ => Look::Gone,
         });
     };
-    if stored.record.holder.as_ref().and_then(Marker::of) != Some(Marker::Done) {
+    if !matches!(
+        stored.record.holder.as_ref().and_then(Marker::of),
+        Some(Marker::Done | Marker::Failed)
+    ) {
         return Ok(Look::Kept);
     }
     // Run out on the store's clock; on a store without one, past the expiry its writer

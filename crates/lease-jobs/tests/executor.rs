@@ -277,3 +277,40 @@ async fn an_absolute_lock_at_most_for_ends_a_live_run_at_the_cap() {
         store.counts()
     );
 }
+
+/// The job ran, and the store fails the call that would keep the lock for the rest of
+/// lock_at_least_for (before it is sent, or after it applied): the run still returns
+/// the job's output, with the lock not known to be kept.
+#[tokio::test(start_paused = true)]
+async fn a_store_error_after_the_job_keeps_its_output() {
+    let plans = [
+        FaultPlan::down(),
+        FaultPlan {
+            apply_then_fail: 1.0,
+            ..FaultPlan::none()
+        },
+    ];
+    for (i, plan) in plans.into_iter().enumerate() {
+        let store = FaultStore::new(MemoryStore::new(), 3);
+        let e = exec(store.clone());
+        let lock = LockConfig::new(format!("jobs/after-{i}"), Duration::from_secs(10))
+            .lock_at_least_for(Duration::from_secs(60));
+        let outcome = e
+            .run(&lock, |ctx| {
+                let (store, plan) = (store.clone(), plan.clone());
+                async move {
+                    // The job's work is done; from now on the store fails.
+                    store.set_plan(plan);
+                    ctx.token()
+                }
+            })
+            .await;
+        let ran = outcome
+            .unwrap_or_else(|e| panic!("plan {i}: the job ran, but its run returned {e}"))
+            .ran()
+            .expect("ran");
+        assert_eq!(ran.output, FencingToken::new(1), "plan {i}");
+        assert_eq!((ran.lost, ran.kept_for), (None, None), "plan {i}");
+        assert!(store.injected() >= 1, "plan {i}: no call failed");
+    }
+}

@@ -591,3 +591,339 @@ async fn by_default_a_live_run_keeps_its_slot_however_long_it_takes() {
     assert_eq!(t.effects, vec![(slot, FencingToken::new(1), "a")]);
     assert_eq!(t.bodies.get(&slot), None, "b ran the slot while a's run was alive");
 }
+
+/// Calls of an always-failing job, by slot.
+type Calls = Arc<Mutex<BTreeMap<Slot, u32>>>;
+
+/// A job that counts its calls by slot and always fails (its downstream is down).
+fn always_failing(calls: Calls) -> impl FnMut(JobContext) -> Ready + Send {
+    move |ctx: JobContext| {
+        let calls = calls.clone();
+        Box::pin(async move {
+            *calls.lock().unwrap().entry(ctx.slot().expect("slot")).or_default() += 1;
+            Err("downstream is down".to_owned())
+        })
+    }
+}
+
+/// Runs `spec` with `job` on one instance (wall clock T0) over `store` for `run_for`
+/// of paused time; returns its events.
+async fn run_one<F, Fut>(
+    store: impl leasehold_core::store::Linearizable,
+    spec: JobSpec,
+    job: F,
+    run_for: Duration,
+) -> Vec<SlotEvent>
+where
+    F: FnMut(JobContext) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<SlotOutcome, String>> + Send,
+{
+    let events: Arc<Mutex<Vec<SlotEvent>>> = Arc::default();
+    let s = scheduler(LeaseClient::new(store), T0, Some(events.clone()));
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move { s.run(spec, job, shutdown).await }
+    });
+    tokio::time::sleep(run_for).await;
+    shutdown.cancel();
+    task.await.expect("the scheduler's task").expect("scheduler");
+    events.lock().unwrap().clone()
+}
+
+/// A job that always fails, on a 1 s schedule for 60 s, retried every second with a
+/// catch-up window of 30 s: each slot runs at most `max_tries` (3) times and is then
+/// given up, so the calls grow with the slots, not with their square.
+#[tokio::test(start_paused = true)]
+async fn a_slot_whose_job_keeps_failing_is_given_up_after_max_tries() {
+    let calls: Calls = Arc::default();
+    let spec = every_second("always-fails")
+        .catch_up(Duration::from_secs(30))
+        .retry_failed_after(Duration::from_secs(1));
+    assert_eq!(spec.max_tries, 3, "the default");
+    let events = run_one(
+        MemoryStore::new(),
+        spec,
+        always_failing(calls.clone()),
+        Duration::from_secs(60),
+    )
+    .await;
+    let calls = calls.lock().unwrap();
+    let total: u32 = calls.values().sum();
+    // The 30 slots of the catch-up window and the 60 of the run.
+    assert!(calls.len() >= 89, "{} slots run", calls.len());
+    assert!(
+        total <= 3 * u32::try_from(calls.len()).expect("a count"),
+        "{total} calls for {} slots: {calls:?}",
+        calls.len()
+    );
+    let given_up: BTreeMap<Slot, u32> = events
+        .iter()
+        .filter_map(|e| match e {
+            SlotEvent::GivenUp { slot, failed_runs } => Some((*slot, *failed_runs)),
+            _ => None,
+        })
+        .collect();
+    // Every slot with room for its three tries (about 2.2 s) in the window and the run
+    // was given up after three runs.
+    let tried_in_full = |s: &Slot| s.unix_ms() > T0 - 27 * SEC && s.unix_ms() + 4 * SEC < T0 + 60 * SEC;
+    for (slot, n) in calls.iter().filter(|(s, _)| tried_in_full(s)) {
+        assert_eq!(*n, 3, "slot {slot}: calls");
+        assert_eq!(given_up.get(slot), Some(&3), "slot {slot}: given up");
+    }
+}
+
+/// With more tries allowed than the catch-up window holds, a failing slot is given up
+/// when its next try would come after it leaves the window.
+#[tokio::test(start_paused = true)]
+async fn a_failing_slot_is_given_up_when_it_leaves_the_catch_up_window() {
+    let calls: Calls = Arc::default();
+    let spec = every_second("fails-in-window")
+        .catch_up(Duration::from_secs(5))
+        .retry_failed_after(Duration::from_secs(1))
+        .max_tries(1_000);
+    let events = run_one(
+        MemoryStore::new(),
+        spec,
+        always_failing(calls.clone()),
+        Duration::from_secs(30),
+    )
+    .await;
+    let calls = calls.lock().unwrap();
+    assert!(calls.len() >= 34, "{} slots run", calls.len());
+    // Tries at about 0, 1.05, 2.1, 3.15 and 4.2 s after the slot: five at most.
+    assert!(calls.values().all(|n| *n <= 5), "{calls:?}");
+    for slot in calls.keys().filter(|s| s.unix_ms() + 7 * SEC < T0 + 30 * SEC) {
+        assert!(
+            events.iter().any(
+                |e| matches!(e, SlotEvent::GivenUp { slot: s, failed_runs } if s == slot && *failed_runs == calls[slot])
+            ),
+            "slot {slot} not given up: {events:?}"
+        );
+    }
+}
+
+/// The records of given-up slots go as done records do: a job that always fails keeps
+/// about `keep_done_for / interval` records, not one per slot forever.
+#[tokio::test(start_paused = true)]
+async fn failed_slot_records_are_purged_like_done_ones() {
+    let store = MemoryStore::new();
+    let spec = JobSpec::new(
+        "failing-purged",
+        Schedule::every(Duration::from_secs(1)).expect("schedule"),
+        Duration::from_secs(1),
+    )
+    .catch_up(Duration::from_secs(2))
+    .retry_failed_after(Duration::from_millis(500))
+    .keep_done_for(Duration::from_secs(10))
+    .clock_skew(Duration::from_secs(1));
+    run_one(
+        store.clone(),
+        spec,
+        always_failing(Calls::default()),
+        Duration::from_secs(60),
+    )
+    .await;
+    use leasehold_core::store::CasStore as _;
+    let records = store
+        .list(&leasehold_core::NamePrefix::new("failing-purged/").expect("prefix"))
+        .await
+        .expect("list")
+        .len();
+    // A given-up slot's record lasts 10 s, and is purged within a second or so after.
+    assert!(records <= 15, "{records} records after 60 slots");
+}
+
+/// A job that panics fails its slot (with the panic's message) and never ends the
+/// scheduler: later slots still run.
+#[tokio::test(start_paused = true)]
+async fn a_panicking_job_fails_its_slot_and_later_slots_still_run() {
+    let table: Shared = Arc::default();
+    let bad = Slot::from_unix_ms(T0 + 2 * SEC);
+    let job = {
+        let table = table.clone();
+        move |ctx: JobContext| -> Ready {
+            let table = table.clone();
+            Box::pin(async move {
+                let slot = ctx.slot().expect("slot");
+                if slot == bad {
+                    panic!("the job broke on slot {slot}");
+                }
+                Ok(table.lock().unwrap().outcome(slot, ctx.token(), "a"))
+            })
+        }
+    };
+    let events = run_one(MemoryStore::new(), every_second("panics"), job, Duration::from_secs(10)).await;
+    let failed: Vec<&String> = events
+        .iter()
+        .filter_map(|e| match e {
+            SlotEvent::Failed { slot, error, .. } if *slot == bad => Some(error),
+            _ => None,
+        })
+        .collect();
+    assert!(!failed.is_empty(), "no Failed event for the slot: {events:?}");
+    assert!(
+        failed
+            .iter()
+            .all(|e| e.starts_with("the job panicked: ") && e.contains("the job broke on slot")),
+        "{failed:?}"
+    );
+    let t = table.lock().unwrap();
+    for k in 3..=9 {
+        let slot = Slot::from_unix_ms(T0 + k * SEC);
+        assert!(t.rows.get(&slot).is_some_and(|r| r.1), "slot {slot} did not run");
+    }
+    assert!(!t.rows.contains_key(&bad));
+}
+
+/// A store that fails every call is reported once per outage (not per retry), and
+/// again after it answered and failed anew.
+#[tokio::test(start_paused = true)]
+async fn a_failing_store_is_reported_once_per_outage() {
+    let store = FaultStore::new(MemoryStore::new(), 11);
+    store.set_plan(FaultPlan::down());
+    let table: Shared = Arc::default();
+    let events: Arc<Mutex<Vec<SlotEvent>>> = Arc::default();
+    let s = scheduler(LeaseClient::new(store.clone()), T0, Some(events.clone()));
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn({
+        let (shutdown, job) = (shutdown.clone(), job(table.clone(), "a"));
+        async move { s.run(every_second("outage"), job, shutdown).await }
+    });
+    let reports = || {
+        events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| matches!(e, SlotEvent::StoreUnavailable { .. }))
+            .count()
+    };
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let failed_calls = store.injected();
+    assert!(failed_calls >= 20, "{failed_calls} calls failed");
+    assert_eq!(reports(), 1, "{failed_calls} failed calls reported {} times", reports());
+    assert!(
+        events
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| matches!(e, SlotEvent::StoreUnavailable { error } if error.contains("injected")))
+    );
+
+    // The store answers again: slots run, and nothing more is reported.
+    store.set_plan(FaultPlan::none());
+    let ran_before = table.lock().unwrap().effects.len();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while table.lock().unwrap().effects.len() == ran_before {
+        assert!(Instant::now() < deadline, "no slot ran after the store came back");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(reports(), 1);
+
+    // A new outage is reported again, once.
+    store.set_plan(FaultPlan::down());
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(reports(), 2, "{:?}", events.lock().unwrap());
+    shutdown.cancel();
+    task.await.expect("task").expect("scheduler");
+}
+
+/// A store with a clock to read (`store_now_ms`, T0 at the start) that fails every
+/// read of it while `down` is set; everything else goes to a `MemoryStore`.
+#[derive(Debug, Clone)]
+struct ClockDown {
+    inner: MemoryStore,
+    clock: TokioWallClock,
+    down: Arc<std::sync::atomic::AtomicBool>,
+    reads: Arc<std::sync::atomic::AtomicU32>,
+}
+
+#[async_trait::async_trait]
+impl leasehold_core::store::CasStore for ClockDown {
+    fn capabilities(&self) -> leasehold_core::store::Capabilities {
+        self.inner.capabilities()
+    }
+    async fn read(
+        &self,
+        name: &leasehold_core::LeaseName,
+    ) -> leasehold_core::Result<Option<leasehold_core::store::Stored>> {
+        self.inner.read(name).await
+    }
+    async fn write(
+        &self,
+        name: &leasehold_core::LeaseName,
+        expect: &leasehold_core::store::Precondition,
+        record: &leasehold_core::store::LeaseRecord,
+    ) -> leasehold_core::Result<leasehold_core::store::CasOutcome> {
+        self.inner.write(name, expect, record).await
+    }
+    async fn delete(
+        &self,
+        name: &leasehold_core::LeaseName,
+        version: &leasehold_core::store::Version,
+    ) -> leasehold_core::Result<leasehold_core::store::DeleteOutcome> {
+        self.inner.delete(name, version).await
+    }
+    async fn store_now_ms(&self) -> leasehold_core::Result<Option<u64>> {
+        use leasehold_core::clock::WallClock as _;
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(leasehold_core::Error::Unavailable {
+                message: "the database is unreachable".into(),
+                source: None,
+            });
+        }
+        Ok(Some(self.clock.now_ms()))
+    }
+}
+
+impl leasehold_core::store::Linearizable for ClockDown {}
+
+/// At start-up the store's clock cannot be read (the database is unreachable): the
+/// scheduler keeps trying, and says so once, not at every try.
+#[tokio::test(start_paused = true)]
+async fn an_unreachable_store_at_start_up_is_reported_once() {
+    let store = ClockDown {
+        inner: MemoryStore::new(),
+        clock: TokioWallClock::starting_at(T0),
+        down: Arc::new(true.into()),
+        reads: Arc::default(),
+    };
+    let table: Shared = Arc::default();
+    let events: Arc<Mutex<Vec<SlotEvent>>> = Arc::default();
+    let s = scheduler(LeaseClient::new(store.clone()), T0, Some(events.clone()));
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn({
+        let (shutdown, job) = (shutdown.clone(), job(table.clone(), "a"));
+        async move { s.run(every_second("start-up"), job, shutdown).await }
+    });
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let reads = store.reads.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(reads >= 10, "{reads} reads of the store's clock");
+    assert_eq!(
+        *events.lock().unwrap(),
+        vec![SlotEvent::StoreUnavailable {
+            error: "store unavailable: the database is unreachable".to_owned()
+        }]
+    );
+    store.down.store(false, std::sync::atomic::Ordering::SeqCst);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while table.lock().unwrap().effects.is_empty() {
+        assert!(Instant::now() < deadline, "no slot ran once the store answered");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    shutdown.cancel();
+    task.await.expect("task").expect("scheduler");
+}
+
+/// A slot must get at least one try.
+#[test]
+fn max_tries_of_zero_is_refused() {
+    let spec = every_second("no-tries").max_tries(0);
+    assert!(
+        matches!(spec.validate(), Err(leasehold_core::Error::InvalidInput { .. })),
+        "{:?}",
+        spec.validate()
+    );
+    assert!(every_second("one-try").max_tries(1).validate().is_ok());
+}
