@@ -631,24 +631,25 @@ where
     events.lock().unwrap().clone()
 }
 
+/// Runs `spec` with [`always_failing`] on one instance over a fresh store for `run_for`:
+/// the job's calls by slot, and the events.
+async fn run_failing(spec: JobSpec, run_for: Duration) -> (BTreeMap<Slot, u32>, Vec<SlotEvent>) {
+    let calls: Calls = Arc::default();
+    let events = run_one(MemoryStore::new(), spec, always_failing(calls.clone()), run_for).await;
+    let calls = calls.lock().unwrap().clone();
+    (calls, events)
+}
+
 /// A job that always fails, on a 1 s schedule for 60 s, retried every second with a
 /// catch-up window of 30 s: each slot runs at most `max_tries` (3) times and is then
 /// given up, so the calls grow with the slots, not with their square.
 #[tokio::test(start_paused = true)]
 async fn a_slot_whose_job_keeps_failing_is_given_up_after_max_tries() {
-    let calls: Calls = Arc::default();
     let spec = every_second("always-fails")
         .catch_up(Duration::from_secs(30))
         .retry_failed_after(Duration::from_secs(1));
     assert_eq!(spec.max_tries, 3, "the default");
-    let events = run_one(
-        MemoryStore::new(),
-        spec,
-        always_failing(calls.clone()),
-        Duration::from_secs(60),
-    )
-    .await;
-    let calls = calls.lock().unwrap();
+    let (calls, events) = run_failing(spec, Duration::from_secs(60)).await;
     let total: u32 = calls.values().sum();
     // The 30 slots of the catch-up window and the 60 of the run.
     assert!(calls.len() >= 89, "{} slots run", calls.len());
@@ -677,19 +678,11 @@ async fn a_slot_whose_job_keeps_failing_is_given_up_after_max_tries() {
 /// when its next try would come after it leaves the window.
 #[tokio::test(start_paused = true)]
 async fn a_failing_slot_is_given_up_when_it_leaves_the_catch_up_window() {
-    let calls: Calls = Arc::default();
     let spec = every_second("fails-in-window")
         .catch_up(Duration::from_secs(5))
         .retry_failed_after(Duration::from_secs(1))
         .max_tries(1_000);
-    let events = run_one(
-        MemoryStore::new(),
-        spec,
-        always_failing(calls.clone()),
-        Duration::from_secs(30),
-    )
-    .await;
-    let calls = calls.lock().unwrap();
+    let (calls, events) = run_failing(spec, Duration::from_secs(30)).await;
     assert!(calls.len() >= 34, "{} slots run", calls.len());
     // Tries at about 0, 1.05, 2.1, 3.15 and 4.2 s after the slot: five at most.
     assert!(calls.values().all(|n| *n <= 5), "{calls:?}");
@@ -708,15 +701,11 @@ async fn a_failing_slot_is_given_up_when_it_leaves_the_catch_up_window() {
 #[tokio::test(start_paused = true)]
 async fn failed_slot_records_are_purged_like_done_ones() {
     let store = MemoryStore::new();
-    let spec = JobSpec::new(
-        "failing-purged",
-        Schedule::every(Duration::from_secs(1)).expect("schedule"),
-        Duration::from_secs(1),
-    )
-    .catch_up(Duration::from_secs(2))
-    .retry_failed_after(Duration::from_millis(500))
-    .keep_done_for(Duration::from_secs(10))
-    .clock_skew(Duration::from_secs(1));
+    let spec = every_second("failing-purged")
+        .catch_up(Duration::from_secs(2))
+        .retry_failed_after(Duration::from_millis(500))
+        .keep_done_for(Duration::from_secs(10))
+        .clock_skew(Duration::from_secs(1));
     run_one(
         store.clone(),
         spec,
@@ -776,6 +765,29 @@ async fn a_panicking_job_fails_its_slot_and_later_slots_still_run() {
     assert!(!t.rows.contains_key(&bad));
 }
 
+/// A scheduler's task.
+type Running = tokio::task::JoinHandle<leasehold_core::Result<()>>;
+/// The events a scheduler reported.
+type Events = Arc<Mutex<Vec<SlotEvent>>>;
+
+/// Starts one instance (wall clock T0) running `every_second(name)` with a job that
+/// records its effects in `table`, over `store`: its task, the token that shuts it
+/// down, and its events.
+fn start(
+    store: impl leasehold_core::store::Linearizable,
+    name: &str,
+    table: &Shared,
+) -> (Running, CancellationToken, Events) {
+    let events: Arc<Mutex<Vec<SlotEvent>>> = Arc::default();
+    let s = scheduler(LeaseClient::new(store), T0, Some(events.clone()));
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn({
+        let (shutdown, job, spec) = (shutdown.clone(), job(table.clone(), "a"), every_second(name));
+        async move { s.run(spec, job, shutdown).await }
+    });
+    (task, shutdown, events)
+}
+
 /// A store that fails every call is reported once per outage (not per retry), and
 /// again after it answered and failed anew.
 #[tokio::test(start_paused = true)]
@@ -783,13 +795,7 @@ async fn a_failing_store_is_reported_once_per_outage() {
     let store = FaultStore::new(MemoryStore::new(), 11);
     store.set_plan(FaultPlan::down());
     let table: Shared = Arc::default();
-    let events: Arc<Mutex<Vec<SlotEvent>>> = Arc::default();
-    let s = scheduler(LeaseClient::new(store.clone()), T0, Some(events.clone()));
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn({
-        let (shutdown, job) = (shutdown.clone(), job(table.clone(), "a"));
-        async move { s.run(every_second("outage"), job, shutdown).await }
-    });
+    let (task, shutdown, events) = start(store.clone(), "outage", &table);
     let reports = || {
         events
             .lock()
@@ -890,13 +896,7 @@ async fn an_unreachable_store_at_start_up_is_reported_once() {
         reads: Arc::default(),
     };
     let table: Shared = Arc::default();
-    let events: Arc<Mutex<Vec<SlotEvent>>> = Arc::default();
-    let s = scheduler(LeaseClient::new(store.clone()), T0, Some(events.clone()));
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn({
-        let (shutdown, job) = (shutdown.clone(), job(table.clone(), "a"));
-        async move { s.run(every_second("start-up"), job, shutdown).await }
-    });
+    let (task, shutdown, events) = start(store.clone(), "start-up", &table);
     tokio::time::sleep(Duration::from_secs(10)).await;
     let reads = store.reads.load(std::sync::atomic::Ordering::SeqCst);
     assert!(reads >= 10, "{reads} reads of the store's clock");

@@ -4,13 +4,13 @@
 //! leads, as [`crate::supervise`] says: it is stopped when leadership is lost, and this
 //! process resigns when it exits, so the next candidate leads at once.
 
+use leasehold::LeaseName;
 use leasehold::election::Election;
-use leasehold::{ClientConfig, LeaseName, Ttl};
 
 use crate::cli::ElectArgs;
 use crate::error::CliError;
-use crate::supervise::{Signals, settle, supervise};
-use crate::{grace, holder, open};
+use crate::open;
+use crate::supervise::{settle, supervise};
 use leasehold::url::StoreUrl;
 
 /// Runs `leasehold elect`; the exit code.
@@ -20,16 +20,11 @@ use leasehold::url::StoreUrl;
 /// command that cannot be started.
 pub(crate) async fn elect(url: &StoreUrl, args: ElectArgs) -> Result<u8, CliError> {
     let name = LeaseName::new(&args.name).map_err(|e| CliError::from_lease("election name", &e))?;
-    Ttl::new(args.held.ttl).map_err(|e| CliError::from_lease("--ttl", &e))?;
-    let (grace, margin) = grace::grace_and_margin(&args.held)?;
-    let mut signals = Signals::for_command()?;
-    let config = ClientConfig::builder().label(holder::label()).margin_permille(margin);
-    // A signal ends the opening too (it may take up to `open::OPEN_TIMEOUT`); nothing
-    // was sent that would need settling.
-    let client = tokio::select! {
-        client = open::open_with(url, config) => client?,
-        sig = signals.next() => return Err(sig.ended(&format!("leadership of {name}"))),
-    };
+    let open::Held {
+        client,
+        grace,
+        mut signals,
+    } = open::open_held(url, &args.held, &format!("leadership of {name}")).await?;
     let election =
         Election::new(client, name.as_str(), args.held.ttl).map_err(|e| CliError::from_lease("election", &e))?;
     let what = format!("leadership of {name}");

@@ -4,9 +4,12 @@
 use std::time::Duration;
 
 use leasehold::url::{OpenOptions, StoreUrl};
-use leasehold::{ClientConfig, ClientConfigBuilder, LeaseClient};
+use leasehold::{ClientConfig, ClientConfigBuilder, LeaseClient, Ttl};
 
+use crate::cli::HeldArgs;
 use crate::error::CliError;
+use crate::supervise::Signals;
+use crate::{grace, holder};
 
 /// The longest opening a store may take (connecting, checking its table or bucket).
 pub(crate) const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -50,6 +53,36 @@ pub(crate) async fn open_with(url: &StoreUrl, config: ClientConfigBuilder) -> Re
             humantime::format_duration(OPEN_TIMEOUT)
         ))),
     }
+}
+
+/// What `run` and `elect` hold a tenure with: a lease client whose safety margin holds
+/// the grace ([`crate::grace`]), the grace, and the signals handled from now on.
+pub(crate) struct Held {
+    /// The client.
+    pub(crate) client: LeaseClient,
+    /// The command's grace between SIGTERM and SIGKILL.
+    pub(crate) grace: Duration,
+    /// SIGHUP, SIGINT, SIGQUIT, SIGTERM (and SIGTSTP), handled.
+    pub(crate) signals: Signals,
+}
+
+/// Checks `held`'s TTL and grace, handles the signals a command's tenure forwards, and
+/// opens the store at `url` with a client for the tenure; a signal during the opening
+/// ends it at once (nothing was sent that would need settling), as the wait for `what`.
+///
+/// # Errors
+/// [`CliError::Usage`] for a bad TTL or a grace the TTL cannot hold; as [`open`]; and
+/// [`CliError::Signalled`] for a signal meanwhile.
+pub(crate) async fn open_held(url: &StoreUrl, held: &HeldArgs, what: &str) -> Result<Held, CliError> {
+    Ttl::new(held.ttl).map_err(|e| CliError::from_lease("--ttl", &e))?;
+    let (grace, margin) = grace::grace_and_margin(held)?;
+    let mut signals = Signals::for_command()?;
+    let config = ClientConfig::builder().label(holder::label()).margin_permille(margin);
+    let client = tokio::select! {
+        client = open_with(url, config) => client?,
+        sig = signals.next() => return Err(sig.ended(what)),
+    };
+    Ok(Held { client, grace, signals })
 }
 
 /// True when opening a store failed because what it needs is missing (a SQL or

@@ -5,12 +5,12 @@
 //! forwarded, the command stopped when the lease is lost, the lease released when the
 //! command exits.
 
-use leasehold::{AcquireOutcome, ClientConfig, Lease, LeaseClient, LeaseName, Ttl};
+use leasehold::{AcquireOutcome, Lease, LeaseClient, LeaseName};
 
 use crate::cli::RunArgs;
 use crate::error::CliError;
-use crate::supervise::{Signals, settle, supervise};
-use crate::{grace, holder, open};
+use crate::open;
+use crate::supervise::{settle, supervise};
 use leasehold::url::StoreUrl;
 
 /// Runs `leasehold run`; the exit code.
@@ -20,16 +20,11 @@ use leasehold::url::StoreUrl;
 /// command that cannot be started.
 pub(crate) async fn run(url: &StoreUrl, args: RunArgs) -> Result<u8, CliError> {
     let name = LeaseName::new(&args.name).map_err(|e| CliError::from_lease("lease name", &e))?;
-    Ttl::new(args.held.ttl).map_err(|e| CliError::from_lease("--ttl", &e))?;
-    let (grace, margin) = grace::grace_and_margin(&args.held)?;
-    let mut signals = Signals::for_command()?;
-    let config = ClientConfig::builder().label(holder::label()).margin_permille(margin);
-    // A signal ends the opening too (it may take up to `open::OPEN_TIMEOUT`); nothing
-    // was sent that would need settling.
-    let client = tokio::select! {
-        client = open::open_with(url, config) => client?,
-        sig = signals.next() => return Err(sig.ended(&format!("lease {name}"))),
-    };
+    let open::Held {
+        client,
+        grace,
+        mut signals,
+    } = open::open_held(url, &args.held, &format!("lease {name}")).await?;
     let lease = tokio::select! {
         lease = acquire(&client, &name, &args) => lease?,
         sig = signals.next() => {
