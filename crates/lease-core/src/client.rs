@@ -984,10 +984,13 @@ async fn attempt(
                     }),
                     held: Arc::downgrade(&inner.held),
                 });
+                // Counted before the driver may see it: a driver ending meanwhile ends
+                // it (`driver::EndOnDrop`), and each end uncounts it once.
+                metrics::gauge!(crate::observe::HELD).increment(1.0);
                 if let Err(e) = driver.register(shared.clone(), driver::first_wake(&shared)) {
                     // The driver went away while the write was in flight: nobody would
                     // renew the grant. Give it back here, in the caller's task.
-                    shared.lost.cancel();
+                    shared.end(crate::LossCause::DriverStopped);
                     let st = shared.state();
                     let stored = Stored {
                         version: st.version,
@@ -997,7 +1000,6 @@ async fn attempt(
                     let _ = give_back(ctx, &name, &shared.holder, stored, gate).await;
                     return Err(e);
                 }
-                metrics::gauge!(crate::observe::HELD).increment(1.0);
                 gate.register(&shared);
                 return Ok(AcquireOutcome::Granted(Lease {
                     shared,

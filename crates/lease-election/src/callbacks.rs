@@ -94,7 +94,8 @@ impl Callbacks {
 }
 
 /// The task of a tenure's work, aborted when dropped: a `run` future dropped while it
-/// leads (a `select!`, a timeout) leaves no work running on without the lease.
+/// leads (a `select!`, a timeout) asks the work to stop before the lease's release is
+/// sent (the task stops at its next await, or when it is next polled).
 struct AbortOnDrop(JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
@@ -116,9 +117,10 @@ impl Election {
     /// only until its TTL runs out: work that needs longer than the margin to stop may
     /// overlap the next leader's, which the fencing token guards against.
     ///
-    /// Dropping the future while it leads aborts the work's task and releases the lease
-    /// in the background, without waiting for the work to stop and without calling
-    /// `on_stopped_leading`: cancel `shutdown` for an orderly end.
+    /// Dropping the future while it leads aborts the work's task (it stops at its next
+    /// await) and then releases the lease in the background, without waiting for the
+    /// work to stop and without calling `on_stopped_leading`: cancel `shutdown` for an
+    /// orderly end.
     ///
     /// # Panics
     /// With the panic of the started-leading work, once the lease is released and

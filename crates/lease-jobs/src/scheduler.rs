@@ -660,16 +660,14 @@ impl Scheduler {
         // after it leaves the catch-up window; its failed record then stays as long as a
         // done record would, so that no instance runs it again.
         let failed_runs = books.pending.get(&slot).map_or(1, |p| p.failed_runs.saturating_add(1));
+        // When the next try would come: chosen now, jitter and all, so that a slot whose
+        // next try falls outside the window is given up here, with its record kept.
+        let retry = jitter(spec.retry_failed_after.max(rest));
         let leaves_window = clock.now_ms().is_some_and(|now| {
-            slot.unix_ms().saturating_add(millis(spec.catch_up)) < now.saturating_add(millis(spec.retry_failed_after))
+            slot.unix_ms().saturating_add(millis(spec.catch_up)) < now.saturating_add(millis(retry))
         });
         let give_up = failed_runs >= spec.max_tries || leaves_window;
-        let keep = if give_up {
-            spec.keep_done_for
-        } else {
-            spec.retry_failed_after
-        }
-        .max(rest);
+        let keep = if give_up { spec.keep_done_for.max(rest) } else { retry };
         let name = lease.name().clone();
         let kept = match marker::finish(&self.client, lease, Marker::Failed, keep).await {
             Ok(Finished::Kept(version)) => {
@@ -708,8 +706,12 @@ impl Scheduler {
             p.started = true;
             p.failed = true;
             p.failed_runs = failed_runs;
-            let after = if kept.is_some() { keep } else { spec.lock_at_most_for };
-            p.recheck_at = Instant::now() + jitter(after.max(Duration::from_millis(1)));
+            p.recheck_at = Instant::now()
+                + if kept.is_some() {
+                    retry
+                } else {
+                    jitter(spec.lock_at_most_for.max(Duration::from_millis(1)))
+                };
         }
         Ok(())
     }

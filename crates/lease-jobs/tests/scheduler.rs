@@ -631,11 +631,11 @@ where
     events.lock().unwrap().clone()
 }
 
-/// Runs `spec` with [`always_failing`] on one instance over a fresh store for `run_for`:
+/// Runs `spec` with [`always_failing`] on one instance over `store` for `run_for`:
 /// the job's calls by slot, and the events.
-async fn run_failing(spec: JobSpec, run_for: Duration) -> (BTreeMap<Slot, u32>, Vec<SlotEvent>) {
+async fn run_failing(store: MemoryStore, spec: JobSpec, run_for: Duration) -> (BTreeMap<Slot, u32>, Vec<SlotEvent>) {
     let calls: Calls = Arc::default();
-    let events = run_one(MemoryStore::new(), spec, always_failing(calls.clone()), run_for).await;
+    let events = run_one(store, spec, always_failing(calls.clone()), run_for).await;
     let calls = calls.lock().unwrap().clone();
     (calls, events)
 }
@@ -649,7 +649,7 @@ async fn a_slot_whose_job_keeps_failing_is_given_up_after_max_tries() {
         .catch_up(Duration::from_secs(30))
         .retry_failed_after(Duration::from_secs(1));
     assert_eq!(spec.max_tries, 3, "the default");
-    let (calls, events) = run_failing(spec, Duration::from_secs(60)).await;
+    let (calls, events) = run_failing(MemoryStore::new(), spec, Duration::from_secs(60)).await;
     let total: u32 = calls.values().sum();
     // The 30 slots of the catch-up window and the 60 of the run.
     assert!(calls.len() >= 89, "{} slots run", calls.len());
@@ -682,7 +682,8 @@ async fn a_failing_slot_is_given_up_when_it_leaves_the_catch_up_window() {
         .catch_up(Duration::from_secs(5))
         .retry_failed_after(Duration::from_secs(1))
         .max_tries(1_000);
-    let (calls, events) = run_failing(spec, Duration::from_secs(30)).await;
+    let store = MemoryStore::new();
+    let (calls, events) = run_failing(store.clone(), spec.clone(), Duration::from_secs(30)).await;
     assert!(calls.len() >= 34, "{} slots run", calls.len());
     // Tries at about 0, 1.05, 2.1, 3.15 and 4.2 s after the slot: five at most.
     assert!(calls.values().all(|n| *n <= 5), "{calls:?}");
@@ -692,6 +693,70 @@ async fn a_failing_slot_is_given_up_when_it_leaves_the_catch_up_window() {
                 |e| matches!(e, SlotEvent::GivenUp { slot: s, failed_runs } if s == slot && *failed_runs == calls[slot])
             ),
             "slot {slot} not given up: {events:?}"
+        );
+        // Given up by its last failed run, which kept its failed record (for
+        // `keep_done_for`, 600 s): no instance runs it again. (A slot given up only
+        // later, when it was looked at again out of the window, had a record that
+        // lasted one retry interval, and another instance could run it again.)
+        use leasehold_core::store::CasStore as _;
+        let stored = store
+            .read(&spec.lease_name(*slot).expect("name"))
+            .await
+            .expect("read")
+            .unwrap_or_else(|| panic!("slot {slot}: its failed record is gone"));
+        let holder = stored.record.holder.expect("a holder");
+        assert_eq!(
+            leasehold_jobs::Marker::of(&holder),
+            Some(leasehold_jobs::Marker::Failed),
+            "slot {slot}"
+        );
+    }
+}
+
+/// A failing slot whose next try comes later than `retry_failed_after` (here the rest
+/// of `lock_at_least_for`, 1.2 s, plus jitter) is given up by the run whose next try
+/// would fall outside the window, and that run keeps its failed record. (The decision
+/// used to count `retry_failed_after` alone: about half of these slots were given up
+/// later, out of the window, with a record that lasted one retry, which another
+/// instance could then run again.)
+#[tokio::test(start_paused = true)]
+async fn a_slot_given_up_at_the_edge_of_the_window_keeps_its_failed_record() {
+    let spec = every_second("fails-at-the-edge")
+        .catch_up(Duration::from_secs(5))
+        .retry_failed_after(Duration::from_secs(1))
+        .lock_at_least_for(Duration::from_millis(1_200))
+        .max_tries(1_000);
+    let store = MemoryStore::new();
+    let (calls, events) = run_failing(store.clone(), spec.clone(), Duration::from_secs(30)).await;
+    let given_up: Vec<Slot> = events
+        .iter()
+        .filter_map(|e| match e {
+            SlotEvent::GivenUp { slot, .. } => Some(*slot),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        given_up.len() >= 20,
+        "{} slots given up of {}",
+        given_up.len(),
+        calls.len()
+    );
+    use leasehold_core::store::CasStore as _;
+    for slot in given_up {
+        let stored = store.read(&spec.lease_name(slot).expect("name")).await.expect("read");
+        let left = stored.as_ref().and_then(|s| s.remaining);
+        let marker = stored
+            .and_then(|s| s.record.holder)
+            .and_then(|h| leasehold_jobs::Marker::of(&h));
+        assert_eq!(
+            marker,
+            Some(leasehold_jobs::Marker::Failed),
+            "slot {slot}: its failed record"
+        );
+        // Kept for `keep_done_for` (600 s), not for one retry interval.
+        assert!(
+            left.is_some_and(|l| l > Duration::from_secs(60)),
+            "slot {slot}: kept {left:?}"
         );
     }
 }

@@ -29,8 +29,8 @@ pub(crate) fn grace_and_margin(held: &HeldArgs) -> Result<(Duration, u32), CliEr
     let ttl = held.ttl;
     let grace = held.grace.unwrap_or_else(|| DEFAULT_GRACE.min(ttl / 6));
     let room = MAX_MARGIN_PERMILLE - Policy::DEFAULT_MARGIN_PERMILLE;
-    let (grace_ms, ttl_ms) = (grace.as_millis(), ttl.as_millis().max(1));
-    let share = (grace_ms * 1000).div_ceil(ttl_ms);
+    let (grace_ns, ttl_ns) = (grace.as_nanos(), ttl.as_nanos().max(1));
+    let share = (grace_ns * 1000).div_ceil(ttl_ns);
     match u32::try_from(share) {
         Ok(share) if share <= room => Ok((grace, Policy::DEFAULT_MARGIN_PERMILLE + share)),
         _ => Err(CliError::Usage(format!(
@@ -90,7 +90,13 @@ mod tests {
 
     #[test]
     fn a_grace_the_ttl_cannot_hold_is_refused_and_says_the_most_it_may_be() {
-        for (ttl, grace) in [("1s", "450ms"), ("30s", "15s"), ("1s", "5s"), ("1s", "300000000000y")] {
+        for (ttl, grace) in [
+            ("1s", "450ms"),
+            ("1s", "449ms 900us"),
+            ("30s", "15s"),
+            ("1s", "5s"),
+            ("1s", "300000000000y"),
+        ] {
             let Err(CliError::Usage(message)) = grace_and_margin(&held(ttl, Some(grace))) else {
                 panic!("{ttl} {grace} accepted");
             };

@@ -53,18 +53,24 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
     {
-        Ok(rt) => match rt.block_on(dispatch(cli)) {
-            Ok(code) => code,
-            Err(e) => {
-                if e.is_reported() {
-                    report(&e.to_string());
+        Ok(rt) => {
+            let ended = rt.block_on(dispatch(cli));
+            // Not waited for: a blocking task (a DNS lookup a store client started) would
+            // hold the exit up, after a signal too.
+            rt.shutdown_background();
+            match ended {
+                Ok(code) => code,
+                Err(e) => {
+                    if e.is_reported() {
+                        report(&e.to_string());
+                    }
+                    if let CliError::Signalled { signal, .. } = &e {
+                        exit::ended_by(*signal);
+                    }
+                    e.exit_code()
                 }
-                if let CliError::Signalled { signal, .. } = &e {
-                    exit::ended_by(*signal);
-                }
-                e.exit_code()
             }
-        },
+        }
         Err(e) => {
             report(&format!("cannot start the runtime: {e}"));
             exit::STORE

@@ -136,14 +136,18 @@ async fn a_signal_during_the_grant_write_leaves_the_lease_free() {
         .execute(&mut *lock)
         .await
         .expect("lock the row");
-    let mut run = store.spawn(&["run", &name, "--", "true"]);
-    let waiting = poll_async(LIMIT, || async {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%leasehold_leases%'",
-        )
-        .fetch_one(&pool)
+    let locker: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut *lock)
         .await
-        .expect("pg_stat_activity");
+        .expect("the locking backend");
+    let mut run = store.spawn(&["run", &name, "--", "true"]);
+    // A backend blocked by this test's lock: the run's grant write.
+    let waiting = poll_async(LIMIT, || async {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))")
+            .bind(locker)
+            .fetch_one(&pool)
+            .await
+            .expect("pg_stat_activity");
         n > 0
     })
     .await;
