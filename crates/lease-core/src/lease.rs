@@ -11,6 +11,7 @@ use crate::driver::{DriverCtx, release_shared};
 use crate::finish::FinishOnDrop;
 use crate::held::HeldNames;
 use crate::mailbox::Mailbox;
+use crate::validity::Validity;
 use crate::{
     FencingToken, HolderId, LeaseName, Result, Ttl,
     store::{LeaseRecord, Version},
@@ -131,6 +132,17 @@ impl LeaseShared {
             .valid_until
     }
 
+    /// The validity deadline, never past the hold's cap.
+    pub(crate) fn valid_until_capped(&self) -> Instant {
+        let renewed = self.valid_until();
+        self.hold_until.map_or(renewed, |h| renewed.min(h))
+    }
+
+    /// Not ended, and the validity deadline ahead.
+    pub(crate) fn is_valid(&self) -> bool {
+        !self.lost.is_cancelled() && Instant::now() < self.valid_until_capped()
+    }
+
     pub(crate) fn set_state(&self, s: HeldState) {
         *self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = s;
     }
@@ -235,8 +247,7 @@ impl Lease {
     /// successful renewal was *sent* (rule 3 of docs/DESIGN.md), and never past
     /// [`Lease::hold_until`].
     pub fn valid_until(&self) -> Instant {
-        let renewed = self.shared.state().valid_until;
-        self.shared.hold_until.map_or(renewed, |h| renewed.min(h))
+        self.shared.valid_until_capped()
     }
 
     /// The end of this hold's cap, if it was acquired with a `max_hold`
@@ -251,7 +262,13 @@ impl Lease {
     /// True if the lease has not been lost and its validity deadline is ahead.
     /// A `true` answer can be stale by the time work runs: the fence decides.
     pub fn is_valid(&self) -> bool {
-        !self.shared.lost.is_cancelled() && Instant::now() < self.valid_until()
+        self.shared.is_valid()
+    }
+
+    /// This lease's validity, apart from the guard: hand it to the work that carries
+    /// the token, and keep the guard to release it.
+    pub fn validity(&self) -> Validity {
+        Validity::new(self.shared.clone())
     }
 
     /// Completes when the lease is lost (or released), with the cause. Fires no later

@@ -90,6 +90,7 @@ mod semaphore;
 pub mod store;
 mod token;
 mod ttl;
+mod validity;
 mod wait;
 mod wake_hub;
 
@@ -112,3 +113,4 @@ pub use policy::{Policy, SkewBound};
 pub use semaphore::{MAX_PERMITS, Permit, PermitOutcome, Semaphore};
 pub use token::FencingToken;
 pub use ttl::Ttl;
+pub use validity::Validity;

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use leasehold_core::{FencingToken, HolderId, Lease, LeaseName, LossCause, Result};
+use leasehold_core::{FencingToken, HolderId, Lease, LeaseName, LossCause, Result, Validity};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -129,6 +129,7 @@ impl Leadership {
             holder: self.lease.holder().clone(),
             token: self.lease.token(),
             cancel: self.cancel.child_token(),
+            validity: self.lease.validity(),
         }
     }
 
@@ -159,6 +160,7 @@ pub struct LeaderContext {
     holder: HolderId,
     token: FencingToken,
     cancel: CancellationToken,
+    validity: Validity,
 }
 
 impl LeaderContext {
@@ -187,8 +189,17 @@ impl LeaderContext {
         self.cancel.cancelled().await;
     }
 
-    /// True until the tenure ends.
+    /// True while the tenure lasts: its cancellation has not fired and the lease's
+    /// validity deadline is ahead. A leader that froze past that deadline reads `false`
+    /// as soon as it runs again, before the cancellation has had a turn to fire. A `true`
+    /// answer can be stale by the time a write lands: the fence decides.
     pub fn is_leading(&self) -> bool {
-        !self.cancel.is_cancelled()
+        !self.cancel.is_cancelled() && self.validity.is_valid()
+    }
+
+    /// Until when this leader may trust that it leads (monotonic clock), as
+    /// [`Leadership::valid_until`]: it moves on with every renewal.
+    pub fn valid_until(&self) -> Instant {
+        self.validity.valid_until()
     }
 }

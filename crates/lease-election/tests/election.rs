@@ -535,3 +535,27 @@ async fn dropping_run_while_leading_aborts_the_work() {
         .expect("b");
     assert!(lb.is_leader());
 }
+
+/// A leader frozen past its validity deadline (here its whole runtime blocked, as a
+/// stopped process is) reads that it no longer leads the moment it runs again, before
+/// its renewal driver has had a turn to cancel the context: the freeze the library
+/// exists for. Real time on one thread: nothing else runs while it is blocked.
+#[tokio::test]
+async fn a_leader_frozen_past_its_validity_is_not_leading_when_it_wakes() {
+    let client = LeaseClient::new(MemoryStore::new());
+    let election = Election::new(client, "it/frozen", Duration::from_millis(200)).expect("election");
+    let leadership = election.campaign().await.expect("leads");
+    let ctx = leadership.context();
+    assert!(ctx.is_leading() && leadership.is_leader());
+    let deadline = ctx.valid_until();
+    assert_eq!(deadline, leadership.valid_until());
+    // The freeze: no task of this runtime runs until the deadline has passed.
+    std::thread::sleep(deadline.saturating_duration_since(Instant::now()) + Duration::from_millis(5));
+    assert!(!ctx.cancellation().is_cancelled(), "the driver ran during the freeze");
+    assert!(
+        !leadership.is_leader(),
+        "the leadership trusts a lease past its deadline"
+    );
+    assert!(!ctx.is_leading(), "the leader context trusts a lease past its deadline");
+    assert!(!ctx.clone().is_leading(), "a clone of the context trusts it");
+}

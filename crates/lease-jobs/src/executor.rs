@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::FutureExt as _;
 
 use leasehold_core::{
-    AcquireOutcome, Error, FencingToken, HolderId, Lease, LeaseClient, LeaseName, LossCause, Result, Ttl,
+    AcquireOutcome, Error, FencingToken, HolderId, Lease, LeaseClient, LeaseName, LossCause, Result, Ttl, Validity,
 };
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -76,6 +76,7 @@ pub struct JobContext {
     holder: HolderId,
     token: FencingToken,
     cancel: CancellationToken,
+    validity: Validity,
     slot: Option<Slot>,
     started: Instant,
 }
@@ -87,6 +88,7 @@ impl JobContext {
             holder: lease.holder().clone(),
             token: lease.token(),
             cancel: lease.cancellation(),
+            validity: lease.validity(),
             slot,
             started,
         }
@@ -127,10 +129,18 @@ impl JobContext {
         self.cancel.cancelled().await;
     }
 
-    /// True until the run must stop. A `true` answer can be stale by the time a write
-    /// lands: the fence decides.
+    /// True until the run must stop: its cancellation has not fired and the lease's
+    /// validity deadline is ahead. A run that froze past that deadline reads `false` as
+    /// soon as it runs again, before the cancellation has had a turn to fire. A `true`
+    /// answer can be stale by the time a write lands: the fence decides.
     pub fn is_valid(&self) -> bool {
-        !self.cancel.is_cancelled()
+        !self.cancel.is_cancelled() && self.validity.is_valid()
+    }
+
+    /// Until when the run may trust its lease (monotonic clock): it moves on with every
+    /// renewal.
+    pub fn valid_until(&self) -> Instant {
+        self.validity.valid_until()
     }
 }
 

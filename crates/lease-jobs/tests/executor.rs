@@ -314,3 +314,28 @@ async fn a_store_error_after_the_job_keeps_its_output() {
         assert!(store.injected() >= 1, "plan {i}: no call failed");
     }
 }
+
+/// A run frozen past its lease's validity deadline (its whole runtime blocked, as a
+/// stopped process is) reads that it must stop the moment it runs again, before the
+/// renewal driver has had a turn to fire its cancellation. Real time on one thread.
+#[tokio::test]
+async fn a_run_frozen_past_its_validity_is_not_valid_when_it_wakes() {
+    let exec = exec(MemoryStore::new());
+    let lock = LockConfig::new("jobs/frozen", Duration::from_millis(200));
+    let outcome = exec
+        .run(&lock, |ctx: leasehold_jobs::JobContext| async move {
+            let valid_before = ctx.is_valid();
+            let deadline = ctx.valid_until();
+            std::thread::sleep(deadline.saturating_duration_since(Instant::now()) + Duration::from_millis(5));
+            (valid_before, ctx.cancellation().is_cancelled(), ctx.is_valid())
+        })
+        .await
+        .expect("run");
+    let RunOutcome::Ran(ran) = outcome else {
+        panic!("not run: {outcome:?}")
+    };
+    let (valid_before, cancelled, valid_after) = ran.output;
+    assert!(valid_before, "not valid at the start");
+    assert!(!cancelled, "the driver ran during the freeze");
+    assert!(!valid_after, "the run trusts a lease past its deadline");
+}
