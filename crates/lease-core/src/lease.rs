@@ -332,13 +332,16 @@ impl Drop for Lease {
             return;
         }
         self.shared.leave_held();
+        // Ended here, as `release` ends it: whatever was handed the lease's validity or
+        // cancellation stops trusting it now, not at the driver's next turn. A takeover
+        // seen before keeps its cause (the first one wins), so nothing is written then.
+        let taken = matches!(self.shared.cause.get(), Some(LossCause::TakenOver { .. }));
+        self.shared.end(LossCause::Released);
         // Never blocks: the driver performs the release.
         if self.driver.release(self.shared.clone()).is_err() {
             // The driver is gone (the runtime it ran on ended): nobody renews the lease.
-            // End it here, and release it on the runtime at hand, if any; without one
-            // the record expires on its own.
-            let taken = matches!(self.shared.cause.get(), Some(LossCause::TakenOver { .. }));
-            self.shared.end(LossCause::Released);
+            // Release it on the runtime at hand, if any; without one the record expires
+            // on its own.
             if let (false, Ok(runtime)) = (taken, tokio::runtime::Handle::try_current()) {
                 let (ctx, shared) = (self.ctx.clone(), self.shared.clone());
                 let st = shared.state();

@@ -164,6 +164,23 @@ async fn dropping_the_guard_releases_in_the_background() {
     assert_eq!(next_token(&client, "dropped").await, 2);
 }
 
+/// Dropping the guard ends the lease at once for whatever was handed its validity or
+/// its cancellation (a job's or a leader's context), as `release` does: not at the
+/// renewal driver's next turn, which on this one-thread runtime has not come yet.
+#[tokio::test(start_paused = true)]
+async fn dropping_the_guard_ends_the_lease_at_once() {
+    let client = LeaseClient::new(MemoryStore::new());
+    let lease = client
+        .acquire("dropped-now", Duration::from_secs(60))
+        .await
+        .expect("acquire");
+    let (validity, cancel) = (lease.validity(), lease.cancellation());
+    assert!(validity.is_valid());
+    drop(lease);
+    assert!(!validity.is_valid(), "a dropped lease still reads valid");
+    assert!(cancel.is_cancelled(), "a dropped lease's cancellation has not fired");
+}
+
 #[tokio::test(start_paused = true)]
 async fn dropping_an_acquire_mid_write_never_leaves_an_unrenewed_lease() {
     let (mem, slow, client) = common::slowed(1, Duration::from_millis(100));

@@ -128,8 +128,7 @@ impl Leadership {
             name: self.lease.name().clone(),
             holder: self.lease.holder().clone(),
             token: self.lease.token(),
-            cancel: self.cancel.child_token(),
-            validity: self.lease.validity(),
+            validity: self.lease.validity().with_cancellation(self.cancel.child_token()),
         }
     }
 
@@ -159,7 +158,6 @@ pub struct LeaderContext {
     name: LeaseName,
     holder: HolderId,
     token: FencingToken,
-    cancel: CancellationToken,
     validity: Validity,
 }
 
@@ -179,26 +177,32 @@ impl LeaderContext {
         self.token
     }
 
-    /// The cancellation: fires when the tenure ends.
+    /// The cancellation: fires when the tenure ends (or [`LeaderContext::is_leading`]
+    /// finds its deadline passed).
     pub fn cancellation(&self) -> &CancellationToken {
-        &self.cancel
+        self.validity.cancellation()
     }
 
     /// Completes when the tenure ends.
     pub async fn cancelled(&self) {
-        self.cancel.cancelled().await;
+        self.validity.cancelled().await;
     }
 
     /// True while the tenure lasts: its cancellation has not fired and the lease's
     /// validity deadline is ahead. A leader that froze past that deadline reads `false`
-    /// as soon as it runs again, before the cancellation has had a turn to fire. A `true`
-    /// answer can be stale by the time a write lands: the fence decides.
+    /// as soon as it runs again, before the renewal driver has had a turn to end the
+    /// lease, and that first `false` cancels this context (and its clones): the tenure is
+    /// over for the work, even should a renewal sent before the deadline be answered
+    /// after it. A `true` answer can be stale by the time a write lands: the fence
+    /// decides.
     pub fn is_leading(&self) -> bool {
-        !self.cancel.is_cancelled() && self.validity.is_valid()
+        self.validity.is_valid()
     }
 
-    /// Until when this leader may trust that it leads (monotonic clock), as
-    /// [`Leadership::valid_until`]: it moves on with every renewal.
+    /// Until when this leader may trust its lease (monotonic clock), as
+    /// [`Leadership::valid_until`]: it moves on with every renewal, never past the
+    /// lease's `hold_until`. After a resignation or a loss it may still lie ahead:
+    /// [`LeaderContext::is_leading`] is what says whether the tenure lasts.
     pub fn valid_until(&self) -> Instant {
         self.validity.valid_until()
     }

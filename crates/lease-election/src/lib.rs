@@ -54,6 +54,12 @@
 //! `loss_cancels_context_before_successor_is_granted` checks this with paused time
 //! and a store that stops answering the leader.
 //!
+//! A leader frozen past that deadline (a stopped process, a starved runtime) may run
+//! again before its renewal driver has had a turn to fire the cancellation: so
+//! [`LeaderContext::is_leading`] and [`Leadership::is_leader`] read the deadline
+//! itself, not only the cancellation, and answer `false` from the moment it has passed
+//! (test `a_leader_frozen_past_its_validity_is_not_leading_when_it_wakes`).
+//!
 //! What the margin cannot cover is a leader frozen *after* it checked its context and
 //! before its write reached the resource: that is what the token is for.
 //!
@@ -63,7 +69,15 @@
 //! client watches (S3, DynamoDB) one read per poll interval for the TTL and the margin,
 //! then the claim. A leader renews as its store renews: a round trip per third of the
 //! TTL, or on etcd no transaction (the session's keep-alive message covers it).
-//! Resigning is one write. [`Election::observe`] reads once per
+//! Resigning is one write. How soon a waiting candidate takes over after it depends
+//! on whether the store pushes its changes: on Postgres, etcd, ZooKeeper, MemoryStore
+//! and Redis (with its pub/sub connection, which `RedisStore::connect` sets up) the
+//! release wakes one waiter at once, and on SQLite within the 5 ms of its
+//! `PRAGMA data_version` poller (docs/STORES.md); on MySQL a waiter looks again only
+//! when the leader's lease could have run out (up to about a TTL, at most
+//! `ClientConfig::max_acquire_backoff` plus up to 20 % jitter), and on DynamoDB and S3
+//! at its store's poll interval (`with_poll_interval`, default 1 s) if that comes
+//! first. [`Election::observe`] reads once per
 //! [`ElectionConfig::observe_interval`] (or waits on the store's push where it has one).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

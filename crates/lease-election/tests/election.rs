@@ -1,4 +1,5 @@
-//! Leader election on `MemoryStore` with paused time: exact, instant, and able to fail.
+//! Leader election on `MemoryStore`, with paused time (exact, instant, and able to fail)
+//! but for the frozen leader, which blocks a real-time runtime.
 #![allow(missing_docs, clippy::unwrap_used)]
 
 use std::sync::{Arc, Mutex};
@@ -543,7 +544,7 @@ async fn dropping_run_while_leading_aborts_the_work() {
 #[tokio::test]
 async fn a_leader_frozen_past_its_validity_is_not_leading_when_it_wakes() {
     let client = LeaseClient::new(MemoryStore::new());
-    let election = Election::new(client, "it/frozen", Duration::from_millis(200)).expect("election");
+    let election = Election::new(client, "it/frozen", Duration::from_secs(1)).expect("election");
     let leadership = election.campaign().await.expect("leads");
     let ctx = leadership.context();
     assert!(ctx.is_leading() && leadership.is_leader());
@@ -557,5 +558,11 @@ async fn a_leader_frozen_past_its_validity_is_not_leading_when_it_wakes() {
         "the leadership trusts a lease past its deadline"
     );
     assert!(!ctx.is_leading(), "the leader context trusts a lease past its deadline");
+    // The first `false` ends the tenure for the work: it stays ended whatever a late
+    // renewal answer does, and work waiting on the cancellation is told now.
+    assert!(
+        ctx.cancellation().is_cancelled(),
+        "the context was not cancelled by its own expiry"
+    );
     assert!(!ctx.clone().is_leading(), "a clone of the context trusts it");
 }

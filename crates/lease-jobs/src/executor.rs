@@ -75,7 +75,6 @@ pub struct JobContext {
     name: LeaseName,
     holder: HolderId,
     token: FencingToken,
-    cancel: CancellationToken,
     validity: Validity,
     slot: Option<Slot>,
     started: Instant,
@@ -87,7 +86,6 @@ impl JobContext {
             name: lease.name().clone(),
             holder: lease.holder().clone(),
             token: lease.token(),
-            cancel: lease.cancellation(),
             validity: lease.validity(),
             slot,
             started,
@@ -121,24 +119,28 @@ impl JobContext {
 
     /// The cancellation: fires when the lease is lost or the scheduler stops.
     pub fn cancellation(&self) -> &CancellationToken {
-        &self.cancel
+        self.validity.cancellation()
     }
 
     /// Completes when the run must stop.
     pub async fn cancelled(&self) {
-        self.cancel.cancelled().await;
+        self.validity.cancelled().await;
     }
 
     /// True until the run must stop: its cancellation has not fired and the lease's
     /// validity deadline is ahead. A run that froze past that deadline reads `false` as
-    /// soon as it runs again, before the cancellation has had a turn to fire. A `true`
+    /// soon as it runs again, before the renewal driver has had a turn to end the lease,
+    /// and that first `false` cancels this context (and its clones): the run must stop,
+    /// even should a renewal sent before the deadline be answered after it. A `true`
     /// answer can be stale by the time a write lands: the fence decides.
     pub fn is_valid(&self) -> bool {
-        !self.cancel.is_cancelled() && self.validity.is_valid()
+        self.validity.is_valid()
     }
 
     /// Until when the run may trust its lease (monotonic clock): it moves on with every
-    /// renewal.
+    /// renewal, never past the lease's `hold_until` (with [`LockAtMost::Absolute`]).
+    /// Once the run must stop it may still lie ahead: [`JobContext::is_valid`] is what
+    /// says whether the run may go on.
     pub fn valid_until(&self) -> Instant {
         self.validity.valid_until()
     }
@@ -335,7 +337,7 @@ where
     Fut: Future<Output = T>,
 {
     let ctx = JobContext::new(lease, slot, started);
-    let cancel = ctx.cancel.clone();
+    let cancel = ctx.cancellation().clone();
     // After a panic the run's future is dropped and only the payload is looked at; a
     // scheduler calls its job again for the next slot, as after any failure.
     let fut = std::panic::catch_unwind(AssertUnwindSafe(|| job(ctx)))?;

@@ -1,5 +1,5 @@
-//! `LockingExecutor` on `MemoryStore` with paused time: exclusion, lock_at_most_for,
-//! lock_at_least_for, loss and round trips.
+//! `LockingExecutor` on `MemoryStore`, with paused time but for the frozen run (real
+//! time): exclusion, lock_at_most_for, lock_at_least_for, loss and round trips.
 #![allow(missing_docs)]
 
 use std::sync::Arc;
@@ -321,21 +321,25 @@ async fn a_store_error_after_the_job_keeps_its_output() {
 #[tokio::test]
 async fn a_run_frozen_past_its_validity_is_not_valid_when_it_wakes() {
     let exec = exec(MemoryStore::new());
-    let lock = LockConfig::new("jobs/frozen", Duration::from_millis(200));
+    let lock = LockConfig::new("jobs/frozen", Duration::from_secs(1));
     let outcome = exec
         .run(&lock, |ctx: leasehold_jobs::JobContext| async move {
             let valid_before = ctx.is_valid();
             let deadline = ctx.valid_until();
             std::thread::sleep(deadline.saturating_duration_since(Instant::now()) + Duration::from_millis(5));
-            (valid_before, ctx.cancellation().is_cancelled(), ctx.is_valid())
+            let cancelled = ctx.cancellation().is_cancelled();
+            let valid_after = ctx.is_valid();
+            (valid_before, cancelled, valid_after, ctx.cancellation().is_cancelled())
         })
         .await
         .expect("run");
     let RunOutcome::Ran(ran) = outcome else {
         panic!("not run: {outcome:?}")
     };
-    let (valid_before, cancelled, valid_after) = ran.output;
+    let (valid_before, cancelled, valid_after, cancelled_after) = ran.output;
     assert!(valid_before, "not valid at the start");
     assert!(!cancelled, "the driver ran during the freeze");
     assert!(!valid_after, "the run trusts a lease past its deadline");
+    // The first `false` ends the run for good, and tells work waiting on the cancellation.
+    assert!(cancelled_after, "the context was not cancelled by its own expiry");
 }
