@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     AcquireOptions, AcquireOutcome, Error, FencingToken, HolderId, Lease, LeaseClient, LeaseName, LossCause, Result,
+    Validity,
 };
 
 /// The most permits a [`Semaphore`] may have.
@@ -421,6 +422,12 @@ impl Permit {
     /// A cancellation token cancelled when the permit is lost ([`Lease::cancellation`]).
     pub fn cancellation(&self) -> CancellationToken {
         self.lease.cancellation()
+    }
+
+    /// The permit's validity, apart from the guard ([`Lease::validity`]): hand it to the
+    /// work that carries [`Permit::token`], and keep the permit to release it.
+    pub fn validity(&self) -> Validity {
+        self.lease.validity()
     }
 
     /// The slot's lease (for a store's fence that takes a [`Lease`]).

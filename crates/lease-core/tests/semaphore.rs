@@ -196,13 +196,16 @@ async fn changing_the_number_of_permits() {
 }
 
 /// A permit holder whose store stops answering loses its permit (the loss signal fires
-/// by its deadline) and another client takes the slot with the next token, never before.
+/// by its deadline, and the validity handed to its work reads `false`) and another client
+/// takes the slot with the next token, never before.
 #[tokio::test(start_paused = true)]
 async fn a_permit_is_lost_like_a_lease_and_taken_over_with_the_next_token() {
     let memory = MemoryStore::new();
     let frozen = FaultStore::new(memory.clone(), 1);
     let a = semaphore(LeaseClient::new(frozen.clone()), 1);
     let permit = a.acquire(Duration::from_secs(2)).await.expect("a");
+    let validity = permit.validity();
+    assert!(validity.is_valid(), "a fresh permit's validity");
     frozen.set_plan(FaultPlan::hang());
     let b = semaphore(LeaseClient::new(memory), 1);
     let taken = b.acquire_timeout(TTL, Duration::from_secs(30)).await.expect("takeover");
@@ -212,6 +215,11 @@ async fn a_permit_is_lost_like_a_lease_and_taken_over_with_the_next_token() {
         .await
         .expect("the loss signal never fired");
     assert!(!permit.is_valid());
+    assert!(
+        !validity.is_valid(),
+        "the validity handed out outlived the permit's loss"
+    );
+    assert!(validity.cancellation().is_cancelled());
 }
 
 /// A timeout too long for the clock (`Duration::MAX`) means no deadline, as for a

@@ -34,7 +34,8 @@ pub(crate) const OUTPUT: u8 = 74;
 
 /// The lease (for `elect`, leadership) was lost while the command ran (it expired, was taken over, or the store
 /// stopped answering renewals): the command was sent SIGTERM, then SIGKILL after
-/// `--grace`.
+/// `--grace`. Also when it was lost while what the command left running in its group
+/// was being stopped, after the command exited.
 pub(crate) const LOST: u8 = 76;
 
 /// The command was found but could not be started (as in a shell).
@@ -60,7 +61,8 @@ Exit codes:
   74     cannot write to stdout (a full disk, an I/O error)
   75     lease held by someone else (run without --wait, or --timeout ran out); release --force: the
          record kept changing under it
-  76     lease (or leadership) lost while the command ran (it was sent SIGTERM, then SIGKILL after --grace)
+  76     lease (or leadership) lost while the command ran (it was sent SIGTERM, then SIGKILL after --grace),
+         or while what it left running in its group was being stopped after it exited
   126    the command could not be started
   127    the command was not found
 Whenever leasehold exits with a code of its own, it prints one line starting with

@@ -8,7 +8,8 @@
 //! - when the command exits, whatever it left running in its group is stopped (SIGTERM,
 //!   SIGKILL after the grace; one line on stderr says so), then the tenure ends
 //!   (release, resignation) and the exit code is the command's (128 + N if signal N
-//!   ended it);
+//!   ended it), or [`exit::LOST`] if the tenure was lost while that was being stopped
+//!   (one more line says so);
 //! - when the tenure is lost, the command's group is sent SIGTERM, SIGKILL after the
 //!   grace (the tenure counts as lost that much early: [`crate::grace`]), one line on
 //!   stderr says why, the tenure ends once the command is gone, and the exit code is
@@ -24,7 +25,7 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 use leasehold::election::Leadership;
-use leasehold::{Lease, LeaseClient, LeaseName};
+use leasehold::{Lease, LeaseClient, LeaseName, LossCause};
 use rustix::process::{Pid, Signal};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{Signal as Stream, SignalKind, signal};
@@ -110,17 +111,12 @@ pub(crate) async fn supervise(
                     Some(group) => left_running(group).await.then_some(group),
                     None => None,
                 };
-                if let Some(group) = left {
-                    report(&format!(
-                        "the command exited, leaving processes of its group running; stopping them \
-                         (SIGTERM, SIGKILL after {}) before releasing {}",
-                        humantime::format_duration(grace),
-                        tenure.what()
-                    ));
-                    stop(&mut child, group, grace).await;
-                }
+                let lost = match left {
+                    Some(group) => stop_leftovers(&mut child, group, grace, &tenure).await,
+                    None => None,
+                };
                 end(tenure).await;
-                return Ok(code);
+                return Ok(if lost.is_some() { exit::LOST } else { code });
             }
             sig = signals.next() => {
                 if let Some(group) = group {
@@ -149,6 +145,35 @@ pub(crate) async fn supervise(
     // the release that ends that wait must not come while the command still runs.
     end(tenure).await;
     Ok(exit::LOST)
+}
+
+/// Stops what the exited command left running in its group `group` ([`stop`]), saying
+/// so. The tenure may end meanwhile (the grace runs on, as for a command stopped on a
+/// loss): then what it started ran on without it, which is reported as a loss (one
+/// more line, and the loss cause is returned so that the exit code says it).
+async fn stop_leftovers(child: &mut Child, group: Pid, grace: Duration, tenure: &impl Tenure) -> Option<LossCause> {
+    report(&format!(
+        "the command exited, leaving processes of its group running; stopping them \
+         (SIGTERM, SIGKILL after {}) before releasing {}",
+        humantime::format_duration(grace),
+        tenure.what()
+    ));
+    let stopping = stop(child, group, grace);
+    tokio::pin!(stopping);
+    let mut lost = None;
+    loop {
+        tokio::select! {
+            () = &mut stopping => return lost,
+            cause = tenure.lease().lost(), if lost.is_none() => {
+                report(&format!(
+                    "lost {} (token {}) while what the command left running was being stopped: {cause}",
+                    tenure.what(),
+                    tenure.lease().token(),
+                ));
+                lost = Some(cause);
+            }
+        }
+    }
 }
 
 /// Starts the command with the tenure in its environment.

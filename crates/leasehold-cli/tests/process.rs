@@ -8,7 +8,7 @@ mod common;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{HELD, Lines, Store, catches, code, finish, gone, signal, stderr, wait_exit};
+use common::{HELD, LOST, Lines, Store, catches, code, finish, gone, signal, stderr, wait_exit};
 use leasehold::testing::process::{poll, poll_async, process_state};
 use rustix::process::Signal;
 
@@ -228,6 +228,47 @@ async fn what_the_command_leaves_running_is_stopped_before_the_release() {
         .await;
     assert_eq!(code(&out), 0, "{out:?}");
     assert!(out.stderr.is_empty(), "{out:?}");
+}
+
+/// The lease lost while what the command left running is being stopped: what it
+/// started ran on without the lease, so `leasehold` says so in a second line and exits
+/// with the "lost" code, not the command's; the job is still stopped (SIGKILL after the
+/// grace). The job's SIGTERM trap releases the lease by force, so the loss comes
+/// during the stop: the holder sees it at its next renewal, a third of the TTL later at
+/// most, well inside the grace (44% of the TTL).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loss_while_the_leftovers_are_stopped_is_reported() {
+    let store = Store::sqlite().await;
+    let name = store.name("leftover-lost");
+    let job = "exec > job-out 2>&1; \
+               trap '\"$LEASEHOLD_BIN\" release --force \"$LEASEHOLD_NAME\"; touch forced' TERM; \
+               touch ready; while :; do sleep 0.05; done";
+    let script = format!(
+        "sh -c '{}' & echo $! > leftover; echo \"$LEASEHOLD_TOKEN\" > token; \
+         while [ ! -e ready ]; do sleep 0.01; done; exit 4",
+        job.replace('\'', "'\\''")
+    );
+    let out = store
+        .output(
+            &["run", &name, "--ttl", "9s", "--grace", "4s", "--", "sh", "-c", &script],
+            LIMIT,
+        )
+        .await;
+    assert!(store.file("forced").exists(), "the job's trap did not run: {out:?}");
+    assert_eq!(code(&out), LOST, "a loss, not the command's 4: {out:?}");
+    let leftover = store.wait_pid("leftover", LIMIT).await;
+    assert!(gone(leftover), "the background job outlived leasehold");
+    let token = store.wait_line("token", LIMIT).await;
+    let said = lines(&out);
+    assert_eq!(said.len(), 2, "{out:?}");
+    assert!(said[0].contains("leaving processes of its group running"), "{said:?}");
+    assert!(
+        said[1].contains(&format!(
+            "lost lease {name} (token {token}) while what the command left running was being stopped: \
+             released by someone else"
+        )),
+        "{said:?}"
+    );
 }
 
 /// A pipe whose reader has gone, as `leasehold list | true` gives it.
