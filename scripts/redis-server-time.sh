@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# What the library's Redis script costs the server, next to the fenced floor's and the
-# classic lock's (docs/PERFORMANCE.md, section 1, Redis): microseconds of server time
-# per operation, by Redis's own accounting (INFO commandstats), free of the network and
-# the client; beside it, the benchmark process's own CPU time per operation of each side
-# (the client's half of the same calls).
+# What the library's Redis script costs the server, next to the one-key design the store
+# did not take, the fenced floor's and the classic lock's (docs/PERFORMANCE.md, section 1,
+# Redis): microseconds of server time per operation, by Redis's own accounting (INFO
+# commandstats), free of the network and the client; beside it, the benchmark process's
+# own CPU time per operation of each side (the client's half of the same calls).
 #
 #   scripts/redis-server-time.sh [ROUNDS] [PAIRS]     (default: 15 rounds of 2,000 pairs)
 #

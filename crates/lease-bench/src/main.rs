@@ -374,7 +374,7 @@ fn redis_server_time(args: &[String]) -> ExitCode {
                 let (lo, hi) = range(&side.per_op_us);
                 let (clo, chi) = range(&side.client_cpu_us);
                 println!(
-                    "  {:48} median {:5.1} µs  (rounds {lo:.1} to {hi:.1}); client CPU median {:5.1} µs (rounds {clo:.1} to {chi:.1})",
+                    "  {:56} median {:5.1} µs  (rounds {lo:.1} to {hi:.1}); client CPU median {:5.1} µs (rounds {clo:.1} to {chi:.1})",
                     side.label,
                     side.median_us(),
                     side.median_client_cpu_us()

@@ -138,7 +138,7 @@ async fn redis_server_time_runs() {
     let sides = leasehold_bench::backends::redis_server_time::measure(1, 20)
         .await
         .expect("redis-server-time");
-    assert_eq!(sides.len(), 3);
+    assert_eq!(sides.len(), 4);
     for side in &sides {
         assert_eq!(side.per_op_us.len(), 1, "{}", side.label);
         let us = side.median_us();

@@ -7,11 +7,14 @@
 //! ([`crate::machine::cpu_now`]: the caller, the runtime's workers, the Redis client's
 //! tasks), which tells the client's side of each lock apart from the server's.
 //!
-//! Three sides, each a round of `pairs` acquire + release pairs on one connection, the
+//! Four sides, each a round of `pairs` acquire + release pairs on one connection, the
 //! sides alternating round by round: the library (`RedisStore::write` of a free name,
-//! then `RedisStore::release`: the write script twice), the fenced floor
-//! (`FENCED_GRANT` and `FENCED_RELEASE` of `backends/redis.rs`) and the classic lock
-//! (`SET NX PX`, then compare-and-delete, as rslock). The statistics are reset before
+//! then `RedisStore::release`: the write script twice), the one-key design the store
+//! did not take (`one_key_write.lua`: the record and its counters in one hash, the
+//! expiry a field judged on the server's `TIME`, every field checked as the store's
+//! script does), the fenced floor (`FENCED_GRANT` and `FENCED_RELEASE` of
+//! `backends/redis.rs`) and the classic lock (`SET NX PX`, then compare-and-delete, as
+//! rslock). The statistics are reset before
 //! each round (`CONFIG RESETSTAT`: the server must not be shared with other work while
 //! this runs).
 //!
@@ -26,6 +29,12 @@ use super::env;
 use super::redis::{FENCED_GRANT, FENCED_RELEASE, UNLOCK};
 use crate::machine::{cpu_between, cpu_now};
 use crate::{Result, fail};
+
+/// The one-key write script (`one_key_write.lua`), with the shebang the store's
+/// writing scripts carry.
+fn one_key_script() -> redis::Script {
+    redis::Script::new(&format!("#!lua\n{}", include_str!("one_key_write.lua")))
+}
 
 /// One side's server time per operation (µs), one value per round.
 #[derive(Debug, Clone)]
@@ -71,10 +80,20 @@ pub async fn measure(rounds: usize, pairs: usize) -> Result<Vec<SideTime>> {
         redis::Script::new(FENCED_RELEASE),
         redis::Script::new(UNLOCK),
     );
-    let (fenced_key, plain_key) = (format!("{prefix}fenced"), format!("{prefix}plain"));
+    let one_key = one_key_script();
+    let (fenced_key, plain_key, one_key_key) = (
+        format!("{prefix}fenced"),
+        format!("{prefix}plain"),
+        format!("{prefix}onekey"),
+    );
     let mut sides = [
         SideTime {
             label: "library (write script: claim, then release)",
+            per_op_us: vec![],
+            client_cpu_us: vec![],
+        },
+        SideTime {
+            label: "one-key design (one_key_write.lua: claim, then release)",
             per_op_us: vec![],
             client_cpu_us: vec![],
         },
@@ -105,7 +124,8 @@ pub async fn measure(rounds: usize, pairs: usize) -> Result<Vec<SideTime>> {
                             return Err(fail(format!("the library's release conflicted: {out:?}")));
                         }
                     }
-                    1 => {
+                    1 => one_key_pair(&one_key, &one_key_key, &mut conn).await?,
+                    2 => {
                         let token: u64 = grant
                             .key(&fenced_key)
                             .arg("bench")
@@ -151,9 +171,44 @@ pub async fn measure(rounds: usize, pairs: usize) -> Result<Vec<SideTime>> {
     let () = redis::cmd("DEL")
         .arg(&fenced_key)
         .arg(&plain_key)
+        .arg(&one_key_key)
         .query_async(&mut conn)
         .await?;
     Ok(sides.to_vec())
+}
+
+/// One claim and its release by the one-key script on `key`.
+async fn one_key_pair(script: &redis::Script, key: &str, conn: &mut ConnectionManager) -> Result<()> {
+    let claimed: Vec<String> = script
+        .key(key)
+        .arg("claim")
+        .arg("")
+        .arg("bench")
+        .arg("0")
+        .arg(5_000)
+        .arg("lhtime:released")
+        .invoke_async(conn)
+        .await?;
+    let [status, token, version] = claimed.as_slice() else {
+        return Err(fail(format!("the one-key claim answered {claimed:?}")));
+    };
+    if status != "written" {
+        return Err(fail(format!("the one-key claim answered {claimed:?}")));
+    }
+    let released: Vec<String> = script
+        .key(key)
+        .arg("release")
+        .arg(version)
+        .arg("bench")
+        .arg(token)
+        .arg(5_000)
+        .arg("lhtime:released")
+        .invoke_async(conn)
+        .await?;
+    if released.first().map(String::as_str) != Some("written") {
+        return Err(fail(format!("the one-key release answered {released:?}")));
+    }
+    Ok(())
 }
 
 /// The microseconds `INFO commandstats` reports for `command` (0 if it has not run).
