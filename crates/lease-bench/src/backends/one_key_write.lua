@@ -2,33 +2,13 @@
 -- record and its counters in one hash with no key expiry, the expiry a field judged on
 -- the server's `TIME`, so that a write reads one key and writes it with one `HSET`
 -- (no `PTTL`, no second hash, no `PEXPIRE`). It checks every field as the store's
--- write script does. Modes `claim` and `release` only.
+-- write script does. Modes `claim` and `release` only. It runs after the store's own
+-- helpers (`crates/store-redis/src/prelude.lua`: `is_uint`, `is_count`, `is_token`,
+-- `gt`, `inc`), which every store script defines too.
 --
 -- KEYS = the hash. ARGV = mode, expected version, holder, token, ttl ms, channel.
 -- Reply: {'written', token, version}, {'conflict'}, {'conflict_absent'} or
 -- {'corrupt', why}.
-local I64MAX = '9223372036854775807'
-local TMAX = '9223372036854775806'
-local function is_uint(s, maxlen)
-  return type(s) == 'string' and #s <= maxlen and string.match(s, '^[1-9]%d*$') ~= nil
-end
-local function is_count(s)
-  return type(s) == 'string' and (s == '0' or (is_uint(s, 19) and (#s < 19 or s <= I64MAX)))
-end
-local function is_token(s)
-  return is_uint(s, 19) and (#s < 19 or s <= TMAX)
-end
-local function gt(a, b)
-  if #a ~= #b then return #a > #b end
-  return a > b
-end
-local function inc(s)
-  if #s < 15 then return string.format('%d', tonumber(s) + 1) end
-  local i = #s
-  while i > 0 and string.byte(s, i) == 57 do i = i - 1 end
-  if i == 0 then return '1' .. string.rep('0', #s) end
-  return string.sub(s, 1, i - 1) .. string.char(string.byte(s, i) + 1) .. string.rep('0', #s - i)
-end
 -- Record fields h t ttl x (expiry, server ms); counters e (epoch) f (token) n (version).
 local KNOWN = { h = true, t = true, ttl = true, x = true, e = true, f = true, n = true }
 local function load(k, now)
@@ -65,19 +45,14 @@ local tm = redis.call('TIME')
 local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
 local st, cur = load(k, now)
 if st == 'corrupt' then return { 'corrupt', cur } end
-local applies
+if mode ~= 'claim' and mode ~= 'release' then return redis.error_reply('unknown write mode') end
+-- A claim takes a free name; a release vacates this holder's record at its version.
+local applies = st == 'absent' or cur.h == ''
 if mode == 'release' then
   applies = st == 'ok' and cur.e .. ':' .. cur.n == expect and holder ~= '' and cur.h == holder and cur.t == token
   holder = ''
-elseif mode == 'claim' then
-  applies = st == 'absent' or cur.h == ''
-else
-  return redis.error_reply('unknown write mode')
 end
-if not applies then
-  if st == 'absent' then return { 'conflict_absent' } end
-  return { 'conflict' }
-end
+if not applies then return { st == 'absent' and 'conflict_absent' or 'conflict' } end
 local e, f, n = tm[1] .. string.format('%06d', tonumber(tm[2])), '0', '0'
 if cur then e, f, n = cur.e, cur.f, cur.n end
 if n == I64MAX then return redis.error_reply('the version counter is exhausted') end

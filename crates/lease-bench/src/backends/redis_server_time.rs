@@ -30,10 +30,16 @@ use super::redis::{FENCED_GRANT, FENCED_RELEASE, UNLOCK};
 use crate::machine::{cpu_between, cpu_now};
 use crate::{Result, fail};
 
-/// The one-key write script (`one_key_write.lua`), with the shebang the store's
-/// writing scripts carry.
+/// The one-key write script (`one_key_write.lua`) after the store scripts' helpers,
+/// with the shebang the store's writing scripts carry: it pays for what they all pay
+/// for (defining the helpers on each call), and differs only in what it reads and
+/// writes.
 fn one_key_script() -> redis::Script {
-    redis::Script::new(&format!("#!lua\n{}", include_str!("one_key_write.lua")))
+    redis::Script::new(&format!(
+        "#!lua\n{}{}",
+        include_str!("../../../store-redis/src/prelude.lua"),
+        include_str!("one_key_write.lua")
+    ))
 }
 
 /// One side's server time per operation (µs), one value per round.
