@@ -20,8 +20,9 @@
 //! | [`contention`] | M workers on K names (independent names, one hot name): grants per second and failed attempts per grant |
 //!
 //! Outside those results, [`backends::redis_server_time`] reads what the Redis scripts
-//! cost the server itself (`INFO commandstats`), beside the fenced floor's and the classic
-//! lock's (`leasehold-bench redis-server-time`, run by `scripts/redis-server-time.sh`), and
+//! cost the server itself (`INFO commandstats`), beside a one-key design the store did not
+//! take, the fenced floor's and the classic lock's (`leasehold-bench redis-server-time`,
+//! run by `scripts/redis-server-time.sh`), and
 //! [`client_cpu`] what the lease client costs the caller's process in CPU on top of the
 //! store crate's own calls (`leasehold-bench client-cpu STORE`).
 //!

@@ -98,6 +98,10 @@ pub(crate) async fn supervise(
         .and_then(Pid::from_raw);
     let cause = loop {
         tokio::select! {
+            // A loss first: ready with the command's exit, it happened while the
+            // command ran.
+            biased;
+            cause = tenure.lease().lost() => break cause,
             status = child.wait() => {
                 let code = match status {
                     Ok(status) => exit_code(status),
@@ -123,7 +127,6 @@ pub(crate) async fn supervise(
                     forward(group, sig.signal());
                 }
             }
-            cause = tenure.lease().lost() => break cause,
         }
     };
     // The one line saying why, before the command is stopped.

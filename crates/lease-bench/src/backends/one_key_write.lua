@@ -1,20 +1,22 @@
 -- A design the Redis store did not take, kept to measure it (`redis-server-time`): the
 -- record and its counters in one hash with no key expiry, the expiry a field judged on
--- the server's `TIME`, so that a write reads one key and writes it with one `HSET`
--- (no `PTTL`, no second hash, no `PEXPIRE`). It checks every field as the store's
+-- the server's `TIME`, so that a write reads one key (`HGETALL`, and its `PTTL`: it
+-- must have none) and writes it with one `HSET` (no second hash, no `PEXPIRE`). It checks every field as the store's
 -- write script does. Modes `claim` and `release` only. It runs after the store's own
 -- helpers (`crates/store-redis/src/prelude.lua`: `is_uint`, `is_count`, `is_token`,
 -- `gt`, `inc`), which every store script defines too.
 --
 -- KEYS = the hash. ARGV = mode, expected version, holder, token, ttl ms, channel.
--- Reply: {'written', token, version}, {'conflict'}, {'conflict_absent'} or
--- {'corrupt', why}.
+-- Reply: {'written', token, version}, {'conflict'}, {'conflict_absent'},
+-- {'corrupt', why} or {'exhausted'}.
 -- Record fields h t ttl x (expiry, server ms); counters e (epoch) f (token) n (version).
 local KNOWN = { h = true, t = true, ttl = true, x = true, e = true, f = true, n = true }
 local function load(k, now)
   local all = redis.pcall('HGETALL', k)
   if all.err then return 'corrupt', 'the key holds a ' .. redis.call('TYPE', k).ok .. ', not a hash' end
   if #all == 0 then return 'absent', nil end
+  -- An expiry the script did not set would end the token sequence: corrupt.
+  if redis.call('PTTL', k) ~= -1 then return 'corrupt', 'the hash has an expiry' end
   local r = {}
   for i = 1, #all, 2 do
     local f = all[i]
