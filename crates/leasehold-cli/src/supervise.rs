@@ -25,7 +25,7 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 use leasehold::election::Leadership;
-use leasehold::{Lease, LeaseClient, LeaseName, LossCause};
+use leasehold::{Lease, LeaseClient, LeaseName};
 use rustix::process::{Pid, Signal};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{Signal as Stream, SignalKind, signal};
@@ -117,10 +117,10 @@ pub(crate) async fn supervise(
                 };
                 let lost = match left {
                     Some(group) => stop_leftovers(&mut child, group, grace, &tenure).await,
-                    None => None,
+                    None => false,
                 };
                 end(tenure).await;
-                return Ok(if lost.is_some() { exit::LOST } else { code });
+                return Ok(if lost { exit::LOST } else { code });
             }
             sig = signals.next() => {
                 if let Some(group) = group {
@@ -153,8 +153,8 @@ pub(crate) async fn supervise(
 /// Stops what the exited command left running in its group `group` ([`stop`]), saying
 /// so. The tenure may end meanwhile (the grace runs on, as for a command stopped on a
 /// loss): then what it started ran on without it, which is reported as a loss (one
-/// more line, and the loss cause is returned so that the exit code says it).
-async fn stop_leftovers(child: &mut Child, group: Pid, grace: Duration, tenure: &impl Tenure) -> Option<LossCause> {
+/// more line), and `true` is returned so that the exit code says it.
+async fn stop_leftovers(child: &mut Child, group: Pid, grace: Duration, tenure: &impl Tenure) -> bool {
     report(&format!(
         "the command exited, leaving processes of its group running; stopping them \
          (SIGTERM, SIGKILL after {}) before releasing {}",
@@ -163,17 +163,17 @@ async fn stop_leftovers(child: &mut Child, group: Pid, grace: Duration, tenure: 
     ));
     let stopping = stop(child, group, grace);
     tokio::pin!(stopping);
-    let mut lost = None;
+    let mut lost = false;
     loop {
         tokio::select! {
             () = &mut stopping => return lost,
-            cause = tenure.lease().lost(), if lost.is_none() => {
+            cause = tenure.lease().lost(), if !lost => {
                 report(&format!(
                     "lost {} (token {}) while what the command left running was being stopped: {cause}",
                     tenure.what(),
                     tenure.lease().token(),
                 ));
-                lost = Some(cause);
+                lost = true;
             }
         }
     }

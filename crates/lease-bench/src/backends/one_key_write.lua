@@ -1,8 +1,9 @@
 -- A design the Redis store did not take, kept to measure it (`redis-server-time`): the
 -- record and its counters in one hash with no key expiry, the expiry a field judged on
 -- the server's `TIME`, so that a write reads one key (`HGETALL`, and its `PTTL`: it
--- must have none) and writes it with one `HSET` (no second hash, no `PEXPIRE`). It checks every field as the store's
--- write script does. Modes `claim` and `release` only. It runs after the store's own
+-- must have none) and writes it with one `HSET` (no second hash, no `PEXPIRE`). It
+-- checks every field as the store's write script does. Modes `claim` and `release`
+-- only. It runs after the store's own
 -- helpers (`crates/store-redis/src/prelude.lua`: `is_uint`, `is_count`, `is_token`,
 -- `gt`, `inc`), which every store script defines too.
 --

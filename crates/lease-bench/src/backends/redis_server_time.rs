@@ -14,9 +14,8 @@
 //! expiry a field judged on the server's `TIME`, every field checked as the store's
 //! script does), the fenced floor (`FENCED_GRANT` and `FENCED_RELEASE` of
 //! `backends/redis.rs`) and the classic lock (`SET NX PX`, then compare-and-delete, as
-//! rslock). The statistics are reset before
-//! each round (`CONFIG RESETSTAT`: the server must not be shared with other work while
-//! this runs).
+//! rslock). The statistics are reset before each round (`CONFIG RESETSTAT`: the server
+//! must not be shared with other work while this runs).
 //!
 //! Run by `scripts/redis-server-time.sh`; not part of `scripts/bench.sh`'s results.
 
