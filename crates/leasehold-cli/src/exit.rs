@@ -4,9 +4,9 @@
 //! chosen from the BSD `sysexits.h` range (64–78), which ordinary programs rarely use,
 //! away from 1 and 2 (the usual failure codes), 126 and 127 (the shell's "cannot run" and
 //! "not found"), and 128 + N (killed by signal N). A command may still exit with one of
-//! them itself: whenever `leasehold` exits with a code of its own, it has printed one
-//! line starting with `leasehold:` on stderr first, which a command's own exit does not
-//! produce.
+//! them itself: whenever `leasehold` exits with a code of its own, it has printed a
+//! line starting with `leasehold:` on stderr first (more may follow), which a
+//! command's own exit does not produce.
 
 /// Everything went well (`show`, `list`, `release`, `stores check`; `observe` stopped by SIGINT or SIGTERM, or
 /// after `--count` lines), or stdout's reader went away (a closed pipe); for `run` and
@@ -65,8 +65,8 @@ Exit codes:
          or while what it left running in its group was being stopped after it exited
   126    the command could not be started
   127    the command was not found
-Whenever leasehold exits with a code of its own, it prints one line starting with
-'leasehold:' on stderr.";
+Whenever leasehold exits with a code of its own, it prints a line starting with
+'leasehold:' on stderr first.";
 
 /// The signal `leasehold` ends by once it is done, if any (0: none): see [`ended_by`].
 static RERAISE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);

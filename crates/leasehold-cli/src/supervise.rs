@@ -14,6 +14,8 @@
 //!   grace (the tenure counts as lost that much early: [`crate::grace`]), one line on
 //!   stderr says why, the tenure ends once the command is gone, and the exit code is
 //!   [`exit::LOST`];
+//! - either way, what SIGKILL has not ended within [`KILL_WAIT`] is not waited for, but
+//!   the tenure is then not ended ([`end_once_gone`]);
 //! - when this process dies without stopping the command (SIGKILL), the kernel kills it
 //!   ([`dies_with_parent`]);
 //! - SIGTSTP (Ctrl-Z) does not suspend `leasehold` (see [`Signals::for_command`]): a
@@ -115,12 +117,12 @@ pub(crate) async fn supervise(
                     Some(group) => left_running(group).await.then_some(group),
                     None => None,
                 };
-                let lost = match left {
+                let stopped = match left {
                     Some(group) => stop_leftovers(&mut child, group, grace, &tenure).await,
-                    None => false,
+                    None => Stopped { lost: false, gone: true },
                 };
-                end(tenure).await;
-                return Ok(if lost { exit::LOST } else { code });
+                end_once_gone(tenure, stopped.gone).await;
+                return Ok(if stopped.lost { exit::LOST } else { code });
             }
             sig = signals.next() => {
                 if let Some(group) = group {
@@ -136,25 +138,25 @@ pub(crate) async fn supervise(
         tenure.lease().token(),
         humantime::format_duration(grace)
     ));
-    match group {
+    let gone = match group {
         Some(group) => stop(&mut child, group, grace).await,
         None => {
             let _ = child.start_kill();
-            let _ = child.wait().await;
+            tokio::time::timeout(KILL_WAIT, child.wait()).await.is_ok()
         }
-    }
+    };
     // Released only now: a lost lease whose record still names it (the store was
     // unreachable, the hold reached its cap) keeps everyone else out until its TTL, and
     // the release that ends that wait must not come while the command still runs.
-    end(tenure).await;
+    end_once_gone(tenure, gone).await;
     Ok(exit::LOST)
 }
 
 /// Stops what the exited command left running in its group `group` ([`stop`]), saying
 /// so. The tenure may end meanwhile (the grace runs on, as for a command stopped on a
 /// loss): then what it started ran on without it, which is reported as a loss (one
-/// more line), and `true` is returned so that the exit code says it.
-async fn stop_leftovers(child: &mut Child, group: Pid, grace: Duration, tenure: &impl Tenure) -> bool {
+/// more line).
+async fn stop_leftovers(child: &mut Child, group: Pid, grace: Duration, tenure: &impl Tenure) -> Stopped {
     report(&format!(
         "the command exited, leaving processes of its group running; stopping them \
          (SIGTERM, SIGKILL after {}) before releasing {}",
@@ -166,7 +168,7 @@ async fn stop_leftovers(child: &mut Child, group: Pid, grace: Duration, tenure: 
     let mut lost = false;
     loop {
         tokio::select! {
-            () = &mut stopping => return lost,
+            gone = &mut stopping => return Stopped { lost, gone },
             cause = tenure.lease().lost(), if !lost => {
                 report(&format!(
                     "lost {} (token {}) while what the command left running was being stopped: {cause}",
@@ -177,6 +179,14 @@ async fn stop_leftovers(child: &mut Child, group: Pid, grace: Duration, tenure: 
             }
         }
     }
+}
+
+/// How the stop of what an exited command left running ended.
+struct Stopped {
+    /// The tenure was lost meanwhile: the exit code says so.
+    lost: bool,
+    /// Everything has gone ([`stop`]'s answer).
+    gone: bool,
 }
 
 /// Starts the command with the tenure in its environment.
@@ -237,6 +247,28 @@ pub(crate) async fn settle(client: &LeaseClient, name: &LeaseName, signals: &mut
     }
 }
 
+/// Ends the tenure ([`end`]) if the command and its group have `gone`. Otherwise a
+/// process of them still runs [`KILL_WAIT`] after SIGKILL (one in uninterruptible
+/// sleep, which dies only when it wakes, or one this process may not signal): then the
+/// tenure is not ended, since a release would let the next holder in at once beside
+/// that process; if the store still names this holder, the record expires there on its
+/// own, as `leasehold` exits after this and renews nothing more. One line says so.
+async fn end_once_gone(tenure: impl Tenure, gone: bool) {
+    if gone {
+        return end(tenure).await;
+    }
+    report(&format!(
+        "a process of the command or its group still runs {} after SIGKILL (in uninterruptible \
+         sleep, or one leasehold may not signal); {} is not released: if the store still names \
+         this holder, it expires there on its own",
+        humantime::format_duration(KILL_WAIT),
+        tenure.what()
+    ));
+    // Not dropped: that would release it. The renewal driver stops when the process
+    // exits, without a write.
+    std::mem::forget(tenure);
+}
+
 /// Ends the tenure within [`END_TIMEOUT`]; a failure is reported, and the lease then
 /// expires after its TTL.
 async fn end(tenure: impl Tenure) {
@@ -251,15 +283,18 @@ async fn end(tenure: impl Tenure) {
 /// How often [`stop`] looks whether the group has gone.
 const GROUP_POLL: Duration = Duration::from_millis(20);
 
-/// How long [`stop`] waits for the group to go after its SIGKILL (a process in
-/// uninterruptible sleep dies only when it wakes).
+/// How long [`stop`] waits for the command and its group to go after their SIGKILL (a
+/// process in uninterruptible sleep dies only when it wakes).
 const KILL_WAIT: Duration = Duration::from_secs(1);
 
 /// Stops the command's process group `group` (the command leads it, or led it: it may
 /// have exited already, leaving the rest): SIGTERM; then, once the command has exited
-/// and every other member has gone, or after `grace`, SIGKILL to what is left; waits for
-/// the command, and (at most [`KILL_WAIT`]) for the rest of the group to go.
-async fn stop(child: &mut Child, group: Pid, grace: Duration) {
+/// and every other member has gone, or after `grace`, SIGKILL to what is left; waits at
+/// most [`KILL_WAIT`] more for the command and the rest of the group to go. Whether
+/// they have: the command was reaped or is a zombie (killed, but a tracer holds its
+/// exit), wherever it went (it may have left its group), and no member of the group
+/// runs.
+async fn stop(child: &mut Child, group: Pid, grace: Duration) -> bool {
     forward(group, Signal::TERM);
     let deadline = tokio::time::Instant::now() + grace;
     // The command first: until it is reaped, it is a member of its group.
@@ -274,8 +309,22 @@ async fn stop(child: &mut Child, group: Pid, grace: Duration) {
         // By its pid too, should it have left its group.
         let _ = child.start_kill();
     }
-    let _ = child.wait().await;
-    wait_group(group, tokio::time::Instant::now() + KILL_WAIT).await;
+    let deadline = tokio::time::Instant::now() + KILL_WAIT;
+    let reaped = tokio::time::timeout_at(deadline, child.wait()).await.is_ok();
+    wait_group(group, deadline).await;
+    (reaped || zombie(group)) && !group_alive(group)
+}
+
+/// Whether the process `pid` is a zombie (it has exited, and nobody has reaped it yet),
+/// as `/proc` shows it; false when it cannot be read.
+fn zombie(pid: Pid) -> bool {
+    std::fs::read_to_string(format!("/proc/{}/stat", pid.as_raw_nonzero()))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
 }
 
 /// How long the rest of an exited command's group has to go by itself before it counts
@@ -474,5 +523,41 @@ async fn recv(stream: Option<&mut Stream>) -> Option<()> {
     match stream {
         Some(stream) => stream.recv().await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use leasehold::{AcquireOutcome, MemoryStore};
+
+    /// Long enough that nothing expires during a test.
+    const TTL: Duration = Duration::from_secs(30);
+
+    /// Whether another client finds `name` held.
+    async fn held(other: &LeaseClient, name: &str) -> bool {
+        match other.try_acquire(name, TTL).await.expect("try_acquire") {
+            AcquireOutcome::Held { .. } => true,
+            AcquireOutcome::Granted(lease) => {
+                lease.release().await.expect("release");
+                false
+            }
+        }
+    }
+
+    /// A tenure whose command's group has not gone is left held (to expire after its
+    /// TTL once this process exits), not released; one whose group has gone is released.
+    #[tokio::test]
+    async fn a_tenure_is_released_only_once_the_group_has_gone() {
+        let store = MemoryStore::new();
+        let (ours, other) = (LeaseClient::new(store.clone()), LeaseClient::new(store));
+
+        let lease = ours.acquire("still-running", TTL).await.expect("acquire");
+        end_once_gone(lease, false).await;
+        assert!(held(&other, "still-running").await, "released with a member running");
+
+        let lease = ours.acquire("gone", TTL).await.expect("acquire");
+        end_once_gone(lease, true).await;
+        assert!(!held(&other, "gone").await, "not released once the group had gone");
     }
 }

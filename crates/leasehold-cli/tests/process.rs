@@ -271,6 +271,96 @@ async fn a_loss_while_the_leftovers_are_stopped_is_reported() {
     );
 }
 
+/// A tracer of process `pid` (the test's own thread, `PTRACE_SEIZE`) that never waits
+/// for it: once killed, the process stays a zombie its parent cannot reap until the
+/// tracer lets go, when it is dropped (its thread exits, which detaches it).
+struct Tracer {
+    release: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Tracer {
+    /// Traces `pid` from a thread of its own, failing the test if it cannot.
+    fn seize(pid: u32) -> Self {
+        let (seized_tx, seized) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let pid = libc::pid_t::try_from(pid).expect("a pid");
+            // SAFETY: PTRACE_SEIZE takes a pid and two ignored (null) arguments; no
+            // memory is passed to the kernel.
+            #[allow(unsafe_code)]
+            let seized = unsafe {
+                libc::ptrace(
+                    libc::PTRACE_SEIZE,
+                    pid,
+                    std::ptr::null_mut::<libc::c_void>(),
+                    std::ptr::null_mut::<libc::c_void>(),
+                )
+            };
+            let error = std::io::Error::last_os_error();
+            seized_tx
+                .send((seized == 0).then_some(()).ok_or(error))
+                .expect("the test waits");
+            // Holds the trace until the test lets go (or is gone).
+            let _ = released.recv();
+        });
+        seized
+            .recv()
+            .expect("the tracer answers")
+            .unwrap_or_else(|e| panic!("cannot trace pid {pid} (a descendant of this test): {e}"));
+        Self {
+            release: Some(release),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Tracer {
+    /// Lets go of the process: its zombie can then be reaped.
+    fn drop(&mut self) {
+        drop(self.release.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A command stopped on a loss, killed after the grace, whose exit its parent cannot
+/// collect (a tracer holds it: the test's own): `leasehold` waits for it at most a
+/// second after SIGKILL, then exits with the "lost" code and its one line, rather than
+/// waiting as long as the tracer holds on. (The traced command stops at the SIGTERM,
+/// which only its tracer could resume: SIGKILL ends it after the grace.) The killed
+/// command is a zombie: nothing of its group still runs, so nothing more is said.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_command_whose_exit_is_held_does_not_hold_leasehold_up() {
+    let store = Store::sqlite().await;
+    let name = store.name("unreaped");
+    let script = "echo $$ > pid; echo \"$LEASEHOLD_TOKEN\" > token; while :; do sleep 0.05; done";
+    let run = store.spawn(&["run", &name, "--ttl", "9s", "--grace", "1s", "--", "sh", "-c", script]);
+    let pid = store.wait_pid("pid", LIMIT).await;
+    let token = store.wait_line("token", LIMIT).await;
+    let tracer = Tracer::seize(pid);
+    let forced = store.output(&["release", "--force", &name], LIMIT).await;
+    assert_eq!(code(&forced), 0, "{forced:?}");
+    let started = Instant::now();
+    let out = output_of(run).await;
+    let took = started.elapsed();
+    let state = process_state(pid);
+    drop(tracer);
+    assert_eq!(state, Some('Z'), "the command's exit was not held: {out:?}");
+    assert_eq!(code(&out), LOST, "{out:?}");
+    let said = lines(&out);
+    assert_eq!(said.len(), 1, "{out:?}");
+    assert!(
+        said[0].contains(&format!("lost lease {name} (token {token}) while the command ran")),
+        "{said:?}"
+    );
+    // The next renewal (a third of the TTL) sees the loss, then the grace, then at
+    // most a second for the command: about 5 s, where a wait on the tracer would last
+    // as long as the test holds on.
+    assert!(took < Duration::from_secs(15), "waited {took:?}");
+}
+
 /// A pipe whose reader has gone, as `leasehold list | true` gives it.
 fn closed_pipe() -> Stdio {
     let mut reader = Command::new("true").stdin(Stdio::piped()).spawn().expect("start true");
