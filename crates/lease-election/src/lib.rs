@@ -78,7 +78,9 @@
 //! `ClientConfig::max_acquire_backoff` plus up to 20 % jitter), and on DynamoDB and S3
 //! at its store's poll interval (`with_poll_interval`, default 1 s) if that comes
 //! first. [`Election::observe`] reads once per
-//! [`ElectionConfig::observe_interval`] (or waits on the store's push where it has one).
+//! [`ElectionConfig::observe_interval`], or waits on the store's push where it has one:
+//! SQLite, etcd and ZooKeeper push every change, Postgres and Redis releases only (a
+//! new leader there shows at the next read).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod callbacks;

@@ -84,8 +84,8 @@ pub(crate) struct HeldArgs {
     /// After the lease is lost, how long the command has between SIGTERM and SIGKILL;
     /// as long for what it left running in its process group when it exited. Under 45%
     /// of the TTL: the lease counts as lost this much earlier, so that the command is
-    /// stopped before the lease can expire on the store (default: 5s, at most a sixth of
-    /// the TTL).
+    /// stopped before the lease can expire on the store (default: 5s or a sixth of the
+    /// TTL, whichever is shorter).
     #[arg(long, value_parser = duration)]
     pub(crate) grace: Option<Duration>,
     /// The command and its arguments (after `--`).
@@ -171,8 +171,9 @@ pub(crate) struct ObserveArgs {
     /// `unknown` line, printed while the store cannot be read, does not count.
     #[arg(long, value_name = "N")]
     pub(crate) count: Option<u64>,
-    /// How often to read where the store does not push changes (MySQL, DynamoDB, S3);
-    /// a tenure shorter than this may go unseen there.
+    /// How often to read where the store does not push changes (MySQL, DynamoDB, S3),
+    /// and how soon a new leader shows on Postgres and Redis, which push releases only;
+    /// a tenure shorter than this may go unseen on all five.
     #[arg(long, default_value = "1s", value_parser = duration)]
     pub(crate) interval: Duration,
 }
@@ -207,7 +208,14 @@ pub(crate) fn clap_exit(e: &clap::Error) -> ExitCode {
             ExitCode::from(exit::OK)
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            let _ = e.print();
+            // `leasehold` (or `leasehold stores`) alone: one line, as for any usage
+            // error, not the whole help on stderr.
+            let rendered = e.render().to_string();
+            let usage = rendered
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("Usage: "))
+                .unwrap_or("leasehold <COMMAND>");
+            report(&format!("a subcommand is needed: {usage} (see --help)"));
             ExitCode::from(exit::USAGE)
         }
         _ => {

@@ -54,13 +54,16 @@ pub(crate) const TABLE: &str = "\
 Exit codes:
   N      run, elect: the command's own exit code, passed through (128+N if killed by signal N;
          killed by SIGHUP, SIGINT or SIGTERM, leasehold then ends by that signal too)
+  128+N  run, elect: signal N came before the command started (SIGHUP, SIGINT, SIGTERM: leasehold
+         ends by that signal)
   0      show, list, release, stores check: done; observe: stopped by SIGINT/SIGTERM, or --count lines printed;
          and for them all when stdout's reader went away (a closed pipe: 'leasehold list | head -1')
   64     bad usage: unknown option, bad store URL, invalid lease name, TTL or duration
-  69     store error: unreachable, no answer in time, not set up, corrupt record, cannot list
+  69     store error: unreachable, no answer in time, not set up, corrupt record, cannot list; also a
+         --timeout that ran out while the store kept failing
   74     cannot write to stdout (a full disk, an I/O error)
-  75     lease held by someone else (run without --wait, or --timeout ran out); release --force: the
-         record kept changing under it
+  75     lease held by someone else (run without --wait, or --timeout ran out while it was held);
+         release --force: the record kept changing under it
   76     lease (or leadership) lost while the command ran (it was sent SIGTERM, then SIGKILL after --grace),
          or while what it left running in its group was being stopped after it exited
   126    the command could not be started

@@ -78,9 +78,18 @@ async fn help_is_there_for_every_subcommand() {
     }
     let version = help(&store, &["--version"]).await;
     assert!(version.starts_with("leasehold "), "{version}");
-    // No subcommand: one line saying so, and the usage code.
+    // No subcommand: one line saying so, and the usage code; with no argument and no
+    // store in the environment too (clap would print the whole help there).
     let out = store.output(&[], Duration::from_secs(20)).await;
     assert_eq!(common::code(&out), common::USAGE);
     common::assert_one_line(&out, common::USAGE);
     assert!(common::stderr(&out).contains("subcommand"), "{out:?}");
+    for args in [&[][..], &["stores"][..]] {
+        let mut bare = store.cmd(args);
+        bare.env_remove("LEASEHOLD_STORE");
+        let out = common::finish(bare.spawn().expect("start leasehold"), Duration::from_secs(20)).await;
+        let line = common::assert_one_line(&out, common::USAGE);
+        assert!(line.contains("a subcommand is needed"), "{args:?}: {line}");
+        assert!(out.stdout.is_empty(), "{args:?}: {out:?}");
+    }
 }

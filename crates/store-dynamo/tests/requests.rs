@@ -93,10 +93,22 @@ async fn acquire_renew_release_are_one_request_each() {
     assert_eq!(again.token(), FencingToken::new(2));
     let reacquire = c.counts();
     assert_eq!(reacquire, (1, 1), "re-acquire after release");
-    eprintln!(
-        "requests (http, store calls): acquire {acquire:?}, renew {renew:?}, release {release:?}, re-acquire {reacquire:?}"
-    );
     again.release().await.expect("release");
+
+    // A new client (a new process: every `leasehold run`) knows nothing of the record:
+    // its first acquire of a released lease is written as for an absent one, refused
+    // with the item in the answer, and written again on its version.
+    c.reset();
+    let newcomer = LeaseClient::with_config(c.calls.clone(), ClientConfig::default()).expect("client");
+    let third = leasehold_testkit::granted(&newcomer, &name, TTL, "a new client").await;
+    assert_eq!(third.token(), FencingToken::new(3));
+    let first_of_new = c.counts();
+    assert_eq!(first_of_new, (2, 2), "a new client's first acquire of a released lease");
+    eprintln!(
+        "requests (http, store calls): acquire {acquire:?}, renew {renew:?}, release {release:?}, \
+         re-acquire {reacquire:?}, a new client's first acquire {first_of_new:?}"
+    );
+    third.release().await.expect("release");
     common::delete_table(&admin, &table).await;
 }
 

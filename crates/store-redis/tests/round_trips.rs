@@ -92,8 +92,20 @@ async fn acquire_renew_release_are_one_command_each_at_the_server() {
         one_evalsha(),
         "a refused attempt learns the holder from the conflict reply"
     );
-
     again.release().await.expect("release");
+
+    // A new client's (a new process's: every `leasehold run`) first acquire of the
+    // released lease: one script call too, the claim judged inside Redis.
+    let newcomer = LeaseClient::efficiency_only(store.clone(), ClientConfig::default()).expect("client");
+    wire.requests().await;
+    let third = leasehold_testkit::granted(&newcomer, &name, Duration::from_secs(30), "a new client").await;
+    assert_eq!(
+        wire.requests().await,
+        one_evalsha(),
+        "a new client's first acquire of a released lease"
+    );
+    assert_eq!(third.token(), FencingToken::new(3));
+    third.release().await.expect("release");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

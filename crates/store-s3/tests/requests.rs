@@ -67,6 +67,23 @@ async fn acquire_renew_release_takeover_request_counts() {
     assert_eq!(counts(&http), (0, 1, 1), "acquire after a release is one PUT");
     again.release().await.expect("release");
 
+    // A new client (a new process: every `leasehold run`) knows nothing of the record:
+    // its first acquire of a released lease is written as for an absent one, refused
+    // (a 412 carries no record), read, and written again on the ETag read.
+    http.reset();
+    calls.reset();
+    let newcomer = LeaseClient::new(calls.clone());
+    let third = leasehold_testkit::granted(&newcomer, name, Duration::from_millis(900), "a new client").await;
+    assert_eq!(third.token(), FencingToken::new(3));
+    eprintln!(
+        "a new client's first acquire of a released lease: store calls {:?}, HTTP {:?}",
+        calls.counts(),
+        http.snapshot()
+    );
+    assert_eq!(calls.counts().round_trips(), 3);
+    assert_eq!(counts(&http), (1, 2, 3), "PUT (412), GET, PUT");
+    third.release().await.expect("release");
+
     // Takeover from a holder (its own client and connection) that stopped renewing.
     let holder_store = FaultStore::new(S3Store::new(leasehold_s3::local_client(&endpoint()), config), 7);
     let holder = LeaseClient::new(holder_store.clone());

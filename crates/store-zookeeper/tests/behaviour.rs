@@ -131,6 +131,26 @@ async fn round_trips_per_operation() {
     );
     taken.release().await.expect("release taken");
 
+    // A store that never saw the name (a new process: every `leasehold run`) acquires
+    // the released lease: its claim of a new name fails, it reads, and claims on what it
+    // read (its TTL class's session opened with the first).
+    let cold = common::store_under(&common::dir_of(&store)).await;
+    let cold_client = LeaseClient::new(cold.clone());
+    let (fourth, n) = common::sent(&cold, cold_client.acquire("jobs/a", ttl)).await;
+    let fourth = fourth.expect("acquire by a new store");
+    assert_eq!(fourth.token(), FencingToken::new(4));
+    only(
+        "a new store's first acquire of a released lease",
+        n,
+        ZooKeeperStats {
+            multis: 2,
+            reads: 1,
+            sessions: 1,
+            ..ZooKeeperStats::default()
+        },
+    );
+    fourth.release().await.expect("release fourth");
+
     let (read, n) = common::sent(&store, store.read(&name("jobs/a"))).await;
     assert!(read.expect("read").is_some());
     only(

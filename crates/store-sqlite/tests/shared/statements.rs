@@ -188,6 +188,15 @@ pub async fn acquire_renew_release_are_one_statement_each<T: Counted>() {
     ran.assert_exactly("refused acquire", T::REFUSED);
     again.release().await.expect("release");
 
+    // A new client's (a new process's: every `leasehold run`) first acquire of the
+    // released lease: still one statement, the claim judged by the database.
+    let newcomer = LeaseClient::new(store.clone());
+    let (third, ran) = count.around(newcomer.acquire("counted", Duration::from_secs(30))).await;
+    let third = third.expect("a new client");
+    assert_eq!(third.token(), FencingToken::new(3));
+    ran.assert_exactly("a new client's claim of a released lease", 1);
+    third.release().await.expect("release");
+
     // Takeover of an expired lease (its holder stopped answering).
     let held = super::frozen_holder(store.clone(), "count/expired", Duration::from_millis(300)).await;
     let mut most = 0;
@@ -206,7 +215,7 @@ pub async fn acquire_renew_release_are_one_statement_each<T: Counted>() {
     };
     println!(
         "statements per operation ({counters}): acquire 1, renew 1, release 1, re-acquire 1, \
-         refused acquire {}, takeover attempt at most {most}",
+         a new client's first acquire 1, refused acquire {}, takeover attempt at most {most}",
         T::REFUSED
     );
     if let Some(server) = &count.server {
