@@ -114,6 +114,7 @@
 //! | operation | requests | capacity (items under 1 KB) |
 //! | --- | --- | --- |
 //! | acquire a free or released lease | 1 `UpdateItem` | 1 write unit |
+//! | a new client's first acquire of a released lease (a new process) | 1 failed `UpdateItem` (written as for an absent item; its answer carries the item) + 1 `UpdateItem` | 2 write units |
 //! | renewal (every TTL/3) | 1 `UpdateItem` | 1 write unit |
 //! | release | 1 `UpdateItem` | 1 write unit |
 //! | takeover of an expired lease | 1 `GetItem` + 1 `UpdateItem` (the read starts the observation window) | 1 read unit + 1 write unit |

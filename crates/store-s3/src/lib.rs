@@ -50,6 +50,7 @@
 //! |---|---|
 //! | acquire of a free (absent) lease | PutObject `If-None-Match: *` |
 //! | acquire after a release, renewal, release | PutObject `If-Match: <etag>` |
+//! | a new client's first acquire of a released lease (a new process) | PutObject `If-None-Match: *` (412) + GetObject + PutObject `If-Match` |
 //! | takeover of an expired lease | PutObject `If-Match` on the ETag watched for the TTL |
 //! | first look at a held lease | PutObject (412) + GetObject |
 //! | administrative delete | DeleteObject `If-Match: <etag>` |
