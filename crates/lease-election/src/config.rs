@@ -11,8 +11,8 @@ pub struct ElectionConfig {
     /// TTL (plus one round trip) after its last successful renewal.
     pub ttl: Duration,
     /// The longest pause between two reads of [`crate::Election::observe`] (and of the
-    /// new-leader callback) when the store does not push changes. Default: a quarter of
-    /// the TTL.
+    /// new-leader callback) when the store does not push changes, or (Postgres, Redis)
+    /// pushes only releases and deletes. Default: a quarter of the TTL.
     pub observe_interval: Duration,
     /// How long [`crate::Election::run`] waits, after leadership ended, for the
     /// started-leading work to return before it aborts the task. Default: the TTL.

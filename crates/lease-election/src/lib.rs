@@ -79,8 +79,10 @@
 //! at its store's poll interval (`with_poll_interval`, default 1 s) if that comes
 //! first. [`Election::observe`] reads once per
 //! [`ElectionConfig::observe_interval`], or waits on the store's push where it has one:
-//! SQLite, etcd and ZooKeeper push every change, Postgres and Redis releases only (a
-//! new leader there shows at the next read).
+//! on SQLite, etcd, ZooKeeper and MemoryStore every change wakes it, on Postgres and
+//! Redis only a release or a delete does (a new leader there shows at the next read).
+//! A store wakes one waiter per change: of two observers of one name on one store
+//! value, only one hears a new leader at once, the other at its next read.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod callbacks;

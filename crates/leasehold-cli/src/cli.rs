@@ -172,8 +172,8 @@ pub(crate) struct ObserveArgs {
     #[arg(long, value_name = "N")]
     pub(crate) count: Option<u64>,
     /// How often to read where the store does not push changes (MySQL, DynamoDB, S3),
-    /// and how soon a new leader shows on Postgres and Redis, which push releases only;
-    /// a tenure shorter than this may go unseen on all five.
+    /// and how soon a new leader shows on Postgres and Redis, which push releases and
+    /// deletes only; a tenure shorter than this may go unseen on all five.
     #[arg(long, default_value = "1s", value_parser = duration)]
     pub(crate) interval: Duration,
 }

@@ -58,15 +58,17 @@ Exit codes:
          ends by that signal)
   0      show, list, release, stores check: done; observe: stopped by SIGINT/SIGTERM, or --count lines printed;
          and for them all when stdout's reader went away (a closed pipe: 'leasehold list | head -1')
-  64     bad usage: unknown option, bad store URL, invalid lease name, TTL or duration
+  64     bad usage: unknown option, no subcommand, bad store URL, invalid lease name, TTL or duration,
+         a --grace the TTL cannot hold, --count 0; no --store with neither XDG_DATA_HOME nor HOME set
   69     store error: unreachable, no answer in time, not set up, corrupt record, cannot list; also a
-         --timeout that ran out while the store kept failing
+         --timeout that ran out while the store kept failing; and what leasehold could not set up for
+         itself (its runtime, its signal handlers, the default store's directory)
   74     cannot write to stdout (a full disk, an I/O error)
   75     lease held by someone else (run without --wait, or --timeout ran out while it was held);
          release --force: the record kept changing under it
   76     lease (or leadership) lost while the command ran (it was sent SIGTERM, then SIGKILL after --grace),
          or while what it left running in its group was being stopped after it exited
-  126    the command could not be started
+  126    the command could not be started (or waited for)
   127    the command was not found
 Whenever leasehold exits with a code of its own, it prints a line starting with
 'leasehold:' on stderr first.";
