@@ -318,13 +318,20 @@ async fn stop(child: &mut Child, group: Pid, grace: Duration) -> bool {
 /// Whether the process `pid` is a zombie (it has exited, and nobody has reaped it yet),
 /// as `/proc` shows it; false when it cannot be read.
 fn zombie(pid: Pid) -> bool {
-    std::fs::read_to_string(format!("/proc/{}/stat", pid.as_raw_nonzero()))
-        .ok()
-        .and_then(|stat| {
-            stat.rsplit_once(')')
-                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
-        })
-        .unwrap_or(false)
+    let path = format!("/proc/{}/stat", pid.as_raw_nonzero());
+    state_and_group(std::path::Path::new(&path)).is_some_and(|(state, _)| state == "Z")
+}
+
+/// The state (`R`, `S`, `Z`, …) and process group of the process whose `/proc` stat file
+/// is `path`, as text; `None` when it cannot be read.
+fn state_and_group(path: &std::path::Path) -> Option<(String, String)> {
+    let stat = std::fs::read_to_string(path).ok()?;
+    // `PID (COMM) STATE PPID PGRP …`; COMM may hold spaces and parentheses.
+    let (_, fields) = stat.rsplit_once(')')?;
+    let mut fields = fields.split_whitespace();
+    let state = fields.next()?.to_owned();
+    let pgrp = fields.nth(1)?.to_owned();
+    Some((state, pgrp))
 }
 
 /// How long the rest of an exited command's group has to go by itself before it counts
@@ -378,17 +385,10 @@ fn only_zombies(group: Pid) -> bool {
     };
     let group = group.as_raw_nonzero().to_string();
     for entry in procs.flatten() {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // `PID (COMM) STATE PPID PGRP …`; COMM may hold spaces and parentheses.
-        let Some((_, fields)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let mut fields = fields.split_whitespace();
-        let (state, pgrp) = (fields.next(), fields.nth(1));
-        if pgrp == Some(group.as_str()) && state != Some("Z") {
-            return false;
+        if let Some((state, pgrp)) = state_and_group(&entry.path().join("stat")) {
+            if pgrp == group && state != "Z" {
+                return false;
+            }
         }
     }
     true
