@@ -70,7 +70,7 @@ struct State {
 #[derive(Debug)]
 struct Shared {
     state: Mutex<State>,
-    /// Wakes one waiter per change (a renewal is not one).
+    /// Wakes the waiters of a change (a renewal is not one).
     hub: WakeHub,
     clock: ClockSource,
     returns_current: bool,

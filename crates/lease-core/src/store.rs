@@ -8,7 +8,8 @@
 //! [`record_codec`] is the one byte format for stores that keep a record as a blob.
 //! [`ErrorClass`] and [`Effect`] are the one classification of a failed call: a write
 //! whose answer was lost is "may have applied", never "did not apply". [`WakeHub`] is the one
-//! way a store that pushes its changes wakes its waiters: one per change. [`session`] is
+//! way a store that pushes its changes wakes its waiters: one acquirer per release, every
+//! observer per change. [`session`] is
 //! the model of stores whose held records live on a liveness session the store keeps
 //! alive (etcd, ZooKeeper): its book of held records and the task that expires them.
 //! [`counter_codec`] is the text format of a fence counter kept as a value of its own.

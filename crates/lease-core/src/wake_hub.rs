@@ -1,4 +1,5 @@
-//! One wake-up per change: the hub of waiters for stores that push their changes.
+//! The hub of waiters for stores that push their changes: every observer hears every
+//! change, one claimer is woken per release.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,8 +13,8 @@ use crate::wait::Wait;
 /// The most names remembered before those without waiters are forgotten.
 const MAX_REMEMBERED: usize = 16_384;
 
-/// How long a waiter woken while the lease is free has to claim it before the next
-/// waiter is woken too (a read and a write take a millisecond or two on a healthy store).
+/// How long a claimer woken while the lease is free has to claim it before the next
+/// claimer is woken too (a read and a write take a millisecond or two on a healthy store).
 pub const BATON_PASS: Duration = Duration::from_millis(500);
 
 /// The longest a claimer behind the first in line waits without a wake-up before it
@@ -55,22 +56,34 @@ impl Name {
         seen >= self.announced || (seen == 0 && self.absent)
     }
 
-    /// Wakes the longest-waiting waiter that has not seen the announced change (a
-    /// claimer only if it left the lease free); when the lease is free, hands it the
-    /// baton: `Some(generation)` for the pass timer.
-    fn wake_one(&mut self) -> Option<u64> {
+    /// Wakes every observer ([`Wait::Change`]) that has not seen the announced change,
+    /// and, when it left the lease free, the first claimer in line that has not seen it,
+    /// with the baton: `Some(generation)` for the pass timer.
+    fn wake(&mut self) -> Option<u64> {
+        let mut i = 0;
+        while i < self.waiters.len() {
+            let w = &self.waiters[i];
+            if w.claim || self.has_seen(w.seen) {
+                i += 1;
+            } else if let Some(w) = self.waiters.remove(i) {
+                let _ = w.wake.send(());
+            }
+        }
+        self.pass_baton()
+    }
+
+    /// When the announced change left the lease free, wakes the first claimer in line
+    /// that has not seen it and hands it the baton: `Some(generation)` for the pass
+    /// timer. Wakes nobody otherwise.
+    fn pass_baton(&mut self) -> Option<u64> {
         self.baton_out = false;
-        while let Some(i) = self
-            .waiters
-            .iter()
-            .position(|w| !self.has_seen(w.seen) && (self.free || !w.claim))
-        {
+        if !self.free {
+            return None;
+        }
+        while let Some(i) = self.waiters.iter().position(|w| w.claim && !self.has_seen(w.seen)) {
             let Some(w) = self.waiters.remove(i) else { break };
             self.promote_first();
             if w.wake.send(()).is_ok() {
-                if !self.free {
-                    return None;
-                }
                 self.baton += 1;
                 self.baton_out = true;
                 return Some(self.baton);
@@ -115,7 +128,7 @@ impl Board {
                 if !(n.baton_out && n.baton == generation) {
                     return;
                 }
-                n.wake_one()
+                n.pass_baton()
             };
             board.pass_later(&name, timer, pass);
         });
@@ -135,16 +148,22 @@ impl Board {
     }
 }
 
-/// The waiters of one store, woken one per change, for stores that push their changes (Postgres `NOTIFY`, an
-/// etcd watch, Redis pub/sub, the in-process store).
+/// The waiters of one store, for stores that push their changes (Postgres `NOTIFY`, an
+/// etcd watch, Redis pub/sub, the in-process store): every observer hears every change,
+/// and one claimer is woken per change that left the lease free.
 ///
 /// A store feeds the hub what its change events say ([`WakeHub::announce`]: name, the
 /// change's position in the name's history, and whether it left the lease free to take),
 /// and each waiter waits in the hub ([`WakeHub::wait`]) with the version it last saw.
-/// Each announced change wakes **one** waiter: the longest waiting that has not seen it
-/// (a waiter to claim, [`Wait::Claim`], only for a change that left the lease free).
-/// N waiters in one process then cost O(1) store calls per release instead of N (every
-/// one of them trying once, one winning).
+/// Each announced change wakes every waiter for any change ([`Wait::Change`]: an
+/// election's view of the leader, an operator's `observe`) that has not seen it, and,
+/// only when it left the lease free, **one** waiter to claim ([`Wait::Claim`]): the
+/// first in line that has not seen it. N claimers in one process then cost O(1) store
+/// calls per release instead of N (every one of them trying once, one winning), and no
+/// observer misses a grant another waiter heard of. (A claimer on a store without a
+/// clock of its own waits for any change, since every renewal restarts its watch of the
+/// record: on such a store every claimer is woken per change. No store that pushes its
+/// changes lacks a clock today; [`crate::MemoryStore::observation`] is the one case.)
 ///
 /// Claimers of a name wait **in line**: only the first looks again at its
 /// [`Wait::after`] (whether the holder's lease ran out without a release, which no store
@@ -152,15 +171,12 @@ impl Board {
 /// was woken or went away), and look that long after. N claimers then cost one look per
 /// holder's TTL, not N ([`LINE_LIMIT`] bounds a wait behind the line's head anyway).
 ///
-/// A wake-up while the lease is **free** is a baton: the woken waiter should take the
-/// lease. Not every waiter takes it (an election observer waits for changes from a read
-/// loop beside the same process's acquirer), so the baton passes to the next waiter that
-/// has not seen the change when the woken one waits again having seen it free (it did
-/// not take the lease), or when nobody through this store has claimed the name
-/// [`BATON_PASS`] after the wake-up (the woken waiter went away). A write through the
-/// store that shows a newer position ([`WakeHub::claimed`]), or a waiter that has seen
-/// one, ends it. The price: a waiter that is not woken (an observer behind the acquirer
-/// that took the lease) learns of the change at its own [`Wait::after`].
+/// The claimer woken while the lease is **free** holds a baton: it should take the
+/// lease. If it does not (its caller went away, or it waits again having seen the lease
+/// free), the baton passes to the next claimer that has not seen the change: when it
+/// waits again, or when nobody through this store has claimed the name [`BATON_PASS`]
+/// after the wake-up. A write through the store that shows a newer position
+/// ([`WakeHub::claimed`]), or a waiter that has seen one, ends it.
 ///
 /// A waiter registers, then checks whether a change it has not seen was announced
 /// already, so a change between its last read and its wait is not missed. When the feed
@@ -219,8 +235,8 @@ impl WakeHub {
 
     /// The store saw a change of `name` at position `at` (its version or revision: a
     /// number that grows with every change of the name), which left the lease `free`
-    /// (released, deleted, expired) or not (granted, renewed). Wakes one waiter that has
-    /// not seen it; a position not above the last announced one is ignored (reported
+    /// (released, deleted, expired) or not (granted, renewed). Wakes the waiters that
+    /// have not seen it (every observer; one claimer, if it left the lease free); a position not above the last announced one is ignored (reported
     /// twice, or by a read that raced the feed). Needs a Tokio runtime (the baton's pass
     /// timer).
     pub fn announce(&self, name: &str, at: u64, free: bool) {
@@ -248,7 +264,7 @@ impl WakeHub {
             n.announced = at;
             n.free = free;
             n.absent = absent;
-            n.wake_one()
+            n.wake()
         };
         self.board.pass_later(name, timer, self.pass);
     }
@@ -299,10 +315,10 @@ impl WakeHub {
                 return;
             }
             let saw_it_free = n.free && ((seen == n.announced && seen > 0) || (seen == 0 && n.absent));
-            let timer = if n.baton_out && saw_it_free {
-                // The caller saw the free record and waits rather than claiming it (an
-                // observer): the baton goes to a waiter that has not seen it.
-                n.wake_one()
+            let timer = if n.baton_out && saw_it_free && wait.is_claim() {
+                // The claimer saw the free record and waits rather than claiming it: the
+                // baton goes to the next claimer that has not seen it.
+                n.pass_baton()
             } else {
                 if seen > n.announced {
                     // The caller saw a newer record than the change: it was claimed.
@@ -377,34 +393,39 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn one_release_wakes_one_waiter_and_an_unused_baton_passes_on() {
+    async fn one_release_wakes_one_claimer_and_an_unused_baton_passes_on() {
         let hub = WakeHub::new();
-        let tasks = waiters(&hub, 5, 3);
+        let line = claimers(&hub, 5, 3, Duration::from_secs(60));
         settle().await;
         assert_eq!(hub.waiting("a"), 5);
         hub.announce("a", 4, true);
         settle().await;
-        assert_eq!(done(&tasks), 1, "one release, one wake-up");
+        assert_eq!(done(&line), 1, "one release, one wake-up");
         tokio::time::sleep(BATON_PASS + Duration::from_millis(1)).await;
         settle().await;
-        assert_eq!(done(&tasks), 2, "nobody claimed: the baton passed to the next waiter");
+        assert_eq!(done(&line), 2, "nobody claimed: the baton passed to the next claimer");
         hub.claimed("a", 5);
         tokio::time::sleep(BATON_PASS * 4).await;
         settle().await;
-        assert_eq!(done(&tasks), 2, "claimed: no further wake-ups");
+        assert_eq!(done(&line), 2, "claimed: no further wake-ups");
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_grant_wakes_one_without_a_baton_and_a_missed_change_returns_at_once() {
+    async fn a_grant_wakes_every_observer_and_no_claimer() {
         let hub = WakeHub::new();
-        let tasks = waiters(&hub, 3, 7);
+        let observers = waiters(&hub, 3, 7);
+        let line = claimers(&hub, 2, 7, Duration::from_secs(60));
         settle().await;
         hub.announce("a", 8, false);
         settle().await;
-        assert_eq!(done(&tasks), 1);
+        assert_eq!(
+            (done(&observers), done(&line)),
+            (3, 0),
+            "every observer hears a grant; no claimer is woken by it"
+        );
         tokio::time::sleep(BATON_PASS * 4).await;
         settle().await;
-        assert_eq!(done(&tasks), 1, "a change that left the lease held hands out no baton");
+        assert_eq!(done(&line), 0, "a change that left the lease held hands out no baton");
         // A caller that saw version 7 waits after 8 was announced: it returns at once.
         tokio::time::timeout(
             Duration::from_millis(1),
@@ -414,29 +435,35 @@ mod tests {
         .expect("returns at once");
         hub.wake_all();
         settle().await;
-        assert_eq!(done(&tasks), 3, "wake_all wakes everyone");
+        assert_eq!(done(&line), 2, "wake_all wakes everyone");
         assert_eq!(hub.waiting("a"), 0);
     }
 
     #[tokio::test(start_paused = true)]
-    async fn an_observer_that_saw_the_release_hands_the_baton_on() {
+    async fn a_release_wakes_every_observer_and_the_first_claimer() {
         let hub = WakeHub::new();
-        let acquirer = waiters(&hub, 1, 3);
+        // The observers wait longest: they still take no claimer's wake-up.
+        let observers = waiters(&hub, 2, 3);
         settle().await;
-        let observer = waiters(&hub, 1, 3);
+        let line = claimers(&hub, 2, 3, Duration::from_secs(60));
         settle().await;
         hub.announce("a", 4, true);
         settle().await;
         assert_eq!(
-            (done(&acquirer), done(&observer)),
-            (1, 0),
-            "the longest waiting is woken"
+            (done(&observers), done(&line)),
+            (2, 1),
+            "every observer and one claimer"
         );
-        // The woken one was an observer after all: it waits again having seen 4.
+        assert!(line[0].is_finished(), "the first in line");
+        // An observer waits again having seen the lease free: the baton stays out.
         let again = waiters(&hub, 1, 4);
         settle().await;
-        assert_eq!(done(&observer), 1, "the baton went to the next waiter at once");
-        assert_eq!(done(&again), 0);
+        assert_eq!((done(&line), done(&again)), (1, 0));
+        // The woken claimer waits again having seen it free: the baton passes at once.
+        let claimer_again = claimers(&hub, 1, 4, Duration::from_secs(60));
+        settle().await;
+        assert_eq!(done(&line), 2, "the baton went to the next claimer at once");
+        assert_eq!(done(&claimer_again), 0);
     }
 
     #[tokio::test(start_paused = true)]
@@ -461,7 +488,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_change_reported_twice_or_late_wakes_nobody_more() {
         let hub = WakeHub::new();
-        let tasks = waiters(&hub, 3, 1);
+        let tasks = claimers(&hub, 3, 1, Duration::from_secs(60));
         settle().await;
         hub.announce("a", 4, true);
         hub.announce("a", 4, true);

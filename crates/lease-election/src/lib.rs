@@ -81,8 +81,8 @@
 //! [`ElectionConfig::observe_interval`], or waits on the store's push where it has one:
 //! on SQLite, etcd, ZooKeeper and MemoryStore every change wakes it, on Postgres and
 //! Redis only a release or a delete does (a new leader there shows at the next read).
-//! A store wakes one waiter per change: of two observers of one name on one store
-//! value, only one hears a new leader at once, the other at its next read.
+//! Every observer of a name on one store value hears each change the store pushes;
+//! only the acquirers are woken one at a time.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod callbacks;

@@ -203,6 +203,49 @@ async fn observe_yields_changes_only() {
     );
 }
 
+/// Two observers of one name on one store both hear a new leader when it is granted,
+/// not one of them at its next read.
+#[tokio::test(start_paused = true)]
+async fn every_observer_hears_a_new_leader_at_once() {
+    let store = MemoryStore::new();
+    let candidate = election(LeaseClient::new(store.clone()));
+    let interval = leasehold_election::ElectionConfig::new(TTL).observe_interval;
+    let soon = Duration::from_millis(20);
+    assert!(
+        soon < interval / 4,
+        "the case needs a read interval well above {soon:?}"
+    );
+    // Each observer runs on its own, so both wait on the store when the grant comes.
+    let mut heard = Vec::new();
+    let mut observers = Vec::new();
+    for _ in 0..2 {
+        let watcher = election(LeaseClient::new(store.clone()));
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        observers.push(tokio::spawn(async move {
+            let mut stream = std::pin::pin!(watcher.observe());
+            while let Some(item) = stream.next().await {
+                let _ = tx.send(item.expect("observe"));
+            }
+        }));
+        heard.push(rx);
+    }
+    for rx in &mut heard {
+        assert_eq!(rx.recv().await.expect("first item"), None, "nobody leads yet");
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let leading = candidate.campaign().await.expect("campaign");
+    for (i, rx) in heard.iter_mut().enumerate() {
+        let leader = tokio::time::timeout(soon, rx.recv())
+            .await
+            .unwrap_or_else(|_| panic!("observer {i} did not hear the new leader within {soon:?}"));
+        assert_eq!(leader.expect("item"), Some(leading.leader()));
+    }
+    for o in observers {
+        o.abort();
+    }
+    leading.resign().await.expect("resign");
+}
+
 fn la_holder(seen: &[Option<Leader>], token: FencingToken) -> leasehold_core::HolderId {
     seen.iter()
         .flatten()

@@ -59,7 +59,7 @@
 //! | release (write of the vacant record) | 1 Txn: one compare (the holder's revision) and one put, without the fence counter (the token it keeps is counted already); sent from the caller's task |
 //! | read | 1 range read |
 //! | list of the names under a prefix | 1 keys-only range read per 1000 keys under it (a name has two keys: its record and its fence counter), all at the first one's revision; fence counters, which outlive deleted records, are not listed |
-//! | waiting for a release | one watch per name per store; each change wakes one waiter |
+//! | waiting for a release | one watch per name per store; a release wakes one acquirer, every change every observer |
 //! | a held record abandoned while its process lives | 1 Txn at its TTL |
 //! | noticing a foreign delete or overwrite of a held record (`etcdctl del`, `etcdctl put`) | one watch on the store's prefix, opened by the first grant and kept while the store holds any record; the holder's next renewal (a third of the TTL later at most) is then a Txn that finds the change |
 //! | fenced write ([`EtcdStore::fenced_put`], [`EtcdStore::fenced_txn`]), applied or refused | 1 Txn |
@@ -73,10 +73,10 @@
 //! A blocked [`leasehold_core::LeaseClient::acquire`] waits on one etcd watch per name per
 //! store, open while the name has waiters
 //! ([`leasehold_core::store::Capabilities::notifies_waiters`]): a release, or etcd deleting
-//! the record of an expired session, wakes **one** waiter, and the wake-up passes to the
-//! next waiter when the woken one does not claim
+//! the record of an expired session, wakes **one** acquirer (and every observer), and the
+//! wake-up passes to the next acquirer when the woken one does not claim
 //! ([`leasehold_core::store::BATON_PASS`]). Waiters in other processes each have their own
-//! store and watch: one wake-up per process per change.
+//! store and watch: one acquirer woken per process per release.
 //!
 //! ## Fenced writes
 //! Every fence keeps the contract of [`leasehold_core::fence`]: guard and effect are one

@@ -4,8 +4,8 @@
 //! watch on the record key, open while any of them waits (and [`IDLE_CLOSE`] longer).
 //! The watch announces each change to the hub at the change's revision, free when the
 //! record is gone (deleted by its holder, or by etcd when the holder's session expired)
-//! or vacant (released); the hub wakes **one** waiter per change and passes a wake-up on
-//! a free lease on to the next waiter when the woken one does not take it (see
+//! or vacant (released); the hub wakes every observer and, for a free lease, **one**
+//! acquirer, and passes that wake-up on to the next acquirer when it does not take it (see
 //! [`WakeHub`]). The store tells the hub what its writes showed ([`Watches::claimed`]).
 //!
 //! A watch that breaks is reopened after [`REOPEN_PAUSE`] from the revision after the
@@ -18,8 +18,7 @@
 //! A waiter that saw no record waits for a change after the absence it saw: the revision
 //! at which the watch announced the record gone, or at which the store last read it
 //! absent. So a waiter that saw the record deleted and waits again (an election
-//! observer) hands the wake-up on like one that saw it vacant, rather than being woken
-//! again at once.
+//! observer) waits for the next change, rather than being woken again at once.
 
 use std::collections::HashMap;
 use std::pin::Pin;

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use etcd_client::Client;
 use leasehold_core::store::{BATON_PASS, CasStore, Version, Wait};
-use leasehold_core::testing::CountingStore;
 use leasehold_core::testing::process::poll;
+use leasehold_core::testing::{CountingStore, read_loop};
 use leasehold_core::{ClientConfig, FencingToken, Lease, LeaseClient, LeaseName, Result};
 use leasehold_etcd::{EtcdConfig, EtcdStore};
 use leasehold_testkit::proxy::Proxy;
@@ -106,29 +106,18 @@ async fn fifty_waiters_share_one_watch() {
 }
 
 /// etcd deletes the record when its holder's session ends (no release): an election
-/// observer woken by the delete reads the record absent and waits again, which hands
-/// the wake-up to its process's acquirer at once, without the observer spinning.
+/// observer woken by the delete reads the record absent and waits again without
+/// spinning, while its process's acquirer, woken by the same delete, takes the lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_observer_that_saw_the_record_deleted_hands_the_wake_up_on() {
+async fn an_observer_that_saw_the_record_deleted_waits_for_the_next_change() {
     let prefix = common::unique_prefix("deleted");
     let holder = common::store_under(&prefix).await;
     let waiters = CountingStore::new(common::store_under(&prefix).await);
     let n = name("deleted");
     let _held = held(&holder, &n).await;
     let reads = Arc::new(AtomicU64::new(0));
-    // The observer parks first, so it is the longest waiting and gets the wake-up.
-    let observer = {
-        let (store, n, reads) = (waiters.clone(), n.clone(), reads.clone());
-        tokio::spawn(async move {
-            loop {
-                let seen = store.read(&n).await.expect("observer read").map(|c| c.version);
-                reads.fetch_add(1, Ordering::SeqCst);
-                let _ = store
-                    .wait_for_change(&n, seen.as_ref(), Wait::Change(Duration::from_secs(60)))
-                    .await;
-            }
-        })
-    };
+    // The observer parks first: it is the longest waiting.
+    let observer = read_loop(waiters.clone(), n.clone(), reads.clone());
     parked(&waiters, 1).await;
     let task = acquirer(&waiters, &n);
     parked(&waiters, 2).await;
@@ -146,7 +135,7 @@ async fn an_observer_that_saw_the_record_deleted_hands_the_wake_up_on() {
     let observer_reads = reads.load(Ordering::SeqCst);
     observer.abort();
     println!(
-        "record deleted, observer woken first: acquirer granted {took:?} after the delete (observer reads: {observer_reads})"
+        "record deleted, observer parked first: acquirer granted {took:?} after the delete (observer reads: {observer_reads})"
     );
     assert!(
         woken,

@@ -36,7 +36,7 @@ pub(crate) struct DataVersionFeed {
     /// `SELECT` of one name's row version, whether it is deleted, and whether it is
     /// free to take (released or deleted).
     version_sql: String,
-    /// The waiters, woken one per change the poller announces.
+    /// The waiters, woken by the changes the poller announces.
     hub: WakeHub,
     state: Mutex<PollerState>,
     me: Weak<Self>,

@@ -60,7 +60,7 @@
 //! | release (write of the vacant record) | 1 `multi` |
 //! | read | 1 `multi` read of both znodes |
 //! | list of the names under a prefix | 1 child listing of the root |
-//! | waiting for a release | per name with waiters: 1 `exists` watch and 1 `multi` read, again after each change; each change wakes one waiter |
+//! | waiting for a release | per name with waiters: 1 `exists` watch and 1 `multi` read, again after each change; a release wakes one acquirer, every change every observer |
 //! | a held record abandoned while its process lives | 1 `multi` at its TTL |
 //! | fenced `multi` ([`ZooKeeperStore::fenced_multi`]), applied or refused | 1 `multi` |
 //! | fenced write on a token-marked znode ([`ZooKeeperStore::fenced_set`]) | 1 `multi` when the store saw the node's current version or the node is new, else 1 read and 1 `multi`; none when the store knows a mark that refuses the token |

@@ -1,7 +1,7 @@
 //! The wake-up cases, for stores that push their changes
-//! ([`crate::store::Capabilities::notifies_waiters`]): one release wakes one waiter of a
-//! store, and that wake-up reaches a waiter that takes the lease even when the first one
-//! woken does not.
+//! ([`crate::store::Capabilities::notifies_waiters`]): one release wakes one claimer of a
+//! store, that wake-up reaches a claimer that takes the lease even when the first one
+//! woken does not, and every observer hears the release.
 //!
 //! The holder has its own store; the waiters share another (one subscription), as the
 //! waiters of one process do. The holder's TTL is 30 s, so a waiter that is neither woken
@@ -33,7 +33,8 @@ pub trait WakeFixture: Send + Sync {
 /// Every wake-up case's name.
 pub const CASES: &[&str] = &[
     "one_release_wakes_one_of_fifty_waiters",
-    "an_observer_woken_by_a_release_hands_the_wake_up_to_the_acquirer",
+    "a_release_wakes_an_observer_parked_first_and_the_acquirer",
+    "every_observer_hears_a_release_the_acquirer_took",
     "a_wake_up_whose_waiter_went_away_is_passed_on",
     "fifty_waiters_look_for_an_unreleased_expiry_one_at_a_time",
 ];
@@ -158,24 +159,18 @@ pub async fn one_release_wakes_one_of_fifty_waiters(f: &dyn WakeFixture) {
     }
 }
 
-/// An election observer (a read loop) parked before the acquirer gets the release's
-/// wake-up, and hands it on by waiting again: the acquirer is granted at once.
-pub async fn an_observer_woken_by_a_release_hands_the_wake_up_to_the_acquirer(f: &dyn WakeFixture) {
+/// An election observer of the setup's name on the waiters' store, counting its reads.
+fn observer(s: &Setup, reads: Arc<AtomicU64>) -> JoinHandle<()> {
+    crate::testing::read_loop(s.waiters.clone(), s.name.clone(), reads)
+}
+
+/// An election observer (a read loop) parked before the acquirer: the release wakes
+/// both, and the acquirer is granted at once.
+pub async fn a_release_wakes_an_observer_parked_first_and_the_acquirer(f: &dyn WakeFixture) {
     let (s, lease) = held_lease(f, "wake-observer").await;
     let reads = Arc::new(AtomicU64::new(0));
-    // The observer parks first, so it is the longest waiting and gets the wake-up.
-    let observer = {
-        let (store, name, reads) = (s.waiters.clone(), s.name.clone(), reads.clone());
-        tokio::spawn(async move {
-            loop {
-                let seen = store.read(&name).await.expect("observer read").map(|c| c.version);
-                reads.fetch_add(1, Ordering::SeqCst);
-                let _ = store
-                    .wait_for_change(&name, seen.as_ref(), Wait::Change(Duration::from_secs(60)))
-                    .await;
-            }
-        })
-    };
+    // The observer parks first: it is the longest waiting.
+    let observer = observer(&s, reads.clone());
     parked(&s, 1).await;
     let task = acquirer(&s);
     parked(&s, 2).await;
@@ -183,18 +178,38 @@ pub async fn an_observer_woken_by_a_release_hands_the_wake_up_to_the_acquirer(f:
     let woken = poll(Duration::from_secs(2), || reads.load(Ordering::SeqCst) >= 2).await;
     observer.abort();
     println!(
-        "observer woken first: acquirer granted {took:?} after the release (observer reads: {})",
+        "observer parked first: acquirer granted {took:?} after the release (observer reads: {})",
         reads.load(Ordering::SeqCst)
     );
+    assert!(woken, "the observer was never woken by the release");
+    granted.release().await.expect("release");
+}
+
+/// Two election observers parked behind the acquirer that takes the released lease:
+/// each hears the release, not only the waiter woken to claim it.
+pub async fn every_observer_hears_a_release_the_acquirer_took(f: &dyn WakeFixture) {
+    let (s, lease) = held_lease(f, "wake-observers").await;
+    let task = acquirer(&s);
+    parked(&s, 1).await;
+    let reads: Vec<Arc<AtomicU64>> = (0..2).map(|_| Arc::new(AtomicU64::new(0))).collect();
+    let observers: Vec<_> = reads.iter().map(|r| observer(&s, r.clone())).collect();
+    parked(&s, 3).await;
+    let (granted, took) = release_and_take(&s, lease, task).await;
+    let heard = poll(LIMIT, || reads.iter().all(|r| r.load(Ordering::SeqCst) >= 2)).await;
+    let counts: Vec<u64> = reads.iter().map(|r| r.load(Ordering::SeqCst)).collect();
+    for o in observers {
+        o.abort();
+    }
+    println!("two observers behind the acquirer: granted {took:?} after the release; observer reads {counts:?}");
     assert!(
-        woken,
-        "the observer was never woken: the case did not exercise the hand-over"
+        heard,
+        "an observer did not hear the release within {LIMIT:?} (reads {counts:?})"
     );
     granted.release().await.expect("release");
 }
 
-/// A waiter woken by the release that neither claims nor waits again (it went away):
-/// the wake-up passes to the next waiter, within the baton's pass time.
+/// A claimer woken by the release that neither claims nor waits again (it went away):
+/// the wake-up passes to the next claimer, within the baton's pass time.
 pub async fn a_wake_up_whose_waiter_went_away_is_passed_on(f: &dyn WakeFixture) {
     let (s, lease) = held_lease(f, "wake-gone").await;
     let woken = {
@@ -203,7 +218,7 @@ pub async fn a_wake_up_whose_waiter_went_away_is_passed_on(f: &dyn WakeFixture) 
         tokio::spawn(async move {
             let at = Instant::now();
             let _ = store
-                .wait_for_change(&name, seen.as_ref(), Wait::Change(Duration::from_secs(60)))
+                .wait_for_change(&name, seen.as_ref(), Wait::Claim(Duration::from_secs(60)))
                 .await;
             at.elapsed()
         })
@@ -213,10 +228,10 @@ pub async fn a_wake_up_whose_waiter_went_away_is_passed_on(f: &dyn WakeFixture) 
     parked(&s, 2).await;
     let (granted, took) = release_and_take(&s, lease, task).await;
     let first_waited = woken.await.expect("first waiter");
-    println!("first waiter gone after its wake-up: acquirer granted {took:?} after the release");
+    println!("first claimer gone after its wake-up: acquirer granted {took:?} after the release");
     assert!(
         first_waited < HOLDER_TTL,
-        "the first waiter was not woken by the release ({first_waited:?})"
+        "the first claimer was not woken by the release ({first_waited:?})"
     );
     granted.release().await.expect("release");
 }
@@ -260,7 +275,8 @@ macro_rules! __wake_tests {
     ($fixture:expr) => {
         $crate::__wake_tests!(@cases $fixture;
             one_release_wakes_one_of_fifty_waiters,
-            an_observer_woken_by_a_release_hands_the_wake_up_to_the_acquirer,
+            a_release_wakes_an_observer_parked_first_and_the_acquirer,
+            every_observer_hears_a_release_the_acquirer_took,
             a_wake_up_whose_waiter_went_away_is_passed_on,
             fifty_waiters_look_for_an_unreleased_expiry_one_at_a_time);
     };
