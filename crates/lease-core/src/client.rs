@@ -853,6 +853,7 @@ async fn attempt(
         };
         let step = decision::acquire(
             &inner.policy,
+            inner.caps.claims_vacant,
             &me,
             ttl,
             now.into_std(),
@@ -1052,6 +1053,7 @@ async fn attempt(
         Some(Seen::Present { stored, first_seen }) => matches!(
             decision::acquire(
                 &inner.policy,
+                inner.caps.claims_vacant,
                 &me,
                 ttl,
                 Instant::now().into_std(),

@@ -239,6 +239,20 @@ impl MemoryStore {
                 }
                 claimable
             }
+            (Precondition::Vacant, None) => true,
+            (Precondition::Vacant, Some(_)) => match current {
+                // A record that is not one is reported, never written over.
+                Some(cur) => {
+                    let cur = cur?;
+                    if cur.is_vacant() {
+                        record.token = cur.token.checked_next().ok_or_else(|| Error::TokensExhausted {
+                            name: name.as_str().to_owned(),
+                        })?;
+                    }
+                    cur.is_vacant()
+                }
+                None => false,
+            },
         };
         if !applies {
             return Ok((CasOutcome::Conflict(self.current(st, name, now)?), None));
@@ -305,6 +319,7 @@ impl CasStore for MemoryStore {
             grade: Grade::Linearizable,
             conflict_returns_current: self.shared.returns_current,
             notifies_waiters: true,
+            claims_vacant: true,
         }
     }
 

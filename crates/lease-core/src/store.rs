@@ -81,6 +81,8 @@ pub struct Capabilities {
     /// Whether [`CasStore::wait_for_change`] is a real push (watch, notify) rather than
     /// a sleep.
     pub notifies_waiters: bool,
+    /// Whether [`CasStore::write`] takes [`Precondition::Vacant`].
+    pub claims_vacant: bool,
 }
 
 /// The condition under which [`CasStore::write`] applies.
@@ -95,6 +97,25 @@ pub enum Precondition {
     /// itself, strictly greater than any it issued for the name before (the record's
     /// own token is ignored), in the same atomic write.
     Claimable,
+    /// Only on stores that say so ([`Capabilities::claims_vacant`]): if no record exists,
+    /// or the record is vacant (released), whatever its version. The store then issues
+    /// the token itself in the same atomic write: one above the vacant record's, or the
+    /// record's own (the first) when there is none. A record that is not a valid lease
+    /// record is reported ([`crate::Error::CorruptRecord`]) and left as it was.
+    ///
+    /// What a client that knows nothing of a name sends on a store without a clock: a
+    /// name released before is claimed in one round trip, where [`Precondition::Absent`]
+    /// would need a second, on the version its conflict reported.
+    Vacant,
+}
+
+/// What a store without [`Capabilities::claims_vacant`] answers a write on
+/// [`Precondition::Vacant`]: [`crate::Error::InvalidInput`], nothing sent.
+pub fn vacant_not_taken(store: &str) -> crate::Error {
+    crate::Error::invalid(
+        "precondition",
+        format!("{store} does not take Vacant (Capabilities::claims_vacant is false)"),
+    )
 }
 
 /// What the store knows of the current record after a conflict.
@@ -169,7 +190,8 @@ pub struct Renewal {
 /// - Errors distinguish "did not apply" ([`crate::Error::Unavailable`]) from "may have
 ///   applied" ([`crate::Error::Indeterminate`]).
 /// - Stores with [`ClockSource::Store`] fill [`Stored::remaining`] and support
-///   [`Precondition::Claimable`]; others return `InvalidInput` for it.
+///   [`Precondition::Claimable`]; others return `InvalidInput` for it. Likewise
+///   [`Precondition::Vacant`], for stores with [`Capabilities::claims_vacant`].
 #[async_trait]
 pub trait CasStore: Send + Sync + fmt::Debug + 'static {
     /// What this store offers.

@@ -158,11 +158,16 @@ impl LeaseArgs {
 }
 
 /// The statement for a write with `expect`.
-pub fn write_statement<'s>(statements: &'s Statements, expect: &Precondition) -> &'s LeaseStatement {
+///
+/// # Errors
+/// [`leasehold_core::Error::InvalidInput`] for [`Precondition::Vacant`], which a store
+/// with a clock is never sent ([`Precondition::Claimable`] is its claim).
+pub fn write_statement<'s>(statements: &'s Statements, expect: &Precondition) -> Result<&'s LeaseStatement> {
     match expect {
-        Precondition::Absent => &statements.write_absent,
-        Precondition::Version(_) => &statements.write_version,
-        Precondition::Claimable => &statements.write_claimable,
+        Precondition::Absent => Ok(&statements.write_absent),
+        Precondition::Version(_) => Ok(&statements.write_version),
+        Precondition::Claimable => Ok(&statements.write_claimable),
+        Precondition::Vacant => Err(leasehold_core::store::vacant_not_taken("a SQL store")),
     }
 }
 

@@ -376,6 +376,7 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
             grade: Grade::Linearizable,
             conflict_returns_current: self.inner.statements.conflict_returns_current,
             notifies_waiters: self.inner.feed.is_some(),
+            claims_vacant: false,
         }
     }
 
@@ -385,7 +386,7 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
     }
 
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
-        let statement = write_statement(&self.inner.statements, expect);
+        let statement = write_statement(&self.inner.statements, expect)?;
         self.write_with(name, statement, expect, Guard::of(expect, record.token), record)
             .await
     }

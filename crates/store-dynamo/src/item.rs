@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use leasehold_core::{
-    Error, LeaseName, MAX_HOLDER_LEN, Result, Ttl,
+    Error, FencingToken, LeaseName, MAX_HOLDER_LEN, Result, Ttl,
     store::{LeaseRecord, Precondition, Stored, Version, record_codec},
 };
 
@@ -153,7 +153,9 @@ pub(crate) fn lease_update(
             "a release names the holder it releases, on the version it holds",
         ));
     }
-    values.insert(":f".into(), n(record.token.get()));
+    if *expect != Precondition::Vacant {
+        values.insert(":f".into(), n(record.token.get()));
+    }
     if !release {
         values.insert(":t".into(), n(record.ttl.as_millis()));
     }
@@ -173,8 +175,15 @@ pub(crate) fn lease_update(
     } else {
         (vec!["#t = :t", "#v = :v"], Vec::new())
     };
+    let vacant = *expect == Precondition::Vacant;
     if !renewal && !release {
-        set.extend(["#f = :f", "#fmt = :fmt"]);
+        // A claim of a vacant item raises its token on the server (none: the first).
+        set.push(if vacant {
+            "#f = if_not_exists(#f, :zero) + :one"
+        } else {
+            "#f = :f"
+        });
+        set.push("#fmt = :fmt");
         match record.holder {
             Some(_) => set.push("#h = :h"),
             None => remove.push("#h"),
@@ -188,7 +197,10 @@ pub(crate) fn lease_update(
         _ => remove.push("#w"),
     }
     // A grant on an item given an expiry (`expire`) takes the item off it again.
-    if kind == WriteKind::Any && record.holder.is_some() && matches!(expect, Precondition::Version(_)) {
+    if kind == WriteKind::Any
+        && record.holder.is_some()
+        && matches!(expect, Precondition::Version(_) | Precondition::Vacant)
+    {
         names.insert("#x".into(), ATTR_EXPIRES_AT.to_owned());
         remove.push("#x");
     }
@@ -197,6 +209,17 @@ pub(crate) fn lease_update(
         update_expression.push_str(" REMOVE ");
         update_expression.push_str(&remove.join(", "));
     }
+    let (rest, bounds) = (
+        "#fmt = :fmt AND attribute_type(#t, :N) AND #t BETWEEN :tmin AND :tmax \
+         AND (attribute_not_exists(#w) OR (attribute_type(#w, :N) AND #w BETWEEN :zero AND :wmax))",
+        [
+            (":tmin", n(ttl_ms(Ttl::MIN))),
+            (":tmax", n(ttl_ms(Ttl::MAX))),
+            (":N", AttributeValue::S("N".into())),
+            (":zero", n(0)),
+            (":wmax", n(u64::MAX)),
+        ],
+    );
     let condition_expression = match expect {
         Precondition::Absent => {
             names.insert("#k".into(), key_attribute.to_owned());
@@ -204,11 +227,7 @@ pub(crate) fn lease_update(
         }
         Precondition::Version(v) => {
             values.insert(":expect".into(), AttributeValue::S(v.as_str().to_owned()));
-            values.insert(":tmin".into(), n(ttl_ms(Ttl::MIN)));
-            values.insert(":tmax".into(), n(ttl_ms(Ttl::MAX)));
-            values.insert(":N".into(), AttributeValue::S("N".into()));
-            values.insert(":zero".into(), n(0));
-            values.insert(":wmax".into(), n(u64::MAX));
+            values.extend(bounds.map(|(k, v)| (k.to_owned(), v)));
             // Another program can change the item without its version (an operator's
             // `update-item`): a token it raised must never be written back (tokens
             // never go backwards), so the item's token may not be above the new one;
@@ -216,8 +235,6 @@ pub(crate) fn lease_update(
             // requires every attribute to be one this crate could have written (as far as
             // a condition can say: it cannot tell a fraction from a whole number, nor
             // list the attributes an item has, which `decode` checks).
-            let rest = "#fmt = :fmt AND attribute_type(#t, :N) AND #t BETWEEN :tmin AND :tmax \
-             AND (attribute_not_exists(#w) OR (attribute_type(#w, :N) AND #w BETWEEN :zero AND :wmax))";
             match (kind, &record.holder) {
                 (WriteKind::Any, _) => {
                     values.insert(":one".into(), n(1));
@@ -241,6 +258,23 @@ pub(crate) fn lease_update(
                 // whose token it raised (its version untouched) stays as it is.
                 (WriteKind::Release, _) => format!("#v = :expect AND #f = :f AND #h = :h AND {rest}"),
             }
+        }
+        // No item, or a vacant one whose every attribute is one this crate could have
+        // written (as far as a condition can say; the store decodes the item it replaced
+        // and puts back one that `decode` refuses), with a token below the highest.
+        Precondition::Vacant => {
+            if kind != WriteKind::Any || record.holder.is_none() {
+                return Err(Error::invalid("precondition", "Vacant is a claim: a grant to a holder"));
+            }
+            names.insert("#k".into(), key_attribute.to_owned());
+            values.extend(bounds.map(|(k, v)| (k.to_owned(), v)));
+            values.insert(":one".into(), n(1));
+            values.insert(":below_max".into(), n(FencingToken::MAX.get() - 1));
+            values.insert(":S".into(), AttributeValue::S("S".into()));
+            format!(
+                "attribute_not_exists(#k) OR (attribute_not_exists(#h) AND attribute_type(#v, :S) \
+                 AND attribute_type(#f, :N) AND #f BETWEEN :one AND :below_max AND {rest})"
+            )
         }
         Precondition::Claimable => {
             return Err(Error::invalid(
@@ -395,6 +429,37 @@ mod tests {
         for bad in [
             lease_update("lease", &on_v1, &rec().vacated(), "v2", WriteKind::Release),
             lease_update("lease", &Precondition::Absent, &rec(), "v2", WriteKind::Release),
+        ] {
+            assert!(matches!(bad, Err(Error::InvalidInput { .. })), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn vacant_claims_with_a_token_raised_by_the_server_and_sends_only_what_it_uses() {
+        let u = lease_update("lease", &Precondition::Vacant, &rec(), "v1", WriteKind::Any).expect("update");
+        assert!(
+            u.condition_expression
+                .starts_with("attribute_not_exists(#k) OR (attribute_not_exists(#h) AND "),
+            "{}",
+            u.condition_expression
+        );
+        assert!(
+            u.update_expression.contains("#f = if_not_exists(#f, :zero) + :one"),
+            "{}",
+            u.update_expression
+        );
+        assert!(u.update_expression.ends_with(" REMOVE #x"), "{}", u.update_expression);
+        // DynamoDB refuses a request with a name or value its expressions do not use.
+        let text = format!("{} {}", u.update_expression, u.condition_expression);
+        for placeholder in u.names.keys().chain(u.values.keys()) {
+            let used = text.match_indices(placeholder.as_str()).any(|(i, _)| {
+                !text[i + placeholder.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+            });
+            assert!(used, "{placeholder} is sent but not used: {text}");
+        }
+        for bad in [
+            lease_update("lease", &Precondition::Vacant, &rec().vacated(), "v1", WriteKind::Any),
+            lease_update("lease", &Precondition::Vacant, &rec(), "v1", WriteKind::Renewal),
         ] {
             assert!(matches!(bad, Err(Error::InvalidInput { .. })), "{bad:?}");
         }

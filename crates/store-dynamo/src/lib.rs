@@ -114,7 +114,7 @@
 //! | operation | requests | capacity (items under 1 KB) |
 //! | --- | --- | --- |
 //! | acquire a free or released lease | 1 `UpdateItem` | 1 write unit |
-//! | a new client's first acquire of a released lease (a new process) | 1 failed `UpdateItem` (written as for an absent item; its answer carries the item) + 1 `UpdateItem` | 2 write units |
+//! | a new client's first acquire of a released lease (a new process) | 1 `UpdateItem` on "no item, or a vacant one" ([`Precondition::Vacant`](leasehold_core::store::Precondition::Vacant)), the token raised by the server | 1 write unit |
 //! | renewal (every TTL/3) | 1 `UpdateItem` | 1 write unit |
 //! | release | 1 `UpdateItem` | 1 write unit |
 //! | takeover of an expired lease | 1 `GetItem` + 1 `UpdateItem` (the read starts the observation window) | 1 read unit + 1 write unit |
@@ -155,7 +155,8 @@
 //! - With a skew bound, clocks that disagree by more than the bound can let two holders
 //!   overlap (the fence still protects the resource).
 //! - [`Precondition::Claimable`](leasehold_core::store::Precondition::Claimable), which
-//!   needs a store clock, is refused with [`leasehold_core::Error::InvalidInput`].
+//!   needs a store clock, is refused with [`leasehold_core::Error::InvalidInput`];
+//!   [`Precondition::Vacant`](leasehold_core::store::Precondition::Vacant) is taken.
 //! - moto, which the tests run against, differs from DynamoDB in ways that matter
 //!   (concurrent writes to one item, throttling, permissions): see the link below.
 //!

@@ -294,6 +294,7 @@ impl DynamoStore {
     ) -> Result<CasOutcome> {
         let version = item::new_version();
         let u = item::lease_update(self.config.key(), expect, record, &version, kind)?;
+        let vacant = *expect == Precondition::Vacant;
         let flag = SentRequests::default();
         let op = self
             .client
@@ -304,11 +305,18 @@ impl DynamoStore {
             .condition_expression(u.condition_expression)
             .set_expression_attribute_names(Some(u.names))
             .set_expression_attribute_values(Some(u.values))
-            .return_values(ReturnValue::AllNew)
+            // A claim of a vacant item answers the item it replaced, which only the store
+            // can still check (see `claimed`).
+            .return_values(if vacant {
+                ReturnValue::AllOld
+            } else {
+                ReturnValue::AllNew
+            })
             .set_return_values_on_condition_check_failure(self.on_conflict())
             .customize();
         let sent = self.bounded(op, &flag).send().await;
         match conditional("UpdateItem", self.table(), flag.was_sent(), sent)? {
+            Conditional::Applied(out) if vacant => self.claimed(name, record, &version, out.attributes()).await,
             Conditional::Applied(out) => {
                 let stored = match out.attributes() {
                     Some(item) => item::decode(self.config.key(), name, item)?,
@@ -332,6 +340,69 @@ impl DynamoStore {
                 tracing::debug!(lease = %name, ?expect, "lease write conflicted");
                 Ok(CasOutcome::Conflict(current))
             }
+        }
+    }
+
+    /// What a claim of a vacant item (written as `version`) granted, from the item it
+    /// replaced (`old`; none: there was none). The condition checked every attribute it
+    /// can; an item that `decode` still refuses (an attribute this crate never writes, a
+    /// fractional token) is put back as it was, on the claim's version, and reported.
+    async fn claimed(
+        &self,
+        name: &LeaseName,
+        record: &LeaseRecord,
+        version: &str,
+        old: Option<&Item>,
+    ) -> Result<CasOutcome> {
+        let token = match old.map(|item| item::decode(self.config.key(), name, item)).transpose() {
+            Ok(None) => leasehold_core::FencingToken::FIRST,
+            Ok(Some(prev)) if prev.record.is_vacant() => prev.record.token.next(),
+            Ok(Some(_)) => {
+                return Err(Error::corrupt(
+                    name.as_str(),
+                    "UpdateItem on a vacant item replaced a held one",
+                ));
+            }
+            Err(corrupt) => {
+                let item = old.cloned().unwrap_or_default();
+                return Err(match self.put_back(name, item, version).await {
+                    Ok(()) => corrupt,
+                    Err(e) => Error::corrupt(
+                        name.as_str(),
+                        format!("{corrupt}; the claim of it could not be undone ({e}), and expires by observation"),
+                    ),
+                });
+            }
+        };
+        let mut granted = record.clone();
+        granted.token = token;
+        Ok(CasOutcome::Written(Stored {
+            record: granted,
+            version: Version::new(version),
+            remaining: None,
+        }))
+    }
+
+    /// Puts `item` back over the one written as `version` (one conditional `PutItem`).
+    async fn put_back(&self, name: &LeaseName, item: Item, version: &str) -> Result<()> {
+        let flag = SentRequests::default();
+        let op = self
+            .client
+            .put_item()
+            .table_name(self.table())
+            .set_item(Some(item))
+            .condition_expression("#v = :v")
+            .expression_attribute_names("#v", ATTR_VERSION)
+            .expression_attribute_values(":v", AttributeValue::S(version.to_owned()))
+            .customize();
+        match conditional(
+            "PutItem",
+            self.table(),
+            flag.was_sent(),
+            self.bounded(op, &flag).send().await,
+        )? {
+            Conditional::Applied(_) => Ok(()),
+            Conditional::Failed(_) => Err(Error::corrupt(name.as_str(), "the item changed again meanwhile")),
         }
     }
 
@@ -407,6 +478,7 @@ impl CasStore for DynamoStore {
             grade: Grade::Linearizable,
             conflict_returns_current: self.config.returns_current(),
             notifies_waiters: false,
+            claims_vacant: true,
         }
     }
 

@@ -330,6 +330,43 @@ async fn an_item_put_corrupt_is_never_granted() {
     foreign::assert_next_token(&client, &control, TTL, 8, "the valid item was not taken over").await;
 }
 
+/// Vacant items that a condition cannot tell from valid ones (an attribute this crate
+/// never writes, a fractional token): a new client's claim, which sends no read first,
+/// applies, finds the item it replaced corrupt, puts it back and reports it. The item
+/// is as the operator left it; reads and later grants report it too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vacant_item_corrupt_beyond_a_condition_is_put_back_as_it_was() {
+    let (_admin, table) = common::fresh_lease_table("foreign-vacant").await;
+    let store = common::store_on(&table);
+    let vacant = r#""fence": {"N": "7"}, "ttl_ms": {"N": "1500"}, "version": {"S": "0123456789abcdef0123456789abcdef"}, "format": {"N": "1"}"#;
+    let cases = [
+        (
+            "an unknown extra attribute",
+            format!(r#"{{{vacant}, "note": {{"S": "set by hand"}}}}"#),
+        ),
+        (
+            "a fractional token",
+            format!(
+                "{{{}}}",
+                vacant.replace(r#""fence": {"N": "7"}"#, r#""fence": {"N": "6.5"}"#)
+            ),
+        ),
+    ];
+    let names: Vec<String> = cases.iter().map(|_| common::unique_name("foreign", "vacant")).collect();
+    let items: Vec<(String, String)> = names.iter().cloned().zip(cases.iter().map(|c| c.1.clone())).collect();
+    put_items(&table, &items).await;
+    let before = items_as_read(&table, &names).await;
+    for ((what, _), name) in cases.iter().zip(&names) {
+        grant_is_corrupt(&store, name, what).await;
+        corrupt(what, "read", store.read(&LeaseName::new(name).expect("name")).await);
+    }
+    assert_eq!(
+        items_as_read(&table, &names).await,
+        before,
+        "a claim changed a corrupt vacant item"
+    );
+}
+
 /// The shared cases of `leasehold_testkit::edits`, edited with boto3's `update_item`
 /// (DynamoDB's version attribute does not move).
 async fn editor() -> leasehold_testkit::edits::Editor {

@@ -445,6 +445,9 @@ impl Inner {
     /// nobody was left to register it would be held for as long as the store exists.
     /// Registered, it is expired at its deadline like any record nobody renews.
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
+        if *expect == Precondition::Vacant {
+            return Err(leasehold_core::store::vacant_not_taken("etcd"));
+        }
         let Some(me) = self.me.upgrade() else {
             return Err(Error::Unavailable {
                 message: "the etcd store is being dropped".into(),
@@ -518,6 +521,7 @@ impl Inner {
         let mut lease_retry = true;
         loop {
             let (txn, to_write) = match expect {
+                Precondition::Vacant => return Err(leasehold_core::store::vacant_not_taken("etcd")),
                 Precondition::Claimable => {
                     let c = self.lock().claim(name, call);
                     let mut r = record.clone();
@@ -1033,6 +1037,7 @@ impl CasStore for EtcdStore {
             grade: Grade::Linearizable,
             conflict_returns_current: true,
             notifies_waiters: true,
+            claims_vacant: false,
         }
     }
 

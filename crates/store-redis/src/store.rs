@@ -261,11 +261,12 @@ where
 }
 
 /// The script's write mode for a precondition.
-fn mode(expect: &Precondition) -> (&'static str, &str) {
+fn mode(expect: &Precondition) -> Result<(&'static str, &str)> {
     match expect {
-        Precondition::Absent => ("absent", ""),
-        Precondition::Version(v) => ("version", v.as_str()),
-        Precondition::Claimable => ("claim", ""),
+        Precondition::Absent => Ok(("absent", "")),
+        Precondition::Version(v) => Ok(("version", v.as_str())),
+        Precondition::Claimable => Ok(("claim", "")),
+        Precondition::Vacant => Err(leasehold_core::store::vacant_not_taken("Redis")),
     }
 }
 
@@ -425,6 +426,7 @@ where
             grade: Grade::EfficiencyOnly,
             conflict_returns_current: true,
             notifies_waiters: self.notifier.is_some(),
+            claims_vacant: false,
         }
     }
 
@@ -442,7 +444,7 @@ where
     }
 
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
-        let (mode, version) = mode(expect);
+        let (mode, version) = mode(expect)?;
         self.write_mode(name, mode, version, record).await
     }
 

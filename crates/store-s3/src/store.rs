@@ -196,6 +196,7 @@ impl CasStore for S3Store {
             grade: Grade::Linearizable,
             conflict_returns_current: false,
             notifies_waiters: false,
+            claims_vacant: false,
         }
     }
 
@@ -225,6 +226,8 @@ impl CasStore for S3Store {
                     "Claimable needs a store with its own clock; S3 leases expire by observation",
                 ));
             }
+            // A condition on an ETag cannot say "vacant, any version".
+            Precondition::Vacant => return Err(leasehold_core::store::vacant_not_taken("S3")),
         };
         let key = self.key_for(name);
         match self

@@ -519,6 +519,9 @@ impl Inner {
         expect: &Precondition,
         record: &LeaseRecord,
     ) -> Result<CasOutcome> {
+        if *expect == Precondition::Vacant {
+            return Err(leasehold_core::store::vacant_not_taken("ZooKeeper"));
+        }
         if let Precondition::Version(v) = expect {
             Ver::parse(v)?;
         }
@@ -959,6 +962,7 @@ impl CasStore for ZooKeeperStore {
             grade: Grade::Linearizable,
             conflict_returns_current: false,
             notifies_waiters: true,
+            claims_vacant: false,
         }
     }
 

@@ -79,6 +79,7 @@ pub const CASES: &[&str] = &[
     "own_held_lease_is_refused_at_once",
     "max_hold_ends_the_lease_before_a_takeover",
     "acquire_all_of_overlapping_sets_never_deadlocks",
+    "vacant_claims_only_a_free_record",
     "list_names_under_a_prefix",
     "admin_inspects_and_releases_by_force",
     "semaphore_never_exceeds_its_permits",
@@ -105,6 +106,7 @@ pub async fn run_all(f: &dyn Fixture) {
     own_held_lease_is_refused_at_once(f).await;
     max_hold_ends_the_lease_before_a_takeover(f).await;
     acquire_all_of_overlapping_sets_never_deadlocks(f).await;
+    vacant_claims_only_a_free_record(f).await;
     list_names_under_a_prefix(f).await;
     admin_inspects_and_releases_by_force(f).await;
     semaphore_never_exceeds_its_permits(f).await;
@@ -127,7 +129,8 @@ macro_rules! __conformance_tests {
             corrupt_record_is_an_error_never_a_grant, loss_signal_fires_before_deadline_when_store_hangs,
             round_trips_per_operation, acquire_waits_for_release,
             own_held_lease_is_refused_at_once, max_hold_ends_the_lease_before_a_takeover,
-            acquire_all_of_overlapping_sets_never_deadlocks, list_names_under_a_prefix,
+            acquire_all_of_overlapping_sets_never_deadlocks, vacant_claims_only_a_free_record,
+            list_names_under_a_prefix,
             admin_inspects_and_releases_by_force, semaphore_never_exceeds_its_permits,
             frozen_permit_holder_is_refused_after_takeover);
     };
@@ -215,6 +218,15 @@ fn granted(o: AcquireOutcome, what: &str) -> crate::Lease {
             panic!("{what}: expected a grant, but {holder:?} holds it with token {token}")
         }
     }
+}
+
+/// `c.try_acquire(name)` for `ttl_ms`, which must grant.
+async fn taken(c: &LeaseClient, name: &LeaseName, ttl_ms: u64, what: &str) -> crate::Lease {
+    let outcome = c
+        .try_acquire(name, Duration::from_millis(ttl_ms))
+        .await
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    granted(outcome, what)
 }
 
 async fn poll_until<F: FnMut() -> bool>(what: &str, timeout: Duration, mut cond: F) {
@@ -679,6 +691,67 @@ pub async fn corrupt_record_is_an_error_never_a_grant(f: &dyn Fixture) {
     );
 }
 
+/// [`Precondition::Vacant`] ([`crate::store::Capabilities::claims_vacant`]) writes where
+/// no record is, or over a vacant one with the next token whatever its version; a held
+/// record is a conflict and a corrupt one an error, both left as they were. A store
+/// without it refuses it as `InvalidInput` and writes nothing.
+pub async fn vacant_claims_only_a_free_record(f: &dyn Fixture) {
+    let store = f.store().await;
+    let name = unique_name("vacant");
+    let claim = |h: &str| rec(h, 1, 5_000);
+    if !store.capabilities().claims_vacant {
+        match store.write(&name, &Precondition::Vacant, &claim("a")).await {
+            Err(Error::InvalidInput { .. }) => {}
+            other => panic!("a store without Vacant answered {other:?}, not InvalidInput"),
+        }
+        assert!(
+            store.read(&name).await.expect("read").is_none(),
+            "a refused Vacant wrote a record"
+        );
+        return;
+    }
+    let first = applied(&*store, &name, &Precondition::Vacant, &claim("a"), "Vacant, no record").await;
+    assert_eq!(
+        (first.record.holder.clone(), first.record.token),
+        (Some(holder("a")), FencingToken::FIRST)
+    );
+    match store
+        .write(&name, &Precondition::Vacant, &claim("b"))
+        .await
+        .expect("Vacant on a held record")
+    {
+        CasOutcome::Conflict(Current::Present(cur)) => assert_eq!(cur.version, first.version),
+        CasOutcome::Conflict(Current::Unknown) if !store.capabilities().conflict_returns_current => {}
+        other => panic!("Vacant on a held record gave {other:?}"),
+    }
+    let released = store
+        .release(&name, &first.version, &first.record)
+        .await
+        .expect("release");
+    written(released, "release");
+    let second = applied(&*store, &name, &Precondition::Vacant, &claim("b"), "Vacant, released").await;
+    assert_eq!(
+        (second.record.holder.clone(), second.record.token),
+        (Some(holder("b")), FencingToken::new(2)),
+        "a released record is claimed with the next token"
+    );
+    let now = store.read(&name).await.expect("read").expect("the claimed record");
+    assert_eq!(
+        (now.record.holder, now.record.token, now.version),
+        (Some(holder("b")), FencingToken::new(2), second.version)
+    );
+    let bad = unique_name("vacant_corrupt");
+    f.corrupt(&bad).await;
+    match store.write(&bad, &Precondition::Vacant, &claim("a")).await {
+        Err(Error::CorruptRecord { .. }) => {}
+        other => panic!("Vacant on a corrupt record gave {other:?}, not CorruptRecord"),
+    }
+    assert!(
+        matches!(store.read(&bad).await, Err(Error::CorruptRecord { .. })),
+        "the corrupt record was overwritten"
+    );
+}
+
 /// When the store stops answering, the loss signal fires no later than the validity
 /// deadline (plus scheduling slack).
 pub async fn loss_signal_fires_before_deadline_when_store_hangs(f: &dyn Fixture) {
@@ -756,18 +829,26 @@ pub async fn round_trips_per_operation(f: &dyn Fixture) {
     );
     // Released before counting the takeover, so its renewals are not counted there.
     again.release().await.expect("release again");
+    if store.capabilities().claims_vacant {
+        // A new client, which knows nothing of the name: one write claims it.
+        counting.reset();
+        let newcomer = client(Arc::new(counting.clone()));
+        let third = taken(&newcomer, &name, 300, "newcomer").await;
+        assert_eq!(
+            counting.counts().round_trips(),
+            1,
+            "a new client's acquire of a released lease: {:?}",
+            counting.counts()
+        );
+        assert_eq!(third.token(), FencingToken::new(3));
+        third.release().await.expect("release the newcomer's");
+    }
 
     // Takeover of an expired lease held by a frozen holder.
     let frozen_name = unique_name("round_trips_takeover");
     let frozen = FaultStore::new(store.clone(), 3);
     let holder_client = client(Arc::new(frozen.clone()));
-    let held = granted(
-        holder_client
-            .try_acquire(&frozen_name, Duration::from_millis(300))
-            .await
-            .expect("h"),
-        "holder",
-    );
+    let held = taken(&holder_client, &frozen_name, 300, "holder").await;
     frozen.set_plan(FaultPlan::hang());
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {

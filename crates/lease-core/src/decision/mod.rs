@@ -72,9 +72,11 @@ pub(crate) enum AcquireStep {
 /// Decides an acquire attempt by `me` for `ttl`.
 ///
 /// `wall_now_ms` is read only under [`Policy::skew`]; it is also written into the
-/// record (for other clients that opted into the skew rule).
+/// record (for other clients that opted into the skew rule). `claims_vacant`: the store
+/// takes [`Precondition::Vacant`] ([`crate::store::Capabilities::claims_vacant`]).
 pub(crate) fn acquire(
     policy: &Policy,
+    claims_vacant: bool,
     me: &HolderId,
     ttl: Ttl,
     now: Instant,
@@ -101,6 +103,12 @@ pub(crate) fn acquire(
         _ => expect,
     };
     match known {
+        // Knowing nothing on a store without a clock: a released record is as free as
+        // none, and the store judges which it has, in one round trip.
+        Known::Nothing if claims_vacant && policy.clock != ClockSource::Store => AcquireStep::Write {
+            expect: Precondition::Vacant,
+            record: fresh(FencingToken::FIRST),
+        },
         Known::Nothing | Known::Absent => AcquireStep::Write {
             expect: claim_or(Precondition::Absent),
             record: fresh(FencingToken::FIRST),

@@ -40,7 +40,7 @@ fn write(step: AcquireStep) -> (Precondition, LeaseRecord) {
 
 /// `me` asks for a 30 s lease at `now` (wall clock `wall`), knowing `known`.
 fn ask(p: &Policy, now: Instant, wall: u64, known: Known<'_>) -> AcquireStep {
-    decision::acquire(p, &me(), ttl_s(30), now, wall, known)
+    decision::acquire(p, false, &me(), ttl_s(30), now, wall, known)
 }
 
 /// `me` asks for a 30 s lease at `now`, having seen `s` unchanged since `first_seen`.
@@ -71,6 +71,37 @@ fn observation_first_attempt_is_a_create() {
     let (expect, rec) = write(ask(&p, Instant::now(), WALL, Known::Absent));
     assert_eq!(expect, Precondition::Absent);
     assert_eq!(rec.token, FencingToken::FIRST);
+}
+
+#[test]
+fn knowing_nothing_a_store_that_claims_vacant_records_is_sent_vacant() {
+    let me = me();
+    let ask_knowing_nothing = |clock, claims_vacant| {
+        write(decision::acquire(
+            &Policy::new(clock),
+            claims_vacant,
+            &me,
+            ttl_s(30),
+            Instant::now(),
+            WALL,
+            Known::Nothing,
+        ))
+    };
+    let (expect, rec) = ask_knowing_nothing(ClockSource::Observation, true);
+    assert_eq!((expect, rec.token), (Precondition::Vacant, FencingToken::FIRST));
+    assert_eq!(rec.holder, Some(me.clone()));
+    let (expect, _) = ask_knowing_nothing(ClockSource::Observation, false);
+    assert_eq!(expect, Precondition::Absent, "a store without Vacant is sent Absent");
+    let (expect, _) = ask_knowing_nothing(ClockSource::Store, true);
+    assert_eq!(
+        expect,
+        Precondition::Claimable,
+        "a store with a clock judges expiry too"
+    );
+    // Knowing the name absent, or its record, the client names what it knows.
+    let p = Policy::new(ClockSource::Observation);
+    let known_absent = decision::acquire(&p, true, &me, ttl_s(30), Instant::now(), WALL, Known::Absent);
+    assert_eq!(write(known_absent).0, Precondition::Absent);
 }
 
 #[test]

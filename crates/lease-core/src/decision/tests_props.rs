@@ -53,6 +53,13 @@ impl ModelStore {
                 }
                 free
             }
+            (Precondition::Vacant, cur) => {
+                let vacant = cur.as_ref().is_none_or(|(r, _, _)| r.holder.is_none());
+                if let Some((r, _, _)) = cur.as_ref().filter(|_| vacant) {
+                    record.token = r.token.next();
+                }
+                vacant
+            }
         };
         if !ok {
             return Err(self.stored(at));
@@ -173,7 +180,9 @@ fn run(clock: ClockSource, ppms: [i64; 3], ops: Vec<Op>) -> Result<(), TestCaseE
                             first_seen: at(*first),
                         },
                     };
-                    let step = decision::acquire(&policy, &me, ttl, at(now_local), 0, known);
+                    // Half the clients' stores take `Vacant` (where the clock is not the store's).
+                    let claims_vacant = op.client % 2 == 0;
+                    let step = decision::acquire(&policy, claims_vacant, &me, ttl, at(now_local), 0, known);
                     let (expect, record) = match step {
                         AcquireStep::Wait { .. } if !fresh => {
                             let applied = t + op.lat_out;

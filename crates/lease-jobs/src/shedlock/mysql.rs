@@ -404,6 +404,7 @@ impl ShedlockMySqlStore {
         let by = by_param(record);
         let token = record.token.to_i64()?;
         match (expect, &f.row) {
+            (Precondition::Vacant, _) => Err(leasehold_core::store::vacant_not_taken("a ShedLock table")),
             (Precondition::Absent, Some(row)) => refuse(row),
             (Precondition::Absent, None) => Ok(self.put(true, f.now_us, None, ttl, by, self.fenced.then_some(token))),
             (Precondition::Claimable, _) if record.is_vacant() => {

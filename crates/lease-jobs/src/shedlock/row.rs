@@ -139,6 +139,7 @@ pub(super) fn capabilities(fenced: bool) -> Capabilities {
         },
         conflict_returns_current: true,
         notifies_waiters: false,
+        claims_vacant: false,
     }
 }
 

@@ -262,6 +262,7 @@ impl CasStore for ShedlockStore {
         let by = by_param(record);
         let token = record.token.to_i64()?;
         let outcome = match expect {
+            Precondition::Vacant => return Err(leasehold_core::store::vacant_not_taken("a ShedLock table")),
             Precondition::Absent => {
                 let q = sqlx::query(AssertSqlSafe(self.sql.create.clone()))
                     .bind(name.as_str())
