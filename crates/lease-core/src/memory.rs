@@ -82,8 +82,9 @@ struct Shared {
 /// never reused, bytes planted by [`MemoryStore::put_raw`] are decoded on every look (so
 /// a corrupt one is a typed error), conflicts report the current record (or not,
 /// [`MemoryStore::without_current_on_conflict`]), expiry follows Tokio's clock (so
-/// paused-time tests are exact), and each change wakes one waiter
-/// ([`crate::store::WakeHub`]; a renewal wakes nobody when the store keeps time). Clones
+/// paused-time tests are exact), and each change wakes its waiters: every observer, and
+/// one acquirer per release ([`crate::store::WakeHub`]; a renewal wakes nobody when the
+/// store keeps time). Clones
 /// share the same records.
 ///
 /// ```
@@ -239,7 +240,10 @@ impl MemoryStore {
                 }
                 claimable
             }
-            (Precondition::Vacant, None) => true,
+            (Precondition::Vacant, None) => {
+                record.token = crate::FencingToken::FIRST;
+                true
+            }
             (Precondition::Vacant, Some(_)) => match current {
                 // A record that is not one is reported, never written over.
                 Some(cur) => {

@@ -42,7 +42,7 @@ pub const MAX_PERMITS: u32 = 256;
 ///   lease attempt per slot, so about N round trips on a full semaphore.
 /// - **Waiting without a herd.** [`Semaphore::acquire`] waits as
 ///   [`LeaseClient::acquire`] does: on a store that pushes its changes it waits for a
-///   change of *any* slot (one wait per slot, in the store's one-waiter-per-change hub),
+///   change of *any* slot (one wait per slot, in the store's wake-up hub, which wakes one claimer per release),
 ///   so one release wakes one waiter of a process, which tries that slot only: a grant
 ///   after a release costs one store call (the grant wakes no other waiter to claim;
 ///   20 waiters on 3 permits in `tests/semaphore.rs`), not one per waiter or per slot,

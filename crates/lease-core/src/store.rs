@@ -100,8 +100,10 @@ pub enum Precondition {
     /// Only on stores that say so ([`Capabilities::claims_vacant`]): if no record exists,
     /// or the record is vacant (released), whatever its version. The store then issues
     /// the token itself in the same atomic write: one above the vacant record's, or the
-    /// record's own (the first) when there is none. A record that is not a valid lease
-    /// record is reported ([`crate::Error::CorruptRecord`]) and left as it was.
+    /// first ([`crate::FencingToken::FIRST`]) when there is none; the record's own token
+    /// is ignored. A record that is not a valid lease record is reported
+    /// ([`crate::Error::CorruptRecord`], or a conflict without the record where
+    /// conflicts do not carry it) and left as it was.
     ///
     /// What a client that knows nothing of a name sends on a store without a clock: a
     /// name released before is claimed in one round trip, where [`Precondition::Absent`]
@@ -182,6 +184,8 @@ pub struct Renewal {
 ///
 /// # Contract
 /// - Each method is **one round trip** to the store (the conformance suite counts them).
+///   A store may send a second only to undo a write it finds it should not have made (a
+///   claim on [`Precondition::Vacant`] that replaced a record it cannot read: DynamoDB).
 /// - A write that loses its precondition is `Ok(CasOutcome::Conflict(..))`, never an
 ///   error; stores that can return the current record in the same round trip do, and
 ///   say so in [`Capabilities::conflict_returns_current`].

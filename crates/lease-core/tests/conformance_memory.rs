@@ -88,7 +88,7 @@ mod fence {
     leasehold_core::conformance::fence_tests!(Cells);
 }
 
-/// One release wakes one waiter, on the in-process store's wake-up hub.
+/// One release wakes one acquirer (and every observer), on the in-process store's wake-up hub.
 mod wake {
     use leasehold_core::conformance::WakeFixture;
 

@@ -114,7 +114,7 @@
 //! | operation | requests | capacity (items under 1 KB) |
 //! | --- | --- | --- |
 //! | acquire a free or released lease | 1 `UpdateItem` | 1 write unit |
-//! | a new client's first acquire of a released lease (a new process) | 1 `UpdateItem` on "no item, or a vacant one" ([`Precondition::Vacant`](leasehold_core::store::Precondition::Vacant)), the token raised by the server | 1 write unit |
+//! | a new client's first acquire of a released lease (a new process) | 1 `UpdateItem` on "no item, or a vacant one" ([`Precondition::Vacant`](leasehold_core::store::Precondition::Vacant)), the token raised by the server; on an item it cannot read (an attribute this crate never writes, a fractional token), 1 `PutItem` more puts that item back | 1 write unit (2 for the put-back) |
 //! | renewal (every TTL/3) | 1 `UpdateItem` | 1 write unit |
 //! | release | 1 `UpdateItem` | 1 write unit |
 //! | takeover of an expired lease | 1 `GetItem` + 1 `UpdateItem` (the read starts the observation window) | 1 read unit + 1 write unit |

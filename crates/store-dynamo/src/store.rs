@@ -14,8 +14,8 @@ use aws_sdk_dynamodb::types::{
 use leasehold_core::{
     Error, LeaseName, NamePrefix, Result,
     store::{
-        Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, ExpireOutcome, Grade, LeaseRecord,
-        Linearizable, Precondition, Stored, Version, Wait,
+        Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, ExpireOutcome, FinishOnDrop, Grade,
+        LeaseRecord, Linearizable, Precondition, Stored, Version, Wait,
     },
 };
 use tokio::time::Instant;
@@ -277,9 +277,9 @@ impl DynamoStore {
         }
         Ok(match (old, expect) {
             (Some(item), _) => Current::Present(item::decode(self.config.key(), name, item)?),
-            // An `Absent` write fails only on an existing item: the server did not
-            // return it (an emulator without ReturnValuesOnConditionCheckFailure).
-            (None, Some(Precondition::Absent)) => Current::Unknown,
+            // An `Absent` or `Vacant` write fails only on an existing item: the server did
+            // not return it (an emulator without ReturnValuesOnConditionCheckFailure).
+            (None, Some(Precondition::Absent | Precondition::Vacant)) => Current::Unknown,
             (None, _) => Current::Absent,
         })
     }
@@ -354,26 +354,24 @@ impl DynamoStore {
         version: &str,
         old: Option<&Item>,
     ) -> Result<CasOutcome> {
-        let token = match old.map(|item| item::decode(self.config.key(), name, item)).transpose() {
-            Ok(None) => leasehold_core::FencingToken::FIRST,
-            Ok(Some(prev)) if prev.record.is_vacant() => prev.record.token.next(),
+        let refused = match old.map(|item| item::decode(self.config.key(), name, item)).transpose() {
+            Ok(None) => None,
+            Ok(Some(prev)) if prev.record.is_vacant() => Some(prev.record.token),
+            // The condition admits no held item; should a server apply it anyway, the
+            // holder's item is put back too.
             Ok(Some(_)) => {
-                return Err(Error::corrupt(
-                    name.as_str(),
-                    "UpdateItem on a vacant item replaced a held one",
-                ));
+                return Err(self
+                    .put_back(
+                        name,
+                        old,
+                        version,
+                        Error::corrupt(name.as_str(), "UpdateItem on a vacant item replaced a held one"),
+                    )
+                    .await);
             }
-            Err(corrupt) => {
-                let item = old.cloned().unwrap_or_default();
-                return Err(match self.put_back(name, item, version).await {
-                    Ok(()) => corrupt,
-                    Err(e) => Error::corrupt(
-                        name.as_str(),
-                        format!("{corrupt}; the claim of it could not be undone ({e}), and expires by observation"),
-                    ),
-                });
-            }
+            Err(corrupt) => return Err(self.put_back(name, old, version, corrupt).await),
         };
+        let token = refused.map_or(leasehold_core::FencingToken::FIRST, leasehold_core::FencingToken::next);
         let mut granted = record.clone();
         granted.token = token;
         Ok(CasOutcome::Written(Stored {
@@ -383,27 +381,37 @@ impl DynamoStore {
         }))
     }
 
-    /// Puts `item` back over the one written as `version` (one conditional `PutItem`).
-    async fn put_back(&self, name: &LeaseName, item: Item, version: &str) -> Result<()> {
+    /// Puts `old` back over the item a vacant claim wrote as `version` (one `PutItem`
+    /// conditional on that version) and answers `why`; if that fails, `why` says that the
+    /// item was left claimed.
+    async fn put_back(&self, name: &LeaseName, old: Option<&Item>, version: &str, why: Error) -> Error {
         let flag = SentRequests::default();
         let op = self
             .client
             .put_item()
             .table_name(self.table())
-            .set_item(Some(item))
+            .set_item(old.cloned())
             .condition_expression("#v = :v")
             .expression_attribute_names("#v", ATTR_VERSION)
             .expression_attribute_values(":v", AttributeValue::S(version.to_owned()))
             .customize();
-        match conditional(
-            "PutItem",
-            self.table(),
-            flag.was_sent(),
-            self.bounded(op, &flag).send().await,
-        )? {
-            Conditional::Applied(_) => Ok(()),
-            Conditional::Failed(_) => Err(Error::corrupt(name.as_str(), "the item changed again meanwhile")),
-        }
+        let sent = self.bounded(op, &flag).send().await;
+        let failed = match conditional("PutItem", self.table(), flag.was_sent(), sent) {
+            Ok(Conditional::Applied(_)) => return why,
+            Ok(Conditional::Failed(_)) => "the item changed again meanwhile".to_owned(),
+            Err(e) => e.to_string(),
+        };
+        let why = match why {
+            Error::CorruptRecord { reason, .. } => reason,
+            other => other.to_string(),
+        };
+        Error::corrupt(
+            name.as_str(),
+            format!(
+                "{why}; the claim written over it (version {version}) could not be undone ({failed}): \
+                 the item is left claimed, with its token raised, until an operator repairs it"
+            ),
+        )
     }
 
     /// The names of the items under `prefix`: a strongly consistent `Scan` projecting
@@ -502,6 +510,17 @@ impl CasStore for DynamoStore {
     }
 
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
+        if *expect == Precondition::Vacant {
+            // A claim that replaced an item `decode` refuses puts it back in a second
+            // request: once sent, it finishes even if the caller goes away.
+            let (store, name, record) = (self.clone(), name.clone(), record.clone());
+            return FinishOnDrop::new(async move {
+                store
+                    .update(&name, &Precondition::Vacant, &record, WriteKind::Any)
+                    .await
+            })
+            .await;
+        }
         self.update(name, expect, record, WriteKind::Any).await
     }
 

@@ -35,7 +35,7 @@ mod read_on_conflict {
         token_sequence_acquire_release_takeover, holder_is_refused_while_held,
         expired_lease_is_taken_over_with_next_token, non_holder_cannot_renew_or_release,
         corrupt_record_is_an_error_never_a_grant, loss_signal_fires_before_deadline_when_store_hangs,
-        acquire_waits_for_release);
+        acquire_waits_for_release, vacant_claims_only_a_free_record);
 }
 
 /// The fence cases through `ItemFence::put` (the whole item).

@@ -144,9 +144,8 @@
 //!   the last keep-alive etcd answered, plus etcd's expiry sweep (every 500 ms).
 //! - [`leasehold_core::store::Stored::remaining`] is exact only for records this store
 //!   holds; for a record held through another client's session it is the record's TTL.
-//! - A waiter that is not woken (an observer behind the acquirer that took the lease)
-//!   learns of the change at its own [`Wait::after`](leasehold_core::store::Wait::after);
-//!   while etcd cannot be reached, waiters sleep until then.
+//! - While etcd cannot be reached, waiters sleep until their
+//!   [`Wait::after`](leasehold_core::store::Wait::after).
 //! - One store per process and etcd cluster, on one Tokio runtime.
 //!
 //! Why it is built this way: [docs/STORES.md](https://example.invalid/leasehold/blob/main/docs/STORES.md#etcd).

@@ -61,9 +61,9 @@
 //! ## Waiting
 //! A release (or delete) calls `pg_notify` in the same statement, and the store's `LISTEN`
 //! connection wakes a blocked [`leasehold_core::LeaseClient::acquire`] without polling
-//! ([`leasehold_core::store::Capabilities::notifies_waiters`]). It wakes **one** waiter per
-//! release, not all; the wake-up passes to the next waiter when the woken one does not
-//! claim.
+//! ([`leasehold_core::store::Capabilities::notifies_waiters`]). It wakes **one** acquirer
+//! per release, not all (and every observer); the wake-up passes to the next acquirer
+//! when the woken one does not claim.
 //!
 //! ## Example
 //! ```no_run
@@ -104,8 +104,8 @@
 //!   seconds smeared.
 //! - A name or holder longer than the table's columns is
 //!   [`leasehold_core::Error::InvalidInput`], refused before sending.
-//! - A waiter that is not woken (an observer behind the acquirer that took the lease)
-//!   learns of the change at its own [`Wait::after`](leasehold_core::store::Wait::after).
+//! - A grant is not notified: an observer learns of a new holder at its own
+//!   [`Wait::after`](leasehold_core::store::Wait::after).
 //!
 //! Why it is built this way: [docs/STORES.md](https://example.invalid/leasehold/blob/main/docs/STORES.md#postgres).
 

@@ -5,7 +5,7 @@
 //! '<version> <name>')` itself, so the notification is sent exactly when that write
 //! commits. One background task per store holds a `LISTEN` connection (its own, opened
 //! with the pool's connect options, so it takes no slot of the user's pool) and announces
-//! each release to the hub, which wakes **one** waiter of that name and passes the
+//! each release to the hub, which wakes **one** acquirer of that name (and every observer) and passes the
 //! wake-up on if it goes unused (see [`WakeHub`]). A payload that does not parse (anyone
 //! may NOTIFY on the channel) is ignored.
 //!

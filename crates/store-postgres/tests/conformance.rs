@@ -6,7 +6,7 @@ mod common;
 
 common::shared::fixture::sql_conformance_tests!(Pg);
 
-/// One release wakes one waiter (`LISTEN/NOTIFY` into the core's wake-up hub). The
+/// One release wakes one acquirer, and every observer (`LISTEN/NOTIFY` into the core's wake-up hub). The
 /// holder's store and the waiters' store each have their own pool and `LISTEN`
 /// connection.
 mod wake {

@@ -115,8 +115,8 @@
 //!
 //! ## Waiting
 //! With a pub/sub client ([`RedisConfig::notify_client`]) a release wakes a waiter at once
-//! ([`leasehold_core::store::Capabilities::notifies_waiters`]): **one** waiter per release,
-//! and the wake-up passes to the next when that waiter does not take the lease
+//! ([`leasehold_core::store::Capabilities::notifies_waiters`]): **one** acquirer per release
+//! (and every observer), and the wake-up passes to the next when that acquirer does not take the lease
 //! ([`leasehold_core::store::BATON_PASS`]). N waiters in one process cost O(1) store calls
 //! per release, not N. A grant, a renewal and an expiry publish nothing: a waiter wakes at
 //! the holder's remaining time, which the conflict reply carries.

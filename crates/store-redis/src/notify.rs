@@ -4,7 +4,7 @@
 //! The release and delete scripts `PUBLISH` the name's new version (`epoch:n`) on its
 //! channel in the same atomic step as the write. The connection's dispatcher announces
 //! each message to the hub as a change at position `n` that left the lease free, and the
-//! hub wakes **one** waiter of that name, passing the wake-up on if it goes unused (see
+//! hub wakes **one** acquirer of that name (and every observer), passing the wake-up on if it goes unused (see
 //! [`WakeHub`]); each write's outcome tells the hub when the lease was claimed
 //! ([`Notifier::claimed`]). A message that does not parse (anyone may `PUBLISH`) is
 //! ignored. Positions count within one epoch: the hub's key is the channel and the
@@ -16,7 +16,7 @@
 //! release published before the subscription took effect reached nobody, so whoever
 //! subscribes the channel reads the record right after and announces what it shows as
 //! one more change: its version, free if the record is vacant; with no record, the
-//! version counter's position (a delete raised it). The hub wakes one waiter that had
+//! version counter's position (a delete raised it). The hub wakes the waiters that had
 //! not seen it, as for a release, and every waiter that comes later and saw less
 //! returns at once. A waiter that saw no record waits for a grant, which publishes
 //! nothing: it looks once and sleeps.

@@ -6,7 +6,8 @@
 //! waits, one poller task asks it every [`POLL`] on a connection of its own (a local
 //! file read that writes nothing) and, when it changes, reads the version of each name that
 //! has waiters (one `SELECT` each) and announces it to the store's [`WakeHub`]: a
-//! released (vacant) or deleted record wakes **one** waiter, and waiters to claim wait
+//! released (vacant) or deleted record wakes **one** acquirer (every change, every
+//! observer), and waiters to claim wait
 //! in line, as on the stores that push. A waiter looks once after it registered, so a
 //! release that landed just before it started is not missed. With nobody waiting for
 //! [`IDLE_CLOSE`], the poller stops and closes its connection.
@@ -229,8 +230,8 @@ impl ChangeFeed for DataVersionFeed {
         // Registered first (or a change the caller has not seen was announced already),
         // then a look: a change that landed after the caller's read and before the
         // poller's next read would otherwise be missed. What the look finds is announced
-        // like the poller's reads, so the hub still wakes one waiter for it (this one if
-        // it is first). After that, the poller announces each commit's effect on the
+        // like the poller's reads, so the hub still wakes the waiters for it (this one,
+        // if it is an observer or the first claimer). After that, the poller announces each commit's effect on the
         // name: a commit of another name, or a refused attempt (which rewrites a row
         // without changing its version), wakes nobody.
         if futures::poll!(waiting.as_mut()).is_ready() {

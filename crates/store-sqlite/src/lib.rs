@@ -55,7 +55,7 @@
 //! waiters, one poller task per store reads it every 5 ms on a connection of its own;
 //! at each change it reads the version of each name that has waiters (one `SELECT` per
 //! name, not per waiter) and announces it to the core's wake-up hub, as the stores that
-//! push do: a release wakes **one** waiter, and waiters to claim wait in line
+//! push do: a release wakes **one** acquirer (and every observer), and waiters to claim wait in line
 //! ([`leasehold_core::store::Capabilities::notifies_waiters`] is true). A waiter
 //! therefore gets a released lease a few milliseconds after the release, also when
 //! another process released it (`tests/handoff.rs`), instead of sleeping out the

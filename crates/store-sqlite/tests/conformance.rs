@@ -5,7 +5,7 @@ mod common;
 
 common::shared::fixture::sql_conformance_tests!(Lite);
 
-/// One release wakes one waiter, and waiters to claim wait in line (`PRAGMA
+/// One release wakes one acquirer (and every observer), and waiters to claim wait in line (`PRAGMA
 /// data_version` into the core's wake-up hub): the holder's store and the waiters'
 /// store each have their own pool on one file.
 mod wake {

@@ -90,8 +90,8 @@
 //! ## Waiting and losing
 //! A blocked [`leasehold_core::LeaseClient::acquire`] waits on one `exists` watch per
 //! name per store ([`leasehold_core::store::Capabilities::notifies_waiters`]): a release,
-//! or ZooKeeper deleting the record of an expired session, wakes **one** waiter, and the
-//! wake-up passes to the next waiter when the woken one does not claim
+//! or ZooKeeper deleting the record of an expired session, wakes **one** acquirer (and
+//! every observer), and the wake-up passes to the next acquirer when the woken one does not claim
 //! ([`leasehold_core::store::BATON_PASS`]).
 //!
 //! A holder loses its lease when its session expires (the renewal after it finds the

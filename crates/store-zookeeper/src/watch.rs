@@ -6,7 +6,8 @@
 //! as a change at the record's position ([`Ver::position`]): the counter's version, which
 //! every write of the name raises, doubled; a record gone (released by delete, expired
 //! with its session, deleted by an expiry) is the odd position after the last record's.
-//! The hub wakes **one** waiter per change that left the lease free. A watch event
+//! The hub wakes **one** acquirer per change that left the lease free, and every observer
+//! per change. A watch event
 //! (ZooKeeper's watches are one-shot) re-arms and reads again. A lost connection wakes
 //! every waiter (events may have been missed) and the task tries again a moment later.
 //! The task ends when the name has had no waiter for a second.

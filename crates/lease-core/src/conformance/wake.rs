@@ -34,7 +34,7 @@ pub trait WakeFixture: Send + Sync {
 pub const CASES: &[&str] = &[
     "one_release_wakes_one_of_fifty_waiters",
     "a_release_wakes_an_observer_parked_first_and_the_acquirer",
-    "every_observer_hears_a_release_the_acquirer_took",
+    "every_observer_is_woken_when_the_acquirer_takes_a_release",
     "a_wake_up_whose_waiter_went_away_is_passed_on",
     "fifty_waiters_look_for_an_unreleased_expiry_one_at_a_time",
 ];
@@ -186,8 +186,9 @@ pub async fn a_release_wakes_an_observer_parked_first_and_the_acquirer(f: &dyn W
 }
 
 /// Two election observers parked behind the acquirer that takes the released lease:
-/// each hears the release, not only the waiter woken to claim it.
-pub async fn every_observer_hears_a_release_the_acquirer_took(f: &dyn WakeFixture) {
+/// each is woken and reads the record again, not only the waiter woken to claim it (by
+/// the release; on a store that also pushes grants, perhaps by the grant just after).
+pub async fn every_observer_is_woken_when_the_acquirer_takes_a_release(f: &dyn WakeFixture) {
     let (s, lease) = held_lease(f, "wake-observers").await;
     let task = acquirer(&s);
     parked(&s, 1).await;
@@ -203,7 +204,7 @@ pub async fn every_observer_hears_a_release_the_acquirer_took(f: &dyn WakeFixtur
     println!("two observers behind the acquirer: granted {took:?} after the release; observer reads {counts:?}");
     assert!(
         heard,
-        "an observer did not hear the release within {LIMIT:?} (reads {counts:?})"
+        "an observer was not woken within {LIMIT:?} of the release (reads {counts:?})"
     );
     granted.release().await.expect("release");
 }
@@ -276,7 +277,7 @@ macro_rules! __wake_tests {
         $crate::__wake_tests!(@cases $fixture;
             one_release_wakes_one_of_fifty_waiters,
             a_release_wakes_an_observer_parked_first_and_the_acquirer,
-            every_observer_hears_a_release_the_acquirer_took,
+            every_observer_is_woken_when_the_acquirer_takes_a_release,
             a_wake_up_whose_waiter_went_away_is_passed_on,
             fifty_waiters_look_for_an_unreleased_expiry_one_at_a_time);
     };

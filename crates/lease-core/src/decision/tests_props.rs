@@ -55,9 +55,10 @@ impl ModelStore {
             }
             (Precondition::Vacant, cur) => {
                 let vacant = cur.as_ref().is_none_or(|(r, _, _)| r.holder.is_none());
-                if let Some((r, _, _)) = cur.as_ref().filter(|_| vacant) {
-                    record.token = r.token.next();
-                }
+                record.token = match cur.as_ref().filter(|_| vacant) {
+                    Some((r, _, _)) => r.token.checked_next().expect("the model never exhausts tokens"),
+                    None => FencingToken::FIRST,
+                };
                 vacant
             }
         };
@@ -180,7 +181,7 @@ fn run(clock: ClockSource, ppms: [i64; 3], ops: Vec<Op>) -> Result<(), TestCaseE
                             first_seen: at(*first),
                         },
                     };
-                    // Half the clients' stores take `Vacant` (where the clock is not the store's).
+                    // The stores of clients 0 and 2 take `Vacant` (where the clock is not the store's).
                     let claims_vacant = op.client % 2 == 0;
                     let step = decision::acquire(&policy, claims_vacant, &me, ttl, at(now_local), 0, known);
                     let (expect, record) = match step {

@@ -404,6 +404,7 @@ impl ShedlockMySqlStore {
         let by = by_param(record);
         let token = record.token.to_i64()?;
         match (expect, &f.row) {
+            // Refused in `write`, before the transaction.
             (Precondition::Vacant, _) => Err(leasehold_core::store::vacant_not_taken("a ShedLock table")),
             (Precondition::Absent, Some(row)) => refuse(row),
             (Precondition::Absent, None) => Ok(self.put(true, f.now_us, None, ttl, by, self.fenced.then_some(token))),
@@ -567,6 +568,9 @@ impl CasStore for ShedlockMySqlStore {
     }
 
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
+        if *expect == Precondition::Vacant {
+            return Err(leasehold_core::store::vacant_not_taken("a ShedLock table"));
+        }
         row::check_name(self.name_len, name)?;
         let step = self
             .timed(
