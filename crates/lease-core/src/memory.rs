@@ -84,8 +84,7 @@ struct Shared {
 /// [`MemoryStore::without_current_on_conflict`]), expiry follows Tokio's clock (so
 /// paused-time tests are exact), and each change wakes its waiters: every observer, and
 /// one acquirer per release ([`crate::store::WakeHub`]; a renewal wakes nobody when the
-/// store keeps time). Clones
-/// share the same records.
+/// store keeps time). Clones share the same records.
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {

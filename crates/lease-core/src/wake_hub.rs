@@ -236,9 +236,9 @@ impl WakeHub {
     /// The store saw a change of `name` at position `at` (its version or revision: a
     /// number that grows with every change of the name), which left the lease `free`
     /// (released, deleted, expired) or not (granted, renewed). Wakes the waiters that
-    /// have not seen it (every observer; one claimer, if it left the lease free); a position not above the last announced one is ignored (reported
-    /// twice, or by a read that raced the feed). Needs a Tokio runtime (the baton's pass
-    /// timer).
+    /// have not seen it (every observer; one claimer, if it left the lease free); a
+    /// position not above the last announced one is ignored (reported twice, or by a
+    /// read that raced the feed). Needs a Tokio runtime (the baton's pass timer).
     pub fn announce(&self, name: &str, at: u64, free: bool) {
         self.announce_change(name, at, free, false);
     }

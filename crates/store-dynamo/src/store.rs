@@ -354,7 +354,7 @@ impl DynamoStore {
         version: &str,
         old: Option<&Item>,
     ) -> Result<CasOutcome> {
-        let refused = match old.map(|item| item::decode(self.config.key(), name, item)).transpose() {
+        let vacated = match old.map(|item| item::decode(self.config.key(), name, item)).transpose() {
             Ok(None) => None,
             Ok(Some(prev)) if prev.record.is_vacant() => Some(prev.record.token),
             // The condition admits no held item; should a server apply it anyway, the
@@ -371,7 +371,7 @@ impl DynamoStore {
             }
             Err(corrupt) => return Err(self.put_back(name, old, version, corrupt).await),
         };
-        let token = refused.map_or(leasehold_core::FencingToken::FIRST, leasehold_core::FencingToken::next);
+        let token = vacated.map_or(leasehold_core::FencingToken::FIRST, leasehold_core::FencingToken::next);
         let mut granted = record.clone();
         granted.token = token;
         Ok(CasOutcome::Written(Stored {

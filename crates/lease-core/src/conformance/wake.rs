@@ -1,7 +1,7 @@
 //! The wake-up cases, for stores that push their changes
 //! ([`crate::store::Capabilities::notifies_waiters`]): one release wakes one claimer of a
 //! store, that wake-up reaches a claimer that takes the lease even when the first one
-//! woken does not, and every observer hears the release.
+//! woken does not, and every observer is woken by the release.
 //!
 //! The holder has its own store; the waiters share another (one subscription), as the
 //! waiters of one process do. The holder's TTL is 30 s, so a waiter that is neither woken
