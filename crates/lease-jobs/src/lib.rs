@@ -12,8 +12,9 @@
 //!   The job receives a [`JobContext`]: the fencing token for its writes and a
 //!   cancellation that fires when the lease is lost.
 //! - [`Scheduler::run`] fires a job on a [`Schedule`] (cron expressions via the
-//!   `croner` crate, or fixed intervals aligned on the Unix epoch), each [`Slot`] on
-//!   one instance, once.
+//!   `croner` crate, on the UTC wall clock or a named time zone's with
+//!   [`Schedule::cron_in`], or fixed intervals aligned on the Unix epoch), each
+//!   [`Slot`] on one instance, once.
 //! - Feature `shedlock-postgres`: `shedlock::ShedlockStore`, a `CasStore` over ShedLock's
 //!   own `shedlock` table, so Rust instances and Java ShedLock instances exclude each
 //!   other.

@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use chrono_tz::Tz;
 use croner::Cron;
 use croner::parser::CronParser;
 use leasehold_core::{Error, Result};
@@ -54,6 +55,10 @@ impl fmt::Display for Slot {
 
 /// When a job fires.
 ///
+/// A cron expression is read on the wall clock of one time zone: UTC unless
+/// [`Schedule::cron_in`] names another. Whatever the zone, a slot is an instant (its key
+/// is UTC), so every instance computes the same slots whatever its host's `TZ`.
+///
 /// ```
 /// use std::time::Duration;
 /// use leasehold_jobs::{Schedule, Slot};
@@ -68,12 +73,15 @@ impl fmt::Display for Slot {
 /// ```
 #[derive(Clone)]
 pub enum Schedule {
-    /// A cron expression, evaluated in UTC.
+    /// A cron expression, evaluated on the wall clock of `zone`.
     Cron {
         /// The parsed expression.
         cron: Box<Cron>,
         /// The expression as given.
         expr: String,
+        /// The time zone whose wall clock the expression reads (UTC for
+        /// [`Schedule::cron`]).
+        zone: Tz,
     },
     /// Every `interval`, at `k * interval + offset` since the Unix epoch.
     Every {
@@ -87,7 +95,7 @@ pub enum Schedule {
 impl fmt::Debug for Schedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Cron { expr, .. } => f.debug_tuple("Cron").field(expr).finish(),
+            Self::Cron { expr, zone, .. } => f.debug_tuple("Cron").field(expr).field(&zone.name()).finish(),
             Self::Every { interval_ms, offset_ms } => f
                 .debug_struct("Every")
                 .field("interval_ms", interval_ms)
@@ -98,19 +106,58 @@ impl fmt::Debug for Schedule {
 }
 
 impl Schedule {
-    /// A cron schedule, evaluated in UTC: five fields (`min hour dom month dow`), or six
-    /// with seconds first, plus the usual extensions (`L`, `W`, `#`, `@daily`...), as
-    /// parsed by the `croner` crate.
+    /// A cron schedule, read on the UTC wall clock ([`Schedule::cron_in`] for another
+    /// time zone): five fields (`min hour dom month dow`), or six with seconds first,
+    /// plus the usual extensions (`L`, `W`, `#`, `@daily`...), as parsed by the
+    /// `croner` crate.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for an expression croner rejects.
     pub fn cron(expr: &str) -> Result<Self> {
+        Self::cron_zoned(expr, Tz::UTC)
+    }
+
+    /// A cron schedule read on the wall clock of the IANA time zone `zone`
+    /// (`"Europe/Berlin"`, `"America/New_York"`, `"UTC"`): `0 2 * * *` in
+    /// `Europe/Berlin` fires at 02:00 Berlin time, 01:00 UTC in winter and 00:00 UTC in
+    /// summer.
+    ///
+    /// Daylight saving time, as the `croner` crate defines it: a time that the
+    /// spring-forward gap skips (02:30 on the night the clock jumps from 02:00 to
+    /// 03:00) fires at the first instant after the gap (03:00); a time that the
+    /// fall-back hour repeats fires once, at its first occurrence; patterns that fire
+    /// every minute or second of an hour run through both occurrences of it. The
+    /// zone's rules come from the IANA database built into this crate (`chrono-tz`):
+    /// instances built with different versions of it could disagree on a zone whose
+    /// rules changed between them.
+    ///
+    /// ```
+    /// use leasehold_jobs::{Schedule, Slot};
+    /// let nightly = Schedule::cron_in("0 2 * * *", "Europe/Berlin")?;
+    /// let after = Slot::from_unix_ms(1_796_005_200_000); // 2026-11-30T02:20:00Z
+    /// assert_eq!(nightly.next_after(after.unix_ms()).map(|s| s.key()).as_deref(), Some("2026-12-01T01:00:00.000Z"));
+    /// assert!(Schedule::cron_in("0 2 * * *", "Europe/Atlantis").is_err());
+    /// # Ok::<(), leasehold_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an expression croner rejects, or a zone the IANA
+    /// database does not name.
+    pub fn cron_in(expr: &str, zone: &str) -> Result<Self> {
+        let tz = zone
+            .parse::<Tz>()
+            .map_err(|_| Error::invalid("time zone", format!("{zone:?} is not an IANA time zone name")))?;
+        Self::cron_zoned(expr, tz)
+    }
+
+    fn cron_zoned(expr: &str, zone: Tz) -> Result<Self> {
         let cron = CronParser::new()
             .parse(expr)
             .map_err(|e| Error::invalid("cron expression", format!("{expr:?}: {e}")))?;
         Ok(Self::Cron {
             cron: Box::new(cron),
             expr: expr.to_owned(),
+            zone,
         })
     }
 
@@ -152,8 +199,8 @@ impl Schedule {
                 };
                 k.checked_mul(i)?.checked_add(*offset_ms).map(Slot)
             }
-            Self::Cron { cron, .. } => {
-                let t = DateTime::<Utc>::from_timestamp_millis(i64::try_from(after_ms).ok()?)?;
+            Self::Cron { cron, zone, .. } => {
+                let t = DateTime::<Utc>::from_timestamp_millis(i64::try_from(after_ms).ok()?)?.with_timezone(zone);
                 let next = cron.find_next_occurrence(&t, false).ok()?;
                 u64::try_from(next.timestamp_millis()).ok().map(Slot)
             }
@@ -176,7 +223,7 @@ impl Schedule {
     /// A short description for logs.
     pub fn describe(&self) -> String {
         match self {
-            Self::Cron { expr, .. } => format!("cron {expr:?} (UTC)"),
+            Self::Cron { expr, zone, .. } => format!("cron {expr:?} ({})", zone.name()),
             Self::Every { interval_ms, offset_ms } => format!("every {interval_ms} ms (offset {offset_ms} ms)"),
         }
     }
@@ -242,8 +289,77 @@ mod tests {
         );
     }
 
+    fn keys(s: &Schedule, after: &str, until: &str) -> Vec<String> {
+        s.slots_between(ms(after), ms(until)).map(Slot::key).collect()
+    }
+
+    #[test]
+    fn cron_in_a_zone_follows_its_wall_clock_across_daylight_saving() {
+        // Europe/Berlin, 2026: 02:00 CET -> 03:00 CEST on 29 March (01:00Z), 03:00 CEST
+        // -> 02:00 CET on 25 October (01:00Z).
+        let nightly = Schedule::cron_in("30 2 * * *", "Europe/Berlin").expect("zone");
+        assert_eq!(
+            keys(&nightly, "2026-03-27T12:00:00Z", "2026-03-30T12:00:00Z"),
+            vec![
+                "2026-03-28T01:30:00.000Z", // 02:30 CET
+                "2026-03-29T01:00:00.000Z", // 02:30 does not exist: 03:00 CEST, right after the gap
+                "2026-03-30T00:30:00.000Z", // 02:30 CEST
+            ]
+        );
+        assert_eq!(
+            keys(&nightly, "2026-10-24T12:00:00Z", "2026-10-26T12:00:00Z"),
+            vec![
+                "2026-10-25T00:30:00.000Z", // the first 02:30 (CEST), and not the second
+                "2026-10-26T01:30:00.000Z", // 02:30 CET
+            ]
+        );
+        // A pattern firing through the repeated hour runs in both of its halves.
+        let half_hourly = Schedule::cron_in("*/30 * * * *", "Europe/Berlin").expect("zone");
+        assert_eq!(
+            keys(&half_hourly, "2026-10-24T23:59:00Z", "2026-10-25T02:00:00Z"),
+            vec![
+                "2026-10-25T00:00:00.000Z", // 02:00 CEST
+                "2026-10-25T00:30:00.000Z",
+                "2026-10-25T01:00:00.000Z", // 02:00 CET
+                "2026-10-25T01:30:00.000Z",
+                "2026-10-25T02:00:00.000Z", // 03:00 CET
+            ]
+        );
+        // Another zone, another offset; UTC named is the default.
+        let ny = Schedule::cron_in("0 9 * * 1-5", "America/New_York").expect("zone");
+        assert_eq!(
+            ny.next_after(ms("2026-11-30T00:00:00Z")).map(Slot::key).as_deref(),
+            Some("2026-11-30T14:00:00.000Z")
+        );
+        let utc = Schedule::cron_in("30 2 * * *", "UTC").expect("zone");
+        assert_eq!(
+            keys(&utc, "2026-03-28T00:00:00Z", "2026-03-30T00:00:00Z"),
+            keys(
+                &Schedule::cron("30 2 * * *").expect("utc"),
+                "2026-03-28T00:00:00Z",
+                "2026-03-30T00:00:00Z"
+            )
+        );
+        assert_eq!(nightly.describe(), "cron \"30 2 * * *\" (Europe/Berlin)");
+        assert_eq!(
+            Schedule::cron("30 2 * * *").expect("utc").describe(),
+            "cron \"30 2 * * *\" (UTC)"
+        );
+    }
+
     #[test]
     fn bad_schedules_are_refused() {
+        for (expr, zone) in [
+            ("0 2 * * *", "Europe/Atlantis"),
+            ("0 2 * * *", ""),
+            ("0 2 * * *", "+02:00"),
+            ("61 * * * *", "UTC"),
+        ] {
+            match Schedule::cron_in(expr, zone) {
+                Err(Error::InvalidInput { .. }) => {}
+                other => panic!("{expr:?} in {zone:?}: {other:?}"),
+            }
+        }
         assert!(Schedule::cron("61 * * * *").is_err());
         assert!(Schedule::cron("not cron").is_err());
         assert!(Schedule::every(Duration::ZERO).is_err());
