@@ -317,13 +317,10 @@ impl MemoryStore {
 #[async_trait]
 impl CasStore for MemoryStore {
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            clock: self.shared.clock,
-            grade: Grade::Linearizable,
-            conflict_returns_current: self.shared.returns_current,
-            notifies_waiters: true,
-            claims_vacant: true,
-        }
+        Capabilities::new(self.shared.clock, Grade::Linearizable)
+            .with_conflict_returns_current(self.shared.returns_current)
+            .with_notifies_waiters(true)
+            .with_claims_vacant(true)
     }
 
     async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {

@@ -70,7 +70,18 @@ pub enum Grade {
 }
 
 /// What a store offers; read by the Lease handle to pick its strategy.
+///
+/// Built with [`Capabilities::new`] and the `with_` methods (a store written outside
+/// this crate cannot name every field, so that a new capability, off by default, is
+/// not a breaking change):
+///
+/// ```
+/// use leasehold_core::store::{Capabilities, ClockSource, Grade};
+/// let caps = Capabilities::new(ClockSource::Store, Grade::Linearizable).with_conflict_returns_current(true);
+/// assert!(caps.conflict_returns_current && !caps.notifies_waiters && !caps.claims_vacant);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Capabilities {
     /// Where expiry is judged.
     pub clock: ClockSource,
@@ -85,8 +96,49 @@ pub struct Capabilities {
     pub claims_vacant: bool,
 }
 
+impl Capabilities {
+    /// A store whose expiry is judged by `clock`, with guarantee `grade`, and none of
+    /// the optional abilities (each `with_` method below turns one on).
+    pub const fn new(clock: ClockSource, grade: Grade) -> Self {
+        Self {
+            clock,
+            grade,
+            conflict_returns_current: false,
+            notifies_waiters: false,
+            claims_vacant: false,
+        }
+    }
+
+    /// Sets [`Capabilities::conflict_returns_current`].
+    #[must_use]
+    pub const fn with_conflict_returns_current(mut self, yes: bool) -> Self {
+        self.conflict_returns_current = yes;
+        self
+    }
+
+    /// Sets [`Capabilities::notifies_waiters`].
+    #[must_use]
+    pub const fn with_notifies_waiters(mut self, yes: bool) -> Self {
+        self.notifies_waiters = yes;
+        self
+    }
+
+    /// Sets [`Capabilities::claims_vacant`].
+    #[must_use]
+    pub const fn with_claims_vacant(mut self, yes: bool) -> Self {
+        self.claims_vacant = yes;
+        self
+    }
+}
+
 /// The condition under which [`CasStore::write`] applies.
+///
+/// Non-exhaustive: a store written outside this crate answers a condition it does not
+/// know with [`crate::Error::InvalidInput`], nothing sent. The client sends a newer
+/// one only where the store's [`Capabilities`] say it takes it, as for
+/// [`Precondition::Vacant`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Precondition {
     /// Only if no record exists under the name.
     Absent,
@@ -111,13 +163,26 @@ pub enum Precondition {
     Vacant,
 }
 
-/// What a store without [`Capabilities::claims_vacant`] answers a write on
-/// [`Precondition::Vacant`]: [`crate::Error::InvalidInput`], nothing sent.
-pub fn vacant_not_taken(store: &str) -> crate::Error {
-    crate::Error::invalid(
-        "precondition",
-        format!("{store} does not take Vacant (Capabilities::claims_vacant is false)"),
-    )
+/// What a store answers a write on a [`Precondition`] it does not take:
+/// [`crate::Error::InvalidInput`], nothing sent. That is [`Precondition::Vacant`] on a
+/// store without [`Capabilities::claims_vacant`], [`Precondition::Claimable`] on one
+/// without a clock of its own, and a precondition newer than the store (its `match`
+/// needs a `_` arm: the enum is non-exhaustive).
+///
+/// ```
+/// use leasehold_core::{Error, store::{not_taken, Precondition}};
+/// let e = not_taken("S3", &Precondition::Vacant);
+/// assert!(matches!(e, Error::InvalidInput { .. }));
+/// assert!(e.to_string().contains("S3 does not take Vacant"), "{e}");
+/// ```
+pub fn not_taken(store: &str, expect: &Precondition) -> crate::Error {
+    let what = match expect {
+        Precondition::Vacant => "Vacant (Capabilities::claims_vacant is false)",
+        Precondition::Claimable => "Claimable (it judges expiry by observation, not on a clock of its own)",
+        Precondition::Absent => "Absent",
+        Precondition::Version(_) => "Version",
+    };
+    crate::Error::invalid("precondition", format!("{store} does not take {what}"))
 }
 
 /// What the store knows of the current record after a conflict.

@@ -167,7 +167,7 @@ pub fn write_statement<'s>(statements: &'s Statements, expect: &Precondition) ->
         Precondition::Absent => Ok(&statements.write_absent),
         Precondition::Version(_) => Ok(&statements.write_version),
         Precondition::Claimable => Ok(&statements.write_claimable),
-        Precondition::Vacant => Err(leasehold_core::store::vacant_not_taken("a SQL store")),
+        _ => Err(leasehold_core::store::not_taken("a SQL store", expect)),
     }
 }
 

@@ -176,11 +176,11 @@ impl Guard<'_> {
     /// release are [`Guard::Held`] instead).
     pub fn of(expect: &Precondition, token: FencingToken) -> Guard<'_> {
         match expect {
-            // A store with a clock is never sent `Vacant` (`write_statement` refuses it);
-            // its guard would be a claim's without the expiry.
-            Precondition::Claimable | Precondition::Vacant => Guard::Claimable,
             Precondition::Absent => Guard::Absent,
             Precondition::Version(version) => Guard::Version { version, token },
+            // What `write_statement` refuses (`Vacant`: a store with a clock is never
+            // sent it) never reaches a guard; a claim's is the strictest left.
+            _ => Guard::Claimable,
         }
     }
 

@@ -371,13 +371,9 @@ impl<B: SqlBackend> SqlStore<B> {
 #[async_trait]
 impl<B: SqlBackend> CasStore for SqlStore<B> {
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            clock: ClockSource::Store,
-            grade: Grade::Linearizable,
-            conflict_returns_current: self.inner.statements.conflict_returns_current,
-            notifies_waiters: self.inner.feed.is_some(),
-            claims_vacant: false,
-        }
+        Capabilities::new(ClockSource::Store, Grade::Linearizable)
+            .with_conflict_returns_current(self.inner.statements.conflict_returns_current)
+            .with_notifies_waiters(self.inner.feed.is_some())
     }
 
     async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {

@@ -276,12 +276,7 @@ pub(crate) fn lease_update(
                  AND attribute_type(#f, :N) AND #f BETWEEN :one AND :below_max AND {rest})"
             )
         }
-        Precondition::Claimable => {
-            return Err(Error::invalid(
-                "precondition",
-                "Claimable needs a store with its own clock; DynamoDB leases expire by observation",
-            ));
-        }
+        _ => return Err(leasehold_core::store::not_taken("DynamoDB", expect)),
     };
     Ok(LeaseUpdate {
         update_expression,

@@ -481,13 +481,9 @@ pub(crate) fn once<T, E, B>(op: CustomizableOperation<T, E, B>, flag: &SentReque
 #[async_trait]
 impl CasStore for DynamoStore {
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            clock: ClockSource::Observation,
-            grade: Grade::Linearizable,
-            conflict_returns_current: self.config.returns_current(),
-            notifies_waiters: false,
-            claims_vacant: true,
-        }
+        Capabilities::new(ClockSource::Observation, Grade::Linearizable)
+            .with_conflict_returns_current(self.config.returns_current())
+            .with_claims_vacant(true)
     }
 
     async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {

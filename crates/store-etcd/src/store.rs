@@ -445,8 +445,11 @@ impl Inner {
     /// nobody was left to register it would be held for as long as the store exists.
     /// Registered, it is expired at its deadline like any record nobody renews.
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
-        if *expect == Precondition::Vacant {
-            return Err(leasehold_core::store::vacant_not_taken("etcd"));
+        if !matches!(
+            expect,
+            Precondition::Absent | Precondition::Version(_) | Precondition::Claimable
+        ) {
+            return Err(leasehold_core::store::not_taken("etcd", expect));
         }
         let Some(me) = self.me.upgrade() else {
             return Err(Error::Unavailable {
@@ -521,7 +524,6 @@ impl Inner {
         let mut lease_retry = true;
         loop {
             let (txn, to_write) = match expect {
-                Precondition::Vacant => return Err(leasehold_core::store::vacant_not_taken("etcd")),
                 Precondition::Claimable => {
                     let c = self.lock().claim(name, call);
                     let mut r = record.clone();
@@ -550,6 +552,7 @@ impl Inner {
                     ),
                     record.clone(),
                 ),
+                _ => return Err(leasehold_core::store::not_taken("etcd", expect)),
             };
             let bytes = record_codec::encode(&to_write);
             match self.send_txn(txn).await {
@@ -1032,13 +1035,9 @@ fn else_snapshot(keys: &Keys, resp: &TxnResponse) -> Snapshot {
 #[async_trait]
 impl CasStore for EtcdStore {
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            clock: ClockSource::Store,
-            grade: Grade::Linearizable,
-            conflict_returns_current: true,
-            notifies_waiters: true,
-            claims_vacant: false,
-        }
+        Capabilities::new(ClockSource::Store, Grade::Linearizable)
+            .with_conflict_returns_current(true)
+            .with_notifies_waiters(true)
     }
 
     async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {

@@ -266,7 +266,7 @@ fn mode(expect: &Precondition) -> Result<(&'static str, &str)> {
         Precondition::Absent => Ok(("absent", "")),
         Precondition::Version(v) => Ok(("version", v.as_str())),
         Precondition::Claimable => Ok(("claim", "")),
-        Precondition::Vacant => Err(leasehold_core::store::vacant_not_taken("Redis")),
+        _ => Err(leasehold_core::store::not_taken("Redis", expect)),
     }
 }
 
@@ -421,13 +421,9 @@ where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            clock: ClockSource::Store,
-            grade: Grade::EfficiencyOnly,
-            conflict_returns_current: true,
-            notifies_waiters: self.notifier.is_some(),
-            claims_vacant: false,
-        }
+        Capabilities::new(ClockSource::Store, Grade::EfficiencyOnly)
+            .with_conflict_returns_current(true)
+            .with_notifies_waiters(self.notifier.is_some())
     }
 
     async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {

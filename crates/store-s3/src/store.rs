@@ -191,13 +191,7 @@ impl S3Store {
 #[async_trait]
 impl CasStore for S3Store {
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            clock: ClockSource::Observation,
-            grade: Grade::Linearizable,
-            conflict_returns_current: false,
-            notifies_waiters: false,
-            claims_vacant: false,
-        }
+        Capabilities::new(ClockSource::Observation, Grade::Linearizable)
     }
 
     async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {
@@ -220,14 +214,9 @@ impl CasStore for S3Store {
         let cond = match expect {
             Precondition::Absent => Cond::Absent,
             Precondition::Version(v) => Cond::Match(v.as_str()),
-            Precondition::Claimable => {
-                return Err(Error::invalid(
-                    "precondition",
-                    "Claimable needs a store with its own clock; S3 leases expire by observation",
-                ));
-            }
-            // A condition on an ETag cannot say "vacant, any version".
-            Precondition::Vacant => return Err(leasehold_core::store::vacant_not_taken("S3")),
+            // Claimable needs a clock of the store's own, and a condition on an ETag
+            // cannot say "vacant, any version".
+            _ => return Err(leasehold_core::store::not_taken("S3", expect)),
         };
         let key = self.key_for(name);
         match self

@@ -519,8 +519,11 @@ impl Inner {
         expect: &Precondition,
         record: &LeaseRecord,
     ) -> Result<CasOutcome> {
-        if *expect == Precondition::Vacant {
-            return Err(leasehold_core::store::vacant_not_taken("ZooKeeper"));
+        if !matches!(
+            expect,
+            Precondition::Absent | Precondition::Version(_) | Precondition::Claimable
+        ) {
+            return Err(leasehold_core::store::not_taken("ZooKeeper", expect));
         }
         if let Precondition::Version(v) = expect {
             Ver::parse(v)?;
@@ -957,13 +960,7 @@ pub(crate) fn first_version(results: &[zk::MultiWriteResult]) -> i32 {
 #[async_trait]
 impl CasStore for ZooKeeperStore {
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            clock: ClockSource::Store,
-            grade: Grade::Linearizable,
-            conflict_returns_current: false,
-            notifies_waiters: true,
-            claims_vacant: false,
-        }
+        Capabilities::new(ClockSource::Store, Grade::Linearizable).with_notifies_waiters(true)
     }
 
     async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {

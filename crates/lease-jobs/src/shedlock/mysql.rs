@@ -404,8 +404,6 @@ impl ShedlockMySqlStore {
         let by = by_param(record);
         let token = record.token.to_i64()?;
         match (expect, &f.row) {
-            // Refused in `write`, before the transaction.
-            (Precondition::Vacant, _) => Err(leasehold_core::store::vacant_not_taken("a ShedLock table")),
             (Precondition::Absent, Some(row)) => refuse(row),
             (Precondition::Absent, None) => Ok(self.put(true, f.now_us, None, ttl, by, self.fenced.then_some(token))),
             (Precondition::Claimable, _) if record.is_vacant() => {
@@ -446,6 +444,8 @@ impl ShedlockMySqlStore {
                     _ => refuse(row),
                 }
             }
+            // Refused in `write`, before the transaction.
+            _ => Err(leasehold_core::store::not_taken("a ShedLock table", expect)),
         }
     }
 
@@ -568,8 +568,11 @@ impl CasStore for ShedlockMySqlStore {
     }
 
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
-        if *expect == Precondition::Vacant {
-            return Err(leasehold_core::store::vacant_not_taken("a ShedLock table"));
+        if !matches!(
+            expect,
+            Precondition::Absent | Precondition::Version(_) | Precondition::Claimable
+        ) {
+            return Err(leasehold_core::store::not_taken("a ShedLock table", expect));
         }
         row::check_name(self.name_len, name)?;
         let step = self

@@ -130,17 +130,12 @@ pub(super) fn version_of(at: i64, until: i64, fence: Option<i64>, by: &str) -> V
 
 /// The capabilities of a store over a table with (`fenced`) or without the fence column.
 pub(super) fn capabilities(fenced: bool) -> Capabilities {
-    Capabilities {
-        clock: ClockSource::Store,
-        grade: if fenced {
-            Grade::Linearizable
-        } else {
-            Grade::EfficiencyOnly
-        },
-        conflict_returns_current: true,
-        notifies_waiters: false,
-        claims_vacant: false,
-    }
+    let grade = if fenced {
+        Grade::Linearizable
+    } else {
+        Grade::EfficiencyOnly
+    };
+    Capabilities::new(ClockSource::Store, grade).with_conflict_returns_current(true)
 }
 
 /// A lease client on a store over a table with (`fenced`: a correctness client) or

@@ -262,7 +262,6 @@ impl CasStore for ShedlockStore {
         let by = by_param(record);
         let token = record.token.to_i64()?;
         let outcome = match expect {
-            Precondition::Vacant => return Err(leasehold_core::store::vacant_not_taken("a ShedLock table")),
             Precondition::Absent => {
                 let q = sqlx::query(AssertSqlSafe(self.sql.create.clone()))
                     .bind(name.as_str())
@@ -296,6 +295,7 @@ impl CasStore for ShedlockStore {
                     .bind(token);
                 self.send(name, self.bind_version(q, &p)).await?
             }
+            _ => return Err(leasehold_core::store::not_taken("a ShedLock table", expect)),
         };
         Ok(match outcome {
             (true, Some(s)) => CasOutcome::Written(s),
