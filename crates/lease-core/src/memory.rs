@@ -209,10 +209,7 @@ impl MemoryStore {
             (Precondition::Version(_), None) => false,
             (Precondition::Claimable, existing) => {
                 if self.shared.clock != ClockSource::Store {
-                    return Err(Error::invalid(
-                        "precondition",
-                        "Claimable needs a store with its own clock",
-                    ));
+                    return Err(crate::store::not_taken("MemoryStore", expect));
                 }
                 let prev = match (existing, current) {
                     (Some(e), Some(cur)) => {

@@ -129,6 +129,27 @@ impl Capabilities {
         self.claims_vacant = yes;
         self
     }
+
+    /// Whether a store with these capabilities takes `expect` in [`CasStore::write`]:
+    /// [`Precondition::Absent`] and [`Precondition::Version`] always,
+    /// [`Precondition::Claimable`] on a store with its own clock
+    /// ([`ClockSource::Store`]), [`Precondition::Vacant`] where
+    /// [`Capabilities::claims_vacant`] says so. A store answers any other with
+    /// [`not_taken`], before it sends anything.
+    ///
+    /// ```
+    /// use leasehold_core::store::{Capabilities, ClockSource, Grade, Precondition};
+    /// let s3 = Capabilities::new(ClockSource::Observation, Grade::Linearizable);
+    /// assert!(s3.takes(&Precondition::Absent) && !s3.takes(&Precondition::Claimable));
+    /// assert!(!s3.takes(&Precondition::Vacant) && s3.with_claims_vacant(true).takes(&Precondition::Vacant));
+    /// ```
+    pub fn takes(&self, expect: &Precondition) -> bool {
+        match expect {
+            Precondition::Absent | Precondition::Version(_) => true,
+            Precondition::Claimable => self.clock == ClockSource::Store,
+            Precondition::Vacant => self.claims_vacant,
+        }
+    }
 }
 
 /// The condition under which [`CasStore::write`] applies.
@@ -178,7 +199,7 @@ pub enum Precondition {
 pub fn not_taken(store: &str, expect: &Precondition) -> crate::Error {
     let what = match expect {
         Precondition::Vacant => "Vacant (Capabilities::claims_vacant is false)",
-        Precondition::Claimable => "Claimable (it judges expiry by observation, not on a clock of its own)",
+        Precondition::Claimable => "Claimable (it has no clock of its own to judge expiry on)",
         Precondition::Absent => "Absent",
         Precondition::Version(_) => "Version",
     };
@@ -259,8 +280,10 @@ pub struct Renewal {
 /// - Errors distinguish "did not apply" ([`crate::Error::Unavailable`]) from "may have
 ///   applied" ([`crate::Error::Indeterminate`]).
 /// - Stores with [`ClockSource::Store`] fill [`Stored::remaining`] and support
-///   [`Precondition::Claimable`]; others return `InvalidInput` for it. Likewise
-///   [`Precondition::Vacant`], for stores with [`Capabilities::claims_vacant`].
+///   [`Precondition::Claimable`]. Likewise [`Precondition::Vacant`], for stores with
+///   [`Capabilities::claims_vacant`]. A write on a precondition the store's
+///   capabilities rule out ([`Capabilities::takes`]), or on one newer than the store,
+///   is [`not_taken`] (`InvalidInput`), nothing sent.
 #[async_trait]
 pub trait CasStore: Send + Sync + fmt::Debug + 'static {
     /// What this store offers.

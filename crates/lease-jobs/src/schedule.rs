@@ -72,31 +72,26 @@ impl fmt::Display for Slot {
 /// # Ok::<(), leasehold_core::Error>(())
 /// ```
 #[derive(Clone)]
-pub enum Schedule {
-    /// A cron expression, evaluated on the wall clock of `zone`.
+pub struct Schedule(Kind);
+
+#[derive(Clone)]
+enum Kind {
+    /// A cron expression, read on the wall clock of `zone`.
     Cron {
-        /// The parsed expression.
         cron: Box<Cron>,
         /// The expression as given.
         expr: String,
-        /// The time zone whose wall clock the expression reads (UTC for
-        /// [`Schedule::cron`]).
         zone: Tz,
     },
-    /// Every `interval`, at `k * interval + offset` since the Unix epoch.
-    Every {
-        /// The period, in milliseconds.
-        interval_ms: u64,
-        /// The shift of every fire time, in milliseconds (below the interval).
-        offset_ms: u64,
-    },
+    /// Every `interval_ms`, at `k * interval_ms + offset_ms` since the Unix epoch.
+    Every { interval_ms: u64, offset_ms: u64 },
 }
 
 impl fmt::Debug for Schedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Cron { expr, zone, .. } => f.debug_tuple("Cron").field(expr).field(&zone.name()).finish(),
-            Self::Every { interval_ms, offset_ms } => f
+        match &self.0 {
+            Kind::Cron { expr, zone, .. } => f.debug_tuple("Cron").field(expr).field(&zone.name()).finish(),
+            Kind::Every { interval_ms, offset_ms } => f
                 .debug_struct("Every")
                 .field("interval_ms", interval_ms)
                 .field("offset_ms", offset_ms)
@@ -122,14 +117,22 @@ impl Schedule {
     /// `Europe/Berlin` fires at 02:00 Berlin time, 01:00 UTC in winter and 00:00 UTC in
     /// summer.
     ///
-    /// Daylight saving time, as the `croner` crate defines it: a time that the
-    /// spring-forward gap skips (02:30 on the night the clock jumps from 02:00 to
-    /// 03:00) fires at the first instant after the gap (03:00); a time that the
-    /// fall-back hour repeats fires once, at its first occurrence; patterns that fire
-    /// every minute or second of an hour run through both occurrences of it. The
-    /// zone's rules come from the IANA database built into this crate (`chrono-tz`):
+    /// Daylight saving time, as the `croner` crate defines it, depends on the pattern:
+    /// - a **fixed time of day** (one value each in the second, minute and hour fields,
+    ///   such as `30 2 * * *`) fires once a day whatever the clock does: a time the
+    ///   spring-forward gap skips (02:30 on the night the clock jumps from 02:00 to
+    ///   03:00) fires at the first instant after the gap (03:00), and a time the
+    ///   fall-back hour repeats fires once, at its first occurrence;
+    /// - **any other pattern** (a list, a range, a step or `*` in one of those fields,
+    ///   such as `0 2,14 * * *` or `*/15 * * * *`) follows the wall clock: its times
+    ///   inside the gap do not fire that day, and its times inside the repeated hour
+    ///   fire in both of its occurrences.
+    ///
+    /// The zone's rules come from the IANA database built into this crate (`chrono-tz`):
     /// instances built with different versions of it could disagree on a zone whose
-    /// rules changed between them.
+    /// rules changed between them. Changing a job's zone, like changing its expression,
+    /// changes its slots: instances running both schedules during a rolling deploy run
+    /// the slots of each.
     ///
     /// ```
     /// use leasehold_jobs::{Schedule, Slot};
@@ -154,11 +157,11 @@ impl Schedule {
         let cron = CronParser::new()
             .parse(expr)
             .map_err(|e| Error::invalid("cron expression", format!("{expr:?}: {e}")))?;
-        Ok(Self::Cron {
+        Ok(Self(Kind::Cron {
             cron: Box::new(cron),
             expr: expr.to_owned(),
             zone,
-        })
+        }))
     }
 
     /// Every `interval` (whole milliseconds, at least 1 ms), aligned on the Unix epoch.
@@ -183,14 +186,14 @@ impl Schedule {
         if offset_ms >= interval_ms {
             return Err(Error::invalid("offset", "must be below the interval"));
         }
-        Ok(Self::Every { interval_ms, offset_ms })
+        Ok(Self(Kind::Every { interval_ms, offset_ms }))
     }
 
     /// The first slot strictly after `after_ms` (Unix ms), or `None` if there is none
     /// (a cron expression that never fires again).
     pub fn next_after(&self, after_ms: u64) -> Option<Slot> {
-        match self {
-            Self::Every { interval_ms, offset_ms } => {
+        match &self.0 {
+            Kind::Every { interval_ms, offset_ms } => {
                 let i = *interval_ms;
                 let k = if after_ms < *offset_ms {
                     0
@@ -199,7 +202,7 @@ impl Schedule {
                 };
                 k.checked_mul(i)?.checked_add(*offset_ms).map(Slot)
             }
-            Self::Cron { cron, zone, .. } => {
+            Kind::Cron { cron, zone, .. } => {
                 let t = DateTime::<Utc>::from_timestamp_millis(i64::try_from(after_ms).ok()?)?.with_timezone(zone);
                 let next = cron.find_next_occurrence(&t, false).ok()?;
                 u64::try_from(next.timestamp_millis()).ok().map(Slot)
@@ -220,11 +223,28 @@ impl Schedule {
         })
     }
 
+    /// The cron expression as given, or `None` for an interval schedule.
+    pub fn expression(&self) -> Option<&str> {
+        match &self.0 {
+            Kind::Cron { expr, .. } => Some(expr),
+            Kind::Every { .. } => None,
+        }
+    }
+
+    /// The IANA name of the time zone a cron expression is read in (`"UTC"` for
+    /// [`Schedule::cron`]), or `None` for an interval schedule.
+    pub fn zone(&self) -> Option<&'static str> {
+        match &self.0 {
+            Kind::Cron { zone, .. } => Some(zone.name()),
+            Kind::Every { .. } => None,
+        }
+    }
+
     /// A short description for logs.
     pub fn describe(&self) -> String {
-        match self {
-            Self::Cron { expr, zone, .. } => format!("cron {expr:?} ({})", zone.name()),
-            Self::Every { interval_ms, offset_ms } => format!("every {interval_ms} ms (offset {offset_ms} ms)"),
+        match &self.0 {
+            Kind::Cron { expr, zone, .. } => format!("cron {expr:?} ({})", zone.name()),
+            Kind::Every { interval_ms, offset_ms } => format!("every {interval_ms} ms (offset {offset_ms} ms)"),
         }
     }
 }
@@ -323,6 +343,44 @@ mod tests {
                 "2026-10-25T01:00:00.000Z", // 02:00 CET
                 "2026-10-25T01:30:00.000Z",
                 "2026-10-25T02:00:00.000Z", // 03:00 CET
+            ]
+        );
+        // Whatever the instant a search starts from, even inside the repeated hour, a
+        // fixed time fires once: every instance computes the same slots.
+        for start in ["2026-10-25T00:45:00Z", "2026-10-25T01:15:00Z", "2026-10-25T01:45:00Z"] {
+            assert_eq!(
+                nightly.next_after(ms(start)).map(Slot::key).as_deref(),
+                Some("2026-10-26T01:30:00.000Z"),
+                "from {start}"
+            );
+        }
+        // Any other pattern follows the wall clock: nothing in the gap, both halves of
+        // the repeated hour.
+        let twice = Schedule::cron_in("0 2,14 * * *", "Europe/Berlin").expect("zone");
+        assert_eq!(
+            keys(&twice, "2026-03-28T00:00:00Z", "2026-03-30T00:00:00Z"),
+            vec![
+                "2026-03-28T01:00:00.000Z", // 02:00 CET
+                "2026-03-28T13:00:00.000Z", // 14:00 CET
+                "2026-03-29T12:00:00.000Z", // no 02:00 that day; 14:00 CEST
+                "2026-03-30T00:00:00.000Z", // 02:00 CEST
+            ]
+        );
+        assert_eq!(
+            keys(&twice, "2026-10-24T23:00:00Z", "2026-10-25T14:00:00Z"),
+            vec![
+                "2026-10-25T00:00:00.000Z", // 02:00 CEST
+                "2026-10-25T01:00:00.000Z", // 02:00 CET
+                "2026-10-25T13:00:00.000Z", // 14:00 CET
+            ]
+        );
+        let quarterly = Schedule::cron_in("*/15 * * * *", "Europe/Berlin").expect("zone");
+        assert_eq!(
+            keys(&quarterly, "2026-03-29T00:40:00Z", "2026-03-29T01:20:00Z"),
+            vec![
+                "2026-03-29T00:45:00.000Z", // 01:45 CET
+                "2026-03-29T01:00:00.000Z", // 03:00 CEST: the gap's 02:00-02:45 skipped
+                "2026-03-29T01:15:00.000Z",
             ]
         );
         // Another zone, another offset; UTC named is the default.

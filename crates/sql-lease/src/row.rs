@@ -174,13 +174,16 @@ pub enum Guard<'a> {
 impl Guard<'_> {
     /// The guard of a write of a record with `token` on `expect` (a renewal and a
     /// release are [`Guard::Held`] instead).
-    pub fn of(expect: &Precondition, token: FencingToken) -> Guard<'_> {
+    ///
+    /// # Errors
+    /// [`leasehold_core::Error::InvalidInput`] for a precondition a SQL store does not
+    /// take, as [`crate::write_statement`] answers it.
+    pub fn of(expect: &Precondition, token: FencingToken) -> Result<Guard<'_>> {
         match expect {
-            Precondition::Absent => Guard::Absent,
-            Precondition::Version(version) => Guard::Version { version, token },
-            // What `write_statement` refuses (`Vacant`: a store with a clock is never
-            // sent it) never reaches a guard; a claim's is the strictest left.
-            _ => Guard::Claimable,
+            Precondition::Absent => Ok(Guard::Absent),
+            Precondition::Version(version) => Ok(Guard::Version { version, token }),
+            Precondition::Claimable => Ok(Guard::Claimable),
+            _ => Err(leasehold_core::store::not_taken("a SQL store", expect)),
         }
     }
 
@@ -388,7 +391,7 @@ mod tests {
         assert!(matches!(
             write_outcome(
                 &n,
-                Guard::of(&Precondition::Version(Version::new("1")), FencingToken::new(3)),
+                Guard::of(&Precondition::Version(Version::new("1")), FencingToken::new(3)).expect("taken"),
                 &[]
             )
             .expect("ok"),

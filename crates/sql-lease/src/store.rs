@@ -383,7 +383,7 @@ impl<B: SqlBackend> CasStore for SqlStore<B> {
 
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
         let statement = write_statement(&self.inner.statements, expect)?;
-        self.write_with(name, statement, expect, Guard::of(expect, record.token), record)
+        self.write_with(name, statement, expect, Guard::of(expect, record.token)?, record)
             .await
     }
 

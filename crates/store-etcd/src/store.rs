@@ -43,6 +43,12 @@ pub struct EtcdStore {
     pub(crate) inner: Arc<Inner>,
 }
 
+/// What the etcd store offers: expiry on etcd's clock (session leases), a conflict's
+/// else-branch answers the current record, and a watch wakes waiters.
+const CAPABILITIES: Capabilities = Capabilities::new(ClockSource::Store, Grade::Linearizable)
+    .with_conflict_returns_current(true)
+    .with_notifies_waiters(true);
+
 pub(crate) struct Inner {
     pub(crate) client: etcd_client::Client,
     pub(crate) config: EtcdConfig,
@@ -445,10 +451,7 @@ impl Inner {
     /// nobody was left to register it would be held for as long as the store exists.
     /// Registered, it is expired at its deadline like any record nobody renews.
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
-        if !matches!(
-            expect,
-            Precondition::Absent | Precondition::Version(_) | Precondition::Claimable
-        ) {
+        if !CAPABILITIES.takes(expect) {
             return Err(leasehold_core::store::not_taken("etcd", expect));
         }
         let Some(me) = self.me.upgrade() else {
@@ -1035,9 +1038,7 @@ fn else_snapshot(keys: &Keys, resp: &TxnResponse) -> Snapshot {
 #[async_trait]
 impl CasStore for EtcdStore {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::new(ClockSource::Store, Grade::Linearizable)
-            .with_conflict_returns_current(true)
-            .with_notifies_waiters(true)
+        CAPABILITIES
     }
 
     async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {

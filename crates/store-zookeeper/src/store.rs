@@ -28,6 +28,11 @@ const EXPIRY_RETRY: Duration = Duration::from_millis(250);
 /// Attempts of one write when what this store remembered of the name was stale.
 const ATTEMPTS: usize = 3;
 
+/// What the ZooKeeper store offers: expiry on ZooKeeper's clock (sessions), and a watch
+/// wakes waiters; a refused `multi` does not answer the current record.
+const CAPABILITIES: Capabilities =
+    Capabilities::new(ClockSource::Store, Grade::Linearizable).with_notifies_waiters(true);
+
 /// Lease records in ZooKeeper: linearizable writes (`multi`), expiry on the ensemble's
 /// session clock, waiters woken by watches.
 ///
@@ -519,10 +524,7 @@ impl Inner {
         expect: &Precondition,
         record: &LeaseRecord,
     ) -> Result<CasOutcome> {
-        if !matches!(
-            expect,
-            Precondition::Absent | Precondition::Version(_) | Precondition::Claimable
-        ) {
+        if !CAPABILITIES.takes(expect) {
             return Err(leasehold_core::store::not_taken("ZooKeeper", expect));
         }
         if let Precondition::Version(v) = expect {
@@ -960,7 +962,7 @@ pub(crate) fn first_version(results: &[zk::MultiWriteResult]) -> i32 {
 #[async_trait]
 impl CasStore for ZooKeeperStore {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::new(ClockSource::Store, Grade::Linearizable).with_notifies_waiters(true)
+        CAPABILITIES
     }
 
     async fn read(&self, name: &LeaseName) -> Result<Option<Stored>> {

@@ -80,6 +80,7 @@ pub const CASES: &[&str] = &[
     "max_hold_ends_the_lease_before_a_takeover",
     "acquire_all_of_overlapping_sets_never_deadlocks",
     "vacant_claims_only_a_free_record",
+    "preconditions_not_taken_are_refused",
     "list_names_under_a_prefix",
     "admin_inspects_and_releases_by_force",
     "semaphore_never_exceeds_its_permits",
@@ -107,6 +108,7 @@ pub async fn run_all(f: &dyn Fixture) {
     max_hold_ends_the_lease_before_a_takeover(f).await;
     acquire_all_of_overlapping_sets_never_deadlocks(f).await;
     vacant_claims_only_a_free_record(f).await;
+    preconditions_not_taken_are_refused(f).await;
     list_names_under_a_prefix(f).await;
     admin_inspects_and_releases_by_force(f).await;
     semaphore_never_exceeds_its_permits(f).await;
@@ -130,7 +132,7 @@ macro_rules! __conformance_tests {
             round_trips_per_operation, acquire_waits_for_release,
             own_held_lease_is_refused_at_once, max_hold_ends_the_lease_before_a_takeover,
             acquire_all_of_overlapping_sets_never_deadlocks, vacant_claims_only_a_free_record,
-            list_names_under_a_prefix,
+            preconditions_not_taken_are_refused, list_names_under_a_prefix,
             admin_inspects_and_releases_by_force, semaphore_never_exceeds_its_permits,
             frozen_permit_holder_is_refused_after_takeover);
     };
@@ -753,6 +755,51 @@ pub async fn vacant_claims_only_a_free_record(f: &dyn Fixture) {
         matches!(store.read(&bad).await, Err(Error::CorruptRecord { .. })),
         "the corrupt record was overwritten"
     );
+}
+
+/// A write on a precondition the store's capabilities rule out
+/// ([`crate::store::Capabilities::takes`]: `Claimable` without a clock of its own,
+/// `Vacant` without `claims_vacant`) is `InvalidInput`, and writes nothing: no record
+/// where there was none, a held record left at its version.
+pub async fn preconditions_not_taken_are_refused(f: &dyn Fixture) {
+    let store = f.store().await;
+    let caps = store.capabilities();
+    assert!(caps.takes(&Precondition::Absent) && caps.takes(&Precondition::Version(crate::store::Version::new("1"))));
+    let held_name = unique_name("not_taken_held");
+    let held = applied(
+        &*store,
+        &held_name,
+        &Precondition::Absent,
+        &rec("a", 1, 5_000),
+        "create",
+    )
+    .await;
+    for expect in [Precondition::Claimable, Precondition::Vacant] {
+        if caps.takes(&expect) {
+            continue;
+        }
+        let name = unique_name("not_taken");
+        match store.write(&name, &expect, &rec("b", 1, 5_000)).await {
+            Err(Error::InvalidInput { .. }) => {}
+            other => panic!("{expect:?} on no record, refused by the capabilities, gave {other:?}, not InvalidInput"),
+        }
+        assert!(
+            store.read(&name).await.expect("read").is_none(),
+            "a refused {expect:?} wrote a record"
+        );
+        match store.write(&held_name, &expect, &rec("b", 2, 5_000)).await {
+            Err(Error::InvalidInput { .. }) => {}
+            other => {
+                panic!("{expect:?} on a held record, refused by the capabilities, gave {other:?}, not InvalidInput")
+            }
+        }
+        let now = store.read(&held_name).await.expect("read").expect("the held record");
+        assert_eq!(
+            (now.record.holder, now.record.token, now.version),
+            (Some(holder("a")), FencingToken::FIRST, held.version.clone()),
+            "a refused {expect:?} changed the held record"
+        );
+    }
 }
 
 /// When the store stops answering, the loss signal fires no later than the validity

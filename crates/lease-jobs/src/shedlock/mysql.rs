@@ -180,6 +180,29 @@ fn timed_out(phase: Phase) -> Error {
     }
 }
 
+/// A write's values as the row takes them, checked before anything is sent.
+struct Params {
+    ttl: i64,
+    by: String,
+    token: i64,
+}
+
+impl Params {
+    /// # Errors
+    /// [`Error::InvalidInput`] for a TTL or token the row cannot hold, or a claim that
+    /// names no holder.
+    fn of(expect: &Precondition, record: &LeaseRecord) -> Result<Self> {
+        if matches!(expect, Precondition::Claimable) && record.is_vacant() {
+            return Err(Error::invalid("record", "a claim must name a holder"));
+        }
+        Ok(Self {
+            ttl: ttl_param(record)?,
+            by: by_param(record),
+            token: record.token.to_i64()?,
+        })
+    }
+}
+
 impl ShedlockMySqlStore {
     /// Connects to `url` (a `mysql://` URL) and opens the table.
     ///
@@ -397,18 +420,13 @@ impl ShedlockMySqlStore {
         }
     }
 
-    /// Decides a write on what the locking read found.
-    fn decide(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord, f: &Found) -> Result<Step> {
+    /// Decides a write of `params` on what the locking read found.
+    fn decide(&self, name: &LeaseName, expect: &Precondition, params: &Params, f: &Found) -> Result<Step> {
         let refuse = |row: &RawRow| Ok(Step::Refuse(Current::Present(self.decode(name, row)?)));
-        let ttl = ttl_param(record)?;
-        let by = by_param(record);
-        let token = record.token.to_i64()?;
+        let (ttl, by, token) = (params.ttl, params.by.clone(), params.token);
         match (expect, &f.row) {
             (Precondition::Absent, Some(row)) => refuse(row),
             (Precondition::Absent, None) => Ok(self.put(true, f.now_us, None, ttl, by, self.fenced.then_some(token))),
-            (Precondition::Claimable, _) if record.is_vacant() => {
-                Err(Error::invalid("record", "a claim must name a holder"))
-            }
             (Precondition::Claimable, None) => Ok(self.put(true, f.now_us, None, ttl, by, self.fenced.then_some(1))),
             (Precondition::Claimable, Some(row)) => {
                 let free = row.until_us.is_some_and(|u| u <= f.now_us) || row.locked_by.as_deref() == Some("");
@@ -568,17 +586,15 @@ impl CasStore for ShedlockMySqlStore {
     }
 
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
-        if !matches!(
-            expect,
-            Precondition::Absent | Precondition::Version(_) | Precondition::Claimable
-        ) {
+        if !row::capabilities(self.fenced).takes(expect) {
             return Err(leasehold_core::store::not_taken("a ShedLock table", expect));
         }
         row::check_name(self.name_len, name)?;
+        let params = Params::of(expect, record)?;
         let step = self
             .timed(
                 Phase::Write,
-                self.transact(name, |f| self.decide(name, expect, record, f)),
+                self.transact(name, |f| self.decide(name, expect, &params, f)),
             )
             .await?;
         Ok(match step {
