@@ -103,7 +103,21 @@ impl From<u64> for Version {
 }
 
 /// A record as read from (or written to) a store, with its version.
+///
+/// Built with [`Stored::new`] (and [`Stored::with_remaining`] on a store with a clock),
+/// so that a new field is not a breaking change for stores written outside this crate.
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold_core::store::{LeaseRecord, Stored, Version};
+/// use leasehold_core::{FencingToken, HolderId, Ttl};
+/// let record = LeaseRecord::held(HolderId::new("a")?, FencingToken::new(7), Ttl::new(Duration::from_secs(5))?);
+/// let stored = Stored::new(record, Version::new("12")).with_remaining(Some(Duration::from_secs(4)));
+/// assert_eq!((stored.version.as_str(), stored.remaining), ("12", Some(Duration::from_secs(4))));
+/// # Ok::<(), leasehold_core::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Stored {
     /// The record.
     pub record: LeaseRecord,
@@ -113,6 +127,24 @@ pub struct Stored {
     /// record's TTL as judged by the store's own clock when it answered (zero when it
     /// has run out). `None` for stores judged by observation.
     pub remaining: Option<Duration>,
+}
+
+impl Stored {
+    /// `record` at `version`, with no time left known (a store judged by observation).
+    pub const fn new(record: LeaseRecord, version: Version) -> Self {
+        Self {
+            record,
+            version,
+            remaining: None,
+        }
+    }
+
+    /// Sets [`Stored::remaining`]: the time left as the store's own clock judged it.
+    #[must_use]
+    pub const fn with_remaining(mut self, remaining: Option<Duration>) -> Self {
+        self.remaining = remaining;
+        self
+    }
 }
 
 /// How far a held record's expiry may lie beyond its TTL before the record is corrupt.

@@ -10,7 +10,11 @@ use std::time::Duration;
 /// changes through a [`crate::store::WakeHub`] use the difference to keep a handoff
 /// at a few store calls however many wait; stores that cannot push sleep for
 /// [`Wait::after`] either way.
+///
+/// Non-exhaustive: a store reads it through its methods ([`Wait::after`]), so that a new
+/// kind of wait is not a breaking change for stores written outside this crate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Wait {
     /// Any change of the record (grant, renewal, release): return when one may have
     /// happened, or after this long.

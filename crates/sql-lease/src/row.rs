@@ -109,11 +109,7 @@ impl RawRow {
             .ok()
             .filter(|v| *v > 0)
             .ok_or_else(|| corrupt("version", self.version))?;
-        Ok(Stored {
-            record,
-            version: Version::from(version),
-            remaining: Some(remaining),
-        })
+        Ok(Stored::new(record, Version::from(version)).with_remaining(Some(remaining)))
     }
 }
 

@@ -56,11 +56,7 @@ pub(crate) fn decode(key_attribute: &str, name: &LeaseName, item: &Item) -> Resu
     // Set by `expire` for DynamoDB's Time to Live; not part of the record, but a number.
     number(name, item, ATTR_EXPIRES_AT)?;
     let record = record_codec::from_parts(name, holder, token, ttl_ms, wall)?;
-    Ok(Stored {
-        record,
-        version: Version::new(version),
-        remaining: None,
-    })
+    Ok(Stored::new(record, Version::new(version)))
 }
 
 fn missing(name: &LeaseName, attr: &str) -> Error {

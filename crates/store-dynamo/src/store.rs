@@ -374,11 +374,7 @@ impl DynamoStore {
         let token = vacated.map_or(leasehold_core::FencingToken::FIRST, leasehold_core::FencingToken::next);
         let mut granted = record.clone();
         granted.token = token;
-        Ok(CasOutcome::Written(Stored {
-            record: granted,
-            version: Version::new(version),
-            remaining: None,
-        }))
+        Ok(CasOutcome::Written(Stored::new(granted, Version::new(version))))
     }
 
     /// Puts `old` back over the item a vacant claim wrote as `version` (one `PutItem`

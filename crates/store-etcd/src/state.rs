@@ -521,11 +521,7 @@ impl State {
     /// A present record as a [`Stored`].
     pub(crate) fn stored(&self, name: &LeaseName, version: i64, record: LeaseRecord, now: Instant) -> Stored {
         let remaining = self.remaining(name, version, &record, now);
-        Stored {
-            record,
-            version: version_of(version),
-            remaining: Some(remaining),
-        }
+        Stored::new(record, version_of(version)).with_remaining(Some(remaining))
     }
 }
 

@@ -613,11 +613,9 @@ impl Inner {
                             }
                         }
                     }
-                    return Ok(CasOutcome::Written(Stored {
-                        record: to_write,
-                        version: version_of(rev),
-                        remaining: Some(remaining),
-                    }));
+                    return Ok(CasOutcome::Written(
+                        Stored::new(to_write, version_of(rev)).with_remaining(Some(remaining)),
+                    ));
                 }
                 Ok(resp) => {
                     let snap = else_snapshot(&keys, &resp);
@@ -720,11 +718,9 @@ impl Inner {
         }
         // Usually later than before and further off than the expiry task's longest sleep.
         kick_for(&self.reaper_kick, call + record.ttl.get());
-        Ok(CasOutcome::Written(Stored {
-            record: h.record,
-            version: version.clone(),
-            remaining: Some(record.ttl.get()),
-        }))
+        Ok(CasOutcome::Written(
+            Stored::new(h.record, version.clone()).with_remaining(Some(record.ttl.get())),
+        ))
     }
 
     /// Leaves the record vacant if it is still at `version`: one Txn of one compare and
@@ -752,11 +748,7 @@ impl Inner {
                 st.wrote(name, rev, &vacant, false);
                 st.unhold(name);
                 drop(st);
-                CasOutcome::Written(Stored {
-                    record: vacant,
-                    version: version_of(rev),
-                    remaining: Some(Duration::ZERO),
-                })
+                CasOutcome::Written(Stored::new(vacant, version_of(rev)).with_remaining(Some(Duration::ZERO)))
             }
             Ok(resp) => {
                 let snap = else_snapshot(&keys, &resp);

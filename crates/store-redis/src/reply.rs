@@ -82,11 +82,8 @@ impl<'w> Reply<'w> {
         };
         let holder = (!holder.is_empty()).then_some(holder.as_str());
         let record = record_codec::from_parts(name, holder, token, ttl_ms, wall)?;
-        Ok(Stored {
-            record,
-            version: Version::new(version),
-            remaining: Some(Duration::from_millis(u64::try_from(pttl).unwrap_or(0))),
-        })
+        Ok(Stored::new(record, Version::new(version))
+            .with_remaining(Some(Duration::from_millis(u64::try_from(pttl).unwrap_or(0)))))
     }
 
     /// A write's reply (`{'written', token, version}`): `wrote`, the record the script
@@ -106,11 +103,8 @@ impl<'w> Reply<'w> {
         }
         let mut record = wrote.clone();
         record.token = FencingToken::new(token);
-        Ok(Stored {
-            remaining: Some(record.ttl.get()),
-            record,
-            version: Version::new(version),
-        })
+        let remaining = Some(record.ttl.get());
+        Ok(Stored::new(record, Version::new(version)).with_remaining(remaining))
     }
 }
 

@@ -202,11 +202,7 @@ impl CasStore for S3Store {
                 name.as_str(),
                 format!("object {key} is {len} bytes or more, larger than any lease record"),
             )),
-            Found::Object { body, etag } => Ok(Some(Stored {
-                record: body::decode(name, &body)?,
-                version: Version::new(etag),
-                remaining: None,
-            })),
+            Found::Object { body, etag } => Ok(Some(Stored::new(body::decode(name, &body)?, Version::new(etag)))),
         }
     }
 
@@ -224,11 +220,7 @@ impl CasStore for S3Store {
             .put(&key, body::encode(record), cond, RECORD_CONTENT_TYPE)
             .await?
         {
-            Written::Applied(etag) => Ok(CasOutcome::Written(Stored {
-                record: record.clone(),
-                version: Version::new(etag),
-                remaining: None,
-            })),
+            Written::Applied(etag) => Ok(CasOutcome::Written(Stored::new(record.clone(), Version::new(etag)))),
             Written::PreconditionFailed => Ok(CasOutcome::Conflict(Current::Unknown)),
             Written::NoSuchKey => match cond {
                 Cond::Match(_) => Ok(CasOutcome::Conflict(Current::Absent)),

@@ -430,11 +430,7 @@ impl Inner {
                 .remaining(name, v, Instant::now())
                 .unwrap_or(record.ttl.get())
         };
-        Stored {
-            record,
-            version: v.to_version(),
-            remaining: Some(remaining),
-        }
+        Stored::new(record, v.to_version()).with_remaining(Some(remaining))
     }
 
     /// What to write for `expect`, given `snap`: `Ok(Ok(plan))` to send, `Ok(Err(current))`
@@ -635,11 +631,9 @@ impl Inner {
                             Duration::ZERO
                         }
                     };
-                    return Ok(CasOutcome::Written(Stored {
-                        record: to_write,
-                        version: ver.to_version(),
-                        remaining: Some(remaining),
-                    }));
+                    return Ok(CasOutcome::Written(
+                        Stored::new(to_write, ver.to_version()).with_remaining(Some(remaining)),
+                    ));
                 }
                 Err(MultiFailureOut(MultiFailure::Op(index, e))) => {
                     let creates_counter = plan.base.counter.is_none() && index == 0;
@@ -755,11 +749,9 @@ impl Inner {
         // The server that answered may be a follower whose report of this heartbeat has
         // not reached the leader: the renewal is good for as long as the leader surely
         // keeps the session (see `session::Heard`).
-        Ok(CasOutcome::Written(Stored {
-            record: held_record,
-            version: version.clone(),
-            remaining: Some(session.lives_after(call)),
-        }))
+        Ok(CasOutcome::Written(
+            Stored::new(held_record, version.clone()).with_remaining(Some(session.lives_after(call))),
+        ))
     }
 
     pub(crate) async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {

@@ -46,11 +46,7 @@ pub(super) fn decode(fenced: bool, name: &LeaseName, r: &RawRow) -> Result<Store
     let ttl_ms = ttl_ms.clamp(millis(Ttl::MIN), millis(Ttl::MAX));
     let record = record_codec::from_parts(name, holder.as_ref().map(HolderId::as_str), token.get(), ttl_ms, None)?;
     let remaining = Duration::from_millis(r.remaining_ms.and_then(|m| u64::try_from(m).ok()).unwrap_or(0));
-    Ok(Stored {
-        record,
-        version: version_of(at, until, r.fence, by),
-        remaining: Some(remaining),
-    })
+    Ok(Stored::new(record, version_of(at, until, r.fence, by)).with_remaining(Some(remaining)))
 }
 
 /// The parts of a version: `at_us:until_us:fence:locked_by`.
