@@ -766,14 +766,8 @@ pub async fn preconditions_not_taken_are_refused(f: &dyn Fixture) {
     let caps = store.capabilities();
     assert!(caps.takes(&Precondition::Absent) && caps.takes(&Precondition::Version(crate::store::Version::new("1"))));
     let held_name = unique_name("not_taken_held");
-    let held = applied(
-        &*store,
-        &held_name,
-        &Precondition::Absent,
-        &rec("a", 1, 5_000),
-        "create",
-    )
-    .await;
+    let first = rec("a", 1, 5_000);
+    let held = applied(&*store, &held_name, &Precondition::Absent, &first, "create").await;
     for expect in [Precondition::Claimable, Precondition::Vacant] {
         if caps.takes(&expect) {
             continue;
