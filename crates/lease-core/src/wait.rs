@@ -41,7 +41,8 @@ impl Wait {
         }
     }
 
-    /// Whether this waits for a chance to take the lease ([`Wait::Claim`]).
+    /// Whether this waits for a chance to take the lease ([`Wait::Claim`]); a store
+    /// treats every other wait as [`Wait::Change`] (woken by any change).
     pub fn is_claim(&self) -> bool {
         matches!(self, Wait::Claim(_))
     }

@@ -118,15 +118,15 @@ impl Schedule {
     /// summer.
     ///
     /// Daylight saving time, as the `croner` crate defines it, depends on the pattern:
-    /// - a **fixed time of day** (one value each in the second, minute and hour fields,
-    ///   such as `30 2 * * *`) fires once a day whatever the clock does: a time the
-    ///   spring-forward gap skips (02:30 on the night the clock jumps from 02:00 to
-    ///   03:00) fires at the first instant after the gap (03:00), and a time the
-    ///   fall-back hour repeats fires once, at its first occurrence;
-    /// - **any other pattern** (a list, a range, a step or `*` in one of those fields,
-    ///   such as `0 2,14 * * *` or `*/15 * * * *`) follows the wall clock: its times
-    ///   inside the gap do not fire that day, and its times inside the repeated hour
-    ///   fire in both of its occurrences.
+    /// - a **fixed time of day** (a single value each in the second, minute and hour
+    ///   fields, such as `30 2 * * *`) fires once on each day it matches, whatever the
+    ///   clock does: a time the spring-forward gap skips (02:30 on the night the clock
+    ///   jumps from 02:00 to 03:00) fires at the first instant after the gap (03:00),
+    ///   and a time the fall-back hour repeats fires once, at its first occurrence;
+    /// - **any other pattern** (more than one value, a step or `*` in one of those
+    ///   fields, such as `0 2,14 * * *` or `*/15 * * * *`) follows the wall clock: its
+    ///   times inside the gap do not fire that day, and its times inside the repeated
+    ///   hour fire in both of its occurrences.
     ///
     /// The zone's rules come from the IANA database built into this crate (`chrono-tz`):
     /// instances built with different versions of it could disagree on a zone whose
@@ -355,13 +355,14 @@ mod tests {
                 "10-25T14:00",
                 &["10-25T00:00", "10-25T01:00", "10-25T13:00"],
             ),
-            // ... and nothing in the gap: no 02:00 on 29 March; 01:45 CET, then 03:00 CEST.
+            // ... and nothing in the gap: no 02:00 on 29 March (14:00 CEST is 12:00Z) ...
             (
                 "0 2,14 * * *",
                 "03-28T00:00",
                 "03-30T00:00",
                 &["03-28T01:00", "03-28T13:00", "03-29T12:00", "03-30T00:00"],
             ),
+            // ... nor 02:00-02:45: 01:45 CET, then 03:00 CEST.
             (
                 "*/15 * * * *",
                 "03-29T00:40",

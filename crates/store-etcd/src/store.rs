@@ -451,7 +451,11 @@ impl Inner {
     /// nobody was left to register it would be held for as long as the store exists.
     /// Registered, it is expired at its deadline like any record nobody renews.
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
-        if !CAPABILITIES.takes(expect) {
+        // What this store's write handles, all of it before anything is sent.
+        if !matches!(
+            expect,
+            Precondition::Absent | Precondition::Version(_) | Precondition::Claimable
+        ) {
             return Err(leasehold_core::store::not_taken("etcd", expect));
         }
         let Some(me) = self.me.upgrade() else {

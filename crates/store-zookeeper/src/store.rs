@@ -498,7 +498,9 @@ impl Inner {
                     },
                 )
             }
-            (_, d) => Ok(Err(self.current(name, d))),
+            (Precondition::Absent | Precondition::Version(_), d) => Ok(Err(self.current(name, d))),
+            // Refused in `write`, before anything is sent.
+            _ => Err(leasehold_core::store::not_taken("ZooKeeper", expect)),
         }
     }
 
@@ -520,7 +522,11 @@ impl Inner {
         expect: &Precondition,
         record: &LeaseRecord,
     ) -> Result<CasOutcome> {
-        if !CAPABILITIES.takes(expect) {
+        // What this store's write handles, all of it before anything is sent.
+        if !matches!(
+            expect,
+            Precondition::Absent | Precondition::Version(_) | Precondition::Claimable
+        ) {
             return Err(leasehold_core::store::not_taken("ZooKeeper", expect));
         }
         if let Precondition::Version(v) = expect {

@@ -398,6 +398,8 @@ pub async fn expire_checks_version_and_changes_nothing_else(f: &dyn Fixture) {
     f.corrupt(&corrupt).await;
     match store.expire(&corrupt, &v2.version, minute).await {
         Err(Error::CorruptRecord { .. } | Error::InvalidInput { .. }) | Ok(ExpireOutcome::Unsupported) => {}
+        // Refused by a condition, on a store whose conflicts do not carry the record.
+        Ok(ExpireOutcome::Conflict(Current::Unknown)) if !store.capabilities().conflict_returns_current => {}
         other => panic!("expire of a corrupt record gave {other:?}, not CorruptRecord"),
     }
     assert!(
@@ -764,7 +766,6 @@ pub async fn vacant_claims_only_a_free_record(f: &dyn Fixture) {
 pub async fn preconditions_not_taken_are_refused(f: &dyn Fixture) {
     let store = f.store().await;
     let caps = store.capabilities();
-    assert!(caps.takes(&Precondition::Absent) && caps.takes(&Precondition::Version(crate::store::Version::new("1"))));
     let held_name = unique_name("not_taken_held");
     let first = rec("a", 1, 5_000);
     let held = applied(&*store, &held_name, &Precondition::Absent, &first, "create").await;

@@ -586,7 +586,11 @@ impl CasStore for ShedlockMySqlStore {
     }
 
     async fn write(&self, name: &LeaseName, expect: &Precondition, record: &LeaseRecord) -> Result<CasOutcome> {
-        if !row::capabilities(self.fenced).takes(expect) {
+        // What this store's write handles, all of it before anything is sent.
+        if !matches!(
+            expect,
+            Precondition::Absent | Precondition::Version(_) | Precondition::Claimable
+        ) {
             return Err(leasehold_core::store::not_taken("a ShedLock table", expect));
         }
         row::check_name(self.name_len, name)?;
