@@ -172,6 +172,15 @@ fn rec(h: &str, token: u64, ttl_ms: u64) -> LeaseRecord {
     LeaseRecord::held(holder(h), FencingToken::new(token), ttl(ttl_ms))
 }
 
+/// Asserts that the corrupt record under `name` still reads as corrupt after `what`.
+async fn still_corrupt(store: &dyn CasStore, name: &LeaseName, what: &str) {
+    let read = store.read(name).await;
+    assert!(
+        matches!(read, Err(Error::CorruptRecord { .. })),
+        "{what} changed the corrupt record: it now reads {read:?}"
+    );
+}
+
 fn client(store: Arc<dyn CasStore>) -> LeaseClient {
     LeaseClient::efficiency_only(store, ClientConfig::default()).unwrap_or_else(|e| panic!("client: {e}"))
 }
@@ -402,10 +411,7 @@ pub async fn expire_checks_version_and_changes_nothing_else(f: &dyn Fixture) {
         Ok(ExpireOutcome::Conflict(Current::Unknown)) if !store.capabilities().conflict_returns_current => {}
         other => panic!("expire of a corrupt record gave {other:?}, not CorruptRecord"),
     }
-    assert!(
-        matches!(store.read(&corrupt).await, Err(Error::CorruptRecord { .. })),
-        "expire changed the corrupt record"
-    );
+    still_corrupt(&*store, &corrupt, "expire").await;
 }
 
 /// Delete applies only on the current version; versions are not reused after it.
@@ -689,10 +695,7 @@ pub async fn corrupt_record_is_an_error_never_a_grant(f: &dyn Fixture) {
         Ok(AcquireOutcome::Granted(l)) => panic!("a corrupt record was granted: {l:?}"),
         other => panic!("acquiring a corrupt record gave {other:?}, not CorruptRecord"),
     }
-    assert!(
-        matches!(store.read(&name).await, Err(Error::CorruptRecord { .. })),
-        "the corrupt record was overwritten"
-    );
+    still_corrupt(&*store, &name, "an acquire").await;
 }
 
 /// [`Precondition::Vacant`] ([`crate::store::Capabilities::claims_vacant`]) writes where
@@ -753,10 +756,7 @@ pub async fn vacant_claims_only_a_free_record(f: &dyn Fixture) {
         Ok(CasOutcome::Conflict(Current::Unknown)) if !store.capabilities().conflict_returns_current => {}
         other => panic!("Vacant on a corrupt record gave {other:?}, not CorruptRecord"),
     }
-    assert!(
-        matches!(store.read(&bad).await, Err(Error::CorruptRecord { .. })),
-        "the corrupt record was overwritten"
-    );
+    still_corrupt(&*store, &bad, "a Vacant claim").await;
 }
 
 /// A write on a precondition the store's capabilities rule out
