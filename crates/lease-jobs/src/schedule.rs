@@ -107,7 +107,9 @@ impl Schedule {
     /// `croner` crate.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] for an expression croner rejects.
+    /// [`Error::InvalidInput`] for an expression croner rejects, or one that no time
+    /// after now matches (`0 0 30 2 *`, or a year field in the past): its job would
+    /// never run.
     pub fn cron(expr: &str) -> Result<Self> {
         Self::cron_zoned(expr, Tz::UTC)
     }
@@ -144,8 +146,8 @@ impl Schedule {
     /// ```
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] for an expression croner rejects, or a zone the IANA
-    /// database does not name.
+    /// [`Error::InvalidInput`] for an expression croner rejects or no time after now
+    /// matches (as [`Schedule::cron`]), or a zone the IANA database does not name.
     pub fn cron_in(expr: &str, zone: &str) -> Result<Self> {
         let tz = zone
             .parse::<Tz>()
@@ -157,6 +159,16 @@ impl Schedule {
         let cron = CronParser::new()
             .parse(expr)
             .map_err(|e| Error::invalid("cron expression", format!("{expr:?}: {e}")))?;
+        // A job that would never run is a mistake to say now, not a silence to find later
+        // (`0 0 30 2 *`: February has no 30th; a year field in the past). croner
+        // searches far ahead before it gives up: once here, not on every pass.
+        let now = Utc::now().with_timezone(&zone);
+        if cron.find_next_occurrence(&now, false).is_err() {
+            return Err(Error::invalid(
+                "cron expression",
+                format!("{expr:?} never fires: no time after now matches it"),
+            ));
+        }
         Ok(Self(Kind::Cron {
             cron: Box::new(cron),
             expr: expr.to_owned(),
@@ -190,7 +202,8 @@ impl Schedule {
     }
 
     /// The first slot strictly after `after_ms` (Unix ms), or `None` if there is none
-    /// (a cron expression that never fires again).
+    /// (a cron expression whose year field has passed, or a time beyond what croner
+    /// searches).
     pub fn next_after(&self, after_ms: u64) -> Option<Slot> {
         match &self.0 {
             Kind::Every { interval_ms, offset_ms } => {
@@ -421,6 +434,16 @@ mod tests {
             }
         }
         assert!(Schedule::cron("61 * * * *").is_err());
+        // Valid fields that no date matches, or only past ones: the job would never run.
+        for never in ["0 0 30 2 *", "0 0 31 4 *", "0 0 0 1 1 * 2020"] {
+            match Schedule::cron(never) {
+                Err(Error::InvalidInput { reason, .. }) => assert!(reason.contains("never fires"), "{never}: {reason}"),
+                other => panic!("{never:?}: {other:?}"),
+            }
+        }
+        // Rare is not never: 29 February, and the 31st or a Monday (either matches).
+        assert!(Schedule::cron("0 0 29 2 *").is_ok());
+        assert!(Schedule::cron("0 0 31 2 1").is_ok());
         assert!(Schedule::cron("not cron").is_err());
         assert!(Schedule::every(Duration::ZERO).is_err());
         assert!(Schedule::every(Duration::from_micros(1500)).is_err());
