@@ -78,13 +78,21 @@ impl LossCause {
     }
 }
 
+/// Words that fit in a sentence ("lost the lease: {cause}"); [`LossCause::label`] is the
+/// metric label.
 impl fmt::Display for LossCause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Self::Expired => f.write_str("expired"),
             Self::TakenOver { holder: Some(h), token } => write!(f, "taken over by {h} with token {token}"),
+            Self::TakenOver { holder: None, token } => write!(f, "taken over by someone else with token {token}"),
+            Self::StoreUnreachable => f.write_str("the store did not answer its renewals in time"),
+            Self::OutcomeUnknown => f.write_str("the outcome of its renewals stayed unknown until its deadline"),
             Self::StoreError(e) => write!(f, "store error: {e}"),
+            Self::Released => f.write_str("released"),
             Self::ReleasedByOther => f.write_str("released by someone else"),
-            other => f.write_str(other.label()),
+            Self::MaxHoldReached => f.write_str("its maximum hold was reached"),
+            Self::DriverStopped => f.write_str("its renewal driver stopped (the runtime it ran on shut down)"),
         }
     }
 }
@@ -351,6 +359,36 @@ impl Drop for Lease {
                     }
                 });
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every cause reads as words in a sentence, never as its metric label.
+    #[test]
+    fn every_loss_cause_displays_as_words() {
+        let token = FencingToken::new(7);
+        let causes = [
+            LossCause::Expired,
+            LossCause::TakenOver { holder: None, token },
+            LossCause::TakenOver {
+                holder: Some(HolderId::new("h#1").expect("holder")),
+                token,
+            },
+            LossCause::StoreUnreachable,
+            LossCause::OutcomeUnknown,
+            LossCause::StoreError("corrupt record".into()),
+            LossCause::Released,
+            LossCause::ReleasedByOther,
+            LossCause::MaxHoldReached,
+            LossCause::DriverStopped,
+        ];
+        for cause in &causes {
+            let text = cause.to_string();
+            assert!(!text.is_empty() && !text.contains('_'), "{cause:?}: {text}");
         }
     }
 }

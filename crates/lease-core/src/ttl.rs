@@ -38,7 +38,10 @@ impl Ttl {
             ));
         }
         if ttl > Self::MAX {
-            return Err(Error::invalid("ttl", format!("{ttl:?} is longer than {:?}", Self::MAX)));
+            return Err(Error::invalid(
+                "ttl",
+                format!("{ttl:?} is longer than {:?} (7 days)", Self::MAX),
+            ));
         }
         if ttl.subsec_nanos() % 1_000_000 != 0 {
             return Err(Error::invalid("ttl", "must be a whole number of milliseconds"));

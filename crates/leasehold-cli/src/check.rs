@@ -40,6 +40,8 @@ pub(crate) async fn check(url: &StoreUrl, args: &CheckArgs) -> Result<u8, CliErr
         .map_err(|e| CliError::from_lease("holder label", &e))?;
     let mut options = OpenOptions::with_client(config);
     options.provision = args.create;
+    // Without --create, a missing SQLite file is missing setup, as a missing table is.
+    options.create_sqlite_file = false;
     let setup = if args.create {
         "set up (created if missing)"
     } else {

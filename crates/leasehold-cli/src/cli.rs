@@ -8,9 +8,13 @@ use clap::{Args, Parser, Subcommand};
 use crate::error::report;
 use crate::exit;
 
-/// Leases and fencing tokens from the command line, on any leasehold store.
+/// Leases and fencing tokens from the command line: run a command under a fenced lease on
+/// SQLite, Postgres, MySQL/MariaDB, etcd, ZooKeeper, Redis, DynamoDB or S3; show, list or
+/// release leases; run a command while leading an election, and watch who leads.
+// The about is this doc comment, not the package's description: that one is written for
+// crates.io, and the store list here must match the URLs below.
 #[derive(Debug, Parser)]
-#[command(name = "leasehold", version, about, after_help = STORE_HELP)]
+#[command(name = "leasehold", version, after_help = STORE_HELP)]
 pub(crate) struct Cli {
     /// The store, as one URL: sqlite:PATH, postgres://…, mysql://…, etcd://HOST:PORT,…, zookeeper://HOST:PORT,…[/ROOT], redis://…,
     /// dynamodb://TABLE?region=…&endpoint=…, s3://BUCKET/PREFIX?region=…&endpoint=…
@@ -59,10 +63,40 @@ pub(crate) enum Command {
     Observe(ObserveArgs),
 }
 
+/// What a lease name may be, as [`leasehold::LeaseName::new`] checks it: one text for
+/// every subcommand's help (a macro, as `concat!` takes only literals).
+macro_rules! name_rule {
+    () => {
+        "1 to 200 bytes of ASCII letters, digits and - _ . : / @ = #, not starting or ending \
+         with /, without an empty, . or .. segment between /s"
+    };
+}
+
+/// How `run` and `elect` (`$sub`) take a name starting with `-` (the command after `--`
+/// leaves no other way to end the options first): see [`dashed_name`].
+macro_rules! hyphen_name {
+    ($sub:literal) => {
+        concat!(
+            " A name starting with one - is given as is, as in '",
+            $sub,
+            " -x -- CMD', unless it is an option of ",
+            $sub,
+            "'s own (-h); one starting with -- is refused, as a mistyped option."
+        )
+    };
+}
+
 /// `leasehold run`.
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
-    /// The lease name (letters, digits and - _ . : / @ = #).
+    /// The lease name.
+    // Hyphen values for a name such as `-x`: options of `run` itself (`--ttl`) are still
+    // taken as options, before or after the name.
+    #[arg(
+        help = concat!("The lease name: ", name_rule!(), ".", hyphen_name!("run")),
+        allow_hyphen_values = true,
+        value_parser = dashed_name
+    )]
     pub(crate) name: String,
     /// Wait as long as it takes for the lease (default: try once).
     #[arg(long, conflicts_with = "timeout")]
@@ -78,17 +112,21 @@ pub(crate) struct RunArgs {
 /// What `run` and `elect` share: the tenure's TTL, the grace on loss, the command.
 #[derive(Debug, Args)]
 pub(crate) struct HeldArgs {
-    /// How long the lease lasts without renewal; it is renewed in the background.
+    /// How long the lease lasts without renewal; it is renewed in the background. At
+    /// least 1s (a renewal late by more than what is left of the lease loses it).
     #[arg(long, default_value = "30s", value_parser = duration)]
     pub(crate) ttl: Duration,
     /// After the lease is lost, how long the command has between SIGTERM and SIGKILL;
-    /// as long for what it left running in its process group when it exited. Under 45%
-    /// of the TTL: the lease counts as lost this much earlier, so that the command is
+    /// as long for what it left running in its process group when it exited. At most
+    /// 44.9% of the TTL: the lease counts as lost this much earlier, so that the command is
     /// stopped before the lease can expire on the store (default: 5s or a sixth of the
     /// TTL, whichever is shorter).
     #[arg(long, value_parser = duration)]
     pub(crate) grace: Option<Duration>,
-    /// The command and its arguments (after `--`).
+    /// The command and its arguments (after `--`). It gets LEASEHOLD_TOKEN, LEASEHOLD_NAME
+    /// and LEASEHOLD_HOLDER in its environment, and runs in a process group of its own,
+    /// which gets the SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2 and SIGALRM sent
+    /// to leasehold (a signal ends the tenure only by ending the command).
     #[arg(required = true, last = true, value_name = "CMD")]
     pub(crate) command: Vec<String>,
 }
@@ -97,6 +135,7 @@ pub(crate) struct HeldArgs {
 #[derive(Debug, Args)]
 pub(crate) struct ShowArgs {
     /// The lease name.
+    #[arg(help = concat!("The lease name: ", name_rule!(), "."))]
     pub(crate) name: String,
     /// Print one JSON object instead of a table.
     #[arg(long)]
@@ -143,6 +182,7 @@ pub(crate) struct ReleaseArgs {
     #[arg(long, required = true)]
     pub(crate) force: bool,
     /// The lease name.
+    #[arg(help = concat!("The lease name: ", name_rule!(), "."))]
     pub(crate) name: String,
 }
 
@@ -150,6 +190,11 @@ pub(crate) struct ReleaseArgs {
 #[derive(Debug, Args)]
 pub(crate) struct ElectArgs {
     /// The election name (a lease name).
+    #[arg(
+        help = concat!("The election name, a lease name: ", name_rule!(), ".", hyphen_name!("elect")),
+        allow_hyphen_values = true,
+        value_parser = dashed_name
+    )]
     pub(crate) name: String,
     /// Campaign at most this long (default: as long as it takes).
     #[arg(long, value_parser = duration)]
@@ -163,6 +208,7 @@ pub(crate) struct ElectArgs {
 #[derive(Debug, Args)]
 pub(crate) struct ObserveArgs {
     /// The election name (a lease name).
+    #[arg(help = concat!("The election name, a lease name: ", name_rule!(), "."))]
     pub(crate) name: String,
     /// Print one JSON object per line instead of text.
     #[arg(long)]
@@ -176,6 +222,16 @@ pub(crate) struct ObserveArgs {
     /// deletes only; a tenure shorter than this may go unseen on all five.
     #[arg(long, default_value = "1s", value_parser = duration)]
     pub(crate) interval: Duration,
+}
+
+/// The name of `run` or `elect`, which takes values starting with `-`: one starting with
+/// `--` is refused, since it is far more likely an unknown option in place of a missing
+/// name (`run --wiat -- job`) than a name, and would otherwise run the job under it.
+fn dashed_name(s: &str) -> Result<String, String> {
+    if s.starts_with("--") {
+        return Err("an unknown option where the name is due (a name starting with -- is refused here)".into());
+    }
+    Ok(s.to_owned())
 }
 
 /// A duration in humantime form: `300ms`, `30s`, `1m 30s`, `2h`.
@@ -232,5 +288,52 @@ pub(crate) fn clap_exit(e: &clap::Error) -> ExitCode {
             report(&format!("{first} (see leasehold --help)"));
             ExitCode::from(exit::USAGE)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory as _;
+
+    /// The name rule the help states is the one the library checks: its length limit, and
+    /// exactly the ASCII characters it lists; a non-ASCII letter is refused.
+    #[test]
+    fn the_name_rule_in_the_help_is_the_librarys() {
+        let rule = name_rule!();
+        assert!(
+            rule.starts_with(&format!("1 to {} bytes", leasehold::MAX_NAME_LEN)),
+            "{rule}"
+        );
+        assert!(leasehold::LeaseName::new("a".repeat(leasehold::MAX_NAME_LEN)).is_ok());
+        assert!(leasehold::LeaseName::new("a".repeat(leasehold::MAX_NAME_LEN + 1)).is_err());
+        let listed = rule
+            .split_once("digits and ")
+            .and_then(|(_, rest)| rest.split_once(','))
+            .map(|(chars, _)| chars)
+            .expect("the characters listed");
+        for c in (0x21..0x7f).map(char::from).filter(|c| !c.is_ascii_alphanumeric()) {
+            let allowed = leasehold::LeaseName::new(format!("a{c}b")).is_ok();
+            assert_eq!(allowed, listed.split(' ').any(|l| l == c.to_string()), "{c:?}: {rule}");
+        }
+        assert!(leasehold::LeaseName::new("ü").is_err());
+    }
+
+    /// `--grace`'s help says the share of the TTL the check allows: a grace of 44.9% of
+    /// it passes, one a little longer does not.
+    #[test]
+    fn the_grace_help_says_the_limit_the_check_applies() {
+        let cli = Cli::command();
+        let run = cli.find_subcommand("run").expect("run");
+        let grace = run.get_arguments().find(|a| a.get_id() == "grace").expect("--grace");
+        let text = grace.get_help().map(ToString::to_string).unwrap_or_default();
+        assert!(text.contains("At most 44.9% of the TTL"), "{text}");
+        let held = |grace_ms| HeldArgs {
+            ttl: Duration::from_secs(1000),
+            grace: Some(Duration::from_millis(grace_ms)),
+            command: vec!["true".into()],
+        };
+        assert!(crate::grace::grace_and_margin(&held(449_000)).is_ok());
+        assert!(crate::grace::grace_and_margin(&held(449_001)).is_err());
     }
 }

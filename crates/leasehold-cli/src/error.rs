@@ -71,6 +71,11 @@ impl CliError {
         // The library's messages already carry what their sources said.
         let message = format!("{what}: {e}");
         match e {
+            // The command's name for what was wrong (a flag such as `--interval`, or
+            // the library's own word) says it once, not the library's field name after it.
+            leasehold::Error::InvalidInput { what: field, reason } if what.starts_with("--") || what == *field => {
+                Self::Usage(format!("{what}: {reason}"))
+            }
             leasehold::Error::InvalidInput { .. } => Self::Usage(message),
             leasehold::Error::Timeout { last_error: None, .. } => Self::Held(message),
             // One process per lease: `leasehold` never asks twice for a name it holds.

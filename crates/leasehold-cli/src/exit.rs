@@ -54,12 +54,13 @@ pub(crate) const TABLE: &str = "\
 Exit codes:
   N      run, elect: the command's own exit code, passed through (128+N if killed by signal N;
          killed by SIGHUP, SIGINT or SIGTERM, leasehold then ends by that signal too)
-  128+N  run, elect: signal N came before the command started (SIGHUP, SIGINT, SIGTERM: leasehold
-         ends by that signal)
+  128+N  run, elect: signal N (SIGHUP, SIGINT, SIGQUIT, SIGTERM) came before the command started
+         (SIGHUP, SIGINT, SIGTERM: leasehold ends by that signal)
   0      show, list, release, stores check: done; observe: stopped by SIGINT/SIGTERM, or --count lines printed;
          and for them all when stdout's reader went away (a closed pipe: 'leasehold list | head -1')
   64     bad usage: unknown option, no subcommand, bad store URL, invalid lease name, TTL or duration,
-         a --grace the TTL cannot hold, --count 0; no --store with neither XDG_DATA_HOME nor HOME set
+         a TTL under 1s for run or elect, a --grace the TTL cannot hold, --count 0; no --store with
+         neither XDG_DATA_HOME nor HOME set (to an absolute path); two different URLs for stores check
   69     store error: unreachable, no answer in time, not set up, corrupt record, cannot list; also a
          --timeout that ran out while the store kept failing; and what leasehold could not set up for
          itself (its runtime, its signal handlers, the default store's directory)

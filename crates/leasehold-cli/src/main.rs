@@ -85,11 +85,27 @@ fn main() -> ExitCode {
 
 /// Runs the subcommand; its exit code, or the error that ended it.
 async fn dispatch(cli: Cli) -> Result<u8, CliError> {
+    let store = given_store(cli.store.as_deref());
     if let Command::Stores(StoresCommand::Check(args)) = &cli.command {
-        let url = resolve_store(args.url.as_deref().or(cli.store.as_deref()))?;
+        // The argument names the store checked, over LEASEHOLD_STORE; with a different
+        // --store as well, which one was meant is not known.
+        let from_env = std::env::var("LEASEHOLD_STORE").ok();
+        let url = match (args.url.as_deref(), store) {
+            (Some(a), Some(b)) if a.trim() != b.trim() && from_env.as_deref() != Some(b) => {
+                return Err(CliError::Usage(format!(
+                    "two stores named: '{}' and --store '{}'; give one",
+                    leasehold::url::redact(a),
+                    leasehold::url::redact(b)
+                )));
+            }
+            (given, store) => resolve_store(given.or(store), args.create)?,
+        };
         return check::check(&url, args).await;
     }
-    let url = resolve_store(cli.store.as_deref())?;
+    // Only the commands that hold a lease create the default store's file (and its
+    // directory); the others find it or say it is missing.
+    let creates = matches!(cli.command, Command::Run(_) | Command::Elect(_));
+    let url = resolve_store(store, creates)?;
     match cli.command {
         Command::Run(args) => run::run(&url, args).await,
         Command::Show(args) => show::show(&url, args).await,
@@ -101,14 +117,24 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
     }
 }
 
-/// The store URL given, or the default SQLite file (its directory created).
-fn resolve_store(given: Option<&str>) -> Result<StoreUrl, CliError> {
+/// The store URL given with `--store` or in `LEASEHOLD_STORE`; an empty
+/// `LEASEHOLD_STORE` counts as unset, as shells' `${X:-}` leaves it.
+fn given_store(flag: Option<&str>) -> Option<&str> {
+    let empty_env = std::env::var_os("LEASEHOLD_STORE").is_some_and(|v| v.is_empty());
+    flag.filter(|s| !(s.is_empty() && empty_env))
+}
+
+/// The store URL given, or the default SQLite file (its directory created if `create`).
+fn resolve_store(given: Option<&str>, create: bool) -> Result<StoreUrl, CliError> {
     let url = match given {
         Some(raw) => StoreUrl::parse(raw).map_err(|e| CliError::Usage(e.to_string()))?,
         None => {
-            let path = leasehold::url::default_sqlite_path()
-                .ok_or_else(|| CliError::Usage("no --store given, and neither XDG_DATA_HOME nor HOME is set".into()))?;
-            if let Some(dir) = path.parent() {
+            let path = leasehold::url::default_sqlite_path().ok_or_else(|| {
+                CliError::Usage(
+                    "no --store given, and neither XDG_DATA_HOME nor HOME is set to an absolute path".into(),
+                )
+            })?;
+            if let (true, Some(dir)) = (create, path.parent()) {
                 std::fs::create_dir_all(dir)
                     .map_err(|e| CliError::Store(format!("cannot create {}: {e}", dir.display())))?;
             }

@@ -14,26 +14,47 @@ use crate::{grace, holder};
 /// The longest opening a store may take (connecting, checking its table or bucket).
 pub(crate) const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Opens the store at `url` and a lease client on it, whose holder ids start with
-/// `label`. Redis gives an efficiency-only client (by its grade).
+/// The shortest TTL of a command's tenure (`run`, `elect`). The library takes leases
+/// down to 10 ms, but a lease is lost, and its command stopped, as soon as a renewal is
+/// late by more than what is left of it: on a loaded host, a SQLite file's fsync or a
+/// network store's round trip, a process swapped out, make that likely at tens of
+/// milliseconds (a `sleep 3` under `--ttl 10ms` lost its lease in 5 runs of 5, under
+/// `30ms` in 2 of 5, on a 2-core host beside a torture run), and a command started from
+/// a shell gains nothing from a shorter lease.
+pub(crate) const MIN_TTL: Duration = Duration::from_secs(1);
+
+/// Opens the store at `url`, as it is, and a lease client on it whose holder ids start
+/// with `label`: what the commands that only read or release leases open. Nothing is
+/// created, a SQLite file no more than a server's table: a mistyped path is an error,
+/// not a new, empty database where no lease is held. Redis gives an efficiency-only
+/// client (by its grade).
 ///
 /// # Errors
 /// [`CliError::Usage`] for a URL the store's driver refuses, [`CliError::Store`] when
 /// the store cannot be reached within [`OPEN_TIMEOUT`] or is not set up (a missing
-/// table, bucket or root znode: the message says to run `stores check --create`).
+/// table, bucket, root znode or SQLite file: the message says to run
+/// `stores check --create`).
 pub(crate) async fn open(url: &StoreUrl, label: &str) -> Result<LeaseClient, CliError> {
-    open_with(url, ClientConfig::builder().label(label)).await
+    open_with(url, ClientConfig::builder().label(label), false).await
 }
 
-/// Opens the store at `url` and a lease client of `config` on it, as [`open`] does.
+/// Opens the store at `url` and a lease client of `config` on it, as [`open`] does,
+/// but creating a SQLite file and its table that are missing when `create_sqlite_file`
+/// (what `run` and `elect` do: SQLite is the zero-setup store).
 ///
 /// # Errors
 /// As [`open`], and [`CliError::Usage`] for a configuration the client refuses.
-pub(crate) async fn open_with(url: &StoreUrl, config: ClientConfigBuilder) -> Result<LeaseClient, CliError> {
+async fn open_with(
+    url: &StoreUrl,
+    config: ClientConfigBuilder,
+    create_sqlite_file: bool,
+) -> Result<LeaseClient, CliError> {
     let config = config
         .build()
         .map_err(|e| CliError::from_lease("client configuration", &e))?;
-    let opened = tokio::time::timeout(OPEN_TIMEOUT, url.open(&OpenOptions::with_client(config))).await;
+    let mut options = OpenOptions::with_client(config);
+    options.create_sqlite_file = create_sqlite_file;
+    let opened = tokio::time::timeout(OPEN_TIMEOUT, url.open(&options)).await;
     match opened {
         Ok(Ok(client)) => Ok(client),
         Ok(Err(leasehold::Error::InvalidInput {
@@ -62,7 +83,8 @@ pub(crate) struct Held {
     pub(crate) client: LeaseClient,
     /// The command's grace between SIGTERM and SIGKILL.
     pub(crate) grace: Duration,
-    /// SIGHUP, SIGINT, SIGQUIT, SIGTERM (and SIGTSTP), handled.
+    /// SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM (and SIGTSTP),
+    /// handled.
     pub(crate) signals: Signals,
 }
 
@@ -74,12 +96,20 @@ pub(crate) struct Held {
 /// [`CliError::Usage`] for a bad TTL or a grace the TTL cannot hold; as [`open`]; and
 /// [`CliError::Signalled`] for a signal meanwhile.
 pub(crate) async fn open_held(url: &StoreUrl, held: &HeldArgs, what: &str) -> Result<Held, CliError> {
+    if held.ttl < MIN_TTL {
+        return Err(CliError::Usage(format!(
+            "--ttl {} is too short for a command's lease: at least {} (a renewal late by more \
+             than what is left of the lease loses it, and stops the command)",
+            humantime::format_duration(held.ttl),
+            humantime::format_duration(MIN_TTL)
+        )));
+    }
     Ttl::new(held.ttl).map_err(|e| CliError::from_lease("--ttl", &e))?;
     let (grace, margin) = grace::grace_and_margin(held)?;
     let mut signals = Signals::for_command()?;
     let config = ClientConfig::builder().label(holder::label()).margin_permille(margin);
     let client = tokio::select! {
-        client = open_with(url, config) => client?,
+        client = open_with(url, config, true) => client?,
         sig = signals.next() => return Err(sig.ended(what)),
     };
     Ok(Held { client, grace, signals })

@@ -2,9 +2,12 @@
 //! share.
 //!
 //! The command gets `LEASEHOLD_TOKEN`, `LEASEHOLD_NAME` and `LEASEHOLD_HOLDER`, and runs
-//! in a process group of its own: SIGHUP, SIGINT, SIGQUIT and SIGTERM are forwarded to
-//! the whole group (as `timeout(1)` does), and so are the signals that stop it, so a
-//! pipeline or a background job the command started is stopped with it; and:
+//! in a process group of its own: SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2 and
+//! SIGALRM are forwarded to the whole group (as `timeout(1)` does), and so are the
+//! signals that stop it, so a pipeline or a background job the command started is
+//! stopped with it. A forwarded signal ends nothing by itself: the tenure lasts until the
+//! command exits (one that ignores SIGTERM, or reopens its logs on SIGUSR1, runs on,
+//! renewed); and:
 //! - when the command exits, whatever it left running in its group is stopped (SIGTERM,
 //!   SIGKILL after the grace; one line on stderr says so), then the tenure ends
 //!   (release, resignation) and the exit code is the command's (128 + N if signal N
@@ -27,7 +30,7 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 use leasehold::election::Leadership;
-use leasehold::{Lease, LeaseClient, LeaseName};
+use leasehold::{FencingToken, Lease, LeaseClient, LeaseName, LossCause};
 use rustix::process::{Pid, Signal};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{Signal as Stream, SignalKind, signal};
@@ -124,7 +127,8 @@ pub(crate) async fn supervise(
                 end_once_gone(tenure, stopped.gone).await;
                 return Ok(if stopped.lost { exit::LOST } else { code });
             }
-            sig = signals.next() => {
+            // Every one handled, SIGUSR1 too: the command decides what it means.
+            sig = signals.next_to_forward() => {
                 if let Some(group) = group {
                     forward(group, sig.signal());
                 }
@@ -132,12 +136,7 @@ pub(crate) async fn supervise(
         }
     };
     // The one line saying why, before the command is stopped.
-    report(&format!(
-        "lost {} (token {}) while the command ran: {cause}; stopping it (SIGTERM, SIGKILL after {})",
-        tenure.what(),
-        tenure.lease().token(),
-        humantime::format_duration(grace)
-    ));
+    report(&lost_line(&tenure.what(), tenure.lease().token(), &cause, grace));
     let gone = match group {
         Some(group) => stop(&mut child, group, grace).await,
         None => {
@@ -160,7 +159,7 @@ async fn stop_leftovers(child: &mut Child, group: Pid, grace: Duration, tenure: 
     report(&format!(
         "the command exited, leaving processes of its group running; stopping them \
          (SIGTERM, SIGKILL after {}) before releasing {}",
-        humantime::format_duration(grace),
+        shown(grace),
         tenure.what()
     ));
     let stopping = stop(child, group, grace);
@@ -179,6 +178,23 @@ async fn stop_leftovers(child: &mut Child, group: Pid, grace: Duration, tenure: 
             }
         }
     }
+}
+
+/// The line saying that `what` (token `token`) was lost while its command ran, why, and
+/// how the command is stopped.
+fn lost_line(what: &str, token: FencingToken, cause: &LossCause, grace: Duration) -> String {
+    format!(
+        "lost {what} (token {token}) while the command ran: {cause}; stopping it (SIGTERM, SIGKILL after {})",
+        shown(grace)
+    )
+}
+
+/// `d` for a message, to the millisecond: a computed grace (a sixth of the TTL) would
+/// otherwise print as `1s 666ms 666us 666ns`. A nonzero `d` shows as 1ms at least.
+fn shown(d: Duration) -> humantime::FormattedDuration {
+    let ms = u64::try_from((d.as_nanos() + 500_000) / 1_000_000).unwrap_or(u64::MAX);
+    let ms = if ms == 0 && !d.is_zero() { 1 } else { ms };
+    humantime::format_duration(Duration::from_millis(ms))
 }
 
 /// How the stop of what an exited command left running ended.
@@ -261,7 +277,7 @@ async fn end_once_gone(tenure: impl Tenure, gone: bool) {
         "a process of the command or its group still runs {} after SIGKILL (in uninterruptible \
          sleep, or one leasehold may not signal); {} is not released: if the store still names \
          this holder, it expires there on its own",
-        humantime::format_duration(KILL_WAIT),
+        shown(KILL_WAIT),
         tenure.what()
     ));
     // Not dropped: that would release it. The renewal driver stops when the process
@@ -404,7 +420,8 @@ fn exit_code(status: ExitStatus) -> u8 {
     exit::SIGNAL_BASE.saturating_add(signal)
 }
 
-/// A signal forwarded to the command (or, before it starts, one that ends the wait).
+/// A signal forwarded to the command. Before it starts, the first four end the wait
+/// ([`Signals::next`]); the others are ignored then, as nobody is there to get them.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Forwarded {
     /// SIGHUP (the terminal hung up).
@@ -415,6 +432,12 @@ pub(crate) enum Forwarded {
     Quit,
     /// SIGTERM.
     Terminate,
+    /// SIGUSR1 (for many daemons: reopen the logs).
+    User1,
+    /// SIGUSR2.
+    User2,
+    /// SIGALRM.
+    Alarm,
 }
 
 impl Forwarded {
@@ -425,6 +448,9 @@ impl Forwarded {
             Self::Interrupt => Signal::INT,
             Self::Quit => Signal::QUIT,
             Self::Terminate => Signal::TERM,
+            Self::User1 => Signal::USR1,
+            Self::User2 => Signal::USR2,
+            Self::Alarm => Signal::ALARM,
         }
     }
 
@@ -440,7 +466,16 @@ impl Forwarded {
             Self::Interrupt => "SIGINT",
             Self::Quit => "SIGQUIT",
             Self::Terminate => "SIGTERM",
+            Self::User1 => "SIGUSR1",
+            Self::User2 => "SIGUSR2",
+            Self::Alarm => "SIGALRM",
         }
+    }
+
+    /// Whether it ends a wait for the tenure (or for a store): the signals that ask a
+    /// process to end. SIGUSR1, SIGUSR2 and SIGALRM do not: they are for the command.
+    fn ends_wait(self) -> bool {
+        matches!(self, Self::Hangup | Self::Interrupt | Self::Quit | Self::Terminate)
     }
 
     /// The error of a wait this signal ended.
@@ -452,14 +487,25 @@ impl Forwarded {
     }
 }
 
-/// The streams of the signals handled: SIGINT and SIGTERM always; SIGHUP, SIGQUIT and
-/// SIGTSTP for a command ([`Signals::for_command`]).
+/// The streams of the signals handled: SIGINT and SIGTERM always; SIGHUP, SIGQUIT,
+/// SIGUSR1, SIGUSR2, SIGALRM and SIGTSTP for a command ([`Signals::for_command`]).
 pub(crate) struct Signals {
     interrupt: Stream,
     terminate: Stream,
     hangup: Option<Stream>,
     quit: Option<Stream>,
+    user1: Option<Stream>,
+    user2: Option<Stream>,
+    alarm: Option<Stream>,
     suspend: Option<Stream>,
+}
+
+/// A signal received, before it is acted on.
+enum Received {
+    /// One forwarded to the command.
+    Forwarded(Forwarded),
+    /// SIGTSTP, always ignored.
+    Suspend,
 }
 
 impl Signals {
@@ -473,17 +519,24 @@ impl Signals {
             terminate: install(SignalKind::terminate())?,
             hangup: None,
             quit: None,
+            user1: None,
+            user2: None,
+            alarm: None,
             suspend: None,
         })
     }
 
     /// Handles, from now on, what `run` and `elect` forward to their command (SIGHUP,
-    /// SIGINT, SIGQUIT, SIGTERM; before the command starts, each ends the wait), and
-    /// SIGTSTP, which is ignored with one line on stderr: this process is never
-    /// suspended by it, while it waits for a tenure or its command holds one, as its
-    /// renewals would stop. (The handlers are the process's own: the command starts
-    /// with the default ones. SIGTTIN and SIGTTOU are left alone: `leasehold` never
-    /// reads the terminal, and writes to it only its one-line messages.)
+    /// SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM: [`Signals::next_to_forward`];
+    /// before the command starts, the first four end the wait and the other three are
+    /// ignored with one line on stderr: [`Signals::next`]), and SIGTSTP, which is ignored
+    /// with one line on stderr: this process is never suspended by it, while it waits
+    /// for a tenure or its command holds one, as its renewals would stop. Unhandled, the
+    /// default action of SIGUSR1, SIGUSR2 and SIGALRM would end this process without a
+    /// release, and leave what the command started running. (The handlers are the
+    /// process's own: the command starts with the default ones. SIGTTIN and SIGTTOU are
+    /// left alone: `leasehold` never reads the terminal, and writes to it only its
+    /// one-line messages.)
     ///
     /// # Errors
     /// [`CliError::Store`] when the handlers cannot be installed.
@@ -491,26 +544,61 @@ impl Signals {
         Ok(Self {
             hangup: Some(install(SignalKind::hangup())?),
             quit: Some(install(SignalKind::quit())?),
+            user1: Some(install(SignalKind::user_defined1())?),
+            user2: Some(install(SignalKind::user_defined2())?),
+            alarm: Some(install(SignalKind::alarm())?),
             suspend: Some(install(SignalKind::from_raw(Signal::TSTP.as_raw()))?),
             ..Self::new()?
         })
     }
 
-    /// The next signal received to act on (SIGTSTP is reported and ignored here).
+    /// The next signal received that ends a wait (SIGHUP, SIGINT, SIGQUIT, SIGTERM);
+    /// SIGTSTP, and SIGUSR1, SIGUSR2 and SIGALRM (no command runs yet to get them), are
+    /// reported and ignored here.
     pub(crate) async fn next(&mut self) -> Forwarded {
         loop {
-            tokio::select! {
-                _ = self.interrupt.recv() => return Forwarded::Interrupt,
-                _ = self.terminate.recv() => return Forwarded::Terminate,
-                Some(()) = recv(self.hangup.as_mut()) => return Forwarded::Hangup,
-                Some(()) = recv(self.quit.as_mut()) => return Forwarded::Quit,
-                Some(()) = recv(self.suspend.as_mut()) => report(
-                    "ignored SIGTSTP: leasehold cannot be suspended while its command holds (or it waits for) \
-                     a lease: its renewals would stop, and the lease expire with the command still running",
-                ),
+            match self.receive().await {
+                Received::Forwarded(sig) if sig.ends_wait() => return sig,
+                Received::Forwarded(sig) => {
+                    report(&format!("ignored {}: no command runs yet to forward it to", sig.name()))
+                }
+                Received::Suspend => report_suspend(),
             }
         }
     }
+
+    /// The next signal received to forward to the running command (SIGTSTP is reported
+    /// and ignored here).
+    async fn next_to_forward(&mut self) -> Forwarded {
+        loop {
+            match self.receive().await {
+                Received::Forwarded(sig) => return sig,
+                Received::Suspend => report_suspend(),
+            }
+        }
+    }
+
+    /// The next signal received, whatever it is.
+    async fn receive(&mut self) -> Received {
+        tokio::select! {
+            _ = self.interrupt.recv() => Received::Forwarded(Forwarded::Interrupt),
+            _ = self.terminate.recv() => Received::Forwarded(Forwarded::Terminate),
+            Some(()) = recv(self.hangup.as_mut()) => Received::Forwarded(Forwarded::Hangup),
+            Some(()) = recv(self.quit.as_mut()) => Received::Forwarded(Forwarded::Quit),
+            Some(()) = recv(self.user1.as_mut()) => Received::Forwarded(Forwarded::User1),
+            Some(()) = recv(self.user2.as_mut()) => Received::Forwarded(Forwarded::User2),
+            Some(()) = recv(self.alarm.as_mut()) => Received::Forwarded(Forwarded::Alarm),
+            Some(()) = recv(self.suspend.as_mut()) => Received::Suspend,
+        }
+    }
+}
+
+/// The one line saying SIGTSTP was ignored.
+fn report_suspend() {
+    report(
+        "ignored SIGTSTP: leasehold cannot be suspended while its command holds (or it waits for) \
+         a lease: its renewals would stop, and the lease expire with the command still running",
+    );
 }
 
 /// Installs the handler of `kind`: its stream.
@@ -559,5 +647,41 @@ mod tests {
         let lease = ours.acquire("gone", TTL).await.expect("acquire");
         end_once_gone(lease, true).await;
         assert!(!held(&other, "gone").await, "not released once the group had gone");
+    }
+
+    /// The line saying a lease was lost gives the cause in words (the library's
+    /// `Display`, not a metric label such as `outcome_unknown`) and the grace to the
+    /// millisecond.
+    #[test]
+    fn the_lost_line_says_the_cause_in_words_and_the_grace_in_milliseconds() {
+        let token = FencingToken::new(7);
+        // A sixth of a 10 s TTL, the default grace there.
+        let line = lost_line(
+            "lease x",
+            token,
+            &LossCause::OutcomeUnknown,
+            Duration::from_secs(10) / 6,
+        );
+        assert_eq!(
+            line,
+            "lost lease x (token 7) while the command ran: the outcome of its renewals stayed unknown \
+             until its deadline; stopping it (SIGTERM, SIGKILL after 1s 667ms)"
+        );
+    }
+
+    /// Durations in messages are rounded to the millisecond, a nonzero one to 1ms at
+    /// least.
+    #[test]
+    fn durations_are_shown_to_the_millisecond() {
+        for (nanos, text) in [
+            (1_666_666_666, "1s 667ms"),
+            (1_499_999, "1ms"),
+            (1_500_000, "2ms"),
+            (400, "1ms"),
+            (0, "0s"),
+            (5_000_000_000, "5s"),
+        ] {
+            assert_eq!(shown(Duration::from_nanos(nanos)).to_string(), text, "{nanos} ns");
+        }
     }
 }

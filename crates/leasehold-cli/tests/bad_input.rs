@@ -29,6 +29,8 @@ async fn bad_urls_are_usage_errors() {
         "nonsense",
         "ftp://example.com/x",
         "sqlite:",
+        "sqlite::memory:",
+        "sqlite:leases.db?mode=ro",
         "etcd://host-without-port",
         "etcd://h:99999",
         "dynamodb://t?colour=red",
@@ -59,6 +61,8 @@ async fn invalid_names_ttls_and_options_are_usage_errors() {
         &["run", "ok", "--ttl", "banana", "--", "true"],
         &["run", "ok", "--ttl", "1ms", "--", "true"],
         &["run", "ok", "--ttl", "30d", "--", "true"],
+        // Valid for the library, too short for a command (`open::MIN_TTL`).
+        &["run", "ok", "--ttl", "999ms", "--", "true"],
         &["run", "ok", "--timeout", "soon", "--", "true"],
         &["run", "ok", "--wait", "--timeout", "1s", "--", "true"],
         // A grace the TTL cannot hold: the command of a lost lease would outlive it.
@@ -72,6 +76,7 @@ async fn invalid_names_ttls_and_options_are_usage_errors() {
         &["show"],
         &["elect", "has space", "--", "true"],
         &["elect", "ok", "--ttl", "1ms", "--", "true"],
+        &["elect", "ok", "--ttl", "50ms", "--", "true"],
         &["elect", "ok", "--timeout", "soon", "--", "true"],
         &["elect", "ok"],
         &["observe", "a//b"],
@@ -168,6 +173,102 @@ async fn a_missing_zookeeper_root_says_how_to_create_it() {
     let root = format!("/cli-missing-{}", leasehold_testkit::unique_suffix());
     let url = format!("zookeeper://{}{root}", leasehold_testkit::zk_addr());
     missing_setup_is_created_as_told(&store, &url, &["list"], &root).await;
+}
+
+/// The commands that only read or release leases create no SQLite file: a mistyped path
+/// is a store error naming the missing file (not an empty database where nothing is
+/// held), and `stores check --create` creates it as told.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_sqlite_file_is_not_created_by_reading_commands() {
+    let store = Store::sqlite().await;
+    let path = store.file("typo.db");
+    let url = format!("sqlite:{}", path.display());
+    for args in [
+        &["show", "x"][..],
+        &["show", "x", "--json"],
+        &["list"],
+        &["release", "--force", "x"],
+        &["observe", "x", "--count", "1"],
+        &["stores", "check"],
+    ] {
+        let mut all = vec!["--store", url.as_str()];
+        all.extend_from_slice(args);
+        let err = expect(&store, &all, STORE).await;
+        assert!(err.contains("no database file at"), "{args:?}: {err}");
+        let left: Vec<_> = std::fs::read_dir(&store.dir)
+            .expect("test dir")
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|f| f.starts_with("typo"))
+            .collect();
+        assert!(left.is_empty(), "{args:?} created {left:?}");
+    }
+    missing_setup_is_created_as_told(&store, &url, &["show", "x"], "no database file at").await;
+}
+
+/// A SQLite file's journal mode and tables.
+async fn sqlite_state(conn: &mut leasehold::sqlite::sqlx::SqliteConnection) -> (String, Vec<String>) {
+    use leasehold::sqlite::sqlx;
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(&mut *conn)
+        .await
+        .expect("mode");
+    let tables: Vec<String> = sqlx::query_scalar("SELECT name FROM sqlite_master ORDER BY name")
+        .fetch_all(&mut *conn)
+        .await
+        .expect("tables");
+    (mode, tables)
+}
+
+/// A SQLite file of another program, without the lease table, is refused as not set up
+/// and left as it was: no table added, its journal mode unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_sqlite_file_is_left_as_it_was() {
+    use leasehold::sqlite::sqlx::{self, Connection, sqlite::SqliteConnectOptions};
+    let store = Store::sqlite().await;
+    let path = store.file("other-app.db");
+    let options = SqliteConnectOptions::new().filename(&path).create_if_missing(true);
+    let mut conn = sqlx::SqliteConnection::connect_with(&options).await.expect("create");
+    sqlx::query("CREATE TABLE t (x INTEGER)")
+        .execute(&mut conn)
+        .await
+        .expect("table");
+    let before = sqlite_state(&mut conn).await;
+    assert_eq!(before, ("delete".to_owned(), vec!["t".to_owned()]));
+    let url = format!("sqlite:{}", path.display());
+    for args in [&["show", "x"][..], &["list"], &["stores", "check"]] {
+        let mut all = vec!["--store", url.as_str()];
+        all.extend_from_slice(args);
+        let err = expect(&store, &all, STORE).await;
+        assert!(err.contains("leasehold_leases: does not exist"), "{args:?}: {err}");
+        assert_eq!(sqlite_state(&mut conn).await, before, "{args:?} changed the file");
+    }
+}
+
+/// An empty `LEASEHOLD_STORE` is unset (as `${X:-}` leaves it): the default store, which
+/// `list` does not create and `run` does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_store_variable_means_the_default_store() {
+    let store = Store::sqlite().await;
+    let home = store.file("home");
+    let default = home.join(".local/share/leasehold/leases.db");
+    let on_default = |args: &[&str]| {
+        let mut c = store.cmd(args);
+        c.env("LEASEHOLD_STORE", "")
+            .env("HOME", &home)
+            .env_remove("XDG_DATA_HOME");
+        common::finish(c.spawn().expect("spawn"), LIMIT)
+    };
+    let err = assert_one_line(&on_default(&["list"]).await, STORE);
+    assert!(
+        err.contains(&format!("no database file at {}", default.display())),
+        "{err}"
+    );
+    assert!(!home.exists(), "list created {}", home.display());
+    let out = on_default(&["run", "x", "--", "true"]).await;
+    assert_eq!(common::code(&out), 0, "{out:?}");
+    assert!(default.exists(), "run creates the default store");
+    let out = on_default(&["list"]).await;
+    assert_eq!(common::code(&out), 0, "{out:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

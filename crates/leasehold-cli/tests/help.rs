@@ -1,4 +1,4 @@
-//! `--help` of the command and of each subcommand.
+//! `--help` of the command and of each subcommand, and the command lines it describes.
 
 mod common;
 
@@ -91,5 +91,95 @@ async fn help_is_there_for_every_subcommand() {
         let line = common::assert_one_line(&out, common::USAGE);
         assert!(line.contains("a subcommand is needed"), "{args:?}: {line}");
         assert!(out.stdout.is_empty(), "{args:?}: {out:?}");
+    }
+}
+
+/// The description names every store of the URL list below it (MySQL too); each name
+/// argument says the library's rule (ASCII only, at most 200 bytes); `--grace` says
+/// the share of the TTL its check allows (44.9%, as its error message does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn help_names_every_store_the_name_rule_and_the_grace_limit() {
+    let store = Store::sqlite().await;
+    let top = help(&store, &["--help"]).await;
+    let about = top.lines().next().unwrap_or_default();
+    let stores = [
+        ("sqlite:", "SQLite"),
+        ("postgres://", "Postgres"),
+        ("mysql://", "MySQL"),
+        ("etcd://", "etcd"),
+        ("zookeeper://", "ZooKeeper"),
+        ("redis://", "Redis"),
+        ("dynamodb://", "DynamoDB"),
+        ("s3://", "S3"),
+    ];
+    // The URL list: its lines between the heading and the default.
+    let urls: Vec<&str> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Store URLs"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("Default:"))
+        .map(str::trim)
+        .collect();
+    assert_eq!(urls.len(), stores.len(), "a store this test does not know: {urls:?}");
+    for (scheme, name) in stores {
+        assert!(urls.iter().any(|u| u.starts_with(scheme)), "no {scheme} URL: {top}");
+        assert!(about.contains(name), "the description lacks {name}: {about}");
+    }
+    for args in [
+        &["run", "--help"][..],
+        &["elect", "--help"],
+        &["show", "--help"],
+        &["release", "--help"],
+        &["observe", "--help"],
+    ] {
+        let text = help(&store, args).await;
+        assert!(
+            text.contains("200 bytes of ASCII letters, digits and - _ . : / @ = #"),
+            "{args:?}: {text}"
+        );
+    }
+    for args in [&["run", "--help"][..], &["elect", "--help"]] {
+        let text = help(&store, args).await;
+        assert!(text.contains("At most 44.9% of the TTL"), "{args:?}: {text}");
+        for signal in ["SIGUSR1", "SIGUSR2", "SIGALRM", "LEASEHOLD_HOLDER"] {
+            assert!(text.contains(signal), "{args:?} lacks {signal}: {text}");
+        }
+    }
+}
+
+/// `run` and `elect` take a lease name starting with `-` where the name is due, their
+/// options before or after it (`--ttl` is not taken for the name, nor the name for a
+/// value); an unknown option there is still refused (`--` starts no name).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_and_elect_take_a_name_starting_with_a_dash() {
+    let store = Store::sqlite().await;
+    let name = format!("-{}", store.name("dash"));
+    // Prints the name it got, then the TTL the lease was taken with.
+    let tell = "echo \"$LEASEHOLD_NAME\"; \"$LEASEHOLD_BIN\" show --json -- \"$LEASEHOLD_NAME\"";
+    for (args, ttl_ms) in [
+        (vec!["run", &name], 30_000),
+        (vec!["run", "--ttl", "5s", &name], 5_000),
+        (vec!["run", &name, "--ttl", "5s", "--grace", "1s"], 5_000),
+        (vec!["elect", &name, "--ttl", "6s"], 6_000),
+        (vec!["elect", "--timeout", "10s", "--ttl", "7s", &name], 7_000),
+    ] {
+        let mut all = args.clone();
+        all.extend(["--", "sh", "-c", tell]);
+        let out = store.output(&all, Duration::from_secs(20)).await;
+        assert_eq!(common::code(&out), 0, "{all:?}: {out:?}");
+        let stdout = String::from_utf8(out.stdout).expect("utf-8");
+        let (got, shown) = stdout.split_once('\n').unwrap_or_else(|| panic!("{all:?}: {stdout}"));
+        assert_eq!(got, name, "{all:?}");
+        let shown: serde_json::Value = serde_json::from_str(shown).expect("show --json");
+        assert_eq!(shown["ttl_ms"], ttl_ms, "{all:?}: {shown}");
+    }
+    for args in [
+        &["run", "--bogus", "--", "true"][..],
+        &["run", "--tll=5s", "--", "true"],
+        &["elect", "--bogus", "--", "true"],
+    ] {
+        let out = store.output(args, Duration::from_secs(20)).await;
+        let line = common::assert_one_line(&out, common::USAGE);
+        assert!(line.contains("unknown option"), "{args:?}: {line}");
     }
 }

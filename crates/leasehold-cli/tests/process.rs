@@ -1,5 +1,6 @@
 //! `leasehold` as a process among others, on a SQLite file: the signals it forwards
-//! (SIGHUP, SIGQUIT) and the one it ignores (SIGTSTP), what a command leaves running in
+//! (SIGHUP, SIGQUIT; SIGUSR1, SIGUSR2 and SIGALRM, which end nothing) and the one it
+//! ignores (SIGTSTP), what a command leaves running in
 //! its group (stopped before the release), and a stdout that cannot be written (a
 //! reader gone: exit 0, quietly; a full disk: one line).
 
@@ -110,6 +111,115 @@ async fn hangup_and_quit_end_the_wait_with_one_line() {
     std::fs::write(store.file("go"), "").expect("go");
     let out = output_of(holder).await;
     assert_eq!(code(&out), 0, "{out:?}");
+}
+
+/// The signals a process is sent for its own purposes, not to end it: the command
+/// decides what they mean.
+const FOR_THE_COMMAND: [(Signal, i32, &str); 3] = [
+    (Signal::USR1, 10, "SIGUSR1"),
+    (Signal::USR2, 12, "SIGUSR2"),
+    (Signal::ALARM, 14, "SIGALRM"),
+];
+
+/// SIGUSR1, SIGUSR2 and SIGALRM to a running `run` reach its command (a shell that traps
+/// them, as a daemon reopens its logs on SIGUSR1) and end nothing: `leasehold` runs on
+/// and says nothing, the lease stays held with the same token and is still renewed; once
+/// the command exits, the lease is released and the command's code passes through.
+/// (Their default action would end `leasehold` at once, the lease left to expire and the
+/// command's background jobs running on.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usr1_usr2_and_alrm_reach_the_command_and_end_nothing() {
+    let store = Store::sqlite().await;
+    let name = store.name("usr");
+    // The shell's stderr elsewhere: one may report its `sleep` killed by the signal (the
+    // whole group gets it).
+    let script = "exec 2> sh-err; \
+                  trap 'echo SIGUSR1 >> got' USR1; trap 'echo SIGUSR2 >> got' USR2; \
+                  trap 'echo SIGALRM >> got' ALRM; \
+                  echo $$ > pid; echo \"$LEASEHOLD_TOKEN\" > token; \
+                  while [ ! -e go ]; do sleep 0.02; done; exit 3";
+    let mut run = store.spawn(&["run", &name, "--ttl", "3s", "--", "sh", "-c", script]);
+    store.wait_pid("pid", LIMIT).await;
+    let token = store.wait_line("token", LIMIT).await;
+    let got = store.file("got");
+    for (sig, _, signame) in FOR_THE_COMMAND {
+        signal(run.id(), sig);
+        let mut exited = None;
+        let reached = poll(LIMIT, || {
+            exited = run.try_wait().expect("try_wait");
+            exited.is_some() || std::fs::read_to_string(&got).is_ok_and(|g| g.lines().any(|l| l == signame))
+        })
+        .await;
+        assert_eq!(exited, None, "{signame} ended leasehold");
+        assert!(reached, "{signame} did not reach the command");
+    }
+    let shown = store.show(&name).await;
+    assert_eq!(shown["state"], "held", "{shown}");
+    assert_eq!(shown["token"].to_string(), token, "{shown}");
+
+    // Renewed after the signals: the record changes again (a renewal every second).
+    let before = store.read(&name).await.expect("record").version;
+    let (on, name_ref, before) = (&store, name.as_str(), &before);
+    let renewed = poll_async(LIMIT, || async move {
+        on.read(name_ref).await.expect("record").version != *before
+    })
+    .await;
+    assert!(renewed, "no renewal after the signals");
+
+    std::fs::write(store.file("go"), "").expect("go");
+    let out = output_of(run).await;
+    assert_eq!(code(&out), 3, "the command's code passes through: {out:?}");
+    assert!(lines(&out).is_empty(), "{out:?}");
+    assert_released(&store, &name).await;
+}
+
+/// SIGUSR1, SIGUSR2 or SIGALRM while `run --wait` waits for the lease: no command runs
+/// yet to get it, so it is ignored, with one line each; the wait goes on, and the
+/// command runs once the lease is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usr1_usr2_and_alrm_do_not_end_the_wait() {
+    let store = Store::sqlite().await;
+    let name = store.name("usr-wait");
+    let holder = store.spawn(&[
+        "run",
+        &name,
+        "--ttl",
+        "10s",
+        "--",
+        "sh",
+        "-c",
+        "echo $$ > pid; echo \"$LEASEHOLD_TOKEN\" > token1; while [ ! -e go ]; do sleep 0.02; done",
+    ]);
+    store.wait_pid("pid", LIMIT).await;
+    store.wait_line("token1", LIMIT).await;
+    let mut waiter = store.spawn(&["run", &name, "--wait", "--", "touch", "ran"]);
+    let said = Lines::of_stderr(&mut waiter);
+    let pid = waiter.id();
+    for (sig, number, signame) in FOR_THE_COMMAND {
+        // Sent once its handler is in place: before, the signal's default would end it.
+        assert!(poll(LIMIT, || catches(pid, number)).await, "no handler for {signame}");
+        signal(pid, sig);
+        said.wait_for(LIMIT, signame, |l| {
+            l.iter().any(|l| l.contains(&format!("ignored {signame}")))
+        })
+        .await;
+        assert_eq!(waiter.try_wait().expect("try_wait"), None, "{signame} ended the wait");
+    }
+    assert!(!store.file("ran").exists(), "a command ran without the lease");
+
+    std::fs::write(store.file("go"), "").expect("go");
+    let out = output_of(holder).await;
+    assert_eq!(code(&out), 0, "{out:?}");
+    let status = wait_exit(&mut waiter, LIMIT).await;
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert!(
+        store.file("ran").exists(),
+        "the command did not run once the lease was free"
+    );
+    let said = said.wait_end(LIMIT).await;
+    assert_eq!(said.len(), 3, "one line each: {said:?}");
+    assert!(said.iter().all(|l| l.starts_with("leasehold: ")), "{said:?}");
+    assert_released(&store, &name).await;
 }
 
 /// SIGTSTP (Ctrl-Z) does not suspend a `run` whose command holds the lease: one line

@@ -56,6 +56,36 @@ async fn a_missing_s3_bucket_is_named_and_created_with_create() {
     .await;
 }
 
+/// Without `--create`, a missing SQLite file is missing setup too (nothing is created).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_sqlite_file_is_named_and_created_with_create() {
+    let store = Store::sqlite().await;
+    let path = store.file("not-yet.db");
+    missing_then_created(&format!("sqlite:{}", path.display()), "no database file").await;
+    assert!(path.exists(), "created by --create");
+}
+
+/// A URL given twice, differently (the argument and `--store`), is a usage error, not
+/// one of them silently; the argument is checked over `LEASEHOLD_STORE` (what every
+/// other case here does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_different_urls_are_a_usage_error() {
+    let store = Store::sqlite().await;
+    let other = format!("sqlite:{}", store.file("other.db").display());
+    let both = |args: &[&str]| {
+        let mut c = store.cmd(args);
+        c.env_remove("LEASEHOLD_STORE");
+        common::finish(c.spawn().expect("spawn"), LIMIT)
+    };
+    let out = both(&["--store", &store.url, "stores", "check", &other, "--create"]).await;
+    let err = assert_one_line(&out, common::USAGE);
+    assert!(err.contains("two stores named"), "{err}");
+    assert!(!store.file("other.db").exists(), "nothing created: {err}");
+    // The same URL twice is one store.
+    let out = both(&["--store", &store.url, "stores", "check", &store.url]).await;
+    assert_eq!(code(&out), 0, "{out:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_store_is_one_line() {
     let store = Store::sqlite().await;

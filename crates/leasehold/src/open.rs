@@ -40,10 +40,17 @@ pub struct OpenOptions {
     /// The etcd key prefix (default: the store's).
     pub etcd_prefix: Option<String>,
     /// Create what the store needs (a SQL table, a DynamoDB table, an S3 bucket, a
-    /// ZooKeeper root znode) when
-    /// it is missing, instead of answering [`Error::NotProvisioned`]. Default: false
-    /// (SQLite always creates its file and table).
+    /// ZooKeeper root znode, a SQLite file) when it is missing, instead of answering
+    /// [`Error::NotProvisioned`]. Default: false (but see
+    /// [`OpenOptions::create_sqlite_file`]).
     pub provision: bool,
+    /// Whether a `sqlite:` URL creates its file and table when they are missing, even
+    /// without [`OpenOptions::provision`]. Default: true, SQLite being the zero-setup
+    /// store. False suits a program that only reads leases: a missing file or table is
+    /// then [`Error::NotProvisioned`], as a missing table is on the other stores, so a
+    /// mistyped path is an error rather than a new, empty database where no lease is
+    /// held.
+    pub create_sqlite_file: bool,
     /// How many connections a SQL store's pool may open (default 4).
     pub max_connections: u32,
 }
@@ -57,6 +64,7 @@ impl Default for OpenOptions {
             table: None,
             etcd_prefix: None,
             provision: false,
+            create_sqlite_file: true,
             max_connections: 4,
         }
     }
@@ -150,7 +158,15 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
         }
         source = s.source();
     }
-    out.replace(['\n', '\r'], " ")
+    // A driver's error may print its source's words as well (sqlx: "error with
+    // configuration: error with configuration: …"): say each part once.
+    let mut parts: Vec<&str> = Vec::new();
+    for part in out.split(": ") {
+        if parts.last() != Some(&part) {
+            parts.push(part);
+        }
+    }
+    parts.join(": ").replace(['\n', '\r'], " ")
 }
 
 /// What a URL of a store whose feature is not enabled answers.
@@ -189,7 +205,11 @@ impl StoreUrl {
                 if let Some(t) = &options.table {
                     store_config = store_config.with_table(t)?;
                 }
-                let store = SqliteStore::open_file(path, store_config).await?;
+                let store = if options.provision || options.create_sqlite_file {
+                    SqliteStore::open_file(path, store_config).await?
+                } else {
+                    SqliteStore::open_existing_file(path, store_config).await?
+                };
                 LeaseClient::with_config(store, config)
             }
             #[cfg(feature = "postgres")]
@@ -313,4 +333,18 @@ async fn aws_config(url: &StoreUrl, options: &OpenOptions) -> Result<aws_config:
         });
     }
     Ok(sdk)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chain;
+
+    #[test]
+    fn a_chain_says_each_part_once() {
+        // sqlx's configuration error prints its source's words after its own.
+        let e = std::io::Error::other("error with configuration: error with configuration: unknown value");
+        assert_eq!(chain(&e), "error with configuration: unknown value");
+        let e = std::io::Error::other("connect: refused\non two lines");
+        assert_eq!(chain(&e), "connect: refused on two lines");
+    }
 }

@@ -3,7 +3,7 @@
 //!
 //! | form | store |
 //! |---|---|
-//! | `sqlite:PATH` | a SQLite file on this host (created with its table if missing) |
+//! | `sqlite:PATH` | a SQLite file on this host (created with its table if missing, unless [`OpenOptions::create_sqlite_file`] is off) |
 //! | `postgres://USER@HOST:PORT/DB?…` (or `postgresql://`) | Postgres, libpq-style URL |
 //! | `mysql://USER@HOST:PORT/DB?…` (or `mariadb://`) | MySQL or MariaDB (the table in DB) |
 //! | `etcd://HOST:PORT[,HOST:PORT…]` | etcd |
@@ -131,6 +131,22 @@ impl StoreUrl {
                 let path = rest.strip_prefix("//").unwrap_or(rest);
                 if path.is_empty() {
                     return Err(UrlError::new(raw, "no file path (sqlite:PATH)"));
+                }
+                // An in-memory database lives and dies with one connection of one
+                // process: no other process could see its leases.
+                if path == ":memory:" || path.starts_with("file::memory:") {
+                    return Err(UrlError::new(
+                        raw,
+                        "an in-memory database is private to one process; name a file (sqlite:PATH)",
+                    ));
+                }
+                // sqlx-style options (`?mode=ro`) are not read: refuse them rather than
+                // make a file whose name ends in them.
+                if path.contains('?') {
+                    return Err(UrlError::new(
+                        raw,
+                        "sqlite:PATH takes no options ('?…'); name the file alone",
+                    ));
                 }
                 Ok(Self::Sqlite {
                     path: PathBuf::from(path),
@@ -554,6 +570,10 @@ mod tests {
             "nonsense",
             "ftp://x",
             "sqlite:",
+            "sqlite::memory:",
+            "sqlite://:memory:",
+            "sqlite:file::memory:?cache=shared",
+            "sqlite:/tmp/x.db?mode=ro",
             "postgres:h/db",
             "postgres://",
             "etcd://",

@@ -30,10 +30,19 @@ pub type SqliteConfig = leasehold_sql::SqlConfig;
 /// granted lease survives power loss, so no token is issued twice after a reboot), and
 /// [`DEFAULT_BUSY_TIMEOUT`] to wait for another process's write.
 pub fn connect_options(path: impl AsRef<Path>) -> SqliteConnectOptions {
-    SqliteConnectOptions::new()
-        .filename(path)
+    existing_file_options(path)
         .create_if_missing(true)
         .journal_mode(SqliteJournalMode::Wal)
+}
+
+/// [`connect_options`] for a file that must exist: nothing is created, and the file
+/// keeps its journal mode (WAL, in a file [`connect_options`] made: the mode stays with
+/// the file), so that opening a file that turns out not to be a lease database changes
+/// nothing in it.
+pub(crate) fn existing_file_options(path: impl AsRef<Path>) -> SqliteConnectOptions {
+    SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(false)
         .synchronous(SqliteSynchronous::Full)
         .busy_timeout(DEFAULT_BUSY_TIMEOUT)
 }

@@ -15,13 +15,14 @@ use leasehold_sql::{ChangeFeed, FileBackend, LeaseTable, SqlBackend, SqlStore};
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{AssertSqlSafe, Row, Sqlite, SqlitePool};
 
-use crate::config::{DEFAULT_BUSY_TIMEOUT, connect_options};
+use crate::config::{DEFAULT_BUSY_TIMEOUT, connect_options, existing_file_options};
 
 /// Lease records in a SQLite table, judged on the host's boot clock: the SQL store over a
 /// [`SqlitePool`] on one database **file**, shared by the processes of one host.
 ///
 /// [`SqliteStore::open_file`] opens (creating if missing) a file with
-/// [`connect_options`] and creates the table: the zero-setup way in.
+/// [`connect_options`] and creates the table: the zero-setup way in;
+/// [`SqliteStore::open_existing_file`] opens one that must exist, table and all.
 /// [`SqliteStore::provision`] creates the table on a pool of yours;
 /// [`SqliteStore::new`] checks that it exists with the right columns and that `name` is
 /// its primary key; [`SqliteStore::verify`] checks again. See the [crate docs](crate)
@@ -120,7 +121,11 @@ impl SqlBackend for SqliteBackend {
 impl FileBackend for SqliteBackend {
     const OPEN_RETRY: Duration = DEFAULT_BUSY_TIMEOUT;
 
-    fn file_options(path: &Path) -> SqliteConnectOptions {
-        connect_options(path)
+    fn file_options(path: &Path, create: bool) -> SqliteConnectOptions {
+        if create {
+            connect_options(path)
+        } else {
+            existing_file_options(path)
+        }
     }
 }
