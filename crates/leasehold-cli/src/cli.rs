@@ -234,6 +234,24 @@ fn dashed_name(s: &str) -> Result<String, String> {
     Ok(s.to_owned())
 }
 
+/// The command whose help answers a usage error: the words of its `Usage:` line before
+/// the first placeholder or option (`leasehold stores`, `leasehold run`), `leasehold` if
+/// there is none.
+fn help_path(rendered: &str) -> String {
+    let path: Vec<&str> = rendered
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Usage: "))
+        .unwrap_or_default()
+        .split_whitespace()
+        .take_while(|w| !w.starts_with(['<', '[', '-']))
+        .collect();
+    if path.is_empty() {
+        "leasehold".to_owned()
+    } else {
+        path.join(" ")
+    }
+}
+
 /// A duration in humantime form: `300ms`, `30s`, `1m 30s`, `2h`.
 fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e} (for example 300ms, 30s, 1m)"))
@@ -285,7 +303,7 @@ pub(crate) fn clap_exit(e: &clap::Error) -> ExitCode {
                 .collect();
             let first = first.join(" ");
             let first = first.strip_prefix("error: ").unwrap_or(&first);
-            report(&format!("{first} (see leasehold --help)"));
+            report(&format!("{first} (see {} --help)", help_path(&rendered)));
             ExitCode::from(exit::USAGE)
         }
     }

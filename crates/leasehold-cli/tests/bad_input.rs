@@ -94,6 +94,21 @@ async fn invalid_names_ttls_and_options_are_usage_errors() {
     assert!(store.read("ok").await.is_none());
 }
 
+/// A usage error points to the help of the subcommand it is about.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_errors_point_to_the_help_that_answers_them() {
+    let store = Store::sqlite().await;
+    for (args, help) in [
+        (&["frobnicate"][..], "(see leasehold --help)"),
+        (&["stores", "frob"], "(see leasehold stores --help)"),
+        (&["run"], "(see leasehold run --help)"),
+        (&["observe", "x", "--count", "-1"], "(see leasehold observe --help)"),
+    ] {
+        let err = expect(&store, args, USAGE).await;
+        assert!(err.trim_end().ends_with(help), "{args:?}: {err}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_stores_are_store_errors_without_passwords() {
     let store = Store::sqlite().await;
