@@ -162,7 +162,7 @@ impl LeaseShared {
         let first = self.cause.set(cause.clone()).is_ok();
         if first {
             if cause != LossCause::Released {
-                tracing::warn!(lease = %self.name, token = %self.token, %cause, "lease lost");
+                tracing::warn!(lease = %self.name, token = %self.token, cause = cause.label(), detail = %cause, "lease lost");
             }
             metrics::counter!(crate::observe::LOSSES, "cause" => cause.label()).increment(1);
             metrics::gauge!(crate::observe::HELD).decrement(1.0);

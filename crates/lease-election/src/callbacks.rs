@@ -199,7 +199,7 @@ impl Election {
                     LossCause::Released
                 }
             };
-            tracing::info!(election = %self.name(), %cause, "stopped leading");
+            tracing::info!(election = %self.name(), cause = cause.label(), detail = %cause, "stopped leading");
             (callbacks.stopped)(cause);
             if let Some(Err(e)) = ended {
                 if e.is_panic() {

@@ -6,6 +6,7 @@ use std::time::Duration;
 use chrono::{DateTime, SecondsFormat, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
+use croner::errors::CronError;
 use croner::parser::CronParser;
 use leasehold_core::{Error, Result};
 
@@ -107,9 +108,8 @@ impl Schedule {
     /// `croner` crate.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] for an expression croner rejects, or one that no time
-    /// after now matches (`0 0 30 2 *`, or a year field in the past): its job would
-    /// never run.
+    /// [`Error::InvalidInput`] for an expression croner rejects, or one that no date
+    /// matches (`0 0 30 2 *`): its job would never run.
     pub fn cron(expr: &str) -> Result<Self> {
         Self::cron_zoned(expr, Tz::UTC)
     }
@@ -146,8 +146,8 @@ impl Schedule {
     /// ```
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] for an expression croner rejects or no time after now
-    /// matches (as [`Schedule::cron`]), or a zone the IANA database does not name.
+    /// [`Error::InvalidInput`] for an expression croner rejects or no date matches (as
+    /// [`Schedule::cron`]), or a zone the IANA database does not name.
     pub fn cron_in(expr: &str, zone: &str) -> Result<Self> {
         let tz = zone
             .parse::<Tz>()
@@ -160,13 +160,15 @@ impl Schedule {
             .parse(expr)
             .map_err(|e| Error::invalid("cron expression", format!("{expr:?}: {e}")))?;
         // A job that would never run is a mistake to say now, not a silence to find later
-        // (`0 0 30 2 *`: February has no 30th; a year field in the past). croner
+        // (`0 0 30 2 *`: February has no 30th). Judged from the Unix epoch, not from now:
+        // the answer does not depend on the clock, and a year-bound expression whose
+        // last time has just passed stays valid (its slot may still be due, late). croner
         // searches far ahead before it gives up: once here, not on every pass.
-        let now = Utc::now().with_timezone(&zone);
-        if cron.find_next_occurrence(&now, false).is_err() {
+        let epoch = DateTime::<Utc>::UNIX_EPOCH.with_timezone(&zone);
+        if let Err(CronError::TimeSearchLimitExceeded) = cron.find_next_occurrence(&epoch, false) {
             return Err(Error::invalid(
                 "cron expression",
-                format!("{expr:?} never fires: no time after now matches it"),
+                format!("{expr:?} never fires: no date matches it"),
             ));
         }
         Ok(Self(Kind::Cron {
@@ -434,8 +436,8 @@ mod tests {
             }
         }
         assert!(Schedule::cron("61 * * * *").is_err());
-        // Valid fields that no date matches, or only past ones: the job would never run.
-        for never in ["0 0 30 2 *", "0 0 31 4 *", "0 0 0 1 1 * 2020"] {
+        // Valid fields that no date matches: the job would never run.
+        for never in ["0 0 30 2 *", "0 0 31 4 *", "0 0 0 30 2 * 2030"] {
             match Schedule::cron(never) {
                 Err(Error::InvalidInput { reason, .. }) => assert!(reason.contains("never fires"), "{never}: {reason}"),
                 other => panic!("{never:?}: {other:?}"),
@@ -444,6 +446,10 @@ mod tests {
         // Rare is not never: 29 February, and the 31st or a Monday (either matches).
         assert!(Schedule::cron("0 0 29 2 *").is_ok());
         assert!(Schedule::cron("0 0 31 2 1").is_ok());
+        // A year already past is no mistake of the expression: its last slot may still be
+        // due late, or taken over; after it, there is no next slot.
+        let past = Schedule::cron("0 0 0 1 1 * 2020").expect("a past year");
+        assert_eq!(past.next_after(1_796_005_200_000), None);
         assert!(Schedule::cron("not cron").is_err());
         assert!(Schedule::every(Duration::ZERO).is_err());
         assert!(Schedule::every(Duration::from_micros(1500)).is_err());

@@ -27,6 +27,10 @@ pub(crate) struct Cli {
         hide_env_values = true
     )]
     pub(crate) store: Option<String>,
+    /// Whether `store` came from `LEASEHOLD_STORE` rather than `--store` (set by
+    /// [`Cli::parse_args`]).
+    #[arg(skip)]
+    pub(crate) store_from_env: bool,
 
     /// What to do.
     #[command(subcommand)]
@@ -225,11 +229,18 @@ pub(crate) struct ObserveArgs {
 }
 
 /// The name of `run` or `elect`, which takes values starting with `-`: one starting with
-/// `--` is refused, since it is far more likely an unknown option in place of a missing
-/// name (`run --wiat -- job`) than a name, and would otherwise run the job under it.
+/// `--`, or one dash and the name of an option (`-wait`), is refused, since it is far
+/// more likely a mistyped option in place of a missing name (`run --wiat -- job`) than a
+/// name, and would otherwise run the job under it.
 fn dashed_name(s: &str) -> Result<String, String> {
+    const LONG_OPTIONS: [&str; 7] = ["wait", "timeout", "ttl", "grace", "store", "help", "version"];
     if s.starts_with("--") {
         return Err("an unknown option where the name is due (a name starting with -- is refused here)".into());
+    }
+    if let Some(option) = s.strip_prefix('-').filter(|o| LONG_OPTIONS.contains(o)) {
+        return Err(format!(
+            "an unknown option where the name is due (did you mean --{option}?)"
+        ));
     }
     Ok(s.to_owned())
 }
@@ -252,6 +263,20 @@ fn help_path(rendered: &str) -> String {
     }
 }
 
+impl Cli {
+    /// Parses the command line (and `LEASEHOLD_STORE`), noting where the store came from.
+    ///
+    /// # Errors
+    /// clap's, for [`clap_exit`].
+    pub(crate) fn parse_args() -> Result<Self, clap::Error> {
+        use clap::{CommandFactory as _, FromArgMatches as _};
+        let matches = Self::command().try_get_matches()?;
+        let mut cli = Self::from_arg_matches(&matches)?;
+        cli.store_from_env = matches.value_source("store") == Some(clap::parser::ValueSource::EnvVariable);
+        Ok(cli)
+    }
+}
+
 /// A duration in humantime form: `300ms`, `30s`, `1m 30s`, `2h`.
 fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e} (for example 300ms, 30s, 1m)"))
@@ -259,7 +284,7 @@ fn duration(s: &str) -> Result<Duration, String> {
 
 const STORE_HELP: &str = "\
 Store URLs (--store or LEASEHOLD_STORE):
-  sqlite:PATH                              a SQLite file on this host (created if missing)
+  sqlite:PATH                              a SQLite file on this host (run and elect create it if missing)
   postgres://USER@HOST:PORT/DB             Postgres (password from the URL, PGPASSWORD or ~/.pgpass)
   mysql://USER@HOST:PORT/DB                MySQL or MariaDB (mariadb:// too; the lease table in DB)
   etcd://HOST:PORT[,HOST:PORT]             etcd

@@ -37,14 +37,12 @@ mod supervise;
 use std::io::Write as _;
 use std::process::ExitCode;
 
-use clap::Parser as _;
-
 use crate::cli::{Cli, Command, StoresCommand};
 use crate::error::{CliError, report};
 use leasehold::url::StoreUrl;
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::parse_args() {
         Ok(cli) => cli,
         Err(e) => return cli::clap_exit(&e),
     };
@@ -85,13 +83,13 @@ fn main() -> ExitCode {
 
 /// Runs the subcommand; its exit code, or the error that ended it.
 async fn dispatch(cli: Cli) -> Result<u8, CliError> {
-    let store = given_store(cli.store.as_deref());
+    // An empty LEASEHOLD_STORE is unset, as shells' `${X:-}` leaves it.
+    let store = cli.store.as_deref().filter(|s| !(s.is_empty() && cli.store_from_env));
     if let Command::Stores(StoresCommand::Check(args)) = &cli.command {
         // The argument names the store checked, over LEASEHOLD_STORE; with a different
         // --store as well, which one was meant is not known.
-        let from_env = std::env::var("LEASEHOLD_STORE").ok();
         let url = match (args.url.as_deref(), store) {
-            (Some(a), Some(b)) if a.trim() != b.trim() && from_env.as_deref() != Some(b) => {
+            (Some(a), Some(b)) if a.trim() != b.trim() && !cli.store_from_env => {
                 return Err(CliError::Usage(format!(
                     "two stores named: '{}' and --store '{}'; give one",
                     leasehold::url::redact(a),
@@ -115,13 +113,6 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Observe(args) => observe::observe(&url, args).await,
         Command::Stores(StoresCommand::Check(args)) => check::check(&url, &args).await,
     }
-}
-
-/// The store URL given with `--store` or in `LEASEHOLD_STORE`; an empty
-/// `LEASEHOLD_STORE` counts as unset, as shells' `${X:-}` leaves it.
-fn given_store(flag: Option<&str>) -> Option<&str> {
-    let empty_env = std::env::var_os("LEASEHOLD_STORE").is_some_and(|v| v.is_empty());
-    flag.filter(|s| !(s.is_empty() && empty_env))
 }
 
 /// The store URL given, or the default SQLite file (its directory created if `create`).

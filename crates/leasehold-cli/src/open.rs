@@ -63,9 +63,9 @@ async fn open_with(
         })) => Err(CliError::Usage(format!("bad store URL '{url}': {reason}"))),
         Ok(Err(e @ leasehold::Error::Unavailable { .. })) => Err(CliError::Store(e.to_string())),
         Ok(Err(e)) if setup_missing(&e) => Err(CliError::Store(format!(
-            "{} store {url}: {e}; run 'leasehold stores check --create {}' to create it",
+            "{} store {url}: {e}; run 'leasehold stores check --create{}' to create it",
             url.kind(),
-            shell_word(&url.to_string())
+            create_target(url)
         ))),
         Ok(Err(e)) => Err(CliError::from_lease(&format!("{} store {url}", url.kind()), &e)),
         Err(_) => Err(CliError::Store(format!(
@@ -122,6 +122,16 @@ pub(crate) async fn open_held(url: &StoreUrl, held: &HeldArgs, what: &str) -> Re
 /// (refused credentials, no region, a wrong table engine), which creating cannot fix.
 pub(crate) fn setup_missing(e: &leasehold::Error) -> bool {
     matches!(e, leasehold::Error::NotProvisioned { .. })
+}
+
+/// What follows `stores check --create` to make `url`'s setup: nothing for the default
+/// store (which that command makes, directory and all, as `run` does: its directory may
+/// not exist yet), else the URL as one shell word.
+fn create_target(url: &StoreUrl) -> String {
+    match url {
+        StoreUrl::Sqlite { path } if leasehold::url::default_sqlite_path().as_ref() == Some(path) => String::new(),
+        _ => format!(" {}", shell_word(&url.to_string())),
+    }
 }
 
 /// `word` as one word of a POSIX shell command: as it is when it has nothing the shell

@@ -3,7 +3,8 @@
 //!
 //! The command gets `LEASEHOLD_TOKEN`, `LEASEHOLD_NAME` and `LEASEHOLD_HOLDER`, and runs
 //! in a process group of its own: SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2 and
-//! SIGALRM are forwarded to the whole group (as `timeout(1)` does), and so are the
+//! SIGALRM are forwarded to the whole group (as `timeout(1)` forwards the signals it
+//! does not keep for itself), and so are the
 //! signals that stop it, so a pipeline or a background job the command started is
 //! stopped with it. A forwarded signal ends nothing by itself: the tenure lasts until the
 //! command exits (one that ignores SIGTERM, or reopens its logs on SIGUSR1, runs on,

@@ -279,6 +279,16 @@ async fn an_empty_store_variable_means_the_default_store() {
         "{err}"
     );
     assert!(!home.exists(), "list created {}", home.display());
+    // The command it names makes the default store, directory and all.
+    assert!(
+        err.trim_end()
+            .ends_with("run 'leasehold stores check --create' to create it"),
+        "{err}"
+    );
+    let out = on_default(&["stores", "check", "--create"]).await;
+    assert_eq!(common::code(&out), 0, "{out:?}");
+    assert!(default.exists(), "stores check --create makes the default store");
+    std::fs::remove_dir_all(&home).expect("remove the default store");
     let out = on_default(&["run", "x", "--", "true"]).await;
     assert_eq!(common::code(&out), 0, "{out:?}");
     assert!(default.exists(), "run creates the default store");

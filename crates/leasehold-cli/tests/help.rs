@@ -177,6 +177,9 @@ async fn run_and_elect_take_a_name_starting_with_a_dash() {
         &["run", "--bogus", "--", "true"][..],
         &["run", "--tll=5s", "--", "true"],
         &["elect", "--bogus", "--", "true"],
+        // A long option with one dash is a typo too, not a name.
+        &["run", "-wait", "--", "true"],
+        &["elect", "-timeout", "--", "true"],
     ] {
         let out = store.output(args, Duration::from_secs(20)).await;
         let line = common::assert_one_line(&out, common::USAGE);

@@ -158,13 +158,12 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
         }
         source = s.source();
     }
-    // A driver's error may print its source's words as well (sqlx: "error with
-    // configuration: error with configuration: …"): say each part once.
-    let mut parts: Vec<&str> = Vec::new();
-    for part in out.split(": ") {
-        if parts.last() != Some(&part) {
-            parts.push(part);
-        }
+    // A driver's error may begin with its source's words as well (sqlx: "error with
+    // configuration: error with configuration: …"): say them once. Only that leading
+    // repeat: a repeat further on may be the message's own ("open a: a: denied").
+    let mut parts: Vec<&str> = out.split(": ").collect();
+    while parts.len() > 1 && parts[0] == parts[1] {
+        parts.remove(0);
     }
     parts.join(": ").replace(['\n', '\r'], " ")
 }
@@ -346,5 +345,8 @@ mod tests {
         assert_eq!(chain(&e), "error with configuration: unknown value");
         let e = std::io::Error::other("connect: refused\non two lines");
         assert_eq!(chain(&e), "connect: refused on two lines");
+        // A repeat further on is the message's own.
+        let e = std::io::Error::other("open a: a: denied");
+        assert_eq!(chain(&e), "open a: a: denied");
     }
 }

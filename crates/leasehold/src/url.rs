@@ -140,6 +140,11 @@ impl StoreUrl {
                         "an in-memory database is private to one process; name a file (sqlite:PATH)",
                     ));
                 }
+                // The driver opens with SQLITE_OPEN_URI, so a `file:` path would name
+                // another file than the one this URL's checks look at.
+                if path.starts_with("file:") {
+                    return Err(UrlError::new(raw, "sqlite:PATH takes a path, not a file: URI"));
+                }
                 // sqlx-style options (`?mode=ro`) are not read: refuse them rather than
                 // make a file whose name ends in them.
                 if path.contains('?') {
@@ -574,6 +579,7 @@ mod tests {
             "sqlite://:memory:",
             "sqlite:file::memory:?cache=shared",
             "sqlite:/tmp/x.db?mode=ro",
+            "sqlite:file:/tmp/x.db",
             "postgres:h/db",
             "postgres://",
             "etcd://",
