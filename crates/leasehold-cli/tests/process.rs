@@ -37,6 +37,30 @@ async fn assert_released(store: &Store, name: &str) {
     assert!(stored.record.is_vacant(), "released: {stored:?}");
 }
 
+/// What the holding command of these tests runs: its pid and token written, then a wait
+/// for the file `go`.
+const HOLD_UNTIL_GO: &str = "echo $$ > pid; echo \"$LEASEHOLD_TOKEN\" > token1; while [ ! -e go ]; do sleep 0.02; done";
+
+/// A `run` of `name` (TTL `ttl`) whose command holds the lease until the file `go`
+/// appears, once its command runs.
+async fn holding_until_go(store: &Store, name: &str, ttl: &str) -> Child {
+    let run = store.spawn(&["run", name, "--ttl", ttl, "--", "sh", "-c", HOLD_UNTIL_GO]);
+    store.wait_pid("pid", LIMIT).await;
+    store.wait_line("token1", LIMIT).await;
+    run
+}
+
+/// The record of `name` changes again (a renewal) after `what`.
+async fn assert_renewed_after(store: &Store, name: &str, what: &str) {
+    let before = store.read(name).await.expect("record").version;
+    let before = &before;
+    let renewed = poll_async(LIMIT, || async move {
+        store.read(name).await.expect("record").version != *before
+    })
+    .await;
+    assert!(renewed, "no renewal after {what}");
+}
+
 /// SIGHUP and SIGQUIT to a running `run` reach the command's whole group, as SIGINT and
 /// SIGTERM do; `leasehold` ends by SIGHUP as its command did, and exits 131 after
 /// SIGQUIT (128 + N: no core dump of its own); nothing of the group outlives `leasehold`, and
@@ -76,18 +100,7 @@ async fn hangup_and_quit_reach_the_command_group() {
 async fn hangup_and_quit_end_the_wait_with_one_line() {
     let store = Store::sqlite().await;
     let name = store.name("wait-signal");
-    let holder = store.spawn(&[
-        "run",
-        &name,
-        "--ttl",
-        "10s",
-        "--",
-        "sh",
-        "-c",
-        "echo $$ > pid; echo \"$LEASEHOLD_TOKEN\" > token1; while [ ! -e go ]; do sleep 0.02; done",
-    ]);
-    store.wait_pid("pid", LIMIT).await;
-    store.wait_line("token1", LIMIT).await;
+    let holder = holding_until_go(&store, &name, "10s").await;
     for (sig, number) in [(Signal::HUP, 1), (Signal::QUIT, 3)] {
         let waiter = store.spawn(&["run", &name, "--wait", "--", "touch", "ran"]);
         // Sent once its handler is in place: before, the signal's default would end it.
@@ -157,14 +170,8 @@ async fn usr1_usr2_and_alrm_reach_the_command_and_end_nothing() {
     assert_eq!(shown["state"], "held", "{shown}");
     assert_eq!(shown["token"].to_string(), token, "{shown}");
 
-    // Renewed after the signals: the record changes again (a renewal every second).
-    let before = store.read(&name).await.expect("record").version;
-    let (on, name_ref, before) = (&store, name.as_str(), &before);
-    let renewed = poll_async(LIMIT, || async move {
-        on.read(name_ref).await.expect("record").version != *before
-    })
-    .await;
-    assert!(renewed, "no renewal after the signals");
+    // Renewed after the signals (a renewal every second).
+    assert_renewed_after(&store, &name, "the signals").await;
 
     std::fs::write(store.file("go"), "").expect("go");
     let out = output_of(run).await;
@@ -180,18 +187,7 @@ async fn usr1_usr2_and_alrm_reach_the_command_and_end_nothing() {
 async fn usr1_usr2_and_alrm_do_not_end_the_wait() {
     let store = Store::sqlite().await;
     let name = store.name("usr-wait");
-    let holder = store.spawn(&[
-        "run",
-        &name,
-        "--ttl",
-        "10s",
-        "--",
-        "sh",
-        "-c",
-        "echo $$ > pid; echo \"$LEASEHOLD_TOKEN\" > token1; while [ ! -e go ]; do sleep 0.02; done",
-    ]);
-    store.wait_pid("pid", LIMIT).await;
-    store.wait_line("token1", LIMIT).await;
+    let holder = holding_until_go(&store, &name, "10s").await;
     let mut waiter = store.spawn(&["run", &name, "--wait", "--", "touch", "ran"]);
     let said = Lines::of_stderr(&mut waiter);
     let pid = waiter.id();
@@ -229,8 +225,7 @@ async fn usr1_usr2_and_alrm_do_not_end_the_wait() {
 async fn tstp_is_ignored_while_the_command_holds_the_lease() {
     let store = Store::sqlite().await;
     let name = store.name("tstp");
-    let script = "echo $$ > pid; echo \"$LEASEHOLD_TOKEN\" > token1; while [ ! -e go ]; do sleep 0.02; done";
-    let mut run = store.spawn(&["run", &name, "--ttl", "1s", "--", "sh", "-c", script]);
+    let mut run = store.spawn(&["run", &name, "--ttl", "1s", "--", "sh", "-c", HOLD_UNTIL_GO]);
     let said = Lines::of_stderr(&mut run);
     store.wait_pid("pid", LIMIT).await;
     store.wait_line("token1", LIMIT).await;
@@ -239,14 +234,8 @@ async fn tstp_is_ignored_while_the_command_holds_the_lease() {
         .await;
     assert_ne!(process_state(run.id()), Some('T'), "leasehold was suspended");
 
-    // Renewed after the signal: the record changes again (its TTL is 1 s).
-    let before = store.read(&name).await.expect("record").version;
-    let (on, name_ref, before) = (&store, name.as_str(), &before);
-    let renewed = poll_async(LIMIT, || async move {
-        on.read(name_ref).await.expect("record").version != *before
-    })
-    .await;
-    assert!(renewed, "no renewal after SIGTSTP");
+    // Renewed after the signal (its TTL is 1 s).
+    assert_renewed_after(&store, &name, "SIGTSTP").await;
     let out = store.output(&["run", &name, "--", "touch", "ran"], LIMIT).await;
     common::assert_one_line(&out, HELD);
 
