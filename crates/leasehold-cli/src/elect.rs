@@ -9,8 +9,8 @@ use leasehold::election::Election;
 
 use crate::cli::ElectArgs;
 use crate::error::CliError;
-use crate::open;
 use crate::supervise::{settle, supervise};
+use crate::{open, show};
 use leasehold::url::StoreUrl;
 
 /// Runs `leasehold elect`; the exit code.
@@ -46,8 +46,11 @@ pub(crate) async fn elect(url: &StoreUrl, args: ElectArgs) -> Result<u8, CliErro
                 )));
             }
             Err(leasehold::Error::Timeout { last_error: None, .. }) => {
+                let leader = show::held_by(election.client(), &name)
+                    .await
+                    .map_or_else(String::new, |by| format!(", {by}"));
                 return Err(CliError::Held(format!(
-                    "{name} has another leader; gave up after {}",
+                    "{name} has another leader{leader}; gave up after {}",
                     humantime::format_duration(args.timeout.unwrap_or_default())
                 )));
             }

@@ -9,8 +9,8 @@ use leasehold::{AcquireOutcome, Lease, LeaseClient, LeaseName};
 
 use crate::cli::RunArgs;
 use crate::error::CliError;
-use crate::open;
 use crate::supervise::{settle, supervise};
+use crate::{open, show};
 use leasehold::url::StoreUrl;
 
 /// Runs `leasehold run`; the exit code.
@@ -55,7 +55,10 @@ async fn acquire(client: &LeaseClient, name: &LeaseName, args: &RunArgs) -> Resu
                 humantime::format_duration(timeout)
             ))),
             Err(leasehold::Error::Timeout { last_error: None, .. }) => Err(CliError::Held(format!(
-                "lease {name} is held by someone else; gave up after {}",
+                "lease {name} is held by {}; gave up after {}",
+                show::held_by(client, name)
+                    .await
+                    .unwrap_or_else(|| "someone else".to_owned()),
                 humantime::format_duration(timeout)
             ))),
             Err(e) => Err(CliError::from_lease(&what, &e)),

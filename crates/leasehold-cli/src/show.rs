@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use leasehold::LeaseName;
-use leasehold::admin::{Admin, LeaseState};
+use leasehold::admin::{Admin, LeaseState, Status};
 use leasehold::store::{ClockSource, Grade};
+use leasehold::{LeaseClient, LeaseName};
 use serde::Serialize;
 
 use crate::cli::ShowArgs;
@@ -14,6 +14,25 @@ use leasehold::url::StoreUrl;
 
 /// The longest one read may take.
 pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Who holds `name` now, in words (`HOLDER (token N)`), for a message saying why a
+/// `--timeout` ran out; `None` when it is not held now or cannot be read within a second
+/// (the message then says "someone else").
+pub(crate) async fn held_by(client: &LeaseClient, name: &LeaseName) -> Option<String> {
+    let admin = Admin::shared(client.store().clone());
+    let state = tokio::time::timeout(HELD_BY_TIMEOUT, admin.inspect(name))
+        .await
+        .ok()?
+        .ok()?;
+    match (state.status, state.holder, state.token) {
+        (Status::Held, Some(holder), Some(token)) => Some(format!("{holder} (token {token})")),
+        _ => None,
+    }
+}
+
+/// How long [`held_by`] waits for its read: the store has just answered, so a longer
+/// wait would only delay the message of a command that already gave up.
+const HELD_BY_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// What `show --json` prints: one object.
 #[derive(Debug, Serialize)]

@@ -65,6 +65,31 @@ async fn a_missing_sqlite_file_is_named_and_created_with_create() {
     assert!(path.exists(), "created by --create");
 }
 
+/// `sqlite:~/PATH` is under `$HOME`, as a crontab's `LEASEHOLD_STORE` would write it
+/// (no shell expands `~` there): created there by `--create`, and no `~` directory made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sqlite_path_under_tilde_is_in_the_home_directory() {
+    let store = Store::sqlite().await;
+    let home = store.file("home");
+    std::fs::create_dir(&home).expect("home");
+    let run = |create: bool| {
+        let mut args = vec!["stores", "check", "sqlite:~/leases.db"];
+        if create {
+            args.push("--create");
+        }
+        let mut cmd = store.cmd(&args);
+        cmd.env("HOME", &home);
+        common::finish(cmd.spawn().expect("spawn"), LIMIT)
+    };
+    let out = run(false).await;
+    let err = assert_one_line(&out, STORE);
+    assert!(err.contains(&home.join("leases.db").display().to_string()), "{err}");
+    let out = run(true).await;
+    assert_eq!(code(&out), 0, "{out:?}");
+    assert!(home.join("leases.db").exists(), "created under HOME");
+    assert!(!store.file("~").exists(), "no directory named ~");
+}
+
 /// A URL given twice, differently (the argument and `--store`), is a usage error, not
 /// one of them silently; the argument is checked over `LEASEHOLD_STORE` (what every
 /// other case here does).

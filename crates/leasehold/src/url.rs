@@ -3,7 +3,7 @@
 //!
 //! | form | store |
 //! |---|---|
-//! | `sqlite:PATH` | a SQLite file on this host (created with its table if missing, unless [`OpenOptions::create_sqlite_file`] is off) |
+//! | `sqlite:PATH` | a SQLite file on this host (created with its table if missing, unless [`OpenOptions::create_sqlite_file`] is off); a leading `~/` is the home directory (`$HOME`), a relative path is the working directory's |
 //! | `postgres://USER@HOST:PORT/DB?…` (or `postgresql://`) | Postgres, libpq-style URL |
 //! | `mysql://USER@HOST:PORT/DB?…` (or `mariadb://`) | MySQL or MariaDB (the table in DB) |
 //! | `etcd://HOST:PORT[,HOST:PORT…]` | etcd |
@@ -154,7 +154,7 @@ impl StoreUrl {
                     ));
                 }
                 Ok(Self::Sqlite {
-                    path: PathBuf::from(path),
+                    path: home_expanded(raw, path)?,
                 })
             }
             "postgres" | "postgresql" => Ok(Self::Postgres {
@@ -477,6 +477,22 @@ pub fn redact(url: &str) -> String {
     out
 }
 
+/// `path` with a leading `~` or `~/` (the shell's notation for the home directory,
+/// which no shell expands after `sqlite:`, nor cron in a crontab's variables) replaced
+/// by `$HOME`. `~user` is left as written.
+fn home_expanded(raw: &str, path: &str) -> Result<PathBuf, UrlError> {
+    let rest = match path.strip_prefix('~') {
+        Some("") => "",
+        Some(rest) if rest.starts_with('/') => &rest[1..],
+        _ => return Ok(PathBuf::from(path)),
+    };
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute())
+        .ok_or_else(|| UrlError::new(raw, "'~' names the home directory, but HOME is not an absolute path"))?;
+    Ok(if rest.is_empty() { home } else { home.join(rest) })
+}
+
 /// The default store's file: `$XDG_DATA_HOME/leasehold/leases.db` when
 /// `XDG_DATA_HOME` is an absolute path, otherwise `$HOME/.local/share/leasehold/leases.db`;
 /// `None` without either.
@@ -516,6 +532,26 @@ mod tests {
             }
         );
         assert_eq!(ok("sqlite:rel.db"), StoreUrl::Sqlite { path: "rel.db".into() });
+        let home = PathBuf::from(std::env::var_os("HOME").expect("HOME is set in tests"));
+        assert_eq!(
+            ok("sqlite:~/leases/x.db"),
+            StoreUrl::Sqlite {
+                path: home.join("leases/x.db")
+            }
+        );
+        assert_eq!(
+            ok("sqlite://~/x.db"),
+            StoreUrl::Sqlite {
+                path: home.join("x.db")
+            }
+        );
+        assert_eq!(
+            ok("sqlite:~other/x.db"),
+            StoreUrl::Sqlite {
+                path: "~other/x.db".into()
+            }
+        );
+        assert_eq!(ok("sqlite:x~/y.db"), StoreUrl::Sqlite { path: "x~/y.db".into() });
         assert_eq!(ok("postgres://u:p@h:5432/db?sslmode=disable").kind(), "postgres");
         assert_eq!(ok("postgresql://h/db").kind(), "postgres");
         assert_eq!(

@@ -132,7 +132,13 @@ pub async fn held_then_wait(store: &Store) {
             LIMIT,
         )
         .await;
-    assert_one_line(&out, HELD);
+    let err = assert_one_line(&out, HELD);
+    // It names who holds the lease, as a refusal without --timeout does.
+    let holder = store.read(&name).await.expect("record").record.holder.expect("held");
+    assert!(
+        err.contains(&format!("held by {holder} (token {token1}); gave up after 300ms")),
+        "{err}"
+    );
     assert!(
         since(started) >= Duration::from_millis(300),
         "gave up before its timeout"
@@ -435,7 +441,12 @@ pub async fn elect_and_observe(store: &Store) {
         )
         .await;
     let err = assert_one_line(&out, HELD);
-    assert!(err.contains("another leader"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "has another leader, {holder1} (token {token1}); gave up after 300ms"
+        )),
+        "{err}"
+    );
     assert!(!store.file("ran-timeout").exists());
     // The second candidate waits while the first leads.
     let led = poll(Duration::from_secs(1), || store.file("lead2").exists()).await;
