@@ -32,8 +32,9 @@
 //! with their ratio. Absolute times drift between runs; ratios hold.
 //!
 //! The stores come from the environment `scripts/stores.sh env` prints
-//! (`LEASEHOLD_PG_URL`, `LEASEHOLD_REDIS_URL`, `LEASEHOLD_ETCD_ENDPOINTS`,
-//! `LEASEHOLD_MOTO_ENDPOINT`, `LEASEHOLD_STORES_DIR`); a missing variable or an
+//! (`LEASEHOLD_PG_URL`, `LEASEHOLD_MYSQL_URL`, `LEASEHOLD_REDIS_URL`,
+//! `LEASEHOLD_ETCD_ENDPOINTS`, `LEASEHOLD_ZK_ADDR`, `LEASEHOLD_ZK_TICK_MS`,
+//! `LEASEHOLD_MOTO_ENDPOINT`, `LEASEHOLD_VENV`, `LEASEHOLD_STORES_DIR`); a missing variable or an
 //! unreachable store is an error, never a skipped table. Every run uses names, tables,
 //! prefixes and buckets of its own and removes what it created in Postgres, Redis and
 //! etcd at the end; the shared servers are never flushed or restarted.

@@ -137,7 +137,7 @@ pub struct JobSpec {
     /// Lease naming.
     pub naming: LockNaming,
     /// The worst difference between the instances' wall clocks, where slots are due on
-    /// the wall clock (stores without a clock to read: etcd, DynamoDB, S3): a slot may
+    /// the wall clock (stores without a clock to read: etcd, ZooKeeper, DynamoDB, S3): a slot may
     /// start up to this much early on an instance whose clock is ahead, and a done
     /// slot's record is purged only `keep_done_for` plus this after the slot. Where
     /// slots are due on the store's clock it is not used. Default: one minute.
