@@ -243,6 +243,11 @@ pub enum ExpireOutcome {
     /// sequence, by itself once the time asked for has passed (on its own schedule:
     /// DynamoDB's TTL deletes within days, Redis and etcd on the dot).
     Scheduled,
+    /// The store keeps the record past its writer (its session, its process), but has
+    /// no expiry of its own to remove it: the caller removes it with
+    /// [`CasStore::purge`] when the time comes. ZooKeeper, whose held records are
+    /// EPHEMERAL znodes of their writer's session, makes it a PERSISTENT one.
+    Kept,
     /// The version did not match (or the record was gone); nothing changed.
     Conflict(Current),
     /// The store has no expiry of its own (the default): the caller removes the
@@ -318,8 +323,11 @@ pub trait CasStore: Send + Sync + fmt::Debug + 'static {
     /// `purge`, only for names nobody will take again: the stores of this workspace take
     /// a name off its expiry when they grant it again, but a store may let a later
     /// record go with it. The record may still be read, with the same holder and token,
-    /// until the store removes it (its version may change). By default
-    /// [`ExpireOutcome::Unsupported`], and nothing changes. At most two round trips.
+    /// until the store removes it (its version may change). A store whose held records
+    /// end with their writer's session, and which cannot remove a record by itself,
+    /// makes the record outlive that session and answers [`ExpireOutcome::Kept`]
+    /// (ZooKeeper). By default [`ExpireOutcome::Unsupported`], and nothing changes. At
+    /// most two round trips.
     async fn expire(&self, name: &LeaseName, version: &Version, after: Duration) -> Result<ExpireOutcome> {
         let _ = (name, version, after);
         Ok(ExpireOutcome::Unsupported)

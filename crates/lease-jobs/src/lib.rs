@@ -74,7 +74,9 @@
 //!    lease and the done record make the second run rare and cheap.
 //!
 //! The process test `slots_run_exactly_once_under_kill9` checks this with three
-//! instances killed and restarted at random, from the protected table's rows.
+//! instances killed and restarted at random, from the protected table's rows; the test
+//! `restart` checks on every store that an instance started after another one stopped
+//! finds that one's slots done and runs none of them again.
 //!
 //! ## Events say what happened
 //! Only the job knows whether its transaction committed the slot or found it done, so
@@ -203,7 +205,7 @@
 //! correctness; Redis for efficiency only). Per slot, on the instance that runs it: one round trip to take the slot, one per
 //! renewal while the job runs (every third of `lock_at_most_for`), two to write the
 //! done record (and one or two more to give it the store's own expiry, on Redis, etcd
-//! and DynamoDB: below); on every other instance one round trip to find it taken or done; and
+//! and DynamoDB, or to keep it past the instance's session on ZooKeeper: below); on every other instance one round trip to find it taken or done; and
 //! on every instance at most one read and one purge per aged slot (below), at most
 //! 32 a pass.
 //!
@@ -235,6 +237,7 @@
 //! | etcd | the store itself: the done record and its fence counter key are attached to an etcd lease of `keep_done_for` plus the skew (whole seconds); the purge, if it comes first, removes both in one transaction |
 //! | DynamoDB | the purge (a conditional delete), backed by DynamoDB's Time to Live: the done item gets `expires_at` (Unix seconds), which [`DynamoStore::provision`](https://docs.rs/leasehold-dynamodb) turns Time to Live on for; DynamoDB deletes such items within days, so the purge usually comes first |
 //! | S3 | the purge (a conditional delete), and a lifecycle rule if you add one (below) |
+//! | ZooKeeper | the purge: one `multi` deleting the record znode and its fence counter; the done record is made PERSISTENT first (`expire`), since a held record is an EPHEMERAL znode that would end with the session of the instance that ran the slot |
 //!
 //! On S3, a lifecycle rule on the job's prefix backs the purge up. Objects expire some
 //! whole days after their last change, and a done record is never changed after it is

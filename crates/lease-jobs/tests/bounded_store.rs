@@ -46,7 +46,9 @@ fn run_for(kind: common::Kind) -> Run {
         // commit: at 10 ms a slot (a grant, a done record, then a read and a purge each,
         // on two instances) the sweep fell behind on the 2-core machine under load
         // (902 keys for 1,003 slots, load average ~10); at 25 ms it keeps up.
-        common::Kind::Etcd => Run {
+        // Two znodes a name too, the record and its fence counter; each write a
+        // `multi` the server fsyncs.
+        common::Kind::Etcd | common::Kind::ZooKeeper => Run {
             slots: 600,
             interval_ms: 25,
             lock: Duration::from_millis(500),

@@ -24,8 +24,14 @@
 //!
 //! | znode | data | mode |
 //! |---|---|---|
-//! | `<root>/<name>` | the lease record ([`leasehold_core::store::record_codec`] JSON) | EPHEMERAL on the holder's session while held, PERSISTENT when vacant |
-//! | `<root>/<name>!fence` | the highest token issued for the name, 20 ASCII digits | PERSISTENT; never deleted |
+//! | `<root>/<name>` | the lease record ([`leasehold_core::store::record_codec`] JSON; after `kept:` when kept) | EPHEMERAL on the holder's session while held, PERSISTENT when vacant or kept |
+//! | `<root>/<name>!fence` | the highest token issued for the name, 20 ASCII digits | PERSISTENT; deleted only by a purge |
+//!
+//! A held record is *kept* by [`leasehold_core::store::CasStore::expire`] (a scheduled
+//! job's done record, which must outlive the instance that ran the slot): ZooKeeper has
+//! no expiry of its own for a znode, so the record becomes PERSISTENT, marked `kept:`,
+//! and stays, held and never claimable, until [`leasehold_core::store::CasStore::purge`]
+//! removes it with its counter ([`leasehold_core::store::ExpireOutcome::Kept`]).
 //!
 //! Every write of a name is one `multi`: a versioned `setData` of the counter (its
 //! version is the name's write count and moves with every write), the `delete` of the
@@ -36,7 +42,7 @@
 //! one number, the counter's version in its high 32 bits and the record znode's data
 //! version in the low 32: never reused, since the counter is never
 //! deleted. A record or counter that does not decode, or that this store could not have
-//! written (a held record in a persistent znode, a vacant one in an ephemeral znode, a
+//! written (a held record in a persistent znode unless kept, a vacant one in an ephemeral znode, a
 //! record without its counter, a counter at 0 or ephemeral), is [`leasehold_core::Error::CorruptRecord`], never a free lease.
 //!
 //! ## TTLs and sessions
@@ -62,6 +68,8 @@
 //! | list of the names under a prefix | 1 child listing of the root |
 //! | waiting for a release | per name with waiters: 1 `exists` watch and 1 `multi` read, again after each change; a release wakes one acquirer, every change every observer |
 //! | a held record abandoned while its process lives | 1 `multi` at its TTL |
+//! | keep a held record past its session (`expire`) | 1 `multi` read and 1 `multi` |
+//! | purge (the record and its counter) | 1 `multi` (of the counter alone when the last read showed the record gone; 2 when only the first `multi` finds it gone) |
 //! | fenced `multi` ([`ZooKeeperStore::fenced_multi`]), applied or refused | 1 `multi` |
 //! | fenced write on a token-marked znode ([`ZooKeeperStore::fenced_set`]) | 1 `multi` when the store saw the node's current version or the node is new, else 1 read and 1 `multi`; none when the store knows a mark that refuses the token |
 //!

@@ -4,7 +4,8 @@
 //! - `<root>/<name>`: the lease record (JSON, [`record_codec`]). A held record is an
 //!   EPHEMERAL znode of its holder's session; a vacant one is PERSISTENT.
 //! - `<root>/<name>!fence`: the highest token ever issued for the name, as 20 ASCII
-//!   digits. PERSISTENT and never deleted, so tokens keep growing across session expiry
+//!   digits. PERSISTENT and never deleted (but by a purge, of a name nobody takes again),
+//!   so tokens keep growing across session expiry
 //!   and server restarts. Every write of the name bumps its znode version in the same
 //!   `multi` (a versioned `setData`): that version is the name's write count, the first
 //!   half of a record's [`Version`].
@@ -15,6 +16,11 @@
 use leasehold_core::store::{LeaseRecord, Version, counter_codec, record_codec};
 use leasehold_core::{Error, FencingToken, LeaseName, Result};
 use tokio::time::Instant;
+
+/// What starts a kept record's znode data, before its JSON: a held record made to
+/// outlive its writer's session ([`leasehold_core::store::CasStore::expire`]), in a
+/// PERSISTENT znode. A held record in a persistent znode without it is corrupt.
+pub(crate) const KEPT_PREFIX: &[u8] = b"kept:";
 
 /// The suffix of a name's fence-counter znode.
 pub(crate) const FENCE_SUFFIX: &str = "!fence";
@@ -61,7 +67,8 @@ pub(crate) fn decode_fence(name: &LeaseName, bytes: &[u8]) -> Result<FencingToke
 /// A record's version: the fence counter znode's version after the write that made the
 /// record, and the record znode's own data version (0 for every record this store
 /// writes; a foreign `set` raises it). The counter's version grows with every write of
-/// the name and the counter is never deleted, so no version is ever reused.
+/// the name and the counter is never deleted (a purge deletes it only for a name nobody
+/// takes again), so no version is ever reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Ver {
     pub(crate) counter: i32,
@@ -132,6 +139,9 @@ pub(crate) enum Decoded {
     Absent,
     /// A record at a version.
     Present(Ver, LeaseRecord),
+    /// A kept record at a version: held, in a PERSISTENT znode, until a purge removes
+    /// it (its writer's session no longer bounds it; nor does any clock of the store).
+    Kept(Ver, LeaseRecord),
 }
 
 impl Snapshot {
@@ -145,7 +155,17 @@ impl Snapshot {
         let Some(counter) = self.counter else {
             return corrupt("the record znode exists without its fence counter znode".to_owned());
         };
-        let _ = counter;
+        let ver = Ver {
+            counter: counter.version,
+            record: node.data_version,
+        };
+        if let Some(json) = node.bytes.strip_prefix(KEPT_PREFIX) {
+            let record = record_codec::decode(name, json)?;
+            if record.holder.is_none() || node.ephemeral_owner != 0 {
+                return corrupt("a kept record that is not a held record in a persistent znode".to_owned());
+            }
+            return Ok(Decoded::Kept(ver, record));
+        }
         let record = record_codec::decode(name, &node.bytes)?;
         if record.holder.is_some() && node.ephemeral_owner == 0 {
             return corrupt("a held record in a persistent znode (no session would ever expire it)".to_owned());
@@ -153,13 +173,7 @@ impl Snapshot {
         if record.holder.is_none() && node.ephemeral_owner != 0 {
             return corrupt("a vacant record in an ephemeral znode".to_owned());
         }
-        Ok(Decoded::Present(
-            Ver {
-                counter: counter.version,
-                record: node.data_version,
-            },
-            record,
-        ))
+        Ok(Decoded::Present(ver, record))
     }
 
     /// The counter, checked, or `None` if there is none.

@@ -8,8 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leasehold_core::store::session::{Expire, Expiry, Held, SessionBook, expire_due, kick_for};
 use leasehold_core::store::{
-    Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, Grade, LeaseRecord, Linearizable,
-    Precondition, Stored, Version, Wait, WakeHub, record_codec,
+    Capabilities, CasOutcome, CasStore, ClockSource, Current, DeleteOutcome, ExpireOutcome, Grade, LeaseRecord,
+    Linearizable, Precondition, Stored, Version, Wait, WakeHub, record_codec,
 };
 use leasehold_core::{Error, FencingToken, LeaseName, NamePrefix, Result};
 use tokio::sync::Notify;
@@ -79,6 +79,17 @@ enum MultiFailure {
     Op(usize, zk::Error),
     /// The request failed as a whole.
     Request(Error),
+}
+
+/// What [`Inner::remove`] deletes of a name's two znodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Removal {
+    /// The record; the fence counter's version is checked and the counter kept.
+    Record,
+    /// The record and the fence counter.
+    Both,
+    /// The fence counter alone (the record is gone).
+    Counter,
 }
 
 /// One planned write of a name's znodes.
@@ -418,6 +429,7 @@ impl Inner {
         match d {
             Decoded::Absent => Current::Absent,
             Decoded::Present(v, r) => Current::Present(self.stored(name, v, r)),
+            Decoded::Kept(v, r) => Current::Present(kept(v, r)),
         }
     }
 
@@ -454,7 +466,7 @@ impl Inner {
         };
         match (expect, decoded) {
             (Precondition::Absent, Decoded::Absent) => go(snap.clone(), record.token, record.clone()),
-            (Precondition::Version(want), Decoded::Present(v, _)) if Ver::parse(want)? == v => {
+            (Precondition::Version(want), Decoded::Present(v, _) | Decoded::Kept(v, _)) if Ver::parse(want)? == v => {
                 go(snap.clone(), record.token, record.clone())
             }
             (Precondition::Claimable, d) => {
@@ -471,7 +483,8 @@ impl Inner {
                         record: None,
                         ..snap.clone()
                     }),
-                    Decoded::Present(..) => None,
+                    // Kept until a purge: never claimable.
+                    Decoded::Present(..) | Decoded::Kept(..) => None,
                 };
                 let Some(base) = base else {
                     return Ok(Err(self.current(name, d)));
@@ -479,7 +492,7 @@ impl Inner {
                 // The counter is the highest token issued; a record an operator raised
                 // above it raises it.
                 let recorded = match &d {
-                    Decoded::Present(_, r) => r.token,
+                    Decoded::Present(_, r) | Decoded::Kept(_, r) => r.token,
                     Decoded::Absent => FencingToken::ZERO,
                 };
                 let last = counter.map_or(FencingToken::ZERO, |c| c.token).max(recorded);
@@ -760,29 +773,130 @@ impl Inner {
         ))
     }
 
+    /// Deletes the record znode at `version` in one `multi`, which checks the fence
+    /// counter's version too (the counter stays, so that tokens go on).
     pub(crate) async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        match self.remove(name, version, Removal::Record).await? {
+            Some(done) => Ok(done),
+            None => self.conflict(name).await,
+        }
+    }
+
+    /// Deletes the record and its fence counter znodes at `version`: nothing of the
+    /// name is left. One `multi` of both; of the counter alone when the last read showed
+    /// the record gone (its store deleted it at its TTL, which leaves the counter's
+    /// version as it was). A record found gone only by the `multi` costs a second one,
+    /// of the counter alone. Any write of the name since raised the counter's version,
+    /// so the counter is deleted only if nothing was written under the name since
+    /// `version`.
+    pub(crate) async fn purge(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        let record_gone = self
+            .seen()
+            .get(name)
+            .is_some_and(|s| s.record.is_none() && s.counter.is_some());
+        let first = if record_gone { Removal::Counter } else { Removal::Both };
+        if let Some(done) = self.remove(name, version, first).await? {
+            return Ok(done);
+        }
+        match self.remove(name, version, Removal::Counter).await? {
+            Some(done) => Ok(done),
+            None => self.conflict(name).await,
+        }
+    }
+
+    /// A removal's conflict: what the name shows now.
+    async fn conflict(&self, name: &LeaseName) -> Result<DeleteOutcome> {
+        Ok(DeleteOutcome::Conflict(self.current_now(name).await?))
+    }
+
+    /// What the name shows now, read afresh.
+    async fn current_now(&self, name: &LeaseName) -> Result<Current> {
+        let snap = self.read_snapshot(name).await?;
+        let d = snap.decode(name)?;
+        Ok(self.current(name, d))
+    }
+
+    /// Makes the held record at `version` outlive its writer's session, until a purge:
+    /// one `multi` that raises the fence counter's version (so the record gets a new
+    /// version), deletes the EPHEMERAL record znode at its version and creates it
+    /// PERSISTENT with the same record, marked kept ([`nodes::KEPT_PREFIX`]). The name
+    /// is read first: two round trips. A vacant or kept record at `version` is kept
+    /// already.
+    pub(crate) async fn keep(&self, name: &LeaseName, version: &Version) -> Result<ExpireOutcome> {
         let v = Ver::parse(version)?;
         let paths = self.paths(name);
+        let snap = self.read_snapshot(name).await?;
+        let counter = snap.counter(name)?;
+        match snap.decode(name)? {
+            Decoded::Present(now, r) if now == v && !r.is_vacant() => {}
+            Decoded::Present(now, _) | Decoded::Kept(now, _) if now == v => return Ok(ExpireOutcome::Kept),
+            d => return Ok(ExpireOutcome::Conflict(self.current(name, d))),
+        }
+        // A record decodes only beside its counter.
+        let (Some(counter), Some(node)) = (counter, &snap.record) else {
+            return Ok(ExpireOutcome::Conflict(self.current_now(name).await?));
+        };
+        let kept_bytes = [nodes::KEPT_PREFIX, &node.bytes].concat();
         let client = self.main_client().await?;
         let sent = self
-            .send_multi(&client, "delete", |w| {
-                w.add_check_version(&paths.fence, v.counter)?;
-                w.add_delete(&paths.record, Some(v.record))
+            .send_multi(&client, "keep", |w| {
+                w.add_set_data(&paths.fence, &nodes::encode_fence(counter.token), Some(counter.version))?;
+                w.add_delete(&paths.record, Some(v.record))?;
+                w.add_create(
+                    &paths.record,
+                    &kept_bytes,
+                    &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+                )
             })
             .await;
         match sent {
             Ok(_) => {
                 self.book().unhold(name);
-                if let Some(s) = self.seen().get_mut(name) {
-                    s.record = None;
+                self.forget(name);
+                Ok(ExpireOutcome::Kept)
+            }
+            Err(MultiFailureOut(MultiFailure::Op(..))) => Ok(ExpireOutcome::Conflict(self.current_now(name).await?)),
+            Err(MultiFailureOut(MultiFailure::Request(e))) => {
+                self.forget(name);
+                Err(e)
+            }
+        }
+    }
+
+    /// Removes what `removal` says in one `multi` at `version`; `None` (nothing done)
+    /// only for [`Removal::Both`], when the record znode was missing.
+    async fn remove(&self, name: &LeaseName, version: &Version, removal: Removal) -> Result<Option<DeleteOutcome>> {
+        let v = Ver::parse(version)?;
+        let paths = self.paths(name);
+        let client = self.main_client().await?;
+        let what = if removal == Removal::Record { "delete" } else { "purge" };
+        let sent = self
+            .send_multi(&client, what, |w| match removal {
+                Removal::Record => {
+                    w.add_delete(&paths.record, Some(v.record))?;
+                    w.add_check_version(&paths.fence, v.counter)
                 }
-                Ok(DeleteOutcome::Deleted)
+                Removal::Both => {
+                    w.add_delete(&paths.record, Some(v.record))?;
+                    w.add_delete(&paths.fence, Some(v.counter))
+                }
+                Removal::Counter => w.add_delete(&paths.fence, Some(v.counter)),
+            })
+            .await;
+        match sent {
+            Ok(_) => {
+                self.book().unhold(name);
+                if removal == Removal::Record {
+                    if let Some(s) = self.seen().get_mut(name) {
+                        s.record = None;
+                    }
+                } else {
+                    self.forget(name);
+                }
+                Ok(Some(DeleteOutcome::Deleted))
             }
-            Err(MultiFailureOut(MultiFailure::Op(..))) => {
-                let snap = self.read_snapshot(name).await?;
-                let d = snap.decode(name)?;
-                Ok(DeleteOutcome::Conflict(self.current(name, d)))
-            }
+            Err(MultiFailureOut(MultiFailure::Op(0, zk::Error::NoNode))) if removal == Removal::Both => Ok(None),
+            Err(MultiFailureOut(MultiFailure::Op(..))) => self.conflict(name).await.map(Some),
             Err(MultiFailureOut(MultiFailure::Request(e))) => {
                 self.forget(name);
                 Err(e)
@@ -796,6 +910,7 @@ impl Inner {
         match snap.decode(name)? {
             Decoded::Absent => Ok(None),
             Decoded::Present(v, r) => Ok(Some(self.stored(name, v, r))),
+            Decoded::Kept(v, r) => Ok(Some(kept(v, r))),
         }
     }
 
@@ -817,6 +932,12 @@ impl Inner {
         names.dedup();
         Ok(names)
     }
+}
+
+/// A kept record as read: no time left is known on the store's clock (none bounds it;
+/// a purge removes it), so a reader judges it by its wall-clock expiry.
+fn kept(v: Ver, record: LeaseRecord) -> Stored {
+    Stored::new(record, v.to_version())
 }
 
 fn results_len(plan: &Plan) -> usize {
@@ -973,6 +1094,21 @@ impl CasStore for ZooKeeperStore {
 
     async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
         self.inner.delete(name, version).await
+    }
+
+    /// Deletes the record and its fence counter znode (kept after a plain delete, so
+    /// that tokens go on), in one `multi` at the record's version.
+    async fn purge(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
+        self.inner.purge(name, version).await
+    }
+
+    /// ZooKeeper has no expiry of its own for a znode: the held record is made to
+    /// outlive its writer's session (a PERSISTENT znode, marked kept) and stays until
+    /// the caller purges it, as [`ExpireOutcome::Kept`] says; `after` is not used. Two
+    /// round trips.
+    async fn expire(&self, name: &LeaseName, version: &Version, after: Duration) -> Result<ExpireOutcome> {
+        let _ = after;
+        self.inner.keep(name, version).await
     }
 
     async fn renew(&self, name: &LeaseName, version: &Version, record: &LeaseRecord) -> Result<CasOutcome> {

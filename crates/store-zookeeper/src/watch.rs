@@ -54,6 +54,7 @@ pub(crate) async fn wait(inner: &Arc<Inner>, name: &LeaseName, seen: Option<&Ver
 pub(crate) fn announce(inner: &Inner, name: &LeaseName, snap: &Snapshot) {
     match snap.decode(name) {
         Ok(Decoded::Present(v, r)) => inner.hub.announce(name.as_str(), v.position(), r.is_vacant()),
+        Ok(Decoded::Kept(v, _)) => inner.hub.announce(name.as_str(), v.position(), false),
         Ok(Decoded::Absent) => {
             if let Some(c) = snap.counter {
                 let at = Ver {

@@ -76,7 +76,7 @@ async fn corrupt_znodes_are_errors_never_grants() {
     let store = common::store("foreign-corrupt").await;
     let client = LeaseClient::new(store.clone());
     let counter = |t: &str| format!("{t:0>20}");
-    let records: [(&str, String); 7] = [
+    let records: [(&str, String); 9] = [
         ("garbage", "not-a-record".to_owned()),
         ("wrong JSON", "{\"holder\":5,\"token\":\"x\"}".to_owned()),
         ("negative token", json(None, 1).replace("\"token\":1", "\"token\":-3")),
@@ -89,6 +89,9 @@ async fn corrupt_znodes_are_errors_never_grants() {
             json(None, 1).replace("\"token\":1", "\"token\":9223372036854775807"),
         ),
         ("a held record in a persistent znode", json(Some("operator"), 1)),
+        // The mark of a record `expire` kept is no way to plant a free or corrupt one.
+        ("a kept vacant record", format!("kept:{}", json(None, 1))),
+        ("a kept record of garbage", "kept:not-a-record".to_owned()),
         ("an empty znode", String::new()),
     ];
     for (i, (what, data)) in records.iter().enumerate() {
@@ -141,7 +144,7 @@ async fn corrupt_znodes_are_errors_never_grants() {
     {
         Ok(names) => assert_eq!(
             names.len(),
-            8,
+            records.len() + 1,
             "every record znode is listed, corrupt or not: {names:?}"
         ),
         Err(e) => panic!("list: {e}"),

@@ -20,6 +20,7 @@ pub enum Kind {
     Redis,
     DynamoDb,
     S3,
+    ZooKeeper,
 }
 
 /// Where a test's leases live: the URL every instance opens.
@@ -53,6 +54,8 @@ impl Place {
             Kind::Redis => leasehold_testkit::redis_url(),
             Kind::DynamoDb => format!("jobs_{}", suffix.replace('-', "_")),
             Kind::S3 => format!("jobs-{suffix}"),
+            // A root znode of its own (made by the first client, which provisions).
+            Kind::ZooKeeper => format!("zookeeper://{}/lease-jobs-{suffix}", leasehold_testkit::zk_addr()),
         };
         let place = Self { kind, url };
         // Created once here: the instances' clients only open it.
@@ -75,8 +78,8 @@ impl Place {
     }
 
     /// What the store keeps for lease names starting with `prefix`: the SQL rows
-    /// (tombstones included), Redis's and etcd's keys (counters included), the listed
-    /// records on DynamoDB and S3.
+    /// (tombstones included), Redis's and etcd's keys and ZooKeeper's znodes (counters
+    /// included), the listed records on DynamoDB and S3.
     pub async fn count_records(&self, client: &LeaseClient, prefix: &str) -> usize {
         let like = format!("{prefix}%");
         match self.kind {
@@ -117,6 +120,22 @@ impl Place {
                     .await
                     .expect("count keys");
                 usize::try_from(resp.count()).expect("a count")
+            }
+            // Every znode of the names under the place's root, fence counters included
+            // (a name's `/` is `%2F` in a znode's name).
+            Kind::ZooKeeper => {
+                use leasehold::zookeeper::{ZooKeeperConfig, ZooKeeperStore};
+                let (servers, root) = self
+                    .url
+                    .trim_start_matches("zookeeper://")
+                    .split_once('/')
+                    .expect("a root");
+                let config = ZooKeeperConfig::new(format!("/{root}")).expect("root");
+                let store = ZooKeeperStore::connect(servers, config).await.expect("zookeeper");
+                let zk = store.client().await.expect("zookeeper client");
+                let children = zk.list_children(&format!("/{root}")).await.expect("list the root");
+                let child_prefix = prefix.replace('/', "%2F");
+                children.iter().filter(|c| c.starts_with(&child_prefix)).count()
             }
             _ => {
                 let prefix = leasehold::NamePrefix::new(prefix).expect("prefix");
@@ -263,7 +282,8 @@ pub async fn wait_for<F: Future<Output = bool>>(within: Duration, what: &str, mu
 macro_rules! on_every_store {
     ($body:ident) => {
         $crate::on_stores!($body;
-            postgres Postgres, sqlite Sqlite, mysql MySql, etcd Etcd, redis Redis, dynamodb DynamoDb, s3 S3);
+            postgres Postgres, sqlite Sqlite, mysql MySql, etcd Etcd, redis Redis, dynamodb DynamoDb, s3 S3,
+            zookeeper ZooKeeper);
     };
 }
 

@@ -1,0 +1,92 @@
+//! A restart runs no slot twice, on every real store: an instance runs a job's slots
+//! and stops (its client, its connections and its sessions closed, as a redeployed
+//! process's are), then the next instance starts with a catch-up window that covers
+//! every slot the first one ran. It finds them done and runs only the slots that came
+//! after.
+#![allow(missing_docs, clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use leasehold_jobs::{JobContext, JobSpec, Schedule, Scheduler, Slot, SlotOutcome};
+use tokio_util::sync::CancellationToken;
+
+/// Which instance ran each slot, and how many runs each slot had.
+#[derive(Default)]
+struct Table {
+    ran_by: BTreeMap<Slot, Vec<&'static str>>,
+}
+
+type Shared = Arc<Mutex<Table>>;
+
+/// Runs `spec` on one fresh client of `place` as instance `who` until `stop` says so,
+/// then drops the client.
+async fn instance(place: &common::Place, spec: &JobSpec, table: &Shared, who: &'static str, stop: impl AsyncFnOnce()) {
+    let client = place.client().await;
+    let shutdown = CancellationToken::new();
+    let job = {
+        let table = table.clone();
+        move |ctx: JobContext| {
+            let table = table.clone();
+            async move {
+                let slot = ctx.slot().ok_or("no slot")?;
+                table.lock().unwrap().ran_by.entry(slot).or_default().push(who);
+                Ok::<_, String>(SlotOutcome::Committed)
+            }
+        }
+    };
+    let task = tokio::spawn({
+        let (scheduler, spec, shutdown) = (Scheduler::new(client), spec.clone(), shutdown.clone());
+        async move { scheduler.run(spec, job, shutdown).await }
+    });
+    stop().await;
+    shutdown.cancel();
+    task.await.unwrap().unwrap();
+}
+
+async fn a_restart_runs_no_slot_twice(kind: common::Kind) {
+    let place = common::Place::new(kind).await;
+    let name = format!("restart-{}", leasehold_testkit::unique_suffix());
+    // Moto answers one request at a time, in milliseconds: a slower schedule there.
+    let interval = match kind {
+        common::Kind::DynamoDb | common::Kind::S3 => Duration::from_millis(500),
+        _ => Duration::from_millis(200),
+    };
+    let spec = JobSpec::new(name, Schedule::every(interval).unwrap(), Duration::from_secs(5))
+        .catch_up(Duration::from_secs(20))
+        .keep_done_for(Duration::from_secs(60));
+    let table: Shared = Arc::default();
+    let ran = |who: &str| {
+        let t = table.lock().unwrap();
+        t.ran_by.values().filter(|w| w.contains(&who)).count()
+    };
+    instance(&place, &spec, &table, "first", async || {
+        common::wait_until(Duration::from_secs(30), "the first instance runs 5 slots", || {
+            ran("first") >= 5
+        })
+        .await;
+    })
+    .await;
+    let first_ran: Vec<Slot> = {
+        let t = table.lock().unwrap();
+        t.ran_by.keys().copied().collect()
+    };
+    instance(&place, &spec, &table, "second", async || {
+        common::wait_until(Duration::from_secs(30), "the second instance runs 3 slots", || {
+            ran("second") >= 3
+        })
+        .await;
+    })
+    .await;
+    let t = table.lock().unwrap();
+    let twice: Vec<_> = t.ran_by.iter().filter(|(_, w)| w.len() > 1).collect();
+    assert!(twice.is_empty(), "slots run more than once: {twice:?}");
+    for s in &first_ran {
+        assert_eq!(t.ran_by[s], ["first"], "{s} was run by the first instance alone");
+    }
+}
+
+on_every_store!(a_restart_runs_no_slot_twice);
