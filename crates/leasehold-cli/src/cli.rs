@@ -284,8 +284,7 @@ fn duration(s: &str) -> Result<Duration, String> {
 
 const STORE_HELP: &str = "\
 Store URLs (--store or LEASEHOLD_STORE):
-  sqlite:PATH                              a SQLite file on this host (run and elect create it if missing;
-                                           ~/ is $HOME, even where no shell expands it, as in a crontab)
+  sqlite:PATH                              a SQLite file on this host (run and elect create it if missing; ~/ is $HOME)
   postgres://USER@HOST:PORT/DB             Postgres (password from the URL, PGPASSWORD or ~/.pgpass)
   mysql://USER@HOST:PORT/DB                MySQL or MariaDB (mariadb:// too; the lease table in DB)
   etcd://HOST:PORT[,HOST:PORT]             etcd

@@ -94,10 +94,36 @@ async fn open_sql<B>(url: &StoreUrl, connect: &str, options: &OpenOptions) -> Re
 where
     B: leasehold_sql::SqlBackend,
 {
-    use leasehold_sql::{SqlConfig, SqlStore};
+    use leasehold_sql::errors::{Phase, Target};
+    use leasehold_sql::{SqlConfig, SqlDatabase, SqlStore};
     type ConnectOptions<B> =
         <<<B as leasehold_sql::SqlBackend>::Db as sqlx::Database>::Connection as sqlx::Connection>::Options;
     let connect: ConnectOptions<B> = connect.parse().map_err(|e: sqlx::Error| bad_url(&e))?;
+    // One connection first: a refused connection or a rejected login answers in
+    // milliseconds, and the server's refusal is classified (bad credentials or an
+    // unknown database: `Misconfigured`, never retryable), where the pool would retry it
+    // until its timeout and then say only that it timed out.
+    let limit = options.connect_timeout;
+    let context = format!("{} store {url}: cannot connect", url.kind());
+    match tokio::time::timeout(limit, <ConnectOptions<B> as sqlx::ConnectOptions>::connect(&connect)).await {
+        Ok(Ok(conn)) => {
+            let _ = sqlx::Connection::close(conn).await;
+        }
+        Ok(Err(e)) => {
+            return Err(<B::Db as SqlDatabase>::map_error(
+                e,
+                Phase::Connect,
+                Target::Lease,
+                &context,
+            ));
+        }
+        Err(_) => {
+            return Err(Error::Unavailable {
+                message: format!("{context}: no answer within {limit:?}"),
+                source: None,
+            });
+        }
+    }
     let pool = match sqlx::pool::PoolOptions::<B::Db>::new()
         .max_connections(options.max_connections)
         .acquire_timeout(options.connect_timeout)
@@ -125,7 +151,14 @@ where
                 source: None,
             });
         }
-        Err(e) => return Err(cannot_connect(url, &e)),
+        Err(e) => {
+            return Err(<B::Db as SqlDatabase>::map_error(
+                e,
+                Phase::Connect,
+                Target::Lease,
+                &context,
+            ));
+        }
     };
     let mut config = SqlConfig::new();
     if let Some(t) = &options.table {

@@ -80,7 +80,23 @@ pub fn map_with(
 
 /// Builds the [`Error`] for a class, keeping the driver error as its source.
 pub fn error_of(class: ErrorClass, context: &str, err: sqlx::Error) -> Error {
-    class.error(format!("{context}: {err}"), err)
+    class.error(format!("{context}: {}", describe(&err)), err)
+}
+
+/// Words for a driver error. A database's error is its message and code, without the
+/// driver's decorations: Postgres's adds the server's own C source line ("… at line
+/// 768"), which reads as a line of the caller's SQL or configuration.
+pub fn describe(err: &sqlx::Error) -> String {
+    let sqlx::Error::Database(db) = err else {
+        return err.to_string();
+    };
+    let code = match (mysql::number_of(err), db.code()) {
+        (Some(n), Some(state)) => format!(" (error {n}, SQLSTATE {state})"),
+        (None, Some(code)) => format!(" (code {code})"),
+        (Some(n), None) => format!(" (error {n})"),
+        (None, None) => String::new(),
+    };
+    format!("error returned from database: {}{code}", db.message())
 }
 
 /// The class of a non-database error.
