@@ -66,14 +66,22 @@
 //! when the woken one does not claim.
 //!
 //! ## Example
+//! Through the `leasehold` facade (feature `postgres`), `leasehold_postgres::…` is
+//! `leasehold::postgres::…` (its sqlx: `leasehold::postgres::sqlx`) and `leasehold_core::…`
+//! is `leasehold::…`.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
 //! use leasehold_core::LeaseClient;
 //! use leasehold_core::fence::FencedUpdate;
-//! use leasehold_postgres::{PostgresConfig, PostgresStore, RowFence, sqlx::Postgres};
+//! use leasehold_postgres::{PostgresConfig, PostgresStore, RowFence};
+//! use leasehold_postgres::sqlx::{Postgres, postgres::PgPoolOptions};
 //!
-//! let pool = sqlx::PgPool::connect("postgres://app@db-primary/app").await?;
+//! let pool = PgPoolOptions::new()
+//!     .acquire_timeout(Duration::from_secs(3)) // sqlx's default waits 30 s for a connection
+//!     .connect("postgres://app@db-primary/app")
+//!     .await?;
 //! let config = PostgresConfig::new();
 //! PostgresStore::provision(&pool, &config).await?; // or run sql/leasehold_leases.sql
 //! let store = PostgresStore::new(pool.clone(), config).await?;

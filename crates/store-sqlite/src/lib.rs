@@ -64,12 +64,16 @@
 //! stops a second after the last waiter left.
 //!
 //! ## Example
+//! Through the `leasehold` facade (feature `sqlite`), `leasehold_sqlite::…` is
+//! `leasehold::sqlite::…` (its sqlx: `leasehold::sqlite::sqlx`) and `leasehold_core::…` is
+//! `leasehold::…`.
+//!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! use std::time::Duration;
 //! use leasehold_core::{AcquireOutcome, LeaseClient};
 //! use leasehold_core::fence::FencedUpdate;
-//! use leasehold_sqlite::{RowFence, SqliteConfig, SqliteStore, sqlx::Sqlite};
+//! use leasehold_sqlite::{RowFence, SqliteConfig, SqliteStore, sqlx::{self, Sqlite}};
 //!
 //! let dir = std::env::temp_dir().join(format!("leasehold-doc-{}", std::process::id()));
 //! std::fs::create_dir_all(&dir).unwrap();
@@ -89,8 +93,10 @@
 //!     .execute(&pool).await.unwrap();
 //! sqlx::query("INSERT OR IGNORE INTO payouts (id, status) VALUES (42, 'pending')").execute(&pool).await.unwrap();
 //! let pay = RowFence::<Sqlite>::update(&FencedUpdate::new("payouts", "last_token")?.set("status")?.key("id")?)?;
-//! pay.write(lease.token()).value("status", "paid").key("id", 42_i64).execute(&pool).await?;
+//! let outcome = pay.write(lease.token()).value("status", "paid").key("id", 42_i64).execute(&pool).await?;
+//! assert!(outcome.is_applied()); // a stale token would be Err(Error::FenceRejected): stop working
 //! lease.release().await?;
+//! # pool.close().await;
 //! # std::fs::remove_dir_all(&dir).ok();
 //! # Ok::<(), leasehold_core::Error>(()) }).unwrap();
 //! ```

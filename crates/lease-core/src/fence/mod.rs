@@ -9,10 +9,11 @@
 //!
 //! | store | guard | resource |
 //! |---|---|---|
-//! | Postgres, SQLite | `RowFence` (from a [`FencedUpdate`]) | a row of the caller's table |
+//! | Postgres, MySQL (MariaDB), SQLite | `RowFence` (from a [`FencedUpdate`]) | a row of the caller's table |
 //! | DynamoDB | `ItemFence` | an item of the caller's table |
 //! | Redis | `HashFence` | a hash key |
 //! | etcd | `KeyFence` (and `TxnFence`, on the lease record itself) | an etcd key |
+//! | ZooKeeper | `NodeFence` (and `TenureFence`, the tenure's guard on a `multi` of the caller's) | a znode marked with the token |
 //! | S3 | `ManifestFence` | a manifest object |
 //!
 //! and each one keeps the same three promises, which the conformance suite checks on
