@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use leasehold_core::{
-    HolderId, Lease, LeaseClient, MAX_HOLDER_LEN, Result, Ttl,
+    HolderId, Lease, LeaseClient, LeaseName, MAX_HOLDER_LEN, Result, Ttl,
     clock::{SystemWallClock, WallClock},
     store::{CasOutcome, Current, LeaseRecord, Precondition, Stored, Version},
 };
@@ -139,6 +139,36 @@ pub(crate) async fn finish(client: &LeaseClient, lease: Lease, marker: Marker, t
     // A renewal kept landing in between: give up; the lease is released normally and
     // the caller treats the name as not kept.
     Ok(Finished::NotOurs)
+}
+
+/// Writes the marker record `stored` of `name` again, at its version, to last `keep`
+/// from now (a failed record written to last one retry interval, of a slot given up
+/// only later): the new version, or `None` when someone wrote the slot since or the
+/// store failed (logged; nothing else to do: the record lasts as it was).
+pub(crate) async fn keep_longer(
+    client: &LeaseClient,
+    name: &LeaseName,
+    stored: &Stored,
+    keep: Duration,
+) -> Option<Version> {
+    let ttl = marker_ttl(keep);
+    let record = LeaseRecord {
+        ttl,
+        wall_expires_at_ms: Some(SystemWallClock.now_ms().saturating_add(ttl.as_millis())),
+        ..stored.record.clone()
+    };
+    match client
+        .store()
+        .write(name, &Precondition::Version(stored.version.clone()), &record)
+        .await
+    {
+        Ok(CasOutcome::Written(written)) => Some(written.version),
+        Ok(_) => None,
+        Err(e) => {
+            tracing::debug!(%name, error = %e, "could not keep a given-up slot's record longer");
+            None
+        }
+    }
 }
 
 #[cfg(test)]

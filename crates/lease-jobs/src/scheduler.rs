@@ -320,7 +320,23 @@ impl Scheduler {
         let Some(start_ms) = self.due_now(spec, &mut clock, &mut books.store, shutdown).await? else {
             return Ok(());
         };
-        let mut frontier = start_ms.saturating_sub(catch_up_ms);
+        // The catch-up window reaches back no further than the job's first slot: a
+        // slot before it was never the job's, not a missed one. A job that never ran
+        // (or whose slot records all went, none having run for longer than they are
+        // kept) starts now, with a slot due within the grace period before it on time
+        // as ever; one that did starts at its earliest slot record, which, while the
+        // job runs, is kept `keep_done_for` (longer than the window). Where the store
+        // cannot list, the whole window counts.
+        let window_ms = start_ms.saturating_sub(catch_up_ms);
+        let mut frontier = match sweep::earliest_slot_record(self.client.store().as_ref(), spec).await {
+            Some(None) => {
+                tracing::info!(job = %spec.name, "no slot record of the job in the store: its slots start now");
+                start_ms.saturating_sub(grace_ms).max(window_ms)
+            }
+            // `slots_between` starts after the frontier: the earliest slot is in.
+            Some(Some(first)) => first.unix_ms().saturating_sub(1).max(window_ms),
+            None => window_ms,
+        };
         let mut sweeper = Sweeper::default();
         loop {
             if shutdown.is_cancelled() {
@@ -447,13 +463,25 @@ impl Scheduler {
             let Some(p) = books.pending.get_mut(&slot) else {
                 continue;
             };
-            let event = match stored.map(|s| s.record.holder.as_ref().and_then(Marker::of)) {
+            let event = match stored.as_ref().map(|s| s.record.holder.as_ref().and_then(Marker::of)) {
                 Some(Some(Marker::Done)) => SlotEvent::DoneElsewhere { slot },
-                // Its failed record, or none left (a store that expires records).
-                Some(Some(Marker::Failed)) => SlotEvent::GivenUp {
-                    slot,
-                    failed_runs: p.failed_runs,
-                },
+                // Its failed record, or none left (a store that expires records). The
+                // record of a failed run meant to be retried lasts one retry interval:
+                // given up now, out of the window, it is kept as long as a done record
+                // is, so that an instance whose clock is behind does not run it again.
+                Some(Some(Marker::Failed)) => {
+                    if let Some(stored) = stored.as_ref().filter(|_| p.failed) {
+                        let name = spec.lease_name(slot)?;
+                        let keep = spec.keep_done_for;
+                        if let Some(version) = marker::keep_longer(&self.client, &name, stored, keep).await {
+                            sweep::expire(self.client.store().as_ref(), &name, &version, keep + spec.clock_skew).await;
+                        }
+                    }
+                    SlotEvent::GivenUp {
+                        slot,
+                        failed_runs: p.failed_runs,
+                    }
+                }
                 None if p.failed => SlotEvent::GivenUp {
                     slot,
                     failed_runs: p.failed_runs,
