@@ -89,9 +89,11 @@ pub enum Error {
     },
 
     /// A fenced write was refused: the resource has already seen a newer token (or, with
-    /// the strict guard, this one). The caller has lost the lease and must stop; this is
-    /// never retried.
-    #[error("fenced write refused: token {token} is older than the resource's high-water mark{}", mark_text(*.mark))]
+    /// the strict guard, [`crate::fence::FenceMode::Newer`], this one). With the default
+    /// guard the caller has lost the lease and must stop; with the strict one, a second
+    /// write of the same tenure is refused too, while the lease may still be held. Never
+    /// retried.
+    #[error("fenced write refused: {}", refusal_text(*.token, *.mark))]
     FenceRejected {
         /// The stale token the write carried.
         token: FencingToken,
@@ -181,8 +183,17 @@ pub enum Error {
     Shutdown,
 }
 
-fn mark_text(mark: Option<FencingToken>) -> String {
-    mark.map(|m| format!(" {m}")).unwrap_or_default()
+fn refusal_text(token: FencingToken, mark: Option<FencingToken>) -> String {
+    match mark {
+        // Only the strict guard refuses its own token.
+        Some(m) if m == token => {
+            format!(
+                "token {token} is not newer than the resource's high-water mark {m} (the strict guard: one write per token)"
+            )
+        }
+        Some(m) => format!("token {token} is older than the resource's high-water mark {m}"),
+        None => format!("token {token} is older than the resource's high-water mark"),
+    }
 }
 
 fn last_error_text(last: Option<&Error>) -> String {

@@ -23,7 +23,8 @@ pub const MAX_HOLDER_LEN: usize = 128;
 /// assert!(LeaseName::new("jobs/nightly-payout:2026-11-30").is_ok());
 /// assert!(LeaseName::new("").is_err());
 /// assert!(LeaseName::new("a/../b").is_err());
-/// assert!(LeaseName::new("has space").is_err());
+/// let refused = LeaseName::new("has space").unwrap_err().to_string();
+/// assert!(refused.contains(r#""has space": character ' ' is not allowed (allowed: ASCII letters"#), "{refused}");
 /// ```
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LeaseName(Arc<str>);
@@ -188,7 +189,10 @@ fn validate_token_chars(s: &str, what: &'static str, max: usize) -> Result<()> {
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':' | '/' | '@' | '=' | '#')))
     {
-        return Err(Error::invalid(what, format!("character {c:?} is not allowed")));
+        return Err(Error::invalid(
+            what,
+            format!("{s:?}: character {c:?} is not allowed (allowed: ASCII letters and digits, and - _ . : / @ = #)"),
+        ));
     }
     Ok(())
 }

@@ -54,6 +54,23 @@ impl<B: FileBackend> SqlStore<B> {
     }
 
     async fn open_file_retrying(path: &Path, config: SqlConfig, create: bool) -> Result<Self> {
+        // What the driver says only as "unable to open database file", in words.
+        let misconfigured = |message: String| leasehold_core::Error::Misconfigured { message, source: None };
+        if path.is_dir() {
+            return Err(misconfigured(format!(
+                "{} is a directory, not a database file",
+                path.display()
+            )));
+        }
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+            && !dir.try_exists().unwrap_or(true)
+        {
+            return Err(misconfigured(format!(
+                "no directory {} for the database file {}: create it first",
+                dir.display(),
+                path.display()
+            )));
+        }
         // Several processes opening one new file at once can be refused as busy without
         // waiting (SQLite: switching to WAL, or a read upgraded to a write in WAL mode
         // ignores the busy timeout): retry those, within the backend's bound.

@@ -83,3 +83,26 @@ async fn a_lease_file_opens_with_its_leases() {
     lease.release().await.expect("release");
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
+
+/// `open_file` of a path in a directory that does not exist, or of a directory, says so
+/// in words (the driver says only "unable to open database file") and creates nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_directory_or_a_directory_is_named() {
+    let dir = dir();
+    let missing = dir.join("no").join("such").join("leases.db");
+    match SqliteStore::open_file(&missing, SqliteConfig::new()).await {
+        Err(Error::Misconfigured { message, .. }) => assert!(
+            message.contains(&format!("no directory {}", dir.join("no/such").display())),
+            "{message}"
+        ),
+        other => panic!("a missing directory: {other:?}"),
+    }
+    match SqliteStore::open_file(&dir, SqliteConfig::new()).await {
+        Err(Error::Misconfigured { message, .. }) => {
+            assert!(message.contains("is a directory, not a database file"), "{message}");
+        }
+        other => panic!("a directory: {other:?}"),
+    }
+    assert!(files(&dir).is_empty(), "created {:?}", files(&dir));
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}

@@ -197,7 +197,10 @@ pub fn rejected(token: FencingToken) -> Error {
 /// use leasehold_core::{Error, FencingToken, fence::rejected_by};
 /// let e = rejected_by(FencingToken::new(3), FencingToken::new(5));
 /// assert!(matches!(e, Error::FenceRejected { mark: Some(m), .. } if m.get() == 5));
-/// assert!(e.to_string().ends_with("high-water mark 5"), "{e}");
+/// assert!(e.to_string().ends_with("token 3 is older than the resource's high-water mark 5"), "{e}");
+/// // Only the strict guard refuses the mark's own token: the words say so.
+/// let strict = rejected_by(FencingToken::new(5), FencingToken::new(5)).to_string();
+/// assert!(strict.contains("token 5 is not newer than the resource's high-water mark 5 (the strict guard"), "{strict}");
 /// ```
 pub fn rejected_by(token: FencingToken, mark: FencingToken) -> Error {
     refusal(token, Some(mark))
