@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leasehold_core::clock::{SystemWallClock, WallClock};
-use leasehold_jobs::{JobContext, JobSpec, Schedule, Scheduler, Slot, SlotOutcome};
+use leasehold_jobs::{JobSpec, Schedule, Scheduler, Slot, SlotOutcome};
 use tokio_util::sync::CancellationToken;
 
 /// The protected data: how often each slot's job ran, and the slots committed.
@@ -91,22 +91,18 @@ async fn slot_records_stay_bounded(kind: common::Kind) {
     let clients = [place.client().await, place.client().await];
     let counter = place.client().await;
     for client in clients {
-        let job = {
+        let job = common::slot_job({
             let table = table.clone();
-            move |ctx: JobContext| {
-                let table = table.clone();
-                async move {
-                    let slot = ctx.slot().ok_or("no slot")?;
-                    let mut t = table.lock().unwrap();
-                    *t.runs.entry(slot).or_default() += 1;
-                    Ok::<_, String>(if t.committed.insert(slot) {
-                        SlotOutcome::Committed
-                    } else {
-                        SlotOutcome::AlreadyDone
-                    })
+            move |slot| {
+                let mut t = table.lock().unwrap();
+                *t.runs.entry(slot).or_default() += 1;
+                if t.committed.insert(slot) {
+                    SlotOutcome::Committed
+                } else {
+                    SlotOutcome::AlreadyDone
                 }
             }
-        };
+        });
         let (scheduler, spec, shutdown) = (Scheduler::new(client), spec.clone(), shutdown.clone());
         tasks.push(tokio::spawn(async move { scheduler.run(spec, job, shutdown).await }));
     }

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold_jobs::{JobContext, JobSpec, Schedule, Scheduler, Slot, SlotOutcome};
+use leasehold_jobs::{JobSpec, Schedule, Scheduler, Slot, SlotOutcome};
 use tokio_util::sync::CancellationToken;
 
 const SLOTS: usize = 8;
@@ -32,16 +32,13 @@ async fn done_records_go_with_no_scheduler_left(kind: common::Kind) {
     .clock_skew(SKEW);
     let committed: Arc<Mutex<BTreeSet<Slot>>> = Arc::default();
     let shutdown = CancellationToken::new();
-    let job = {
+    let job = common::slot_job({
         let committed = committed.clone();
-        move |ctx: JobContext| {
-            let committed = committed.clone();
-            async move {
-                committed.lock().unwrap().insert(ctx.slot().ok_or("no slot")?);
-                Ok::<_, String>(SlotOutcome::Committed)
-            }
+        move |slot| {
+            committed.lock().unwrap().insert(slot);
+            SlotOutcome::Committed
         }
-    };
+    });
     let scheduler = Scheduler::new(place.client().await);
     let task = {
         let (spec, shutdown) = (spec.clone(), shutdown.clone());

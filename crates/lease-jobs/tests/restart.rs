@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold_jobs::{JobContext, JobSpec, Schedule, Scheduler, Slot, SlotOutcome};
+use leasehold_jobs::{JobSpec, Schedule, Scheduler, Slot, SlotOutcome};
 use tokio_util::sync::CancellationToken;
 
 /// Which instance ran each slot, and how many runs each slot had.
@@ -27,17 +27,13 @@ type Shared = Arc<Mutex<Table>>;
 async fn instance(place: &common::Place, spec: &JobSpec, table: &Shared, who: &'static str, stop: impl AsyncFnOnce()) {
     let client = place.client().await;
     let shutdown = CancellationToken::new();
-    let job = {
+    let job = common::slot_job({
         let table = table.clone();
-        move |ctx: JobContext| {
-            let table = table.clone();
-            async move {
-                let slot = ctx.slot().ok_or("no slot")?;
-                table.lock().unwrap().ran_by.entry(slot).or_default().push(who);
-                Ok::<_, String>(SlotOutcome::Committed)
-            }
+        move |slot| {
+            table.lock().unwrap().ran_by.entry(slot).or_default().push(who);
+            SlotOutcome::Committed
         }
-    };
+    });
     let task = tokio::spawn({
         let (scheduler, spec, shutdown) = (Scheduler::new(client), spec.clone(), shutdown.clone());
         async move { scheduler.run(spec, job, shutdown).await }

@@ -620,10 +620,11 @@ fn always_failing(calls: Calls) -> impl FnMut(JobContext) -> Ready + Send {
     }
 }
 
-/// Runs `spec` with `job` on one instance (wall clock T0) over `store` for `run_for`
-/// of paused time; returns its events.
+/// Runs `spec` with `job` on one instance (its wall clock at `wall_ms`) over `store`
+/// for `run_for` of paused time; returns its events.
 async fn run_one<F, Fut>(
     store: impl leasehold_core::store::Linearizable,
+    wall_ms: u64,
     spec: JobSpec,
     job: F,
     run_for: Duration,
@@ -633,7 +634,7 @@ where
     Fut: std::future::Future<Output = Result<SlotOutcome, String>> + Send,
 {
     let events: Arc<Mutex<Vec<SlotEvent>>> = Arc::default();
-    let s = scheduler(LeaseClient::new(store), T0, Some(events.clone()));
+    let s = scheduler(LeaseClient::new(store), wall_ms, Some(events.clone()));
     let shutdown = CancellationToken::new();
     let task = tokio::spawn({
         let shutdown = shutdown.clone();
@@ -649,7 +650,7 @@ where
 /// the job's calls by slot, and the events.
 async fn run_failing(store: MemoryStore, spec: JobSpec, run_for: Duration) -> (BTreeMap<Slot, u32>, Vec<SlotEvent>) {
     let calls: Calls = Arc::default();
-    let events = run_one(store, spec, always_failing(calls.clone()), run_for).await;
+    let events = run_one(store, T0, spec, always_failing(calls.clone()), run_for).await;
     let calls = calls.lock().unwrap().clone();
     (calls, events)
 }
@@ -787,6 +788,7 @@ async fn failed_slot_records_are_purged_like_done_ones() {
         .clock_skew(Duration::from_secs(1));
     run_one(
         store.clone(),
+        T0,
         spec,
         always_failing(Calls::default()),
         Duration::from_secs(60),
@@ -821,7 +823,14 @@ async fn a_panicking_job_fails_its_slot_and_later_slots_still_run() {
             })
         }
     };
-    let events = run_one(MemoryStore::new(), every_second("panics"), job, Duration::from_secs(10)).await;
+    let events = run_one(
+        MemoryStore::new(),
+        T0,
+        every_second("panics"),
+        job,
+        Duration::from_secs(10),
+    )
+    .await;
     let failed: Vec<&String> = events
         .iter()
         .filter_map(|e| match e {
@@ -1020,6 +1029,7 @@ async fn a_new_job_runs_no_slot_from_before_its_first_start() {
     let table: Shared = Arc::default();
     let events = run_one(
         store.clone(),
+        T0,
         spec.clone(),
         job(table.clone(), "x"),
         Duration::from_millis(3_500),
@@ -1045,15 +1055,14 @@ async fn a_new_job_runs_no_slot_from_before_its_first_start() {
     );
 
     // Ten seconds later, on the same store: the ten missed slots run late.
-    let s = scheduler(LeaseClient::new(store), T0 + 13 * SEC, None);
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn({
-        let (table, shutdown, spec) = (table.clone(), shutdown.clone(), spec.clone());
-        async move { s.run(spec, job(table, "y"), shutdown).await }
-    });
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
-    shutdown.cancel();
-    task.await.expect("task").expect("scheduler");
+    run_one(
+        store,
+        T0 + 13 * SEC,
+        spec,
+        job(table.clone(), "y"),
+        Duration::from_millis(1_500),
+    )
+    .await;
     let t = table.lock().unwrap();
     let late: Vec<u64> = t
         .effects

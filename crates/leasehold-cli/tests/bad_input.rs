@@ -238,15 +238,14 @@ async fn sqlite_state(conn: &mut leasehold::sqlite::sqlx::SqliteConnection) -> (
 /// and left as it was: no table added, its journal mode unchanged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_foreign_sqlite_file_is_left_as_it_was() {
-    use leasehold::sqlite::sqlx::{self, Connection, sqlite::SqliteConnectOptions};
+    use leasehold::sqlite::sqlx::{self, Connection, Executor, sqlite::SqliteConnectOptions};
     let store = Store::sqlite().await;
     let path = store.file("other-app.db");
-    let options = SqliteConnectOptions::new().filename(&path).create_if_missing(true);
-    let mut conn = sqlx::SqliteConnection::connect_with(&options).await.expect("create");
-    sqlx::query("CREATE TABLE t (x INTEGER)")
-        .execute(&mut conn)
+    let (options, table) = (SqliteConnectOptions::new(), "CREATE TABLE t (x INTEGER)");
+    let mut conn = sqlx::SqliteConnection::connect_with(&options.filename(&path).create_if_missing(true))
         .await
-        .expect("table");
+        .expect("create");
+    conn.execute(table).await.expect("table");
     let before = sqlite_state(&mut conn).await;
     assert_eq!(before, ("delete".to_owned(), vec!["t".to_owned()]));
     let url = format!("sqlite:{}", path.display());

@@ -91,42 +91,25 @@ async fn a_purge_after_the_record_went_takes_the_counter() {
     let n = name("job/slot-3");
     let written =
         leasehold_testkit::write_ok(&store, &n, &Precondition::Absent, &held_record("=done=w", 1, 1_000)).await;
-    let gone = poll_async(Duration::from_secs(10), || async {
-        store.read(&n).await.expect("read").is_none()
-    })
-    .await;
-    assert!(gone, "the record was not deleted at its TTL");
-    let fence = store.fence_path(&n);
+    let read_none = || async { store.read(&n).await.expect("read").is_none() };
+    assert!(
+        poll_async(Duration::from_secs(10), read_none).await,
+        "not deleted at its TTL"
+    );
     let zk = store.client().await.expect("client");
-    assert!(
-        zk.check_stat(&fence).await.expect("stat").is_some(),
-        "the counter stays"
-    );
-    assert_eq!(
-        store.purge(&n, &written.version).await.expect("purge"),
-        DeleteOutcome::Deleted
-    );
-    assert!(
-        zk.check_stat(&fence).await.expect("stat").is_none(),
-        "the counter was not purged"
-    );
+    let counter = || async { zk.check_stat(&store.fence_path(&n)).await.expect("stat").is_some() };
+    assert!(counter().await, "the counter stays after its record");
+    let purged = store.purge(&n, &written.version).await.expect("purge");
+    assert!(purged == DeleteOutcome::Deleted && !counter().await, "{purged:?}");
 
     // Taken again since the version read: the purge changes nothing.
     let m = name("job/slot-4");
-    let first = leasehold_testkit::write_ok(&store, &m, &Precondition::Absent, &held_record("a", 1, 30_000)).await;
-    let second = leasehold_testkit::write_ok(
-        &store,
-        &m,
-        &Precondition::Version(first.version.clone()),
-        &held_record("b", 2, 30_000),
-    )
-    .await;
-    assert!(matches!(
-        store.purge(&m, &first.version).await.expect("stale purge"),
-        DeleteOutcome::Conflict(_)
-    ));
-    assert_eq!(
-        store.read(&m).await.expect("read").map(|s| s.version),
-        Some(second.version)
-    );
+    let held = |h: &str, t: u64| held_record(h, t, 30_000);
+    let first = leasehold_testkit::write_ok(&store, &m, &Precondition::Absent, &held("a", 1)).await;
+    let next = Precondition::Version(first.version.clone());
+    let second = leasehold_testkit::write_ok(&store, &m, &next, &held("b", 2)).await;
+    let stale = store.purge(&m, &first.version).await.expect("stale purge");
+    assert!(matches!(stale, DeleteOutcome::Conflict(_)), "{stale:?}");
+    let now = store.read(&m).await.expect("read").map(|s| s.version);
+    assert_eq!(now, Some(second.version), "a stale purge changed the record");
 }

@@ -259,6 +259,14 @@ impl Effects {
     }
 }
 
+/// A job that does at once what `on_slot` does with its slot and answers what it
+/// returns (a run without a slot fails).
+pub fn slot_job(
+    on_slot: impl Fn(leasehold_jobs::Slot) -> leasehold_jobs::SlotOutcome + Send + 'static,
+) -> impl FnMut(leasehold_jobs::JobContext) -> std::future::Ready<Result<leasehold_jobs::SlotOutcome, String>> + Send {
+    move |ctx| std::future::ready(ctx.slot().map(&on_slot).ok_or_else(|| "no slot".to_owned()))
+}
+
 /// Polls `done` every 20 ms until it holds; panics with `what` after `within`.
 pub async fn wait_until(within: Duration, what: &str, mut done: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + within;

@@ -115,6 +115,17 @@ pub async fn token(store: &Store) {
     assert_eq!(store.read(&name).await.expect("record").record.token.get(), token2);
 }
 
+/// `CMD NAME --timeout 300ms -- touch ran-timeout` while another process holds NAME:
+/// the "held" exit code, one line that says `says`, and the command never ran.
+async fn gives_up_naming(store: &Store, cmd: &str, name: &str, says: &str) {
+    let out = store
+        .output(&[cmd, name, "--timeout", "300ms", "--", "touch", "ran-timeout"], LIMIT)
+        .await;
+    let err = assert_one_line(&out, HELD);
+    assert!(err.contains(says), "{err}");
+    assert!(!store.file("ran-timeout").exists(), "{cmd} ran its command");
+}
+
 /// While one `run` holds the lease, another exits with the "held" code at once (no wait)
 /// or after `--timeout`; one with `--wait` starts right after the first ends.
 pub async fn held_then_wait(store: &Store) {
@@ -125,25 +136,16 @@ pub async fn held_then_wait(store: &Store) {
     let out = store.output(&["run", &name, "--", "touch", "ran-once"], LIMIT).await;
     let err = assert_one_line(&out, HELD);
     assert!(err.contains("held by"), "{err}");
-    let started = Instant::now();
-    let out = store
-        .output(
-            &["run", &name, "--timeout", "300ms", "--", "touch", "ran-timeout"],
-            LIMIT,
-        )
-        .await;
-    let err = assert_one_line(&out, HELD);
     // It names who holds the lease, as a refusal without --timeout does.
     let holder = store.read(&name).await.expect("record").record.holder.expect("held");
-    assert!(
-        err.contains(&format!("held by {holder} (token {token1}); gave up after 300ms")),
-        "{err}"
-    );
+    let started = Instant::now();
+    let says = format!("held by {holder} (token {token1}); gave up after 300ms");
+    gives_up_naming(store, "run", &name, &says).await;
     assert!(
         since(started) >= Duration::from_millis(300),
         "gave up before its timeout"
     );
-    assert!(!store.file("ran-once").exists() && !store.file("ran-timeout").exists());
+    assert!(!store.file("ran-once").exists());
 
     let mut waiter = store.spawn(&[
         "run",
@@ -434,20 +436,8 @@ pub async fn elect_and_observe(store: &Store) {
 
     let second_cmd = "echo \"$LEASEHOLD_TOKEN\" > lead2; while [ ! -e go2 ]; do sleep 0.02; done";
     let mut second = store.spawn(&["elect", &name, "--ttl", "10s", "--", "sh", "-c", second_cmd]);
-    let out = store
-        .output(
-            &["elect", &name, "--timeout", "300ms", "--", "touch", "ran-timeout"],
-            LIMIT,
-        )
-        .await;
-    let err = assert_one_line(&out, HELD);
-    assert!(
-        err.contains(&format!(
-            "has another leader, {holder1} (token {token1}); gave up after 300ms"
-        )),
-        "{err}"
-    );
-    assert!(!store.file("ran-timeout").exists());
+    let says = format!("has another leader, {holder1} (token {token1}); gave up after 300ms");
+    gives_up_naming(store, "elect", &name, &says).await;
     // The second candidate waits while the first leads.
     let led = poll(Duration::from_secs(1), || store.file("lead2").exists()).await;
     assert!(!led, "the second candidate must not lead while the first does");
