@@ -280,7 +280,9 @@ pub struct Renewal {
 /// - A write that loses its precondition is `Ok(CasOutcome::Conflict(..))`, never an
 ///   error; stores that can return the current record in the same round trip do, and
 ///   say so in [`Capabilities::conflict_returns_current`].
-/// - Versions are never reused for a name, even across delete and re-create.
+/// - Versions are never reused for a name, even across delete and re-create (but after
+///   a [`CasStore::purge`], which removes what carries the name's sequence on, for
+///   names nobody takes again: tokens and versions may then start again).
 /// - A record that cannot be decoded is [`crate::Error::CorruptRecord`], never absent.
 /// - Errors distinguish "did not apply" ([`crate::Error::Unavailable`]) from "may have
 ///   applied" ([`crate::Error::Indeterminate`]).
@@ -309,7 +311,7 @@ pub trait CasStore: Send + Sync + fmt::Debug + 'static {
     /// Removes the record under `name` for good if its version is `version`: like
     /// [`CasStore::delete`], but a store that keeps what a delete leaves behind to carry
     /// the name's token sequence on (the SQL stores' tombstone row) removes that too, so
-    /// a later record under the name may start its tokens again from 1. Only for names
+    /// a later record under the name may start its tokens (and versions) again. Only for names
     /// nobody will take again (a scheduled job's slots past their keep time). By default
     /// [`CasStore::delete`]. One round trip.
     async fn purge(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {

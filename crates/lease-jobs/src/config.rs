@@ -111,11 +111,9 @@ pub struct JobSpec {
     /// The missed-slot policy.
     pub missed: MissedSlots,
     /// How far back an instance looks for slots that are not done (at start-up and
-    /// after a pause), though never before the job's first slot (a new job starts at
-    /// its first start: see the crate docs, "Missed slots"); older slots nobody started
-    /// are abandoned, and a slot whose job failed is given up once its next try would
-    /// come after it leaves this window ([`crate::SlotEvent::GivenUp`]). Default: one
-    /// hour.
+    /// after a pause); older slots nobody started are abandoned, and a slot whose job
+    /// failed is given up once its next try would come after it leaves this window
+    /// ([`crate::SlotEvent::GivenUp`]). Default: one hour.
     pub catch_up: Duration,
     /// How late a slot may first be tried before it counts as missed. Default:
     /// `lock_at_most_for`.

@@ -151,16 +151,6 @@
 //! back as `catch_up`; `RunLatestOnly` runs only the latest; `Skip` skips them. A slot
 //! that was started and whose runner died is always completed.
 //!
-//! The window never reaches back before the job's first slot: a new job (no slot
-//! record of it in the store, which one listing of its prefix tells at start-up) starts
-//! at its first start, and a slot due within the grace period before it is on time; a
-//! job that ran starts at its earliest slot record. So a job every two seconds with the
-//! default hour of catch-up runs no backlog on its first deploy, and after a restart
-//! runs the slots it missed while no instance ran. On a store that removes done records
-//! by itself (Redis, etcd, DynamoDB), a job none of whose instances ran for longer than
-//! `keep_done_for` starts afresh too. The test `a_new_job_runs_no_slot_from_before_its_first_start`
-//! (`tests/scheduler.rs`) checks both.
-//!
 //! ## Which clock says a slot is due
 //! Where the store has a clock to read ([`CasStore::store_now_ms`]: Postgres and
 //! MySQL answer their server's `now()`, Redis `TIME`, SQLite the host's real-time

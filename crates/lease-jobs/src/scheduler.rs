@@ -320,23 +320,7 @@ impl Scheduler {
         let Some(start_ms) = self.due_now(spec, &mut clock, &mut books.store, shutdown).await? else {
             return Ok(());
         };
-        // The catch-up window reaches back no further than the job's first slot: a
-        // slot before it was never the job's, not a missed one. A job that never ran
-        // (or whose slot records all went, none having run for longer than they are
-        // kept) starts now, with a slot due within the grace period before it on time
-        // as ever; one that did starts at its earliest slot record, which, while the
-        // job runs, is kept `keep_done_for` (longer than the window). Where the store
-        // cannot list, the whole window counts.
-        let window_ms = start_ms.saturating_sub(catch_up_ms);
-        let mut frontier = match sweep::earliest_slot_record(self.client.store().as_ref(), spec).await {
-            Some(None) => {
-                tracing::info!(job = %spec.name, "no slot record of the job in the store: its slots start now");
-                start_ms.saturating_sub(grace_ms).max(window_ms)
-            }
-            // `slots_between` starts after the frontier: the earliest slot is in.
-            Some(Some(first)) => first.unix_ms().saturating_sub(1).max(window_ms),
-            None => window_ms,
-        };
+        let mut frontier = start_ms.saturating_sub(catch_up_ms);
         let mut sweeper = Sweeper::default();
         loop {
             if shutdown.is_cancelled() {

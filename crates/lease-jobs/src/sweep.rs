@@ -193,27 +193,6 @@ async fn look(
     }
 }
 
-/// The earliest slot of which the store keeps a record for the job, from one listing
-/// of its prefix: `Some(None)` for a job that never ran (or whose records all went:
-/// none ran for longer than they are kept); `None` where the store cannot list, or the
-/// listing failed.
-pub(crate) async fn earliest_slot_record(store: &dyn CasStore, spec: &JobSpec) -> Option<Option<Slot>> {
-    let prefix = NamePrefix::new(format!("{}/", spec.name)).ok()?;
-    match store.list(&prefix).await {
-        Ok(names) => Some(
-            names
-                .iter()
-                .filter_map(|n| slot_of(n.as_str().strip_prefix(prefix.as_str()).unwrap_or_default()))
-                .min(),
-        ),
-        Err(Error::Unsupported { .. }) => None,
-        Err(e) => {
-            tracing::debug!(job = %spec.name, error = %e, "could not list the job's slot records");
-            None
-        }
-    }
-}
-
 /// The job's slot records whose slot is before `cutoff_ms`, from one listing of the
 /// job's prefix (none where the store cannot list, or the listing failed).
 async fn listed_before(store: &dyn CasStore, spec: &JobSpec, cutoff_ms: u64) -> Vec<LeaseName> {

@@ -136,8 +136,8 @@ async fn three_skewed_instances_run_every_slot_exactly_once() {
     .await;
     let t = table.lock().unwrap();
     // The instance furthest ahead reaches T0 + 40.3 s; all slots up to T0 + 38 s are
-    // surely done. (A new job: the catch-up window before its first start is not its.)
-    let expected: Vec<Slot> = (0..=38)
+    // surely done; slots from the catch-up window before T0 are included.
+    let expected: Vec<Slot> = (-2..=38)
         .map(|k: i64| Slot::from_unix_ms(T0.saturating_add_signed(k * 1_000)))
         .collect();
     for slot in &expected {
@@ -238,8 +238,8 @@ async fn a_dead_runners_slot_is_taken_over_within_the_ttl() {
         FencingToken::new(2),
         "takeover runs with the next token"
     );
-    // Every slot from T0 to T0 + 10 s exactly once.
-    for k in 0..=10_i64 {
+    // Every slot from T0 - 2 s to T0 + 10 s exactly once.
+    for k in -2..=10_i64 {
         let slot = Slot::from_unix_ms(T0.saturating_add_signed(k * 1_000));
         assert_eq!(
             t.effects.iter().filter(|(s, _, _)| *s == slot).count(),
@@ -272,20 +272,6 @@ async fn missed_slot_policies() {
         .grace(Duration::from_millis(200))
         .keep_done_for(Duration::from_secs(600))
         .missed(policy);
-        // The job ran before the window (a slot of T0 - 10 s, done and released), so
-        // the whole window's slots are its missed ones.
-        let old = LeaseClient::new(mem.clone());
-        match old
-            .try_acquire(
-                spec.lease_name(Slot::from_unix_ms(T0 - 10 * SEC)).expect("name"),
-                Duration::from_secs(1),
-            )
-            .await
-            .expect("acquire")
-        {
-            AcquireOutcome::Granted(l) => l.release().await.expect("release"),
-            AcquireOutcome::Held { .. } => panic!("old slot not granted"),
-        }
         // Slot T0 - 3 s was started by a runner that died at once.
         let orphan = Slot::from_unix_ms(T0 - 3 * SEC);
         let dead = FaultStore::new(mem.clone(), 1);
@@ -620,11 +606,10 @@ fn always_failing(calls: Calls) -> impl FnMut(JobContext) -> Ready + Send {
     }
 }
 
-/// Runs `spec` with `job` on one instance (its wall clock at `wall_ms`) over `store`
-/// for `run_for` of paused time; returns its events.
+/// Runs `spec` with `job` on one instance (wall clock T0) over `store` for `run_for`
+/// of paused time; returns its events.
 async fn run_one<F, Fut>(
     store: impl leasehold_core::store::Linearizable,
-    wall_ms: u64,
     spec: JobSpec,
     job: F,
     run_for: Duration,
@@ -634,7 +619,7 @@ where
     Fut: std::future::Future<Output = Result<SlotOutcome, String>> + Send,
 {
     let events: Arc<Mutex<Vec<SlotEvent>>> = Arc::default();
-    let s = scheduler(LeaseClient::new(store), wall_ms, Some(events.clone()));
+    let s = scheduler(LeaseClient::new(store), T0, Some(events.clone()));
     let shutdown = CancellationToken::new();
     let task = tokio::spawn({
         let shutdown = shutdown.clone();
@@ -650,7 +635,7 @@ where
 /// the job's calls by slot, and the events.
 async fn run_failing(store: MemoryStore, spec: JobSpec, run_for: Duration) -> (BTreeMap<Slot, u32>, Vec<SlotEvent>) {
     let calls: Calls = Arc::default();
-    let events = run_one(store, T0, spec, always_failing(calls.clone()), run_for).await;
+    let events = run_one(store, spec, always_failing(calls.clone()), run_for).await;
     let calls = calls.lock().unwrap().clone();
     (calls, events)
 }
@@ -666,8 +651,8 @@ async fn a_slot_whose_job_keeps_failing_is_given_up_after_max_tries() {
     assert_eq!(spec.max_tries, 3, "the default");
     let (calls, events) = run_failing(MemoryStore::new(), spec, Duration::from_secs(60)).await;
     let total: u32 = calls.values().sum();
-    // The 60 slots of the run (a new job: no slot of the window before its first start).
-    assert!(calls.len() >= 59, "{} slots run", calls.len());
+    // The 30 slots of the catch-up window and the 60 of the run.
+    assert!(calls.len() >= 89, "{} slots run", calls.len());
     assert!(
         total <= 3 * u32::try_from(calls.len()).expect("a count"),
         "{total} calls for {} slots: {calls:?}",
@@ -699,7 +684,7 @@ async fn a_failing_slot_is_given_up_when_it_leaves_the_catch_up_window() {
         .max_tries(1_000);
     let store = MemoryStore::new();
     let (calls, events) = run_failing(store.clone(), spec.clone(), Duration::from_secs(30)).await;
-    assert!(calls.len() >= 29, "{} slots run", calls.len());
+    assert!(calls.len() >= 34, "{} slots run", calls.len());
     // Tries at about 0, 1.05, 2.1, 3.15 and 4.2 s after the slot: five at most.
     assert!(calls.values().all(|n| *n <= 5), "{calls:?}");
     for slot in calls.keys().filter(|s| s.unix_ms() + 7 * SEC < T0 + 30 * SEC) {
@@ -788,7 +773,6 @@ async fn failed_slot_records_are_purged_like_done_ones() {
         .clock_skew(Duration::from_secs(1));
     run_one(
         store.clone(),
-        T0,
         spec,
         always_failing(Calls::default()),
         Duration::from_secs(60),
@@ -823,14 +807,7 @@ async fn a_panicking_job_fails_its_slot_and_later_slots_still_run() {
             })
         }
     };
-    let events = run_one(
-        MemoryStore::new(),
-        T0,
-        every_second("panics"),
-        job,
-        Duration::from_secs(10),
-    )
-    .await;
+    let events = run_one(MemoryStore::new(), every_second("panics"), job, Duration::from_secs(10)).await;
     let failed: Vec<&String> = events
         .iter()
         .filter_map(|e| match e {
@@ -1014,67 +991,4 @@ fn max_tries_of_zero_is_refused() {
         spec.validate()
     );
     assert!(every_second("one-try").max_tries(1).validate().is_ok());
-}
-
-/// A job no instance ever ran starts at its first start: none of the catch-up window's
-/// slots before it runs (a job every second with an hour's window would otherwise run
-/// 3,600 slots at once on its first deploy). Started again after a stop, the same job
-/// runs the slots it missed meanwhile, as far back as the window.
-#[tokio::test(start_paused = true)]
-async fn a_new_job_runs_no_slot_from_before_its_first_start() {
-    let spec = every_second("brand-new")
-        .catch_up(Duration::from_secs(3600))
-        .keep_done_for(Duration::from_secs(7200));
-    let store = MemoryStore::new();
-    let table: Shared = Arc::default();
-    let events = run_one(
-        store.clone(),
-        T0,
-        spec.clone(),
-        job(table.clone(), "x"),
-        Duration::from_millis(3_500),
-    )
-    .await;
-    let first: Vec<u64> = table
-        .lock()
-        .unwrap()
-        .effects
-        .iter()
-        .map(|(s, _, _)| s.unix_ms())
-        .collect();
-    assert!(!first.is_empty(), "no slot ran");
-    // A slot due within the grace period before the start is on time.
-    let grace = u64::try_from(spec.grace.as_millis()).expect("ms");
-    assert!(
-        first.iter().all(|ms| *ms >= T0 - grace),
-        "slots from before the first start ran: {first:?}"
-    );
-    assert!(
-        !events.iter().any(|e| matches!(e, SlotEvent::Missed { .. })),
-        "{events:?}"
-    );
-
-    // Ten seconds later, on the same store: the ten missed slots run late.
-    run_one(
-        store,
-        T0 + 13 * SEC,
-        spec,
-        job(table.clone(), "y"),
-        Duration::from_millis(1_500),
-    )
-    .await;
-    let t = table.lock().unwrap();
-    let late: Vec<u64> = t
-        .effects
-        .iter()
-        .filter(|(_, _, who)| *who == "y")
-        .map(|(s, _, _)| (s.unix_ms().saturating_sub(T0)) / SEC)
-        .collect();
-    let last_first = first.iter().max().map(|ms| ms.saturating_sub(T0) / SEC).unwrap_or(0);
-    for missed in last_first + 1..=13 {
-        assert!(
-            late.contains(&missed),
-            "missed slot T0+{missed}s not run late: {late:?}"
-        );
-    }
 }

@@ -41,7 +41,7 @@
 //! session expiry and server restarts with the counter. A record's version is
 //! one number, the counter's version in its high 32 bits and the record znode's data
 //! version in the low 32: never reused, since the counter is never
-//! deleted. A record or counter that does not decode, or that this store could not have
+//! deleted (but by a purge, of a name nobody takes again). A record or counter that does not decode, or that this store could not have
 //! written (a held record in a persistent znode unless kept, a vacant one in an ephemeral znode, a
 //! record without its counter, a counter at 0 or ephemeral), is [`leasehold_core::Error::CorruptRecord`], never a free lease.
 //!

@@ -81,6 +81,17 @@ enum MultiFailure {
     Request(Error),
 }
 
+/// What [`Inner::remove`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Removed {
+    /// Applied.
+    Done,
+    /// Nothing: the record znode was not there (its first operation failed so).
+    RecordMissing,
+    /// Nothing: a version did not match (or, for the counter alone, a record is there).
+    Refused,
+}
+
 /// What [`Inner::remove`] deletes of a name's two znodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Removal {
@@ -777,43 +788,43 @@ impl Inner {
     /// counter's version too (the counter stays, so that tokens go on).
     pub(crate) async fn delete(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
         match self.remove(name, version, Removal::Record).await? {
-            Some(done) => Ok(done),
-            None => self.conflict(name).await,
+            Removed::Done => Ok(DeleteOutcome::Deleted),
+            Removed::RecordMissing | Removed::Refused => self.conflict(name).await,
         }
     }
 
     /// Deletes the record and its fence counter znodes at `version`: nothing of the
     /// name is left. One `multi` of both; of the counter alone when the last read showed
     /// the record gone (its store deleted it at its TTL, which leaves the counter's
-    /// version as it was). A record found gone only by the `multi` costs a second one,
-    /// of the counter alone. Any write of the name since raised the counter's version,
-    /// so the counter is deleted only if nothing was written under the name since
-    /// `version`.
+    /// version as it was), with the record's absence proved in the same `multi`. A
+    /// record found gone only by the `multi` costs a second one, of the counter alone.
+    /// Any write of the name since raised the counter's version, so the counter is
+    /// deleted only if nothing was written under the name since `version`; a refused
+    /// second `multi` is answered [`Current::Unknown`], without a third request.
     pub(crate) async fn purge(&self, name: &LeaseName, version: &Version) -> Result<DeleteOutcome> {
         let record_gone = self
             .seen()
             .get(name)
             .is_some_and(|s| s.record.is_none() && s.counter.is_some());
         let first = if record_gone { Removal::Counter } else { Removal::Both };
-        if let Some(done) = self.remove(name, version, first).await? {
-            return Ok(done);
+        match self.remove(name, version, first).await? {
+            Removed::Done => return Ok(DeleteOutcome::Deleted),
+            Removed::Refused => return self.conflict(name).await,
+            Removed::RecordMissing => {}
         }
+        // Found gone by the first `multi`: the counter alone. A refusal of this second
+        // one is answered without a third request.
         match self.remove(name, version, Removal::Counter).await? {
-            Some(done) => Ok(done),
-            None => self.conflict(name).await,
+            Removed::Done => Ok(DeleteOutcome::Deleted),
+            Removed::RecordMissing | Removed::Refused => Ok(DeleteOutcome::Conflict(Current::Unknown)),
         }
     }
 
-    /// A removal's conflict: what the name shows now.
+    /// A removal's conflict: what the name shows now, read afresh.
     async fn conflict(&self, name: &LeaseName) -> Result<DeleteOutcome> {
-        Ok(DeleteOutcome::Conflict(self.current_now(name).await?))
-    }
-
-    /// What the name shows now, read afresh.
-    async fn current_now(&self, name: &LeaseName) -> Result<Current> {
         let snap = self.read_snapshot(name).await?;
         let d = snap.decode(name)?;
-        Ok(self.current(name, d))
+        Ok(DeleteOutcome::Conflict(self.current(name, d)))
     }
 
     /// Makes the held record at `version` outlive its writer's session, until a purge:
@@ -834,7 +845,7 @@ impl Inner {
         }
         // A record decodes only beside its counter.
         let (Some(counter), Some(node)) = (counter, &snap.record) else {
-            return Ok(ExpireOutcome::Conflict(self.current_now(name).await?));
+            return Ok(ExpireOutcome::Conflict(Current::Unknown));
         };
         let kept_bytes = [nodes::KEPT_PREFIX, &node.bytes].concat();
         let client = self.main_client().await?;
@@ -855,7 +866,8 @@ impl Inner {
                 self.forget(name);
                 Ok(ExpireOutcome::Kept)
             }
-            Err(MultiFailureOut(MultiFailure::Op(..))) => Ok(ExpireOutcome::Conflict(self.current_now(name).await?)),
+            // Answered without a third request: the name changed since the read.
+            Err(MultiFailureOut(MultiFailure::Op(..))) => Ok(ExpireOutcome::Conflict(Current::Unknown)),
             Err(MultiFailureOut(MultiFailure::Request(e))) => {
                 self.forget(name);
                 Err(e)
@@ -863,9 +875,8 @@ impl Inner {
         }
     }
 
-    /// Removes what `removal` says in one `multi` at `version`; `None` (nothing done)
-    /// only for [`Removal::Both`], when the record znode was missing.
-    async fn remove(&self, name: &LeaseName, version: &Version, removal: Removal) -> Result<Option<DeleteOutcome>> {
+    /// Removes what `removal` says in one `multi` at `version`.
+    async fn remove(&self, name: &LeaseName, version: &Version, removal: Removal) -> Result<Removed> {
         let v = Ver::parse(version)?;
         let paths = self.paths(name);
         let client = self.main_client().await?;
@@ -880,7 +891,15 @@ impl Inner {
                     w.add_delete(&paths.record, Some(v.record))?;
                     w.add_delete(&paths.fence, Some(v.counter))
                 }
-                Removal::Counter => w.add_delete(&paths.fence, Some(v.counter)),
+                // The record's absence proved in the same `multi`: created (refused if
+                // it is there) and deleted again, so the counter goes only from a name
+                // that has no record.
+                Removal::Counter => {
+                    let opts = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+                    w.add_create(&paths.record, b"", &opts)?;
+                    w.add_delete(&paths.record, Some(0))?;
+                    w.add_delete(&paths.fence, Some(v.counter))
+                }
             })
             .await;
         match sent {
@@ -893,10 +912,10 @@ impl Inner {
                 } else {
                     self.forget(name);
                 }
-                Ok(Some(DeleteOutcome::Deleted))
+                Ok(Removed::Done)
             }
-            Err(MultiFailureOut(MultiFailure::Op(0, zk::Error::NoNode))) if removal == Removal::Both => Ok(None),
-            Err(MultiFailureOut(MultiFailure::Op(..))) => self.conflict(name).await.map(Some),
+            Err(MultiFailureOut(MultiFailure::Op(0, zk::Error::NoNode))) => Ok(Removed::RecordMissing),
+            Err(MultiFailureOut(MultiFailure::Op(..))) => Ok(Removed::Refused),
             Err(MultiFailureOut(MultiFailure::Request(e))) => {
                 self.forget(name);
                 Err(e)

@@ -11,9 +11,10 @@ use std::time::Duration;
 use leasehold_core::testing::process::poll_async;
 use leasehold_core::{
     LeaseName,
-    store::{CasOutcome, CasStore, Current, DeleteOutcome, ExpireOutcome, Precondition},
+    store::{CasOutcome, CasStore, Current, DeleteOutcome, ExpireOutcome, Precondition, record_codec},
 };
 use leasehold_testkit::records::held_record;
+use leasehold_zookeeper::zookeeper_client as zk;
 
 fn name(n: &str) -> LeaseName {
     LeaseName::new(n).expect("name")
@@ -101,6 +102,30 @@ async fn a_purge_after_the_record_went_takes_the_counter() {
     assert!(counter().await, "the counter stays after its record");
     let purged = store.purge(&n, &written.version).await.expect("purge");
     assert!(purged == DeleteOutcome::Deleted && !counter().await, "{purged:?}");
+
+    // A record made since the last read showed the name without one (here by hand,
+    // which moves no counter): the counter-only purge proves the record absent first,
+    // so it refuses and the counter stays.
+    let k = name("job/slot-5");
+    let gone_soon = held_record("=done=w", 1, 1_000);
+    let last = leasehold_testkit::write_ok(&store, &k, &Precondition::Absent, &gone_soon).await;
+    let read_none = || async { store.read(&k).await.expect("read").is_none() };
+    assert!(
+        poll_async(Duration::from_secs(10), read_none).await,
+        "not deleted at its TTL"
+    );
+    let vacant = record_codec::encode(&gone_soon.vacated());
+    let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    zk.create(&store.record_path(&k), &vacant, &persistent)
+        .await
+        .expect("plant a record");
+    let refused = store.purge(&k, &last.version).await.expect("purge");
+    assert!(matches!(refused, DeleteOutcome::Conflict(_)), "{refused:?}");
+    let fence = store.fence_path(&k);
+    assert!(
+        zk.check_stat(&fence).await.expect("stat").is_some(),
+        "the counter of a record went"
+    );
 
     // Taken again since the version read: the purge changes nothing.
     let m = name("job/slot-4");

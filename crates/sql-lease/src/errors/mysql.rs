@@ -11,6 +11,12 @@ use leasehold_core::store::ErrorClass;
 pub mod number {
     /// `ER_CON_COUNT_ERROR`: too many connections (nothing ran).
     pub const TOO_MANY_CONNECTIONS: u16 = 1040;
+    /// `ER_TOO_MANY_USER_CONNECTIONS`: the user's `max_user_connections` are in use.
+    pub const TOO_MANY_USER_CONNECTIONS: u16 = 1203;
+    /// `ER_USER_LIMIT_REACHED`: the user's hourly limit of connections or queries.
+    pub const USER_LIMIT_REACHED: u16 = 1226;
+    /// MySQL `ER_SERVER_OFFLINE_MODE`: the server is in offline mode.
+    pub const SERVER_OFFLINE_MODE: u16 = 3032;
     /// `ER_DBACCESS_DENIED_ERROR`: no access to the database.
     pub const DB_ACCESS_DENIED: u16 = 1044;
     /// `ER_ACCESS_DENIED_ERROR`: bad user or password.
@@ -76,6 +82,9 @@ pub fn classify_number(n: u16, phase: Phase, target: Target) -> ErrorClass {
         // (a fenced write) missing is its to create.
         NO_SUCH_TABLE if target == Target::Lease => ErrorClass::NotProvisioned,
         TOO_MANY_CONNECTIONS
+        | TOO_MANY_USER_CONNECTIONS
+        | USER_LIMIT_REACHED
+        | SERVER_OFFLINE_MODE
         | LOCK_WAIT_TIMEOUT
         | LOCK_DEADLOCK
         | TABLE_FULL
@@ -130,6 +139,9 @@ pub fn map_error(err: sqlx::Error, phase: Phase, target: Target, context: &str) 
 /// is reported with `remedy` (what creates it).
 pub fn map_error_for(err: sqlx::Error, phase: Phase, target: Target, context: &str, remedy: &str) -> Error {
     let number = number_of(&err);
+    // SQLSTATE class 08, a connection exception (a Galera node not ready: 1047,
+    // `08S01`), whatever its number: nothing ran, and it may pass.
+    let connection = matches!(&err, sqlx::Error::Database(db) if db.code().is_some_and(|c| c.starts_with("08")));
     let hint = match (number, target) {
         (Some(number::READ_ONLY | number::READ_ONLY_TRANSACTION), _) => {
             Some("the server is read-only, a replica: leases need the primary".to_owned())
@@ -141,7 +153,10 @@ pub fn map_error_for(err: sqlx::Error, phase: Phase, target: Target, context: &s
         err,
         phase,
         context,
-        || classify_number(number.unwrap_or(0), phase, target),
+        || match connection {
+            true => ErrorClass::Unavailable,
+            false => classify_number(number.unwrap_or(0), phase, target),
+        },
         hint.as_deref(),
     )
 }
@@ -155,6 +170,11 @@ mod tests {
         use ErrorClass::*;
         let cases = [
             (1146, Phase::Read, Target::Lease, NotProvisioned),
+            (1203, Phase::Connect, Target::Lease, Unavailable),
+            (1226, Phase::Connect, Target::Lease, Unavailable),
+            (3032, Phase::Connect, Target::Lease, Unavailable),
+            (1045, Phase::Connect, Target::Lease, Misconfigured),
+            (1049, Phase::Connect, Target::Lease, Misconfigured),
             (1146, Phase::Write, Target::User, Misconfigured),
             (1054, Phase::Write, Target::Lease, Misconfigured),
             (1062, Phase::Write, Target::Lease, Misconfigured),
