@@ -151,6 +151,19 @@
 //! back as `catch_up`; `RunLatestOnly` runs only the latest; `Skip` skips them. A slot
 //! that was started and whose runner died is always completed.
 //!
+//! ## A new job
+//! Slots from before a job existed are not missed ones: a job deployed for the first
+//! time runs from its first start on, not the catch-up window before it. The scheduler
+//! tells a new job by the listing of its records it reads at start-up: when the store
+//! holds none (no slot's, no start's), it reports [`SlotEvent::NewJob`] and writes a
+//! *start record*, `<job>/@<time>` (a done record, kept and purged as a done slot's
+//! is), and no instance looks back before the earliest one (less
+//! [`JobSpec::clock_skew`] where slots are due on the wall clock). So a job whose instances
+//! all stop soon after its first deploy still catches up the slots since, and only
+//! those. A job whose instances were all stopped for longer than `keep_done_for` has
+//! no record left either, and starts afresh the same way. Where the store cannot list
+//! its records, a new job runs the window's slots late.
+//!
 //! ## Which clock says a slot is due
 //! Where the store has a clock to read ([`CasStore::store_now_ms`]: Postgres and
 //! MySQL answer their server's `now()`, Redis `TIME`, SQLite the host's real-time
@@ -318,6 +331,7 @@ mod clock;
 mod config;
 mod due;
 mod executor;
+mod first_start;
 mod marker;
 mod outcome;
 mod schedule;

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::due::DueClock;
 use crate::executor::{execute, panicked};
+use crate::first_start::{self, Began};
 use crate::marker::{self, Finished, Marker};
 use crate::sweep::{self, Sweeper};
 use crate::{JobContext, JobSpec, LockNaming, MissedSlots, Slot, SlotOutcome};
@@ -105,6 +106,17 @@ pub enum SlotEvent {
     Abandoned {
         /// The slot.
         slot: Slot,
+    },
+    /// The store holds no record of the job at all (no slot's, no start's): this
+    /// instance takes it as new, writes down when it began, and runs no slot from
+    /// before that, whatever the missed-slot policy. Reported by each instance that
+    /// finds it so at start-up: for a job deployed for the first time, and for one
+    /// whose instances were all stopped for longer than [`JobSpec::keep_done_for`]
+    /// (see the crate docs, "A new job").
+    NewJob {
+        /// When the job began: this instance's start, rounded down to the second, on
+        /// the clock that says which slots are due.
+        since: Slot,
     },
     /// The scheduler's calls to the store failed several times in a row (3): the store
     /// is unreachable or failing, and the scheduler keeps retrying. Reported once per
@@ -320,8 +332,30 @@ impl Scheduler {
         let Some(start_ms) = self.due_now(spec, &mut clock, &mut books.store, shutdown).await? else {
             return Ok(());
         };
+        let listed = sweep::list_job(self.client.store().as_ref(), spec).await;
         let mut frontier = start_ms.saturating_sub(catch_up_ms);
-        let mut sweeper = Sweeper::default();
+        // A slot at the start's second counts as after it; where slots are due on the
+        // wall clock, the instances' clocks may disagree by the skew allowed.
+        let cut = |since: u64| since.saturating_sub(1 + millis(clock.skew(spec.clock_skew)));
+        let began = first_start::judge(spec, listed.as_deref());
+        let mut sweeper = Sweeper::new(listed.unwrap_or_default());
+        match began {
+            Began::At(since) => frontier = frontier.max(cut(since)),
+            Began::New => {
+                let since = first_start::whole_second(start_ms);
+                frontier = frontier.max(cut(since));
+                tracing::info!(job = %spec.name, since = %Slot::from_unix_ms(since), "no record of the job in the store: a new job, no slot from before it runs");
+                self.emit(SlotEvent::NewJob {
+                    since: Slot::from_unix_ms(since),
+                });
+                if let Some((name, version)) = first_start::write(&self.client, spec, since).await {
+                    let after = spec.keep_done_for + clock.skew(spec.clock_skew);
+                    sweep::expire(self.client.store().as_ref(), &name, &version, after).await;
+                    sweeper.look_later(name, version, after);
+                }
+            }
+            Began::Unknown => {}
+        }
         loop {
             if shutdown.is_cancelled() {
                 return Ok(());

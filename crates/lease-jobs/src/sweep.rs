@@ -13,8 +13,9 @@
 //! going on, or whose runner died, keeps its record.
 //!
 //! Which records: the schedule's own slots as they age (no listing), and once per
-//! start the job's records already older than that (one [`CasStore::list`] of the
-//! job's prefix, where the store can list).
+//! start the job's records already older than that (from the one [`CasStore::list`]
+//! of the job's prefix that the scheduler reads at start-up, where the store can list),
+//! start records ([`crate::first_start`]) included.
 //!
 //! Where the store has an expiry of its own ([`CasStore::expire`]: Redis, etcd,
 //! DynamoDB), the run that writes a done record (or gives a failed slot up) also asks
@@ -34,7 +35,7 @@ use leasehold_core::store::{CasStore, DeleteOutcome, Version};
 use leasehold_core::{Error, LeaseName, NamePrefix};
 use tokio::time::Instant;
 
-use crate::{JobSpec, Marker, Slot};
+use crate::{JobSpec, Marker, Slot, first_start};
 
 /// The most slot records one pass looks at (one read each, and a purge for those that
 /// go).
@@ -47,6 +48,8 @@ const MAX_DEFERRED: usize = 4_096;
 /// One scheduler's sweep of its job's old slot records.
 #[derive(Debug, Default)]
 pub(crate) struct Sweeper {
+    /// The job's records listed at start-up, until the first pass takes the old ones.
+    listed: Vec<LeaseName>,
     /// The schedule's slots up to here were handed out.
     cursor: Option<u64>,
     /// Old records the start-up listing found, not yet looked at.
@@ -59,6 +62,20 @@ pub(crate) struct Sweeper {
 }
 
 impl Sweeper {
+    /// A sweep that starts with the job's records `listed` at start-up ([`list_job`]).
+    pub(crate) fn new(listed: Vec<LeaseName>) -> Self {
+        Self {
+            listed,
+            ..Self::default()
+        }
+    }
+
+    /// Looks at a done record this scheduler wrote outside the schedule's slots (a
+    /// start record), at `version`, once `after` has passed.
+    pub(crate) fn look_later(&mut self, name: LeaseName, version: Version, after: Duration) {
+        self.defer(name, Some(version), after);
+    }
+
     /// One pass: looks at up to [`MAX_PER_PASS`] records of slots older than
     /// `keep_done_for` plus `skew` at `now_ms`, and purges the done and failed ones
     /// that ran out. A store error ends the pass (the next pass goes on) and is
@@ -77,7 +94,7 @@ impl Sweeper {
         let cutoff_ms = now_ms.saturating_sub(u64::try_from(keep.as_millis()).unwrap_or(u64::MAX));
         if self.cursor.is_none() {
             self.cursor = Some(cutoff_ms);
-            self.backlog = listed_before(store, spec, cutoff_ms).await.into();
+            self.backlog = listed_before(spec, std::mem::take(&mut self.listed), cutoff_ms).into();
         }
         let mut budget = MAX_PER_PASS;
         let mut called = false;
@@ -193,32 +210,38 @@ async fn look(
     }
 }
 
-/// The job's slot records whose slot is before `cutoff_ms`, from one listing of the
-/// job's prefix (none where the store cannot list, or the listing failed).
-async fn listed_before(store: &dyn CasStore, spec: &JobSpec, cutoff_ms: u64) -> Vec<LeaseName> {
-    let prefix = format!("{}/", spec.name);
-    let Ok(prefix) = NamePrefix::new(&prefix) else {
-        return Vec::new();
-    };
-    let names = match store.list(&prefix).await {
-        Ok(names) => names,
-        Err(Error::Unsupported { .. }) => return Vec::new(),
+/// The names of the job's records, from one listing of its prefix; `None` where the
+/// store cannot list, or the listing failed (logged).
+pub(crate) async fn list_job(store: &dyn CasStore, spec: &JobSpec) -> Option<Vec<LeaseName>> {
+    let prefix = NamePrefix::new(format!("{}/", spec.name)).ok()?;
+    match store.list(&prefix).await {
+        Ok(names) => Some(names),
+        Err(Error::Unsupported { .. }) => None,
         Err(e) => {
-            tracing::debug!(job = %spec.name, error = %e, "sweep: could not list the old slot records");
-            return Vec::new();
+            tracing::debug!(job = %spec.name, error = %e, "could not list the job's records");
+            None
         }
-    };
-    names
+    }
+}
+
+/// Of the job's records `listed`, those of slots (and of starts) before `cutoff_ms`.
+fn listed_before(spec: &JobSpec, listed: Vec<LeaseName>, cutoff_ms: u64) -> Vec<LeaseName> {
+    let prefix = format!("{}/", spec.name);
+    listed
         .into_iter()
         .filter(|n| {
-            slot_of(n.as_str().strip_prefix(prefix.as_str()).unwrap_or_default())
-                .is_some_and(|s| s.unix_ms() < cutoff_ms && s.key().len() == 24)
+            let rest = n.as_str().strip_prefix(prefix.as_str()).unwrap_or_default();
+            let at = slot_of(rest)
+                .filter(|s| s.key().len() == 24)
+                .map(Slot::unix_ms)
+                .or_else(|| first_start::start_of(rest));
+            at.is_some_and(|ms| ms < cutoff_ms)
         })
         .collect()
 }
 
 /// The slot a lease name's slot part names, if it is exactly one ([`Slot::key`]).
-fn slot_of(key: &str) -> Option<Slot> {
+pub(crate) fn slot_of(key: &str) -> Option<Slot> {
     let t = DateTime::parse_from_rfc3339(key).ok()?;
     let slot = Slot::from_unix_ms(u64::try_from(t.timestamp_millis()).ok()?);
     (slot.key() == key).then_some(slot)

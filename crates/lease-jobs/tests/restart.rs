@@ -3,6 +3,10 @@
 //! process's are), then the next instance starts with a catch-up window that covers
 //! every slot the first one ran. It finds them done and runs only the slots that came
 //! after.
+//!
+//! The job is new to the store: the first instance runs no slot from before its start
+//! (none of the window before it), and says so; the second, which finds its start
+//! record, does not.
 #![allow(missing_docs, clippy::unwrap_used)]
 
 mod common;
@@ -11,13 +15,15 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold_jobs::{JobSpec, Schedule, Scheduler, Slot, SlotOutcome};
+use leasehold_jobs::{JobSpec, Schedule, Scheduler, Slot, SlotEvent, SlotOutcome};
 use tokio_util::sync::CancellationToken;
 
 /// Which instance ran each slot, and how many runs each slot had.
 #[derive(Default)]
 struct Table {
     ran_by: BTreeMap<Slot, Vec<&'static str>>,
+    /// The instances that reported the job new.
+    new_to: Vec<&'static str>,
 }
 
 type Shared = Arc<Mutex<Table>>;
@@ -35,7 +41,13 @@ async fn instance(place: &common::Place, spec: &JobSpec, table: &Shared, who: &'
         }
     });
     let task = tokio::spawn({
-        let (scheduler, spec, shutdown) = (Scheduler::new(client), spec.clone(), shutdown.clone());
+        let t = table.clone();
+        let scheduler = Scheduler::new(client).on_event(move |e| {
+            if matches!(e, SlotEvent::NewJob { .. }) {
+                t.lock().unwrap().new_to.push(who);
+            }
+        });
+        let (spec, shutdown) = (spec.clone(), shutdown.clone());
         async move { scheduler.run(spec, job, shutdown).await }
     });
     stop().await;
@@ -53,12 +65,14 @@ async fn a_restart_runs_no_slot_twice(kind: common::Kind) {
     };
     let spec = JobSpec::new(name, Schedule::every(interval).unwrap(), Duration::from_secs(5))
         .catch_up(Duration::from_secs(20))
-        .keep_done_for(Duration::from_secs(60));
+        .keep_done_for(Duration::from_secs(60))
+        .clock_skew(Duration::from_millis(200));
     let table: Shared = Arc::default();
     let ran = |who: &str| {
         let t = table.lock().unwrap();
         t.ran_by.values().filter(|w| w.contains(&who)).count()
     };
+    let started_ms = u64::try_from(std::time::UNIX_EPOCH.elapsed().unwrap().as_millis()).unwrap();
     instance(&place, &spec, &table, "first", async || {
         common::wait_until(Duration::from_secs(30), "the first instance runs 5 slots", || {
             ran("first") >= 5
@@ -83,6 +97,15 @@ async fn a_restart_runs_no_slot_twice(kind: common::Kind) {
     for s in &first_ran {
         assert_eq!(t.ran_by[s], ["first"], "{s} was run by the first instance alone");
     }
+    // From the start's second on, less the clock skew allowed (and a second for the
+    // store's clock against this host's).
+    let from = started_ms - started_ms % 1_000 - 200 - 1_000;
+    let earliest = t.ran_by.keys().next().unwrap();
+    assert!(
+        earliest.unix_ms() >= from,
+        "{earliest} ran, from before the job's first start"
+    );
+    assert_eq!(t.new_to, ["first"], "the instances that took the job for new");
 }
 
 on_every_store!(a_restart_runs_no_slot_twice);

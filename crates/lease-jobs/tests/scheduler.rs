@@ -332,6 +332,48 @@ async fn missed_slot_policies() {
     }
 }
 
+/// A job deployed for the first time runs from its first start on, none of the
+/// catch-up window's slots before it (they come from before the job existed, less the
+/// clock skew allowed), and says so. Stopped soon after and started again 10 s later, it catches up the slots since
+/// its first start, and only those.
+#[tokio::test(start_paused = true)]
+async fn a_new_job_runs_from_its_first_start_and_catches_up_only_since() {
+    let mem = MemoryStore::new();
+    let spec = every_second("new")
+        .catch_up(Duration::from_secs(30))
+        .clock_skew(Duration::from_millis(500));
+    let table: Shared = Arc::default();
+    let run = Duration::from_millis(2_500);
+    let first = run_one_at(mem.clone(), spec.clone(), job(table.clone(), "first"), T0 + 300, run).await;
+    let new: Vec<&SlotEvent> = first.iter().filter(|e| matches!(e, SlotEvent::NewJob { .. })).collect();
+    assert_eq!(
+        new,
+        [&SlotEvent::NewJob {
+            since: Slot::from_unix_ms(T0)
+        }]
+    );
+    let run = Duration::from_millis(1_500);
+    let second = run_one_at(mem, spec, job(table.clone(), "second"), T0 + 10_300, run).await;
+    assert!(
+        !second.iter().any(|e| matches!(e, SlotEvent::NewJob { .. })),
+        "{second:?}"
+    );
+    let t = table.lock().unwrap();
+    let ran: Vec<(i64, &str)> = t
+        .effects
+        .iter()
+        .map(|(s, _, who)| {
+            (
+                (i64::try_from(s.unix_ms()).expect("ms") - i64::try_from(T0).expect("ms")) / 1_000,
+                *who,
+            )
+        })
+        .collect();
+    // From the start's second, less the clock skew allowed: T0 on.
+    let expected: Vec<(i64, &str)> = (0..=11).map(|s| (s, if s <= 2 { "first" } else { "second" })).collect();
+    assert_eq!(ran, expected);
+}
+
 /// A job that fails is retried after `retry_failed_after`, by some instance, until it
 /// succeeds; the slot is then done once.
 #[tokio::test(start_paused = true)]
@@ -618,8 +660,23 @@ where
     F: FnMut(JobContext) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Result<SlotOutcome, String>> + Send,
 {
+    run_one_at(store, spec, job, T0, run_for).await
+}
+
+/// [`run_one`] with the instance's wall clock starting at `wall_ms`.
+async fn run_one_at<F, Fut>(
+    store: impl leasehold_core::store::Linearizable,
+    spec: JobSpec,
+    job: F,
+    wall_ms: u64,
+    run_for: Duration,
+) -> Vec<SlotEvent>
+where
+    F: FnMut(JobContext) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<SlotOutcome, String>> + Send,
+{
     let events: Arc<Mutex<Vec<SlotEvent>>> = Arc::default();
-    let s = scheduler(LeaseClient::new(store), T0, Some(events.clone()));
+    let s = scheduler(LeaseClient::new(store), wall_ms, Some(events.clone()));
     let shutdown = CancellationToken::new();
     let task = tokio::spawn({
         let shutdown = shutdown.clone();
