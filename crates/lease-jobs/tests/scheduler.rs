@@ -344,7 +344,7 @@ async fn a_new_job_runs_from_its_first_start_and_catches_up_only_since() {
         .clock_skew(Duration::from_millis(500));
     let table: Shared = Arc::default();
     let run = Duration::from_millis(2_500);
-    let first = run_one_at(mem.clone(), spec.clone(), job(table.clone(), "first"), T0 + 300, run).await;
+    let first = run_one(mem.clone(), spec.clone(), job(table.clone(), "first"), T0 + 300, run).await;
     let new: Vec<&SlotEvent> = first.iter().filter(|e| matches!(e, SlotEvent::NewJob { .. })).collect();
     assert_eq!(
         new,
@@ -353,7 +353,7 @@ async fn a_new_job_runs_from_its_first_start_and_catches_up_only_since() {
         }]
     );
     let run = Duration::from_millis(1_500);
-    let second = run_one_at(mem, spec, job(table.clone(), "second"), T0 + 10_300, run).await;
+    let second = run_one(mem, spec, job(table.clone(), "second"), T0 + 10_300, run).await;
     assert!(
         !second.iter().any(|e| matches!(e, SlotEvent::NewJob { .. })),
         "{second:?}"
@@ -648,23 +648,9 @@ fn always_failing(calls: Calls) -> impl FnMut(JobContext) -> Ready + Send {
     }
 }
 
-/// Runs `spec` with `job` on one instance (wall clock T0) over `store` for `run_for`
-/// of paused time; returns its events.
+/// Runs `spec` with `job` on one instance (wall clock starting at `wall_ms`) over
+/// `store` for `run_for` of paused time; returns its events.
 async fn run_one<F, Fut>(
-    store: impl leasehold_core::store::Linearizable,
-    spec: JobSpec,
-    job: F,
-    run_for: Duration,
-) -> Vec<SlotEvent>
-where
-    F: FnMut(JobContext) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = Result<SlotOutcome, String>> + Send,
-{
-    run_one_at(store, spec, job, T0, run_for).await
-}
-
-/// [`run_one`] with the instance's wall clock starting at `wall_ms`.
-async fn run_one_at<F, Fut>(
     store: impl leasehold_core::store::Linearizable,
     spec: JobSpec,
     job: F,
@@ -692,7 +678,7 @@ where
 /// the job's calls by slot, and the events.
 async fn run_failing(store: MemoryStore, spec: JobSpec, run_for: Duration) -> (BTreeMap<Slot, u32>, Vec<SlotEvent>) {
     let calls: Calls = Arc::default();
-    let events = run_one(store, spec, always_failing(calls.clone()), run_for).await;
+    let events = run_one(store, spec, always_failing(calls.clone()), T0, run_for).await;
     let calls = calls.lock().unwrap().clone();
     (calls, events)
 }
@@ -832,6 +818,7 @@ async fn failed_slot_records_are_purged_like_done_ones() {
         store.clone(),
         spec,
         always_failing(Calls::default()),
+        T0,
         Duration::from_secs(60),
     )
     .await;
@@ -864,7 +851,14 @@ async fn a_panicking_job_fails_its_slot_and_later_slots_still_run() {
             })
         }
     };
-    let events = run_one(MemoryStore::new(), every_second("panics"), job, Duration::from_secs(10)).await;
+    let events = run_one(
+        MemoryStore::new(),
+        every_second("panics"),
+        job,
+        T0,
+        Duration::from_secs(10),
+    )
+    .await;
     let failed: Vec<&String> = events
         .iter()
         .filter_map(|e| match e {
