@@ -308,9 +308,9 @@ impl LockingExecutor {
             return Ok((None, None));
         }
         let name = lease.name().clone();
-        match marker::finish(&self.client, lease, Marker::Held, rest).await {
-            Ok(Finished::Kept(_)) => Ok((None, Some(rest))),
-            Ok(Finished::NotOurs) => Ok((Some(LossCause::Expired), None)),
+        match keep_taken(&self.client, lease, rest).await {
+            Ok(true) => Ok((None, Some(rest))),
+            Ok(false) => Ok((Some(LossCause::Expired), None)),
             // The job ran: its output is the caller's. The lease handle is gone, and
             // the lock is free when its release lands or its record expires.
             Err(e) if e.is_retryable() || e.is_indeterminate() => {
@@ -320,6 +320,42 @@ impl LockingExecutor {
             Err(e) => Err(e),
         }
     }
+}
+
+/// Ends `lease` but keeps its name taken `rest` longer, by nobody: ShedLock's
+/// `lockAtLeastFor` for a run that ended early, as [`LockingExecutor::run`] keeps it.
+/// The lease's record is rewritten, in one conditional write on its current version,
+/// as held by the [`Marker::Held`] holder for `rest`; nobody renews it, and nobody is
+/// granted the name before it runs out on the store's clock (on stores without one,
+/// before a challenger watched it unchanged that long). Two round trips: a read for the
+/// version, the write.
+///
+/// `Ok(true)` once the name is kept; `Ok(false)` if the record no longer named this
+/// lease (it was lost, or another holder has it): nothing was written.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use std::time::Duration;
+/// use leasehold_core::{AcquireOutcome, LeaseClient, MemoryStore};
+///
+/// let store = MemoryStore::new();
+/// let a = LeaseClient::new(store.clone());
+/// let lease = a.try_acquire("reports/daily", Duration::from_secs(30)).await?.granted().expect("free");
+/// // The job is done at once; the name stays taken for another minute.
+/// assert!(leasehold_jobs::keep_taken(&a, lease, Duration::from_secs(60)).await?);
+/// let b = LeaseClient::new(store);
+/// assert!(matches!(b.try_acquire("reports/daily", Duration::from_secs(30)).await?, AcquireOutcome::Held { .. }));
+/// # Ok::<(), leasehold_core::Error>(()) }).unwrap();
+/// ```
+///
+/// # Errors
+/// Store errors. After one that retrying could fix, whether the name is kept is not
+/// known: it is free at the latest when the lease's record expires.
+pub async fn keep_taken(client: &LeaseClient, lease: Lease, rest: Duration) -> Result<bool> {
+    Ok(matches!(
+        marker::finish(client, lease, Marker::Held, rest).await?,
+        Finished::Kept(_)
+    ))
 }
 
 /// Runs `job` with a context for `lease`; cancels the context if `stop` fires, and

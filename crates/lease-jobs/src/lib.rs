@@ -344,7 +344,7 @@ pub mod shedlock;
 
 pub use clock::TokioWallClock;
 pub use config::{JobSpec, LockAtMost, LockNaming, MissedSlots};
-pub use executor::{JobContext, LockConfig, LockingExecutor, Ran, RunOutcome};
+pub use executor::{JobContext, LockConfig, LockingExecutor, Ran, RunOutcome, keep_taken};
 pub use marker::Marker;
 pub use outcome::SlotOutcome;
 pub use schedule::{Schedule, Slot};

@@ -40,7 +40,8 @@ impl Marker {
         ("=failed=", Marker::Failed),
     ];
 
-    fn prefix(self) -> &'static str {
+    /// The reserved prefix of this marker's holder ids (`=done=`, `=held=`, `=failed=`).
+    pub fn prefix(self) -> &'static str {
         match self {
             Self::Done => "=done=",
             Self::Held => "=held=",

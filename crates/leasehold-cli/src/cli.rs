@@ -108,6 +108,13 @@ pub(crate) struct RunArgs {
     /// Wait at most this long for the lease (default: try once).
     #[arg(long, value_parser = duration)]
     pub(crate) timeout: Option<Duration>,
+    /// Keep the lease taken until at least this long after it was granted, even if the
+    /// command exits sooner (ShedLock's lockAtLeastFor): the same cron job started a
+    /// little later on another host finds it held and does not run again. Kept by a
+    /// record nobody renews, after leasehold exits; not kept if the lease was lost. At
+    /// most 7 days.
+    #[arg(long, value_parser = at_least)]
+    pub(crate) at_least: Option<Duration>,
     /// The tenure and the command.
     #[command(flatten)]
     pub(crate) held: HeldArgs,
@@ -280,6 +287,18 @@ impl Cli {
 /// A duration in humantime form: `300ms`, `30s`, `1m 30s`, `2h`.
 fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e} (for example 300ms, 30s, 1m)"))
+}
+
+/// `--at-least`: a duration a kept record can last ([`leasehold::Ttl::MAX`]).
+fn at_least(s: &str) -> Result<Duration, String> {
+    let d = duration(s)?;
+    if d > leasehold::Ttl::MAX {
+        return Err(format!(
+            "{s} is longer than {} (7 days)",
+            humantime::format_duration(leasehold::Ttl::MAX)
+        ));
+    }
+    Ok(d)
 }
 
 const STORE_HELP: &str = "\

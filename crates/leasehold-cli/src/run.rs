@@ -3,13 +3,18 @@
 //! Takes the lease (once, `--wait` as long as it takes, or `--timeout`), then runs the
 //! command under it as [`crate::supervise`] says: renewed in the background, signals
 //! forwarded, the command stopped when the lease is lost, the lease released when the
-//! command exits.
+//! command exits, or with `--at-least` kept taken until that long after the grant
+//! ([`leasehold::jobs::keep_taken`]).
 
+use std::time::Duration;
+
+use leasehold::jobs::Marker;
 use leasehold::{AcquireOutcome, Lease, LeaseClient, LeaseName};
+use tokio::time::Instant;
 
 use crate::cli::RunArgs;
 use crate::error::CliError;
-use crate::supervise::{settle, supervise};
+use crate::supervise::{Tenure, settle, supervise};
 use crate::{open, show};
 use leasehold::url::StoreUrl;
 
@@ -32,7 +37,44 @@ pub(crate) async fn run(url: &StoreUrl, args: RunArgs) -> Result<u8, CliError> {
             return Err(sig.ended(&format!("lease {name}")));
         }
     };
-    supervise(lease, &args.held.command, grace, &mut signals).await
+    match args.at_least {
+        // Measured from the grant's answer, which came after the store applied it: kept
+        // until then on this clock, the name is taken at least that long after the
+        // store's own grant.
+        Some(at_least) => {
+            let until = Instant::now() + at_least;
+            let kept = KeptLease { lease, client, until };
+            supervise(kept, &args.held.command, grace, &mut signals).await
+        }
+        None => supervise(lease, &args.held.command, grace, &mut signals).await,
+    }
+}
+
+/// A lease that, once its command has exited, stays taken until `until`.
+struct KeptLease {
+    lease: Lease,
+    client: LeaseClient,
+    until: Instant,
+}
+
+impl Tenure for KeptLease {
+    fn what(&self) -> String {
+        self.lease.what()
+    }
+    fn lease(&self) -> &Lease {
+        &self.lease
+    }
+    /// Released if `until` has passed; else kept for the rest by a record nobody
+    /// renews (nothing is written if the lease was lost).
+    async fn end(self) -> leasehold::Result<()> {
+        let rest = self.until.saturating_duration_since(Instant::now());
+        if rest < Duration::from_millis(1) {
+            return self.lease.release().await;
+        }
+        leasehold::jobs::keep_taken(&self.client, self.lease, rest)
+            .await
+            .map(drop)
+    }
 }
 
 /// Takes the lease as the options say.
@@ -72,9 +114,19 @@ async fn acquire(client: &LeaseClient, name: &LeaseName, args: &RunArgs) -> Resu
         AcquireOutcome::Granted(lease) => Ok(lease),
         AcquireOutcome::Held { holder, token, .. } => Err(CliError::Held(format!(
             "lease {name} is held by {} (token {token}); use --wait or --timeout to wait for it",
-            holder
-                .as_ref()
-                .map_or_else(|| "someone else".to_owned(), ToString::to_string)
+            holder.as_ref().map_or_else(|| "someone else".to_owned(), holder_words)
         ))),
+    }
+}
+
+/// A holder as `run` names it: a run kept taken by `--at-least` (its record held by the
+/// [`Marker::Held`] holder) is said so.
+fn holder_words(holder: &leasehold::HolderId) -> String {
+    match Marker::of(holder) {
+        Some(Marker::Held) => {
+            let run = holder.as_str().strip_prefix(Marker::Held.prefix()).unwrap_or_default();
+            format!("{run}, kept after its run for --at-least")
+        }
+        _ => holder.to_string(),
     }
 }

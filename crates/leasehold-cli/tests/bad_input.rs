@@ -69,6 +69,8 @@ async fn invalid_names_ttls_and_options_are_usage_errors() {
         &["run", "ok", "--ttl", "2s", "--grace", "1s", "--", "true"],
         &["run", "ok", "--grace", "15s", "--", "true"],
         &["run", "ok", "--grace", "300000000000y", "--", "true"],
+        &["run", "ok", "--at-least", "8d", "--", "true"],
+        &["run", "ok", "--at-least", "later", "--", "true"],
         &["elect", "ok", "--ttl", "10s", "--grace", "5s", "--", "true"],
         &["run", "ok"],
         &["release", "ok"],

@@ -23,6 +23,7 @@ macro_rules! scenario_tests {
             list_shows_each_lease_under_a_prefix => list,
             elect_leads_one_at_a_time_and_observe_prints_each_leader => elect_and_observe,
             elect_stops_its_command_when_leadership_is_taken => elect_lost,
+            at_least_keeps_the_lease_taken_after_a_short_command => at_least,
         );
     };
     (@cases $store:expr; $($test:ident => $scenario:ident),* $(,)?) => {
@@ -124,6 +125,29 @@ async fn gives_up_naming(store: &Store, cmd: &str, name: &str, says: &str) {
     let err = assert_one_line(&out, HELD);
     assert!(err.contains(says), "{err}");
     assert!(!store.file("ran-timeout").exists(), "{cmd} ran its command");
+}
+
+/// `run --at-least 4s` whose command exits at once keeps the lease taken: another `run`
+/// exits with the "held" code, saying so, without running its command; one that waits
+/// gets the lease, with the next token, only once 4 s have passed since the first grant.
+pub async fn at_least(store: &Store) {
+    let name = store.name("at-least");
+    let before_grant = Instant::now();
+    let token1 = run_once(store, &name, &["--ttl", "2s", "--at-least", "4s"], "token1").await;
+    let out = store.output(&["run", &name, "--", "touch", "ran-early"], LIMIT).await;
+    let err = assert_one_line(&out, HELD);
+    assert!(err.contains("kept after its run for --at-least"), "{err}");
+    assert!(
+        !store.file("ran-early").exists(),
+        "ran its command while the lease was kept"
+    );
+    assert!(since(before_grant) < Duration::from_secs(4), "checked too late to tell");
+    let token2 = run_once(store, &name, &["--timeout", "30s"], "token2").await;
+    assert!(
+        since(before_grant) >= Duration::from_secs(4),
+        "granted again within --at-least"
+    );
+    assert!(token2 > token1, "{token2} after {token1}");
 }
 
 /// While one `run` holds the lease, another exits with the "held" code at once (no wait)
