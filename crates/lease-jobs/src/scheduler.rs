@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::due::DueClock;
 use crate::executor::{execute, panicked};
-use crate::first_start::{self, Began};
+use crate::first_start::{self, Began, StartRecord};
 use crate::marker::{self, Finished, Marker};
 use crate::sweep::{self, Sweeper};
 use crate::{JobContext, JobSpec, LockNaming, MissedSlots, Slot, SlotOutcome};
@@ -107,12 +107,13 @@ pub enum SlotEvent {
         /// The slot.
         slot: Slot,
     },
-    /// The store holds no record of the job at all (no slot's, no start's): this
-    /// instance takes it as new, writes down when it began, and runs no slot from
-    /// before that, whatever the missed-slot policy. Reported by each instance that
-    /// finds it so at start-up: for a job deployed for the first time, and for one
-    /// whose instances were all stopped for longer than [`JobSpec::keep_done_for`]
-    /// (see the crate docs, "A new job").
+    /// The job has no start record that has not run out (and, if it has no start
+    /// record at all, no slot record either): this instance takes it as new, writes
+    /// down when it began, and runs no slot from before that, whatever the missed-slot
+    /// policy. Reported at start-up by each instance that finds it so: for a job
+    /// deployed for the first time, and for one no instance of which ran for
+    /// [`JobSpec::keep_done_for`] (see the crate docs, "A new job"). Per-slot naming
+    /// only ([`crate::LockNaming::PerSlot`]).
     NewJob {
         /// When the job began: this instance's start, rounded down to the second, on
         /// the clock that says which slots are due.
@@ -332,30 +333,42 @@ impl Scheduler {
         let Some(start_ms) = self.due_now(spec, &mut clock, &mut books.store, shutdown).await? else {
             return Ok(());
         };
-        let listed = sweep::list_job(self.client.store().as_ref(), spec).await;
-        let mut frontier = start_ms.saturating_sub(catch_up_ms);
-        // A slot at the start's second counts as after it; where slots are due on the
-        // wall clock, the instances' clocks may disagree by the skew allowed.
-        let cut = |since: u64| since.saturating_sub(1 + millis(clock.skew(spec.clock_skew)));
-        let began = first_start::judge(spec, listed.as_deref());
+        let skew = clock.skew(spec.clock_skew);
+        let (began, listed) = tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            found = async {
+                let listed = sweep::list_job(self.client.store().as_ref(), spec).await;
+                (first_start::began(&self.client, spec, listed.as_deref(), start_ms, skew).await, listed)
+            } => found,
+        };
         let mut sweeper = Sweeper::new(listed.unwrap_or_default());
-        match began {
-            Began::At(since) => frontier = frontier.max(cut(since)),
+        // No slot from before the job began (nor from before this start, if a start
+        // record's clock ran ahead): a slot at the start's second counts as after it;
+        // where slots are due on the wall clock, the instances' clocks may disagree by
+        // the skew allowed.
+        let cut = |since: u64| since.min(start_ms).saturating_sub(1 + millis(skew));
+        let mut frontier = start_ms.saturating_sub(catch_up_ms);
+        let since = match began {
+            Began::At(since) => Some(since),
             Began::New => {
                 let since = first_start::whole_second(start_ms);
-                frontier = frontier.max(cut(since));
                 tracing::info!(job = %spec.name, since = %Slot::from_unix_ms(since), "no record of the job in the store: a new job, no slot from before it runs");
                 self.emit(SlotEvent::NewJob {
                     since: Slot::from_unix_ms(since),
                 });
-                if let Some((name, version)) = first_start::write(&self.client, spec, since).await {
-                    let after = spec.keep_done_for + clock.skew(spec.clock_skew);
-                    sweep::expire(self.client.store().as_ref(), &name, &version, after).await;
-                    sweeper.look_later(name, version, after);
-                }
+                Some(since)
             }
-            Began::Unknown => {}
+            // It began before the window: a start record there cuts nothing.
+            Began::Before => Some(first_start::whole_second(frontier)),
+            Began::Unknown => None,
+        };
+        if let Some(since) = since {
+            frontier = frontier.max(cut(since));
         }
+        let mut start_record = match since {
+            Some(since) => StartRecord::keep(&self.client, spec, since, skew).await,
+            None => None,
+        };
         loop {
             if shutdown.is_cancelled() {
                 return Ok(());
@@ -419,6 +432,10 @@ impl Scheduler {
             }
             if let Some(r) = books.pending.values().map(|p| p.recheck_at).min() {
                 wake = wake.min(r);
+            }
+            if let Some(record) = start_record.as_mut() {
+                record.tick(&self.client, spec, skew).await;
+                wake = wake.min(record.next());
             }
             tokio::select! {
                 () = shutdown.cancelled() => return Ok(()),

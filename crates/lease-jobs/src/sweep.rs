@@ -31,7 +31,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use chrono::DateTime;
-use leasehold_core::store::{CasStore, DeleteOutcome, Version};
+use leasehold_core::store::{CasStore, DeleteOutcome, Stored, Version};
 use leasehold_core::{Error, LeaseName, NamePrefix};
 use tokio::time::Instant;
 
@@ -68,12 +68,6 @@ impl Sweeper {
             listed,
             ..Self::default()
         }
-    }
-
-    /// Looks at a done record this scheduler wrote outside the schedule's slots (a
-    /// start record), at `version`, once `after` has passed.
-    pub(crate) fn look_later(&mut self, name: LeaseName, version: Version, after: Duration) {
-        self.defer(name, Some(version), after);
     }
 
     /// One pass: looks at up to [`MAX_PER_PASS`] records of slots older than
@@ -154,6 +148,20 @@ pub(crate) async fn expire(store: &dyn CasStore, name: &LeaseName, version: &Ver
     }
 }
 
+/// How long a final record has left: on the store's clock; on a store without one,
+/// until the expiry its writer put on its wall clock, plus the skew, from `now_ms`.
+pub(crate) fn time_left(stored: &Stored, now_ms: u64, skew: Duration) -> Duration {
+    match stored.remaining {
+        Some(left) => left,
+        None => {
+            let until = stored.record.wall_expires_at_ms.map_or(0, |w| {
+                w.saturating_add(u64::try_from(skew.as_millis()).unwrap_or(u64::MAX))
+            });
+            Duration::from_millis(until.saturating_sub(now_ms))
+        }
+    }
+}
+
 /// What looking at one record did.
 enum Look {
     /// No record.
@@ -190,17 +198,7 @@ async fn look(
     ) {
         return Ok(Look::Kept);
     }
-    // Run out on the store's clock; on a store without one, past the expiry its writer
-    // put on its wall clock, plus the skew.
-    let left = match stored.remaining {
-        Some(left) => left,
-        None => {
-            let until = stored.record.wall_expires_at_ms.map_or(0, |w| {
-                w.saturating_add(u64::try_from(skew.as_millis()).unwrap_or(u64::MAX))
-            });
-            Duration::from_millis(until.saturating_sub(now_ms))
-        }
-    };
+    let left = time_left(&stored, now_ms, skew);
     if !left.is_zero() {
         return Ok(Look::NotYet(stored.version, left));
     }

@@ -106,6 +106,14 @@ async fn a_restart_runs_no_slot_twice(kind: common::Kind) {
         "{earliest} ran, from before the job's first start"
     );
     assert_eq!(t.new_to, ["first"], "the instances that took the job for new");
+    // And none lost from there on: the first instance's, the gap's, the second's.
+    let latest = t.ran_by.keys().next_back().unwrap();
+    let due: Vec<Slot> = spec
+        .schedule
+        .slots_between(earliest.unix_ms() - 1, latest.unix_ms())
+        .collect();
+    let ran: Vec<Slot> = t.ran_by.keys().copied().collect();
+    assert_eq!(ran, due, "every slot from the first run to the last");
 }
 
 on_every_store!(a_restart_runs_no_slot_twice);

@@ -341,7 +341,7 @@ async fn a_new_job_runs_from_its_first_start_and_catches_up_only_since() {
     let mem = MemoryStore::new();
     let spec = every_second("new")
         .catch_up(Duration::from_secs(30))
-        .clock_skew(Duration::from_millis(500));
+        .clock_skew(Duration::from_millis(1_500));
     let table: Shared = Arc::default();
     let run = Duration::from_millis(2_500);
     let first = run_one(mem.clone(), spec.clone(), job(table.clone(), "first"), T0 + 300, run).await;
@@ -369,9 +369,46 @@ async fn a_new_job_runs_from_its_first_start_and_catches_up_only_since() {
             )
         })
         .collect();
-    // From the start's second, less the clock skew allowed: T0 on.
-    let expected: Vec<(i64, &str)> = (0..=11).map(|s| (s, if s <= 2 { "first" } else { "second" })).collect();
+    // From the start's second, less the clock skew allowed (1.5 s): T0 - 1 s on.
+    let expected: Vec<(i64, &str)> = (-1..=11)
+        .map(|s| (s, if s <= 2 { "first" } else { "second" }))
+        .collect();
     assert_eq!(ran, expected);
+}
+
+/// A start record written by an instance whose clock ran an hour fast cuts no slot
+/// after another instance's own start: that one runs its slots from its start on.
+#[tokio::test(start_paused = true)]
+async fn a_start_record_from_a_fast_clock_cuts_nothing_after_an_instances_start() {
+    let mem = MemoryStore::new();
+    let spec = every_second("fast").clock_skew(Duration::from_millis(200));
+    let table: Shared = Arc::default();
+    let run = Duration::from_millis(1_500);
+    let fast = run_one(
+        mem.clone(),
+        spec.clone(),
+        job(table.clone(), "fast"),
+        T0 + 3_600_000,
+        run,
+    )
+    .await;
+    assert!(fast.iter().any(|e| matches!(e, SlotEvent::NewJob { .. })), "{fast:?}");
+    table.lock().unwrap().effects.clear();
+    let events = run_one(
+        mem,
+        spec,
+        job(table.clone(), "true"),
+        T0 + 300,
+        Duration::from_millis(3_000),
+    )
+    .await;
+    assert!(
+        !events.iter().any(|e| matches!(e, SlotEvent::NewJob { .. })),
+        "{events:?}"
+    );
+    let t = table.lock().unwrap();
+    let ran: Vec<u64> = t.effects.iter().map(|(s, _, _)| (s.unix_ms() - T0) / SEC).collect();
+    assert_eq!(ran, [1, 2, 3], "the slots after the true instance's start");
 }
 
 /// A job that fails is retried after `retry_failed_after`, by some instance, until it
