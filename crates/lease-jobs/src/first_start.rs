@@ -5,9 +5,9 @@
 //! those slots come from before it existed: nobody missed them. So the job keeps a
 //! *start record*, `<job>/@<time>` (its first start, in whole seconds, UTC:
 //! `2026-12-07T20:00:00Z`), a done record that every running instance writes again
-//! each quarter of [`JobSpec::keep_done_for`] to last `keep_done_for` more (and asks
-//! the store to expire then, where it can). It lasts as long as an instance of the job
-//! ran within the last `keep_done_for`, however far apart the job's slots are, and no
+//! each quarter of [`JobSpec::keep_done_for`] to last five quarters more (and asks the
+//! store to expire then, where it can). It lasts as long as an instance of the job ran
+//! within the last `keep_done_for`, however far apart the job's slots are, and no
 //! instance runs a slot from before its time (nor from before the instance's own start,
 //! if the record's time is later: a writer whose clock ran fast). Where slots are due
 //! on the wall clock, that time is on the clock of the instance that wrote it, so the
@@ -16,13 +16,16 @@
 //! behind.
 //!
 //! At start-up a scheduler lists the job's records (the listing the sweep also uses)
-//! and reads its start records:
+//! and reads its start records, the earliest first:
 //! - one that has not run out: the job began at its time;
-//! - none, or all run out: the job is new (first deployed, or no instance of it ran for
-//!   `keep_done_for`): [`crate::SlotEvent::NewJob`], and a start record at this start;
-//! - no start record, but slot records (a job run before start records existed, or
-//!   whose start record could not be written): the whole window is looked back, and a
-//!   start record is written at the window's start, which cuts nothing now;
+//! - none that has not run out, but slot records (a job run before start records
+//!   existed, or whose start record could not be kept; on the stores whose records do
+//!   not go by themselves, also one whose instances all stopped for longer than
+//!   `keep_done_for`, until the sweep purges them): the whole window is looked back,
+//!   and a start record is written at the window's start, which cuts nothing now;
+//! - neither: the job is new (first deployed, or, where records go by themselves, no
+//!   instance of it ran for `keep_done_for`): [`crate::SlotEvent::NewJob`], and a start
+//!   record at this start;
 //! - the store cannot list, or the listing or a read fails: the whole window, and no
 //!   start record (logged).
 
@@ -37,9 +40,10 @@ use crate::marker::{self, Finished, Marker};
 use crate::sweep;
 use crate::{JobSpec, Slot};
 
-/// The most start records read at start-up (more exist only after instances of a new
-/// job started in different seconds at once).
-const MAX_READ: usize = 4;
+/// The most start records read at start-up (more than one exist only after instances
+/// of a new job started in different seconds at once, until the sweep purges those
+/// nobody keeps).
+const MAX_READ: usize = 16;
 
 /// What a scheduler found at start-up about when its job began.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +52,8 @@ pub(crate) enum Began {
     At(u64),
     /// No start record that has not run out, and no slot record: a new job.
     New,
-    /// Slot records and no start record: the job ran before it had one.
+    /// Slot records, and no start record that has not run out: the job ran before it
+    /// had one.
     Before,
     /// Not known: the store could not list, or a call failed.
     Unknown,
@@ -93,10 +98,7 @@ pub(crate) async fn began(
             }
         }
     }
-    match (starts.is_empty(), slots) {
-        (true, true) => Began::Before,
-        _ => Began::New,
-    }
+    if slots { Began::Before } else { Began::New }
 }
 
 /// `ms` rounded down to the whole second a start record names.
@@ -156,36 +158,35 @@ impl StartRecord {
         self.next
     }
 
-    /// Writes the record again if it is time: to last `keep_done_for` more.
+    /// Writes the record again if it is time.
     pub(crate) async fn tick(&mut self, client: &LeaseClient, spec: &JobSpec, skew: Duration) {
         if self.next <= Instant::now() {
             self.refresh(client, spec, skew).await;
         }
     }
 
-    /// Writes the record to last `keep_done_for` from now (again, or anew if it is
-    /// gone), and asks the store to remove it then, plus `skew`. A store error is
-    /// logged and tried again sooner.
+    /// Writes the record to last five quarters of `keep_done_for` from now (again, or
+    /// anew if it is gone), so that it outlasts `keep_done_for` after the last instance
+    /// stops however soon before that it was written; and asks the store to remove it
+    /// then, plus `skew`. A store error, there too, is logged and tried again sooner.
     async fn refresh(&mut self, client: &LeaseClient, spec: &JobSpec, skew: Duration) {
-        let keep = spec.keep_done_for;
-        let every = (keep / 4).max(Duration::from_millis(100));
+        let every = (spec.keep_done_for / 4).max(Duration::from_millis(100));
+        let keep = spec.keep_done_for + every;
         let written = match client.store().read(&self.name).await {
             Ok(Some(stored)) if is_done(&stored) => marker::keep_longer(client, &self.name, &stored, keep).await,
             // Gone, or a writer died between its grant and its done record: written
             // anew once free.
-            Ok(_) => write(client, spec, &self.name).await,
+            Ok(_) => write(client, spec, &self.name, keep).await,
             Err(e) => {
                 tracing::debug!(job = %spec.name, name = %self.name, error = %e, "could not read the job's start record");
                 None
             }
         };
-        match written {
-            Some(version) => {
-                sweep::expire(client.store().as_ref(), &self.name, &version, keep + skew).await;
-                self.next = Instant::now() + every;
-            }
-            None => self.next = Instant::now() + every / 4,
-        }
+        let expiring = match written {
+            Some(version) => sweep::expire(client.store().as_ref(), &self.name, &version, keep + skew).await,
+            None => false,
+        };
+        self.next = Instant::now() + if expiring { every } else { every / 4 };
         tracing::trace!(job = %spec.name, name = %self.name, since = %Slot::from_unix_ms(self.since), "kept the job's start record");
     }
 }
@@ -194,12 +195,17 @@ fn is_done(stored: &Stored) -> bool {
     stored.record.holder.as_ref().and_then(Marker::of) == Some(Marker::Done)
 }
 
-/// Writes a start record `name`: a done record, lasting `keep_done_for`. Its version,
-/// or `None` if another instance wrote it first or the store failed (logged).
-async fn write(client: &LeaseClient, spec: &JobSpec, name: &LeaseName) -> Option<leasehold_core::store::Version> {
+/// Writes a start record `name`: a done record, lasting `keep`. Its version, or `None`
+/// if another instance wrote it first or the store failed (logged).
+async fn write(
+    client: &LeaseClient,
+    spec: &JobSpec,
+    name: &LeaseName,
+    keep: Duration,
+) -> Option<leasehold_core::store::Version> {
     let options = spec.at_most.options(spec.lock_at_most_for);
     let written = match client.try_acquire_with(name, &options).await {
-        Ok(AcquireOutcome::Granted(lease)) => marker::finish(client, lease, Marker::Done, spec.keep_done_for).await,
+        Ok(AcquireOutcome::Granted(lease)) => marker::finish(client, lease, Marker::Done, keep).await,
         Ok(AcquireOutcome::Held { .. }) => return None,
         Err(e) => Err(e),
     };
@@ -273,14 +279,15 @@ mod tests {
             judge(names(&["jobs/report/2026-11-30T02:20:00.000Z"])).await,
             Began::Before
         );
-        // Listed start records that are gone (or ran out) say the job is new.
+        // Listed start records that are gone (or ran out) say nothing; slot records do.
+        assert_eq!(judge(names(&["jobs/report/@2026-11-30T02:19:00Z"])).await, Began::New);
         assert_eq!(
             judge(names(&[
                 "jobs/report/2026-11-30T02:20:00.000Z",
                 "jobs/report/@2026-11-30T02:19:00Z"
             ]))
             .await,
-            Began::New
+            Began::Before
         );
         // One kept: the earliest that has not run out.
         let kept = StartRecord::keep(&client, &s, 1_796_005_170_000, Duration::ZERO)

@@ -107,11 +107,11 @@ pub enum SlotEvent {
         /// The slot.
         slot: Slot,
     },
-    /// The job has no start record that has not run out (and, if it has no start
-    /// record at all, no slot record either): this instance takes it as new, writes
-    /// down when it began, and runs no slot from before that, whatever the missed-slot
-    /// policy. Reported at start-up by each instance that finds it so: for a job
-    /// deployed for the first time, and for one no instance of which ran for
+    /// The job has neither a start record that has not run out nor any slot record:
+    /// this instance takes it as new, writes down when it began, and runs no slot from
+    /// before that, whatever the missed-slot policy. Reported at start-up by each
+    /// instance that finds it so: for a job deployed for the first time, and, on the
+    /// stores whose records go by themselves, for one no instance of which ran for
     /// [`JobSpec::keep_done_for`] (see the crate docs, "A new job"). Per-slot naming
     /// only ([`crate::LockNaming::PerSlot`]).
     NewJob {
@@ -352,7 +352,7 @@ impl Scheduler {
             Began::At(since) => Some(since),
             Began::New => {
                 let since = first_start::whole_second(start_ms);
-                tracing::info!(job = %spec.name, since = %Slot::from_unix_ms(since), "no record of the job in the store: a new job, no slot from before it runs");
+                tracing::info!(job = %spec.name, since = %Slot::from_unix_ms(since), "no start record of the job that has not run out, and no slot record: a new job, no slot from before it runs");
                 self.emit(SlotEvent::NewJob {
                     since: Slot::from_unix_ms(since),
                 });
@@ -376,6 +376,10 @@ impl Scheduler {
             let Some(now_ms) = self.due_now(spec, &mut clock, &mut books.store, shutdown).await? else {
                 return Ok(());
             };
+            // Before the pass's runs, which may be long.
+            if let Some(record) = start_record.as_mut() {
+                record.tick(&self.client, spec, skew).await;
+            }
             let mut enumerated = 0;
             for slot in spec.schedule.slots_between(frontier, now_ms) {
                 books.pending.entry(slot).or_insert_with(Pending::new);
@@ -433,8 +437,7 @@ impl Scheduler {
             if let Some(r) = books.pending.values().map(|p| p.recheck_at).min() {
                 wake = wake.min(r);
             }
-            if let Some(record) = start_record.as_mut() {
-                record.tick(&self.client, spec, skew).await;
+            if let Some(record) = start_record.as_ref() {
                 wake = wake.min(record.next());
             }
             tokio::select! {

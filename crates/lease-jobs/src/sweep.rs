@@ -140,11 +140,17 @@ impl Sweeper {
 /// Asks the store to remove a done (or given-up failed) slot record (at `version`) by
 /// itself `after` from
 /// now ([`CasStore::expire`]); a store without its own expiry leaves it to the sweep,
-/// and so does a failure (logged).
-pub(crate) async fn expire(store: &dyn CasStore, name: &LeaseName, version: &Version, after: Duration) {
+/// and so does a failure (logged). Whether the store answered.
+pub(crate) async fn expire(store: &dyn CasStore, name: &LeaseName, version: &Version, after: Duration) -> bool {
     match store.expire(name, version, after).await {
-        Ok(outcome) => tracing::trace!(%name, ?outcome, "sweep: asked the store to expire a done slot record"),
-        Err(e) => tracing::debug!(%name, error = %e, "sweep: could not set the store's expiry; the sweep purges it"),
+        Ok(outcome) => {
+            tracing::trace!(%name, ?outcome, "sweep: asked the store to expire a done slot record");
+            true
+        }
+        Err(e) => {
+            tracing::debug!(%name, error = %e, "sweep: could not set the store's expiry; the sweep purges it");
+            false
+        }
     }
 }
 

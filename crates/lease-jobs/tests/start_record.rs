@@ -15,8 +15,8 @@ use std::time::Duration;
 use leasehold_jobs::{JobSpec, Schedule, Scheduler, Slot, SlotEvent, SlotOutcome};
 use tokio_util::sync::CancellationToken;
 
-const PERIOD: Duration = Duration::from_secs(8);
-const KEEP: Duration = Duration::from_secs(4);
+const PERIOD: Duration = Duration::from_secs(10);
+const KEEP: Duration = Duration::from_secs(5);
 
 #[derive(Default)]
 struct Seen {
@@ -61,7 +61,7 @@ async fn a_sparse_job_stays_known_between_its_slots(kind: common::Kind) {
     let name = format!("sparse-{}", leasehold_testkit::unique_suffix());
     let spec = JobSpec::new(name, Schedule::every(PERIOD).unwrap(), Duration::from_millis(500))
         .grace(Duration::from_millis(200))
-        .catch_up(Duration::from_secs(3))
+        .catch_up(Duration::from_secs(4))
         .keep_done_for(KEEP)
         .clock_skew(Duration::from_millis(200));
     let (first, stop, task) = start(&place, &spec).await;
