@@ -330,6 +330,13 @@ impl LockingExecutor {
 /// before a challenger watched it unchanged that long). Two round trips: a read for the
 /// version, the write.
 ///
+/// On etcd and ZooKeeper the kept record lives on one of this process's sessions: it
+/// lasts `rest` while the process runs, but once the process has exited only as long
+/// as that session (etcd: its lease's TTL from its last keep-alive; ZooKeeper: its
+/// timeout, at most the ensemble's `maxSessionTimeout`). A process that exits at once
+/// and wants the name kept there stays until `rest` has passed, as `leasehold run
+/// --at-least` does.
+///
 /// `Ok(true)` once the name is kept; `Ok(false)` if the record no longer named this
 /// lease (it was lost, or another holder has it): nothing was written.
 ///

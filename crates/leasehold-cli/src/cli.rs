@@ -111,8 +111,9 @@ pub(crate) struct RunArgs {
     /// Keep the lease taken until at least this long after it was granted, even if the
     /// command exits sooner (ShedLock's lockAtLeastFor): the same cron job started a
     /// little later on another host finds it held and does not run again. Kept by a
-    /// record nobody renews, after leasehold exits; not kept if the lease was lost. At
-    /// most 7 days.
+    /// record nobody renews, after leasehold exits (on etcd and ZooKeeper, whose records
+    /// live on its session, leasehold stays until then); not kept if the lease was lost
+    /// or the command could not be started. At most 7 days.
     #[arg(long, value_parser = at_least)]
     pub(crate) at_least: Option<Duration>,
     /// The tenure and the command.

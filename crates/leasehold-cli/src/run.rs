@@ -6,6 +6,8 @@
 //! command exits, or with `--at-least` kept taken until that long after the grant
 //! ([`leasehold::jobs::keep_taken`]).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use leasehold::jobs::Marker;
@@ -13,7 +15,7 @@ use leasehold::{AcquireOutcome, Lease, LeaseClient, LeaseName};
 use tokio::time::Instant;
 
 use crate::cli::RunArgs;
-use crate::error::CliError;
+use crate::error::{CliError, report};
 use crate::supervise::{Tenure, settle, supervise};
 use crate::{open, show};
 use leasehold::url::StoreUrl;
@@ -37,16 +39,61 @@ pub(crate) async fn run(url: &StoreUrl, args: RunArgs) -> Result<u8, CliError> {
             return Err(sig.ended(&format!("lease {name}")));
         }
     };
-    match args.at_least {
-        // Measured from the grant's answer, which came after the store applied it: kept
-        // until then on this clock, the name is taken at least that long after the
-        // store's own grant.
-        Some(at_least) => {
-            let until = Instant::now() + at_least;
-            let kept = KeptLease { lease, client, until };
-            supervise(kept, &args.held.command, grace, &mut signals).await
+    let Some(at_least) = args.at_least else {
+        return supervise(lease, &args.held.command, grace, &mut signals).await;
+    };
+    // Measured from the grant's answer, which came after the store applied it: kept
+    // until then on this clock, the name is taken at least that long after the store's
+    // own grant.
+    let until = Instant::now() + at_least;
+    let marker = Marker::Held.holder_for(lease.holder());
+    let kept = Arc::new(AtomicBool::new(false));
+    let tenure = KeptLease {
+        lease,
+        client: client.clone(),
+        until,
+        started: false,
+        kept: kept.clone(),
+    };
+    let code = supervise(tenure, &args.held.command, grace, &mut signals).await?;
+    // On etcd and ZooKeeper the kept record lives on this process's session: it stays
+    // until then only if the process does, and its client with it (dropping the last
+    // clone of a ZooKeeper store closes its sessions).
+    if kept.load(Ordering::Relaxed) && matches!(url.kind(), "etcd" | "zookeeper") {
+        tokio::select! {
+            () = tokio::time::sleep_until(until) => let_go(&client, &name, &marker).await,
+            sig = signals.next() => {
+                return Err(CliError::Signalled {
+                    message: format!(
+                        "{} while keeping lease {name} for --at-least: it is free once this process's session ends",
+                        sig.name()
+                    ),
+                    signal: sig.number(),
+                });
+            }
         }
-        None => supervise(lease, &args.held.command, grace, &mut signals).await,
+    }
+    drop(client);
+    Ok(code)
+}
+
+/// Deletes the kept record of `name` (held by `marker`), if it is still there, now that
+/// its time has passed: its session would keep it a little longer (etcd: up to the
+/// session's TTL). The token counter stays.
+async fn let_go(client: &LeaseClient, name: &LeaseName, marker: &leasehold::HolderId) {
+    let store = client.store();
+    let gone = async {
+        if let Some(stored) = store.read(name).await? {
+            if stored.record.holder.as_ref() == Some(marker) {
+                store.delete(name, &stored.version).await?;
+            }
+        }
+        Ok::<_, leasehold::Error>(())
+    };
+    if let Ok(Err(e)) = tokio::time::timeout(Duration::from_secs(10), gone).await {
+        report(&format!(
+            "lease {name}: its kept record stays until its session ends: {e}"
+        ));
     }
 }
 
@@ -55,6 +102,10 @@ struct KeptLease {
     lease: Lease,
     client: LeaseClient,
     until: Instant,
+    /// The command started: a lease whose command never ran is released.
+    started: bool,
+    /// Set once the lease is kept.
+    kept: Arc<AtomicBool>,
 }
 
 impl Tenure for KeptLease {
@@ -64,16 +115,30 @@ impl Tenure for KeptLease {
     fn lease(&self) -> &Lease {
         &self.lease
     }
-    /// Released if `until` has passed; else kept for the rest by a record nobody
-    /// renews (nothing is written if the lease was lost).
+    fn started(&mut self) {
+        self.started = true;
+    }
+    /// Released if `until` has passed or the command never started; else kept for the
+    /// rest by a record nobody renews (nothing is written if the lease was lost). A
+    /// keep that failed is said on stderr.
     async fn end(self) -> leasehold::Result<()> {
         let rest = self.until.saturating_duration_since(Instant::now());
-        if rest < Duration::from_millis(1) {
+        if rest < Duration::from_millis(1) || !self.started {
             return self.lease.release().await;
         }
-        leasehold::jobs::keep_taken(&self.client, self.lease, rest)
-            .await
-            .map(drop)
+        let what = self.lease.what();
+        let lost = self.lease.loss_cause().is_some();
+        match leasehold::jobs::keep_taken(&self.client, self.lease, rest).await {
+            Ok(true) => self.kept.store(true, Ordering::Relaxed),
+            Ok(false) if lost => {}
+            Ok(false) => report(&format!(
+                "{what} could not be kept for --at-least: it changed under this run; it is free"
+            )),
+            Err(e) => report(&format!(
+                "{what} could not be kept for --at-least: {e}; it is free once its record expires"
+            )),
+        }
+        Ok(())
     }
 }
 
@@ -119,13 +184,13 @@ async fn acquire(client: &LeaseClient, name: &LeaseName, args: &RunArgs) -> Resu
     }
 }
 
-/// A holder as `run` names it: a run kept taken by `--at-least` (its record held by the
-/// [`Marker::Held`] holder) is said so.
-fn holder_words(holder: &leasehold::HolderId) -> String {
+/// A holder as `run` names it: a run kept taken by `--at-least` (or a library's
+/// `lock_at_least_for`: its record held by the [`Marker::Held`] holder) is said so.
+pub(crate) fn holder_words(holder: &leasehold::HolderId) -> String {
     match Marker::of(holder) {
         Some(Marker::Held) => {
             let run = holder.as_str().strip_prefix(Marker::Held.prefix()).unwrap_or_default();
-            format!("{run}, kept after its run for --at-least")
+            format!("{run}, kept after its run for its at-least time")
         }
         _ => holder.to_string(),
     }

@@ -25,7 +25,9 @@ pub(crate) async fn held_by(client: &LeaseClient, name: &LeaseName) -> Option<St
         .ok()?
         .ok()?;
     match (state.status, state.holder, state.token) {
-        (Status::Held, Some(holder), Some(token)) => Some(format!("{holder} (token {token})")),
+        (Status::Held, Some(holder), Some(token)) => {
+            Some(format!("{} (token {token})", crate::run::holder_words(&holder)))
+        }
         _ => None,
     }
 }

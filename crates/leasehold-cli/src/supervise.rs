@@ -51,6 +51,8 @@ pub(crate) trait Tenure {
     fn lease(&self) -> &Lease;
     /// Ends the tenure (the next holder is granted at once).
     async fn end(self) -> leasehold::Result<()>;
+    /// The command started under it.
+    fn started(&mut self) {}
 }
 
 impl Tenure for Lease {
@@ -85,7 +87,7 @@ impl Tenure for Leadership {
 /// # Errors
 /// [`CliError::Spawn`] when the command cannot be started (the tenure is ended first).
 pub(crate) async fn supervise(
-    tenure: impl Tenure,
+    mut tenure: impl Tenure,
     command: &[String],
     grace: Duration,
     signals: &mut Signals,
@@ -97,6 +99,7 @@ pub(crate) async fn supervise(
             return Err(e);
         }
     };
+    tenure.started();
     // The command leads its group: the group's id is its pid.
     let group = child
         .id()

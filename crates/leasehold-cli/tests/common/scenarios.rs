@@ -127,25 +127,75 @@ async fn gives_up_naming(store: &Store, cmd: &str, name: &str, says: &str) {
     assert!(!store.file("ran-timeout").exists(), "{cmd} ran its command");
 }
 
-/// `run --at-least 4s` whose command exits at once keeps the lease taken: another `run`
-/// exits with the "held" code, saying so, without running its command; one that waits
-/// gets the lease, with the next token, only once 4 s have passed since the first grant.
+/// `run --at-least 6s` whose command exits at once keeps the lease taken until 6 s
+/// after its grant: another `run` meanwhile exits with the "held" code, saying so,
+/// without running its command; one that waits gets the lease, with the next token, no
+/// sooner (by the commands' own clock readings). On etcd and ZooKeeper, whose records
+/// live on the writer's session, the first `leasehold` itself stays until then; on the
+/// other stores it exits at once.
 pub async fn at_least(store: &Store) {
+    const AT_LEAST: Duration = Duration::from_secs(6);
     let name = store.name("at-least");
-    let before_grant = Instant::now();
-    let token1 = run_once(store, &name, &["--ttl", "2s", "--at-least", "4s"], "token1").await;
+    let stamp = |file: &str| format!("echo \"$LEASEHOLD_TOKEN $(date +%s%3N)\" > {file}");
+    let read = async |file: &str| -> (u64, u64) {
+        let line = store.wait_line(file, LIMIT).await;
+        let (token, ms) = line.split_once(' ').expect("token and time");
+        (token.parse().expect("token"), ms.parse().expect("ms"))
+    };
+    let started = Instant::now();
+    let mut first = store.spawn(&[
+        "run",
+        &name,
+        "--ttl",
+        "2s",
+        "--at-least",
+        "6s",
+        "--",
+        "sh",
+        "-c",
+        &stamp("ran1"),
+    ]);
+    let (token1, ran1) = read("ran1").await;
+    let deadline = Instant::now() + LIMIT;
+    while !store
+        .read(&name)
+        .await
+        .and_then(|s| s.record.holder)
+        .is_some_and(|h| h.as_str().starts_with("=held="))
+    {
+        assert!(Instant::now() < deadline, "the lease was not kept after its command");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let out = store.output(&["run", &name, "--", "touch", "ran-early"], LIMIT).await;
     let err = assert_one_line(&out, HELD);
-    assert!(err.contains("kept after its run for --at-least"), "{err}");
+    assert!(err.contains("kept after its run for its at-least time"), "{err}");
     assert!(
         !store.file("ran-early").exists(),
         "ran its command while the lease was kept"
     );
-    assert!(since(before_grant) < Duration::from_secs(4), "checked too late to tell");
-    let token2 = run_once(store, &name, &["--timeout", "30s"], "token2").await;
+    let status = wait_exit(&mut first, LIMIT).await;
+    assert_eq!(status.code(), Some(0));
+    let took = since(started);
+    if store.url.starts_with("etcd:") || store.url.starts_with("zookeeper:") {
+        assert!(
+            took >= AT_LEAST,
+            "left after {took:?}: the session holding the record ended"
+        );
+    } else {
+        assert!(took < AT_LEAST, "stayed {took:?}");
+    }
+    let out = store
+        .output(
+            &["run", &name, "--timeout", "30s", "--", "sh", "-c", &stamp("ran2")],
+            LIMIT,
+        )
+        .await;
+    assert_eq!(code(&out), 0, "{out:?}");
+    let (token2, ran2) = read("ran2").await;
+    let apart = Duration::from_millis(ran2 - ran1);
     assert!(
-        since(before_grant) >= Duration::from_secs(4),
-        "granted again within --at-least"
+        apart >= AT_LEAST - Duration::from_millis(50),
+        "granted again {apart:?} after the first run"
     );
     assert!(token2 > token1, "{token2} after {token1}");
 }
