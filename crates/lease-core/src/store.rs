@@ -94,6 +94,13 @@ pub struct Capabilities {
     pub notifies_waiters: bool,
     /// Whether [`CasStore::write`] takes [`Precondition::Vacant`].
     pub claims_vacant: bool,
+    /// Whether a held record this process wrote lasts its TTL after the process exits.
+    /// Not on etcd and ZooKeeper, where it lives on one of the process's sessions: it
+    /// goes when that session ends (etcd: its lease's TTL after its last keep-alive;
+    /// ZooKeeper: at the session's timeout, or at once when the store is dropped). A
+    /// record meant to outlast its writer, as `leasehold run --at-least` keeps one,
+    /// needs the writer to stay there.
+    pub held_outlives_writer: bool,
 }
 
 impl Capabilities {
@@ -106,6 +113,7 @@ impl Capabilities {
             conflict_returns_current: false,
             notifies_waiters: false,
             claims_vacant: false,
+            held_outlives_writer: true,
         }
     }
 
@@ -127,6 +135,13 @@ impl Capabilities {
     #[must_use]
     pub const fn with_claims_vacant(mut self, yes: bool) -> Self {
         self.claims_vacant = yes;
+        self
+    }
+
+    /// Sets [`Capabilities::held_outlives_writer`] (true unless set).
+    #[must_use]
+    pub const fn with_held_outlives_writer(mut self, yes: bool) -> Self {
+        self.held_outlives_writer = yes;
         self
     }
 

@@ -334,8 +334,9 @@ impl LockingExecutor {
 /// lasts `rest` while the process runs, but once the process has exited only as long
 /// as that session (etcd: its lease's TTL from its last keep-alive; ZooKeeper: its
 /// timeout, at most the ensemble's `maxSessionTimeout`). A process that exits at once
-/// and wants the name kept there stays until `rest` has passed, as `leasehold run
-/// --at-least` does.
+/// and wants the name kept there
+/// ([`Capabilities::held_outlives_writer`](leasehold_core::store::Capabilities::held_outlives_writer)
+/// false) stays until `rest` has passed, as `leasehold run --at-least` does.
 ///
 /// `Ok(true)` once the name is kept; `Ok(false)` if the record no longer named this
 /// lease (it was lost, or another holder has it): nothing was written.

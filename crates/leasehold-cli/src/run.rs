@@ -56,10 +56,10 @@ pub(crate) async fn run(url: &StoreUrl, args: RunArgs) -> Result<u8, CliError> {
         kept: kept.clone(),
     };
     let code = supervise(tenure, &args.held.command, grace, &mut signals).await?;
-    // On etcd and ZooKeeper the kept record lives on this process's session: it stays
+    // Where the kept record lives on this process's session (etcd, ZooKeeper), it stays
     // until then only if the process does, and its client with it (dropping the last
     // clone of a ZooKeeper store closes its sessions).
-    if kept.load(Ordering::Relaxed) && matches!(url.kind(), "etcd" | "zookeeper") {
+    if kept.load(Ordering::Relaxed) && !client.capabilities().held_outlives_writer {
         tokio::select! {
             () = tokio::time::sleep_until(until) => let_go(&client, &name, &marker).await,
             sig = signals.next() => {
@@ -132,10 +132,10 @@ impl Tenure for KeptLease {
             Ok(true) => self.kept.store(true, Ordering::Relaxed),
             Ok(false) if lost => {}
             Ok(false) => report(&format!(
-                "{what} could not be kept for --at-least: it changed under this run; it is free"
+                "{what} was not kept for --at-least: its record changed under this run"
             )),
             Err(e) => report(&format!(
-                "{what} could not be kept for --at-least: {e}; it is free once its record expires"
+                "{what} was not kept for --at-least: {e}; it is free once its record expires"
             )),
         }
         Ok(())

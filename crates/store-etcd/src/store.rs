@@ -47,7 +47,8 @@ pub struct EtcdStore {
 /// else-branch answers the current record, and a watch wakes waiters.
 const CAPABILITIES: Capabilities = Capabilities::new(ClockSource::Store, Grade::Linearizable)
     .with_conflict_returns_current(true)
-    .with_notifies_waiters(true);
+    .with_notifies_waiters(true)
+    .with_held_outlives_writer(false);
 
 pub(crate) struct Inner {
     pub(crate) client: etcd_client::Client,

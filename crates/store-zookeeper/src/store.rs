@@ -30,8 +30,9 @@ const ATTEMPTS: usize = 3;
 
 /// What the ZooKeeper store offers: expiry on ZooKeeper's clock (sessions), and a watch
 /// wakes waiters; a refused `multi` does not answer the current record.
-const CAPABILITIES: Capabilities =
-    Capabilities::new(ClockSource::Store, Grade::Linearizable).with_notifies_waiters(true);
+const CAPABILITIES: Capabilities = Capabilities::new(ClockSource::Store, Grade::Linearizable)
+    .with_notifies_waiters(true)
+    .with_held_outlives_writer(false);
 
 /// Lease records in ZooKeeper: linearizable writes (`multi`), expiry on the ensemble's
 /// session clock, waiters woken by watches.
