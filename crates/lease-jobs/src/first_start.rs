@@ -165,6 +165,40 @@ impl StartRecord {
         }
     }
 
+    /// Awaits `run` while writing the record again on time: a run may last longer
+    /// than the record (five quarters of `keep_done_for`), and an instance that stopped
+    /// in it would leave a job that looks new, its owed slot skipped. A write under way
+    /// when the run ends is finished.
+    pub(crate) async fn alongside<T>(
+        record: Option<&mut Self>,
+        run: impl Future<Output = T>,
+        client: &LeaseClient,
+        spec: &JobSpec,
+        skew: Duration,
+    ) -> T {
+        let Some(record) = record else {
+            return run.await;
+        };
+        let mut run = std::pin::pin!(run);
+        loop {
+            let due = record.next;
+            let refresh = async {
+                tokio::time::sleep_until(due).await;
+                record.refresh(client, spec, skew).await;
+            };
+            let mut refresh = std::pin::pin!(refresh);
+            tokio::select! {
+                out = &mut run => {
+                    if due <= Instant::now() {
+                        refresh.await;
+                    }
+                    return out;
+                }
+                () = &mut refresh => {}
+            }
+        }
+    }
+
     /// Writes the record to last five quarters of `keep_done_for` from now (again, or
     /// anew if it is gone), so that it outlasts `keep_done_for` after the last instance
     /// stops however soon before that it was written; and asks the store to remove it

@@ -155,15 +155,17 @@
 //! Slots from before a job existed are not missed ones: a job deployed for the first
 //! time runs from its first start on, not the catch-up window before it. The job keeps
 //! a *start record*, `<job>/@<time>`: written by the first instance to start it, and
-//! written again by every running instance each quarter of `keep_done_for` to last
-//! five quarters more, so it stays while any instance of the job ran within
-//! `keep_done_for`, however far apart the job's slots are. No instance runs a slot from
+//! written again by every running instance each quarter of `keep_done_for` (during a
+//! long run too) to last five quarters more, so it stays while any instance of the job
+//! ran within `keep_done_for`, however far apart the job's slots are and however long
+//! its runs. No instance runs a slot from
 //! before its time (less [`JobSpec::clock_skew`] where slots are due on the wall
 //! clock), nor from before its own start if the record's time is later. A scheduler
 //! that finds at start-up neither a start record that has not run out nor any slot
 //! record takes the job for new and reports [`SlotEvent::NewJob`]: a job deployed for
 //! the first time, or, on the stores whose records go by themselves (Redis, etcd), one
-//! no instance of which ran for `keep_done_for`. With slot records and no start record
+//! no instance of which ran for `keep_done_for` plus the skew (up to a quarter more, as
+//! the last write fell). With slot records and no start record
 //! that has not run out (a job run before this crate kept one, or, elsewhere, after
 //! such an outage), it looks back the whole window once and writes one. This is the
 //! per-slot naming's; where the store cannot list its records, or a call fails at

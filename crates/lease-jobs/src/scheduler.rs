@@ -206,6 +206,9 @@ struct Books {
     pending: BTreeMap<Slot, Pending>,
     /// The store's answers of late.
     store: StoreHealth,
+    /// The job's start record, kept while this scheduler runs (none if the store
+    /// could not say at start-up whether the job is new).
+    start: Option<StartRecord>,
 }
 
 /// Whether the store answers: store errors in a row across all of a scheduler's calls,
@@ -365,7 +368,7 @@ impl Scheduler {
         if let Some(since) = since {
             frontier = frontier.max(cut(since));
         }
-        let mut start_record = match since {
+        books.start = match since {
             Some(since) => StartRecord::keep(&self.client, spec, since, skew).await,
             None => None,
         };
@@ -377,7 +380,7 @@ impl Scheduler {
                 return Ok(());
             };
             // Before the pass's runs, which may be long.
-            if let Some(record) = start_record.as_mut() {
+            if let Some(record) = books.start.as_mut() {
                 record.tick(&self.client, spec, skew).await;
             }
             let mut enumerated = 0;
@@ -437,7 +440,7 @@ impl Scheduler {
             if let Some(r) = books.pending.values().map(|p| p.recheck_at).min() {
                 wake = wake.min(r);
             }
-            if let Some(record) = start_record.as_ref() {
+            if let Some(record) = books.start.as_ref() {
                 wake = wake.min(record.next());
             }
             tokio::select! {
@@ -672,7 +675,9 @@ impl Scheduler {
         let started = Instant::now();
         let late = Duration::from_millis(clock.now_ms().unwrap_or(0).saturating_sub(slot.unix_ms()));
         let token = lease.token();
-        let result = match execute(&lease, Some(slot), started, Some(shutdown), job).await {
+        let run = execute(&lease, Some(slot), started, Some(shutdown), job);
+        let skew = clock.skew(spec.clock_skew);
+        let result = match StartRecord::alongside(books.start.as_mut(), run, &self.client, spec, skew).await {
             Ok(Ok(outcome)) => Ok(outcome.into()),
             Ok(Err(e)) => Err(e.to_string()),
             Err(panic) => Err(panicked(panic.as_ref())),

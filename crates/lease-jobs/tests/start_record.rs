@@ -4,6 +4,10 @@
 //! them; an outage over its next slot must not make it look new, which would skip that
 //! slot. One instance runs two slots and on until just before the third; the next
 //! starts 1.3 s after it, and runs it late.
+//!
+//! It lasts through a run longer than `keep_done_for`, too: an instance that stopped
+//! in such a run would otherwise leave a job that looks new, and the slot it owed
+//! would be skipped.
 #![allow(missing_docs, clippy::unwrap_used)]
 
 mod common;
@@ -12,7 +16,8 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold_jobs::{JobSpec, Schedule, Scheduler, Slot, SlotEvent, SlotOutcome};
+use leasehold::{LeaseClient, NamePrefix};
+use leasehold_jobs::{JobContext, JobSpec, Schedule, Scheduler, Slot, SlotEvent, SlotOutcome};
 use tokio_util::sync::CancellationToken;
 
 const PERIOD: Duration = Duration::from_secs(10);
@@ -96,3 +101,70 @@ async fn a_sparse_job_stays_known_between_its_slots(kind: common::Kind) {
 }
 
 on_stores!(a_sparse_job_stays_known_between_its_slots; redis Redis, etcd Etcd);
+
+/// Whether a start record of `job` is there and has time left, by the store's clock.
+async fn start_record_lives(client: &LeaseClient, job: &str) -> bool {
+    let store = client.store();
+    let names = store.list(&NamePrefix::new(format!("{job}/@")).unwrap()).await.unwrap();
+    for name in names {
+        if let Some(stored) = store.read(&name).await.unwrap() {
+            if stored.remaining.is_some_and(|left| !left.is_zero()) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+async fn a_start_record_lasts_through_a_long_run(kind: common::Kind) {
+    const SHORT_KEEP: Duration = Duration::from_millis(800);
+    let place = common::Place::new(kind).await;
+    let name = format!("long-run-{}", leasehold_testkit::unique_suffix());
+    // Its runs renewed (the default), lasting longer than lock_at_most_for.
+    let spec = JobSpec::new(
+        name.clone(),
+        Schedule::every(Duration::from_secs(1)).unwrap(),
+        Duration::from_millis(300),
+    )
+    .grace(Duration::from_millis(100))
+    .catch_up(Duration::from_millis(200))
+    .keep_done_for(SHORT_KEEP)
+    .clock_skew(Duration::from_millis(100));
+    let reader = place.client().await;
+    // Seen from inside the first run, three times as long as the record was written
+    // to last (five quarters of keep_done_for, plus the skew) in: was it there?
+    let seen: Arc<Mutex<Option<bool>>> = Arc::default();
+    let job = {
+        let seen = seen.clone();
+        move |_ctx: JobContext| {
+            let (seen, reader, name) = (seen.clone(), reader.clone(), name.clone());
+            async move {
+                if seen.lock().unwrap().is_none() {
+                    tokio::time::sleep(SHORT_KEEP * 4).await;
+                    let lives = start_record_lives(&reader, &name).await;
+                    *seen.lock().unwrap() = Some(lives);
+                }
+                Ok::<_, String>(SlotOutcome::Committed)
+            }
+        }
+    };
+    let shutdown = CancellationToken::new();
+    let scheduler = Scheduler::new(place.client().await);
+    let task = tokio::spawn({
+        let (spec, shutdown) = (spec.clone(), shutdown.clone());
+        async move { scheduler.run(spec, job, shutdown).await.unwrap() }
+    });
+    common::wait_until(Duration::from_secs(20), "the first run to look", || {
+        seen.lock().unwrap().is_some()
+    })
+    .await;
+    shutdown.cancel();
+    task.await.unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        Some(true),
+        "the start record ran out during a long run"
+    );
+}
+
+on_stores!(a_start_record_lasts_through_a_long_run; postgres Postgres, redis Redis, etcd Etcd);

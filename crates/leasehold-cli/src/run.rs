@@ -90,11 +90,14 @@ async fn let_go(client: &LeaseClient, name: &LeaseName, marker: &leasehold::Hold
         }
         Ok::<_, leasehold::Error>(())
     };
-    if let Ok(Err(e)) = tokio::time::timeout(Duration::from_secs(10), gone).await {
-        report(&format!(
-            "lease {name}: its kept record stays until its session ends: {e}"
-        ));
-    }
+    let why = match tokio::time::timeout(Duration::from_secs(10), gone).await {
+        Ok(Ok(())) => return,
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => "no answer within 10s".to_owned(),
+    };
+    report(&format!(
+        "lease {name}: its kept record stays until its session ends: {why}"
+    ));
 }
 
 /// A lease that, once its command has exited, stays taken until `until`.
@@ -118,19 +121,19 @@ impl Tenure for KeptLease {
     fn started(&mut self) {
         self.started = true;
     }
-    /// Released if `until` has passed or the command never started; else kept for the
-    /// rest by a record nobody renews (nothing is written if the lease was lost). A
-    /// keep that failed is said on stderr.
+    /// Released if `until` has passed, the command never started or the lease was
+    /// lost; else kept for the rest by a record nobody renews. A keep that failed is
+    /// said on stderr.
     async fn end(self) -> leasehold::Result<()> {
         let rest = self.until.saturating_duration_since(Instant::now());
-        if rest < Duration::from_millis(1) || !self.started {
+        // A lost lease is released as any other (the store may still name this run
+        // while the client counts it lost): never kept past the loss.
+        if rest < Duration::from_millis(1) || !self.started || self.lease.loss_cause().is_some() {
             return self.lease.release().await;
         }
         let what = self.lease.what();
-        let lost = self.lease.loss_cause().is_some();
         match leasehold::jobs::keep_taken(&self.client, self.lease, rest).await {
             Ok(true) => self.kept.store(true, Ordering::Relaxed),
-            Ok(false) if lost => {}
             Ok(false) => report(&format!(
                 "{what} was not kept for --at-least: its record changed under this run"
             )),

@@ -557,14 +557,14 @@ impl Signals {
     }
 
     /// The next signal received that ends a wait (SIGHUP, SIGINT, SIGQUIT, SIGTERM);
-    /// SIGTSTP, and SIGUSR1, SIGUSR2 and SIGALRM (no command runs yet to get them), are
-    /// reported and ignored here.
+    /// SIGTSTP, and SIGUSR1, SIGUSR2 and SIGALRM (no command runs, yet or any more, to
+    /// get them), are reported and ignored here.
     pub(crate) async fn next(&mut self) -> Forwarded {
         loop {
             match self.receive().await {
                 Received::Forwarded(sig) if sig.ends_wait() => return sig,
                 Received::Forwarded(sig) => {
-                    report(&format!("ignored {}: no command runs yet to forward it to", sig.name()))
+                    report(&format!("ignored {}: no command runs to forward it to", sig.name()))
                 }
                 Received::Suspend => report_suspend(),
             }

@@ -24,6 +24,7 @@ macro_rules! scenario_tests {
             elect_leads_one_at_a_time_and_observe_prints_each_leader => elect_and_observe,
             elect_stops_its_command_when_leadership_is_taken => elect_lost,
             at_least_keeps_the_lease_taken_after_a_short_command => at_least,
+            at_least_keeps_nothing_once_the_lease_is_lost => at_least_lost,
         );
     };
     (@cases $store:expr; $($test:ident => $scenario:ident),* $(,)?) => {
@@ -198,6 +199,39 @@ pub async fn at_least(store: &Store) {
         "granted again {apart:?} after the first run"
     );
     assert!(token2 > token1, "{token2} after {token1}");
+}
+
+/// `run --at-least 60s` frozen (SIGSTOP) past its TTL while its command runs, nobody
+/// taking over meanwhile (the store may still name it): resumed, it counts the lease
+/// lost, stops its command, exits with the "lost" code and keeps nothing: the next
+/// `run` is granted long before the at-least time, with a higher token.
+pub async fn at_least_lost(store: &Store) {
+    let name = store.name("at-least-lost");
+    let script = "echo \"$LEASEHOLD_TOKEN\" > token1; exec sleep 60";
+    let (mut first, token1) = holding(store, &name, "1s", &["--at-least", "60s", "--grace", "200ms"], script).await;
+    leasehold::testing::process::freeze(first.id()).await.expect("SIGSTOP");
+    // The fault: frozen for twice its TTL.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    leasehold::testing::process::resume(first.id()).expect("SIGCONT");
+    let status = wait_exit(&mut first, LIMIT).await;
+    assert_eq!(status.code(), Some(LOST));
+    let out = store
+        .output(
+            &[
+                "run",
+                &name,
+                "--timeout",
+                "15s",
+                "--",
+                "sh",
+                "-c",
+                "echo \"$LEASEHOLD_TOKEN\" > token2",
+            ],
+            LIMIT,
+        )
+        .await;
+    assert_eq!(code(&out), 0, "a lost lease was kept for --at-least: {out:?}");
+    assert!(token_in(store, "token2").await > token1);
 }
 
 /// While one `run` holds the lease, another exits with the "held" code at once (no wait)
