@@ -338,8 +338,9 @@ impl LockingExecutor {
 /// ([`Capabilities::held_outlives_writer`](leasehold_core::store::Capabilities::held_outlives_writer)
 /// false) stays until `rest` has passed, as `leasehold run --at-least` does.
 ///
-/// `Ok(true)` once the name is kept; `Ok(false)` if the record no longer named this
-/// lease (it was lost, or another holder has it): nothing was written.
+/// `Ok(true)` once the name is kept; `Ok(false)` if the lease was lost or is past its
+/// validity (its loss not noticed yet, as after a freeze: it is released), or if the
+/// record no longer named this lease (another holder has it): nothing was kept.
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -360,6 +361,11 @@ impl LockingExecutor {
 /// Store errors. After one that retrying could fix, whether the name is kept is not
 /// known: it is free at the latest when the lease's record expires.
 pub async fn keep_taken(client: &LeaseClient, lease: Lease, rest: Duration) -> Result<bool> {
+    // Its tenure is over even where the store still names it: released, not kept.
+    if !lease.is_valid() {
+        lease.release().await?;
+        return Ok(false);
+    }
     Ok(matches!(
         marker::finish(client, lease, Marker::Held, rest).await?,
         Finished::Kept(_)

@@ -343,3 +343,25 @@ async fn a_run_frozen_past_its_validity_is_not_valid_when_it_wakes() {
     // The first `false` ends the run for good, and tells work waiting on the cancellation.
     assert!(cancelled_after, "the context was not cancelled by its own expiry");
 }
+
+/// A run frozen past its lease's validity that returns before the driver has had a turn
+/// to count the lease lost is not kept for `lock_at_least_for`: the store still names
+/// it, but its tenure is over. The lock is released, and another instance runs at once.
+/// Real time on one thread.
+#[tokio::test]
+async fn a_run_frozen_past_its_validity_is_not_kept_for_lock_at_least_for() {
+    let store = MemoryStore::new();
+    let a = exec(store.clone());
+    let lock = LockConfig::new("jobs/frozen-kept", Duration::from_secs(1)).lock_at_least_for(Duration::from_secs(60));
+    let outcome = a
+        .run(&lock, |ctx: leasehold_jobs::JobContext| async move {
+            std::thread::sleep(ctx.valid_until().saturating_duration_since(Instant::now()) + Duration::from_millis(5));
+        })
+        .await
+        .expect("run");
+    let ran = outcome.ran().expect("ran");
+    assert_eq!(ran.kept_for, None, "kept a lease past its validity");
+    assert!(ran.lost.is_some(), "a run past its validity is not counted lost");
+    let again = exec(store).run(&lock, |_ctx| async {}).await.expect("run");
+    assert!(again.ran().is_some(), "the lock stayed taken after a lapsed run");
+}

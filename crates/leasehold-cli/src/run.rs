@@ -126,9 +126,10 @@ impl Tenure for KeptLease {
     /// said on stderr.
     async fn end(self) -> leasehold::Result<()> {
         let rest = self.until.saturating_duration_since(Instant::now());
-        // A lost lease is released as any other (the store may still name this run
-        // while the client counts it lost): never kept past the loss.
-        if rest < Duration::from_millis(1) || !self.started || self.lease.loss_cause().is_some() {
+        // A lease lost, or past its validity with its loss not noticed yet (a process
+        // frozen while its command exited), is released as any other: the store may
+        // still name this run, but it is never kept past the tenure.
+        if rest < Duration::from_millis(1) || !self.started || !self.lease.is_valid() {
             return self.lease.release().await;
         }
         let what = self.lease.what();

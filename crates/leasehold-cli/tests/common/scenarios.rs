@@ -201,37 +201,35 @@ pub async fn at_least(store: &Store) {
     assert!(token2 > token1, "{token2} after {token1}");
 }
 
-/// `run --at-least 60s` frozen (SIGSTOP) past its TTL while its command runs, nobody
-/// taking over meanwhile (the store may still name it): resumed, it counts the lease
-/// lost, stops its command, exits with the "lost" code and keeps nothing: the next
-/// `run` is granted long before the at-least time, with a higher token.
+/// `run --at-least 60s` frozen (SIGSTOP) past its TTL, nobody taking over meanwhile
+/// (the store may still name it), keeps nothing: resumed while its command runs, it
+/// counts the lease lost, stops its command and exits with the "lost" code; resumed
+/// after its command exited during the freeze (whichever it notices first), it keeps
+/// nothing either. Each time the next `run` is granted long before the at-least time,
+/// with a higher token.
 pub async fn at_least_lost(store: &Store) {
-    let name = store.name("at-least-lost");
-    let script = "echo \"$LEASEHOLD_TOKEN\" > token1; exec sleep 60";
-    let (mut first, token1) = holding(store, &name, "1s", &["--at-least", "60s", "--grace", "200ms"], script).await;
-    leasehold::testing::process::freeze(first.id()).await.expect("SIGSTOP");
-    // The fault: frozen for twice its TTL.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    leasehold::testing::process::resume(first.id()).expect("SIGCONT");
-    let status = wait_exit(&mut first, LIMIT).await;
-    assert_eq!(status.code(), Some(LOST));
-    let out = store
-        .output(
-            &[
-                "run",
-                &name,
-                "--timeout",
-                "15s",
-                "--",
-                "sh",
-                "-c",
-                "echo \"$LEASEHOLD_TOKEN\" > token2",
-            ],
-            LIMIT,
-        )
-        .await;
-    assert_eq!(code(&out), 0, "a lost lease was kept for --at-least: {out:?}");
-    assert!(token_in(store, "token2").await > token1);
+    for (case, command) in [("running", "exec sleep 60"), ("exited", "sleep 0.3")] {
+        let name = store.name(&format!("at-least-lost-{case}"));
+        let script = format!("echo \"$LEASEHOLD_TOKEN\" > {case}1; {command}");
+        let mut args = vec!["run", &name, "--ttl", "1s", "--at-least", "60s", "--grace", "200ms"];
+        args.extend_from_slice(&["--", "sh", "-c", &script]);
+        let mut first = store.spawn(&args);
+        let token1 = token_in(store, &format!("{case}1")).await;
+        leasehold::testing::process::freeze(first.id()).await.expect("SIGSTOP");
+        // The fault: frozen for twice its TTL.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        leasehold::testing::process::resume(first.id()).expect("SIGCONT");
+        let status = wait_exit(&mut first, LIMIT).await;
+        if case == "running" {
+            assert_eq!(status.code(), Some(LOST));
+        }
+        let next = format!("echo \"$LEASEHOLD_TOKEN\" > {case}2");
+        let out = store
+            .output(&["run", &name, "--timeout", "15s", "--", "sh", "-c", &next], LIMIT)
+            .await;
+        assert_eq!(code(&out), 0, "{case}: a lost lease was kept for --at-least: {out:?}");
+        assert!(token_in(store, &format!("{case}2")).await > token1, "{case}");
+    }
 }
 
 /// While one `run` holds the lease, another exits with the "held" code at once (no wait)
