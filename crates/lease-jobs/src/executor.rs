@@ -328,7 +328,7 @@ impl LockingExecutor {
 /// as held by the [`Marker::Held`] holder for `rest`; nobody renews it, and nobody is
 /// granted the name before it runs out on the store's clock (on stores without one,
 /// before a challenger watched it unchanged that long). Two round trips: a read for the
-/// version, the write.
+/// version, the write (for a lease no longer valid, its release instead).
 ///
 /// On etcd and ZooKeeper the kept record lives on one of this process's sessions: it
 /// lasts `rest` while the process runs, but once the process has exited only as long
@@ -358,12 +358,17 @@ impl LockingExecutor {
 /// ```
 ///
 /// # Errors
-/// Store errors. After one that retrying could fix, whether the name is kept is not
-/// known: it is free at the latest when the lease's record expires.
+/// Store errors of the keep. After one that retrying could fix, whether the name is
+/// kept is not known: it is free at the latest when the lease's record expires. (A
+/// failed release of a lease no longer valid is logged, and answers `Ok(false)`.)
 pub async fn keep_taken(client: &LeaseClient, lease: Lease, rest: Duration) -> Result<bool> {
     // Its tenure is over even where the store still names it: released, not kept.
     if !lease.is_valid() {
-        lease.release().await?;
+        let name = lease.name().clone();
+        tracing::warn!(lease = %name, "not kept: the lease was lost or past its validity when its run ended");
+        if let Err(e) = lease.release().await {
+            tracing::warn!(lease = %name, error = %e, "release failed; the lease expires on its own");
+        }
         return Ok(false);
     }
     Ok(matches!(

@@ -295,8 +295,8 @@ fn at_least(s: &str) -> Result<Duration, String> {
     let d = duration(s)?;
     if d > leasehold::Ttl::MAX {
         return Err(format!(
-            "{s} is longer than {} (7 days)",
-            humantime::format_duration(leasehold::Ttl::MAX)
+            "{s} is longer than {}s (7 days), the longest a lease is kept",
+            leasehold::Ttl::MAX.as_secs()
         ));
     }
     Ok(d)

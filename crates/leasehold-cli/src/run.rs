@@ -126,13 +126,22 @@ impl Tenure for KeptLease {
     /// said on stderr.
     async fn end(self) -> leasehold::Result<()> {
         let rest = self.until.saturating_duration_since(Instant::now());
-        // A lease lost, or past its validity with its loss not noticed yet (a process
-        // frozen while its command exited), is released as any other: the store may
-        // still name this run, but it is never kept past the tenure.
-        if rest < Duration::from_millis(1) || !self.started || !self.lease.is_valid() {
+        if rest < Duration::from_millis(1) || !self.started {
             return self.lease.release().await;
         }
         let what = self.lease.what();
+        // A lease lost, or past its validity with its loss not noticed yet (a process
+        // frozen while its command exited), is released as any other: the store may
+        // still name this run, but it is never kept past the tenure.
+        if !self.lease.is_valid() {
+            let why = if self.lease.loss_cause().is_some() {
+                "it was lost"
+            } else {
+                "its validity ran out before the command's exit was handled (was this process stopped?)"
+            };
+            report(&format!("{what} was not kept for --at-least: {why}"));
+            return self.lease.release().await;
+        }
         match leasehold::jobs::keep_taken(&self.client, self.lease, rest).await {
             Ok(true) => self.kept.store(true, Ordering::Relaxed),
             Ok(false) => report(&format!(

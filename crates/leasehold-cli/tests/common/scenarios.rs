@@ -208,7 +208,7 @@ pub async fn at_least(store: &Store) {
 /// nothing either. Each time the next `run` is granted long before the at-least time,
 /// with a higher token.
 pub async fn at_least_lost(store: &Store) {
-    for (case, command) in [("running", "exec sleep 60"), ("exited", "sleep 0.3")] {
+    for (case, command) in [("running", "exec sleep 60"), ("exited", "sleep 1")] {
         let name = store.name(&format!("at-least-lost-{case}"));
         let script = format!("echo \"$LEASEHOLD_TOKEN\" > {case}1; {command}");
         let mut args = vec!["run", &name, "--ttl", "1s", "--at-least", "60s", "--grace", "200ms"];
@@ -220,9 +220,12 @@ pub async fn at_least_lost(store: &Store) {
         tokio::time::sleep(Duration::from_secs(2)).await;
         leasehold::testing::process::resume(first.id()).expect("SIGCONT");
         let status = wait_exit(&mut first, LIMIT).await;
+        let mut err = String::new();
+        std::io::Read::read_to_string(first.stderr.as_mut().expect("stderr"), &mut err).expect("read stderr");
         if case == "running" {
-            assert_eq!(status.code(), Some(LOST));
+            assert_eq!(status.code(), Some(LOST), "{err}");
         }
+        assert!(err.contains("was not kept for --at-least"), "{case}: {err}");
         let next = format!("echo \"$LEASEHOLD_TOKEN\" > {case}2");
         let out = store
             .output(&["run", &name, "--timeout", "15s", "--", "sh", "-c", &next], LIMIT)
